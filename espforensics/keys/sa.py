@@ -1,0 +1,145 @@
+"""Security associations and the table that finds one for a packet.
+
+In: ``SecurityAssociation`` values built by the loaders of this package.
+Out: ``SaTable.lookup(spi, src, dst)``, most specific match first.
+Raises ``KeyFileError`` when two entries claim the same SPI and addresses.
+
+Key material lives in ``Secret``, whose repr and str never show it; only
+``espforensics.crypto`` calls ``Secret.reveal()``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from espforensics.errors import KeyFileError
+
+IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# Kernel names of the algorithms we know, with (key lengths without salt, salt
+# length). Only the AEADs of RFC 4106 decrypt today; others load as unsupported.
+RFC4106 = "rfc4106(gcm(aes))"
+AEAD_KEY_LAYOUT: dict[str, tuple[tuple[int, ...], int]] = {
+    RFC4106: ((16, 24, 32), 4),  # RFC 4106 s8.1: AES key || 4-byte salt
+    "rfc4309(ccm(aes))": ((16, 24, 32), 3),  # RFC 4309 s7.1: 3-byte salt
+    "rfc7539esp(chacha20,poly1305)": ((32,), 4),  # RFC 7634 s2
+    "rfc4543(gcm(aes))": ((16, 24, 32), 4),  # RFC 4543 s3.2: GMAC, no encryption
+}
+SUPPORTED_ALGORITHMS = frozenset({RFC4106})
+ICV_BITS = frozenset({64, 96, 128})
+
+
+class Secret:
+    """Key bytes that cannot be printed, logged or compared by accident."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: bytes) -> None:
+        self._value = bytes(value)
+
+    def __repr__(self) -> str:
+        return f"<secret {len(self._value)} bytes>"
+
+    __str__ = __repr__
+
+    def __len__(self) -> int:
+        return len(self._value)
+
+    def reveal(self) -> bytes:
+        """The key bytes. Only the crypto module may call this."""
+        return self._value
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityAssociation:
+    """One ESP SA as a key source described it.
+
+    ``src``/``dst`` of ``None`` match any address. ``origin`` names the file
+    and entry the SA came from, for messages (never the key).
+    """
+
+    spi: int
+    algorithm: str
+    key: Secret = field(compare=False)
+    src: IpAddress | None = None
+    dst: IpAddress | None = None
+    icv_bits: int = 128
+    esn: bool = False
+    esn_hi: int = 0
+    mode: str | None = None  # "transport" / "tunnel" when the source says
+    encap_port: int | None = None  # UDP port of ESP-in-UDP when the source says
+    origin: str = ""
+
+    @property
+    def supported(self) -> bool:
+        """True when this version of espforensics can decrypt the SA."""
+        return self.algorithm in SUPPORTED_ALGORITHMS
+
+    @property
+    def icv_len(self) -> int:
+        return self.icv_bits // 8
+
+
+def _packed(addr: IpAddress | None) -> bytes | None:
+    return None if addr is None else addr.packed
+
+
+class SaTable:
+    """All known SAs, found by (SPI, source, destination).
+
+    A lookup prefers an SA that names both addresses, then one naming the
+    destination only, then the source only, then neither (RFC 4301 s4.1:
+    an SA is identified by SPI and destination). Results are cached per
+    (spi, src, dst) because lookups run once per packet.
+    """
+
+    def __init__(self, sas: tuple[SecurityAssociation, ...] = ()) -> None:
+        self._by_key: dict[tuple[int, bytes | None, bytes | None], SecurityAssociation] = {}
+        self._cache: dict[tuple[int, bytes, bytes], SecurityAssociation | None] = {}
+        for sa in sas:
+            self.add(sa)
+
+    def add(self, sa: SecurityAssociation) -> None:
+        """Add ``sa``; raise ``KeyFileError`` if its SPI and addresses are taken."""
+        key = (sa.spi, _packed(sa.src), _packed(sa.dst))
+        other = self._by_key.get(key)
+        if other is not None:
+            raise KeyFileError(
+                sa.origin.split(":", 1)[0] or "<keys>",
+                f"{sa.origin.split(':', 1)[-1]}: duplicate SA: SPI {sa.spi:#010x} "
+                f"src {sa.src or 'any'} dst {sa.dst or 'any'} is also given by {other.origin}",
+            )
+        self._by_key[key] = sa
+        self._cache.clear()
+
+    def merge(self, other: SaTable) -> None:
+        """Add every SA of ``other``."""
+        for sa in other:
+            self.add(sa)
+
+    def lookup(self, spi: int, src: bytes, dst: bytes) -> SecurityAssociation | None:
+        """The SA for a packet with this SPI and packed outer addresses, if any."""
+        ck = (spi, src, dst)
+        try:
+            return self._cache[ck]
+        except KeyError:
+            pass
+        found = None
+        for key in ((spi, src, dst), (spi, None, dst), (spi, src, None), (spi, None, None)):
+            found = self._by_key.get(key)
+            if found is not None:
+                break
+        self._cache[ck] = found
+        return found
+
+    def by_spi(self, spi: int) -> tuple[SecurityAssociation, ...]:
+        """Every SA with this SPI, whatever its addresses."""
+        return tuple(sa for sa in self._by_key.values() if sa.spi == spi)
+
+    def __iter__(self) -> Iterator[SecurityAssociation]:
+        return iter(tuple(self._by_key.values()))
+
+    def __len__(self) -> int:
+        return len(self._by_key)

@@ -1,0 +1,100 @@
+"""Value types and records shared by every stage; no logic, no imports of ours.
+
+In: nothing. Out: ``Frame`` (one capture record), ``Verdict`` and ``Proto``
+(enums whose values are the strings written to the tables), and
+``PacketRecord``, the one-row-per-frame interchange format whose field
+names are the ``packets.csv`` columns. Raises nothing.
+
+``Frame`` is a NamedTuple rather than a frozen dataclass because one is
+built per captured frame and tuple construction is several times cheaper.
+``PacketRecord`` is a mutable slotted dataclass: the pipeline fills it
+stage by stage and each check fills its own columns (house style rule 8).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from enum import StrEnum
+from typing import NamedTuple, NewType
+
+Spi = NewType("Spi", int)
+
+
+class Frame(NamedTuple):
+    """One captured frame as read from the file."""
+
+    number: int  # 1-based position in the capture, counting packet records only
+    ts_ns: int  # capture timestamp, integer nanoseconds since the epoch
+    caplen: int  # bytes captured (== len(data))
+    wirelen: int  # bytes on the wire
+    linktype: int  # LINKTYPE_* of the interface the frame was captured on
+    data: bytes
+
+
+class DecryptionSecrets(NamedTuple):
+    """A pcapng Decryption Secrets Block (type and raw body)."""
+
+    secrets_type: int
+    data: bytes
+
+
+class Verdict(StrEnum):
+    """What became of one frame; the value is written to ``verdict``."""
+
+    OK = "ok"
+    AUTH_FAIL = "auth_fail"
+    BAD_TRAILER = "bad_trailer"
+    UNKNOWN_SA = "unknown_sa"
+    TRUNCATED = "truncated"
+    NOT_ESP = "not_esp"
+    UNDECODABLE = "undecodable"
+    FRAGMENT = "fragment"
+
+
+class Proto(StrEnum):
+    """How the frame carried ESP, if it did."""
+
+    ESP = "esp"
+    ESP_UDP = "esp-udp"
+    OTHER = "other"
+
+
+@dataclass(slots=True)
+class PacketRecord:
+    """One row of ``packets.csv``: everything known about one frame.
+
+    ``None`` is an empty cell. Offsets count from the first byte of the
+    outer IP header, the way tcpdump's ``ip[]``/``ip6[]`` count.
+    """
+
+    frame: int
+    time: float
+    caplen: int
+    len: int
+    verdict: Verdict = Verdict.NOT_ESP
+    proto: Proto = Proto.OTHER
+    ip_version: int | None = None
+    src: str = ""
+    dst: str = ""
+    udp_sport: int | None = None
+    udp_dport: int | None = None
+    spi: int | None = None
+    seq: int | None = None
+    seq64: int | None = None
+    iv: str = ""
+    esp_offset: int | None = None
+    expected_offset: int | None = None
+    esp_len: int | None = None
+    fragments: int | None = None
+    pad_len: int | None = None
+    next_header: int | None = None
+    payload_len: int | None = None
+    inner_proto: str = ""
+    inner_src: str = ""
+    inner_dst: str = ""
+    inner_sport: int | None = None
+    inner_dport: int | None = None
+    detail: str = ""
+
+
+PACKET_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PacketRecord))
