@@ -79,6 +79,7 @@ class PacketRecord:
     udp_sport: int | None = None
     udp_dport: int | None = None
     spi: int | None = None
+    algorithm: str = ""
     seq: int | None = None
     seq64: int | None = None
     iv: str = ""

@@ -1,0 +1,87 @@
+"""AEAD for ESP: nonce and AAD construction, open and seal.
+
+In: an SA's key material (revealed here and nowhere else), the ESP header
+fields and the bytes after the IV. Out: the plaintext (payload, padding,
+pad length, next header), or ``None`` when the ICV does not verify.
+``seal`` is the inverse, used by the fixture builder. Raises nothing of
+its own; ``cryptography`` is imported by this module only.
+
+RFC 4106 s4: nonce = salt (4) || explicit IV (8).
+RFC 4106 s5 / RFC 4303 s2.2.1: AAD = SPI || seq (8 bytes), or with ESN
+SPI || seq_hi || seq_lo (12 bytes).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from espforensics.keys.sa import RFC4106, SecurityAssociation
+
+IV_LEN = 8  # RFC 4106 s3.1: explicit IV of GCM ESP
+SALT_LEN = 4
+_AAD = struct.Struct(">II")
+_AAD_ESN = struct.Struct(">III")
+
+
+def build_aad(spi: int, seq64: int, esn: bool) -> bytes:
+    """The additional authenticated data of an ESP packet (RFC 4106 s5)."""
+    if esn:
+        return _AAD_ESN.pack(spi, seq64 >> 32, seq64 & 0xFFFFFFFF)
+    return _AAD.pack(spi, seq64 & 0xFFFFFFFF)
+
+
+class AeadContext:
+    """One SA's cipher, built once and used for every packet of the SA."""
+
+    __slots__ = ("_aesgcm", "_key", "_salt", "esn", "icv_len", "spi")
+
+    def __init__(self, sa: SecurityAssociation) -> None:
+        if sa.algorithm != RFC4106:
+            raise ValueError(f"no AEAD context for {sa.algorithm}")
+        material = sa.key.reveal()
+        self._key = material[:-SALT_LEN]
+        self._salt = material[-SALT_LEN:]
+        self.icv_len = sa.icv_len
+        self.esn = sa.esn
+        self.spi = sa.spi
+        # AESGCM only takes 16-byte tags; shorter ICVs go through Cipher/GCM.
+        self._aesgcm = AESGCM(self._key) if self.icv_len == 16 else None
+
+    def open(self, seq64: int, iv: bytes, sealed: bytes, esn: bool | None = None) -> bytes | None:
+        """Decrypt ``sealed`` (ciphertext || ICV); ``None`` if the ICV fails.
+
+        ``esn`` overrides the SA's flag, for callers that try both AAD forms.
+        """
+        aad = build_aad(self.spi, seq64, self.esn if esn is None else esn)
+        nonce = self._salt + iv
+        if len(sealed) < self.icv_len:
+            return None
+        if self._aesgcm is not None:
+            try:
+                return self._aesgcm.decrypt(nonce, sealed, aad)
+            except InvalidTag:
+                return None
+        tag = sealed[-self.icv_len :]
+        dec = Cipher(algorithms.AES(self._key), modes.GCM(nonce, tag, min_tag_length=len(tag)))
+        ctx = dec.decryptor()
+        ctx.authenticate_additional_data(aad)
+        body = ctx.update(sealed[: -self.icv_len])
+        try:
+            return body + ctx.finalize()
+        except InvalidTag:
+            return None
+
+    def seal(self, seq64: int, iv: bytes, plaintext: bytes) -> bytes:
+        """Encrypt ``plaintext``; returns ciphertext || ICV (truncated per SA)."""
+        aad = build_aad(self.spi, seq64, self.esn)
+        nonce = self._salt + iv
+        if self._aesgcm is not None:
+            return self._aesgcm.encrypt(nonce, plaintext, aad)
+        enc = Cipher(algorithms.AES(self._key), modes.GCM(nonce)).encryptor()
+        enc.authenticate_additional_data(aad)
+        body = enc.update(plaintext) + enc.finalize()
+        return body + enc.tag[: self.icv_len]

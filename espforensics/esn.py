@@ -1,0 +1,52 @@
+"""Extended sequence numbers: the high 32 bits the wire does not carry.
+
+In: the low 32 bits of each packet's sequence number, per SA. Out: the
+inferred 64-bit value, and on request the other candidates to try when the
+ICV fails. Raises nothing.
+
+RFC 4303 s2.2.1 and appendix A2.2: the receiver keeps the highest
+sequence number seen and takes the high half that puts the new low half
+closest to it: a packet just past a wrap gets hi + 1, a late one from
+before the wrap keeps hi - 1 relative to the new top. Only packets that
+verify (or, without a key, that are seen) move the top.
+"""
+
+from __future__ import annotations
+
+_LOW = 1 << 32
+_HALF = 1 << 31
+
+
+class EsnTracker:
+    """Per-SA state of RFC 4303 appendix A: the highest seq64 seen."""
+
+    __slots__ = ("_start_hi", "_top")
+
+    def __init__(self, esn_hi: int = 0) -> None:
+        self._start_hi = esn_hi << 32  # high half of the first packet (Wireshark's "ESN High Bits")
+        self._top: int | None = None
+
+    def infer(self, seq_lo: int) -> int:
+        """The 64-bit sequence number closest to the highest seen."""
+        top = self._top
+        if top is None:
+            return self._start_hi | seq_lo
+        cand = (top & ~0xFFFFFFFF) | seq_lo
+        if cand - top > _HALF and cand >= _LOW:
+            cand -= _LOW
+        elif top - cand > _HALF:
+            cand += _LOW
+        return cand
+
+    def commit(self, seq64: int) -> None:
+        """Record a packet whose seq64 is proven (verified or keyless)."""
+        if self._top is None or seq64 > self._top:
+            self._top = seq64
+
+    @staticmethod
+    def alternatives(seq64: int) -> tuple[int, ...]:
+        """Other high halves worth a try when the ICV fails (A2.3)."""
+        alts = [seq64 + _LOW]
+        if seq64 >= _LOW:
+            alts.append(seq64 - _LOW)
+        return tuple(alts)

@@ -1,0 +1,54 @@
+"""The ESP trailer of a decrypted payload: padding, pad length, next header.
+
+In: the plaintext an AEAD returned (payload | padding | pad length | next
+header). Out: ``Trailer`` with the payload length, pad length, next header
+and a ``problem`` string ("" when sound). Raises nothing: a bad trailer is
+a verdict, not an error.
+
+RFC 4303 s2.4: padding bytes are 1, 2, 3, ... unless the algorithm says
+otherwise, and pad length and next header end on a 4-byte boundary.
+RFC 4303 s2.6: next header 59 marks a dummy (TFC) packet. IANA: protocol
+numbers 146-252 are unassigned and 255 is reserved.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+NO_NEXT_HEADER = 59
+_PAD_PATTERN = bytes(range(1, 256))
+
+
+class Trailer(NamedTuple):
+    """What the ESP trailer says, and what is wrong with it."""
+
+    payload_len: int
+    pad_len: int
+    next_header: int
+    problem: str
+
+
+def _valid_next_header(nh: int) -> bool:
+    return nh <= 145 or nh in (253, 254)
+
+
+def parse_trailer(plaintext: bytes) -> Trailer:
+    """Split the plaintext and check its padding (RFC 4303 s2.4)."""
+    n = len(plaintext)
+    if n < 2:
+        return Trailer(0, 0, 0, f"plaintext of {n} bytes has no room for a trailer")
+    pad_len, nh = plaintext[-2], plaintext[-1]
+    payload_len = n - 2 - pad_len
+    if payload_len < 0:
+        return Trailer(0, pad_len, nh, f"pad length {pad_len} exceeds the {n - 2} bytes before it")
+    pad = plaintext[payload_len : n - 2]
+    if pad != _PAD_PATTERN[:pad_len]:
+        i = next(i for i in range(pad_len) if pad[i] != i + 1)
+        problem = f"pad byte {i + 1} is {pad[i]:#04x}, expected {i + 1:#04x}"
+    elif n % 4:
+        problem = f"trailer not 4-byte aligned: plaintext is {n} bytes"
+    elif not _valid_next_header(nh):
+        problem = f"next header {nh} is not an assigned protocol"
+    else:
+        problem = ""
+    return Trailer(payload_len, pad_len, nh, problem)
