@@ -68,9 +68,14 @@ class SecurityAssociation:
     icv_bits: int = 128
     esn: bool = False
     esn_hi: int = 0
-    mode: str | None = None  # "transport" / "tunnel" when the source says
+    mode: str | None = None  # "transport" / "tunnel" (or "beet", "iptfs") when the source says
     encap_port: int | None = None  # UDP port of ESP-in-UDP when the source says
     origin: str = ""
+    # Non-AEAD SAs only (``enc`` + ``auth``): the integrity algorithm's kernel
+    # name (or "any" when the source names only the ICV length) and its key.
+    # ``algorithm``/``key`` then hold the encryption algorithm and its key.
+    auth_algorithm: str | None = None
+    auth_key: Secret | None = field(default=None, compare=False)
 
     @property
     def supported(self) -> bool:

@@ -1,0 +1,303 @@
+"""Build a ``SecurityAssociation`` from the raw fields of a key source.
+
+In: a ``RawSa`` (fields as a loader read them: text, ints, the key as hex
+text or bytes) and a ``Where`` (the file, the entry, and optionally the
+line of each field). Out: a checked ``SecurityAssociation``. Raises
+``KeyFileError(path, "<entry>: <problem>")``. Every loader ends here, so
+every format is checked by the same rules with the same words.
+
+No message, repr or exception chain built here contains key material:
+a bad key is described by its length or the position of a bad digit.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from espforensics.errors import KeyFileError
+from espforensics.keys.sa import AEAD_KEY_LAYOUT, RFC4106, IpAddress, Secret, SecurityAssociation
+
+MAX_SPI = 0xFFFFFFFF
+MAX_U32 = 0xFFFFFFFF
+MODES = ("transport", "tunnel", "beet", "iptfs")  # iproute2 names for ESP modes
+
+# AEADs (kernel names, net/xfrm/xfrm_algo.c) -> (key lengths without salt,
+# salt length, ICV bits allowed, what the key is). The rfc8750 names stand for
+# Wireshark's implicit-IV variants (RFC 8750), which Linux does not have.
+AEADS: dict[str, tuple[tuple[int, ...], int, tuple[int, ...], str]] = {
+    RFC4106: (*AEAD_KEY_LAYOUT[RFC4106], (64, 96, 128), "AES key"),  # RFC 4106 s8.1
+    "rfc4309(ccm(aes))": (*AEAD_KEY_LAYOUT["rfc4309(ccm(aes))"], (64, 96, 128), "AES key"),
+    "rfc4543(gcm(aes))": (*AEAD_KEY_LAYOUT["rfc4543(gcm(aes))"], (128,), "AES key"),
+    "rfc7539esp(chacha20,poly1305)": (
+        *AEAD_KEY_LAYOUT["rfc7539esp(chacha20,poly1305)"],
+        (128,),  # RFC 7634 s2: the Poly1305 tag is 16 bytes
+        "ChaCha20 key",
+    ),
+    "rfc8750(gcm(aes))": ((16, 24, 32), 4, (128,), "AES key"),
+    "rfc8750(chacha20,poly1305)": ((32,), 4, (128,), "ChaCha20 key"),
+}
+
+# Encryption algorithms of non-AEAD SAs (kernel names) -> key lengths in bytes.
+CIPHERS: dict[str, tuple[int, ...]] = {
+    "ecb(cipher_null)": (0,),  # RFC 2410
+    "cbc(des)": (8,),
+    "cbc(des3_ede)": (24,),  # RFC 2451
+    "cbc(cast5)": tuple(range(5, 17)),  # RFC 2144: 40 to 128 bits
+    "cbc(blowfish)": tuple(range(5, 57)),  # 40 to 448 bits
+    "cbc(aes)": (16, 24, 32),  # RFC 3602
+    "cbc(serpent)": (16, 24, 32),
+    "cbc(camellia)": (16, 24, 32),
+    "cbc(twofish)": (16, 24, 32),
+    "cbc(sm4)": (16,),
+    "rfc3686(ctr(aes))": (20, 28, 36),  # RFC 3686 s5.1: AES key || 4-byte nonce
+}
+
+# Integrity algorithms (kernel names) -> ICV bits when the source gives none
+# (the kernel's default truncation). "any" is an algorithm the source does not
+# name (Wireshark's "ANY n bit authentication"); its ICV length is required.
+INTEGRITY: dict[str, int | None] = {
+    "digest_null": 0,
+    "hmac(md5)": 96,  # RFC 2403
+    "hmac(sha1)": 96,  # RFC 2404
+    "hmac(sha256)": 96,  # Linux default; RFC 4868 says 128 (auth-trunc gives it)
+    "hmac(sha384)": 192,  # RFC 4868
+    "hmac(sha512)": 256,  # RFC 4868
+    "hmac(rmd160)": 96,  # RFC 2857
+    "xcbc(aes)": 96,  # RFC 3566
+    "cmac(aes)": 96,  # RFC 4494
+    "hmac(sm3)": 256,
+    "any": None,
+}
+
+_HEX_DIGITS = re.compile(r"[0-9a-fA-F]*")
+# Field names as users write them, where they differ from RawSa's.
+_LABELS = {"icv_bits": "icv", "encap_port": "encap", "auth_key": "auth key"}
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """Where an SA came from, for messages: file, entry, and per-field lines."""
+
+    path: str
+    entry: str  # "entry 3 (spi 0x00001001)" or "line 7"
+    fields: Mapping[str, str] = field(default_factory=dict)  # field -> "line 9"
+
+    def error(self, name: str, problem: str) -> KeyFileError:
+        """A ``KeyFileError`` about field ``name``, placed at its own line if known."""
+        return KeyFileError(self.path, f"{self.fields.get(name, self.entry)}: {problem}")
+
+
+@dataclass(frozen=True, slots=True)
+class RawSa:
+    """One SA as a loader read it, before any check. Keys never show in repr."""
+
+    spi: object
+    algorithm: str
+    key: object = field(repr=False)  # hex text ("0x..." or bare) or raw bytes
+    aead: bool = True  # False: ``algorithm`` is a cipher and ``auth_*`` apply
+    src: object = None
+    dst: object = None
+    icv_bits: object = None  # None: the algorithm's default
+    esn: object = False
+    esn_hi: object = 0
+    mode: object = None
+    encap_port: object = None
+    auth_algorithm: str | None = None
+    auth_key: object = field(default=None, repr=False)
+    origin: str = ""
+
+
+def build_sa(raw: RawSa, where: Where) -> SecurityAssociation:
+    """Check every field of ``raw`` and return the SA it describes."""
+    spi = check_spi(raw.spi, where)
+    src = check_address(raw.src, where, "src")
+    dst = check_address(raw.dst, where, "dst")
+    if src is not None and dst is not None and src.version != dst.version:
+        raise where.error("dst", f"src is IPv{src.version} but dst is IPv{dst.version}")
+    esn = _check_bool(raw.esn, where, "esn")
+    esn_hi = _check_uint(raw.esn_hi, where, "esn_hi", MAX_U32)
+    if esn_hi and not esn:
+        raise where.error("esn_hi", "esn_hi is set but esn is false")
+    if raw.aead:
+        key, icv_bits = _check_aead(raw, where)
+        auth_algorithm, auth_key = None, None
+    else:
+        key = _check_cipher(raw, where)
+        auth_algorithm, auth_key, icv_bits = _check_integrity(raw, where)
+    return SecurityAssociation(
+        spi=spi,
+        algorithm=raw.algorithm,
+        key=Secret(key),
+        src=src,
+        dst=dst,
+        icv_bits=icv_bits,
+        esn=esn,
+        esn_hi=esn_hi,
+        mode=_check_mode(raw.mode, where),
+        encap_port=_check_port(raw.encap_port, where),
+        origin=raw.origin,
+        auth_algorithm=auth_algorithm,
+        auth_key=auth_key,
+    )
+
+
+def check_spi(value: object, where: Where) -> int:
+    """The SPI as an int in 1..0xffffffff (RFC 4303 s2.1: 0 is reserved)."""
+    if value is None:
+        raise where.error("spi", "spi is missing")
+    spi = _as_int(value, where, "spi")
+    if spi == 0:
+        raise where.error("spi", "spi 0 is reserved (RFC 4303 s2.1)")
+    if not 0 < spi <= MAX_SPI:
+        raise where.error("spi", f"spi {_show(spi)} is not in 1..0xffffffff")
+    return spi
+
+
+def check_address(value: object, where: Where, name: str) -> IpAddress | None:
+    """One IPv4/IPv6 address, or ``None`` (any) when the source gives none."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise where.error(name, f"{name} must be an IP address")
+    try:
+        return ipaddress.ip_address(value.strip())
+    except ValueError:
+        raise where.error(name, f"{name} {value!r} is not an IP address") from None
+
+
+def decode_hex(value: object, where: Where, name: str) -> bytes:
+    """Key bytes from ``0x``-prefixed (or bare) hex text; raw bytes pass through."""
+    label = _LABELS.get(name, name)
+    if isinstance(value, bytes):
+        return value
+    if not isinstance(value, str):
+        raise where.error(name, f"{label} must be a hex string")
+    text = value.strip()
+    digits = text[2:] if text[:2] in ("0x", "0X") else text
+    good = _HEX_DIGITS.match(digits)
+    end = good.end() if good else 0
+    if end < len(digits):
+        pos = len(text) - len(digits) + end + 1
+        raise where.error(name, f"{label} is not hex: character {pos} is not a hex digit")
+    if len(digits) % 2:
+        raise where.error(name, f"{label} is not hex: odd number of digits ({len(digits)})")
+    return bytes.fromhex(digits)
+
+
+def _check_aead(raw: RawSa, where: Where) -> tuple[bytes, int]:
+    layout = AEADS.get(raw.algorithm)
+    if layout is None:
+        known = ", ".join(AEADS)
+        raise where.error("algorithm", f"unknown AEAD {raw.algorithm!r}; known: {known}")
+    if raw.auth_algorithm is not None:
+        raise where.error("auth_algorithm", "an AEAD takes no separate integrity algorithm")
+    sizes, salt, icvs, what = layout
+    key = decode_hex(raw.key, where, "key")
+    lengths = tuple(n + salt for n in sizes)
+    if len(key) not in lengths:
+        raise where.error(
+            "key",
+            f"key is {len(key)} bytes; {raw.algorithm} takes {_choices(lengths)} "
+            f"({what} + {salt}-byte salt)",
+        )
+    icv = 128 if raw.icv_bits is None else _as_int(raw.icv_bits, where, "icv_bits")
+    if icv not in icvs:
+        raise where.error("icv_bits", f"ICV is {icv} bits; {raw.algorithm} takes {_choices(icvs)}")
+    return key, icv
+
+
+def _check_cipher(raw: RawSa, where: Where) -> bytes:
+    lengths = CIPHERS.get(raw.algorithm)
+    if lengths is None:
+        known = ", ".join(CIPHERS)
+        raise where.error(
+            "algorithm", f"unknown encryption algorithm {raw.algorithm!r}; known: {known}"
+        )
+    key = decode_hex(raw.key, where, "key")
+    if len(key) not in lengths:
+        raise where.error(
+            "key", f"key is {len(key)} bytes; {raw.algorithm} takes {_choices(lengths)}"
+        )
+    return key
+
+
+def _check_integrity(raw: RawSa, where: Where) -> tuple[str | None, Secret | None, int]:
+    name = raw.auth_algorithm
+    if name is None:  # ESP without integrity (RFC 4303 s3.2.2 allows it)
+        return None, None, 0
+    if name not in INTEGRITY:
+        known = ", ".join(INTEGRITY)
+        raise where.error("auth_algorithm", f"unknown integrity algorithm {name!r}; known: {known}")
+    default = INTEGRITY[name]
+    if raw.icv_bits is not None:
+        icv = _as_int(raw.icv_bits, where, "icv_bits")
+    elif default is not None:
+        icv = default
+    else:
+        raise where.error("icv_bits", f"integrity algorithm {name} needs an ICV length")
+    if icv % 8 or not 0 <= icv <= 512 or (icv == 0) != (name == "digest_null"):
+        raise where.error("icv_bits", f"ICV is {icv} bits; {name} takes a multiple of 8 up to 512")
+    if raw.auth_key is None:
+        raise where.error("auth_key", "auth key is missing")
+    return name, Secret(decode_hex(raw.auth_key, where, "auth_key")), icv
+
+
+def _as_int(value: object, where: Where, name: str) -> int:
+    """An int from an int, decimal text or 0x-hex text."""
+    label = _LABELS.get(name, name)
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise where.error(name, f"{label} must be a number")
+    if isinstance(value, int):
+        return value
+    text = value.strip()
+    if re.fullmatch(r"0[xX][0-9a-fA-F]+", text):
+        return int(text[2:], 16)
+    if re.fullmatch(r"[0-9]+", text):
+        return int(text)
+    raise where.error(name, f"{label} {value!r} is not a number")
+
+
+def _check_uint(value: object, where: Where, name: str, maximum: int) -> int:
+    number = _as_int(value, where, name)
+    if not 0 <= number <= maximum:
+        label = _LABELS.get(name, name)
+        raise where.error(name, f"{label} {_show(number)} is not in 0..{maximum:#x}")
+    return number
+
+
+def _show(number: int) -> str:
+    return f"{number:#x}" if number >= 0 else str(number)
+
+
+def _check_bool(value: object, where: Where, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise where.error(name, f"{name} must be true or false")
+    return value
+
+
+def _check_mode(value: object, where: Where) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in MODES:
+        raise where.error("mode", f"mode {value!r} is not one of {', '.join(MODES)}")
+    return value
+
+
+def _check_port(value: object, where: Where) -> int | None:
+    if value is None:
+        return None
+    port = _as_int(value, where, "encap_port")
+    if not 0 < port <= 0xFFFF:
+        raise where.error("encap_port", f"encap port {port} is not in 1..65535")
+    return port
+
+
+def _choices(values: tuple[int, ...]) -> str:
+    """``(20, 28, 36)`` -> "20, 28 or 36"; a run of 3 or more -> "5 to 16"."""
+    if len(values) >= 3 and values == tuple(range(values[0], values[-1] + 1)):
+        return f"{values[0]} to {values[-1]}"
+    words = [str(v) for v in values]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
