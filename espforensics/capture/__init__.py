@@ -1,0 +1,126 @@
+"""Read pcap and pcapng captures, plain or compressed, as a stream of frames.
+
+In: a path. Out: ``open_capture(path)`` returns a ``Capture``, a context
+manager whose iteration streams ``Frame`` (and, from pcapng, ``DecryptionSecrets``)
+in file order while memory stays flat. The writers used by tests and by the
+fixture builder are re-exported: ``write_pcap``, ``write_pcapng``,
+``open_compressed_writer``.
+
+Raises ``CaptureError`` from ``open_capture`` (cannot open, empty file, not a
+pcap or pcapng file, damaged compressed stream) and, from inside iteration
+after the frames before the fault were yielded, ``CaptureTruncated`` or
+``CaptureError`` carrying ``frames_read``. See docs/capture-formats.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator, Iterator
+from types import TracebackType
+
+from espforensics.capture.compression import ByteSource, open_source
+from espforensics.capture.pcap import PCAP_MAGICS, iter_pcap
+from espforensics.capture.pcapng import PCAPNG_MAGIC, iter_pcapng
+from espforensics.capture.writer import open_compressed_writer, write_pcap, write_pcapng
+from espforensics.errors import CaptureError
+from espforensics.model import DecryptionSecrets, Frame
+
+__all__ = [
+    "Capture",
+    "open_capture",
+    "open_compressed_writer",
+    "write_pcap",
+    "write_pcapng",
+]
+
+
+class Capture:
+    """An open capture file; iterate it once to stream its records.
+
+    ``frames_read`` counts the packet records yielded so far and
+    ``bytes_read`` the uncompressed bytes taken from the file (a chunk at a
+    time), for progress reports. The file is closed when iteration ends,
+    when ``close()`` is called, or on leaving a ``with`` block.
+    """
+
+    __slots__ = ("_closed", "_head", "_items", "_source", "format", "path")
+
+    def __init__(self, path: str, source: ByteSource, head: bytes, fmt: str) -> None:
+        self.path = path
+        self.format = fmt
+        self._source = source
+        self._head = head
+        self._items: Generator[Frame | DecryptionSecrets, None, None] | None = None
+        self._closed = False
+
+    @property
+    def compression(self) -> str | None:
+        """The compression found from the file's content: gzip, bzip2, xz, zstd or None."""
+        return self._source.compression
+
+    @property
+    def frames_read(self) -> int:
+        """Packet records yielded so far."""
+        return self._source.frames_read
+
+    @property
+    def bytes_read(self) -> int:
+        """Uncompressed bytes taken from the file so far, a chunk at a time."""
+        return self._source.bytes_read
+
+    def __iter__(self) -> Iterator[Frame | DecryptionSecrets]:
+        if self._items is not None or self._closed:
+            raise CaptureError(self.path, "capture already read or closed; open it again")
+        walk = iter_pcap if self.format == "pcap" else iter_pcapng
+        self._items = walk(self._source, self._head)
+        self._head = b""
+        return self._items
+
+    def close(self) -> None:
+        """Stop the iteration, if any, and close the file; safe to call twice."""
+        self._closed = True
+        if self._items is not None:
+            self._items.close()
+        self._source.close()
+
+    def __enter__(self) -> Capture:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Capture {self.path!r} {self.format} compression={self.compression}>"
+
+
+def _format_of(source: ByteSource, head: bytes) -> str:
+    """'pcap' or 'pcapng' from the first four (decompressed) bytes."""
+    magic = head[:4]
+    if magic in PCAP_MAGICS:
+        return "pcap"
+    if magic == PCAPNG_MAGIC:
+        return "pcapng"
+    if not head:  # only a compressed file gets here empty; open_source caught the rest
+        message = f"empty file, not a capture (the {source.compression} stream holds no data)"
+        raise CaptureError(source.path, message)
+    after = f" after {source.compression} decompression" if source.compression else ""
+    message = f"not a pcap or pcapng file (first bytes 0x{magic.hex()}{after})"
+    raise CaptureError(source.path, message)
+
+
+def open_capture(path: str | os.PathLike[str]) -> Capture:
+    """Open a capture, undo its compression and recognize its format."""
+    name = os.fspath(path)
+    source = open_source(name)
+    try:
+        head = source.fill(b"", 4)
+        fmt = _format_of(source, head)
+    except CaptureError:
+        source.close()
+        raise
+    return Capture(name, source, head, fmt)

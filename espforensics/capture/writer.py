@@ -1,0 +1,214 @@
+"""Write pcap and pcapng files (for tests and the fixture builder).
+
+In: ``Frame`` (and ``DecryptionSecrets``) values and a binary stream.
+Out: the file bytes written to the stream; each writer returns the number of
+frames written. ``open_compressed_writer`` gives a stream that compresses
+into a file with gzip, bzip2, xz or zstd.
+
+Raises ``ValueError`` when asked to write something the format cannot hold
+faithfully: a frame whose link type has no interface, ``caplen`` differing
+from ``len(data)``, a timestamp out of the format's range, simple packet
+blocks with several interfaces or a captured length they cannot express.
+These are mistakes of the calling program, not of an input file, hence not
+part of the ``EspForensicsError`` tree.
+
+Formats: draft-ietf-opsawg-pcap s4-s5; draft-ietf-opsawg-pcapng s3-s4.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import os
+import struct
+from collections.abc import Iterable, Sequence
+from typing import BinaryIO, Literal, cast
+
+from espforensics.capture.compression import open_zstd_writer
+from espforensics.model import DecryptionSecrets, Frame
+
+_NS = 1_000_000_000
+_U32 = 1 << 32
+_ORDERS = {"little": "<", "big": ">"}
+
+# pcapng block types (pcapng s10.1) and IDB options (s4.2).
+_SHB, _IDB, _SPB, _EPB, _DSB = 0x0A0D0D0A, 1, 3, 6, 0x0A
+_OPT_IF_TSRESOL = 9
+
+
+def _order(byteorder: str) -> str:
+    if byteorder not in _ORDERS:
+        raise ValueError(f"byteorder must be 'little' or 'big', not {byteorder!r}")
+    return _ORDERS[byteorder]
+
+
+def _pad(length: int) -> bytes:
+    """pcapng s3.1: block bodies are padded to 32 bits."""
+    return b"\x00" * (-length % 4)
+
+
+def _check_frame(frame: Frame) -> None:
+    if frame.caplen != len(frame.data):
+        raise ValueError(
+            f"frame {frame.number}: caplen {frame.caplen} != len(data) {len(frame.data)}"
+        )
+    if not 0 <= frame.wirelen < _U32:
+        raise ValueError(f"frame {frame.number}: wirelen {frame.wirelen} does not fit 32 bits")
+
+
+def write_pcap(
+    out: BinaryIO,
+    frames: Iterable[Frame],
+    *,
+    linktype: int,
+    nanosecond: bool = True,
+    byteorder: Literal["little", "big"] = "little",
+    snaplen: int = 262144,
+) -> int:
+    """Write a pcap file header and one record per frame; return the frame count.
+
+    With ``nanosecond=False`` timestamps are cut to whole microseconds.
+    """
+    order = _order(byteorder)
+    magic = 0xA1B23C4D if nanosecond else 0xA1B2C3D4  # draft-ietf-opsawg-pcap s4
+    out.write(struct.pack(order + "IHHiIII", magic, 2, 4, 0, 0, snaplen, linktype))
+    record = struct.Struct(order + "IIII")
+    unit = 1 if nanosecond else 1000
+    count = 0
+    for frame in frames:
+        _check_frame(frame)
+        if frame.linktype != linktype:
+            raise ValueError(
+                f"frame {frame.number}: link type {frame.linktype}, file has {linktype}"
+            )
+        sec, ns = divmod(frame.ts_ns, _NS)
+        if not 0 <= sec < _U32:
+            raise ValueError(
+                f"frame {frame.number}: timestamp {frame.ts_ns} ns outside pcap's range"
+            )
+        out.write(record.pack(sec, ns // unit, frame.caplen, frame.wirelen))
+        out.write(frame.data)
+        count += 1
+    return count
+
+
+def _pcapng_header(order: str, linktypes: Sequence[int], tsresol: int, snaplen: int) -> bytes:
+    """One SHB (pcapng s4.1) and one IDB per link type with if_tsresol (s4.2)."""
+    shb = struct.pack(order + "IIIHHqI", _SHB, 28, 0x1A2B3C4D, 1, 0, -1, 28)
+    idb = struct.Struct(order + "IIHHIHHB3xHHI")  # ..., if_tsresol, opt_endofopt, length
+    idbs = [
+        idb.pack(_IDB, 32, lt, 0, snaplen, _OPT_IF_TSRESOL, 1, tsresol, 0, 0, 32)
+        for lt in linktypes
+    ]
+    return shb + b"".join(idbs)
+
+
+def _ticks(frame: Frame, tsresol: int) -> int:
+    """The frame's timestamp in units of 10^-tsresol s, as a 64-bit count."""
+    scale: int = 10 ** abs(9 - tsresol)
+    ticks = frame.ts_ns // scale if tsresol <= 9 else frame.ts_ns * scale
+    if not 0 <= ticks < 1 << 64:
+        raise ValueError(f"frame {frame.number}: timestamp {frame.ts_ns} ns outside pcapng's range")
+    return ticks
+
+
+def _check_pcapng_args(linktypes: Sequence[int], simple: bool, tsresol: int) -> None:
+    if not linktypes:
+        raise ValueError("write_pcapng needs at least one link type")
+    if simple and len(linktypes) != 1:
+        raise ValueError("simple packet blocks carry no interface id: give exactly one link type")
+    if not 0 <= tsresol <= 0x7F:
+        raise ValueError(f"tsresol {tsresol} is not in 0..127")
+    for lt in linktypes:
+        if not 0 <= lt <= 0xFFFF:
+            raise ValueError(f"link type {lt} does not fit pcapng's 16 bits")
+
+
+def write_pcapng(
+    out: BinaryIO,
+    items: Iterable[Frame | DecryptionSecrets],
+    *,
+    linktypes: Sequence[int],
+    byteorder: Literal["little", "big"] = "little",
+    simple: bool = False,
+    tsresol: int = 9,
+    snaplen: int = 262144,
+) -> int:
+    """Write one pcapng section; return the number of frames written.
+
+    One SHB, one IDB per entry of ``linktypes`` (with if_tsresol 10^-tsresol);
+    each frame goes to the first interface of its link type, as an Enhanced
+    Packet Block, or a Simple Packet Block (no timestamp) if ``simple``;
+    secrets become Decryption Secrets Blocks where they stand in ``items``.
+    """
+    _check_pcapng_args(linktypes, simple, tsresol)
+    order = _order(byteorder)
+    out.write(_pcapng_header(order, linktypes, tsresol, snaplen))
+    interface: dict[int, int] = {}
+    for index, lt in enumerate(linktypes):
+        interface.setdefault(lt, index)
+    u32 = struct.Struct(order + "I")
+    count = 0
+    for item in items:
+        if isinstance(item, DecryptionSecrets):
+            out.write(_dsb(order, item))
+            continue
+        _check_frame(item)
+        if item.linktype not in interface:
+            raise ValueError(f"frame {item.number}: no interface has link type {item.linktype}")
+        if simple:
+            head = _spb_head(order, item, snaplen)
+        else:
+            head = _epb_head(order, item, interface[item.linktype], _ticks(item, tsresol))
+        block = head + item.data + _pad(item.caplen)
+        out.write(block + u32.pack(len(block) + 4))
+        count += 1
+    return count
+
+
+def _epb_head(order: str, frame: Frame, if_id: int, ticks: int) -> bytes:
+    """pcapng s4.3: everything of an EPB before the packet data."""
+    blen = 32 + frame.caplen + (-frame.caplen % 4)
+    high, low = divmod(ticks, _U32)
+    return struct.pack(order + "IIIIIII", _EPB, blen, if_id, high, low, frame.caplen, frame.wirelen)
+
+
+def _spb_head(order: str, frame: Frame, snaplen: int) -> bytes:
+    """pcapng s4.4: an SPB's captured length is min(original, snaplen, block bytes)."""
+    padded = frame.caplen + (-frame.caplen % 4)
+    if min(frame.wirelen, snaplen or frame.wirelen, padded) != frame.caplen:
+        raise ValueError(
+            f"frame {frame.number}: a simple packet block cannot say caplen {frame.caplen} "
+            f"(wirelen {frame.wirelen}, snaplen {snaplen})"
+        )
+    return struct.pack(order + "III", _SPB, 16 + padded, frame.wirelen)
+
+
+def _dsb(order: str, secrets: DecryptionSecrets) -> bytes:
+    """pcapng s4.7: secrets type, length, data padded, no options."""
+    length = len(secrets.data)
+    blen = 20 + length + (-length % 4)
+    head = struct.pack(order + "IIII", _DSB, blen, secrets.secrets_type, length)
+    return head + secrets.data + _pad(length) + struct.pack(order + "I", blen)
+
+
+def open_compressed_writer(
+    path: str | os.PathLike[str], kind: Literal["gzip", "bzip2", "xz", "zstd"] | None
+) -> BinaryIO:
+    """A binary stream into ``path``, compressed as ``kind`` (None: plain).
+
+    gzip is written with mtime 0 so that fixture files are reproducible.
+    """
+    name = os.fspath(path)
+    if kind is None:
+        return open(name, "wb")
+    if kind == "gzip":
+        return cast(BinaryIO, gzip.GzipFile(name, "wb", mtime=0))
+    if kind == "bzip2":
+        return cast(BinaryIO, bz2.BZ2File(name, "wb"))
+    if kind == "xz":
+        return cast(BinaryIO, lzma.LZMAFile(name, "wb", format=lzma.FORMAT_XZ))
+    if kind == "zstd":
+        return open_zstd_writer(name)
+    raise ValueError(f"unknown compression {kind!r}")
