@@ -13,6 +13,7 @@ SPI || seq_hi || seq_lo (12 bytes).
 
 from __future__ import annotations
 
+import hashlib
 import struct
 
 from cryptography.exceptions import InvalidTag
@@ -85,3 +86,8 @@ class AeadContext:
         enc.authenticate_additional_data(aad)
         body = enc.update(plaintext) + enc.finalize()
         return body + enc.tag[: self.icv_len]
+
+
+def key_fingerprint(sa: SecurityAssociation) -> bytes:
+    """A digest that is equal for equal key material; used to group SAs, never printed."""
+    return hashlib.blake2b(sa.key.reveal(), digest_size=16, person=b"espforensics-key").digest()

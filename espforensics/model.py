@@ -49,6 +49,54 @@ class Verdict(StrEnum):
     NOT_ESP = "not_esp"
     UNDECODABLE = "undecodable"
     FRAGMENT = "fragment"
+    ESP_MISPLACED = "esp_misplaced"
+
+
+class FindingKind(StrEnum):
+    """What a finding is about; the value is written to ``findings.csv``."""
+
+    ESP_MISPLACED = "esp_misplaced"
+    CLEARTEXT_LEAK = "cleartext_leak"
+    IV_REUSE = "iv_reuse"
+    IV_DERIVATION = "iv_derivation"
+    SHARED_KEY = "shared_key"
+    SEQ_DUPLICATE = "seq_duplicate"
+    SEQ_GAP = "seq_gap"
+    SEQ_REORDER = "seq_reorder"
+    ESN_WRAP = "esn_wrap"
+
+
+class Severity(StrEnum):
+    """How bad a finding is (documented in docs/checks.md)."""
+
+    CRITICAL = "critical"
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+    INFO = "info"
+
+
+SEVERITY_RANK = {
+    Severity.INFO: 0,
+    Severity.LOW: 1,
+    Severity.MEDIUM: 2,
+    Severity.HIGH: 3,
+    Severity.CRITICAL: 4,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One row of ``findings.csv``."""
+
+    kind: FindingKind
+    severity: Severity
+    spi: int | None
+    frames: tuple[int, ...]  # the first few frames concerned
+    count: int  # how many frames (or values) in all
+    detail: str
+    src: str = ""  # the SA's outer addresses, when the finding is about one SA
+    dst: str = ""
 
 
 class Proto(StrEnum):
@@ -95,6 +143,12 @@ class PacketRecord:
     inner_dst: str = ""
     inner_sport: int | None = None
     inner_dport: int | None = None
+    leaked: int | None = None
+    leaked_hex: str = ""
+    leaked_fields: str = ""
+    iv_reused: bool | None = None
+    iv_seq_delta: int | None = None
+    seq_anomaly: str = ""
     detail: str = ""
 
 

@@ -1,0 +1,48 @@
+"""The forensic checks: one module each, one explicit registry.
+
+In: every ESP packet as a ``PacketContext``, in capture order. Out: each
+check fills its own columns of the record in ``observe`` and yields its
+``Finding`` rows in ``finish``. Raises nothing.
+
+Order matters once: placement runs first, because a misplaced ESP header
+found there changes the sequence number, IV and plaintext that the other
+checks read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from espforensics.checks.context import Holds, PacketContext, SaState
+from espforensics.checks.iv_derivation import IvDerivationCheck
+from espforensics.checks.iv_reuse import IvReuseCheck
+from espforensics.checks.leaks import LeakCheck
+from espforensics.checks.placement import PlacementCheck
+from espforensics.checks.sequence import SequenceCheck
+from espforensics.keys.sa import SaTable
+from espforensics.model import Finding
+
+
+class Check(Protocol):
+    """A stage over the packet stream with explicit, bounded state."""
+
+    name: str
+
+    def observe(self, pkt: PacketContext) -> None: ...
+
+    def finish(self) -> Iterator[Finding]: ...
+
+
+def make_checks(sas: SaTable, holds: Holds) -> tuple[Check, ...]:
+    """Every check, in the order they run."""
+    return (
+        PlacementCheck(),
+        LeakCheck(),
+        IvReuseCheck(sas),
+        IvDerivationCheck(holds),
+        SequenceCheck(),
+    )
+
+
+__all__ = ["Check", "Holds", "PacketContext", "SaState", "make_checks"]

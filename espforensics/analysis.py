@@ -1,0 +1,178 @@
+"""The library entry points: analyze a capture in memory or into a folder.
+
+In: a capture path, SAs (an ``SaTable``, or key file paths) and
+``Options``. Out: ``analyze`` returns an ``Analysis`` (``.packets`` a
+pandas DataFrame, ``.summary`` a ``Summary``); ``analyze_to_dir`` streams
+the tables into a folder and returns the ``Summary``. Raises
+``InputError`` subclasses: ``CaptureError`` (after writing everything read
+before the damage), ``KeyFileError``, ``OutputExistsError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from espforensics.capture import open_capture
+from espforensics.errors import CaptureError, InputError, OutputExistsError
+from espforensics.keys import SaTable, load_sas
+from espforensics.model import PacketRecord
+from espforensics.pipeline import FrameAnalyzer, Options, iter_records
+from espforensics.summary import Summary, SummaryBuilder
+from espforensics.tables import (
+    ROW_GROUP,
+    PacketTableWriter,
+    packets_frame,
+    records_to_table,
+    write_findings_csv,
+    write_sas_csv,
+    write_summary_json,
+)
+
+Progress = Callable[[int], None]  # called with uncompressed bytes read so far
+KeysArg = SaTable | Sequence[str | os.PathLike[str]] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """The result of ``analyze``: the packets table and its summary."""
+
+    packets: pd.DataFrame
+    summary: Summary
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a file's bytes as stored (compressed or not)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+    except OSError as exc:
+        raise CaptureError(str(path), f"cannot open: {exc.strerror}") from exc
+    return digest.hexdigest()
+
+
+def _table(sas: KeysArg) -> SaTable:
+    if sas is None:
+        return SaTable()
+    if isinstance(sas, SaTable):
+        return sas
+    return load_sas(list(sas))
+
+
+def _stream(
+    path: str | os.PathLike[str], analyzer: FrameAnalyzer, progress: Progress | None
+) -> Iterator[PacketRecord]:
+    with open_capture(path) as capture:
+        for n, rec in enumerate(iter_records(capture, analyzer), 1):
+            if progress is not None and n % 4096 == 0:
+                progress(capture.bytes_read)
+            yield rec
+
+
+def _consume(
+    records: Iterator[PacketRecord], builder: SummaryBuilder, sink: Callable[[PacketRecord], None]
+) -> InputError | None:
+    """Feed every record to the builder and the sink; the input error that ended it."""
+    try:
+        for rec in records:
+            builder.observe(rec)
+            sink(rec)
+    except InputError as exc:  # damaged capture or bad secrets block: keep what was read
+        return exc
+    return None
+
+
+def analyze(
+    path: str | os.PathLike[str], sas: KeysArg = None, options: Options | None = None
+) -> Analysis:
+    """Analyze a capture in memory; raise ``CaptureError`` if it is damaged."""
+    table = _table(sas)
+    sha = sha256_file(path)
+    builder = SummaryBuilder()
+    batch: list[PacketRecord] = []
+    tables = []
+
+    def sink(rec: PacketRecord) -> None:
+        batch.append(rec)
+        if len(batch) >= ROW_GROUP:
+            tables.append(records_to_table(batch))
+            batch.clear()
+
+    analyzer = FrameAnalyzer(table, options or Options(), str(path))
+    error = _consume(_stream(path, analyzer, None), builder, sink)
+    if error is not None:
+        raise error
+    tables.append(records_to_table(batch))
+    return Analysis(packets_frame(tables), builder.finish(str(path), sha, analyzer.findings))
+
+
+OUTPUT_FILES = (
+    "packets.parquet",
+    "packets.csv",
+    "sas.csv",
+    "findings.csv",
+    "summary.json",
+)
+
+
+def default_out_dir(path: str | os.PathLike[str]) -> Path:
+    """``CAPTURE.espforensics`` beside the capture."""
+    return Path(f"{os.fspath(path)}.espforensics")
+
+
+def prepare_out_dir(out: Path, force: bool) -> None:
+    """Create ``out``; refuse an existing one unless ``force``.
+
+    With ``force`` only the files espforensics writes are removed, never
+    anything else a user keeps in that folder.
+    """
+    if out.exists() and not out.is_dir():
+        raise OutputExistsError(str(out), "exists and is not a folder")
+    if out.exists():
+        if not force:
+            raise OutputExistsError(str(out), "output folder exists; use --force to overwrite it")
+        for name in OUTPUT_FILES:
+            target = out / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputExistsError(str(out), f"cannot create output folder: {exc.strerror}") from exc
+
+
+def analyze_to_dir(
+    path: str | os.PathLike[str],
+    sas: KeysArg,
+    out: Path,
+    *,
+    force: bool = False,
+    options: Options | None = None,
+    progress: Progress | None = None,
+) -> Summary:
+    """Analyze a capture into ``out``; every file is written even if the capture is damaged."""
+    table = _table(sas)
+    sha = sha256_file(path)
+    prepare_out_dir(out, force)
+    builder = SummaryBuilder()
+    analyzer = FrameAnalyzer(table, options or Options(), str(path))
+    with PacketTableWriter(out) as writer:
+        error = _consume(_stream(path, analyzer, progress), builder, writer.write)
+    message = None if error is None else str(error)
+    summary = builder.finish(str(path), sha, analyzer.findings, message)
+    write_findings_csv(out / "findings.csv", summary.finding_list)
+    write_sas_csv(out / "sas.csv", summary)
+    write_summary_json(out / "summary.json", summary)
+    if error is not None:
+        raise error
+    return summary

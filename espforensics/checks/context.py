@@ -1,0 +1,91 @@
+"""What a check sees of one ESP packet, and the per-SA receiver state.
+
+In: built by the pipeline for every frame that carries ESP. Out:
+``PacketContext`` (the record being filled, the datagram bytes, the outer
+header, the SA and its state, the plaintext when it decrypted) and
+``SaState``. Raises nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from espforensics.crypto import AeadContext
+from espforensics.decode.inner import parse_inner
+from espforensics.decode.ip import OuterIp
+from espforensics.errors import MalformedPacket
+from espforensics.esn import EsnTracker
+from espforensics.keys.sa import SecurityAssociation
+from espforensics.model import PacketRecord
+from espforensics.trailer import parse_trailer
+
+
+class SaState:
+    """Per-SA receiver state: ESN top and the cipher, built once."""
+
+    __slots__ = ("ctx", "sa", "tracker")
+
+    def __init__(self, sa: SecurityAssociation | None) -> None:
+        self.sa = sa
+        self.tracker = EsnTracker(sa.esn_hi if sa is not None else 0)
+        self.ctx = AeadContext(sa) if sa is not None and sa.supported else None
+
+
+@dataclass(slots=True)
+class PacketContext:
+    """One ESP packet on its way through the checks."""
+
+    rec: PacketRecord
+    data: bytes  # the datagram from its outer IP header, trimmed to its length
+    ip: OuterIp
+    state: SaState
+    plaintext: bytes | None = None  # set when the ICV verified
+
+    def apply_plaintext(self, plain: bytes) -> str:
+        """Fill the trailer and inner-packet columns from a verified plaintext.
+
+        Returns the trailer problem ("" when sound, RFC 4303 s2.4).
+        """
+        rec = self.rec
+        self.plaintext = plain
+        trailer = parse_trailer(plain)
+        rec.pad_len, rec.next_header = trailer.pad_len, trailer.next_header
+        rec.payload_len = trailer.payload_len
+        if trailer.problem:
+            return trailer.problem
+        try:
+            inner = parse_inner(trailer.next_header, plain[: trailer.payload_len], rec.src, rec.dst)
+        except MalformedPacket as exc:
+            rec.detail = f"inner packet: {exc}"
+            return ""
+        rec.inner_proto, rec.inner_src, rec.inner_dst = inner.proto, inner.src, inner.dst
+        rec.inner_sport, rec.inner_dport = inner.sport, inner.dport
+        return ""
+
+
+class Holds:
+    """Frames whose records must not leave the pipeline yet.
+
+    A stage that fills a record's columns only after later packets arrive
+    (a fragment waiting for its datagram, an SA whose IV constant is not
+    settled) holds it here; records leave in capture order once nothing
+    before them is held. Every holder releases what it holds by its
+    ``finish``.
+    """
+
+    __slots__ = ("_frames",)
+
+    def __init__(self) -> None:
+        self._frames: set[int] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self._frames)
+
+    def __contains__(self, frame: int) -> bool:
+        return frame in self._frames
+
+    def hold(self, frame: int) -> None:
+        self._frames.add(frame)
+
+    def release(self, frame: int) -> None:
+        self._frames.discard(frame)

@@ -1,0 +1,179 @@
+"""(key, IV) reuse: the same explicit IV twice under one key.
+
+In: ``PacketContext`` of ESP packets. Out: ``iv_reused`` (True when this
+packet's IV was already used under the same key earlier in the capture),
+one ``iv_reuse`` finding per reused IV, and one ``shared_key`` finding
+per set of SAs given the same key. Raises nothing.
+
+RFC 4106 s3.1 / primer s3: a repeated (key, nonce) leaks the XOR of two
+plaintexts and the GHASH key. IVs are in clear, so reuse is visible
+without keys: packets are grouped by key material when the key is known
+(two SAs with one key are one group) and by (destination, SPI) when not.
+
+Memory: IVs are mapped through ``iv xor c`` (c fixed per group from its
+first packet), which turns Linux seqiv IVs into the sequence counter, so
+an ``IntervalSet`` holds one run per unbroken stretch (bounded by runs,
+not packets). A group whose IVs do not follow a counter (random IVs)
+moves to a ``U64Set`` at about 10-14 bytes per packet. The evidence of
+each reuse (frames, sequence numbers, XOR of the plaintexts) comes from a
+window of the last ``WINDOW`` IVs per group; a reuse of an older IV is
+still detected and reported, with the first use's frame unknown.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from espforensics.checks.context import PacketContext
+from espforensics.crypto import IV_LEN, key_fingerprint
+from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.intervals import IntervalSet, U64Set
+from espforensics.keys.sa import SaTable
+from espforensics.model import Finding, FindingKind, Severity, Verdict
+
+WINDOW = 4096
+MAX_EVENTS = 10_000  # reuse events kept for the report; more are counted only
+EVIDENCE = 16  # leading bytes whose XOR is shown
+_RUNS_BEFORE_HASH = 4096
+
+
+@dataclass(slots=True)
+class _Use:
+    frame: int
+    spi: int
+    seq64: int
+    ct: bytes
+    pt: bytes | None
+
+
+@dataclass(slots=True)
+class _Group:
+    const: int
+    runs: IntervalSet = field(default_factory=IntervalSet)
+    hashed: U64Set | None = None
+    packets: int = 0
+    recent: OrderedDict[int, _Use] = field(default_factory=OrderedDict)
+    events: dict[int, list[_Use]] = field(default_factory=dict)
+    dropped: int = 0
+
+    def seen(self, value: int) -> bool:
+        if self.hashed is not None:
+            return value in self.runs or self.hashed.add(value)
+        was = self.runs.add(value)
+        if len(self.runs) > _RUNS_BEFORE_HASH and len(self.runs) * 2 > self.packets:
+            self.hashed = U64Set()  # not a counter: stop growing runs, hash from now on
+        return was
+
+
+def _xor(a: bytes, b: bytes) -> str:
+    return bytes(x ^ y for x, y in zip(a, b, strict=False)).hex()
+
+
+class IvReuseCheck:
+    """Tracks IVs per key group and reports every one used twice."""
+
+    name = "iv_reuse"
+
+    def __init__(self, sas: SaTable) -> None:
+        self._sas = sas
+        self._groups: dict[tuple[object, ...], _Group] = {}
+
+    def observe(self, pkt: PacketContext) -> None:
+        rec = pkt.rec
+        if rec.seq64 is None or len(rec.iv) != 2 * IV_LEN or rec.verdict is Verdict.AUTH_FAIL:
+            return
+        sa = pkt.state.sa
+        key: tuple[object, ...] = (
+            ("key", key_fingerprint(sa))
+            if sa is not None and sa.supported
+            else ("sa", pkt.ip.dst, rec.spi)
+        )
+        iv = int(rec.iv, 16)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = _Group(const=iv ^ rec.seq64)
+        group.packets += 1
+        reused = group.seen(iv ^ group.const)
+        rec.iv_reused = reused
+        assert rec.esp_offset is not None and rec.spi is not None
+        start = rec.esp_offset + ESP_HEADER_LEN + IV_LEN
+        use = _Use(
+            rec.frame,
+            rec.spi,
+            rec.seq64,
+            pkt.data[start : start + EVIDENCE],
+            pkt.plaintext[:EVIDENCE] if pkt.plaintext is not None else None,
+        )
+        if reused:
+            self._event(group, iv, use)
+        group.recent[iv] = use
+        group.recent.move_to_end(iv)
+        if len(group.recent) > WINDOW:
+            group.recent.popitem(last=False)
+
+    def _event(self, group: _Group, iv: int, use: _Use) -> None:
+        uses = group.events.get(iv)
+        if uses is None:
+            if len(group.events) >= MAX_EVENTS:
+                group.dropped += 1
+                return
+            first = group.recent.get(iv)
+            uses = group.events[iv] = [first] if first is not None else []
+        uses.append(use)
+
+    def finish(self) -> Iterator[Finding]:
+        for group in self._groups.values():
+            for iv, uses in group.events.items():
+                yield self._finding(iv, uses)
+            if group.dropped:
+                yield Finding(
+                    FindingKind.IV_REUSE,
+                    Severity.CRITICAL,
+                    None,
+                    (),
+                    group.dropped,
+                    f"{group.dropped} more reused IVs in this key group, not itemised",
+                )
+        yield from self._shared_keys()
+
+    @staticmethod
+    def _finding(iv: int, uses: list[_Use]) -> Finding:
+        frames = ", ".join(f"frame {u.frame} seq {u.seq64}" for u in uses[:6])
+        text = f"IV {iv:016x} used {len(uses)} times: {frames}"
+        if len(uses) >= 2:
+            a, b = uses[0], uses[1]
+            text += f"; ciphertext XOR {_xor(a.ct, b.ct)}"
+            if a.pt is not None and b.pt is not None:
+                text += f"; plaintext XOR {_xor(a.pt, b.pt)} (equal: same keystream)"
+        else:
+            text += " (first use before the evidence window)"
+        return Finding(
+            FindingKind.IV_REUSE,
+            Severity.CRITICAL,
+            uses[-1].spi,
+            tuple(u.frame for u in uses[:6]),
+            len(uses),
+            text,
+        )
+
+    def _shared_keys(self) -> Iterator[Finding]:
+        by_key: dict[bytes, list[str]] = {}
+        spis: dict[bytes, int] = {}
+        for sa in self._sas:
+            if sa.supported:
+                fp = key_fingerprint(sa)
+                by_key.setdefault(fp, []).append(f"SPI {sa.spi:#010x} ({sa.origin})")
+                spis.setdefault(fp, sa.spi)
+        for fp, names in by_key.items():
+            if len(names) > 1:
+                yield Finding(
+                    FindingKind.SHARED_KEY,
+                    Severity.HIGH,
+                    spis[fp],
+                    (),
+                    len(names),
+                    f"{len(names)} SAs share one key; their IVs are checked as one "
+                    f"group: {'; '.join(names)}",
+                )

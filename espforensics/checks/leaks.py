@@ -1,0 +1,159 @@
+"""Clear-text leaks: inner header bytes on the wire where only ciphertext may be.
+
+In: ``PacketContext`` of ESP packets. Out: ``leaked``/``leaked_hex``/
+``leaked_fields`` columns and one ``cleartext_leak`` finding per SPI.
+Raises nothing.
+
+Two places are looked at. (1) In front of a misplaced ESP header (the
+placement check measured the bytes): their fields are named. (2) Between
+the ESP header and the ICV: the bytes after the IV (and, for a header
+without IV, right after the ESP header) are tested as a clear IPv4
+header (valid header checksum, RFC 791 s3.1, and a total length that
+fits) or IPv6 header (payload length that fits); and for packets that
+decrypted, a ciphertext that equals its plaintext over the first
+``MIN_RUN`` bytes. RFC 4543 (GMAC) SAs are clear by design and skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from espforensics.checks.context import PacketContext
+from espforensics.crypto import IV_LEN
+from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.model import Finding, FindingKind, Severity, Verdict
+
+GMAC = "rfc4543(gcm(aes))"
+MIN_RUN = 8  # equal ciphertext/plaintext bytes that count as "not encrypted" (2^-64 by chance)
+IPV4_FIELDS = (
+    (1, "version+IHL"),
+    (1, "TOS"),
+    (2, "total length"),
+    (2, "identification"),
+    (2, "flags+fragment offset"),
+    (1, "TTL"),
+    (1, "protocol"),
+    (2, "header checksum"),
+    (4, "source address"),
+    (4, "destination address"),
+)
+IPV6_FIELDS = (
+    (4, "version+traffic class+flow label"),
+    (2, "payload length"),
+    (1, "next header"),
+    (1, "hop limit"),
+    (16, "source address"),
+    (16, "destination address"),
+)
+
+
+def name_fields(leaked: bytes) -> str:
+    """Names of the IP header fields that ``leaked`` (from the header's start) covers."""
+    if not leaked:
+        return ""
+    layout = IPV4_FIELDS if leaked[0] >> 4 == 4 else IPV6_FIELDS if leaked[0] >> 4 == 6 else ()
+    if not layout:
+        return f"{len(leaked)} unidentified bytes"
+    names, pos = [], 0
+    for size, name in layout:
+        if pos >= len(leaked):
+            break
+        names.append(name if pos + size <= len(leaked) else f"part of {name}")
+        pos += size
+    return ("IPv4 " if leaked[0] >> 4 == 4 else "IPv6 ") + ", ".join(names)
+
+
+def _ipv4_checksum_ok(hdr: bytes) -> bool:
+    total = sum(int.from_bytes(hdr[i : i + 2], "big") for i in range(0, len(hdr), 2))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total == 0xFFFF
+
+
+def clear_ip_header(data: bytes, start: int, end: int) -> int:
+    """Length of a plausible clear IP header at ``start`` (0 if none)."""
+    if end - start < 20:
+        return 0
+    first = data[start]
+    if first >> 4 == 4 and first & 0x0F >= 5:
+        ihl = (first & 0x0F) * 4
+        total = int.from_bytes(data[start + 2 : start + 4], "big")
+        hdr = data[start : start + ihl]
+        if len(hdr) == ihl and ihl <= total <= end - start and _ipv4_checksum_ok(hdr):
+            return ihl
+    elif first >> 4 == 6 and end - start >= 40:
+        plen = int.from_bytes(data[start + 4 : start + 6], "big")
+        if 0 < 40 + plen <= end - start and end - start - 40 - plen <= 16 + 255 + 2:
+            return 40
+    return 0
+
+
+@dataclass(slots=True)
+class _PerSpi:
+    frames: list[int] = field(default_factory=list)
+    count: int = 0
+    fields: set[str] = field(default_factory=set)
+
+
+class LeakCheck:
+    """Names clear-text inner header bytes and counts them per SPI."""
+
+    name = "leaks"
+
+    def __init__(self) -> None:
+        self._per_spi: dict[int, _PerSpi] = {}
+
+    def observe(self, pkt: PacketContext) -> None:
+        rec = pkt.rec
+        if rec.algorithm == GMAC or rec.esp_offset is None:
+            return
+        if rec.verdict is Verdict.ESP_MISPLACED:
+            if rec.leaked:
+                self._report(pkt, bytes.fromhex(rec.leaked_hex))
+            return
+        self._between_header_and_icv(pkt)
+
+    def _between_header_and_icv(self, pkt: PacketContext) -> None:
+        rec, data = pkt.rec, pkt.data
+        assert rec.esp_offset is not None
+        body = rec.esp_offset + ESP_HEADER_LEN
+        if pkt.plaintext is not None:
+            sealed = data[body + IV_LEN : body + IV_LEN + MIN_RUN]
+            if len(sealed) == MIN_RUN and sealed == pkt.plaintext[:MIN_RUN]:
+                rec.leaked, rec.leaked_hex = MIN_RUN, sealed.hex(" ")
+                rec.leaked_fields = "payload not encrypted: ciphertext equals plaintext"
+                self._count(rec.spi, rec.frame, rec.leaked_fields)
+            return
+        if rec.verdict is Verdict.TRUNCATED:
+            return
+        for start in (body + IV_LEN, body):
+            n = clear_ip_header(data, start, len(data))
+            if n:
+                self._report(pkt, data[start : start + n])
+                return
+
+    def _report(self, pkt: PacketContext, leaked: bytes) -> None:
+        rec = pkt.rec
+        rec.leaked, rec.leaked_hex = len(leaked), leaked.hex(" ")
+        rec.leaked_fields = name_fields(leaked)
+        self._count(rec.spi, rec.frame, rec.leaked_fields)
+
+    def _count(self, spi: int | None, frame: int, fields: str) -> None:
+        acc = self._per_spi.setdefault(spi if spi is not None else -1, _PerSpi())
+        acc.count += 1
+        acc.fields.add(fields)
+        if len(acc.frames) < 5:
+            acc.frames.append(frame)
+
+    def finish(self) -> Iterator[Finding]:
+        for spi, acc in sorted(self._per_spi.items()):
+            yield Finding(
+                FindingKind.CLEARTEXT_LEAK,
+                Severity.CRITICAL,
+                spi if spi >= 0 else None,
+                tuple(acc.frames),
+                acc.count,
+                f"{acc.count} packets carry inner header bytes in clear: "
+                + "; ".join(sorted(acc.fields)),
+            )

@@ -1,0 +1,151 @@
+"""Sequence analysis per SA: duplicates, gaps, reordering, ESN wraps.
+
+In: ``PacketContext`` of ESP packets whose sequence number is evidence:
+verified ones (``ok``, ``bad_trailer``, ``esp_misplaced``) and keyless
+ones (``unknown_sa``, ``truncated``); ``auth_fail`` packets are not, their
+header may be forged or damaged. Out: ``seq_anomaly`` per packet
+("duplicate", "duplicate-identical", "reordered") and ``seq_duplicate``,
+``seq_gap``, ``seq_reorder`` and ``esn_wrap`` findings per SA. Raises
+nothing.
+
+RFC 4303 s3.3.3: the sender's counter starts at 1 and increases by one
+per packet, so within what the capture saw, a hole is loss (or capture
+drop), a repeat is a replay or retransmission, and a value below the top
+is reordering. Memory per SA is one ``IntervalSet`` (runs, not packets)
+and a window of the last ``WINDOW`` packets' digests for telling a
+byte-identical retransmission from a different packet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from espforensics.checks.context import PacketContext
+from espforensics.intervals import IntervalSet
+from espforensics.model import Finding, FindingKind, Severity, Verdict
+
+WINDOW = 4096
+REPLAY_WINDOW = 64
+_EVIDENCE = frozenset(
+    {Verdict.OK, Verdict.BAD_TRAILER, Verdict.ESP_MISPLACED, Verdict.UNKNOWN_SA, Verdict.TRUNCATED}
+)
+
+
+@dataclass(slots=True)
+class _Sa:
+    seen: IntervalSet = field(default_factory=IntervalSet)
+    top: int = -1
+    digests: OrderedDict[int, bytes] = field(default_factory=OrderedDict)
+    dup_frames: list[int] = field(default_factory=list)
+    duplicates: int = 0
+    identical: int = 0
+    reorder_frames: list[int] = field(default_factory=list)
+    reordered: int = 0
+    max_late: int = 0  # how far below the top the latest arrival was
+    wraps: list[tuple[int, int]] = field(default_factory=list)  # (frame, new high half)
+
+
+class SequenceCheck:
+    """Per-SA sequence bookkeeping."""
+
+    name = "sequence"
+
+    def __init__(self) -> None:
+        self._sas: dict[tuple[int, str, str], _Sa] = {}
+
+    def observe(self, pkt: PacketContext) -> None:
+        rec = pkt.rec
+        if rec.seq64 is None or rec.spi is None or rec.verdict not in _EVIDENCE:
+            return
+        sa = self._sas.setdefault((rec.spi, rec.src, rec.dst), _Sa())
+        seq64 = rec.seq64
+        digest = hashlib.blake2b(pkt.data[rec.esp_offset or 0 :], digest_size=8).digest()
+        if sa.seen.add(seq64):
+            identical = sa.digests.get(seq64) == digest
+            rec.seq_anomaly = "duplicate-identical" if identical else "duplicate"
+            sa.duplicates += 1
+            sa.identical += identical
+            _keep(sa.dup_frames, rec.frame)
+        elif seq64 < sa.top:
+            rec.seq_anomaly = "reordered"
+            sa.reordered += 1
+            sa.max_late = max(sa.max_late, sa.top - seq64)
+            _keep(sa.reorder_frames, rec.frame)
+        if sa.top >= 0 and seq64 >> 32 > sa.top >> 32:
+            sa.wraps.append((rec.frame, seq64 >> 32))
+        sa.top = max(sa.top, seq64)
+        sa.digests[seq64] = digest
+        if len(sa.digests) > WINDOW:
+            sa.digests.popitem(last=False)
+
+    def counts(self) -> dict[tuple[int, str, str], tuple[int, int, int]]:
+        """(duplicates, missing, reordered) per SA, for the per-SA table."""
+        return {
+            k: (sa.duplicates, sum(b - a + 1 for a, b in sa.seen.gaps()), sa.reordered)
+            for k, sa in self._sas.items()
+        }
+
+    def finish(self) -> Iterator[Finding]:
+        for (spi, src, dst), sa in sorted(self._sas.items()):
+            where = f"{src} -> {dst}"
+            if sa.duplicates:
+                yield Finding(
+                    FindingKind.SEQ_DUPLICATE,
+                    Severity.MEDIUM,
+                    spi,
+                    tuple(sa.dup_frames),
+                    sa.duplicates,
+                    f"{where}: {sa.duplicates} repeated sequence numbers "
+                    f"({sa.identical} byte-identical retransmissions, "
+                    f"{sa.duplicates - sa.identical} different packets)",
+                    src,
+                    dst,
+                )
+            gaps = list(sa.seen.gaps())
+            if gaps:
+                missing = sum(b - a + 1 for a, b in gaps)
+                shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in gaps[:5])
+                yield Finding(
+                    FindingKind.SEQ_GAP,
+                    Severity.LOW,
+                    spi,
+                    (),
+                    missing,
+                    f"{where}: {missing} sequence numbers never seen in {len(gaps)} "
+                    f"gaps ({shown}{', ...' if len(gaps) > 5 else ''})",
+                    src,
+                    dst,
+                )
+            if sa.reordered:
+                # Within a 64-packet replay window (RFC 4303 s3.4.3 default) reordering is harmless.
+                sev = Severity.INFO if sa.max_late < REPLAY_WINDOW else Severity.LOW
+                yield Finding(
+                    FindingKind.SEQ_REORDER,
+                    sev,
+                    spi,
+                    tuple(sa.reorder_frames),
+                    sa.reordered,
+                    f"{where}: {sa.reordered} packets arrived after a "
+                    f"higher sequence number, at most {sa.max_late} below it",
+                    src,
+                    dst,
+                )
+            for frame, hi in sa.wraps:
+                yield Finding(
+                    FindingKind.ESN_WRAP,
+                    Severity.INFO,
+                    spi,
+                    (frame,),
+                    1,
+                    f"{where}: sequence number crossed into high half {hi:#x} at frame {frame}",
+                    src,
+                    dst,
+                )
+
+
+def _keep(frames: list[int], frame: int) -> None:
+    if len(frames) < 5:
+        frames.append(frame)
