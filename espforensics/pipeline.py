@@ -55,6 +55,7 @@ class FrameAnalyzer:
         self.sas = SaTable()
         self.sas.merge(sas)
         self.options = options
+        self._natt_ports = self._ports()
         self.origin = origin
         self._reasm = Reassembler(timeout_ns=int(options.reassembly_timeout_s * 1e9))
         self._flows: dict[tuple[int, bytes, bytes], SaState] = {}
@@ -74,6 +75,12 @@ class FrameAnalyzer:
         for sa in parse_esp_sa(text, f"{self.origin} (decryption secrets block)"):
             self.sas.add(sa)
         self._flows.clear()
+        self._natt_ports = self._ports()
+
+    def _ports(self) -> frozenset[int]:
+        """UDP ports of ESP-in-UDP: the options' and every SA's own encap port."""
+        own = {sa.encap_port for sa in self.sas if sa.encap_port is not None}
+        return self.options.natt_ports | own
 
     # -- frames -------------------------------------------------------------
     def process(self, frame: Frame) -> Iterator[PacketRecord]:
@@ -170,7 +177,7 @@ class FrameAnalyzer:
         return state
 
     def _datagram(self, rec: PacketRecord, ip: OuterIp, data: bytes) -> None:
-        loc = locate_esp(ip, data, self.options.natt_ports)
+        loc = locate_esp(ip, data, self._natt_ports)
         if isinstance(loc, NotEsp):
             rec.detail, rec.udp_sport, rec.udp_dport = loc.reason, loc.udp_sport, loc.udp_dport
             return

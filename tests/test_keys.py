@@ -828,7 +828,9 @@ def test_unreadable_files(tmp_path: Path) -> None:
 
 def test_duplicate_sa_names_both_files_and_entries(tmp_path: Path) -> None:
     first, second = tmp_path / "keys.yaml", tmp_path / "state.txt"
-    first.write_text(yaml_entry(src="192.0.2.1", dst="192.0.2.2"), encoding="utf-8")
+    first.write_text(
+        yaml_entry(src="192.0.2.1", dst="192.0.2.2", key=f"0x{KEY2}"), encoding="utf-8"
+    )
     second.write_text(xfrm(), encoding="utf-8")
     with pytest.raises(KeyFileError) as info:
         load_sas([first, second])
@@ -839,8 +841,16 @@ def test_duplicate_sa_names_both_files_and_entries(tmp_path: Path) -> None:
     assert_no_key(str(info.value))
 
 
+def test_same_sa_twice_with_the_same_key_is_kept_once(tmp_path: Path) -> None:
+    first, second = tmp_path / "keys.yaml", tmp_path / "state.txt"
+    first.write_text(yaml_entry(src="192.0.2.1", dst="192.0.2.2"), encoding="utf-8")
+    second.write_text(xfrm(), encoding="utf-8")
+    table = load_sas([first, second])
+    assert [sa.origin for sa in table] == [f"{first}:entry 1"]
+
+
 def test_duplicate_sa_within_one_file() -> None:
-    text = yaml_entry() + yaml_entry()[len("sas:\n") :]
+    text = yaml_entry() + yaml_entry(key=f"0x{KEY2}")[len("sas:\n") :]
     with pytest.raises(KeyFileError) as info:
         SaTable(tuple(parse_sas(text, "k.yaml")))
     assert str(info.value) == (

@@ -10,6 +10,7 @@ Key material lives in ``Secret``, whose repr and str never show it; only
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -51,6 +52,10 @@ class Secret:
         """The key bytes. Only the crypto module may call this."""
         return self._value
 
+    def same_as(self, other: Secret) -> bool:
+        """Constant-time equality of two secrets."""
+        return hmac.compare_digest(self._value, other._value)
+
 
 @dataclass(frozen=True, slots=True)
 class SecurityAssociation:
@@ -87,6 +92,13 @@ class SecurityAssociation:
         return self.icv_bits // 8
 
 
+def _same_keying(a: SecurityAssociation, b: SecurityAssociation) -> bool:
+    """Do two SAs decrypt alike (same algorithm, ICV, ESN and key)?"""
+    return (a.algorithm, a.icv_bits, a.esn) == (b.algorithm, b.icv_bits, b.esn) and a.key.same_as(
+        b.key
+    )
+
+
 def _packed(addr: IpAddress | None) -> bytes | None:
     return None if addr is None else addr.packed
 
@@ -107,13 +119,20 @@ class SaTable:
             self.add(sa)
 
     def add(self, sa: SecurityAssociation) -> None:
-        """Add ``sa``; raise ``KeyFileError`` if its SPI and addresses are taken."""
+        """Add ``sa``; raise ``KeyFileError`` if its SPI and addresses are taken.
+
+        The same SA given twice with the same key (a key file and the
+        capture's own secrets block, say) is kept once, not refused.
+        """
         key = (sa.spi, _packed(sa.src), _packed(sa.dst))
         other = self._by_key.get(key)
         if other is not None:
+            if _same_keying(sa, other):
+                return
+            path, _, entry = sa.origin.rpartition(":")
             raise KeyFileError(
-                sa.origin.split(":", 1)[0] or "<keys>",
-                f"{sa.origin.split(':', 1)[-1]}: duplicate SA: SPI {sa.spi:#010x} "
+                path or "<keys>",
+                f"{entry}: duplicate SA: SPI {sa.spi:#010x} "
                 f"src {sa.src or 'any'} dst {sa.dst or 'any'} is also given by {other.origin}",
             )
         self._by_key[key] = sa
