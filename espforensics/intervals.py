@@ -127,7 +127,8 @@ class U64Set:
                 i = 0
 
     def _grow(self) -> None:
-        old = [v for v in self._table if v != _FREE]
+        old = self._table
         self._alloc(int(self._size * _GROWTH) + 1)
         for v in old:
-            self._insert(v)
+            if v != _FREE:
+                self._insert(v)

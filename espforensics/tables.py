@@ -64,7 +64,7 @@ def _arrow_type(name: str) -> pa.DataType:
 
 
 PACKET_SCHEMA = pa.schema([pa.field(n, _arrow_type(n)) for n in PACKET_COLUMNS])
-ROW_GROUP = 65536
+ROW_GROUP = 16384
 
 
 def records_to_table(records: Sequence[PacketRecord]) -> pa.Table:

@@ -8,6 +8,7 @@ header, the SA and its state, the plaintext when it decrypted) and
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from espforensics.crypto import AeadContext
@@ -40,6 +41,15 @@ class PacketContext:
     ip: OuterIp
     state: SaState
     plaintext: bytes | None = None  # set when the ICV verified
+    _digest: bytes | None = None
+
+    @property
+    def digest(self) -> bytes:
+        """8-byte digest of the ESP bytes on the wire: tells a replay from a new packet."""
+        if self._digest is None:
+            start = self.rec.esp_offset or 0
+            self._digest = hashlib.blake2b(self.data[start:], digest_size=8).digest()
+        return self._digest
 
     def apply_plaintext(self, plain: bytes) -> str:
         """Fill the trailer and inner-packet columns from a verified plaintext.

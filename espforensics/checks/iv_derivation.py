@@ -3,7 +3,8 @@
 In: ``PacketContext`` of ESP packets. Out: ``iv_seq_delta`` (0 when the
 IV was built from the packet's own sequence number, the difference when
 it was built from another one, empty when the SA's IVs are not
-counter-derived) and one ``iv_derivation`` finding per SA with deviating
+counter-derived, or when the IV encodes no sequence number within 2^32 of
+the packet's own) and one ``iv_derivation`` finding per SA with deviating
 packets. Raises nothing.
 
 Primer s4: seqiv makes ``IV xor seq64`` one constant per SA. The constant
@@ -25,6 +26,7 @@ from espforensics.crypto import IV_LEN
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 
 AGREE = 2
+NEARBY = 1 << 32  # a larger difference means the IV is unrelated to any nearby seq
 PROBE = 16
 _NOT_COUNTER = -1
 
@@ -36,6 +38,7 @@ class _Sa:
     packets: int = 0
     deviating: int = 0
     deltas: Counter[int] = field(default_factory=Counter)
+    unrelated: int = 0
     frames: list[int] = field(default_factory=list)
 
 
@@ -86,12 +89,17 @@ class IvDerivationCheck:
             return
         built_from = (c ^ sa.const) ^ rec.seq64  # = IV xor const: the seq the IV encodes
         delta = built_from - rec.seq64
-        rec.iv_seq_delta = delta
-        if delta:
-            sa.deviating += 1
+        if not delta:
+            rec.iv_seq_delta = 0
+            return
+        sa.deviating += 1
+        if abs(delta) < NEARBY:
+            rec.iv_seq_delta = delta
             sa.deltas[delta] += 1
-            if len(sa.frames) < 5:
-                sa.frames.append(rec.frame)
+        else:
+            sa.unrelated += 1  # the IV encodes no sequence number near this one
+        if len(sa.frames) < 5:
+            sa.frames.append(rec.frame)
 
     def finish(self) -> Iterator[Finding]:
         for (spi, src, dst), sa in sorted(self._sas.items()):
@@ -109,7 +117,10 @@ class IvDerivationCheck:
                     dst,
                 )
             elif sa.deviating:
-                common = ", ".join(f"seq{d:+d} x{n}" for d, n in sa.deltas.most_common(4))
+                common = ", ".join(
+                    [f"seq{d:+d} x{n}" for d, n in sa.deltas.most_common(4)]
+                    + ([f"no nearby seq x{sa.unrelated}"] if sa.unrelated else [])
+                )
                 yield Finding(
                     FindingKind.IV_DERIVATION,
                     Severity.HIGH,

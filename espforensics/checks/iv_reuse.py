@@ -44,6 +44,7 @@ class _Use:
     frame: int
     spi: int
     seq64: int
+    digest: bytes
     ct: bytes
     pt: bytes | None
 
@@ -96,18 +97,24 @@ class IvReuseCheck:
             group = self._groups[key] = _Group(const=iv ^ rec.seq64)
         group.packets += 1
         reused = group.seen(iv ^ group.const)
-        rec.iv_reused = reused
         assert rec.esp_offset is not None and rec.spi is not None
         start = rec.esp_offset + ESP_HEADER_LEN + IV_LEN
         use = _Use(
             rec.frame,
             rec.spi,
             rec.seq64,
+            pkt.digest,
             pkt.data[start : start + EVIDENCE],
             pkt.plaintext[:EVIDENCE] if pkt.plaintext is not None else None,
         )
         if reused:
-            self._event(group, iv, use)
+            first = group.recent.get(iv)
+            # A byte-identical replay repeats the IV with the same plaintext: no keystream
+            # is reused (the sequence check reports it as a duplicate).
+            reused = first is None or first.digest != use.digest
+            if reused:
+                self._event(group, iv, use)
+        rec.iv_reused = reused
         group.recent[iv] = use
         group.recent.move_to_end(iv)
         if len(group.recent) > WINDOW:

@@ -18,7 +18,6 @@ byte-identical retransmission from a different packet.
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -62,7 +61,7 @@ class SequenceCheck:
             return
         sa = self._sas.setdefault((rec.spi, rec.src, rec.dst), _Sa())
         seq64 = rec.seq64
-        digest = hashlib.blake2b(pkt.data[rec.esp_offset or 0 :], digest_size=8).digest()
+        digest = pkt.digest
         if sa.seen.add(seq64):
             identical = sa.digests.get(seq64) == digest
             rec.seq_anomaly = "duplicate-identical" if identical else "duplicate"

@@ -1,0 +1,148 @@
+"""The command line: outputs, exit codes, one-line errors, no key material anywhere."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from espforensics.cli import app
+from espforensics.synth import build_scenario, write_scenario
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+runner = CliRunner()
+
+
+def _one_error_line(stderr: str, *needles: str) -> None:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("espforensics: error: ")
+    assert "Traceback" not in stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def _key_hexes(keys_file: Path) -> list[str]:
+    return re.findall(r"0x([0-9a-f]{40,72})", keys_file.read_text())
+
+
+def test_analyze_example_writes_every_output(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    keys = FIXTURES / "example.keys.yaml"
+    res = runner.invoke(
+        app, ["analyze", str(FIXTURES / "example.pcap"), "--sa", str(keys), "--out", str(out)]
+    )
+    assert res.exit_code == 0, res.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "findings.csv",
+        "packets.csv",
+        "packets.parquet",
+        "sas.csv",
+        "summary.json",
+    ]
+    summary = json.loads((out / "summary.json").read_text())
+    expected = json.loads((FIXTURES / "example.expected.json").read_text())
+    assert summary["capture"]["frames"] == expected["frames"] == 40
+    assert summary["verdicts"]["ok"] == 36 and summary["verdicts"]["not_esp"] == 4
+    assert len((out / "packets.csv").read_text().splitlines()) == 41
+    assert "40 frames, 36 ESP packets, 2 SAs" in res.stdout
+    hexes = _key_hexes(keys)
+    assert len(hexes) == 2
+    everything = (
+        res.stdout + res.stderr + "".join(p.read_bytes().decode("latin-1") for p in out.iterdir())
+    )
+    for key in hexes:
+        assert key not in everything and key[:16] not in everything
+
+
+def test_existing_output_needs_force(tmp_path: Path) -> None:
+    args = [
+        "analyze",
+        str(FIXTURES / "example.pcap"),
+        "--sa",
+        str(FIXTURES / "example.keys.yaml"),
+        "--out",
+        str(tmp_path / "o"),
+        "-q",
+    ]
+    assert runner.invoke(app, args).exit_code == 0
+    again = runner.invoke(app, args)
+    assert again.exit_code == 2
+    _one_error_line(again.stderr, str(tmp_path / "o"), "--force")
+    keep = tmp_path / "o" / "my-notes.txt"
+    keep.write_text("mine")
+    assert runner.invoke(app, [*args, "--force"]).exit_code == 0
+    assert keep.read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [(None, "cannot open"), (b"", "empty file"), (b"hello, not a capture at all", "not a pcap")],
+)
+def test_bad_capture_is_one_line(tmp_path: Path, content: bytes | None, needle: str) -> None:
+    cap = tmp_path / "cap.pcap"
+    if content is not None:
+        cap.write_bytes(content)
+    res = runner.invoke(app, ["analyze", str(cap), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    _one_error_line(res.stderr, str(cap), needle)
+
+
+def test_truncated_capture_writes_what_was_read(tmp_path: Path) -> None:
+    sc = build_scenario("ipv4-transport-tcp", seed=1)
+    paths = write_scenario(sc, tmp_path, stem="cap")
+    data = paths["capture"].read_bytes()
+    paths["capture"].write_bytes(data[: len(data) - 30])  # cut inside the last record
+    out = tmp_path / "o"
+    res = runner.invoke(
+        app, ["analyze", str(paths["capture"]), "--sa", str(paths["keys"]), "--out", str(out)]
+    )
+    assert res.exit_code == 2
+    _one_error_line(res.stderr, str(paths["capture"]), f"read {len(sc.frames) - 1} complete frames")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["capture"]["frames"] == len(sc.frames) - 1
+    assert "read 97 complete frames" in summary["error"]
+    assert len((out / "packets.csv").read_text().splitlines()) == len(sc.frames)
+
+
+def test_bad_key_file_is_one_line_without_the_key(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(
+        "sas:\n  - spi: 0x1001\n    aead: rfc4106(gcm(aes))\n"
+        "    key: 0x0102030405060708090a0b0c0d0e0f101112\n"
+    )
+    res = runner.invoke(
+        app,
+        [
+            "analyze",
+            str(FIXTURES / "example.pcap"),
+            "--sa",
+            str(keys),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
+    assert res.exit_code == 2
+    _one_error_line(res.stderr, str(keys), "18 bytes")
+    assert "0102030405" not in res.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_natt_port_option(tmp_path: Path) -> None:
+    sc = build_scenario("natt", seed=1)
+    paths = write_scenario(sc, tmp_path, stem="cap")
+    base = ["analyze", str(paths["capture"]), "--sa", str(paths["esp_sa"]), "-q"]
+    assert runner.invoke(app, [*base, "--out", str(tmp_path / "a")]).exit_code == 0
+    assert (
+        runner.invoke(
+            app,
+            [*base, "--out", str(tmp_path / "b"), "--natt-port", "4500", "--natt-port", "14500"],
+        ).exit_code
+        == 0
+    )
+    a = json.loads((tmp_path / "a" / "summary.json").read_text())["verdicts"]
+    b = json.loads((tmp_path / "b" / "summary.json").read_text())["verdicts"]
+    assert (a["ok"], b["ok"]) == (18, 22)

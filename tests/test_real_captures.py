@@ -1,0 +1,112 @@
+"""The real Linux 6.1 kernel captures in ../shared/captures, with their ground truth.
+
+Clean captures: every ESP packet ``ok``, no finding above ``info``. The
+ip6tnl TSO-on capture: exactly the frames the patch's tcpdump filter
+selects are ``esp_misplaced``, each with the 4 clear bytes ``45 00 LL LL``.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import dpkt
+import pytest
+
+from espforensics import Analysis, analyze
+from espforensics.model import FindingKind, Severity
+
+CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+CLEAN = ["ip6tnl-transport-tso-off", "tcp-transport-v4", "tcp-tunnel-4in4", "natt-espinudp-v4"]
+pytestmark = pytest.mark.skipif(
+    not CAPTURES.is_dir(), reason="shared/captures not beside the project"
+)
+
+
+@cache
+def run(name: str) -> tuple[Analysis, dict[str, object]]:
+    folder = CAPTURES / name
+    truth = json.loads((folder / "ground-truth.json").read_text())
+    return analyze(folder / "capture.pcap", [folder / "xfrm-state.txt"]), truth
+
+
+def _seed_filter_frames(path: Path) -> list[int]:
+    """Frames matching `ip6 proto 50 and ip6[56:2] = 0x4500 and ip6[60:4] = 0x1001`, by hand."""
+    frames = []
+    with path.open("rb") as fh:
+        for n, (_ts, buf) in enumerate(dpkt.pcap.Reader(fh), 1):
+            ip6 = buf[14:]
+            if (
+                buf[12:14] == b"\x86\xdd"
+                and ip6[6] == 50
+                and ip6[56:58] == b"\x45\x00"
+                and ip6[60:64] == b"\x00\x00\x10\x01"
+            ):
+                frames.append(n)
+    return frames
+
+
+@pytest.mark.parametrize("name", [*CLEAN, "ip6tnl-transport-tso-on"])
+def test_one_row_per_frame_and_esp_counts(name: str) -> None:
+    result, truth = run(name)
+    packets = result.packets
+    assert list(packets["frame"]) == list(range(1, int(truth["frames"]) + 1))  # type: ignore[call-overload]
+    assert result.summary.esp_packets == truth["esp_frames"]
+    per_spi = {f"{sa.spi:#x}": sa.packets for sa in result.summary.sas}
+    assert per_spi == truth["frames_per_spi"]
+    assert (packets["proto"] == "esp-udp").sum() == truth["esp_in_udp_frames"]
+
+
+@pytest.mark.parametrize("name", CLEAN)
+def test_clean_captures_verify_and_find_nothing(name: str) -> None:
+    result, _ = run(name)
+    esp = result.packets[result.packets["proto"] != "other"]
+    assert set(esp["verdict"]) == {"ok"}
+    assert result.summary.findings[FindingKind.CLEARTEXT_LEAK] == 0  # measured false positives: 0
+    serious = [f for f in result.summary.finding_list if f.severity is not Severity.INFO]
+    assert serious == []
+
+
+def test_tso_on_misplaced_packets_are_exactly_the_filter_matches() -> None:
+    result, truth = run("ip6tnl-transport-tso-on")
+    packets = result.packets
+    misplaced = packets[packets["verdict"] == "esp_misplaced"]
+    expected = _seed_filter_frames(CAPTURES / "ip6tnl-transport-tso-on" / "capture.pcap")
+    assert (
+        len(expected)
+        == truth["seed_filter_matches"]
+        == truth["receiver_XfrmInStateProtoError_delta"]
+        == 94
+    )
+    assert list(misplaced["frame"]) == expected
+    assert set(misplaced["leaked"]) == {4}
+    assert set(misplaced["esp_offset"]) == {60} and set(misplaced["expected_offset"]) == {40}
+    for frame_hex, length in zip(misplaced["leaked_hex"], misplaced["len"], strict=True):
+        b = bytes.fromhex(frame_hex)
+        assert b[:2] == b"\x45\x00"
+        inner_total = int.from_bytes(b[2:4], "big")
+        assert 0 < length - 14 - 56 - inner_total <= 16 + 2 + 255  # ICV + trailer + padding
+    others = packets[(packets["proto"] == "esp") & (packets["verdict"] != "esp_misplaced")]
+    assert set(others["verdict"]) == {"ok"}
+    s = result.summary
+    assert (
+        s.findings[FindingKind.ESP_MISPLACED] == 94 and s.findings[FindingKind.CLEARTEXT_LEAK] == 94
+    )
+
+
+def test_tso_on_ivs_of_misplaced_packets_come_from_the_next_seq() -> None:
+    result, _ = run("ip6tnl-transport-tso-on")
+    packets = result.packets
+    misplaced = packets[packets["verdict"] == "esp_misplaced"]
+    assert set(misplaced["iv_seq_delta"]) == {1}
+    assert set(packets[packets["verdict"] == "ok"]["iv_seq_delta"]) == {0}
+    # Each reuse: the misplaced packet took seq+1's IV, and seq+1 was sent too.
+    reuse = [f for f in result.summary.finding_list if f.kind is FindingKind.IV_REUSE]
+    assert len(reuse) == int(packets["iv_reused"].sum()) == 32
+    by_frame = packets.set_index("frame")
+    for f in reuse:
+        first, second = f.frames
+        assert by_frame.loc[first, "verdict"] == "esp_misplaced"
+        assert by_frame.loc[second, "seq64"] == by_frame.loc[first, "seq64"] + 1
+        assert by_frame.loc[first, "iv"] == by_frame.loc[second, "iv"]
