@@ -1,0 +1,84 @@
+"""Clear-text leaks between the ESP header and the ICV, built from real fixture packets.
+
+A sender that forgets to encrypt puts the inner packet where the ciphertext
+belongs: the ICV then fails, and the bytes after the IV parse as a clear IP
+header with a valid checksum. The leak check must name those bytes; on the
+untouched packets it must report nothing.
+"""
+
+from __future__ import annotations
+
+from espforensics.checks.leaks import clear_ip_header, name_fields
+from espforensics.crypto import AeadContext
+from espforensics.keys import SaTable, SecurityAssociation
+from espforensics.model import FindingKind, Frame, Verdict
+from espforensics.pipeline import FrameAnalyzer, Options, iter_records
+from espforensics.synth import build_scenario
+
+ETH, HDR = 14, 16  # Ethernet header; ESP header + IV
+
+
+def _unencrypted(frame: Frame, offset: int, sas: tuple[SecurityAssociation, ...]) -> Frame:
+    """The same packet with its plaintext written where the ciphertext was."""
+    data = frame.data
+    esp = ETH + offset
+    spi = int.from_bytes(data[esp : esp + 4], "big")
+    seq = int.from_bytes(data[esp + 4 : esp + 8], "big")
+    [sa] = [s for s in sas if s.spi == spi]
+    plain = AeadContext(sa).open(seq, data[esp + 8 : esp + 16], data[esp + HDR :])
+    assert plain is not None
+    clear = data[: esp + HDR] + plain + data[esp + HDR + len(plain) :]
+    return frame._replace(data=clear)
+
+
+V4_FIELDS = (
+    "IPv4 version+IHL, TOS, total length, identification, flags+fragment offset, "
+    "TTL, protocol, header checksum, source address, destination address"
+)
+V6_FIELDS = (
+    "IPv6 version+traffic class+flow label, payload length, next header, hop limit, "
+    "source address, destination address"
+)
+
+
+def test_unencrypted_inner_header_is_named() -> None:
+    sc = build_scenario("ipv6-tunnel", seed=1)
+    table = SaTable(sc.sas)
+    frames = list(sc.frames)
+    ok = [t for t in sc.truth if t.verdict is Verdict.OK]
+    targets = [t for t in ok if t.next_header == 4][:2] + [t for t in ok if t.next_header == 41][:1]
+    for t in targets:
+        assert t.esp_offset is not None
+        frames[t.frame - 1] = _unencrypted(frames[t.frame - 1], t.esp_offset, sc.sas)
+    analyzer = FrameAnalyzer(table, Options(), "ipv6-tunnel")
+    records = list(iter_records(frames, analyzer))
+    leaked = {r.frame: (r.verdict, r.leaked, r.leaked_fields) for r in records if r.leaked}
+    assert leaked == {
+        t.frame: (Verdict.AUTH_FAIL, 20, V4_FIELDS)
+        if t.next_header == 4
+        else (Verdict.AUTH_FAIL, 40, V6_FIELDS)
+        for t in targets
+    }
+    found = [f for f in analyzer.findings if f.kind is FindingKind.CLEARTEXT_LEAK]
+    assert sum(f.count for f in found) == 3  # one finding per SPI
+    assert {n for f in found for n in f.frames} == set(leaked)
+
+
+def test_encrypted_packets_leak_nothing() -> None:
+    sc = build_scenario("ipv6-tunnel", seed=1)
+    analyzer = FrameAnalyzer(SaTable(sc.sas), Options(), "ipv6-tunnel")
+    assert not any(r.leaked for r in iter_records(sc.frames, analyzer))
+    assert analyzer.findings == []
+
+
+def test_field_names_and_header_test() -> None:
+    assert name_fields(bytes.fromhex("4500 22de")) == "IPv4 version+IHL, TOS, total length"
+    assert name_fields(bytes.fromhex("450022")) == "IPv4 version+IHL, TOS, part of total length"
+    assert name_fields(bytes.fromhex("60000000 0014")) == (
+        "IPv6 version+traffic class+flow label, payload length"
+    )
+    assert name_fields(b"\x99\x98") == "2 unidentified bytes"
+    header = bytes.fromhex("45000028a4ad4000400678800a01038f0a010612")  # checksum valid
+    assert clear_ip_header(header + bytes(20), 0, 40) == 20
+    broken = header[:10] + b"\x00\x00" + header[12:]
+    assert clear_ip_header(broken + bytes(20), 0, 40) == 0
