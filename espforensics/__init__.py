@@ -8,7 +8,7 @@ Public API::
     result.summary      # Summary (verdict counts, per-SA lines)
 """
 
-from espforensics.analysis import Analysis, analyze, analyze_to_dir
+from espforensics.analysis import Analysis, analyze, analyze_to_dir, summarize
 from espforensics.errors import (
     CaptureError,
     CaptureTruncated,
@@ -44,4 +44,5 @@ __all__ = [
     "analyze",
     "analyze_to_dir",
     "load_sas",
+    "summarize",
 ]

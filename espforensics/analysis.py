@@ -11,10 +11,12 @@ before the damage), ``KeyFileError``, ``OutputExistsError``.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
+import json
 import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -24,15 +26,19 @@ from espforensics.errors import CaptureError, InputError, OutputExistsError
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import PacketRecord
 from espforensics.pipeline import FrameAnalyzer, Options, iter_records
-from espforensics.summary import Summary, SummaryBuilder
+from espforensics.plots import PlotData, write_plots
+from espforensics.render.json import render_json
+from espforensics.render.markdown import render_report_md
+from espforensics.render.text import render_report
+from espforensics.summary import CaptureInfo, Summary, SummaryBuilder
 from espforensics.tables import (
     ROW_GROUP,
     PacketTableWriter,
     packets_frame,
+    plot_frames,
     records_to_table,
     write_findings_csv,
     write_sas_csv,
-    write_summary_json,
 )
 
 Progress = Callable[[int], None]  # called with uncompressed bytes read so far
@@ -90,13 +96,53 @@ def _consume(
     return None
 
 
+def capture_info(path: str | os.PathLike[str]) -> CaptureInfo:
+    """Path, SHA-256 and size of the capture file as stored."""
+    sha = sha256_file(path)
+    return CaptureInfo(str(path), sha, os.path.getsize(path))
+
+
+def _modes(table: SaTable, builder: SummaryBuilder) -> dict[tuple[int, str, str], str]:
+    """The mode each seen SA's key file states, by (spi, src, dst)."""
+    modes = {}
+    for spi, src, dst in builder.sa_keys():
+        sa = table.lookup(spi, ipaddress.ip_address(src).packed, ipaddress.ip_address(dst).packed)
+        if sa is not None and sa.mode:
+            modes[(spi, src, dst)] = sa.mode
+    return modes
+
+
+def _run(
+    path: str | os.PathLike[str],
+    sas: KeysArg,
+    options: Options | None,
+    sink: Callable[[PacketRecord], None],
+    progress: Progress | None = None,
+) -> tuple[Summary, InputError | None]:
+    """Stream the capture through the pipeline into ``sink``; the summary and any input error."""
+    table = _table(sas)
+    info = capture_info(path)
+    builder = SummaryBuilder()
+    analyzer = FrameAnalyzer(table, options or Options(), str(path))
+    error = _consume(_stream(path, analyzer, progress), builder, sink)
+    message = None if error is None else str(error)
+    return builder.finish(info, analyzer.findings, _modes(analyzer.sas, builder), message), error
+
+
+def summarize(
+    path: str | os.PathLike[str], sas: KeysArg = None, options: Options | None = None
+) -> Summary:
+    """Only the summary of a capture (no tables); raise ``CaptureError`` if it is damaged."""
+    summary, error = _run(path, sas, options, lambda rec: None)
+    if error is not None:
+        raise error
+    return summary
+
+
 def analyze(
     path: str | os.PathLike[str], sas: KeysArg = None, options: Options | None = None
 ) -> Analysis:
     """Analyze a capture in memory; raise ``CaptureError`` if it is damaged."""
-    table = _table(sas)
-    sha = sha256_file(path)
-    builder = SummaryBuilder()
     batch: list[PacketRecord] = []
     tables = []
 
@@ -106,12 +152,11 @@ def analyze(
             tables.append(records_to_table(batch))
             batch.clear()
 
-    analyzer = FrameAnalyzer(table, options or Options(), str(path))
-    error = _consume(_stream(path, analyzer, None), builder, sink)
+    summary, error = _run(path, sas, options, sink)
     if error is not None:
         raise error
     tables.append(records_to_table(batch))
-    return Analysis(packets_frame(tables), builder.finish(str(path), sha, analyzer.findings))
+    return Analysis(packets_frame(tables), summary)
 
 
 OUTPUT_FILES = (
@@ -120,6 +165,9 @@ OUTPUT_FILES = (
     "sas.csv",
     "findings.csv",
     "summary.json",
+    "report.txt",
+    "report.md",
+    "plots",
 )
 
 
@@ -151,6 +199,11 @@ def prepare_out_dir(out: Path, force: bool) -> None:
         raise OutputExistsError(str(out), f"cannot create output folder: {exc.strerror}") from exc
 
 
+def _draw(out: Path, summary: Summary) -> Summary:
+    frames = plot_frames(out / "packets.parquet", summary)
+    return replace(summary, plots=write_plots(PlotData(**frames), out / "plots"))
+
+
 def analyze_to_dir(
     path: str | os.PathLike[str],
     sas: KeysArg,
@@ -159,20 +212,38 @@ def analyze_to_dir(
     force: bool = False,
     options: Options | None = None,
     progress: Progress | None = None,
+    plots: bool = True,
 ) -> Summary:
     """Analyze a capture into ``out``; every file is written even if the capture is damaged."""
     table = _table(sas)
-    sha = sha256_file(path)
     prepare_out_dir(out, force)
-    builder = SummaryBuilder()
-    analyzer = FrameAnalyzer(table, options or Options(), str(path))
     with PacketTableWriter(out) as writer:
-        error = _consume(_stream(path, analyzer, progress), builder, writer.write)
-    message = None if error is None else str(error)
-    summary = builder.finish(str(path), sha, analyzer.findings, message)
+        summary, error = _run(path, table, options, writer.write, progress)
+    if plots:
+        summary = _draw(out, summary)
     write_findings_csv(out / "findings.csv", summary.finding_list)
     write_sas_csv(out / "sas.csv", summary)
-    write_summary_json(out / "summary.json", summary)
+    (out / "summary.json").write_text(render_json(summary))
+    (out / "report.txt").write_text(render_report(summary))
+    (out / "report.md").write_text(render_report_md(summary))
     if error is not None:
         raise error
     return summary
+
+
+def load_summary(folder: Path) -> Summary:
+    """The summary of an earlier ``analyze`` in ``folder``."""
+    path = folder / "summary.json"
+    try:
+        return Summary.from_json(json.loads(path.read_text()))
+    except OSError as exc:
+        raise InputError(
+            str(folder), f"not an espforensics output folder ({exc.strerror})"
+        ) from exc
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(str(path), f"not a summary.json of this version: {exc}") from exc
+
+
+def summary_of(path: Path, sas: KeysArg = None, options: Options | None = None) -> Summary:
+    """A capture's summary, or an output folder's stored one."""
+    return load_summary(path) if path.is_dir() else summarize(path, sas, options)

@@ -1,9 +1,10 @@
 """The ``espforensics`` command line: parse options, call the library, map errors.
 
-In: argv. Out: files in the output folder, a short summary on stdout,
-progress on stderr when it is a terminal. Exit codes: 0 done, 2 usage or
-input error (one line ``espforensics: error: <file>: <what>``). Nothing
-imports this module; it is the only module that imports typer and rich.
+In: argv. Out: files in the output folder, text on stdout, progress on
+stderr when it is a terminal. Exit codes: 0 done and no finding at or
+above ``--fail-on``, 1 such a finding, 2 usage or input error (one line
+``espforensics: error: <file>: <what>``). Nothing imports this module;
+it is the only module that imports typer and rich.
 """
 
 from __future__ import annotations
@@ -11,15 +12,28 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
 
-from espforensics.analysis import Progress, analyze_to_dir, default_out_dir
+from espforensics.analysis import (
+    Progress,
+    analyze_to_dir,
+    default_out_dir,
+    load_summary,
+    summary_of,
+)
+from espforensics.compare import compare as compare_summaries
 from espforensics.errors import EspForensicsError
+from espforensics.model import SEVERITY_RANK, Severity
+from espforensics.narrative import worst_severity
 from espforensics.pipeline import Options
-from espforensics.render.text import render_summary
+from espforensics.render.json import render_comparison_json, render_json
+from espforensics.render.markdown import render_comparison_md, render_report_md
+from espforensics.render.text import render_comparison, render_report, render_summary
+from espforensics.summary import Summary
 
 app = typer.Typer(
     add_completion=False,
@@ -30,16 +44,59 @@ app = typer.Typer(
 T = TypeVar("T")
 
 
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"espforensics: error: {message}", err=True)
-    return typer.Exit(2)
+class Format(StrEnum):
+    SUMMARY = "summary"
+    TEXT = "text"
+    MARKDOWN = "markdown"
+    JSON = "json"
+
+
+class FailOn(StrEnum):
+    CRITICAL = "critical"
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+    INFO = "info"
+    NEVER = "never"
+
+
+SaOption = Annotated[
+    list[Path] | None,
+    typer.Option("--sa", help="Key file: keys.yaml, `ip xfrm state` text or esp_sa. Repeatable."),
+]
+NattOption = Annotated[
+    list[int] | None,
+    typer.Option("--natt-port", help="UDP port carrying ESP-in-UDP. Repeatable. [default: 4500]"),
+]
+FailOnOption = Annotated[
+    FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at least this severe.")
+]
 
 
 def _guarded(call: Callable[[], T]) -> T:
     try:
         return call()
     except EspForensicsError as exc:
-        raise _fail(str(exc)) from None
+        typer.echo(f"espforensics: error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _exit_for(summary: Summary, fail_on: FailOn) -> None:
+    worst = worst_severity(summary)
+    if fail_on is FailOn.NEVER or worst is None:
+        return
+    if SEVERITY_RANK[worst] >= SEVERITY_RANK[Severity(fail_on.value)]:
+        raise typer.Exit(1)
+
+
+def _show(summary: Summary, fmt: Format) -> None:
+    renderers = {
+        Format.SUMMARY: render_summary,
+        Format.TEXT: render_report,
+        Format.MARKDOWN: render_report_md,
+        Format.JSON: render_json,
+    }
+    typer.echo(renderers[fmt](summary), nl=False)
 
 
 def _progress(capture: Path, quiet: bool) -> tuple[Progress | None, Callable[[], None]]:
@@ -49,7 +106,7 @@ def _progress(capture: Path, quiet: bool) -> tuple[Progress | None, Callable[[],
     from rich.progress import Progress as Bar  # noqa: PLC0415 (only for terminals)
 
     try:
-        total = os.path.getsize(capture)
+        total: int | None = os.path.getsize(capture)
     except OSError:
         total = None
     bar = Bar(transient=True)
@@ -66,43 +123,83 @@ def main_callback() -> None:
 @app.command()
 def analyze(
     capture: Annotated[Path, typer.Argument(help="pcap or pcapng file, plain or compressed.")],
-    sa: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--sa", help="Key file: keys.yaml, `ip xfrm state` text or esp_sa. Repeatable."
-        ),
-    ] = None,
+    sa: SaOption = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Output folder [default: CAPTURE.espforensics].")
     ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite an existing output folder.")
     ] = False,
-    natt_port: Annotated[
-        list[int] | None,
-        typer.Option(
-            "--natt-port", help="UDP port carrying ESP-in-UDP. Repeatable. [default: 4500]"
-        ),
-    ] = None,
+    natt_port: NattOption = None,
+    fmt: Annotated[
+        Format, typer.Option("--format", help="What to print on stdout.")
+    ] = Format.SUMMARY,
+    fail_on: FailOnOption = FailOn.HIGH,
+    no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw the plots.")] = False,
     quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No progress bar, no summary.")
+        bool, typer.Option("--quiet", "-q", help="No progress bar, nothing on stdout.")
     ] = False,
 ) -> None:
-    """Decrypt and check every ESP packet of CAPTURE; write the tables to --out."""
+    """Decrypt and check every ESP packet of CAPTURE; write tables, plots and reports to --out."""
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
     out_dir = out if out is not None else default_out_dir(capture)
     update, stop = _progress(capture, quiet)
     try:
         summary = _guarded(
             lambda: analyze_to_dir(
-                capture, sa or [], out_dir, force=force, options=options, progress=update
+                capture,
+                sa or [],
+                out_dir,
+                force=force,
+                options=options,
+                progress=update,
+                plots=not no_plots,
             )
         )
     finally:
         stop()
     if not quiet:
-        typer.echo(render_summary(summary), nl=False)
-        typer.echo(f"  outputs: {out_dir}/")
+        _show(summary, fmt)
+        if fmt is Format.SUMMARY:
+            typer.echo(f"  outputs: {out_dir}/")
+    _exit_for(summary, fail_on)
+
+
+@app.command()
+def report(
+    folder: Annotated[Path, typer.Argument(help="Output folder of an earlier `analyze`.")],
+    fmt: Annotated[Format, typer.Option("--format", help="What to print.")] = Format.TEXT,
+) -> None:
+    """Print the report of an earlier analysis again."""
+    _show(_guarded(lambda: load_summary(folder)), fmt)
+
+
+@app.command()
+def compare(
+    before: Annotated[Path, typer.Argument(help="Capture or output folder: before the change.")],
+    after: Annotated[Path, typer.Argument(help="Capture or output folder: after the change.")],
+    sa: SaOption = None,
+    sa_before: Annotated[
+        list[Path] | None, typer.Option("--sa-before", help="Key file for BEFORE only. Repeatable.")
+    ] = None,
+    sa_after: Annotated[
+        list[Path] | None, typer.Option("--sa-after", help="Key file for AFTER only. Repeatable.")
+    ] = None,
+    natt_port: NattOption = None,
+    fmt: Annotated[Format, typer.Option("--format", help="text, markdown or json.")] = Format.TEXT,
+    fail_on: FailOnOption = FailOn.NEVER,
+) -> None:
+    """Compare two captures (or analyses) side by side: a kernel before and after a patch."""
+    options = Options(natt_ports=frozenset(natt_port or (4500,)))
+    keys_before = [*(sa or []), *(sa_before or [])]
+    keys_after = [*(sa or []), *(sa_after or [])]
+    sides = _guarded(
+        lambda: (summary_of(before, keys_before, options), summary_of(after, keys_after, options))
+    )
+    cmp = compare_summaries(*sides)
+    renderers = {Format.MARKDOWN: render_comparison_md, Format.JSON: render_comparison_json}
+    typer.echo(renderers.get(fmt, render_comparison)(cmp), nl=False)
+    _exit_for(sides[1], fail_on)
 
 
 def main() -> None:

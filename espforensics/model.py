@@ -153,3 +153,12 @@ class PacketRecord:
 
 
 PACKET_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PacketRecord))
+
+
+@dataclass(frozen=True, slots=True)
+class PlotOutcome:
+    """What became of one plot: the files written, or why it was skipped."""
+
+    name: str
+    files: tuple[str, ...]  # paths relative to the output folder, e.g. "plots/verdicts.png"
+    skipped: str = ""  # non-empty: the reason no plot was drawn

@@ -12,7 +12,7 @@ All counting lives here, so renderers never count.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -21,6 +21,7 @@ from espforensics.model import (
     Finding,
     FindingKind,
     PacketRecord,
+    PlotOutcome,
     Proto,
     Severity,
     Verdict,
@@ -39,6 +40,7 @@ class CaptureInfo:
 
     path: str
     sha256: str
+    size: int = 0  # bytes of the file as stored
     frames: int = 0
     first_time: float | None = None
     last_time: float | None = None
@@ -65,10 +67,31 @@ class SaSummary:
     duplicates: int = 0
     reordered: int = 0
     missing: int = 0  # sequence numbers never seen between first and last
+    mode: str = ""  # from the key file, else guessed from the next headers ("... (guess)")
 
     @property
     def key(self) -> tuple[int, str, str]:
         return (self.spi, self.src, self.dst)
+
+    @property
+    def mbit_per_s(self) -> float | None:
+        """Wire throughput between the SA's first and last packet (None for one instant)."""
+        span = self.last_time - self.first_time
+        return self.wire_bytes * 8 / span / 1e6 if span > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class MisplacedLayout:
+    """One way misplaced ESP headers sat in the capture, and how many did."""
+
+    ip_version: int
+    proto: str  # "esp" or "esp-udp"
+    expected_offset: int
+    clear_offset: int  # where the clear bytes in front of the ESP header start
+    clear_prefix: str  # their first (up to) two bytes, hex
+    esp_offset: int
+    spi: int
+    packets: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +105,8 @@ class Summary:
     sas: tuple[SaSummary, ...]
     findings: dict[str, int] = field(default_factory=dict)  # kind -> packets (or values) affected
     finding_list: tuple[Finding, ...] = ()
+    layouts: tuple[MisplacedLayout, ...] = ()
+    plots: tuple[PlotOutcome, ...] = ()
     error: str | None = None
     schema: int = SCHEMA
 
@@ -90,6 +115,8 @@ class Summary:
         doc = asdict(self)
         doc["sas"] = [{**asdict(sa), "spi": f"{sa.spi:#010x}"} for sa in self.sas]
         doc["finding_list"] = [_finding_json(f) for f in self.finding_list]
+        doc["layouts"] = [{**asdict(x), "spi": f"{x.spi:#010x}"} for x in self.layouts]
+        doc["plots"] = [{**asdict(p), "files": list(p.files)} for p in self.plots]
         return {"schema": doc.pop("schema"), **doc}
 
     @classmethod
@@ -104,6 +131,12 @@ class Summary:
             sas=sas,
             findings=dict(doc["findings"]),
             finding_list=tuple(_finding_from_json(f) for f in doc["finding_list"]),
+            layouts=tuple(
+                MisplacedLayout(**{**x, "spi": int(x["spi"], 16)}) for x in doc["layouts"]
+            ),
+            plots=tuple(
+                PlotOutcome(p["name"], tuple(p["files"]), p["skipped"]) for p in doc["plots"]
+            ),
             error=doc.get("error"),
             schema=doc["schema"],
         )
@@ -166,6 +199,58 @@ class _SaAcc:
     iv_deviating: int = 0
     duplicates: int = 0
     reordered: int = 0
+    ip_payloads: int = 0  # verified packets whose next header is 4 or 41 (an inner IP packet)
+    l4_payloads: int = 0  # verified packets with any other next header
+
+    def observe(self, rec: PacketRecord) -> None:
+        self.packets += 1
+        self.wire_bytes += rec.len
+        self.last_time = rec.time
+        self.verdicts[rec.verdict] += 1
+        if rec.seq64 is not None:
+            if self.first_seq64 is None:
+                self.first_seq64 = rec.seq64
+            self.last_seq64 = rec.seq64
+        self.leaked += bool(rec.leaked)
+        self.iv_reused += bool(rec.iv_reused)
+        self.iv_deviating += bool(rec.iv_seq_delta)
+        self.duplicates += rec.seq_anomaly.startswith("duplicate")
+        self.reordered += rec.seq_anomaly == "reordered"
+        if rec.next_header in (4, 41):
+            self.ip_payloads += 1
+        elif rec.next_header is not None and rec.next_header != 59:
+            self.l4_payloads += 1
+
+    def mode_guess(self) -> str:
+        """RFC 4303 s3.1: tunnel mode carries IP packets (as do ipip/ip6tnl over transport)."""
+        if self.ip_payloads and not self.l4_payloads:
+            return "tunnel or IP-in-IP (guess)"
+        if self.l4_payloads and not self.ip_payloads:
+            return "transport (guess)"
+        return "mixed (guess)" if self.ip_payloads else ""
+
+    def summary(self, key: tuple[int, str, str], missing: int, mode: str) -> SaSummary:
+        spi, src, dst = key
+        return SaSummary(
+            spi,
+            src,
+            dst,
+            self.algorithm,
+            self.packets,
+            {v.value: self.verdicts[v] for v in Verdict if self.verdicts[v]},
+            self.first_seq64,
+            self.last_seq64,
+            self.first_time,
+            self.last_time,
+            self.wire_bytes,
+            self.leaked,
+            self.iv_reused,
+            self.iv_deviating,
+            self.duplicates,
+            self.reordered,
+            missing,
+            mode or self.mode_guess(),
+        )
 
 
 class SummaryBuilder:
@@ -178,6 +263,7 @@ class SummaryBuilder:
         self.last_time: float | None = None
         self.verdicts: Counter[str] = Counter()
         self._sas: dict[tuple[int, str, str], _SaAcc] = {}
+        self._layouts: Counter[tuple[int, str, int, int, str, int, int]] = Counter()
 
     def observe(self, rec: PacketRecord) -> None:
         """Count one record."""
@@ -195,59 +281,62 @@ class SummaryBuilder:
         acc = self._sas.get(key)
         if acc is None:
             acc = self._sas[key] = _SaAcc(rec.algorithm, rec.time, rec.time)
-        acc.packets += 1
-        acc.wire_bytes += rec.len
-        acc.last_time = rec.time
-        acc.verdicts[rec.verdict] += 1
-        if rec.seq64 is not None:
-            if acc.first_seq64 is None:
-                acc.first_seq64 = rec.seq64
-            acc.last_seq64 = rec.seq64
-        acc.leaked += bool(rec.leaked)
-        acc.iv_reused += bool(rec.iv_reused)
-        acc.iv_deviating += bool(rec.iv_seq_delta)
-        acc.duplicates += rec.seq_anomaly.startswith("duplicate")
-        acc.reordered += rec.seq_anomaly == "reordered"
+        acc.observe(rec)
+        if rec.verdict is Verdict.ESP_MISPLACED:
+            self._layout(rec)
+
+    def sa_keys(self) -> list[tuple[int, str, str]]:
+        """The (spi, src, dst) of every SA seen so far."""
+        return list(self._sas)
+
+    def _layout(self, rec: PacketRecord) -> None:
+        if rec.esp_offset is None or rec.expected_offset is None or rec.spi is None:
+            return
+        leaked = rec.leaked or 0
+        self._layouts[
+            (
+                rec.ip_version or 0,
+                rec.proto.value,
+                rec.expected_offset,
+                rec.esp_offset - leaked,
+                rec.leaked_hex.replace(" ", "")[:4],
+                rec.esp_offset,
+                rec.spi,
+            )
+        ] += 1
 
     def finish(
-        self, path: str, sha256: str, findings: list[Finding], error: str | None = None
+        self,
+        capture: CaptureInfo,
+        findings: list[Finding],
+        modes: dict[tuple[int, str, str], str] | None = None,
+        error: str | None = None,
     ) -> Summary:
-        """The summary of everything observed, with the checks' findings."""
+        """The summary of everything observed, with the checks' findings.
+
+        ``capture`` gives path, sha256 and size; frames and times are counted
+        here. ``modes`` are the SA modes the key files state.
+        """
         missing: Counter[tuple[int, str, str]] = Counter()
         per_kind: Counter[str] = Counter()
         for f in findings:
             per_kind[f.kind.value] += f.count
             if f.kind is FindingKind.SEQ_GAP and f.spi is not None:
                 missing[(f.spi, f.src, f.dst)] += f.count
+        modes = modes or {}
         sas = tuple(
-            SaSummary(
-                spi,
-                src,
-                dst,
-                a.algorithm,
-                a.packets,
-                {v.value: a.verdicts[v] for v in Verdict if a.verdicts[v]},
-                a.first_seq64,
-                a.last_seq64,
-                a.first_time,
-                a.last_time,
-                a.wire_bytes,
-                a.leaked,
-                a.iv_reused,
-                a.iv_deviating,
-                a.duplicates,
-                a.reordered,
-                missing[(spi, src, dst)],
-            )
-            for (spi, src, dst), a in sorted(self._sas.items())
+            a.summary(key, missing[key], modes.get(key, "")) for key, a in sorted(self._sas.items())
         )
         return Summary(
             tool_version=TOOL_VERSION,
-            capture=CaptureInfo(path, sha256, self.frames, self.first_time, self.last_time),
+            capture=replace(
+                capture, frames=self.frames, first_time=self.first_time, last_time=self.last_time
+            ),
             esp_packets=self.esp_packets,
             verdicts={v.value: self.verdicts[v] for v in Verdict},
             sas=sas,
             findings={k.value: per_kind[k.value] for k in FindingKind},
             finding_list=sort_findings(findings),
+            layouts=tuple(MisplacedLayout(*k, n) for k, n in sorted(self._layouts.items())),
             error=error,
         )

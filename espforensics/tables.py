@@ -10,7 +10,6 @@ that imports pyarrow and pandas.
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -193,18 +192,176 @@ def write_findings_csv(path: Path, findings: Sequence[Finding]) -> None:
             )
 
 
-def write_summary_json(path: Path, summary: Summary) -> None:
-    """``summary.json``, indented, keys in a stable order."""
-    path.write_text(json.dumps(summary.to_json(), indent=2) + "\n")
-
-
-def read_summary_json(path: Path) -> Summary:
-    """Read back a ``summary.json``."""
-    return Summary.from_json(json.loads(path.read_text()))
-
-
 def packets_frame(tables: Sequence[pa.Table]) -> pd.DataFrame:
     """The packets table as a pandas DataFrame (nullable integer columns)."""
     table = pa.concat_tables(tables) if tables else PACKET_SCHEMA.empty_table()
     frame: pd.DataFrame = table.to_pandas(types_mapper=pd.ArrowDtype)
     return frame
+
+
+_PLOT_COLUMNS = [
+    "time",
+    "len",
+    "verdict",
+    "proto",
+    "spi",
+    "src",
+    "dst",
+    "seq64",
+    "esp_offset",
+    "expected_offset",
+    "iv_seq_delta",
+    "iv_reused",
+    "seq_anomaly",
+]
+TIME_BINS = 60
+# The sequence check's evidence (checks/sequence.py): auth_fail headers may be forged.
+_SEQ_EVIDENCE = ("ok", "bad_trailer", "esp_misplaced", "unknown_sa", "truncated")
+IV_POINTS = 2000  # conforming IVs drawn at most per capture (all deviating ones are drawn)
+
+
+def _sa_label(spi: pd.Series, src: pd.Series, dst: pd.Series) -> pd.Series:
+    labels: pd.Series = spi.map(lambda s: f"{int(s):#010x}") + " " + src + ">" + dst
+    return labels
+
+
+class _PlotAcc:
+    """Small per-plot aggregates, filled batch by batch from packets.parquet."""
+
+    def __init__(self, t0: float, width: float, esp_packets: int) -> None:
+        self.t0, self.width = t0, width
+        self.stride = max(1, esp_packets // IV_POINTS)
+        self.seen_esp = 0
+        self.verdicts: list[pd.DataFrame] = []
+        self.offsets: list[pd.DataFrame] = []
+        self.iv: list[pd.DataFrame] = []
+        self.bytes: list[pd.DataFrame] = []
+        self.events: list[pd.DataFrame] = []
+        self.tops: dict[str, int] = {}
+        self.holes: dict[str, list[list[float]]] = {}
+
+    def add(self, df: pd.DataFrame) -> None:
+        df = df.assign(t=((df["time"] - self.t0) // self.width) * self.width)
+        self.verdicts.append(df.groupby(["t", "verdict"]).size().rename("packets").reset_index())
+        esp = df[df["spi"].notna()].copy()
+        if esp.empty:
+            return
+        esp["sa"] = _sa_label(esp["spi"], esp["src"], esp["dst"])
+        self.offsets.append(
+            pd.concat(
+                [
+                    esp.groupby("expected_offset")
+                    .size()
+                    .rename("packets")
+                    .reset_index()
+                    .rename(columns={"expected_offset": "offset"})
+                    .assign(kind="expected"),
+                    esp.groupby("esp_offset")
+                    .size()
+                    .rename("packets")
+                    .reset_index()
+                    .rename(columns={"esp_offset": "offset"})
+                    .assign(kind="found"),
+                ]
+            )
+        )
+        self._iv(esp)
+        self.bytes.append(esp.groupby(["t", "sa"])["len"].sum().reset_index())
+        self._events(esp)
+
+    def _iv(self, esp: pd.DataFrame) -> None:
+        index = pd.Series(range(self.seen_esp, self.seen_esp + len(esp)), index=esp.index)
+        self.seen_esp += len(esp)
+        delta = esp["iv_seq_delta"].astype("float64")
+        reused = esp["iv_reused"].fillna(False).astype(bool)
+        deviating = delta.fillna(0) != 0  # NaN: not counter-derived, drawn only when reused
+        keep = deviating | reused | ((index % self.stride == 0) & delta.notna())
+        part = esp[keep & esp["seq64"].notna()]
+        self.iv.append(
+            pd.DataFrame(
+                {
+                    "sa": part["sa"],
+                    "seq64": part["seq64"].astype("int64"),
+                    "delta": part["iv_seq_delta"].astype("float64"),
+                    "reused": part["iv_reused"].fillna(False).astype(bool),
+                }
+            )
+        )
+
+    def _events(self, esp: pd.DataFrame) -> None:
+        anomalies = esp[esp["seq_anomaly"].fillna("") != ""]
+        if not anomalies.empty:
+            self.events.append(
+                pd.DataFrame(
+                    {
+                        "t": anomalies["time"] - self.t0,
+                        "sa": anomalies["sa"],
+                        "event": anomalies["seq_anomaly"].str.replace(
+                            "-identical", "", regex=False
+                        ),
+                        "count": 1,
+                    }
+                )
+            )
+        evidence = esp["verdict"].isin(_SEQ_EVIDENCE) & esp["seq64"].notna()
+        for sa, part in esp[evidence].groupby("sa", sort=False):
+            self._gaps(str(sa), part)
+
+    def _gaps(self, sa: str, part: pd.DataFrame) -> None:
+        """Holes in the SA's sequence: opened by a jump, narrowed by late packets."""
+        seqs = part["seq64"].astype("int64").tolist()
+        times = part["time"].tolist()
+        holes = self.holes.setdefault(sa, [])
+        top = self.tops.get(sa)
+        for seq, t in zip(seqs, times, strict=True):
+            if top is not None and seq > top + 1:
+                holes.append([top + 1, seq - 1, t - self.t0])
+            elif top is not None and seq < top:
+                _fill(holes, seq)
+            top = seq if top is None else max(top, seq)
+        self.tops[sa] = top if top is not None else 0
+
+    def gap_events(self) -> pd.DataFrame:
+        """One event per hole still open at the end (the sequence check's gaps)."""
+        rows = [
+            (t, sa, "gap", end - start + 1)
+            for sa, holes in self.holes.items()
+            for start, end, t in holes
+        ]
+        return pd.DataFrame(rows, columns=["t", "sa", "event", "count"])
+
+
+def _fill(holes: list[list[float]], seq: int) -> None:
+    """Take ``seq`` out of the hole that holds it, splitting the hole if needed."""
+    for i, (start, end, t) in enumerate(holes):
+        if start <= seq <= end:
+            pieces = [[start, seq - 1, t], [seq + 1, end, t]]
+            holes[i : i + 1] = [p for p in pieces if p[0] <= p[1]]
+            return
+
+
+def _cat(parts: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+
+
+def plot_frames(parquet: Path, summary: Summary) -> dict[str, pd.DataFrame]:
+    """The small tables the plots draw, read in batches from packets.parquet."""
+    t0 = summary.capture.first_time or 0.0
+    span = (summary.capture.last_time or t0) - t0
+    width = span / TIME_BINS if span > 0 else 1.0
+    acc = _PlotAcc(t0, width, summary.esp_packets)
+    for batch in pq.ParquetFile(parquet).iter_batches(columns=_PLOT_COLUMNS, batch_size=ROW_GROUP):
+        acc.add(batch.to_pandas())
+    verdicts = _cat(acc.verdicts, ["t", "verdict", "packets"])
+    verdicts = verdicts.groupby(["t", "verdict"])["packets"].sum().reset_index()
+    offsets = _cat(acc.offsets, ["offset", "packets", "kind"])
+    offsets = offsets.groupby(["kind", "offset"])["packets"].sum().reset_index()
+    throughput = _cat(acc.bytes, ["t", "sa", "len"]).groupby(["t", "sa"])["len"].sum().reset_index()
+    throughput["mbit_s"] = throughput["len"] * 8 / width / 1e6
+    return {
+        "verdicts": verdicts,
+        "offsets": offsets.astype({"offset": "int64"}),
+        "iv": _cat(acc.iv, ["sa", "seq64", "delta", "reused"]),
+        "throughput": throughput.loc[:, ["t", "sa", "mbit_s"]],
+        "sequence": _cat([*acc.events, acc.gap_events()], ["t", "sa", "event", "count"]),
+    }

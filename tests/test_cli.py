@@ -40,6 +40,9 @@ def test_analyze_example_writes_every_output(tmp_path: Path) -> None:
         "findings.csv",
         "packets.csv",
         "packets.parquet",
+        "plots",
+        "report.md",
+        "report.txt",
         "sas.csv",
         "summary.json",
     ]
@@ -52,7 +55,9 @@ def test_analyze_example_writes_every_output(tmp_path: Path) -> None:
     hexes = _key_hexes(keys)
     assert len(hexes) == 2
     everything = (
-        res.stdout + res.stderr + "".join(p.read_bytes().decode("latin-1") for p in out.iterdir())
+        res.stdout
+        + res.stderr
+        + "".join(p.read_bytes().decode("latin-1") for p in out.rglob("*") if p.is_file())
     )
     for key in hexes:
         assert key not in everything and key[:16] not in everything

@@ -1,0 +1,113 @@
+"""Markdown rendering of the report (report.md), for code forges.
+
+In: a ``Summary``. Out: the same content as report.txt, as Markdown
+tables. Raises nothing; reads no clock and no environment.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+
+from espforensics import narrative
+from espforensics.compare import Comparison
+from espforensics.render.tcpdump import misplaced_filter
+from espforensics.summary import Summary
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def table(head: list[str], rows: list[list[object]]) -> list[str]:
+    """A Markdown table."""
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def render_report_md(summary: Summary) -> str:
+    """report.md."""
+    cap = summary.capture
+    lines = [f"# espforensics {summary.tool_version} report", ""]
+    lines += table(
+        ["capture", "bytes", "sha256", "first", "last", "frames", "ESP packets"],
+        [
+            [
+                PurePath(cap.path).name,
+                cap.size,
+                f"`{cap.sha256}`",
+                narrative.utc(cap.first_time),
+                narrative.utc(cap.last_time),
+                cap.frames,
+                summary.esp_packets,
+            ]
+        ],
+    )
+    lines += ["", "## Verdict", ""] + [f"- {s}." for s in narrative.verdict_sentences(summary)]
+    lines += ["", "## SAs", ""]
+    lines += table(
+        ["SPI", "src", "dst", "algorithm", "mode", "packets", "ok", "other", "Mbit/s"],
+        [
+            [
+                f"{sa.spi:#010x}",
+                sa.src,
+                sa.dst,
+                sa.algorithm or "no key",
+                sa.mode or "-",
+                sa.packets,
+                sa.verdicts.get("ok", 0),
+                narrative.others(sa) or "-",
+                narrative.mbit(sa),
+            ]
+            for sa in summary.sas
+        ],
+    )
+    lines += ["", "## Findings", ""]
+    groups = narrative.finding_groups(summary)
+    if groups:
+        lines += table(
+            ["severity", "kind", "findings", "concerned", "SPI", "frames", "detail"],
+            [
+                [
+                    g.severity.value,
+                    g.kind.value,
+                    g.rows,
+                    f"{g.count} {narrative.UNITS.get(g.kind, 'packets')}",
+                    " ".join(f"{s:#010x}" for s in g.spis),
+                    " ".join(map(str, g.frames)),
+                    g.detail,
+                ]
+                for g in groups
+            ],
+        )
+    else:
+        lines.append("None.")
+    bpf = misplaced_filter(summary.layouts)
+    if bpf:
+        lines += [
+            "",
+            "tcpdump filter selecting the misplaced ESP packets (no keys needed):",
+            "",
+            f"    {bpf}",
+        ]
+    if summary.plots:
+        lines += ["", "## Plots", ""]
+        lines += [
+            f"- {p.name}: {p.skipped}" if p.skipped else f"- {p.name}: ![{p.name}]({p.files[0]})"
+            for p in summary.plots
+        ]
+    if summary.error:
+        lines += ["", f"**The capture is damaged:** {summary.error}"]
+    return "\n".join(lines) + "\n"
+
+
+def render_comparison_md(cmp: Comparison) -> str:
+    """The before/after table as Markdown, then what changed."""
+    lines = [f"before: `{cmp.before}`, after: `{cmp.after}`", ""]
+    lines += table(
+        ["", "before", "after", "change"],
+        [[r.label, r.before, r.after, r.change] for r in cmp.rows],
+    )
+    changed = [r.sentence for r in cmp.rows if r.sentence]
+    lines += [""] + ([f"- {s}" for s in changed] if changed else ["Nothing changed."])
+    return "\n".join(lines) + "\n"

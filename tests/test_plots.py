@@ -1,0 +1,363 @@
+"""Plots: None without data, exact series, labels and titles; files written
+only for drawn plots, byte-identical across runs."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.axes import Axes
+from matplotlib.colors import to_hex
+from matplotlib.container import BarContainer
+from matplotlib.figure import Figure
+
+from espforensics.model import PlotOutcome
+from espforensics.plots import (
+    PLOTS,
+    VERDICT_COLOURS,
+    PlotData,
+    plot_iv_derivation,
+    plot_offsets,
+    plot_sequence,
+    plot_throughput,
+    plot_verdicts,
+    write_plots,
+)
+
+SA1 = "0x00001001 fd00:a::1>fd00:a::2"
+SA2 = "0x00001002 fd00:a::2>fd00:a::1"
+TIME = "time since capture start (s)"
+
+
+def verdicts_df() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "t": [0.0, 0.0, 0.1, 0.1, 0.2, 0.3],
+            "verdict": ["esp_misplaced", "ok", "ok", "not_esp", "ok", "esp_misplaced"],
+            "packets": [4, 10, 12, 1, 9, 3],
+        }
+    )
+
+
+def offsets_df() -> pd.DataFrame:
+    return pd.DataFrame(
+        {"kind": ["expected", "found", "found"], "offset": [40, 40, 60], "packets": [690, 596, 94]}
+    )
+
+
+def iv_df() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "sa": [SA1, SA1, SA1, SA1, SA2, SA2],
+            "seq64": [1, 2, 3, 4, 1, 2],
+            "delta": [0.0, 1.0, 1.0, 0.0, 0.0, math.nan],
+            "reused": [False, False, True, True, False, False],
+        }
+    )
+
+
+def throughput_df() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "t": [0.0, 0.5, 1.5, 0.0, 0.5, 1.0, 1.5],  # SA1 has no bin at 1.0
+            "sa": [SA1, SA1, SA1, SA2, SA2, SA2, SA2],
+            "mbit_s": [7.1, 6.9, 7.3, 6.0, 6.5, 7.0, 5.5],
+        }
+    )
+
+
+def sequence_df() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "t": [0.4, 1.3, 1.3, 2.2, 3.5],
+            "sa": [SA1, SA1, SA1, SA1, SA2],
+            "event": ["gap", "gap", "reordered", "duplicate", "gap"],
+            "count": [1, 12, 1, 1, 2],
+        }
+    )
+
+
+def sample() -> PlotData:
+    return PlotData(verdicts_df(), offsets_df(), iv_df(), throughput_df(), sequence_df())
+
+
+def axes_of(fig: Figure | None) -> Axes:
+    assert fig is not None
+    (ax,) = fig.axes
+    return ax
+
+
+def bars(ax: Axes) -> list[BarContainer]:
+    return [c for c in ax.containers if isinstance(c, BarContainer)]
+
+
+def legend_texts(fig: Figure) -> list[str]:
+    (legend,) = fig.legends
+    return [t.get_text() for t in legend.get_texts()]
+
+
+# -- verdicts ----------------------------------------------------------------
+
+
+def test_verdicts_one_stacked_series_per_verdict_in_fixed_order() -> None:
+    fig = plot_verdicts(verdicts_df())
+    ax = axes_of(fig)
+    assert fig is not None
+    assert len(ax.containers) == 3
+    assert legend_texts(fig) == ["ok", "esp_misplaced", "not_esp"]  # stacking order, bottom up
+    assert ax.get_title() == "Packets per verdict over time (0.1 s bins)"
+    assert ax.get_xlabel() == TIME
+    assert ax.get_ylabel() == "packets per bin"
+
+
+def test_bin_width_in_the_title_has_two_significant_digits() -> None:
+    df = pd.DataFrame({"t": [0.0, 0.0694212, 3600.0], "verdict": "ok", "packets": [1, 2, 3]})
+    assert axes_of(plot_verdicts(df)).get_title() == "Packets per verdict over time (0.069 s bins)"
+
+
+def test_verdict_colours_are_fixed() -> None:
+    ax = axes_of(plot_verdicts(verdicts_df()))
+    colours = {c.get_label(): to_hex(c.patches[0].get_facecolor()) for c in bars(ax)}
+    assert colours == {
+        "ok": "#2ca02c",
+        "esp_misplaced": "#d62728",
+        "not_esp": "#c7c7c7",
+    }
+    assert set(VERDICT_COLOURS) == {
+        "ok", "esp_misplaced", "auth_fail", "bad_trailer", "unknown_sa",
+        "truncated", "not_esp", "undecodable", "fragment",
+    }  # fmt: skip
+
+
+def test_verdicts_stack_to_the_bin_total() -> None:
+    ax = axes_of(plot_verdicts(verdicts_df()))
+    top: dict[float, float] = {}
+    for container in bars(ax):
+        for bar in container.patches:
+            top[round(bar.get_x(), 6)] = max(
+                top.get(round(bar.get_x(), 6), 0), bar.get_y() + bar.get_height()
+            )
+    assert top == {0.0: 14, 0.1: 13, 0.2: 9, 0.3: 3}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "df",
+    [
+        pd.DataFrame(),
+        verdicts_df().iloc[0:0],
+        verdicts_df().assign(packets=0),
+    ],
+    ids=["no columns", "no rows", "all zero"],
+)
+def test_verdicts_none_without_data(df: pd.DataFrame) -> None:
+    assert plot_verdicts(df) is None
+
+
+# -- offsets -----------------------------------------------------------------
+
+
+def test_offsets_expected_and_found_side_by_side() -> None:
+    fig = plot_offsets(offsets_df())
+    ax = axes_of(fig)
+    assert fig is not None
+    assert len(ax.containers) == 2
+    assert legend_texts(fig) == ["expected", "found"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["40", "60"]
+    expected, found = bars(ax)
+    assert [b.get_height() for b in expected.patches] == [690, 0]
+    assert [b.get_height() for b in found.patches] == [596, 94]
+    assert ax.get_title() == "ESP header offset: expected vs found"
+    assert ax.get_xlabel() == "ESP header offset from the outer IP header (bytes)"
+    assert ax.get_ylabel() == "packets"
+    assert ax.get_yscale() == "linear"
+
+
+def test_offsets_log_scale_when_counts_span_two_decades() -> None:
+    df = pd.DataFrame({"kind": ["expected", "found"], "offset": [20, 28], "packets": [100_000, 3]})
+    ax = axes_of(plot_offsets(df))
+    assert ax.get_yscale() == "log"
+    assert ax.get_ylabel() == "packets (log scale)"
+
+
+def test_offsets_none_without_data() -> None:
+    assert plot_offsets(offsets_df().iloc[0:0]) is None
+
+
+# -- IV derivation -----------------------------------------------------------
+
+
+def test_iv_one_series_per_sa_plus_reused() -> None:
+    fig = plot_iv_derivation(iv_df())
+    ax = axes_of(fig)
+    assert fig is not None
+    assert len(ax.collections) == 3
+    assert legend_texts(fig) == [SA1, SA2, "IV reused (2)"]
+    reused = ax.collections[2]
+    assert len(np.asarray(reused.get_offsets())) == 2
+    assert ax.get_title() == "Sequence number each ESP IV was built from (0 = the packet's own)"
+    assert ax.get_xlabel() == "64-bit sequence number"
+    assert ax.get_ylabel() == "IV built from seq + n"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["0", "+1"]
+
+
+def test_iv_without_reuse_has_no_reuse_series() -> None:
+    fig = plot_iv_derivation(iv_df().assign(reused=False))
+    assert fig is not None
+    assert len(axes_of(fig).collections) == 2
+    assert legend_texts(fig) == [SA1, SA2]
+
+
+def test_iv_reuse_without_derivation_is_counted_not_drawn() -> None:
+    df = iv_df().assign(reused=[False, False, False, False, False, True])  # the NaN row
+    fig = plot_iv_derivation(df)
+    assert fig is not None
+    assert legend_texts(fig)[-1] == "IV reused (0 shown, 1 not: IV not counter-derived)"
+
+
+@pytest.mark.parametrize(
+    "df",
+    [pd.DataFrame(), iv_df().iloc[0:0], iv_df().assign(delta=math.nan)],
+    ids=["no columns", "no rows", "all NaN"],
+)
+def test_iv_none_without_counter_derived_ivs(df: pd.DataFrame) -> None:
+    assert plot_iv_derivation(df) is None
+
+
+def test_iv_accepts_arrow_backed_columns_with_na() -> None:
+    df = iv_df().convert_dtypes(dtype_backend="pyarrow")
+    assert df["delta"].isna().sum() == 1
+    fig = plot_iv_derivation(df)
+    assert fig is not None
+    assert len(axes_of(fig).collections) == 3
+
+
+# -- throughput --------------------------------------------------------------
+
+
+def test_throughput_one_line_per_sa_missing_bins_are_zero() -> None:
+    fig = plot_throughput(throughput_df())
+    ax = axes_of(fig)
+    assert fig is not None
+    assert len(ax.lines) == 2
+    assert legend_texts(fig) == [SA1, SA2]
+    sa1 = ax.lines[0]
+    assert np.asarray(sa1.get_xdata()).tolist() == [0.25, 0.75, 1.25, 1.75]  # bin centres
+    assert np.asarray(sa1.get_ydata()).tolist() == [7.1, 6.9, 0.0, 7.3]
+    assert ax.get_title() == "Throughput per SA (0.5 s bins)"
+    assert ax.get_xlabel() == TIME
+    assert ax.get_ylabel() == "throughput (Mbit/s)"
+
+
+def test_throughput_log_scale_when_sa_peaks_are_far_apart() -> None:
+    df = pd.DataFrame({"t": [0.0, 0.0], "sa": [SA1, SA2], "mbit_s": [7.0, 0.07]})
+    fig = plot_throughput(df)
+    ax = axes_of(fig)
+    assert ax.get_yscale() == "log"
+    assert ax.get_ylabel() == "throughput (Mbit/s, log scale)"
+
+
+def test_throughput_stays_linear_for_one_bursty_sa() -> None:
+    df = pd.DataFrame({"t": [0.0, 1.0, 2.0], "sa": SA1, "mbit_s": [900.0, 0.5, 0.0]})
+    assert axes_of(plot_throughput(df)).get_yscale() == "linear"
+
+
+def test_throughput_none_without_data() -> None:
+    assert plot_throughput(throughput_df().iloc[0:0]) is None
+    assert plot_throughput(throughput_df().assign(mbit_s=math.nan)) is None
+
+
+# -- sequence ----------------------------------------------------------------
+
+
+def test_sequence_one_series_per_event_kind_one_row_per_sa() -> None:
+    fig = plot_sequence(sequence_df())
+    ax = axes_of(fig)
+    assert fig is not None
+    assert len(ax.collections) == 3
+    assert legend_texts(fig) == ["gap (15 in all)", "duplicate (1 in all)", "reordered (1 in all)"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        SA1.replace(" ", "\n"),
+        SA2.replace(" ", "\n"),
+    ]
+    assert ax.get_title() == "Sequence number gaps, duplicates and reorders per SA"
+    assert ax.get_xlabel() == TIME
+
+
+def test_sequence_none_without_events() -> None:
+    assert plot_sequence(sequence_df().iloc[0:0]) is None
+
+
+def test_missing_column_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="lacks column"):
+        plot_sequence(sequence_df().drop(columns="count"))
+
+
+# -- files -------------------------------------------------------------------
+
+
+def test_registry_names_and_inputs() -> None:
+    assert [p.name for p in PLOTS] == [
+        "verdicts",
+        "offsets",
+        "iv_derivation",
+        "throughput",
+        "sequence",
+    ]
+    assert sorted(p.data for p in PLOTS) == sorted(PlotData.__dataclass_fields__)
+
+
+def test_write_plots_writes_png_and_svg_per_plot(tmp_path: Path) -> None:
+    folder = tmp_path / "plots"
+    outcomes = write_plots(sample(), folder)
+    assert outcomes == tuple(
+        PlotOutcome(p.name, (f"plots/{p.name}.png", f"plots/{p.name}.svg")) for p in PLOTS
+    )
+    assert len(list(folder.iterdir())) == 10
+    for o in outcomes:
+        for rel in o.files:
+            assert (tmp_path / rel).stat().st_size > 1000
+    assert (folder / "verdicts.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_write_plots_skips_plots_without_data(tmp_path: Path) -> None:
+    data = sample()
+    data = PlotData(data.verdicts, data.offsets, iv_df().iloc[0:0], data.throughput, pd.DataFrame())
+    outcomes = {o.name: o for o in write_plots(data, tmp_path)}
+    assert outcomes["iv_derivation"] == PlotOutcome(
+        "iv_derivation", (), skipped="no counter-derived IVs in this capture"
+    )
+    assert outcomes["sequence"].skipped == (
+        "no sequence gaps, duplicates or reorders in this capture"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "offsets.png", "offsets.svg", "throughput.png", "throughput.svg",
+        "verdicts.png", "verdicts.svg",
+    ]  # fmt: skip
+
+
+def test_write_plots_with_nothing_to_draw_creates_nothing(tmp_path: Path) -> None:
+    empty = pd.DataFrame()
+    outcomes = write_plots(PlotData(empty, empty, empty, empty, empty), tmp_path / "plots")
+    assert all(o.files == () and o.skipped.startswith("no ") for o in outcomes)
+    assert not (tmp_path / "plots").exists()
+
+
+def test_reruns_give_identical_files(tmp_path: Path) -> None:
+    write_plots(sample(), tmp_path / "a")
+    write_plots(sample(), tmp_path / "b")
+    for p in sorted((tmp_path / "a").iterdir()):
+        assert p.read_bytes() == (tmp_path / "b" / p.name).read_bytes(), p.name
+    svg = (tmp_path / "a" / "verdicts.svg").read_text()
+    assert "<dc:date>" not in svg
+    assert "Matplotlib v" not in svg
+    assert b"Software" not in (tmp_path / "a" / "verdicts.png").read_bytes()
+
+
+def test_plots_never_import_pyplot() -> None:
+    code = "import sys, espforensics.plots; sys.exit('matplotlib.pyplot' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
