@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from espforensics.checks import Check, Holds, PacketContext, SaState, make_checks
+from espforensics.checks import Check, Flow, Holds, PacketContext, SaState, make_checks
 from espforensics.crypto import IV_LEN
 from espforensics.decode.esp import (
     ESP_HEADER_LEN,
@@ -58,7 +58,8 @@ class FrameAnalyzer:
         self._natt_ports = self._ports()
         self.origin = origin
         self._reasm = Reassembler(timeout_ns=int(options.reassembly_timeout_s * 1e9))
-        self._flows: dict[tuple[int, bytes, bytes], SaState] = {}
+        self._flows: dict[tuple[int, bytes, bytes], Flow] = {}
+        self._names: dict[bytes, str] = {}
         self._by_sa: dict[int, SaState] = {}
         self._queue: deque[PacketRecord] = deque()
         self._fragments: dict[int, PacketRecord] = {}
@@ -83,15 +84,18 @@ class FrameAnalyzer:
         return self.options.natt_ports | own
 
     # -- frames -------------------------------------------------------------
-    def process(self, frame: Frame) -> Iterator[PacketRecord]:
-        """Analyze one frame; yield the records that are ready, in order."""
+    def process(self, frame: Frame) -> PacketRecord | list[PacketRecord]:
+        """Analyze one frame; the record if it is ready, else the records now released.
+
+        A single record (the common case) is returned bare: building a list or
+        a generator for it costs more than the rest of the hand-off.
+        """
         rec = PacketRecord(frame.number, frame.ts_ns / 1e9, frame.caplen, frame.wirelen)
         self._analyze(frame, rec)
         if self._holds or self._queue:
             self._queue.append(rec)
-            yield from self._release(self._reasm.expire(frame.ts_ns))
-        else:
-            yield rec
+            return list(self._release(self._reasm.expire(frame.ts_ns)))
+        return rec
 
     def finish(self) -> Iterator[PacketRecord]:
         """Yield the records still held at the end; collect every check's findings."""
@@ -123,7 +127,7 @@ class FrameAnalyzer:
                 return
             data = frame.data[link.offset :]
             ip = parse_ip(data)
-            rec.ip_version, rec.src, rec.dst = ip.version, ntop(ip.src), ntop(ip.dst)
+            rec.ip_version, rec.src, rec.dst = ip.version, self._name(ip.src), self._name(ip.dst)
             if ip.frag_id is not None:
                 self._fragment(frame, rec, ip, data, cut)
             else:
@@ -163,18 +167,27 @@ class FrameAnalyzer:
             self._settle(done.frames, f"fragment of a datagram never completed: {done.reason}")
             rec.detail = f"fragment of a datagram never completed: {done.reason}"
 
-    def _state(self, spi: int, ip: OuterIp) -> SaState:
+    def _flow(self, spi: int, ip: OuterIp, rec: PacketRecord) -> Flow:
         key = (spi, ip.src, ip.dst)
-        state = self._flows.get(key)
-        if state is None:
+        flow = self._flows.get(key)
+        if flow is None:
             sa = self.sas.lookup(spi, ip.src, ip.dst)
             if sa is None:
                 state = SaState(None)
             else:
                 state = self._by_sa.get(id(sa)) or SaState(sa)
                 self._by_sa[id(sa)] = state
-            self._flows[key] = state
-        return state
+            flow = self._flows[key] = Flow(spi, rec.src, rec.dst, state)
+        return flow
+
+    def _name(self, addr: bytes) -> str:
+        """Text of an address, cached (bounded: captures of scans hold millions)."""
+        name = self._names.get(addr)
+        if name is None:
+            if len(self._names) > 65536:
+                self._names.clear()
+            name = self._names[addr] = ntop(addr)
+        return name
 
     def _datagram(self, rec: PacketRecord, ip: OuterIp, data: bytes) -> None:
         loc = locate_esp(ip, data, self._natt_ports)
@@ -184,13 +197,15 @@ class FrameAnalyzer:
         rec.proto, rec.udp_sport, rec.udp_dport = loc.proto, loc.udp_sport, loc.udp_dport
         rec.expected_offset = rec.esp_offset = loc.offset
         spi, seq = parse_esp_header(data, loc.offset)
-        state = self._state(spi, ip)
+        flow = self._flow(spi, ip, rec)
+        state = flow.state
         seq64 = state.tracker.infer(seq)
         rec.spi, rec.seq, rec.seq64 = spi, seq, seq64
         rec.esp_len = ip.total_len - loc.offset
         body = loc.offset + ESP_HEADER_LEN
-        rec.iv = data[body : body + IV_LEN].hex()
-        pkt = PacketContext(rec, data, ip, state)
+        iv = data[body : body + IV_LEN]
+        rec.iv = iv.hex()
+        pkt = PacketContext(rec, data, ip, flow, int.from_bytes(iv) if len(iv) == IV_LEN else None)
         self._verify(pkt, seq64, body)
         if state.sa is None:
             state.tracker.commit(seq64)  # keyless: what is seen is all there is
@@ -246,7 +261,11 @@ def iter_records(
     try:
         for item in items:
             if isinstance(item, Frame):
-                yield from analyzer.process(item)
+                out = analyzer.process(item)
+                if isinstance(out, list):
+                    yield from out
+                else:
+                    yield out
             else:
                 analyzer.add_secrets(item)
     except CaptureError:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from espforensics.checks.context import Holds, PacketContext, SaState
+from espforensics.checks.context import Flow, Holds, PacketContext, SaState
 from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.checks.iv_reuse import IvReuseCheck
 from espforensics.checks.leaks import LeakCheck
@@ -45,4 +45,4 @@ def make_checks(sas: SaTable, holds: Holds) -> tuple[Check, ...]:
     )
 
 
-__all__ = ["Check", "Holds", "PacketContext", "SaState", "make_checks"]
+__all__ = ["Check", "Flow", "Holds", "PacketContext", "SaState", "make_checks"]

@@ -32,6 +32,19 @@ class SaState:
         self.ctx = AeadContext(sa) if sa is not None and sa.supported else None
 
 
+class Flow:
+    """One (SPI, outer source, outer destination): its SA state and address text.
+
+    Made once per flow by the pipeline; checks key their per-flow state by
+    it (identity hash), so no per-packet tuple of strings is built.
+    """
+
+    __slots__ = ("dst", "spi", "src", "state")
+
+    def __init__(self, spi: int, src: str, dst: str, state: SaState) -> None:
+        self.spi, self.src, self.dst, self.state = spi, src, dst, state
+
+
 @dataclass(slots=True)
 class PacketContext:
     """One ESP packet on its way through the checks."""
@@ -39,16 +52,29 @@ class PacketContext:
     rec: PacketRecord
     data: bytes  # the datagram from its outer IP header, trimmed to its length
     ip: OuterIp
-    state: SaState
+    flow: Flow
+    iv: int | None = None  # the explicit IV as an integer, when all 8 bytes were captured
     plaintext: bytes | None = None  # set when the ICV verified
     _digest: bytes | None = None
 
     @property
+    def state(self) -> SaState:
+        return self.flow.state
+
+    @property
     def digest(self) -> bytes:
-        """8-byte digest of the ESP bytes on the wire: tells a replay from a new packet."""
+        """A fingerprint of the ESP bytes on the wire: tells a replay from a new packet.
+
+        A verified packet's ICV is one already (equal ICVs of different packets
+        would be a forgery, RFC 4106 s6); other packets are hashed.
+        """
         if self._digest is None:
-            start = self.rec.esp_offset or 0
-            self._digest = hashlib.blake2b(self.data[start:], digest_size=8).digest()
+            ctx = self.flow.state.ctx
+            if self.plaintext is not None and ctx is not None:
+                self._digest = self.data[-ctx.icv_len :]
+            else:
+                start = self.rec.esp_offset or 0
+                self._digest = hashlib.blake2b(self.data[start:], digest_size=16).digest()
         return self._digest
 
     def apply_plaintext(self, plain: bytes) -> str:

@@ -21,8 +21,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from espforensics.checks.context import Holds, PacketContext
-from espforensics.crypto import IV_LEN
+from espforensics.checks.context import Flow, Holds, PacketContext
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 
 AGREE = 2
@@ -50,19 +49,20 @@ class IvDerivationCheck:
     def __init__(self, holds: Holds) -> None:
         self._holds = holds
         self._sas: dict[tuple[int, str, str], _Sa] = {}
+        self._by_flow: dict[Flow, _Sa] = {}
+
+    def _new(self, pkt: PacketContext) -> _Sa:
+        flow = pkt.flow
+        sa = self._by_flow[flow] = self._sas.setdefault((flow.spi, flow.src, flow.dst), _Sa())
+        return sa
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
-        if (
-            rec.seq64 is None
-            or rec.spi is None
-            or len(rec.iv) != 2 * IV_LEN
-            or rec.verdict is Verdict.AUTH_FAIL
-        ):
+        if pkt.iv is None or rec.seq64 is None or rec.verdict is Verdict.AUTH_FAIL:
             return
-        sa = self._sas.setdefault((rec.spi, rec.src, rec.dst), _Sa())
+        sa = self._by_flow.get(pkt.flow) or self._new(pkt)
         sa.packets += 1
-        c = int(rec.iv, 16) ^ rec.seq64
+        c = pkt.iv ^ rec.seq64
         if sa.const is None:
             self._probe(sa, rec, c)
         else:

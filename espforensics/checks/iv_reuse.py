@@ -22,11 +22,10 @@ still detected and reported, with the first use's frame unknown.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from espforensics.checks.context import PacketContext
+from espforensics.checks.context import PacketContext, SaState
 from espforensics.crypto import IV_LEN, key_fingerprint
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.intervals import IntervalSet, U64Set
@@ -55,7 +54,7 @@ class _Group:
     runs: IntervalSet = field(default_factory=IntervalSet)
     hashed: U64Set | None = None
     packets: int = 0
-    recent: OrderedDict[int, _Use] = field(default_factory=OrderedDict)
+    recent: dict[int, _Use] = field(default_factory=dict)  # insertion order: oldest first
     events: dict[int, list[_Use]] = field(default_factory=dict)
     dropped: int = 0
 
@@ -80,45 +79,53 @@ class IvReuseCheck:
     def __init__(self, sas: SaTable) -> None:
         self._sas = sas
         self._groups: dict[tuple[object, ...], _Group] = {}
+        self._by_state: dict[SaState, _Group] = {}
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
-        if rec.seq64 is None or len(rec.iv) != 2 * IV_LEN or rec.verdict is Verdict.AUTH_FAIL:
+        iv, seq64 = pkt.iv, rec.seq64
+        if iv is None or seq64 is None or rec.verdict is Verdict.AUTH_FAIL:
             return
-        sa = pkt.state.sa
-        key: tuple[object, ...] = (
-            ("key", key_fingerprint(sa))
-            if sa is not None and sa.supported
-            else ("sa", pkt.ip.dst, rec.spi)
-        )
-        iv = int(rec.iv, 16)
-        group = self._groups.get(key)
-        if group is None:
-            group = self._groups[key] = _Group(const=iv ^ rec.seq64)
+        group = self._by_state.get(pkt.flow.state) or self._group(pkt, iv ^ seq64)
         group.packets += 1
         reused = group.seen(iv ^ group.const)
-        assert rec.esp_offset is not None and rec.spi is not None
-        start = rec.esp_offset + ESP_HEADER_LEN + IV_LEN
+        start = (rec.esp_offset or 0) + ESP_HEADER_LEN + IV_LEN
+        plain = pkt.plaintext
         use = _Use(
             rec.frame,
-            rec.spi,
-            rec.seq64,
+            rec.spi or 0,
+            seq64,
             pkt.digest,
             pkt.data[start : start + EVIDENCE],
-            pkt.plaintext[:EVIDENCE] if pkt.plaintext is not None else None,
+            None if plain is None else plain[:EVIDENCE],
         )
+        recent = group.recent
         if reused:
-            first = group.recent.get(iv)
+            first = recent.get(iv)
             # A byte-identical replay repeats the IV with the same plaintext: no keystream
             # is reused (the sequence check reports it as a duplicate).
             reused = first is None or first.digest != use.digest
             if reused:
                 self._event(group, iv, use)
+            recent.pop(iv, None)  # re-inserted below as the newest use
         rec.iv_reused = reused
-        group.recent[iv] = use
-        group.recent.move_to_end(iv)
-        if len(group.recent) > WINDOW:
-            group.recent.popitem(last=False)
+        recent[iv] = use
+        if len(recent) > WINDOW:
+            del recent[next(iter(recent))]
+
+    def _group(self, pkt: PacketContext, const: int) -> _Group:
+        """The key group of the packet's SA: by key material if known, else (dst, SPI)."""
+        sa = pkt.flow.state.sa
+        key: tuple[object, ...] = (
+            ("key", key_fingerprint(sa))
+            if sa is not None and sa.supported
+            else ("sa", pkt.ip.dst, pkt.flow.spi)
+        )
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = _Group(const=const)
+        self._by_state[pkt.flow.state] = group
+        return group
 
     def _event(self, group: _Group, iv: int, use: _Use) -> None:
         uses = group.events.get(iv)

@@ -127,7 +127,9 @@ class PlacementCheck:
         clear = data[start:at] if at > start else b""
         rec.verdict = Verdict.ESP_MISPLACED
         rec.spi, rec.seq, rec.seq64, rec.esp_offset = spi, seq, seq64, at
-        rec.iv = data[at + ESP_HEADER_LEN : at + _SLOT].hex()
+        iv = data[at + ESP_HEADER_LEN : at + _SLOT]
+        rec.iv = iv.hex()
+        pkt.iv = int.from_bytes(iv) if len(iv) == IV_LEN else None
         rec.esp_len = len(data) - at
         rec.leaked, rec.leaked_hex = len(clear), clear.hex(" ")
         how = "proven by decryption there" if proven else "unproven: no key, found by layout"

@@ -18,11 +18,10 @@ byte-identical retransmission from a different packet.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from espforensics.checks.context import PacketContext
+from espforensics.checks.context import Flow, PacketContext
 from espforensics.intervals import IntervalSet
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 
@@ -37,7 +36,7 @@ _EVIDENCE = frozenset(
 class _Sa:
     seen: IntervalSet = field(default_factory=IntervalSet)
     top: int = -1
-    digests: OrderedDict[int, bytes] = field(default_factory=OrderedDict)
+    digests: dict[int, bytes] = field(default_factory=dict)  # insertion order: oldest first
     dup_frames: list[int] = field(default_factory=list)
     duplicates: int = 0
     identical: int = 0
@@ -54,12 +53,18 @@ class SequenceCheck:
 
     def __init__(self) -> None:
         self._sas: dict[tuple[int, str, str], _Sa] = {}
+        self._by_flow: dict[Flow, _Sa] = {}
+
+    def _new(self, pkt: PacketContext) -> _Sa:
+        flow = pkt.flow
+        sa = self._by_flow[flow] = self._sas.setdefault((flow.spi, flow.src, flow.dst), _Sa())
+        return sa
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
         if rec.seq64 is None or rec.spi is None or rec.verdict not in _EVIDENCE:
             return
-        sa = self._sas.setdefault((rec.spi, rec.src, rec.dst), _Sa())
+        sa = self._by_flow.get(pkt.flow) or self._new(pkt)
         seq64 = rec.seq64
         digest = pkt.digest
         if sa.seen.add(seq64):
@@ -76,9 +81,10 @@ class SequenceCheck:
         if sa.top >= 0 and seq64 >> 32 > sa.top >> 32:
             sa.wraps.append((rec.frame, seq64 >> 32))
         sa.top = max(sa.top, seq64)
-        sa.digests[seq64] = digest
-        if len(sa.digests) > WINDOW:
-            sa.digests.popitem(last=False)
+        digests = sa.digests
+        digests[seq64] = digest
+        if len(digests) > WINDOW:
+            del digests[next(iter(digests))]
 
     def counts(self) -> dict[tuple[int, str, str], tuple[int, int, int]]:
         """(duplicates, missing, reordered) per SA, for the per-SA table."""

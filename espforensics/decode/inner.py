@@ -39,7 +39,7 @@ def ntop(addr: bytes) -> str:
 
 
 def _l4(proto: int, data: bytes, src: str, dst: str) -> Inner:
-    name = _NAMES.get(proto, protocol_name(proto).lower())
+    name = _NAMES.get(proto) or protocol_name(proto).lower()
     if proto in _PORTS:
         if len(data) < 4:
             raise Truncated(f"inner {name} header cut at {len(data)} bytes")
