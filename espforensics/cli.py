@@ -25,6 +25,8 @@ from espforensics.analysis import (
     load_summary,
     summary_of,
 )
+from espforensics.batch.run import BatchProgress, run_batch
+from espforensics.batch.task import CaptureResult
 from espforensics.compare import compare as compare_summaries
 from espforensics.errors import EspForensicsError
 from espforensics.model import SEVERITY_RANK, Severity
@@ -200,6 +202,78 @@ def compare(
     renderers = {Format.MARKDOWN: render_comparison_md, Format.JSON: render_comparison_json}
     typer.echo(renderers.get(fmt, render_comparison)(cmp), nl=False)
     _exit_for(sides[1], fail_on)
+
+
+@app.command()
+def batch(
+    paths: Annotated[
+        list[str], typer.Argument(help="Capture files, folders (recursive) or globs.")
+    ],
+    sa: SaOption = None,
+    out: Annotated[Path, typer.Option("--out", help="Batch output folder.")] = Path(
+        "espforensics-batch"
+    ),
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", help="Worker processes [default: one per core].")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Redo captures already done.")] = False,
+    scheduler: Annotated[
+        str | None, typer.Option("--scheduler", help="Dask scheduler address, e.g. tcp://h:8786.")
+    ] = None,
+    natt_port: NattOption = None,
+    fail_on: FailOnOption = FailOn.HIGH,
+    no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw the plots.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress, nothing on stdout.")
+    ] = False,
+) -> None:
+    """Analyze many captures in one pass, resumably; one row per capture in captures.csv."""
+    update, stop = _batch_progress(quiet)
+    try:
+        result = _guarded(
+            lambda: run_batch(
+                paths,
+                [str(p) for p in sa or []],
+                out,
+                jobs=jobs or os.cpu_count() or 1,
+                force=force,
+                scheduler=scheduler,
+                natt_ports=tuple(natt_port or (4500,)),
+                plots=not no_plots,
+                progress=update,
+            )
+        )
+    finally:
+        stop()
+    if not quiet:
+        typer.echo((out / "report.txt").read_text(), nl=False)
+    if any(r.status == "error" for r in result.rows):
+        raise typer.Exit(2)
+    worst = [Severity(r.worst) for r in result.rows if r.worst]
+    if fail_on is not FailOn.NEVER and any(
+        SEVERITY_RANK[w] >= SEVERITY_RANK[Severity(fail_on.value)] for w in worst
+    ):
+        raise typer.Exit(1)
+
+
+def _batch_progress(quiet: bool) -> tuple[BatchProgress | None, Callable[[], None]]:
+    """A bar over captures (with the frames done so far) on a terminal's stderr."""
+    if quiet or not sys.stderr.isatty():
+        return None, lambda: None
+    from rich.progress import Progress as Bar  # noqa: PLC0415 (only for terminals)
+
+    bar = Bar(transient=True)
+    task = bar.add_task("captures", total=None)
+    frames = [0]
+    bar.start()
+
+    def update(result: CaptureResult, done: int, total: int) -> None:
+        frames[0] += result.frames
+        bar.update(
+            task, completed=done, total=total, description=f"captures ({frames[0]:,} frames)"
+        )
+
+    return update, bar.stop
 
 
 def main() -> None:

@@ -365,3 +365,16 @@ def plot_frames(parquet: Path, summary: Summary) -> dict[str, pd.DataFrame]:
         "throughput": throughput.loc[:, ["t", "sa", "mbit_s"]],
         "sequence": _cat([*acc.events, acc.gap_events()], ["t", "sa", "event", "count"]),
     }
+
+
+def write_rows(stem: Path, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """``STEM.csv`` and ``STEM.parquet`` from plain rows (types inferred per column)."""
+    data = {name: [row[i] for row in rows] for i, name in enumerate(columns)}
+    table = (
+        pa.table(data) if rows else pa.table({name: pa.array([], pa.string()) for name in columns})
+    )
+    pq.write_table(table, stem.with_suffix(".parquet"))
+    with stem.with_suffix(".csv").open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(columns)
+        out.writerows(rows)

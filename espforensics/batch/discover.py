@@ -1,0 +1,118 @@
+"""Which captures a batch covers, and the key files that sit beside each.
+
+In: the PATH arguments of ``espforensics batch`` (files, folders searched
+recursively, glob patterns). Out: ``Job`` values, one per capture, in a
+stable order, each with its sidecar key files and a folder name unique in
+the batch. Raises ``InputError`` for a PATH that names nothing. Reads the
+file system (names only, never capture contents).
+
+A file named explicitly is always a job, capture or not (what it is turns
+out when it is read, and a bad one is reported, not skipped). In folders
+and globs, files named like captures are jobs: ``.pcap``, ``.pcapng``,
+``.cap``, optionally followed by ``.gz``, ``.bz2``, ``.xz`` or ``.zst``.
+
+Sidecar keys of ``NAME.pcap`` (or ``NAME.pcapng``, or either compressed):
+``NAME.keys.yaml``, ``NAME.xfrm``, ``NAME.esp_sa`` beside it, or the same
+names in a ``keys/`` folder beside it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from espforensics.errors import InputError
+
+CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst")
+SIDECAR_SUFFIXES = (".keys.yaml", ".xfrm", ".esp_sa")
+_SKIP_DIRS = frozenset({"keys", ".git"})
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One capture of the batch."""
+
+    capture: Path
+    sidecars: tuple[Path, ...]
+    name: str  # the capture's folder name under the batch's output, unique in the batch
+
+
+def capture_stem(path: Path) -> str | None:
+    """``NAME`` of ``NAME.pcap[.gz]`` and friends; None if not named like a capture."""
+    name = path.name
+    for comp in ("", *COMPRESSION_SUFFIXES):
+        for suffix in CAPTURE_SUFFIXES:
+            if name.endswith(suffix + comp) and len(name) > len(suffix + comp):
+                return name[: -len(suffix + comp)]
+    return None
+
+
+def sidecars(capture: Path) -> tuple[Path, ...]:
+    """The key files that belong to this capture, beside it or in ``keys/``."""
+    stem = capture_stem(capture)
+    if stem is None:
+        return ()
+    found = []
+    for folder in (capture.parent, capture.parent / "keys"):
+        for suffix in SIDECAR_SUFFIXES:
+            candidate = folder / f"{stem}{suffix}"
+            if candidate.is_file():
+                found.append(candidate)
+    return tuple(found)
+
+
+def _walk(folder: Path) -> list[Path]:
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.endswith(".espforensics"))
+        found += [Path(root) / f for f in sorted(files) if capture_stem(Path(f)) is not None]
+    return found
+
+
+def _expand(arg: str) -> list[Path]:
+    path = Path(arg)
+    if path.is_dir():
+        return _walk(path)
+    if path.exists():
+        return [path]
+    if glob.has_magic(arg):
+        matches = sorted(Path(m) for m in glob.glob(arg, recursive=True))
+        files = [m for m in matches if m.is_file() and capture_stem(m) is not None]
+        dirs = [f for m in matches if m.is_dir() for f in _walk(m)]
+        if files or dirs:
+            return files + dirs
+    raise InputError(arg, "no such file or folder, and no capture matches it as a pattern")
+
+
+def _names(captures: list[Path]) -> list[str]:
+    """Folder names: the path below the inputs' common folder, made safe and unique."""
+    parents = [str(c.resolve().parent) for c in captures]
+    root = os.path.commonpath(parents) if parents else ""
+    names, seen = [], set()
+    for capture in captures:
+        rel = os.path.relpath(capture.resolve(), root)
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", rel.replace(os.sep, "__"))
+        base, n = name, 2
+        while name in seen:
+            name, n = f"{base}.{n}", n + 1
+        seen.add(name)
+        names.append(name)
+    return names
+
+
+def discover(paths: Sequence[str]) -> list[Job]:
+    """Every capture the PATH arguments name, once each, in a stable order."""
+    captures: list[Path] = []
+    seen: set[Path] = set()
+    for arg in paths:
+        for path in _expand(arg):
+            key = path.resolve()
+            if key not in seen:
+                seen.add(key)
+                captures.append(path)
+    return [Job(c, sidecars(c), n) for c, n in zip(captures, _names(captures), strict=True)]

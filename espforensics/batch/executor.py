@@ -1,0 +1,54 @@
+"""Where the per-capture tasks run: a local process pool, or a Dask cluster.
+
+In: ``CaptureTask`` values and a callback. Out: each ``CaptureResult``
+handed to the callback as it completes (any order; the caller sorts).
+Raises ``InputError`` when the Dask scheduler cannot be reached. The only
+module that imports concurrent.futures' process pool and dask.
+
+Workers of a Dask cluster must see the captures and the output folder at
+the same paths (a shared file system); results travel back as small rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import as_completed as local_completed
+
+from espforensics.batch.task import CaptureResult, CaptureTask, run_task
+from espforensics.errors import InputError
+
+Done = Callable[[CaptureResult], None]
+
+
+def run_local(tasks: Sequence[CaptureTask], jobs: int, done: Done) -> None:
+    """Run the tasks on ``jobs`` worker processes (in this process when 1)."""
+    if jobs <= 1:
+        for task in tasks:
+            done(run_task(task))
+        return
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(run_task, task) for task in tasks]
+        try:
+            for future in local_completed(futures):
+                done(future.result())
+        except BaseException:
+            for future in futures:
+                future.cancel()  # Ctrl-C: start nothing new; finished work stays recorded
+            raise
+
+
+def run_dask(tasks: Sequence[CaptureTask], address: str, done: Done) -> None:
+    """Run the tasks on an existing Dask distributed cluster."""
+    try:  # imported here: dask is an optional extra, needed only with --scheduler
+        from dask.distributed import Client, as_completed  # noqa: PLC0415
+    except ImportError as exc:
+        raise InputError(address, "--scheduler needs dask[distributed] installed") from exc
+    try:
+        client = Client(address, timeout="10s")  # type: ignore[no-untyped-call]
+    except OSError as exc:
+        raise InputError(address, f"cannot reach the Dask scheduler: {exc}") from exc
+    with client:
+        futures = client.map(run_task, list(tasks), pure=False)
+        for future in as_completed(futures):  # type: ignore[no-untyped-call]
+            done(future.result())

@@ -1,0 +1,149 @@
+"""A batch over many captures: discover, skip what is done, run the rest, tabulate.
+
+In: PATH arguments, global key files, the batch output folder and how to
+run (local pool of ``jobs`` processes, or a Dask scheduler). Out: a
+``BatchResult`` (one row per capture, sorted by name) and, in the output
+folder, ``captures/NAME/`` per capture, the partitioned dataset
+``packets/capture=NAME/``, ``captures.csv``/``captures.parquet``,
+``report.txt`` and ``manifest.json``. Raises ``InputError`` for PATHs
+that name nothing and bad global key files; a bad capture is a row.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from espforensics.analysis import sha256_file
+from espforensics.batch.discover import Job, discover
+from espforensics.batch.executor import run_dask, run_local
+from espforensics.batch.manifest import Manifest, entry_key
+from espforensics.batch.report import render_batch_report
+from espforensics.batch.task import PARTIAL, CaptureResult, CaptureTask
+from espforensics.errors import CaptureError
+from espforensics.keys import load_sas
+from espforensics.model import FindingKind, Verdict
+from espforensics.tables import write_rows
+
+BatchProgress = Callable[[CaptureResult, int, int], None]  # result, done so far, total
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """What a batch found, capture by capture."""
+
+    rows: tuple[CaptureResult, ...]
+    skipped: int  # captures whose results came from the manifest
+    analyzed: int
+
+
+def capture_columns() -> list[str]:
+    """The columns of captures.csv, in order."""
+    return (
+        ["path", "name", "sha256", "status", "error", "frames", "esp_packets"]
+        + [f"verdict_{v.value}" for v in Verdict]
+        + [f"finding_{k.value}" for k in FindingKind]
+        + ["worst", "keys"]
+    )
+
+
+def capture_row(r: CaptureResult) -> list[object]:
+    """A result as a row of captures.csv."""
+    return (
+        [r.path, r.name, r.sha256, r.status, r.error, r.frames, r.esp_packets]
+        + [r.verdicts.get(v.value, 0) for v in Verdict]
+        + [r.findings.get(k.value, 0) for k in FindingKind]
+        + [r.worst, ";".join(r.keys)]
+    )
+
+
+def _prepare(out: Path) -> None:
+    (out / "captures").mkdir(parents=True, exist_ok=True)
+    for stale in (out / "captures").glob(f"{PARTIAL}*"):  # left by an interrupted run
+        shutil.rmtree(stale)
+
+
+def _plan(
+    jobs: list[Job], out: Path, manifest: Manifest, base: CaptureTask, force: bool
+) -> tuple[list[CaptureTask], list[CaptureResult], dict[str, str]]:
+    """Tasks to run, results to reuse, and each task's manifest key."""
+    tasks, reused, keys = [], [], {}
+    options = f"natt={sorted(base.natt_ports)};plots={base.plots}"
+    for job in jobs:
+        key_files = [*job.sidecars, *(Path(k) for k in base.global_keys)]
+        try:
+            sha = sha256_file(job.capture)
+        except CaptureError as exc:
+            reused.append(CaptureResult(str(job.capture), job.name, "", "error", str(exc)))
+            continue
+        key = entry_key(sha, key_files, options)
+        entry = None if force else manifest.done(key)
+        if (
+            entry is not None
+            and entry["name"] == job.name
+            and (out / "captures" / job.name).is_dir()
+        ):
+            reused.append(_from_json(entry["result"]))
+            continue
+        keys[job.name] = key
+        tasks.append(
+            CaptureTask(
+                str(job.capture),
+                job.name,
+                str(out),
+                sha,
+                base.global_keys,
+                tuple(str(s) for s in job.sidecars),
+                base.natt_ports,
+                base.plots,
+            )
+        )
+    return tasks, reused, keys
+
+
+def _from_json(d: dict[str, object]) -> CaptureResult:
+    return CaptureResult(**{**d, "keys": tuple(d["keys"])})  # type: ignore[arg-type]
+
+
+def run_batch(
+    paths: Sequence[str],
+    sas: Sequence[str],
+    out: Path,
+    *,
+    jobs: int = 1,
+    force: bool = False,
+    scheduler: str | None = None,
+    natt_ports: tuple[int, ...] = (4500,),
+    plots: bool = True,
+    progress: BatchProgress | None = None,
+) -> BatchResult:
+    """Analyze every capture PATHs name into ``out``; resume what an earlier run did."""
+    found = discover(paths)
+    if sas:
+        load_sas(list(sas))  # a bad global key file stops the batch before it starts
+    _prepare(out)
+    manifest = Manifest(out)
+    base = CaptureTask("", "", str(out), "", tuple(str(s) for s in sas), (), natt_ports, plots)
+    tasks, reused, keys = _plan(found, out, manifest, base, force)
+    results: list[CaptureResult] = []
+
+    def done(result: CaptureResult) -> None:
+        results.append(result)
+        manifest.record(
+            keys[result.name],
+            {"status": result.status, "name": result.name, "result": asdict(result)},
+        )
+        if progress is not None:
+            progress(result, len(results), len(tasks))
+
+    if scheduler:
+        run_dask(tasks, scheduler, done)
+    else:
+        run_local(tasks, jobs, done)
+    rows = tuple(sorted([*reused, *results], key=lambda r: r.name))
+    write_rows(out / "captures", capture_columns(), [capture_row(r) for r in rows])
+    batch = BatchResult(rows, len(reused) - sum(1 for r in reused if not r.sha256), len(results))
+    (out / "report.txt").write_text(render_batch_report(batch.rows, batch.skipped))
+    return batch

@@ -1,0 +1,129 @@
+"""One capture of a batch, as a task a worker process (or a Dask worker) runs.
+
+In: a ``CaptureTask`` (plain, picklable values only). Out: a
+``CaptureResult``, the capture's row of ``captures.csv``; the capture's
+outputs in ``OUT/captures/NAME/`` and its packets in the batch's
+partitioned dataset ``OUT/packets/capture=NAME/``. Raises nothing for a
+bad capture or a bad sidecar key file (the result records the error);
+lets other errors through.
+
+Outputs are written to ``OUT/captures/.partial-NAME`` and renamed into
+place only when the capture is finished, so an interrupted batch never
+leaves a folder that looks complete.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from espforensics.analysis import analyze_to_dir, load_summary
+from espforensics.errors import InputError
+from espforensics.keys import SaTable, load_sas
+from espforensics.narrative import worst_severity
+from espforensics.pipeline import Options
+from espforensics.summary import Summary
+
+PARTIAL = ".partial-"
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureTask:
+    """Everything a worker needs to analyze one capture."""
+
+    capture: str
+    name: str
+    out: str  # the batch's output folder
+    sha256: str
+    global_keys: tuple[str, ...] = ()
+    sidecars: tuple[str, ...] = ()
+    natt_ports: tuple[int, ...] = (4500,)
+    plots: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureResult:
+    """One row of captures.csv."""
+
+    path: str
+    name: str
+    sha256: str
+    status: str  # "done" or "error"
+    error: str = ""
+    frames: int = 0
+    esp_packets: int = 0
+    verdicts: dict[str, int] = field(default_factory=dict)
+    findings: dict[str, int] = field(default_factory=dict)
+    worst: str = ""  # the most severe finding's severity, "" if none
+    keys: tuple[str, ...] = ()
+
+
+def keys_for(task: CaptureTask) -> SaTable:
+    """Sidecar SAs, plus the --sa SAs whose SPI no sidecar of this capture defines."""
+    own = load_sas(list(task.sidecars)) if task.sidecars else SaTable()
+    spis = {sa.spi for sa in own}
+    if task.global_keys:
+        for sa in load_sas(list(task.global_keys)):
+            if sa.spi not in spis:  # a sidecar wins for its own capture
+                own.add(sa)
+    return own
+
+
+def _result(task: CaptureTask, summary: Summary | None, error: str) -> CaptureResult:
+    worst = worst_severity(summary) if summary is not None else None
+    return CaptureResult(
+        path=task.capture,
+        name=task.name,
+        sha256=task.sha256,
+        status="error" if error else "done",
+        error=error,
+        frames=summary.capture.frames if summary else 0,
+        esp_packets=summary.esp_packets if summary else 0,
+        verdicts=dict(summary.verdicts) if summary else {},
+        findings=dict(summary.findings) if summary else {},
+        worst=worst.value if worst is not None else "",
+        keys=task.sidecars + task.global_keys,
+    )
+
+
+def _publish(out: Path, partial: Path, name: str) -> Path:
+    """Move a finished capture's folder into place and link its packets into the dataset."""
+    final = out / "captures" / name
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(partial, final)
+    part = out / "packets" / f"capture={name}"
+    if part.exists():
+        shutil.rmtree(part)
+    table = final / "packets.parquet"
+    if table.exists():
+        part.mkdir(parents=True)
+        try:
+            os.link(table, part / "packets.parquet")
+        except OSError:  # another file system: copy instead
+            shutil.copyfile(table, part / "packets.parquet")
+    return final
+
+
+def run_task(task: CaptureTask) -> CaptureResult:
+    """Analyze one capture into the batch; record, never raise, its input errors."""
+    out = Path(task.out)
+    partial = out / "captures" / f"{PARTIAL}{task.name}"
+    if partial.exists():
+        shutil.rmtree(partial)
+    options = Options(natt_ports=frozenset(task.natt_ports))
+    summary: Summary | None = None
+    error = ""
+    try:
+        summary = analyze_to_dir(
+            task.capture, keys_for(task), partial, options=options, plots=task.plots
+        )
+    except InputError as exc:
+        error = str(exc)
+        if (partial / "summary.json").exists():
+            summary = load_summary(partial)
+    if partial.exists():
+        _publish(out, partial, task.name)
+    return _result(task, summary, error)
