@@ -278,4 +278,8 @@ def _batch_progress(quiet: bool) -> tuple[BatchProgress | None, Callable[[], Non
 
 def main() -> None:
     """Console entry point."""
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:
+        typer.echo("espforensics: interrupted (a batch resumes where it stopped)", err=True)
+        raise SystemExit(130) from None
