@@ -26,7 +26,6 @@ from espforensics.errors import CaptureError, InputError, OutputExistsError
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import PacketRecord
 from espforensics.pipeline import FrameAnalyzer, Options, iter_records
-from espforensics.plots import PlotData, write_plots
 from espforensics.render.json import render_json
 from espforensics.render.markdown import render_report_md
 from espforensics.render.text import render_report
@@ -200,6 +199,9 @@ def prepare_out_dir(out: Path, force: bool) -> None:
 
 
 def _draw(out: Path, summary: Summary) -> Summary:
+    # Imported here: matplotlib costs 36 MB of RSS, needed only once the tables are on disk.
+    from espforensics.plots import PlotData, write_plots  # noqa: PLC0415
+
     frames = plot_frames(out / "packets.parquet", summary)
     return replace(summary, plots=write_plots(PlotData(**frames), out / "plots"))
 
