@@ -9,7 +9,9 @@ header, the SA and its state, the plaintext when it decrypted) and
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from espforensics.crypto import AeadContext
 from espforensics.decode.inner import parse_inner
@@ -19,6 +21,8 @@ from espforensics.esn import EsnTracker
 from espforensics.keys.sa import SecurityAssociation
 from espforensics.model import PacketRecord
 from espforensics.trailer import parse_trailer
+
+T = TypeVar("T")
 
 
 class SaState:
@@ -97,6 +101,36 @@ class PacketContext:
         rec.inner_proto, rec.inner_src, rec.inner_dst = inner.proto, inner.src, inner.dst
         rec.inner_sport, rec.inner_dport = inner.sport, inner.dport
         return ""
+
+
+class PerFlow(Generic[T]):
+    """A check's state per flow: found by the Flow object, listed by (SPI, src, dst).
+
+    Two flows with the same SPI and addresses (after a secrets block reloads
+    the SAs) share one state, as they are one SA on the wire.
+    """
+
+    __slots__ = ("_by_flow", "_factory", "by_key")
+
+    def __init__(self, factory: Callable[[], T]) -> None:
+        self._factory = factory
+        self._by_flow: dict[Flow, T] = {}
+        self.by_key: dict[tuple[int, str, str], T] = {}
+
+    def get(self, flow: Flow) -> T:
+        """The flow's state, made on first use."""
+        state = self._by_flow.get(flow)
+        if state is None:
+            key = (flow.spi, flow.src, flow.dst)
+            state = self.by_key.get(key)
+            if state is None:
+                state = self.by_key[key] = self._factory()
+            self._by_flow[flow] = state
+        return state
+
+    def items(self) -> list[tuple[tuple[int, str, str], T]]:
+        """Every state with its (SPI, src, dst), in that order."""
+        return sorted(self.by_key.items(), key=lambda kv: kv[0])
 
 
 class Holds:

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from espforensics.checks.context import Flow, Holds, PacketContext
+from espforensics.checks.context import Holds, PacketContext, PerFlow
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 
 AGREE = 2
@@ -48,19 +48,13 @@ class IvDerivationCheck:
 
     def __init__(self, holds: Holds) -> None:
         self._holds = holds
-        self._sas: dict[tuple[int, str, str], _Sa] = {}
-        self._by_flow: dict[Flow, _Sa] = {}
-
-    def _new(self, pkt: PacketContext) -> _Sa:
-        flow = pkt.flow
-        sa = self._by_flow[flow] = self._sas.setdefault((flow.spi, flow.src, flow.dst), _Sa())
-        return sa
+        self._sas: PerFlow[_Sa] = PerFlow(_Sa)
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
         if pkt.iv is None or rec.seq64 is None or rec.verdict is Verdict.AUTH_FAIL:
             return
-        sa = self._by_flow.get(pkt.flow) or self._new(pkt)
+        sa = self._sas.get(pkt.flow)
         sa.packets += 1
         c = pkt.iv ^ rec.seq64
         if sa.const is None:
@@ -102,7 +96,7 @@ class IvDerivationCheck:
             sa.frames.append(rec.frame)
 
     def finish(self) -> Iterator[Finding]:
-        for (spi, src, dst), sa in sorted(self._sas.items()):
+        for (spi, src, dst), sa in self._sas.items():
             if sa.const is None:  # fewer packets than it takes to agree
                 self._settle(sa, _NOT_COUNTER if len(sa.probe) > 1 else sa.probe[0][1])
             if sa.const == _NOT_COUNTER:

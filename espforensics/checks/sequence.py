@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from espforensics.checks.context import Flow, PacketContext
+from espforensics.checks.context import PacketContext, PerFlow
 from espforensics.intervals import IntervalSet
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 
@@ -52,19 +52,13 @@ class SequenceCheck:
     name = "sequence"
 
     def __init__(self) -> None:
-        self._sas: dict[tuple[int, str, str], _Sa] = {}
-        self._by_flow: dict[Flow, _Sa] = {}
-
-    def _new(self, pkt: PacketContext) -> _Sa:
-        flow = pkt.flow
-        sa = self._by_flow[flow] = self._sas.setdefault((flow.spi, flow.src, flow.dst), _Sa())
-        return sa
+        self._sas: PerFlow[_Sa] = PerFlow(_Sa)
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
         if rec.seq64 is None or rec.spi is None or rec.verdict not in _EVIDENCE:
             return
-        sa = self._by_flow.get(pkt.flow) or self._new(pkt)
+        sa = self._sas.get(pkt.flow)
         seq64 = rec.seq64
         digest = pkt.digest
         if sa.seen.add(seq64):
@@ -90,11 +84,11 @@ class SequenceCheck:
         """(duplicates, missing, reordered) per SA, for the per-SA table."""
         return {
             k: (sa.duplicates, sum(b - a + 1 for a, b in sa.seen.gaps()), sa.reordered)
-            for k, sa in self._sas.items()
+            for k, sa in self._sas.by_key.items()
         }
 
     def finish(self) -> Iterator[Finding]:
-        for (spi, src, dst), sa in sorted(self._sas.items()):
+        for (spi, src, dst), sa in self._sas.items():
             where = f"{src} -> {dst}"
             if sa.duplicates:
                 yield Finding(
