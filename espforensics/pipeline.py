@@ -64,7 +64,7 @@ class FrameAnalyzer:
         self._queue: deque[PacketRecord] = deque()
         self._fragments: dict[int, PacketRecord] = {}
         self._holds = Holds()
-        self.checks: tuple[Check, ...] = make_checks(self.sas, self._holds)
+        self.checks: tuple[Check, ...] = make_checks(self.sas, self._holds, self._flow)
         self.findings: list[Finding] = []
 
     # -- keys inside the capture -------------------------------------------

@@ -200,3 +200,22 @@ def test_decryption_secrets_block_needs_no_key_file(tmp_path: Path) -> None:
     alone = analyze(paths["capture"])
     both = analyze(paths["capture"], [paths["keys"]])  # the same SAs twice are kept once
     assert alone.summary.verdicts["ok"] == both.summary.verdicts["ok"] == len(sc.frames)
+
+
+def test_misplaced_header_found_when_the_slot_holds_no_known_spi() -> None:
+    """The SA's header is found and proven later even if nothing at the expected offset names it."""
+    sc = build_scenario("kernel-gso-v4", seed=1)
+    frames = list(sc.frames)
+    targets = [t for t in sc.truth if t.verdict is Verdict.ESP_MISPLACED]
+    for t in targets:
+        f = frames[t.frame - 1]
+        at = 14 + (t.expected_offset or 0)  # Ethernet header, then the slot
+        frames[t.frame - 1] = f._replace(data=f.data[:at] + b"\xde\xad\xbe\xef" + f.data[at + 4 :])
+    analyzer = FrameAnalyzer(SaTable(sc.sas), Options(), "slot")
+    records = list(iter_records(frames, analyzer))
+    misplaced = [r for r in records if r.verdict is Verdict.ESP_MISPLACED]
+    assert [r.frame for r in misplaced] == [t.frame for t in targets]
+    # nothing at the expected offset belongs to the SA: all 20 bytes before the header are clear
+    assert {(r.spi, r.esp_offset, r.leaked) for r in misplaced} == {(0x1001, 40, 20)}
+    assert all("proven by decryption" in r.detail for r in misplaced)
+    assert all(r.algorithm == "rfc4106(gcm(aes))" for r in misplaced)

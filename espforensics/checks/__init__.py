@@ -18,7 +18,7 @@ from espforensics.checks.context import Flow, Holds, PacketContext, SaState
 from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.checks.iv_reuse import IvReuseCheck
 from espforensics.checks.leaks import LeakCheck
-from espforensics.checks.placement import PlacementCheck
+from espforensics.checks.placement import FlowFor, PlacementCheck
 from espforensics.checks.sequence import SequenceCheck
 from espforensics.keys.sa import SaTable
 from espforensics.model import Finding
@@ -34,10 +34,10 @@ class Check(Protocol):
     def finish(self) -> Iterator[Finding]: ...
 
 
-def make_checks(sas: SaTable, holds: Holds) -> tuple[Check, ...]:
+def make_checks(sas: SaTable, holds: Holds, flow_for: FlowFor) -> tuple[Check, ...]:
     """Every check, in the order they run."""
     return (
-        PlacementCheck(),
+        PlacementCheck(sas, flow_for),
         LeakCheck(),
         IvReuseCheck(sas),
         IvDerivationCheck(holds),

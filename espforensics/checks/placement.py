@@ -7,9 +7,11 @@ really is), ``leaked`` and ``leaked_hex`` (the clear bytes in front of
 it), and the packet's plaintext; one ``esp_misplaced`` finding per SA at
 the end. Raises nothing.
 
-Proof with a key: the SA's SPI is searched at every later offset and the
-packet is decrypted there with the AAD of the header found (RFC 4303
-s2.1-2.2: SPI and sequence number authenticate). Without a key the layout
+Proof with a key: the SA's SPI is searched at every later offset (the
+SPI at the expected offset's SA, or, when that SPI has no key, every known
+SA of the same addresses) and the packet is decrypted there with the AAD
+of the header found (RFC 4303 s2.1-2.2: SPI and sequence number
+authenticate). Without a key the layout
 is recognised structurally and reported unproven: the same SPI later in
 the packet, a sequence number within ``SEQ_SLACK`` of the one at the
 expected offset, and in front of it the start of an IP header whose total
@@ -19,14 +21,17 @@ Linux GSO fault of primer s5 puts them at 56/60 for ip6tnl, 36/40 for ipip).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from espforensics.checks.context import PacketContext
+from espforensics.checks.context import Flow, PacketContext
 from espforensics.crypto import IV_LEN
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.model import Finding, FindingKind, Severity, Verdict
+from espforensics.decode.ip import OuterIp
+from espforensics.keys.sa import SaTable
+from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 
+FlowFor = Callable[[int, OuterIp, PacketRecord], Flow]  # the pipeline's flow of an SPI
 MAX_CANDIDATES = 8  # SPI occurrences tried per packet, to bound the cost of noise
 SEQ_SLACK = 1024
 _SLOT = ESP_HEADER_LEN + IV_LEN
@@ -41,7 +46,7 @@ class _PerSpi:
 
 
 def leak_start(data: bytes, expected: int, spi: int) -> int:
-    """Where clear inner bytes begin: after a bogus ESP header + IV slot if one is there."""
+    """Where clear inner bytes begin: after a stale ESP header + IV of the same SPI, if there."""
     if data[expected : expected + 4] == spi.to_bytes(4, "big"):
         return expected + _SLOT
     return expected
@@ -67,7 +72,9 @@ class PlacementCheck:
 
     name = "placement"
 
-    def __init__(self) -> None:
+    def __init__(self, sas: SaTable, flow_for: FlowFor) -> None:
+        self._sas = sas
+        self._flow_for = flow_for
         self._per_spi: dict[int, _PerSpi] = {}
 
     def observe(self, pkt: PacketContext) -> None:
@@ -77,11 +84,31 @@ class PlacementCheck:
             or rec.expected_offset is None
         ):
             return
-        if not self._prove(pkt) and rec.verdict is Verdict.UNKNOWN_SA:
-            self._recognise(pkt)
+        if self._prove(pkt, pkt.flow) or rec.verdict is not Verdict.UNKNOWN_SA:
+            return
+        for flow in self._other_flows(pkt):
+            if self._prove(pkt, flow):
+                pkt.flow = flow  # the packet belongs to the SA whose header was found
+                rec.algorithm = flow.state.sa.algorithm if flow.state.sa else ""
+                return
+        self._recognise(pkt)
 
-    def _prove(self, pkt: PacketContext) -> bool:
-        rec, data, state = pkt.rec, pkt.data, pkt.state
+    def _other_flows(self, pkt: PacketContext) -> Iterator[Flow]:
+        """Flows of the known SAs that could own this packet (same addresses or wildcards)."""
+        src, dst = pkt.ip.src, pkt.ip.dst
+        for sa in self._sas:
+            if (
+                sa.supported
+                and sa.spi != pkt.flow.spi
+                and (
+                    (sa.src is None or sa.src.packed == src)
+                    and (sa.dst is None or sa.dst.packed == dst)
+                )
+            ):
+                yield self._flow_for(sa.spi, pkt.ip, pkt.rec)
+
+    def _prove(self, pkt: PacketContext, flow: Flow) -> bool:
+        rec, data, state = pkt.rec, pkt.data, flow.state
         ctx = state.ctx
         if ctx is None or state.sa is None or rec.expected_offset is None:
             return False
@@ -124,8 +151,8 @@ class PlacementCheck:
         rec, data = pkt.rec, pkt.data
         if rec.expected_offset is None or rec.spi is None:
             return
-        start = leak_start(data, rec.expected_offset, rec.spi)
         spi = int.from_bytes(data[at : at + 4], "big")
+        start = leak_start(data, rec.expected_offset, spi)
         clear = data[start:at] if at > start else b""
         rec.verdict = Verdict.ESP_MISPLACED
         rec.spi, rec.seq, rec.seq64, rec.esp_offset = spi, seq, seq64, at
