@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -308,18 +309,24 @@ class _PlotAcc:
             self._gaps(str(sa), part)
 
     def _gaps(self, sa: str, part: pd.DataFrame) -> None:
-        """Holes in the SA's sequence: opened by a jump, narrowed by late packets."""
-        seqs = part["seq64"].astype("int64").tolist()
-        times = part["time"].tolist()
+        """Holes in the SA's sequence: opened by a jump, narrowed by late packets.
+
+        Only the rows that jump or come late are walked in Python; the running
+        top of the sequence is computed for the whole batch at once.
+        """
+        seqs = part["seq64"].to_numpy(dtype="int64")
+        start = self.tops.get(sa, int(seqs[0]) - 1)
+        tops = np.maximum.accumulate(np.concatenate(([start], seqs)))[:-1]
+        odd = np.flatnonzero((seqs > tops + 1) | (seqs < tops))
         holes = self.holes.setdefault(sa, [])
-        top = self.tops.get(sa)
-        for seq, t in zip(seqs, times, strict=True):
-            if top is not None and seq > top + 1:
-                holes.append([top + 1, seq - 1, t - self.t0])
-            elif top is not None and seq < top:
+        times = part["time"].to_numpy()
+        for i in odd.tolist():
+            seq, top = int(seqs[i]), int(tops[i])
+            if seq > top + 1:
+                holes.append([top + 1, seq - 1, float(times[i]) - self.t0])
+            else:
                 _fill(holes, seq)
-            top = seq if top is None else max(top, seq)
-        self.tops[sa] = top if top is not None else 0
+        self.tops[sa] = max(start, int(seqs.max()))
 
     def gap_events(self) -> pd.DataFrame:
         """One event per hole still open at the end (the sequence check's gaps)."""
