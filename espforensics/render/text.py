@@ -113,7 +113,8 @@ def render_report(summary: Summary) -> str:
     lines = [*_header(summary), "", "Verdict:"]
     for sentence in narrative.verdict_sentences(summary):
         lines += wrap(sentence + ".", "  ")
-    lines += ["", "SAs:"] + [x for sa in summary.sas for x in _sa_lines(sa)]
+    lines += ["", "SAs:" if summary.sas else "SAs: none"]
+    lines += [x for sa in summary.sas for x in _sa_lines(sa)]
     lines += ["", *_findings(summary)]
     bpf = misplaced_filter(summary.layouts)
     if bpf:
