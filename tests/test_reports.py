@@ -278,3 +278,21 @@ def test_plot_gaps_are_the_checks_gaps(tmp_path: Path) -> None:
     events = plot_frames(out / "packets.parquet", summary)["sequence"]
     gaps = events[events["event"] == "gap"]
     assert int(gaps["count"].sum()) == summary.findings["seq_gap"] == 5
+
+
+def test_printed_filter_for_esp_in_udp(tmp_path: Path) -> None:
+    from espforensics.synth import keys_yaml, write_capture
+    from tests.test_scenarios import _in_udp
+
+    sc = build_scenario("kernel-gso-v4", seed=1)
+    capture = tmp_path / "natt-gso.pcap"
+    write_capture(capture, [_in_udp(f) for f in sc.frames])
+    keys = tmp_path / "natt-gso.keys.yaml"
+    keys.write_text(keys_yaml(sc.sas))
+    out = tmp_path / "out"
+    analyze_to_dir(capture, [keys], out, plots=False)
+    bpf = _printed_filter((out / "report.txt").read_text())
+    assert bpf == "ip proto 17 and ip[44:2] = 0x4500 and ip[48:4] = 0x1001"
+    csv_rows = (out / "packets.csv").read_text().splitlines()[1:]
+    misplaced = [int(r.split(",")[0]) for r in csv_rows if '"esp_misplaced"' in r]
+    assert _tcpdump_frames(capture, bpf, tmp_path) == misplaced

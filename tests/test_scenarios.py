@@ -8,6 +8,7 @@ and the checks' findings to the scenario's facts.
 
 from __future__ import annotations
 
+import struct
 from collections import Counter
 from functools import cache
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 from espforensics import analyze
 from espforensics.keys import SaTable
-from espforensics.model import Finding, FindingKind, PacketRecord, Verdict
+from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Proto, Verdict
 from espforensics.pipeline import FrameAnalyzer, Options, iter_records
 from espforensics.synth import SCENARIOS, Scenario, build_scenario, write_scenario
 
@@ -219,3 +220,29 @@ def test_misplaced_header_found_when_the_slot_holds_no_known_spi() -> None:
     assert {(r.spi, r.esp_offset, r.leaked) for r in misplaced} == {(0x1001, 40, 20)}
     assert all("proven by decryption" in r.detail for r in misplaced)
     assert all(r.algorithm == "rfc4106(gcm(aes))" for r in misplaced)
+
+
+def _in_udp(frame: Frame, port: int = 4500) -> Frame:
+    """The same IPv4/ESP frame with its ESP carried in UDP (RFC 3948), addresses unchanged."""
+    eth, ip, esp = frame.data[:14], bytearray(frame.data[14:34]), frame.data[34:]
+    udp = struct.pack(">HHHH", port, port, 8 + len(esp), 0)
+    ip[2:4] = (20 + 8 + len(esp)).to_bytes(2, "big")
+    ip[9] = 17
+    data = eth + bytes(ip) + udp + esp
+    return frame._replace(data=data, caplen=len(data), wirelen=len(data))
+
+
+@pytest.mark.parametrize("keys", [True, False])
+def test_misplaced_header_inside_esp_in_udp(keys: bool) -> None:
+    sc = build_scenario("kernel-gso-v4", seed=1)
+    frames = [_in_udp(f) for f in sc.frames]
+    analyzer = FrameAnalyzer(SaTable(sc.sas if keys else ()), Options(), "natt-gso")
+    records = list(iter_records(frames, analyzer))
+    misplaced = [r for r in records if r.verdict is Verdict.ESP_MISPLACED]
+    want = [t.frame for t in sc.truth if t.verdict is Verdict.ESP_MISPLACED]
+    assert [r.frame for r in misplaced] == want
+    assert {(r.proto, r.expected_offset, r.esp_offset, r.leaked) for r in misplaced} == {
+        (Proto.ESP_UDP, 28, 48, 4)
+    }
+    proven = "proven by decryption" if keys else "unproven"
+    assert all(proven in r.detail for r in misplaced)
