@@ -104,6 +104,7 @@ class Summary:
     verdicts: dict[str, int]
     sas: tuple[SaSummary, ...]
     findings: dict[str, int] = field(default_factory=dict)  # kind -> packets (or values) affected
+    reused_ivs: int = 0  # distinct IVs used more than once under one key
     finding_list: tuple[Finding, ...] = ()
     layouts: tuple[MisplacedLayout, ...] = ()
     plots: tuple[PlotOutcome, ...] = ()
@@ -130,6 +131,7 @@ class Summary:
             verdicts=dict(doc["verdicts"]),
             sas=sas,
             findings=dict(doc["findings"]),
+            reused_ivs=doc["reused_ivs"],
             finding_list=tuple(_finding_from_json(f) for f in doc["finding_list"]),
             layouts=tuple(
                 MisplacedLayout(**{**x, "spi": int(x["spi"], 16)}) for x in doc["layouts"]
@@ -336,6 +338,9 @@ class SummaryBuilder:
             verdicts={v.value: self.verdicts[v] for v in Verdict},
             sas=sas,
             findings={k.value: per_kind[k.value] for k in FindingKind},
+            reused_ivs=sum(
+                1 if f.frames else f.count for f in findings if f.kind is FindingKind.IV_REUSE
+            ),
             finding_list=sort_findings(findings),
             layouts=tuple(MisplacedLayout(*k, n) for k, n in sorted(self._layouts.items())),
             error=error,

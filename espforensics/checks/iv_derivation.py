@@ -90,8 +90,11 @@ class IvDerivationCheck:
         if abs(delta) < NEARBY:
             rec.iv_seq_delta = delta
             sa.deltas[delta] += 1
+            note = f"IV built from seq {built_from} (seq{delta:+d})"
         else:
             sa.unrelated += 1  # the IV encodes no sequence number near this one
+            note = "IV built from no nearby sequence number"
+        rec.detail = f"{rec.detail}; {note}" if rec.detail else note
         if len(sa.frames) < 5:
             sa.frames.append(rec.frame)
 
