@@ -18,8 +18,7 @@ import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from espforensics.capture import open_capture
 from espforensics.errors import CaptureError, InputError, OutputExistsError
@@ -39,6 +38,9 @@ from espforensics.tables import (
     write_findings_csv,
     write_sas_csv,
 )
+
+if TYPE_CHECKING:  # pandas is imported by tables.py only (house style rule 6)
+    import pandas as pd
 
 Progress = Callable[[int], None]  # called with uncompressed bytes read so far
 KeysArg = SaTable | Sequence[str | os.PathLike[str]] | None
