@@ -38,6 +38,9 @@ from espforensics.keys import SaTable, parse_esp_sa
 from espforensics.model import DecryptionSecrets, Finding, Frame, PacketRecord, Verdict
 
 ESP_SECRETS_TYPE = 0x45535053  # pcapng DSB "ESPS": Wireshark esp_sa lines
+# Records waiting behind a held one (a fragment, an SA's first IVs) at the most:
+# past this the oldest hold is given up, so memory stays bounded by it.
+MAX_WAITING = 65536
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +97,20 @@ class FrameAnalyzer:
         self._analyze(frame, rec)
         if self._holds or self._queue:
             self._queue.append(rec)
-            return list(self._release(self._reasm.expire(frame.ts_ns)))
+            expired = self._reasm.expire(frame.ts_ns)
+            if len(self._queue) > MAX_WAITING:
+                expired += self._unblock()
+            return list(self._release(expired))
         return rec
+
+    def _unblock(self) -> list[Expired]:
+        """Too many records wait behind the oldest held one: stop waiting for it."""
+        head = self._queue[0].frame
+        if head in self._fragments:
+            why = f"incomplete when {MAX_WAITING} later frames were waiting behind it"
+            return self._reasm.expire_frame(head, why)
+        self._holds.force(head)
+        return []
 
     def finish(self) -> Iterator[PacketRecord]:
         """Yield the records still held at the end; collect every check's findings."""

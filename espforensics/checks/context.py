@@ -143,10 +143,11 @@ class Holds:
     ``finish``.
     """
 
-    __slots__ = ("_frames",)
+    __slots__ = ("_forcers", "_frames")
 
     def __init__(self) -> None:
         self._frames: set[int] = set()
+        self._forcers: list[Callable[[int], None]] = []
 
     def __bool__(self) -> bool:
         return bool(self._frames)
@@ -159,3 +160,12 @@ class Holds:
 
     def release(self, frame: int) -> None:
         self._frames.discard(frame)
+
+    def on_force(self, forcer: Callable[[int], None]) -> None:
+        """Register a holder's way to give up waiting for frames up to a number."""
+        self._forcers.append(forcer)
+
+    def force(self, upto: int) -> None:
+        """Make every holder release what it holds for frames up to ``upto``."""
+        for forcer in self._forcers:
+            forcer(upto)

@@ -48,6 +48,7 @@ class IvDerivationCheck:
 
     def __init__(self, holds: Holds) -> None:
         self._holds = holds
+        holds.on_force(self._force)
         self._sas: PerFlow[_Sa] = PerFlow(_Sa)
 
     def observe(self, pkt: PacketContext) -> None:
@@ -70,6 +71,12 @@ class IvDerivationCheck:
             self._settle(sa, votes[0])
         elif len(sa.probe) >= PROBE:
             self._settle(sa, _NOT_COUNTER)
+
+    def _force(self, upto: int) -> None:
+        """Settle, with what they have, the SAs still probing frames up to ``upto``."""
+        for _key, sa in self._sas.items():
+            if sa.const is None and sa.probe and sa.probe[0][0].frame <= upto:
+                self._settle(sa, _NOT_COUNTER if len(sa.probe) > 1 else sa.probe[0][1])
 
     def _settle(self, sa: _Sa, const: int) -> None:
         sa.const = const
@@ -101,7 +108,7 @@ class IvDerivationCheck:
     def finish(self) -> Iterator[Finding]:
         for (spi, src, dst), sa in self._sas.items():
             if sa.const is None:  # fewer packets than it takes to agree
-                self._settle(sa, _NOT_COUNTER if len(sa.probe) > 1 else sa.probe[0][1])
+                self._force(sa.probe[0][0].frame)
             if sa.const == _NOT_COUNTER:
                 yield Finding(
                     FindingKind.IV_DERIVATION,

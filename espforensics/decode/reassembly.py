@@ -129,6 +129,13 @@ class Reassembler:
             out.append(self._ruin(key, pend, why))
         return out
 
+    def expire_frame(self, frame: int, why: str) -> list[Expired]:
+        """Give up the datagram that ``frame`` is a fragment of (to bound what waits)."""
+        for key, pend in self._pending.items():
+            if frame in pend.frames:
+                return [self._ruin(key, pend, why)]
+        return []
+
     def drain(self) -> list[Expired]:
         """Every datagram still waiting at the end of the capture."""
         out = []

@@ -1,0 +1,55 @@
+"""Records held back (fragments, an SA's first IVs) never make the rest wait without bound."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from espforensics import pipeline
+from espforensics.keys import SaTable
+from espforensics.model import Frame, Verdict
+from espforensics.pipeline import FrameAnalyzer, Options, iter_records
+from espforensics.synth import build_scenario
+
+ARP = bytes(12) + b"\x08\x06" + bytes(28)
+
+
+def _then_arp(first: list[Frame], n: int, consumed: list[int]) -> Iterator[Frame]:
+    for f in first:
+        consumed[0] += 1
+        yield f
+    for i in range(n):
+        consumed[0] += 1
+        yield Frame(len(first) + i + 1, 10**9 + i, len(ARP), len(ARP), 1, ARP)
+
+
+@pytest.mark.parametrize("scenario", ["fragments-v4", "kernel-gso-v4"])
+def test_first_record_leaves_within_the_bound(
+    monkeypatch: pytest.MonkeyPatch, scenario: str
+) -> None:
+    monkeypatch.setattr(pipeline, "MAX_WAITING", 100)
+    sc = build_scenario(scenario, seed=1)
+    if scenario == "fragments-v4":  # one fragment alone: its datagram never completes
+        lone = next(
+            t.frame for t in sc.truth if t.verdict is Verdict.FRAGMENT and t.reassembled_in is None
+        )
+        first = [sc.frames[lone - 1]._replace(number=1)]
+    else:  # one ESP packet of an SA that sends nothing else: its IV constant never settles
+        first = [sc.frames[2]._replace(number=1)]
+    consumed = [0]
+    records = iter_records(
+        _then_arp(first, 1000, consumed), FrameAnalyzer(SaTable(sc.sas), Options(), "bound")
+    )
+    head = next(records)
+    assert head.frame == 1
+    assert consumed[0] <= 102  # it left once 100 records were waiting behind it
+    rest = list(records)
+    assert [r.frame for r in rest] == list(range(2, 1002))
+    if scenario == "fragments-v4":
+        assert head.detail == (
+            "fragment of a datagram never completed: incomplete when "
+            "100 later frames were waiting behind it"
+        )
+    else:
+        assert head.iv_seq_delta == 0
