@@ -41,6 +41,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,  # never print locals: they may hold keys
     no_args_is_help=True,
+    rich_markup_mode=None,  # help texts hold [default: ...] that is not markup
     help="Offline forensic analysis of IPsec ESP captures.",
 )
 T = TypeVar("T")
