@@ -33,8 +33,6 @@ _ANALYZE = """
 import resource, sys, time
 from pathlib import Path
 from espforensics.analysis import analyze_to_dir
-from espforensics.tables import use_system_allocator
-use_system_allocator()  # as the command line does
 t = time.perf_counter()
 s = analyze_to_dir(sys.argv[1], [sys.argv[2]], Path(sys.argv[3]), force=True,
                    plots=sys.argv[4] == "plots")

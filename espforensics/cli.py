@@ -36,7 +36,6 @@ from espforensics.render.json import render_comparison_json, render_json
 from espforensics.render.markdown import render_comparison_md, render_report_md
 from espforensics.render.text import render_comparison, render_report, render_summary
 from espforensics.summary import Summary
-from espforensics.tables import use_system_allocator
 
 app = typer.Typer(
     add_completion=False,
@@ -280,7 +279,6 @@ def _batch_progress(quiet: bool) -> tuple[BatchProgress | None, Callable[[], Non
 
 def main() -> None:
     """Console entry point."""
-    use_system_allocator()
     try:
         app()
     except KeyboardInterrupt:
