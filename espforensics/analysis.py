@@ -30,17 +30,17 @@ from espforensics.render.markdown import render_report_md
 from espforensics.render.text import render_report
 from espforensics.summary import CaptureInfo, Summary, SummaryBuilder
 from espforensics.tables import (
-    ROW_GROUP,
     PacketTableWriter,
+    RowGroups,
     packets_frame,
     plot_frames,
-    records_to_table,
     write_findings_csv,
     write_sas_csv,
 )
 
-if TYPE_CHECKING:  # pandas is imported by tables.py only (house style rule 6)
+if TYPE_CHECKING:  # pandas and pyarrow are imported by tables.py only (house style rule 6)
     import pandas as pd
+    import pyarrow as pa
 
 Progress = Callable[[int], None]  # called with uncompressed bytes read so far
 KeysArg = SaTable | Sequence[str | os.PathLike[str]] | None
@@ -97,9 +97,9 @@ def _consume(
     return None
 
 
-def capture_info(path: str | os.PathLike[str]) -> CaptureInfo:
-    """Path, SHA-256 and size of the capture file as stored."""
-    sha = sha256_file(path)
+def capture_info(path: str | os.PathLike[str], sha256: str | None = None) -> CaptureInfo:
+    """Path, SHA-256 (hashed unless the caller knows it) and size of the capture file."""
+    sha = sha256 or sha256_file(path)
     return CaptureInfo(str(path), sha, os.path.getsize(path))
 
 
@@ -119,10 +119,11 @@ def _run(
     options: Options | None,
     sink: Callable[[PacketRecord], None],
     progress: Progress | None = None,
+    sha256: str | None = None,
 ) -> tuple[Summary, InputError | None]:
     """Stream the capture through the pipeline into ``sink``; the summary and any input error."""
     table = _table(sas)
-    info = capture_info(path)
+    info = capture_info(path, sha256)
     builder = SummaryBuilder()
     analyzer = FrameAnalyzer(table, options or Options(), str(path))
     error = _consume(_stream(path, analyzer, progress), builder, sink)
@@ -144,19 +145,12 @@ def analyze(
     path: str | os.PathLike[str], sas: KeysArg = None, options: Options | None = None
 ) -> Analysis:
     """Analyze a capture in memory; raise ``CaptureError`` if it is damaged."""
-    batch: list[PacketRecord] = []
-    tables = []
-
-    def sink(rec: PacketRecord) -> None:
-        batch.append(rec)
-        if len(batch) >= ROW_GROUP:
-            tables.append(records_to_table(batch))
-            batch.clear()
-
-    summary, error = _run(path, sas, options, sink)
+    tables: list[pa.Table] = []
+    groups = RowGroups(tables.append)
+    summary, error = _run(path, sas, options, groups.write)
     if error is not None:
         raise error
-    tables.append(records_to_table(batch))
+    groups.flush()
     return Analysis(packets_frame(tables), summary)
 
 
@@ -217,12 +211,17 @@ def analyze_to_dir(
     options: Options | None = None,
     progress: Progress | None = None,
     plots: bool = True,
+    sha256: str | None = None,
 ) -> Summary:
-    """Analyze a capture into ``out``; every file is written even if the capture is damaged."""
+    """Analyze a capture into ``out``; every file is written even if the capture is damaged.
+
+    ``sha256``: the capture's digest when the caller has it already (a batch
+    hashes every capture to decide what to skip), so the file is read once less.
+    """
     table = _table(sas)
     prepare_out_dir(out, force)
     with PacketTableWriter(out) as writer:
-        summary, error = _run(path, table, options, writer.write, progress)
+        summary, error = _run(path, table, options, writer.write, progress, sha256)
     if plots:
         summary = _draw(out, summary)
     write_findings_csv(out / "findings.csv", summary.finding_list)

@@ -84,8 +84,8 @@ def _guarded(call: Callable[[], T]) -> T:
         raise typer.Exit(2) from None
 
 
-def _exit_for(summary: Summary, fail_on: FailOn) -> None:
-    worst = worst_severity(summary)
+def _exit_for(worst: Severity | None, fail_on: FailOn) -> None:
+    """Exit 1 when the worst finding is at least as severe as --fail-on."""
     if fail_on is FailOn.NEVER or worst is None:
         return
     if SEVERITY_RANK[worst] >= SEVERITY_RANK[Severity(fail_on.value)]:
@@ -165,7 +165,7 @@ def analyze(
         _show(summary, fmt)
         if fmt is Format.SUMMARY:
             typer.echo(f"  outputs: {out_dir}/")
-    _exit_for(summary, fail_on)
+    _exit_for(worst_severity(summary), fail_on)
 
 
 @app.command()
@@ -202,7 +202,7 @@ def compare(
     cmp = compare_summaries(*sides)
     renderers = {Format.MARKDOWN: render_comparison_md, Format.JSON: render_comparison_json}
     typer.echo(renderers.get(fmt, render_comparison)(cmp), nl=False)
-    _exit_for(sides[1], fail_on)
+    _exit_for(worst_severity(sides[1]), fail_on)
 
 
 @app.command()
@@ -251,10 +251,7 @@ def batch(
     if any(r.status == "error" for r in result.rows):
         raise typer.Exit(2)
     worst = [Severity(r.worst) for r in result.rows if r.worst]
-    if fail_on is not FailOn.NEVER and any(
-        SEVERITY_RANK[w] >= SEVERITY_RANK[Severity(fail_on.value)] for w in worst
-    ):
-        raise typer.Exit(1)
+    _exit_for(max(worst, key=SEVERITY_RANK.__getitem__, default=None), fail_on)
 
 
 def _batch_progress(quiet: bool) -> tuple[BatchProgress | None, Callable[[], None]]:

@@ -93,11 +93,6 @@ class U64Set:
     def __len__(self) -> int:
         return self._n
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes held by the table."""
-        return self._table.itemsize * len(self._table)
-
     def add(self, value: int) -> bool:
         """Add ``value``; True if it was present already."""
         if value == _FREE:

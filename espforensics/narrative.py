@@ -113,13 +113,11 @@ def verdict_sentences(summary: Summary) -> tuple[str, ...]:
         if not leaked
         else f"{leaked} packets carry inner header bytes in clear"
     )
-    reused = [f for f in summary.finding_list if f.kind is FindingKind.IV_REUSE]
-    if not reused:
+    if not summary.reused_ivs:
         out.append("no IV reused")
     else:
-        out.append(
-            f"{len(reused)} IVs reused under one key ({sum(f.count for f in reused)} packets)"
-        )
+        packets = summary.findings.get(FindingKind.IV_REUSE.value, 0)
+        out.append(f"{summary.reused_ivs} IVs reused under one key ({packets} packets)")
     if unverified:
         out.append(f"{unverified} ESP packets could not be verified (no key or truncated)")
     return tuple(out)

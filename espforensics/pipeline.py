@@ -221,13 +221,13 @@ class FrameAnalyzer:
         iv = data[body : body + IV_LEN]
         rec.iv = iv.hex()
         pkt = PacketContext(rec, data, ip, flow, int.from_bytes(iv) if len(iv) == IV_LEN else None)
-        self._verify(pkt, seq64, body)
+        self._verify(pkt, seq64, iv, body + IV_LEN)
         if state.sa is None:
             state.tracker.commit(seq64)  # keyless: what is seen is all there is
         for check in self.checks:
             check.observe(pkt)
 
-    def _verify(self, pkt: PacketContext, seq64: int, body: int) -> None:
+    def _verify(self, pkt: PacketContext, seq64: int, iv: bytes, sealed_at: int) -> None:
         """Decrypt at the expected offset and set the verdict (RFC 4303 s3.4)."""
         rec, state, data = pkt.rec, pkt.state, pkt.data
         sa, ctx = state.sa, state.ctx
@@ -243,9 +243,9 @@ class FrameAnalyzer:
             return
         if len(data) < pkt.ip.total_len:
             rec.verdict = Verdict.TRUNCATED
-            rec.detail = f"captured {len(data) - body + ESP_HEADER_LEN} of {rec.esp_len} ESP bytes"
+            rec.detail = f"captured {len(data) - (rec.esp_offset or 0)} of {rec.esp_len} ESP bytes"
             return
-        iv, sealed = data[body : body + IV_LEN], data[body + IV_LEN :]
+        sealed = data[sealed_at:]
         plain = ctx.open(seq64, iv, sealed)
         if plain is None and ctx.esn:
             # RFC 4303 A2.3: the inferred high half may be off by one; try its neighbours.

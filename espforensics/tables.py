@@ -10,7 +10,7 @@ that imports pyarrow and pandas.
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -76,27 +76,37 @@ def records_to_table(records: Sequence[PacketRecord]) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=PACKET_SCHEMA)
 
 
-class PacketTableWriter:
-    """Streams records to packets.parquet and packets.csv in row groups."""
+class RowGroups:
+    """Gathers records and hands each full row group, as an Arrow table, to ``emit``."""
 
-    def __init__(self, out_dir: Path) -> None:
-        self._parquet = pq.ParquetWriter(out_dir / "packets.parquet", PACKET_SCHEMA)
-        self._csv = pacsv.CSVWriter(str(out_dir / "packets.csv"), PACKET_SCHEMA)
+    def __init__(self, emit: Callable[[pa.Table], None]) -> None:
+        self._emit = emit
         self._batch: list[PacketRecord] = []
 
     def write(self, rec: PacketRecord) -> None:
-        """Queue one record; a full row group is flushed to both files."""
+        """Queue one record; a full row group is emitted."""
         self._batch.append(rec)
         if len(self._batch) >= ROW_GROUP:
             self.flush()
 
     def flush(self) -> None:
-        """Write the queued records as one row group."""
+        """Emit the queued records as one row group."""
         if self._batch:
-            table = records_to_table(self._batch)
-            self._parquet.write_table(table)
-            self._csv.write_table(table)
+            self._emit(records_to_table(self._batch))
             self._batch = []
+
+
+class PacketTableWriter(RowGroups):
+    """Streams records to packets.parquet and packets.csv in row groups."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self._parquet = pq.ParquetWriter(out_dir / "packets.parquet", PACKET_SCHEMA)
+        self._csv = pacsv.CSVWriter(str(out_dir / "packets.csv"), PACKET_SCHEMA)
+        super().__init__(self._write_both)
+
+    def _write_both(self, table: pa.Table) -> None:
+        self._parquet.write_table(table)
+        self._csv.write_table(table)
 
     def close(self) -> None:
         """Flush and close both files."""

@@ -118,7 +118,12 @@ def run_task(task: CaptureTask) -> CaptureResult:
     error = ""
     try:
         summary = analyze_to_dir(
-            task.capture, keys_for(task), partial, options=options, plots=task.plots
+            task.capture,
+            keys_for(task),
+            partial,
+            options=options,
+            plots=task.plots,
+            sha256=task.sha256 or None,
         )
     except InputError as exc:
         error = str(exc)

@@ -158,10 +158,6 @@ class SaTable:
         self._cache[ck] = found
         return found
 
-    def by_spi(self, spi: int) -> tuple[SecurityAssociation, ...]:
-        """Every SA with this SPI, whatever its addresses."""
-        return tuple(sa for sa in self._by_key.values() if sa.spi == spi)
-
     def __iter__(self) -> Iterator[SecurityAssociation]:
         return iter(tuple(self._by_key.values()))
 
