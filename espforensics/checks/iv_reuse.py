@@ -22,6 +22,7 @@ still detected and reported, with the first use's frame unknown.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -54,7 +55,9 @@ class _Group:
     runs: IntervalSet = field(default_factory=IntervalSet)
     hashed: U64Set | None = None
     packets: int = 0
-    recent: dict[int, _Use] = field(default_factory=dict)  # insertion order: oldest first
+    # Oldest first. An OrderedDict: evicting a plain dict's first key costs a scan over the
+    # slots deleted before it (measured: 5 us per packet at a 4,096 window).
+    recent: OrderedDict[int, _Use] = field(default_factory=OrderedDict)
     events: dict[int, list[_Use]] = field(default_factory=dict)
     dropped: int = 0
 
@@ -111,7 +114,7 @@ class IvReuseCheck:
         rec.iv_reused = reused
         recent[iv] = use
         if len(recent) > WINDOW:
-            del recent[next(iter(recent))]
+            recent.popitem(last=False)
 
     def _group(self, pkt: PacketContext, const: int) -> _Group:
         """The key group of the packet's SA: by key material if known, else (dst, SPI)."""

@@ -18,6 +18,7 @@ byte-identical retransmission from a different packet.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -36,7 +37,7 @@ _EVIDENCE = frozenset(
 class _Sa:
     seen: IntervalSet = field(default_factory=IntervalSet)
     top: int = -1
-    digests: dict[int, bytes] = field(default_factory=dict)  # insertion order: oldest first
+    digests: OrderedDict[int, bytes] = field(default_factory=OrderedDict)  # oldest first
     dup_frames: list[int] = field(default_factory=list)
     duplicates: int = 0
     identical: int = 0
@@ -78,7 +79,7 @@ class SequenceCheck:
         digests = sa.digests
         digests[seq64] = digest
         if len(digests) > WINDOW:
-            del digests[next(iter(digests))]
+            digests.popitem(last=False)  # O(1), unlike a dict's first key
 
     def counts(self) -> dict[tuple[int, str, str], tuple[int, int, int]]:
         """(duplicates, missing, reordered) per SA, for the per-SA table."""
