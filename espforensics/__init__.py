@@ -8,7 +8,8 @@ Public API::
     result.summary      # Summary (verdict counts, per-SA lines)
 """
 
-from espforensics.analysis import Analysis, analyze, analyze_to_dir, summarize
+from typing import TYPE_CHECKING, Any
+
 from espforensics.errors import (
     CaptureError,
     CaptureTruncated,
@@ -23,6 +24,25 @@ from espforensics.keys import SaTable, SecurityAssociation, load_sas
 from espforensics.model import PacketRecord, Proto, Verdict
 from espforensics.pipeline import Options
 from espforensics.summary import Summary
+
+if TYPE_CHECKING:
+    from espforensics.analysis import Analysis, analyze, analyze_to_dir, summarize
+
+_ANALYSIS = frozenset({"Analysis", "analyze", "analyze_to_dir", "summarize"})
+
+
+def __getattr__(name: str) -> Any:
+    """The analysis entry points, imported on first use (PEP 562).
+
+    They pull in pandas and pyarrow (0.6 s); a worker process of
+    ``analyze --jobs`` imports this package without needing either.
+    """
+    if name in _ANALYSIS:
+        from espforensics import analysis  # noqa: PLC0415
+
+        return getattr(analysis, name)
+    raise AttributeError(f"module 'espforensics' has no attribute {name!r}")
+
 
 __all__ = [
     "Analysis",

@@ -25,6 +25,7 @@ from espforensics.capture import open_capture
 from espforensics.errors import CaptureError, InputError, OutputExistsError
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import PacketRecord
+from espforensics.parallel import iter_records_parallel
 from espforensics.pipeline import FrameAnalyzer, Options, iter_records
 from espforensics.render.json import render_json
 from espforensics.render.markdown import render_report_md
@@ -76,10 +77,15 @@ def _table(sas: KeysArg) -> SaTable:
 
 
 def _stream(
-    path: str | os.PathLike[str], analyzer: FrameAnalyzer, progress: Progress | None
+    path: str | os.PathLike[str], analyzer: FrameAnalyzer, progress: Progress | None, jobs: int
 ) -> Iterator[PacketRecord]:
     with open_capture(path) as capture:
-        for n, rec in enumerate(iter_records(capture, analyzer), 1):
+        records = (
+            iter_records(capture, analyzer)
+            if jobs <= 1
+            else iter_records_parallel(path, analyzer, workers=jobs - 1)
+        )
+        for n, rec in enumerate(records, 1):
             if progress is not None and n % 4096 == 0:
                 progress(capture.bytes_read)
             yield rec
@@ -136,13 +142,14 @@ def _run(
     sink: Callable[[PacketRecord], None],
     progress: Progress | None = None,
     sha256: str | None = None,
+    jobs: int = 1,
 ) -> tuple[Summary, InputError | None]:
     """Stream the capture through the pipeline into ``sink``; the summary and any input error."""
     table = _table(sas)
     info = _info_later(path, sha256)
     builder = SummaryBuilder()
     analyzer = FrameAnalyzer(table, options or Options(), str(path))
-    error = _consume(_stream(path, analyzer, progress), builder, sink)
+    error = _consume(_stream(path, analyzer, progress, jobs), builder, sink)
     message = None if error is None else str(error)
     return builder.finish(info(), analyzer.findings, _modes(analyzer.sas, builder), message), error
 
@@ -228,16 +235,19 @@ def analyze_to_dir(
     progress: Progress | None = None,
     plots: bool = True,
     sha256: str | None = None,
+    jobs: int = 1,
 ) -> Summary:
     """Analyze a capture into ``out``; every file is written even if the capture is damaged.
 
     ``sha256``: the capture's digest when the caller has it already (a batch
     hashes every capture to decide what to skip), so the file is read once less.
+    ``jobs``: processes in all; past one, ``jobs - 1`` more decode and
+    decrypt (see parallel.py). The outputs are the same for every value.
     """
     table = _table(sas)
     prepare_out_dir(out, force)
     with PacketTableWriter(out) as writer:
-        summary, error = _run(path, table, options, writer.write, progress, sha256)
+        summary, error = _run(path, table, options, writer.write, progress, sha256, jobs)
     if plots:
         summary = _draw(out, summary)
     write_findings_csv(out / "findings.csv", summary.finding_list)

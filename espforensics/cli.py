@@ -142,6 +142,16 @@ def analyze(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress bar, nothing on stdout.")
     ] = False,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            help="Processes for this capture: JOBS-1 more decode and decrypt while this one "
+            "runs the checks in capture order. Outputs are identical for every value.",
+        ),
+    ] = 1,
 ) -> None:
     """Decrypt and check every ESP packet of CAPTURE; write tables, plots and reports to --out."""
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
@@ -157,6 +167,7 @@ def analyze(
                 options=options,
                 progress=update,
                 plots=not no_plots,
+                jobs=jobs,
             )
         )
     finally:

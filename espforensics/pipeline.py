@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
 
 from espforensics.checks import Check, Flow, Holds, PacketContext, SaState, make_checks
 from espforensics.crypto import IV_LEN
@@ -35,12 +37,30 @@ from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
 from espforensics.decode.reassembly import Completed, Expired, Reassembler
 from espforensics.errors import CaptureError, MalformedPacket, Truncated
 from espforensics.keys import SaTable, parse_esp_sa
-from espforensics.model import DecryptionSecrets, Finding, Frame, PacketRecord, Verdict
+from espforensics.model import (
+    PACKET_COLUMNS,
+    DecryptionSecrets,
+    Finding,
+    Frame,
+    PacketRecord,
+    Verdict,
+)
 
 ESP_SECRETS_TYPE = 0x45535053  # pcapng DSB "ESPS": Wireshark esp_sa lines
 # Records waiting behind a held one (a fragment, an SA's first IVs) at the most:
 # past this the oldest hold is given up, so memory stays bounded by it.
 MAX_WAITING = 65536
+
+
+_record_values = attrgetter(*PACKET_COLUMNS)
+# What ``decode`` hands to ``adopt``: the record's values alone (no ESP), or with
+# where the IP header starts, its fields, the IV and the plaintext's head.
+Decoded = tuple[Any, ...]
+Records = PacketRecord | list[PacketRecord]  # one record (the common case) or those released
+
+
+class _NeedsState(Exception):
+    """A worker met a frame that needs the capture's state (a fragment)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +89,7 @@ class FrameAnalyzer:
         self._holds = Holds()
         self.checks: tuple[Check, ...] = make_checks(self.sas, self._holds, self._flow)
         self.findings: list[Finding] = []
+        self.adopted = 0  # frames whose decoding a worker process did (``adopt``)
 
     # -- keys inside the capture -------------------------------------------
     def add_secrets(self, item: DecryptionSecrets) -> None:
@@ -87,21 +108,72 @@ class FrameAnalyzer:
         return self.options.natt_ports | own
 
     # -- frames -------------------------------------------------------------
-    def process(self, frame: Frame) -> PacketRecord | list[PacketRecord]:
+    def process(self, frame: Frame) -> Records:
         """Analyze one frame; the record if it is ready, else the records now released.
 
         A single record (the common case) is returned bare: building a list or
         a generator for it costs more than the rest of the hand-off.
         """
         rec = PacketRecord(frame.number, frame.ts_ns / 1e9, frame.caplen, frame.wirelen)
-        self._analyze(frame, rec)
+        return self._emit(rec, self._analyze(frame, rec), frame.ts_ns)
+
+    def _emit(self, rec: PacketRecord, pkt: PacketContext | None, ts_ns: int) -> Records:
+        """Run the checks on an ESP packet and let records leave in capture order."""
+        if pkt is not None:
+            for check in self.checks:
+                check.observe(pkt)
         if self._holds or self._queue:
             self._queue.append(rec)
-            expired = self._reasm.expire(frame.ts_ns)
+            expired = self._reasm.expire(ts_ns)
             if len(self._queue) > MAX_WAITING:
                 expired += self._unblock()
             return list(self._release(expired))
         return rec
+
+    # -- the two halves of ``process`` when a worker decodes (parallel.py) ---
+    def decode(self, frame: Frame) -> Decoded | None:
+        """What a worker learns of a frame without the capture's state, or None.
+
+        None means the frame needs the state only the main process has (a
+        fragment, a packet that did not verify, a packet without a key):
+        ``adopt`` then analyzes it from scratch. A worker's ESN guess is
+        checked by ``adopt``.
+        """
+        rec = PacketRecord(frame.number, frame.ts_ns / 1e9, frame.caplen, frame.wirelen)
+        try:
+            pkt = self._analyze(frame, rec, reassemble=False)
+        except _NeedsState:
+            return None
+        if pkt is None:
+            return (_record_values(rec),)
+        if rec.verdict is not Verdict.OK and rec.verdict is not Verdict.BAD_TRAILER:
+            return None
+        return (
+            _record_values(rec),
+            parse_link(frame.linktype, frame.data).offset,
+            tuple(pkt.ip),
+            pkt.iv,
+            pkt.plain_head,
+        )
+
+    def adopt(self, frame: Frame, done: Decoded | None) -> Records:
+        """``process(frame)``, given what a worker's ``decode`` learnt of it."""
+        if done is None:
+            return self.process(frame)
+        rec = PacketRecord(*done[0])
+        if len(done) == 1:
+            self.adopted += 1
+            return self._emit(rec, None, frame.ts_ns)
+        _, at, fields, iv, head = done
+        ip = OuterIp._make(fields)
+        flow = self._flow(rec.spi or 0, ip, rec)
+        state = flow.state
+        if state.ctx is None or state.tracker.infer(rec.seq or 0) != rec.seq64:
+            return self.process(frame)  # the worker guessed another ESN high half: redo here
+        state.tracker.commit(rec.seq64)
+        self.adopted += 1
+        pkt = PacketContext(rec, frame.data[at : at + ip.total_len], ip, flow, iv, head)
+        return self._emit(rec, pkt, frame.ts_ns)
 
     def _unblock(self) -> list[Expired]:
         """Too many records wait behind the oldest held one: stop waiting for it."""
@@ -133,54 +205,61 @@ class FrameAnalyzer:
                 rec.detail = detail
                 self._holds.release(n)
 
-    def _analyze(self, frame: Frame, rec: PacketRecord) -> None:
+    def _analyze(
+        self, frame: Frame, rec: PacketRecord, reassemble: bool = True
+    ) -> PacketContext | None:
+        """Fill ``rec``; the packet for the checks when the frame carries ESP."""
         cut = frame.caplen < frame.wirelen
         try:
             link = parse_link(frame.linktype, frame.data)
             if link.ethertype not in (ETH_IPV4, ETH_IPV6):
                 rec.detail = f"not IP: EtherType {link.ethertype:#06x}"
-                return
+                return None
             data = frame.data[link.offset :]
             ip = parse_ip(data)
             rec.ip_version, rec.src, rec.dst = ip.version, self._name(ip.src), self._name(ip.dst)
-            if ip.frag_id is not None:
-                self._fragment(frame, rec, ip, data, cut)
-            else:
-                self._datagram(rec, ip, data[: ip.total_len])
+            if ip.frag_id is None:
+                return self._datagram(rec, ip, data[: ip.total_len])
+            if not reassemble:
+                raise _NeedsState
+            return self._fragment(frame, rec, ip, data, cut)
         except Truncated as exc:
             rec.verdict = Verdict.TRUNCATED if cut else Verdict.UNDECODABLE
             rec.detail = str(exc)
         except MalformedPacket as exc:
             rec.verdict = Verdict.UNDECODABLE
             rec.detail = str(exc)
+        return None
 
     def _fragment(
         self, frame: Frame, rec: PacketRecord, ip: OuterIp, data: bytes, cut: bool
-    ) -> None:
+    ) -> PacketContext | None:
         if ip.proto not in (PROTO_ESP, PROTO_UDP):
             rec.detail = f"fragment of a {protocol_name(ip.proto)} datagram"
-            return
+            return None
         if cut or len(data) < ip.total_len:
             rec.verdict = Verdict.TRUNCATED
             rec.detail = "fragment cut by the snap length; its datagram cannot be rebuilt"
-            return
+            return None
         done = self._reasm.add(ip, data, frame.number, frame.ts_ns)
         if done is None:
             rec.verdict = Verdict.FRAGMENT
             rec.detail = "fragment; waiting for the rest of the datagram"
             self._fragments[frame.number] = rec
             self._holds.hold(frame.number)
-        elif isinstance(done, Completed):
+            return None
+        if isinstance(done, Completed):
             self._settle(done.frames, f"fragment of the datagram completed in frame {frame.number}")
             whole = parse_ip(done.packet)
             rec.fragments = len(done.frames)
-            self._datagram(rec, whole, done.packet)
+            pkt = self._datagram(rec, whole, done.packet)
             if rec.detail == "":
                 rec.detail = f"reassembled from {len(done.frames)} fragments"
-        else:
-            rec.verdict = Verdict.FRAGMENT
-            self._settle(done.frames, f"fragment of a datagram never completed: {done.reason}")
-            rec.detail = f"fragment of a datagram never completed: {done.reason}"
+            return pkt
+        rec.verdict = Verdict.FRAGMENT
+        self._settle(done.frames, f"fragment of a datagram never completed: {done.reason}")
+        rec.detail = f"fragment of a datagram never completed: {done.reason}"
+        return None
 
     def _flow(self, spi: int, ip: OuterIp, rec: PacketRecord) -> Flow:
         key = (spi, ip.src, ip.dst)
@@ -204,11 +283,11 @@ class FrameAnalyzer:
             name = self._names[addr] = ntop(addr)
         return name
 
-    def _datagram(self, rec: PacketRecord, ip: OuterIp, data: bytes) -> None:
+    def _datagram(self, rec: PacketRecord, ip: OuterIp, data: bytes) -> PacketContext | None:
         loc = locate_esp(ip, data, self._natt_ports)
         if isinstance(loc, NotEsp):
             rec.detail, rec.udp_sport, rec.udp_dport = loc.reason, loc.udp_sport, loc.udp_dport
-            return
+            return None
         rec.proto, rec.udp_sport, rec.udp_dport = loc.proto, loc.udp_sport, loc.udp_dport
         rec.expected_offset = rec.esp_offset = loc.offset
         spi, seq = parse_esp_header(data, loc.offset)
@@ -224,8 +303,7 @@ class FrameAnalyzer:
         self._verify(pkt, seq64, iv, body + IV_LEN)
         if state.sa is None:
             state.tracker.commit(seq64)  # keyless: what is seen is all there is
-        for check in self.checks:
-            check.observe(pkt)
+        return pkt
 
     def _verify(self, pkt: PacketContext, seq64: int, iv: bytes, sealed_at: int) -> None:
         """Decrypt at the expected offset and set the verdict (RFC 4303 s3.4)."""

@@ -23,6 +23,7 @@ from espforensics.model import PacketRecord
 from espforensics.trailer import parse_trailer
 
 T = TypeVar("T")
+HEAD_LEN = 16  # plaintext bytes the checks see: evidence of IV reuse, equal-to-ciphertext test
 
 
 class SaState:
@@ -58,7 +59,7 @@ class PacketContext:
     ip: OuterIp
     flow: Flow
     iv: int | None = None  # the explicit IV as an integer, when all 8 bytes were captured
-    plaintext: bytes | None = None  # set when the ICV verified
+    plain_head: bytes | None = None  # the first HEAD_LEN plaintext bytes, once the ICV verified
     _digest: bytes | None = None
 
     @property
@@ -74,7 +75,7 @@ class PacketContext:
         """
         if self._digest is None:
             ctx = self.flow.state.ctx
-            if self.plaintext is not None and ctx is not None:
+            if self.plain_head is not None and ctx is not None:
                 self._digest = self.data[-ctx.icv_len :]
             else:
                 start = self.rec.esp_offset or 0
@@ -87,7 +88,7 @@ class PacketContext:
         Returns the trailer problem ("" when sound, RFC 4303 s2.4).
         """
         rec = self.rec
-        self.plaintext = plain
+        self.plain_head = plain[:HEAD_LEN]
         trailer = parse_trailer(plain)
         rec.pad_len, rec.next_header = trailer.pad_len, trailer.next_header
         rec.payload_len = trailer.payload_len

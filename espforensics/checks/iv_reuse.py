@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from espforensics.checks.context import PacketContext, SaState
+from espforensics.checks.context import HEAD_LEN, PacketContext, SaState
 from espforensics.crypto import IV_LEN, key_fingerprint
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.intervals import IntervalSet, U64Set
@@ -35,7 +35,7 @@ from espforensics.model import Finding, FindingKind, Severity, Verdict
 
 WINDOW = 4096
 MAX_EVENTS = 10_000  # reuse events kept for the report; more are counted only
-EVIDENCE = 16  # leading bytes whose XOR is shown
+EVIDENCE = HEAD_LEN  # leading bytes whose XOR is shown
 _RUNS_BEFORE_HASH = 4096
 
 
@@ -93,7 +93,7 @@ class IvReuseCheck:
         group.packets += 1
         reused = group.seen(iv ^ group.const)
         start = (rec.esp_offset or 0) + ESP_HEADER_LEN + IV_LEN
-        plain = pkt.plaintext
+        plain = pkt.plain_head
         use = _Use(
             rec.frame,
             rec.spi or 0,

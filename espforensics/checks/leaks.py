@@ -119,9 +119,9 @@ class LeakCheck:
         if rec.esp_offset is None:
             return
         body = rec.esp_offset + ESP_HEADER_LEN
-        if pkt.plaintext is not None:
+        if pkt.plain_head is not None:
             sealed = data[body + IV_LEN : body + IV_LEN + MIN_RUN]
-            if len(sealed) == MIN_RUN and sealed == pkt.plaintext[:MIN_RUN]:
+            if len(sealed) == MIN_RUN and sealed == pkt.plain_head[:MIN_RUN]:
                 rec.leaked, rec.leaked_hex = MIN_RUN, sealed.hex(" ")
                 rec.leaked_fields = "payload not encrypted: ciphertext equals plaintext"
                 self._count(rec.spi, rec.frame, rec.leaked_fields)

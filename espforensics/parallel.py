@@ -1,0 +1,170 @@
+"""One capture on several processes: workers decode and decrypt, one process keeps the state.
+
+In: the capture's path, the main process's ``FrameAnalyzer`` and a number
+of worker processes. Out: ``iter_records_parallel`` yields exactly what
+``pipeline.iter_records`` yields for the same capture, record for record.
+Raises what ``iter_records`` raises, at the same point, and
+``EspForensicsError`` when a worker process dies.
+
+The frames are numbered into batches of ``BATCH``; worker ``k`` of ``count``
+decodes the batches ``b`` with ``b % count == k``. Every worker reads the
+capture itself (walking records costs about 1 us per frame, sending the
+bytes to it cost 8), applies the capture's Decryption Secrets Blocks where
+they stand, and runs, with its own ``FrameAnalyzer`` and no checks, the
+part of the pipeline that needs no state from earlier frames: link, IP,
+ESP location, SA lookup, AES-GCM, trailer, inner headers. It sends each
+batch's results back through its own pipe, in order; the pipe's capacity
+keeps it at most one batch ahead, so memory stays bounded.
+
+The main process reads the capture too and hands each frame, with what
+the worker learnt of it, to ``FrameAnalyzer.adopt``, which owns everything
+that crosses batches: reassembly (fragments are analyzed there from
+scratch), the ESN high half (a worker's guess is kept only when it equals
+the main process's own inference), the checks, and the order records
+leave in. Packets that did not verify or have no key are analyzed there
+from scratch too: the placement and leak checks need their state.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import signal
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
+from typing import Any
+
+from espforensics.capture import open_capture
+from espforensics.errors import CaptureError, EspForensicsError
+from espforensics.keys import SaTable
+from espforensics.model import Frame, PacketRecord
+from espforensics.pipeline import Decoded, FrameAnalyzer, Options, Records
+
+BATCH = 2048  # frames per message: pickling and pipe costs are per batch, not per frame
+_END = "end"  # a worker's last message after its last batch
+_FAILED = "failed"  # a worker's message when it met an error of its own
+
+
+def _worker(
+    path: str, sas: SaTable, options: Options, count: int, index: int, batch: int, out: Connection
+) -> None:
+    """Decode this worker's batches of the capture and send them to the main process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process reports a Ctrl-C, once
+    try:
+        for results in _decode_batches(path, sas, options, count, index, batch):
+            out.send(results)
+        out.send(_END)
+    except Exception as exc:  # any failure, reported by the main process in one line
+        out.send((_FAILED, f"{type(exc).__name__}: {exc}"))
+    finally:
+        out.close()
+
+
+def _decode_batches(
+    path: str, sas: SaTable, options: Options, count: int, index: int, batch: int
+) -> Iterator[list[Decoded | None]]:
+    analyzer = FrameAnalyzer(sas, options, path)
+    analyzer.checks = ()  # checks run in the main process, in capture order
+    results: list[Decoded | None] = []
+    try:
+        with open_capture(path) as capture:
+            for item in capture:
+                if not isinstance(item, Frame):
+                    analyzer.add_secrets(item)
+                elif (item.number - 1) // batch % count == index:
+                    results.append(analyzer.decode(item))
+                    if len(results) == batch:
+                        yield results
+                        results = []
+    except EspForensicsError:
+        pass  # a damaged capture or a bad secrets block: the main process meets it at its place
+    if results:
+        yield results
+
+
+class _Workers:
+    """The worker processes and the batch each one is sending next."""
+
+    def __init__(self, path: str, analyzer: FrameAnalyzer, count: int, batch: int) -> None:
+        context = multiprocessing.get_context(
+            "forkserver"
+        )  # not fork: the main process has threads
+        self._pipes: list[Connection] = []
+        self._procs: list[Any] = []
+        for index in range(count):
+            recv, send = context.Pipe(duplex=False)
+            args = (path, analyzer.sas, analyzer.options, count, index, batch, send)
+            proc = context.Process(target=_worker, args=args, daemon=True)
+            proc.start()
+            send.close()
+            self._pipes.append(recv)
+            self._procs.append(proc)
+        self._path = path
+        self._ended: set[int] = set()
+
+    def batch(self, number: int) -> list[Decoded | None]:
+        """The results of batch ``number`` (batches are asked for in order)."""
+        index = number % len(self._pipes)
+        if index in self._ended:
+            return []
+        pipe = self._pipes[index]
+        gc.disable()  # unpickling a batch makes thousands of tuples: no collection per 700 of them
+        try:
+            message = pipe.recv()
+        except (EOFError, OSError) as exc:
+            raise EspForensicsError(f"{self._path}: a worker process died ({exc})") from exc
+        finally:
+            gc.enable()
+        if isinstance(message, list):
+            return message
+        if isinstance(message, tuple) and message[0] == _FAILED:
+            raise EspForensicsError(f"{self._path}: a worker process failed: {message[1]}")
+        self._ended.add(index)
+        return []  # the worker stopped early (damaged capture): the main process decides alone
+
+    def close(self) -> None:
+        for pipe in self._pipes:
+            pipe.close()
+        for proc in self._procs:
+            proc.join(timeout=1)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+
+
+def iter_records_parallel(
+    path: str | os.PathLike[str], analyzer: FrameAnalyzer, workers: int, batch: int = BATCH
+) -> Iterator[PacketRecord]:
+    """``iter_records`` over the capture at ``path``, decoding with ``workers`` more processes."""
+    name = os.fspath(path)
+    pool = _Workers(name, analyzer, workers, batch)
+    try:
+        with open_capture(name) as capture:
+            yield from _adopt_all(capture, analyzer, pool, batch)
+    finally:
+        pool.close()
+
+
+def _adopt_all(
+    capture: Any, analyzer: FrameAnalyzer, workers: _Workers, batch: int
+) -> Iterator[PacketRecord]:
+    results: list[Decoded | None] = []
+    adopt = analyzer.adopt
+    try:
+        for item in capture:
+            if not isinstance(item, Frame):
+                analyzer.add_secrets(item)
+                continue
+            i = (item.number - 1) % batch
+            if i == 0:
+                results = workers.batch((item.number - 1) // batch)
+            out: Records = adopt(item, results[i] if i < len(results) else None)
+            if isinstance(out, list):
+                yield from out
+            else:
+                yield out
+    except CaptureError:
+        yield from analyzer.finish()  # what was read is still reported
+        raise
+    yield from analyzer.finish()
