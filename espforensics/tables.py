@@ -66,7 +66,7 @@ def _arrow_type(name: str) -> pa.DataType:
 
 
 PACKET_SCHEMA = pa.schema([pa.field(n, _arrow_type(n)) for n in PACKET_COLUMNS])
-ROW_GROUP = 16384
+ROW_GROUP = 8192
 _QUEUED = 2  # row groups waiting for the writer thread at the most
 
 
@@ -387,7 +387,9 @@ def plot_frames(parquet: Path, summary: Summary) -> dict[str, pd.DataFrame]:
     span = (summary.capture.last_time or t0) - t0
     width = span / TIME_BINS if span > 0 else 1.0
     acc = _PlotAcc(t0, width, summary.esp_packets)
-    for batch in pq.ParquetFile(parquet).iter_batches(columns=_PLOT_COLUMNS, batch_size=ROW_GROUP):
+    # One thread: pyarrow's readers on its pool hold 6 MB more RSS for no gain on 7 columns.
+    reader = pq.ParquetFile(parquet, pre_buffer=False)
+    for batch in reader.iter_batches(ROW_GROUP, columns=_PLOT_COLUMNS, use_threads=False):
         acc.add(batch.to_pandas())
     verdicts = _cat(acc.verdicts, ["t", "verdict", "packets"])
     verdicts = verdicts.groupby(["t", "verdict"])["packets"].sum().reset_index()
