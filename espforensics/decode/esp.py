@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from espforensics.decode.ip import PROTO_ESP, PROTO_UDP, OuterIp
 from espforensics.errors import Truncated
-from espforensics.model import Proto
+from espforensics.model import Proto, new_tuple
 
 ESP_HEADER_LEN = 8
 UDP_HEADER_LEN = 8
@@ -64,7 +64,7 @@ def protocol_name(proto: int) -> str:
 def locate_esp(ip: OuterIp, data: bytes, natt_ports: frozenset[int]) -> EspLocation | NotEsp:
     """Where the ESP header should be in this datagram, or why there is none."""
     if ip.proto == PROTO_ESP:
-        return EspLocation(ip.header_len, Proto.ESP, None, None)
+        return new_tuple(EspLocation, (ip.header_len, Proto.ESP, None, None))
     if ip.proto != PROTO_UDP:
         return NotEsp(protocol_name(ip.proto))
     off = ip.header_len

@@ -18,6 +18,7 @@ from typing import NamedTuple
 from espforensics.decode.esp import protocol_name
 from espforensics.decode.ip import parse_ip
 from espforensics.errors import Truncated
+from espforensics.model import new_tuple
 
 _NAMES = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmpv6", 132: "sctp", 59: "none"}
 _PORTS = frozenset({6, 17, 132, 136})  # TCP, UDP, SCTP, UDP-Lite: ports lead
@@ -43,10 +44,9 @@ def _l4(proto: int, data: bytes, src: str, dst: str) -> Inner:
     if proto in _PORTS:
         if len(data) < 4:
             raise Truncated(f"inner {name} header cut at {len(data)} bytes")
-        return Inner(
-            name, src, dst, int.from_bytes(data[0:2], "big"), int.from_bytes(data[2:4], "big")
-        )
-    return Inner(name, src, dst, None, None)
+        sport, dport = int.from_bytes(data[0:2], "big"), int.from_bytes(data[2:4], "big")
+        return new_tuple(Inner, (name, src, dst, sport, dport))
+    return new_tuple(Inner, (name, src, dst, None, None))
 
 
 def parse_inner(next_header: int, payload: bytes, outer_src: str, outer_dst: str) -> Inner:

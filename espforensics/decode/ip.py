@@ -16,6 +16,7 @@ import struct
 from typing import NamedTuple
 
 from espforensics.errors import MalformedPacket, Truncated
+from espforensics.model import new_tuple
 
 PROTO_ESP = 50
 PROTO_UDP = 17
@@ -56,7 +57,7 @@ def _parse_v4(data: bytes) -> OuterIp:
     more = bool(flags_frag & 0x2000)
     offset = (flags_frag & 0x1FFF) * 8
     frag_id = ident if (more or offset) else None
-    return OuterIp(4, src, dst, proto, ihl, total, frag_id, offset, more, ihl, 9)
+    return new_tuple(OuterIp, (4, src, dst, proto, ihl, total, frag_id, offset, more, ihl, 9))
 
 
 def _parse_v6(data: bytes) -> OuterIp:

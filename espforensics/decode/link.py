@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from espforensics.errors import MalformedPacket, Truncated
+from espforensics.model import new_tuple
 
 ETH_IPV4 = 0x0800
 ETH_IPV6 = 0x86DD
@@ -48,7 +49,7 @@ def _ethernet(data: bytes) -> LinkLayer:
             raise Truncated(f"Ethernet header cut at {len(data)} bytes")
         ethertype = int.from_bytes(data[off : off + 2], "big")
         if ethertype not in _VLAN_TAGS:
-            return LinkLayer(off + 2, ethertype)
+            return new_tuple(LinkLayer, (off + 2, ethertype))
         off += 4  # skip TPID's TCI; the next EtherType follows
 
 
