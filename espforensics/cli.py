@@ -76,12 +76,18 @@ FailOnOption = Annotated[
 ]
 
 
+_INTERRUPTED = "espforensics: interrupted (a batch resumes where it stopped)"
+
+
 def _guarded(call: Callable[[], T]) -> T:
     try:
         return call()
     except EspForensicsError as exc:
         typer.echo(f"espforensics: error: {exc}", err=True)
         raise typer.Exit(2) from None
+    except KeyboardInterrupt:  # typer would exit 130 without a word
+        typer.echo(_INTERRUPTED, err=True)
+        raise typer.Exit(130) from None
 
 
 def _exit_for(worst: Severity | None, fail_on: FailOn) -> None:
@@ -289,6 +295,6 @@ def main() -> None:
     """Console entry point."""
     try:
         app()
-    except KeyboardInterrupt:
-        typer.echo("espforensics: interrupted (a batch resumes where it stopped)", err=True)
+    except KeyboardInterrupt:  # outside a command's work (e.g. while parsing options)
+        typer.echo(_INTERRUPTED, err=True)
         raise SystemExit(130) from None

@@ -27,6 +27,7 @@ from scratch too: the placement and leak checks need their state.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
@@ -55,8 +56,11 @@ def _worker(
         for results in _decode_batches(path, sas, options, count, index, batch):
             out.send(results)
         out.send(_END)
+    except BrokenPipeError:
+        pass  # the main process stopped reading (an error or Ctrl-C there): nothing to say
     except Exception as exc:  # any failure, reported by the main process in one line
-        out.send((_FAILED, f"{type(exc).__name__}: {exc}"))
+        with contextlib.suppress(OSError):
+            out.send((_FAILED, f"{type(exc).__name__}: {exc}"))
     finally:
         out.close()
 
