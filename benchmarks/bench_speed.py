@@ -1,7 +1,7 @@
 """Speed of `espforensics analyze` against tshark and the Python floor, in one run.
 
 Usage: python benchmarks/bench_speed.py [--sizes 200000,2000000] [--workdir DIR]
-                                        [--jobs 1] [--no-tshark]
+                                        [--jobs 2] [--no-tshark]
 
 For each size, generates (once, with the project's own builder) an
 Ethernet/IPv4 rfc4106 ESP capture (mean frame 1,289 bytes, two SAs), then
@@ -9,6 +9,8 @@ measures, each in a fresh process:
 
 - analyze: `analyze_to_dir` with every check, the tables and the reports,
   without and then with the plots; frames/s, MB/s and peak RSS;
+- analyze with `jobs=2` (or --jobs), no plots: the same outputs, decoding
+  spread over more processes; its speed against the one-process run;
 - the floor: one bare loop that walks the pcap records with mmap+struct,
   parses Ethernet/IPv4/ESP and decrypts with one AESGCM object per SA;
 - tshark, when installed, with the same SAs (esp_sa table): its default
@@ -35,7 +37,7 @@ from pathlib import Path
 from espforensics.analysis import analyze_to_dir
 t = time.perf_counter()
 s = analyze_to_dir(sys.argv[1], [sys.argv[2]], Path(sys.argv[3]), force=True,
-                   plots=sys.argv[4] == "plots")
+                   plots=sys.argv[4] == "plots", jobs=int(sys.argv[5]))
 print(time.perf_counter() - t, s.capture.frames, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
@@ -120,6 +122,7 @@ def main() -> int:
     parser.add_argument("--sizes", default="200000,2000000")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "espf-bench")
     parser.add_argument("--no-tshark", action="store_true")
+    parser.add_argument("--jobs", type=int, default=2, help="processes of the --jobs run")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -128,9 +131,10 @@ def main() -> int:
         cap, keys = ensure_capture(args.workdir, n)
         mb = cap.stat().st_size / 1e6
         out = str(args.workdir / "out")
-        secs, frames, rss[n] = _child(_ANALYZE, str(cap), str(keys), out, "no-plots")
+        secs, frames, rss[n] = _child(_ANALYZE, str(cap), str(keys), out, "no-plots", "1")
         fps = frames / secs
-        psecs, _, prss = _child(_ANALYZE, str(cap), str(keys), out, "plots")
+        psecs, _, prss = _child(_ANALYZE, str(cap), str(keys), out, "plots", "1")
+        jsecs, _, jrss = _child(_ANALYZE, str(cap), str(keys), out, "no-plots", str(args.jobs))
         fsecs, fframes, _ = _child(_FLOOR, str(cap), str(keys))
         floor = fframes / fsecs
         print(f"{n:>9,} frames ({mb:,.0f} MB)")
@@ -141,6 +145,10 @@ def main() -> int:
         print(
             f"  + plots   {frames / psecs:>10,.0f} frames/s  {mb / psecs:7.1f} MB/s  "
             f"peak RSS {prss:.0f} MB  (the plots add {psecs - secs:.1f} s)"
+        )
+        print(
+            f"  --jobs {args.jobs} {frames / jsecs:>10,.0f} frames/s  {mb / jsecs:7.1f} MB/s  "
+            f"peak RSS {jrss:.0f} MB (main process)  x{secs / jsecs:.2f} of one process"
         )
         print(f"  floor     {floor:>10,.0f} frames/s")
         print(f"  analyze/floor             {fps / floor:6.2f}")
