@@ -32,15 +32,15 @@ import gc
 import multiprocessing
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
 from espforensics.capture import open_capture
-from espforensics.errors import CaptureError, EspForensicsError
+from espforensics.errors import EspForensicsError
 from espforensics.keys import SaTable
 from espforensics.model import Frame, PacketRecord
-from espforensics.pipeline import Decoded, FrameAnalyzer, Options, Records
+from espforensics.pipeline import Decoded, FrameAnalyzer, Options, Records, iter_records
 
 BATCH = 2048  # frames per message: pickling and pipe costs are per batch, not per frame
 _END = "end"  # a worker's last message after its last batch
@@ -91,9 +91,8 @@ class _Workers:
     """The worker processes and the batch each one is sending next."""
 
     def __init__(self, path: str, analyzer: FrameAnalyzer, count: int, batch: int) -> None:
-        context = multiprocessing.get_context(
-            "forkserver"
-        )  # not fork: the main process has threads
+        # forkserver, not fork: the main process runs threads (hasher, table writer).
+        context = multiprocessing.get_context("forkserver")
         self._pipes: list[Connection] = []
         self._procs: list[Any] = []
         for index in range(count):
@@ -113,13 +112,18 @@ class _Workers:
         if index in self._ended:
             return []
         pipe = self._pipes[index]
+        collecting = gc.isenabled()
         gc.disable()  # unpickling a batch makes thousands of tuples: no collection per 700 of them
         try:
             message = pipe.recv()
         except (EOFError, OSError) as exc:
-            raise EspForensicsError(f"{self._path}: a worker process died ({exc})") from exc
+            why = f" ({exc})" if str(exc) else ""
+            raise EspForensicsError(
+                f"{self._path}: a worker process of --jobs died{why}; run again, or without --jobs"
+            ) from exc
         finally:
-            gc.enable()
+            if collecting:
+                gc.enable()
         if isinstance(message, list):
             return message
         if isinstance(message, tuple) and message[0] == _FAILED:
@@ -145,30 +149,20 @@ def iter_records_parallel(
     pool = _Workers(name, analyzer, workers, batch)
     try:
         with open_capture(name) as capture:
-            yield from _adopt_all(capture, analyzer, pool, batch)
+            yield from iter_records(capture, analyzer, _adopter(analyzer, pool, batch))
     finally:
         pool.close()
 
 
-def _adopt_all(
-    capture: Any, analyzer: FrameAnalyzer, workers: _Workers, batch: int
-) -> Iterator[PacketRecord]:
+def _adopter(analyzer: FrameAnalyzer, workers: _Workers, batch: int) -> Callable[[Frame], Records]:
+    """``analyzer.process`` for frames in capture order, with the workers' results."""
     results: list[Decoded | None] = []
-    adopt = analyzer.adopt
-    try:
-        for item in capture:
-            if not isinstance(item, Frame):
-                analyzer.add_secrets(item)
-                continue
-            i = (item.number - 1) % batch
-            if i == 0:
-                results = workers.batch((item.number - 1) // batch)
-            out: Records = adopt(item, results[i] if i < len(results) else None)
-            if isinstance(out, list):
-                yield from out
-            else:
-                yield out
-    except CaptureError:
-        yield from analyzer.finish()  # what was read is still reported
-        raise
-    yield from analyzer.finish()
+
+    def adopt(frame: Frame) -> Records:
+        nonlocal results
+        i = (frame.number - 1) % batch
+        if i == 0:
+            results = workers.batch((frame.number - 1) // batch)
+        return analyzer.adopt(frame, results[i] if i < len(results) else None)
+
+    return adopt

@@ -17,7 +17,7 @@ and records still leave in capture order.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -344,17 +344,21 @@ class FrameAnalyzer:
 
 
 def iter_records(
-    items: Iterable[Frame | DecryptionSecrets], analyzer: FrameAnalyzer
+    items: Iterable[Frame | DecryptionSecrets],
+    analyzer: FrameAnalyzer,
+    process: Callable[[Frame], Records] | None = None,
 ) -> Iterator[PacketRecord]:
     """One record per frame of ``items``, in capture order.
 
     When the iterator is exhausted, ``analyzer.findings`` holds every
-    check's findings.
+    check's findings. ``process`` replaces ``analyzer.process`` (parallel.py
+    passes one that adopts what worker processes decoded).
     """
+    handle = process or analyzer.process
     try:
         for item in items:
             if isinstance(item, Frame):
-                out = analyzer.process(item)
+                out = handle(item)
                 if isinstance(out, list):
                     yield from out
                 else:

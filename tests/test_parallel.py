@@ -11,6 +11,7 @@ and the files ``analyze`` writes byte for byte.
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 import random
 from functools import cache
 from pathlib import Path
@@ -21,10 +22,10 @@ from typer.testing import CliRunner
 from espforensics.analysis import analyze_to_dir
 from espforensics.capture import open_capture
 from espforensics.cli import app
-from espforensics.errors import CaptureTruncated
+from espforensics.errors import CaptureTruncated, EspForensicsError
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Verdict
-from espforensics.parallel import iter_records_parallel
+from espforensics.parallel import _Workers, iter_records_parallel
 from espforensics.pipeline import FrameAnalyzer, Options, iter_records
 from espforensics.synth import SCENARIOS, build_scenario, keys_yaml, write_capture, write_scenario
 from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, SaFlow, make_sa
@@ -205,3 +206,12 @@ def test_a_worker_guess_of_the_high_half_is_checked(tmp_path: Path) -> None:
     got, _, analyzer = _parallel(cap, sas, 2, 3)  # frames 4-6 go to the second worker
     assert _rows(got) == _rows(want)
     assert analyzer.adopted == 3  # the second worker's three guesses were redone
+
+
+def test_a_dead_worker_is_one_clear_error() -> None:
+    recv, send = multiprocessing.Pipe(duplex=False)
+    send.close()  # what the main process sees when a worker is killed
+    workers = object.__new__(_Workers)
+    workers._pipes, workers._procs, workers._path, workers._ended = [recv], [], "x.pcap", set()
+    with pytest.raises(EspForensicsError, match=r"^x.pcap: a worker process of --jobs died"):
+        workers.batch(0)
