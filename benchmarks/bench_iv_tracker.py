@@ -18,7 +18,7 @@ import random
 import time
 import tracemalloc
 
-from espforensics.checks.context import PacketContext, SaState
+from espforensics.checks.context import Flow, PacketContext, SaState
 from espforensics.checks.iv_reuse import IvReuseCheck
 from espforensics.decode.ip import OuterIp
 from espforensics.keys.sa import SaTable
@@ -31,7 +31,7 @@ def feed(n: int, iv_of: str) -> dict[str, float]:
     """Observe n packets; return peak bytes, bytes/packet, runs and rate."""
     ip = OuterIp(4, b"\xc0\x00\x02\x01", b"\xc0\x00\x02\x02", 50, 20, 1300, None, 0, False, 20, 9)
     data = bytes(1300)
-    state = SaState(None)
+    flow = Flow(0x1001, "192.0.2.1", "192.0.2.2", SaState(None))
     rng = random.Random(1)
     tracemalloc.start()
     check = IvReuseCheck(SaTable())
@@ -52,7 +52,7 @@ def feed(n: int, iv_of: str) -> dict[str, float]:
             esp_offset=20,
             expected_offset=20,
         )
-        check.observe(PacketContext(rec, data, ip, state, _digest=seq.to_bytes(8, "big")))
+        check.observe(PacketContext(rec, data, ip, flow, iv, _digest=seq.to_bytes(8, "big")))
     dt = time.perf_counter() - t
     now, peak = tracemalloc.get_traced_memory()
     peak -= base
