@@ -11,6 +11,7 @@ and the files ``analyze`` writes byte for byte.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import multiprocessing
 import random
 from functools import cache
@@ -215,3 +216,17 @@ def test_a_dead_worker_is_one_clear_error() -> None:
     workers._pipes, workers._procs, workers._path, workers._ended = [recv], [], "x.pcap", set()
     with pytest.raises(EspForensicsError, match=r"^x.pcap: a worker process of --jobs died"):
         workers.batch(0)
+
+
+def test_a_compressed_capture_gives_the_same_records(
+    mixed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Each worker decompresses the capture itself (gzip here), and must agree."""
+    cap, keys = mixed
+    gz = tmp_path / "mixed.pcap.gz"
+    gz.write_bytes(gzip.compress(cap.read_bytes()))
+    sas = _table(keys)
+    want, want_findings = _serial(gz, sas)
+    got, got_findings, analyzer = _parallel(gz, sas, 2, 16)
+    assert _rows(got) == _rows(want) and got_findings == want_findings
+    assert analyzer.adopted > len(want) // 2
