@@ -26,7 +26,7 @@ from espforensics.errors import CaptureError, InputError, OutputExistsError
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import PacketRecord
 from espforensics.parallel import iter_records_parallel
-from espforensics.pipeline import FrameAnalyzer, Options, iter_records
+from espforensics.pipeline import FrameAnalyzer, Options, fewer_collections, iter_records
 from espforensics.render.json import render_json
 from espforensics.render.markdown import render_report_md
 from espforensics.render.text import render_report
@@ -149,7 +149,8 @@ def _run(
     info = _info_later(path, sha256)
     builder = SummaryBuilder()
     analyzer = FrameAnalyzer(table, options or Options(), str(path))
-    error = _consume(_stream(path, analyzer, progress, jobs), builder, sink)
+    with fewer_collections():
+        error = _consume(_stream(path, analyzer, progress, jobs), builder, sink)
     message = None if error is None else str(error)
     return builder.finish(info(), analyzer.findings, _modes(analyzer.sas, builder), message), error
 

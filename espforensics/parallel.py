@@ -40,7 +40,14 @@ from espforensics.capture import open_capture
 from espforensics.errors import EspForensicsError
 from espforensics.keys import SaTable
 from espforensics.model import Frame, PacketRecord
-from espforensics.pipeline import Decoded, FrameAnalyzer, Options, Records, iter_records
+from espforensics.pipeline import (
+    Decoded,
+    FrameAnalyzer,
+    Options,
+    Records,
+    fewer_collections,
+    iter_records,
+)
 
 BATCH = 2048  # frames per message: pickling and pipe costs are per batch, not per frame
 _END = "end"  # a worker's last message after its last batch
@@ -72,7 +79,7 @@ def _decode_batches(
     analyzer.checks = ()  # checks run in the main process, in capture order
     results: list[Decoded | None] = []
     try:
-        with open_capture(path) as capture:
+        with fewer_collections(), open_capture(path) as capture:
             for item in capture:
                 if not isinstance(item, Frame):
                     analyzer.add_secrets(item)

