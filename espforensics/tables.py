@@ -249,11 +249,18 @@ TIME_BINS = 60
 # The sequence check's evidence (checks/sequence.py): auth_fail headers may be forged.
 _SEQ_EVIDENCE = ("ok", "bad_trailer", "esp_misplaced", "unknown_sa", "truncated")
 IV_POINTS = 2000  # conforming IVs drawn at most per capture (all deviating ones are drawn)
+# Rows per pandas batch of the plot pass: each batch costs ~28 ms of pandas overhead, so
+# 8,192 took 6.9 s on 2M frames and 16,384 4.2 s for 2 MB more peak RSS (32,768: 2.8 s, +22 MB).
+_PLOT_BATCH = 16384
 
 
-def _sa_label(spi: pd.Series, src: pd.Series, dst: pd.Series) -> pd.Series:
-    labels: pd.Series = spi.map(lambda s: f"{int(s):#010x}") + " " + src + ">" + dst
-    return labels
+def _sa_label(esp: pd.DataFrame) -> pd.Series:
+    """ "0x00001001 192.0.2.1>192.0.2.2" per row, formatted once per SA, not once per row."""
+    keys = ["spi", "src", "dst"]
+    sas = esp[keys].drop_duplicates()
+    sas["sa"] = [f"{int(spi):#010x} {src}>{dst}" for spi, src, dst in sas.itertuples(index=False)]
+    labels: pd.Series = esp[keys].merge(sas, on=keys, how="left")["sa"]
+    return labels.set_axis(esp.index)
 
 
 class _PlotAcc:
@@ -277,7 +284,7 @@ class _PlotAcc:
         esp = df[df["spi"].notna()].copy()
         if esp.empty:
             return
-        esp["sa"] = _sa_label(esp["spi"], esp["src"], esp["dst"])
+        esp["sa"] = _sa_label(esp)
         self.offsets.append(
             pd.concat(
                 [
@@ -389,7 +396,7 @@ def plot_frames(parquet: Path, summary: Summary) -> dict[str, pd.DataFrame]:
     acc = _PlotAcc(t0, width, summary.esp_packets)
     # One thread: pyarrow's readers on its pool hold 6 MB more RSS for no gain on 7 columns.
     reader = pq.ParquetFile(parquet, pre_buffer=False)
-    for batch in reader.iter_batches(ROW_GROUP, columns=_PLOT_COLUMNS, use_threads=False):
+    for batch in reader.iter_batches(_PLOT_BATCH, columns=_PLOT_COLUMNS, use_threads=False):
         acc.add(batch.to_pandas())
     verdicts = _cat(acc.verdicts, ["t", "verdict", "packets"])
     verdicts = verdicts.groupby(["t", "verdict"])["packets"].sum().reset_index()

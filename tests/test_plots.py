@@ -361,3 +361,31 @@ def test_reruns_give_identical_files(tmp_path: Path) -> None:
 def test_plots_never_import_pyplot() -> None:
     code = "import sys, espforensics.plots; sys.exit('matplotlib.pyplot' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+@pytest.mark.parametrize("name", ["sequence", "iv-reuse", "kernel-gso-v6", "fragments-v4"])
+def test_plot_data_does_not_depend_on_the_batch_size(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plot pass reads packets.parquet in batches; tiny batches must give the same data."""
+    from espforensics import tables
+    from espforensics.analysis import analyze_to_dir
+    from espforensics.synth import build_scenario, write_scenario
+
+    files = write_scenario(build_scenario(name), tmp_path)
+    out = tmp_path / "out"
+    summary = analyze_to_dir(files["capture"], [files["keys"]], out, plots=False)
+    whole = tables.plot_frames(out / "packets.parquet", summary)
+    monkeypatch.setattr(tables, "_PLOT_BATCH", 3)
+    small = tables.plot_frames(out / "packets.parquet", summary)
+    for key, frame in whole.items():
+        pd.testing.assert_frame_equal(
+            frame.reset_index(drop=True), small[key].reset_index(drop=True), obj=key
+        )
+    packets = pd.read_parquet(out / "packets.parquet")
+    esp = packets[packets["spi"].notna()]
+    want = {
+        f"{int(s):#010x} {a}>{b}"
+        for s, a, b in zip(esp["spi"], esp["src"], esp["dst"], strict=True)
+    }
+    assert set(whole["throughput"]["sa"]) == want
