@@ -27,7 +27,16 @@ def _run(script: str, *args: str) -> str:
 
 
 def test_bench_speed_prints_every_figure(tmp_path: Path) -> None:
-    out = _run("bench_speed.py", "--sizes", "3000,6000", "--workdir", str(tmp_path), "--no-tshark")
+    out = _run(
+        "bench_speed.py",
+        "--sizes",
+        "3000,6000",
+        "--workdir",
+        str(tmp_path),
+        "--no-tshark",
+        "--repeat",
+        "1",
+    )
     for needle in ("analyze ", "+ plots", "--jobs 2", "floor", "analyze/floor", "RSS at 6,000"):
         assert needle in out, out
 
