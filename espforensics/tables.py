@@ -255,7 +255,7 @@ _PLOT_BATCH = 16384
 
 
 def _sa_label(esp: pd.DataFrame) -> pd.Series:
-    """ "0x00001001 192.0.2.1>192.0.2.2" per row, formatted once per SA, not once per row."""
+    """Each row's SA label, such as 0x00001001 192.0.2.1>192.0.2.2, formatted once per SA."""
     keys = ["spi", "src", "dst"]
     sas = esp[keys].drop_duplicates()
     sas["sa"] = [f"{int(spi):#010x} {src}>{dst}" for spi, src, dst in sas.itertuples(index=False)]
@@ -394,7 +394,7 @@ def plot_frames(parquet: Path, summary: Summary) -> dict[str, pd.DataFrame]:
     span = (summary.capture.last_time or t0) - t0
     width = span / TIME_BINS if span > 0 else 1.0
     acc = _PlotAcc(t0, width, summary.esp_packets)
-    # One thread: pyarrow's readers on its pool hold 6 MB more RSS for no gain on 7 columns.
+    # One thread: pyarrow's reader pool held 6 MB more RSS to save 0.1 s on 2M frames.
     reader = pq.ParquetFile(parquet, pre_buffer=False)
     for batch in reader.iter_batches(_PLOT_BATCH, columns=_PLOT_COLUMNS, use_threads=False):
         acc.add(batch.to_pandas())

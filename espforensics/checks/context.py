@@ -2,8 +2,9 @@
 
 In: built by the pipeline for every frame that carries ESP. Out:
 ``PacketContext`` (the record being filled, the datagram bytes, the outer
-header, the SA and its state, the plaintext when it decrypted) and
-``SaState``. Raises nothing.
+header, the SA and its state, the first ``HEAD_LEN`` plaintext bytes when
+it decrypted: all any check reads of a plaintext, so a worker process of
+``analyze --jobs`` sends no more) and ``SaState``. Raises nothing.
 """
 
 from __future__ import annotations
