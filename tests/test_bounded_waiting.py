@@ -65,3 +65,16 @@ def test_fewer_collections_restores_the_gc_settings() -> None:
     with pytest.raises(ValueError), pipeline.fewer_collections():
         raise ValueError
     assert gc.get_threshold() == before
+
+
+def test_fewer_collections_nested_on_threads_restores_once_all_end() -> None:
+    import gc
+
+    before = gc.get_threshold()
+    first, second = pipeline.fewer_collections(), pipeline.fewer_collections()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # the first analysis ends while the second runs
+    assert gc.get_threshold()[0] == 50_000
+    second.__exit__(None, None, None)
+    assert gc.get_threshold() == before
