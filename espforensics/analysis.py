@@ -15,8 +15,8 @@ import ipaddress
 import json
 import os
 import shutil
+import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -119,10 +119,26 @@ def _info_later(path: str | os.PathLike[str], sha256: str | None) -> Callable[[]
     if sha256 is not None:
         info = capture_info(path, sha256)
         return lambda: info
-    pool = ThreadPoolExecutor(1, thread_name_prefix="espforensics-sha256")
-    future = pool.submit(capture_info, path)
-    pool.shutdown(wait=False)
-    return future.result
+    done: list[CaptureInfo | Exception] = []
+
+    def work() -> None:
+        try:
+            done.append(capture_info(path))
+        except Exception as exc:  # re-raised on the analyzing thread by wait()
+            done.append(exc)
+
+    # A daemon thread: after a Ctrl-C or an error the process exits without waiting
+    # for the rest of a large file to be hashed (a pool's threads are joined at exit).
+    thread = threading.Thread(target=work, name="espforensics-sha256", daemon=True)
+    thread.start()
+
+    def wait() -> CaptureInfo:
+        thread.join()
+        if isinstance(done[0], Exception):
+            raise done[0]
+        return done[0]
+
+    return wait
 
 
 def _modes(table: SaTable, builder: SummaryBuilder) -> dict[tuple[int, str, str], str]:

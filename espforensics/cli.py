@@ -28,7 +28,7 @@ from espforensics.analysis import (
 from espforensics.batch.run import BatchProgress, run_batch
 from espforensics.batch.task import CaptureResult
 from espforensics.compare import compare as compare_summaries
-from espforensics.errors import EspForensicsError
+from espforensics.errors import INTERRUPTED, EspForensicsError
 from espforensics.model import SEVERITY_RANK, Severity
 from espforensics.narrative import worst_severity
 from espforensics.pipeline import Options
@@ -76,9 +76,6 @@ FailOnOption = Annotated[
 ]
 
 
-_INTERRUPTED = "espforensics: interrupted (a batch resumes where it stopped)"
-
-
 def _guarded(call: Callable[[], T]) -> T:
     try:
         return call()
@@ -86,7 +83,7 @@ def _guarded(call: Callable[[], T]) -> T:
         typer.echo(f"espforensics: error: {exc}", err=True)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:  # typer would exit 130 without a word
-        typer.echo(_INTERRUPTED, err=True)
+        typer.echo(INTERRUPTED, err=True)
         raise typer.Exit(130) from None
 
 
@@ -289,12 +286,3 @@ def _batch_progress(quiet: bool) -> tuple[BatchProgress | None, Callable[[], Non
         )
 
     return update, bar.stop
-
-
-def main() -> None:
-    """Console entry point."""
-    try:
-        app()
-    except KeyboardInterrupt:  # outside a command's work (e.g. while parsing options)
-        typer.echo(_INTERRUPTED, err=True)
-        raise SystemExit(130) from None

@@ -61,3 +61,7 @@ class MalformedPacket(EspForensicsError):
 
 class Truncated(MalformedPacket):
     """The bytes ended before the field the decoder needed."""
+
+
+# What a Ctrl-C prints (exit 130): a batch run resumes where it stopped.
+INTERRUPTED = "espforensics: interrupted (a batch resumes where it stopped)"

@@ -28,11 +28,12 @@ from scratch too: the placement and leak checks need their state.
 from __future__ import annotations
 
 import contextlib
-import gc
 import multiprocessing
 import os
 import signal
+import threading
 from collections.abc import Callable, Iterator
+from multiprocessing import forkserver
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -94,6 +95,25 @@ def _decode_batches(
         yield results
 
 
+def _start_forkserver() -> None:
+    """Start the forkserver (and resource tracker) with SIGINT ignored, if not running.
+
+    A Ctrl-C reaches the whole process group. One that came while Python was
+    still starting up in the forkserver killed it with a "Fatal Python error"
+    traceback on the terminal. An ignored SIGINT survives exec and Python
+    leaves it ignored, so the helpers and the workers forked from the server
+    never see it; the main process reports it, once.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        forkserver.ensure_running()  # only the main thread gets signals (or may set them)
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class _Workers:
     """The worker processes and the batch each one is sending next."""
 
@@ -102,16 +122,21 @@ class _Workers:
         context = multiprocessing.get_context("forkserver")
         self._pipes: list[Connection] = []
         self._procs: list[Any] = []
-        for index in range(count):
-            recv, send = context.Pipe(duplex=False)
-            args = (path, analyzer.sas, analyzer.options, count, index, batch, send)
-            proc = context.Process(target=_worker, args=args, daemon=True)
-            proc.start()
-            send.close()
-            self._pipes.append(recv)
-            self._procs.append(proc)
         self._path = path
         self._ended: set[int] = set()
+        _start_forkserver()
+        try:
+            for index in range(count):
+                recv, send = context.Pipe(duplex=False)
+                args = (path, analyzer.sas, analyzer.options, count, index, batch, send)
+                proc = context.Process(target=_worker, args=args, daemon=True)
+                proc.start()
+                send.close()
+                self._pipes.append(recv)
+                self._procs.append(proc)
+        except BaseException:  # a Ctrl-C while they start: stop those already running
+            self.close()
+            raise
 
     def batch(self, number: int) -> list[Decoded | None]:
         """The results of batch ``number`` (batches are asked for in order)."""
@@ -119,8 +144,6 @@ class _Workers:
         if index in self._ended:
             return []
         pipe = self._pipes[index]
-        collecting = gc.isenabled()
-        gc.disable()  # unpickling a batch makes thousands of tuples: no collection per 700 of them
         try:
             message = pipe.recv()
         except (EOFError, OSError) as exc:
@@ -128,9 +151,6 @@ class _Workers:
             raise EspForensicsError(
                 f"{self._path}: a worker process of --jobs died{why}; run again, or without --jobs"
             ) from exc
-        finally:
-            if collecting:
-                gc.enable()
         if isinstance(message, list):
             return message
         if isinstance(message, tuple) and message[0] == _FAILED:

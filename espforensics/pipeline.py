@@ -47,6 +47,7 @@ from espforensics.model import (
     Frame,
     PacketRecord,
     Verdict,
+    new_tuple,
 )
 
 ESP_SECRETS_TYPE = 0x45535053  # pcapng DSB "ESPS": Wireshark esp_sa lines
@@ -187,7 +188,7 @@ class FrameAnalyzer:
             return None
         return (
             _record_values(rec),
-            parse_link(frame.linktype, frame.data).offset,
+            pkt.at,
             tuple(pkt.ip),
             pkt.iv,
             pkt.plain_head,
@@ -202,14 +203,14 @@ class FrameAnalyzer:
             self.adopted += 1
             return self._emit(rec, None, frame.ts_ns)
         _, at, fields, iv, head = done
-        ip = OuterIp._make(fields)
+        ip = new_tuple(OuterIp, fields)
         flow = self._flow(rec.spi or 0, ip, rec)
         state = flow.state
         if state.ctx is None or state.tracker.infer(rec.seq or 0) != rec.seq64:
             return self.process(frame)  # the worker guessed another ESN high half: redo here
         state.tracker.commit(rec.seq64)
         self.adopted += 1
-        pkt = PacketContext(rec, frame.data[at : at + ip.total_len], ip, flow, iv, head)
+        pkt = PacketContext(rec, frame.data[at : at + ip.total_len], ip, flow, iv, head, at=at)
         return self._emit(rec, pkt, frame.ts_ns)
 
     def _unblock(self) -> list[Expired]:
@@ -256,7 +257,7 @@ class FrameAnalyzer:
             ip = parse_ip(data)
             rec.ip_version, rec.src, rec.dst = ip.version, self._name(ip.src), self._name(ip.dst)
             if ip.frag_id is None:
-                return self._datagram(rec, ip, data[: ip.total_len])
+                return self._datagram(rec, ip, data[: ip.total_len], link.offset)
             if not reassemble:
                 raise _NeedsState
             return self._fragment(frame, rec, ip, data, cut)
@@ -320,7 +321,9 @@ class FrameAnalyzer:
             name = self._names[addr] = ntop(addr)
         return name
 
-    def _datagram(self, rec: PacketRecord, ip: OuterIp, data: bytes) -> PacketContext | None:
+    def _datagram(
+        self, rec: PacketRecord, ip: OuterIp, data: bytes, at: int = 0
+    ) -> PacketContext | None:
         loc = locate_esp(ip, data, self._natt_ports)
         if isinstance(loc, NotEsp):
             rec.detail, rec.udp_sport, rec.udp_dport = loc.reason, loc.udp_sport, loc.udp_dport
@@ -336,7 +339,8 @@ class FrameAnalyzer:
         body = loc.offset + ESP_HEADER_LEN
         iv = data[body : body + IV_LEN]
         rec.iv = iv.hex()
-        pkt = PacketContext(rec, data, ip, flow, int.from_bytes(iv) if len(iv) == IV_LEN else None)
+        iv_int = int.from_bytes(iv) if len(iv) == IV_LEN else None
+        pkt = PacketContext(rec, data, ip, flow, iv_int, at=at)
         self._verify(pkt, seq64, iv, body + IV_LEN)
         if state.sa is None:
             state.tracker.commit(seq64)  # keyless: what is seen is all there is

@@ -263,6 +263,12 @@ def _sa_label(esp: pd.DataFrame) -> pd.Series:
     return labels.set_axis(esp.index)
 
 
+def _offsets(esp: pd.DataFrame, column: str, kind: str) -> pd.DataFrame:
+    """Packets per value of an offset column, as rows (offset, packets, kind)."""
+    counts = esp.groupby(column).size().rename("packets").reset_index()
+    return counts.rename(columns={column: "offset"}).assign(kind=kind)
+
+
 class _PlotAcc:
     """Small per-plot aggregates, filled batch by batch from packets.parquet."""
 
@@ -287,20 +293,7 @@ class _PlotAcc:
         esp["sa"] = _sa_label(esp)
         self.offsets.append(
             pd.concat(
-                [
-                    esp.groupby("expected_offset")
-                    .size()
-                    .rename("packets")
-                    .reset_index()
-                    .rename(columns={"expected_offset": "offset"})
-                    .assign(kind="expected"),
-                    esp.groupby("esp_offset")
-                    .size()
-                    .rename("packets")
-                    .reset_index()
-                    .rename(columns={"esp_offset": "offset"})
-                    .assign(kind="found"),
-                ]
+                [_offsets(esp, "expected_offset", "expected"), _offsets(esp, "esp_offset", "found")]
             )
         )
         self._iv(esp)

@@ -62,6 +62,7 @@ class PacketContext:
     iv: int | None = None  # the explicit IV as an integer, when all 8 bytes were captured
     plain_head: bytes | None = None  # the first HEAD_LEN plaintext bytes, once the ICV verified
     _digest: bytes | None = None
+    at: int = 0  # where ``data`` starts in its frame (the link header's length; 0 if reassembled)
 
     @property
     def state(self) -> SaState:

@@ -93,14 +93,13 @@ class IvReuseCheck:
         group.packets += 1
         reused = group.seen(iv ^ group.const)
         start = (rec.esp_offset or 0) + ESP_HEADER_LEN + IV_LEN
-        plain = pkt.plain_head
         use = _Use(
             rec.frame,
             rec.spi or 0,
             seq64,
             pkt.digest,
             pkt.data[start : start + EVIDENCE],
-            None if plain is None else plain[:EVIDENCE],
+            pkt.plain_head,  # already the first EVIDENCE bytes
         )
         recent = group.recent
         if reused:
