@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import PurePath
 
+from espforensics.checks.leaks import name_fields
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
-from espforensics.summary import SaSummary, Summary
+from espforensics.summary import MisplacedLayout, SaSummary, Summary
 
 EXAMPLES = 5
+LAYOUTS_SHOWN = 8  # misplaced layouts a report lists one by one
 UNITS = {
     FindingKind.SEQ_GAP: "sequence numbers",
     FindingKind.SHARED_KEY: "SAs",
@@ -47,11 +50,25 @@ class FindingGroup:
     detail: str  # the first finding's detail
 
 
+# The seconds since 1970 that ``datetime`` can hold: years 1 to 9999. A pcapng
+# file can stamp a frame far outside (if_tsresol 0 with 2^64 ticks, a negative
+# if_tsoffset; pcapng s4.2), and its report must still be written.
+_FIRST_UTC = -62_135_596_800.0  # 0001-01-01 00:00:00 UTC
+_LAST_UTC = 253_402_300_799.0  # 9999-12-31 23:59:59 UTC, excluded: it may round to 10000
+
+
 def utc(t: float | None) -> str:
-    """A capture timestamp as UTC text (deterministic, unlike local time)."""
+    """A capture timestamp as UTC text (deterministic, unlike local time).
+
+    A time that no calendar date of years 1-9999 holds is given in seconds:
+    "-100000000000.000000 s since the epoch (out of range)".
+    """
     if t is None:
         return "-"
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    if not _FIRST_UTC <= t < _LAST_UTC:  # also NaN
+        return f"{t:.6f} s since the epoch (out of range)"
+    when = datetime.fromtimestamp(t, UTC)
+    return f"{when.year:04d}-{when:%m-%d %H:%M:%S.%f} UTC"  # %Y is not padded everywhere
 
 
 def mbit(sa: SaSummary) -> str:
@@ -121,6 +138,68 @@ def verdict_sentences(summary: Summary) -> tuple[str, ...]:
     if unverified:
         out.append(f"{unverified} ESP packets could not be verified (no key or truncated)")
     return tuple(out)
+
+
+def damage_sentence(summary: Summary) -> str | None:
+    """The first thing a report says about a damaged capture (None if it is whole)."""
+    if not summary.error:
+        return None
+    error, path = summary.error, summary.capture.path
+    if path and error.startswith(path + ":"):  # the file's name, as the header gives it
+        error = PurePath(path).name + error[len(path) :]
+    return (
+        f"The capture is damaged: {error}. "
+        "Everything below covers only what was read before the damage"
+    )
+
+
+# The inner header's length field, by IP version: RFC 791 s3.1 total
+# length (bytes 2-3), RFC 8200 s3 payload length (bytes 4-5).
+_LENGTH_BYTES = {4: (2, 3), 6: (4, 5)}
+
+
+def clear_bytes(layout: MisplacedLayout) -> str:
+    """The clear bytes of a layout, e.g. "45 00 LL LL": LL is a byte of the
+    inner length field that differs between packets, xx any other such byte."""
+    cells = layout.clear_hex.split()
+    if not cells and layout.clear_prefix:  # a summary.json written before clear_hex
+        return " ".join(layout.clear_prefix[i : i + 2] for i in (0, 2)) + " ..."
+    first = int(cells[0], 16) if cells and cells[0] != ".." else 0
+    lengths = _LENGTH_BYTES.get(first >> 4, ())
+    return " ".join(
+        ("LL" if i in lengths else "xx") if c == ".." else c for i, c in enumerate(cells)
+    )
+
+
+def clear_fields(layout: MisplacedLayout) -> str:
+    """The inner header fields the clear bytes are, and what LL / xx stand for."""
+    cells = clear_bytes(layout).split()
+    if not cells or "..." in cells:
+        return ""
+    fields = name_fields(bytes(0 if c in ("LL", "xx") else int(c, 16) for c in cells))
+    notes = [
+        note
+        for token, note in (
+            ("LL", "LL varies per packet"),
+            ("xx", "xx varies per packet"),
+        )
+        if token in cells
+    ]
+    return "; ".join([fields, *notes])
+
+
+def layout_sentences(layout: MisplacedLayout) -> tuple[str, str]:
+    """Where a layout's ESP header sat, and which inner bytes travelled in clear."""
+    x = layout
+    where = (
+        f"SPI {x.spi:#010x} over IPv{x.ip_version} ({x.proto}): {plural(x.packets, 'packet')} "
+        f"with the ESP header at byte {x.esp_offset} instead of {x.expected_offset}"
+    )
+    shown = clear_bytes(x)
+    if not shown:
+        return where, "no inner byte in clear in front of it"
+    fields = clear_fields(x)
+    return where, f"in clear at byte {x.clear_offset}: {shown}" + (f" ({fields})" if fields else "")
 
 
 def worst_severity(summary: Summary) -> Severity | None:

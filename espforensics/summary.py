@@ -92,6 +92,9 @@ class MisplacedLayout:
     esp_offset: int
     spi: int
     packets: int
+    # All the clear bytes, hex, space separated; a byte that differs between
+    # the layout's packets is "..", e.g. "45 00 .. .." (IPv4 total length)
+    clear_hex: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +258,28 @@ class _SaAcc:
         )
 
 
+_LayoutKey = tuple[int, str, int, int, str, int, int]
+
+
+@dataclass(slots=True)
+class _LayoutAcc:
+    """The clear bytes of one misplaced layout: the first packet's, and
+    which positions another packet had different (or lacked)."""
+
+    first: bytes
+    packets: int = 1
+    varies: set[int] = field(default_factory=set)
+
+    def observe(self, clear: bytes) -> None:
+        self.packets += 1
+        for i in range(max(len(clear), len(self.first))):
+            if clear[i : i + 1] != self.first[i : i + 1]:
+                self.varies.add(i)
+
+    def clear_hex(self) -> str:
+        return " ".join(".." if i in self.varies else f"{b:02x}" for i, b in enumerate(self.first))
+
+
 class SummaryBuilder:
     """Counts records as they stream past."""
 
@@ -265,7 +290,7 @@ class SummaryBuilder:
         self.last_time: float | None = None
         self.verdicts: Counter[str] = Counter()
         self._sas: dict[tuple[int, str, str], _SaAcc] = {}
-        self._layouts: Counter[tuple[int, str, int, int, str, int, int]] = Counter()
+        self._layouts: dict[_LayoutKey, _LayoutAcc] = {}
 
     def observe(self, rec: PacketRecord) -> None:
         """Count one record."""
@@ -295,17 +320,21 @@ class SummaryBuilder:
         if rec.esp_offset is None or rec.expected_offset is None or rec.spi is None:
             return
         leaked = rec.leaked or 0
-        self._layouts[
-            (
-                rec.ip_version or 0,
-                rec.proto.value,
-                rec.expected_offset,
-                rec.esp_offset - leaked,
-                rec.leaked_hex.replace(" ", "")[:4],
-                rec.esp_offset,
-                rec.spi,
-            )
-        ] += 1
+        clear = bytes.fromhex(rec.leaked_hex)
+        key = (
+            rec.ip_version or 0,
+            rec.proto.value,
+            rec.expected_offset,
+            rec.esp_offset - leaked,
+            clear[:2].hex(),
+            rec.esp_offset,
+            rec.spi,
+        )
+        acc = self._layouts.get(key)
+        if acc is None:
+            self._layouts[key] = _LayoutAcc(clear)
+        else:
+            acc.observe(clear)
 
     def finish(
         self,
@@ -342,6 +371,9 @@ class SummaryBuilder:
                 1 if f.frames else f.count for f in findings if f.kind is FindingKind.IV_REUSE
             ),
             finding_list=sort_findings(findings),
-            layouts=tuple(MisplacedLayout(*k, n) for k, n in sorted(self._layouts.items())),
+            layouts=tuple(
+                MisplacedLayout(*k, a.packets, a.clear_hex())
+                for k, a in sorted(self._layouts.items())
+            ),
             error=error,
         )

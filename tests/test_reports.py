@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from espforensics.analysis import analyze_to_dir
 from espforensics.capture import open_capture
 from espforensics.cli import app
-from espforensics.model import Frame
+from espforensics.model import Frame, PacketRecord, Proto, Verdict
 from espforensics.synth import build_scenario, write_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -296,3 +296,152 @@ def test_printed_filter_for_esp_in_udp(tmp_path: Path) -> None:
     csv_rows = (out / "packets.csv").read_text().splitlines()[1:]
     misplaced = [int(r.split(",")[0]) for r in csv_rows if '"esp_misplaced"' in r]
     assert _tcpdump_frames(capture, bpf, tmp_path) == misplaced
+
+
+# -- damaged captures, misplaced layouts, no local paths ------------------------
+
+
+def test_damaged_capture_says_so_first(tmp_path: Path) -> None:
+    """The damage is the first verdict line, in the capture's name only (no local path)."""
+    paths = write_scenario(build_scenario("kernel-gso-v4", seed=1), tmp_path / "in", stem="c")
+    data = paths["capture"].read_bytes()
+    paths["capture"].write_bytes(data[:-30])  # cut inside the last of 25 frames
+    out = tmp_path / "out"
+    res = runner.invoke(
+        app,
+        ["analyze", str(paths["capture"]), "--sa", str(paths["keys"]), "--out", str(out)],
+    )
+    assert res.exit_code == 2
+    damage = (
+        "The capture is damaged: c.pcap: capture ends inside frame 25: read 24 complete "
+        "frames. Everything below covers only what was read before the damage."
+    )
+    text = (out / "report.txt").read_text()
+    _ascii_72(text)
+    lines = text.splitlines()
+    verdict = lines.index("Verdict:")
+    assert " ".join(x.strip() for x in lines[verdict + 1 : verdict + 4]) == damage
+    assert lines[verdict + 4] == (
+        "  12 of 24 ESP packets do not decrypt at offset 0 (12 esp_misplaced)."
+    )
+    assert str(tmp_path) not in text
+    md = (out / "report.md").read_text().splitlines()
+    assert md[md.index("## Verdict") + 2] == f"- **{damage}**"
+    short = runner.invoke(app, ["report", str(out), "--format", "summary"]).stdout.splitlines()
+    assert " ".join(x.strip() for x in short[1:4]) == damage
+    assert short[4] == "  24 frames, 24 ESP packets, 2 SAs"
+
+
+def test_whole_capture_has_no_damage_line(gso_v6: Path) -> None:
+    for name in ("report.txt", "report.md"):
+        assert "damaged" not in (gso_v6 / name).read_text()
+
+
+def _misplaced_record(frame: int, clear: str) -> PacketRecord:
+    """An esp_misplaced record of the IPv4 GSO layout: clear bytes at 36, ESP at 40."""
+    n = len(clear.split())
+    return PacketRecord(
+        frame, float(frame), 100, 100, Verdict.ESP_MISPLACED, Proto.ESP, 4, "192.0.2.1",
+        "192.0.2.2", spi=0x1001, esp_offset=36 + n, expected_offset=20, leaked=n,
+        leaked_hex=clear,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("clears", "masked", "shown", "fields"),
+    [
+        (["45 00 05 ac"] * 2, "45 00 05 ac", "45 00 05 ac", "IPv4 version+IHL, TOS, total length"),
+        (
+            ["45 00 05 ac", "45 00 02 1c", "45 00 05 ac"],
+            "45 00 .. ..",
+            "45 00 LL LL",
+            "IPv4 version+IHL, TOS, total length; LL varies per packet",
+        ),
+        (["45 00 05 ac", "45 00 05 9c"], "45 00 05 ..", "45 00 05 LL", None),
+        (
+            ["60 00 00 00 05 ac 06 40", "60 00 bc de 05 80 06 40"],
+            "60 00 .. .. 05 .. 06 40",
+            "60 00 xx xx 05 LL 06 40",
+            "IPv6 version+traffic class+flow label, payload length, next header, "
+            "hop limit; LL varies per packet; xx varies per packet",
+        ),
+    ],
+    ids=["same", "length varies", "low byte varies", "ipv6 inner"],
+)
+def test_layout_keeps_the_clear_bytes_masked_where_they_vary(
+    clears: list[str], masked: str, shown: str, fields: str | None
+) -> None:
+    from espforensics.narrative import clear_bytes, clear_fields
+    from espforensics.render.text import render_report
+    from espforensics.summary import CaptureInfo, Summary, SummaryBuilder
+
+    builder = SummaryBuilder()
+    for i, clear in enumerate(clears, 1):
+        builder.observe(_misplaced_record(i, clear))
+    summary = builder.finish(CaptureInfo("/home/me/c.pcap", "00" * 32), [])
+    (layout,) = summary.layouts
+    n = len(clears[0].split())
+    assert (layout.clear_offset, layout.esp_offset, layout.packets) == (36, 36 + n, len(clears))
+    assert (layout.clear_prefix, layout.clear_hex) == (clears[0].replace(" ", "")[:4], masked)
+    assert clear_bytes(layout) == shown
+    if fields is not None:
+        assert clear_fields(layout) == fields
+    assert Summary.from_json(json.loads(json.dumps(summary.to_json()))) == summary
+    text = " ".join(x.strip() for x in render_report(summary).splitlines())
+    assert f"in clear at byte 36: {shown} (" in text
+    assert "/home/me" not in text
+
+
+def test_summary_json_without_clear_hex_still_loads() -> None:
+    """summary.json written before clear_hex: the prefix is shown, not invented."""
+    from espforensics.narrative import clear_bytes
+    from espforensics.summary import CaptureInfo, Summary, SummaryBuilder
+
+    builder = SummaryBuilder()
+    builder.observe(_misplaced_record(1, "45 00 05 ac"))
+    doc = builder.finish(CaptureInfo("c.pcap", "00" * 32), []).to_json()
+    del doc["layouts"][0]["clear_hex"]
+    (layout,) = Summary.from_json(doc).layouts
+    assert (layout.clear_hex, clear_bytes(layout)) == ("", "45 00 ...")
+
+
+def test_plot_paths_only_in_report_md(gso_v6: Path) -> None:
+    text = (gso_v6 / "report.txt").read_text()
+    assert "plots/" not in text and "Plots" not in text
+    md = (gso_v6 / "report.md").read_text()
+    assert "- iv_derivation: ![iv_derivation](plots/iv_derivation.png)" in md
+
+
+def test_misplaced_section_in_markdown(gso_v6: Path) -> None:
+    md = (gso_v6 / "report.md").read_text().splitlines()
+    start = md.index("## Misplaced ESP headers")
+    assert md[start + 6] == (
+        "| 0x00001001 | IPv6 esp | 12 | 40 | 60 | 56 | `45 00 05 ac` "
+        "| IPv4 version+IHL, TOS, total length |"
+    )
+
+
+@needs_real
+def test_real_capture_shows_the_clear_bytes_with_lengths_masked(tso_on: Path) -> None:
+    summary = json.loads((tso_on / "summary.json").read_text())
+    assert summary["layouts"] == [
+        {
+            "ip_version": 6,
+            "proto": "esp",
+            "expected_offset": 40,
+            "clear_offset": 56,
+            "clear_prefix": "4500",
+            "esp_offset": 60,
+            "spi": "0x00001001",
+            "packets": 94,
+            "clear_hex": "45 00 .. ..",
+        }
+    ]
+    text = " ".join(x.strip() for x in (tso_on / "report.txt").read_text().splitlines())
+    assert (
+        "SPI 0x00001001 over IPv6 (esp): 94 packets with the ESP header at byte 60 "
+        "instead of 40 in clear at byte 56: 45 00 LL LL (IPv4 version+IHL, TOS, total "
+        "length; LL varies per packet)"
+    ) in text
+    md = (tso_on / "report.md").read_text()
+    assert "| 0x00001001 | IPv6 esp | 94 | 40 | 60 | 56 | `45 00 LL LL` |" in md

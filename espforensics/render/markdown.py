@@ -43,7 +43,9 @@ def render_report_md(summary: Summary) -> str:
             ]
         ],
     )
-    lines += ["", "## Verdict", ""] + [f"- {s}." for s in narrative.verdict_sentences(summary)]
+    damage = narrative.damage_sentence(summary)
+    lines += ["", "## Verdict", ""] + ([f"- **{damage}.**"] if damage else [])
+    lines += [f"- {s}." for s in narrative.verdict_sentences(summary)]
     lines += ["", "## SAs", ""]
     lines += table(
         ["SPI", "src", "dst", "algorithm", "mode", "packets", "ok", "other", "Mbit/s"],
@@ -82,6 +84,40 @@ def render_report_md(summary: Summary) -> str:
         )
     else:
         lines.append("None.")
+    lines += _misplaced(summary)
+    if summary.plots:
+        lines += ["", "## Plots", ""]
+        lines += [
+            f"- {p.name}: {p.skipped}" if p.skipped else f"- {p.name}: ![{p.name}]({p.files[0]})"
+            for p in summary.plots
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _misplaced(summary: Summary) -> list[str]:
+    """Where the misplaced ESP headers sat, what was in clear, the filter."""
+    if not summary.layouts:
+        return []
+    lines = ["", "## Misplaced ESP headers", "", "Bytes counted from the outer IP header.", ""]
+    lines += table(
+        ["SPI", "outer", "packets", "expected at", "found at", "clear at", "clear bytes", "fields"],
+        [
+            [
+                f"{x.spi:#010x}",
+                f"IPv{x.ip_version} {x.proto}",
+                x.packets,
+                x.expected_offset,
+                x.esp_offset,
+                x.clear_offset,
+                f"`{narrative.clear_bytes(x)}`" if x.clear_hex or x.clear_prefix else "-",
+                narrative.clear_fields(x) or "-",
+            ]
+            for x in summary.layouts[: narrative.LAYOUTS_SHOWN]
+        ],
+    )
+    hidden = len(summary.layouts) - narrative.LAYOUTS_SHOWN
+    if hidden > 0:
+        lines += ["", f"And {narrative.plural(hidden, 'more layout')} (summary.json)."]
     bpf = misplaced_filter(summary.layouts)
     if bpf:
         lines += [
@@ -90,15 +126,7 @@ def render_report_md(summary: Summary) -> str:
             "",
             f"    {bpf}",
         ]
-    if summary.plots:
-        lines += ["", "## Plots", ""]
-        lines += [
-            f"- {p.name}: {p.skipped}" if p.skipped else f"- {p.name}: ![{p.name}]({p.files[0]})"
-            for p in summary.plots
-        ]
-    if summary.error:
-        lines += ["", f"**The capture is damaged:** {summary.error}"]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def render_comparison_md(cmp: Comparison) -> str:

@@ -42,8 +42,10 @@ def _verdicts(counts: dict[str, int]) -> str:
 def render_summary(summary: Summary) -> str:
     """A few lines after ``analyze``: what the capture holds and how it verified."""
     cap = summary.capture
+    damage = narrative.damage_sentence(summary)
     lines = [
         *wrap(cap.path),
+        *(wrap(damage + ".", "  ") if damage else []),
         f"  {cap.frames} frames, {summary.esp_packets} ESP packets, {len(summary.sas)} SAs",
         *wrap(f"verdicts: {_verdicts(summary.verdicts) or 'none'}", "  "),
     ]
@@ -51,8 +53,6 @@ def render_summary(summary: Summary) -> str:
         lines += wrap(f"SPI {sa.spi:#010x} {sa.src} -> {sa.dst} ({sa.algorithm or 'no key'})", "  ")
         lines += wrap(f"{sa.packets} packets: {_verdicts(sa.verdicts)}", "    ")
     lines += wrap("; ".join(narrative.verdict_sentences(summary)), "  ")
-    if summary.error:
-        lines += wrap(f"stopped early: {summary.error}", "  ")
     return "\n".join(lines) + "\n"
 
 
@@ -99,30 +99,37 @@ def _findings(summary: Summary) -> list[str]:
     return lines
 
 
-def _plots(summary: Summary) -> list[str]:
-    lines = ["Plots:"]
-    for p in summary.plots:
-        lines += wrap(
-            f"{p.name}: {p.skipped}" if p.skipped else f"{p.name}: {', '.join(p.files)}", "  "
-        )
-    return lines if summary.plots else ["Plots: not drawn"]
-
-
-def render_report(summary: Summary) -> str:
-    """report.txt: everything a reviewer pastes into a patch review."""
-    lines = [*_header(summary), "", "Verdict:"]
-    for sentence in narrative.verdict_sentences(summary):
-        lines += wrap(sentence + ".", "  ")
-    lines += ["", "SAs:" if summary.sas else "SAs: none"]
-    lines += [x for sa in summary.sas for x in _sa_lines(sa)]
-    lines += ["", *_findings(summary)]
+def _misplaced(summary: Summary) -> list[str]:
+    """Where the misplaced ESP headers sat, what was in clear, the filter."""
+    if not summary.layouts:
+        return []
+    lines = ["", "Misplaced ESP headers (bytes counted from the outer IP header):"]
+    for layout in summary.layouts[: narrative.LAYOUTS_SHOWN]:
+        where, clear = narrative.layout_sentences(layout)
+        lines += wrap(where, "  ") + wrap(clear, "    ")
+    hidden = len(summary.layouts) - narrative.LAYOUTS_SHOWN
+    if hidden > 0:
+        lines += wrap(f"and {narrative.plural(hidden, 'more layout')} (summary.json)", "  ")
     bpf = misplaced_filter(summary.layouts)
     if bpf:
         lines += ["", "tcpdump filter selecting the misplaced ESP packets (no keys needed):"]
         lines += wrap(bpf, "  ")
-    lines += ["", *_plots(summary)]
-    if summary.error:
-        lines += ["", *wrap(f"The capture is damaged: {summary.error}")]
+    return lines
+
+
+def render_report(summary: Summary) -> str:
+    """report.txt: everything a reviewer pastes into a patch review.
+
+    No local paths (plot files) beyond the capture's name: it is pasted
+    on public lists. report.md lists the plots.
+    """
+    lines = [*_header(summary), "", "Verdict:"]
+    damage = narrative.damage_sentence(summary)
+    for sentence in ((damage,) if damage else ()) + narrative.verdict_sentences(summary):
+        lines += wrap(sentence + ".", "  ")
+    lines += ["", "SAs:" if summary.sas else "SAs: none"]
+    lines += [x for sa in summary.sas for x in _sa_lines(sa)]
+    lines += ["", *_findings(summary), *_misplaced(summary)]
     return "\n".join(lines) + "\n"
 
 
