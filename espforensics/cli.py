@@ -14,9 +14,10 @@ import sys
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
+from typer.core import TyperCommand
 
 from espforensics.analysis import (
     Progress,
@@ -37,6 +38,9 @@ from espforensics.render.markdown import render_comparison_md, render_report_md
 from espforensics.render.text import render_comparison, render_report, render_summary
 from espforensics.summary import Summary
 
+if TYPE_CHECKING:  # typer vendors its own click: the help types come from there
+    from typer._click import Context, HelpFormatter
+
 app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,  # never print locals: they may hold keys
@@ -47,8 +51,45 @@ app = typer.Typer(
 T = TypeVar("T")
 
 
+class _Command(TyperCommand):
+    """typer's help, with the metavars of docs/cli.md where typer writes its own.
+
+    typer prints ``analyze [OPTIONS] {CAPTURE}`` and ``CAPTURE <path>``;
+    this prints ``analyze [OPTIONS] CAPTURE`` and ``CAPTURE``.
+    """
+
+    def collect_usage_pieces(self, ctx: Context) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        return pieces + [
+            p.metavar for p in self.get_params(ctx) if p.param_type_name == "argument" and p.metavar
+        ]
+
+    def format_options(self, ctx: Context, formatter: HelpFormatter) -> None:
+        args, opts = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                args.append((param.metavar or record[0], record[1]))
+            else:
+                opts.append(record)
+        for title, rows in (("Arguments", args), ("Options", opts)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
 class Format(StrEnum):
     SUMMARY = "summary"
+    TEXT = "text"
+    MARKDOWN = "markdown"
+    JSON = "json"
+
+
+class CompareFormat(StrEnum):
+    """compare has no short summary: its table is already short."""
+
     TEXT = "text"
     MARKDOWN = "markdown"
     JSON = "json"
@@ -65,15 +106,32 @@ class FailOn(StrEnum):
 
 SaOption = Annotated[
     list[Path] | None,
-    typer.Option("--sa", help="Key file: keys.yaml, `ip xfrm state` text or esp_sa. Repeatable."),
+    typer.Option(
+        "--sa",
+        metavar="KEYS",
+        help="Key file: keys.yaml, `ip xfrm state` text or esp_sa. Repeatable.",
+    ),
 ]
 NattOption = Annotated[
     list[int] | None,
-    typer.Option("--natt-port", help="UDP port carrying ESP-in-UDP. Repeatable. [default: 4500]"),
+    typer.Option(
+        "--natt-port",
+        metavar="PORT",
+        help="UDP port carrying ESP-in-UDP. Repeatable. [default: 4500]",
+    ),
 ]
 FailOnOption = Annotated[
-    FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at least this severe.")
+    FailOn,
+    typer.Option(
+        "--fail-on",
+        metavar="LEVEL",
+        help="Exit 1 when a finding is at least this severe: critical, high, medium, low, "
+        "info or never.",
+    ),
 ]
+FORMATS_HELP = "summary, text, markdown or json"
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress, nothing on stdout.")]
+NoPlotsOption = Annotated[bool, typer.Option("--no-plots", help="Do not draw the plots.")]
 
 
 def _guarded(call: Callable[[], T]) -> T:
@@ -126,22 +184,28 @@ def main_callback() -> None:
     """Offline forensic analysis of IPsec ESP captures."""
 
 
-@app.command()
+@app.command(cls=_Command)
 def analyze(
-    capture: Annotated[Path, typer.Argument(help="pcap or pcapng file, plain or compressed.")],
+    capture: Annotated[
+        Path, typer.Argument(metavar="CAPTURE", help="pcap or pcapng file, plain or compressed.")
+    ],
     sa: SaOption = None,
     out: Annotated[
-        Path | None, typer.Option("--out", help="Output folder [default: CAPTURE.espforensics].")
+        Path | None,
+        typer.Option("--out", metavar="DIR", help="Output folder [default: CAPTURE.espforensics]."),
     ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite an existing output folder.")
     ] = False,
     natt_port: NattOption = None,
     fmt: Annotated[
-        Format, typer.Option("--format", help="What to print on stdout.")
+        Format,
+        typer.Option(
+            "--format", metavar="FORMAT", help=f"What to print on stdout: {FORMATS_HELP}."
+        ),
     ] = Format.SUMMARY,
     fail_on: FailOnOption = FailOn.HIGH,
-    no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw the plots.")] = False,
+    no_plots: NoPlotsOption = False,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress bar, nothing on stdout.")
     ] = False,
@@ -151,6 +215,7 @@ def analyze(
             "--jobs",
             "-j",
             min=1,
+            metavar="N",
             help="Processes for this capture: JOBS-1 more decode and decrypt while this one "
             "runs the checks in capture order. Outputs are identical for every value.",
         ),
@@ -182,28 +247,42 @@ def analyze(
     _exit_for(worst_severity(summary), fail_on)
 
 
-@app.command()
+@app.command(cls=_Command)
 def report(
-    folder: Annotated[Path, typer.Argument(help="Output folder of an earlier `analyze`.")],
-    fmt: Annotated[Format, typer.Option("--format", help="What to print.")] = Format.TEXT,
+    folder: Annotated[
+        Path, typer.Argument(metavar="DIR", help="Output folder of an earlier `analyze`.")
+    ],
+    fmt: Annotated[
+        Format, typer.Option("--format", metavar="FORMAT", help=f"What to print: {FORMATS_HELP}.")
+    ] = Format.TEXT,
 ) -> None:
     """Print the report of an earlier analysis again."""
     _show(_guarded(lambda: load_summary(folder)), fmt)
 
 
-@app.command()
+@app.command(cls=_Command)
 def compare(
-    before: Annotated[Path, typer.Argument(help="Capture or output folder: before the change.")],
-    after: Annotated[Path, typer.Argument(help="Capture or output folder: after the change.")],
+    before: Annotated[
+        Path,
+        typer.Argument(metavar="BEFORE", help="Capture or output folder: before the change."),
+    ],
+    after: Annotated[
+        Path, typer.Argument(metavar="AFTER", help="Capture or output folder: after the change.")
+    ],
     sa: SaOption = None,
     sa_before: Annotated[
-        list[Path] | None, typer.Option("--sa-before", help="Key file for BEFORE only. Repeatable.")
+        list[Path] | None,
+        typer.Option("--sa-before", metavar="KEYS", help="Key file for BEFORE only. Repeatable."),
     ] = None,
     sa_after: Annotated[
-        list[Path] | None, typer.Option("--sa-after", help="Key file for AFTER only. Repeatable.")
+        list[Path] | None,
+        typer.Option("--sa-after", metavar="KEYS", help="Key file for AFTER only. Repeatable."),
     ] = None,
     natt_port: NattOption = None,
-    fmt: Annotated[Format, typer.Option("--format", help="text, markdown or json.")] = Format.TEXT,
+    fmt: Annotated[
+        CompareFormat,
+        typer.Option("--format", metavar="FORMAT", help="What to print: text, markdown or json."),
+    ] = CompareFormat.TEXT,
     fail_on: FailOnOption = FailOn.NEVER,
 ) -> None:
     """Compare two captures (or analyses) side by side: a kernel before and after a patch."""
@@ -214,33 +293,42 @@ def compare(
         lambda: (summary_of(before, keys_before, options), summary_of(after, keys_after, options))
     )
     cmp = compare_summaries(*sides)
-    renderers = {Format.MARKDOWN: render_comparison_md, Format.JSON: render_comparison_json}
-    typer.echo(renderers.get(fmt, render_comparison)(cmp), nl=False)
+    renderers = {
+        CompareFormat.TEXT: render_comparison,
+        CompareFormat.MARKDOWN: render_comparison_md,
+        CompareFormat.JSON: render_comparison_json,
+    }
+    typer.echo(renderers[fmt](cmp), nl=False)
     _exit_for(worst_severity(sides[1]), fail_on)
 
 
-@app.command()
+@app.command(cls=_Command)
 def batch(
     paths: Annotated[
-        list[str], typer.Argument(help="Capture files, folders (recursive) or globs.")
+        list[str],
+        typer.Argument(metavar="PATH...", help="Capture files, folders (recursive) or globs."),
     ],
     sa: SaOption = None,
-    out: Annotated[Path, typer.Option("--out", help="Batch output folder.")] = Path(
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Batch output folder.")] = Path(
         "espforensics-batch"
     ),
     jobs: Annotated[
-        int | None, typer.Option("--jobs", help="Worker processes [default: one per core].")
+        int | None,
+        typer.Option(
+            "--jobs", "-j", min=1, metavar="N", help="Worker processes [default: one per core]."
+        ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Redo captures already done.")] = False,
     scheduler: Annotated[
-        str | None, typer.Option("--scheduler", help="Dask scheduler address, e.g. tcp://h:8786.")
+        str | None,
+        typer.Option(
+            "--scheduler", metavar="ADDRESS", help="Dask scheduler address, e.g. tcp://h:8786."
+        ),
     ] = None,
     natt_port: NattOption = None,
     fail_on: FailOnOption = FailOn.HIGH,
-    no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw the plots.")] = False,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No progress, nothing on stdout.")
-    ] = False,
+    no_plots: NoPlotsOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Analyze many captures in one pass, resumably; one row per capture in captures.csv."""
     update, stop = _batch_progress(quiet)

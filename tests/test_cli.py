@@ -197,3 +197,49 @@ def _group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+# -- help texts -----------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+USAGE = {
+    "analyze": "Usage: espforensics analyze [OPTIONS] CAPTURE",
+    "report": "Usage: espforensics report [OPTIONS] DIR",
+    "compare": "Usage: espforensics compare [OPTIONS] BEFORE AFTER",
+    "batch": "Usage: espforensics batch [OPTIONS] PATH...",
+}
+
+
+def _commands() -> list[str]:
+    return [c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands]
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_help_shows_the_docs_metavars_not_type_placeholders(command: str) -> None:
+    """typer's ``{capture}``, ``<list[Path]>``, ``<int range>`` mean nothing to a user."""
+    res = runner.invoke(app, [command, "--help"], prog_name="espforensics", terminal_width=100)
+    assert res.exit_code == 0
+    assert res.stdout.splitlines()[0] == USAGE[command]
+    placeholders = re.findall(r"\{[^}\s]*\}|<[^>\s]*(?: range)?>", res.stdout)
+    assert placeholders == [], placeholders
+    docs = DOCS.read_text()
+    shown = re.findall(r"(--[a-z][a-z-]+) ([A-Z]+)\b", res.stdout)
+    assert shown, res.stdout
+    for option, metavar in shown:
+        assert f"`{option} {metavar}`" in docs, f"{command} {option} {metavar}"
+
+
+def test_compare_offers_only_the_formats_it_renders(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["compare", "a", "b", "--format", "summary"])
+    assert res.exit_code == 2
+    assert "'summary' is not one of 'text', 'markdown', 'json'" in res.stderr
+
+
+def test_batch_jobs_has_a_short_form(tmp_path: Path) -> None:
+    paths = write_scenario(build_scenario("ipv4-transport-tcp", seed=1), tmp_path / "in", stem="c")
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["batch", str(paths["capture"]), "-j", "1", "--out", str(out), "-q"])
+    assert res.exit_code == 0, res.stderr
+    rows = (out / "captures.csv").read_text().splitlines()
+    assert len(rows) == 2 and ",done," in rows[1]
+    assert runner.invoke(app, ["batch", str(paths["capture"]), "-j", "0"]).exit_code == 2
