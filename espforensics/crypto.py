@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from dataclasses import replace
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from espforensics.keys.sa import RFC4106, SecurityAssociation
+from espforensics.keys.sa import RFC4106, Secret, SecurityAssociation
 
 IV_LEN = 8  # RFC 4106 s3.1: explicit IV of GCM ESP
 SALT_LEN = 4
@@ -91,3 +92,13 @@ class AeadContext:
 def key_fingerprint(sa: SecurityAssociation) -> bytes:
     """A digest that is equal for equal key material; used to group SAs, never printed."""
     return hashlib.blake2b(sa.key.reveal(), digest_size=16, person=b"espforensics-key").digest()
+
+
+def salt_first(sa: SecurityAssociation) -> SecurityAssociation:
+    """The SA with its key material read as salt || key, the salt given at the wrong end.
+
+    RFC 4106 s8.1 (and ``ip xfrm state``) put the 4-byte salt last; a key
+    file that puts it first decrypts nothing. Used by the key doctor.
+    """
+    material = sa.key.reveal()
+    return replace(sa, key=Secret(material[SALT_LEN:] + material[:SALT_LEN]))

@@ -9,12 +9,17 @@ sequence number seen and takes the high half that puts the new low half
 closest to it: a packet just past a wrap gets hi + 1, a late one from
 before the wrap keeps hi - 1 relative to the new top. Only packets that
 verify (or, without a key, that are seen) move the top.
+
+A packet whose ICV verifies only with another high half than the one its
+place implies (``placed`` is True) is a sender fault, not a correction
+of the inference: the caller must not ``commit`` it (primer s7).
 """
 
 from __future__ import annotations
 
 _LOW = 1 << 32
 _HALF = 1 << 31
+_TOP = 1 << 64  # RFC 4303 s2.2.1: the sequence number is 64 bits; no high half beyond
 
 
 class EsnTracker:
@@ -38,6 +43,11 @@ class EsnTracker:
             cand += _LOW
         return cand
 
+    @property
+    def placed(self) -> bool:
+        """True once a packet has been committed: the high half then follows from the place."""
+        return self._top is not None
+
     def commit(self, seq64: int) -> None:
         """Record a packet whose seq64 is proven (verified or keyless)."""
         if self._top is None or seq64 > self._top:
@@ -45,8 +55,8 @@ class EsnTracker:
 
     @staticmethod
     def alternatives(seq64: int) -> tuple[int, ...]:
-        """Other high halves worth a try when the ICV fails (A2.3)."""
-        alts = [seq64 + _LOW]
+        """Other high halves worth a try when the ICV fails (A2.3), within 64 bits."""
+        alts = [seq64 + _LOW] if seq64 + _LOW < _TOP else []
         if seq64 >= _LOW:
             alts.append(seq64 - _LOW)
         return tuple(alts)

@@ -54,6 +54,8 @@ class Verdict(StrEnum):
     UNDECODABLE = "undecodable"
     FRAGMENT = "fragment"
     ESP_MISPLACED = "esp_misplaced"
+    ESN_MISMATCH = "esn_mismatch"  # ICV verifies only with a high half its place rules out
+    UNSUPPORTED = "unsupported"  # the SA's key was given, its algorithm is not decrypted yet
 
 
 class FindingKind(StrEnum):
@@ -68,6 +70,9 @@ class FindingKind(StrEnum):
     SEQ_GAP = "seq_gap"
     SEQ_REORDER = "seq_reorder"
     ESN_WRAP = "esn_wrap"
+    ESN_MISMATCH = "esn_mismatch"
+    KEY_MISMATCH = "key_mismatch"
+    UNSUPPORTED = "unsupported"
 
 
 class Severity(StrEnum):
@@ -134,6 +139,7 @@ class PacketRecord:
     algorithm: str = ""
     seq: int | None = None
     seq64: int | None = None
+    seq_hi_verified: int | None = None  # ESN SAs: the high half the ICV verified with
     iv: str = ""
     esp_offset: int | None = None
     expected_offset: int | None = None

@@ -106,23 +106,39 @@ def finding_groups(summary: Summary) -> tuple[FindingGroup, ...]:
     return tuple(sorted(groups, key=lambda g: (-SEVERITY_RANK[g.severity], g.kind.value)))
 
 
+# Why an ESP packet was not checked by decryption, in the order the report names them.
+UNCHECKED = (
+    (Verdict.UNKNOWN_SA, "without a key"),
+    (Verdict.UNSUPPORTED, "of an algorithm this version does not decrypt"),
+    (Verdict.TRUNCATED, "cut short by the capture"),
+)
+NOT_AT_OFFSET_0 = (
+    Verdict.ESP_MISPLACED,
+    Verdict.AUTH_FAIL,
+    Verdict.ESN_MISMATCH,
+    Verdict.BAD_TRAILER,
+)
+
+
 def verdict_sentences(summary: Summary) -> tuple[str, ...]:
-    """What a reviewer wants to read first: placement, clear text, IV reuse."""
+    """What a reviewer wants to read first: what was not checked, placement, clear text, IVs."""
     v, esp = summary.verdicts, summary.esp_packets
-    ok = v.get(Verdict.OK, 0)
-    unverified = v.get(Verdict.UNKNOWN_SA, 0) + v.get(Verdict.TRUNCATED, 0)
-    checked = esp - unverified
     if esp == 0:
         return ("no ESP packet in this capture",)
     out = []
-    if ok == checked:
-        out.append(f"every ESP packet decrypts at offset 0 ({ok} of {ok})")
+    unchecked = [(v[k], why) for k, why in UNCHECKED if v.get(k)]
+    checked = esp - sum(n for n, _ in unchecked)
+    if unchecked:
+        whys = ", ".join(f"{n} {why}" for n, why in unchecked)
+        out.append(f"{esp - checked} of {esp} ESP packets were not checked ({whys})")
+    ok = v.get(Verdict.OK, 0)
+    if not checked:
+        out.append("no ESP packet was checked by decryption")
+    elif ok == checked:
+        every = "every ESP packet" if checked == esp else "every checked ESP packet"
+        out.append(f"{every} decrypts at offset 0 ({ok} of {ok})")
     else:
-        bad = ", ".join(
-            f"{v[k]} {k}"
-            for k in (Verdict.ESP_MISPLACED, Verdict.AUTH_FAIL, Verdict.BAD_TRAILER)
-            if v.get(k)
-        )
+        bad = ", ".join(f"{v[k]} {k}" for k in NOT_AT_OFFSET_0 if v.get(k))
         out.append(f"{checked - ok} of {checked} ESP packets do not decrypt at offset 0 ({bad})")
     leaked = sum(sa.leaked for sa in summary.sas)
     out.append(
@@ -135,8 +151,6 @@ def verdict_sentences(summary: Summary) -> tuple[str, ...]:
     else:
         packets = summary.findings.get(FindingKind.IV_REUSE.value, 0)
         out.append(f"{summary.reused_ivs} IVs reused under one key ({packets} packets)")
-    if unverified:
-        out.append(f"{unverified} ESP packets could not be verified (no key or truncated)")
     return tuple(out)
 
 

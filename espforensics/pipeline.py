@@ -350,38 +350,60 @@ class FrameAnalyzer:
         """Decrypt at the expected offset and set the verdict (RFC 4303 s3.4)."""
         rec, state, data = pkt.rec, pkt.state, pkt.data
         sa, ctx = state.sa, state.ctx
-        if sa is not None:
-            rec.algorithm = sa.algorithm
-        if sa is None or ctx is None:
+        if sa is None:
             rec.verdict = Verdict.UNKNOWN_SA
-            rec.detail = (
-                f"no key for SPI {rec.spi:#010x}"
-                if sa is None
-                else f"{sa.algorithm} is not supported yet"
-            )
+            rec.detail = f"no key for SPI {rec.spi:#010x}"
+            return
+        rec.algorithm = sa.algorithm
+        if ctx is None:
+            rec.verdict = Verdict.UNSUPPORTED
+            rec.detail = f"not checked: {sa.algorithm} is not decrypted by this version"
             return
         if len(data) < pkt.ip.total_len:
             rec.verdict = Verdict.TRUNCATED
             rec.detail = f"captured {len(data) - (rec.esp_offset or 0)} of {rec.esp_len} ESP bytes"
             return
         sealed = data[sealed_at:]
-        plain = ctx.open(seq64, iv, sealed)
+        verified, plain = seq64, ctx.open(seq64, iv, sealed)
         if plain is None and ctx.esn:
             # RFC 4303 A2.3: the inferred high half may be off by one; try its neighbours.
             for alt in state.tracker.alternatives(seq64):
                 plain = ctx.open(alt, iv, sealed)
                 if plain is not None:
-                    seq64 = rec.seq64 = alt
+                    verified = alt
                     break
         if plain is None:
             rec.verdict = Verdict.AUTH_FAIL
             rec.detail = f"ICV does not verify with the ESP header at offset {rec.esp_offset}"
             return
-        state.tracker.commit(seq64)
+        if ctx.esn:
+            rec.seq_hi_verified = verified >> 32
+        if verified != seq64 and state.tracker.placed:
+            self._esn_mismatch(pkt, seq64, verified, plain)
+            return
+        rec.seq64 = verified  # an SA's first packet teaches the high half (no place yet)
+        state.tracker.commit(verified)
         problem = pkt.apply_plaintext(plain)
         rec.verdict = Verdict.BAD_TRAILER if problem else Verdict.OK
         if problem:
             rec.detail = problem
+
+    @staticmethod
+    def _esn_mismatch(pkt: PacketContext, placed: int, verified: int, plain: bytes) -> None:
+        """A sender fault: the ICV verifies only with a high half the packet's place rules out.
+
+        The record keeps the seq64 its place implies and the ESN state is not
+        moved (primer s7): a receiver drops the packet (RFC 4303 A2.2).
+        """
+        rec = pkt.rec
+        rec.verdict = Verdict.ESN_MISMATCH
+        rec.detail = (
+            f"ICV verifies only with ESN high half {verified >> 32:#x}; "
+            f"its place in the sequence implies {placed >> 32:#x}"
+        )
+        problem = pkt.apply_plaintext(plain)
+        if problem:
+            rec.detail += f"; trailer: {problem}"
 
 
 def iter_records(

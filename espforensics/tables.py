@@ -46,6 +46,7 @@ _INT_COLUMNS = frozenset(
         "inner_dport",
         "leaked",
         "iv_seq_delta",
+        "seq_hi_verified",
     }
 )
 _UINT64_COLUMNS = frozenset({"seq64"})
@@ -247,7 +248,15 @@ _PLOT_COLUMNS = [
 ]
 TIME_BINS = 60
 # The sequence check's evidence (checks/sequence.py): auth_fail headers may be forged.
-_SEQ_EVIDENCE = ("ok", "bad_trailer", "esp_misplaced", "unknown_sa", "truncated")
+_SEQ_EVIDENCE = (
+    "ok",
+    "bad_trailer",
+    "esp_misplaced",
+    "esn_mismatch",
+    "unknown_sa",
+    "truncated",
+    "unsupported",
+)
 IV_POINTS = 2000  # conforming IVs drawn at most per capture (all deviating ones are drawn)
 # Rows per pandas batch of the plot pass: each batch costs ~28 ms of pandas overhead, so
 # 8,192 took 6.9 s on 2M frames and 16,384 4.2 s for 2 MB more peak RSS (32,768: 2.8 s, +22 MB).

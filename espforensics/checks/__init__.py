@@ -6,7 +6,7 @@ check fills its own columns of the record in ``observe`` and yields its
 
 Order matters once: placement runs first, because a misplaced ESP header
 found there changes the sequence number, IV and plaintext that the other
-checks read.
+checks read (and the verdict the key check counts).
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from espforensics.checks.context import Flow, Holds, PacketContext, SaState
+from espforensics.checks.esn_mismatch import EsnMismatchCheck
 from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.checks.iv_reuse import IvReuseCheck
+from espforensics.checks.keys import KeyCheck
 from espforensics.checks.leaks import LeakCheck
 from espforensics.checks.placement import FlowFor, PlacementCheck
 from espforensics.checks.sequence import SequenceCheck
@@ -42,6 +44,8 @@ def make_checks(sas: SaTable, holds: Holds, flow_for: FlowFor) -> tuple[Check, .
         IvReuseCheck(sas),
         IvDerivationCheck(holds),
         SequenceCheck(),
+        EsnMismatchCheck(),
+        KeyCheck(sas),
     )
 
 

@@ -12,6 +12,13 @@ header (valid header checksum, RFC 791 s3.1, and a total length that
 fits) or IPv6 header (payload length that fits); and for packets that
 decrypted, a ciphertext that equals its plaintext over the first
 ``MIN_RUN`` bytes. RFC 4543 (GMAC) SAs are clear by design and skipped.
+
+A finding is a proof. A decrypted packet proves its leak (ciphertext equal
+to plaintext); so do the bytes in front of a misplaced header. A packet
+that did not verify (no key, or a failed ICV) proves a clear inner packet
+only when an exact ESP trailer and ICV follow it (``trailer_follows``);
+a header that parses without that is reported as ``possible`` (``info``,
+``leaked`` left empty), since random ciphertext sometimes parses as one.
 """
 
 from __future__ import annotations
@@ -23,8 +30,10 @@ from espforensics.checks.context import PacketContext
 from espforensics.crypto import IV_LEN
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.model import Finding, FindingKind, Severity, Verdict
+from espforensics.trailer import parse_trailer
 
 GMAC = "rfc4543(gcm(aes))"
+KEYLESS_ICV_LENS = (16, 12, 8)  # RFC 4106 s6: the ICV lengths an unknown SA may use
 MIN_RUN = 8  # equal ciphertext/plaintext bytes that count as "not encrypted" (2^-64 by chance)
 IPV4_FIELDS = (
     (1, "version+IHL"),
@@ -62,6 +71,27 @@ def name_fields(leaked: bytes) -> str:
         names.append(name if pos + size <= len(leaked) else f"part of {name}")
         pos += size
     return ("IPv4 " if leaked[0] >> 4 == 4 else "IPv6 ") + ", ".join(names)
+
+
+def trailer_follows(data: bytes, start: int, icv_lens: tuple[int, ...]) -> bool:
+    """Is the clear IP packet at ``start`` followed exactly by an ESP trailer and an ICV?
+
+    RFC 4303 s2.4: pad bytes 1, 2, 3, ..., the pad length, and the next header
+    that an IP packet takes (4 or 41, RFC 4303 s3.1), 4-byte aligned, then the
+    ICV up to the end of the datagram. Together with the header test, random
+    ciphertext passes this by chance with a probability below 2^-32.
+    """
+    version = data[start] >> 4
+    if version == 4:
+        total = int.from_bytes(data[start + 2 : start + 4], "big")
+    else:
+        total = 40 + int.from_bytes(data[start + 4 : start + 6], "big")
+    proto = 4 if version == 4 else 41
+    for icv in icv_lens:
+        trailer = parse_trailer(data[start : len(data) - icv])
+        if not trailer.problem and trailer.payload_len == total and trailer.next_header == proto:
+            return True
+    return False
 
 
 def _ipv4_checksum_ok(hdr: bytes) -> bool:
@@ -103,6 +133,7 @@ class LeakCheck:
 
     def __init__(self) -> None:
         self._per_spi: dict[int, _PerSpi] = {}
+        self._possible_per_spi: dict[int, _PerSpi] = {}
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
@@ -128,10 +159,15 @@ class LeakCheck:
             return
         if rec.verdict is Verdict.TRUNCATED:
             return
+        ctx = pkt.flow.state.ctx
+        icv_lens = (ctx.icv_len,) if ctx is not None else KEYLESS_ICV_LENS
         for start in (body + IV_LEN, body):
             n = clear_ip_header(data, start, len(data))
-            if n:
+            if n and trailer_follows(data, start, icv_lens):
                 self._report(pkt, data[start : start + n])
+                return
+            if n:
+                self._possible(pkt, data[start : start + n])
                 return
 
     def _report(self, pkt: PacketContext, leaked: bytes) -> None:
@@ -140,8 +176,18 @@ class LeakCheck:
         rec.leaked_fields = name_fields(leaked)
         self._count(rec.spi, rec.frame, rec.leaked_fields)
 
-    def _count(self, spi: int | None, frame: int, fields: str) -> None:
-        acc = self._per_spi.setdefault(spi if spi is not None else -1, _PerSpi())
+    def _possible(self, pkt: PacketContext, clear: bytes) -> None:
+        """Bytes that look like a clear inner header but that nothing else proves."""
+        rec = pkt.rec
+        rec.leaked_hex = clear.hex(" ")
+        rec.leaked_fields = f"possible: {name_fields(clear)}"
+        self._count(rec.spi, rec.frame, rec.leaked_fields, self._possible_per_spi)
+
+    def _count(
+        self, spi: int | None, frame: int, fields: str, into: dict[int, _PerSpi] | None = None
+    ) -> None:
+        per_spi = self._per_spi if into is None else into
+        acc = per_spi.setdefault(spi if spi is not None else -1, _PerSpi())
         acc.count += 1
         acc.fields.add(fields)
         if len(acc.frames) < 5:
@@ -157,4 +203,15 @@ class LeakCheck:
                 acc.count,
                 f"{acc.count} packets carry inner header bytes in clear: "
                 + "; ".join(sorted(acc.fields)),
+            )
+        for spi, acc in sorted(self._possible_per_spi.items()):
+            yield Finding(
+                FindingKind.CLEARTEXT_LEAK,
+                Severity.INFO,
+                spi if spi >= 0 else None,
+                tuple(acc.frames),
+                acc.count,
+                f"possible, not proven: {acc.count} packets that did not verify hold, after "
+                "the ESP header, bytes that parse as a clear IP header but are not followed "
+                "by an ESP trailer and ICV; random ciphertext looks like this now and then",
             )

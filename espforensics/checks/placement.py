@@ -1,7 +1,8 @@
 """ESP placement: find the ESP header where it really is when it is not where it must be.
 
 In: ``PacketContext`` of packets whose ICV failed at the expected offset
-(``auth_fail``) or whose SPI there has no key (``unknown_sa``). Out: the
+(``auth_fail``) or whose SPI there has no usable key (``unknown_sa``,
+``unsupported``). Out: the
 record becomes ``esp_misplaced`` with ``esp_offset`` (where the header
 really is), ``leaked`` and ``leaked_hex`` (the clear bytes in front of
 it), and the packet's plaintext; one ``esp_misplaced`` finding per SA at
@@ -35,6 +36,7 @@ FlowFor = Callable[[int, OuterIp, PacketRecord], Flow]  # the pipeline's flow of
 MAX_CANDIDATES = 8  # SPI occurrences tried per packet, to bound the cost of noise
 SEQ_SLACK = 1024
 _SLOT = ESP_HEADER_LEN + IV_LEN
+_SEARCHED = frozenset({Verdict.AUTH_FAIL, Verdict.UNKNOWN_SA, Verdict.UNSUPPORTED})
 
 
 @dataclass(slots=True)
@@ -79,19 +81,17 @@ class PlacementCheck:
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
-        if (
-            rec.verdict not in (Verdict.AUTH_FAIL, Verdict.UNKNOWN_SA)
-            or rec.expected_offset is None
-        ):
+        if rec.verdict not in _SEARCHED or rec.expected_offset is None:
             return
-        if self._prove(pkt, pkt.flow) or rec.verdict is not Verdict.UNKNOWN_SA:
+        if self._prove(pkt, pkt.flow) or rec.verdict is Verdict.AUTH_FAIL:
             return
-        for flow in self._other_flows(pkt):
-            if self._prove(pkt, flow):
-                pkt.flow = flow  # the packet belongs to the SA whose header was found
-                rec.algorithm = flow.state.sa.algorithm if flow.state.sa else ""
-                return
-        self._recognise(pkt)
+        if rec.verdict is Verdict.UNKNOWN_SA:
+            for flow in self._other_flows(pkt):
+                if self._prove(pkt, flow):
+                    pkt.flow = flow  # the packet belongs to the SA whose header was found
+                    rec.algorithm = flow.state.sa.algorithm if flow.state.sa else ""
+                    return
+        self._recognise(pkt)  # no usable key: the layout alone, reported unproven
 
     def _other_flows(self, pkt: PacketContext) -> Iterator[Flow]:
         """Flows of the known SAs that could own this packet (same addresses or wildcards)."""

@@ -1,8 +1,9 @@
 """Sequence analysis per SA: duplicates, gaps, reordering, ESN wraps.
 
 In: ``PacketContext`` of ESP packets whose sequence number is evidence:
-verified ones (``ok``, ``bad_trailer``, ``esp_misplaced``) and keyless
-ones (``unknown_sa``, ``truncated``); ``auth_fail`` packets are not, their
+verified ones (``ok``, ``bad_trailer``, ``esp_misplaced``, ``esn_mismatch``)
+and unverified ones (``unknown_sa``, ``unsupported``, ``truncated``);
+``auth_fail`` packets are not, their
 header may be forged or damaged. Out: ``seq_anomaly`` per packet
 ("duplicate", "duplicate-identical", "reordered") and ``seq_duplicate``,
 ``seq_gap``, ``seq_reorder`` and ``esn_wrap`` findings per SA. Raises
@@ -29,7 +30,15 @@ from espforensics.model import Finding, FindingKind, Severity, Verdict
 WINDOW = 4096
 REPLAY_WINDOW = 64
 _EVIDENCE = frozenset(
-    {Verdict.OK, Verdict.BAD_TRAILER, Verdict.ESP_MISPLACED, Verdict.UNKNOWN_SA, Verdict.TRUNCATED}
+    {
+        Verdict.OK,
+        Verdict.BAD_TRAILER,
+        Verdict.ESP_MISPLACED,
+        Verdict.ESN_MISMATCH,  # its low half verified; its seq64 is the one its place implies
+        Verdict.UNKNOWN_SA,
+        Verdict.UNSUPPORTED,
+        Verdict.TRUNCATED,
+    }
 )
 
 

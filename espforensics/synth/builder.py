@@ -93,6 +93,9 @@ class Fault:
     trailer: Trailer = CLEAN
     corrupt_icv: bool = False
     tags: tuple[str, ...] = ()
+    # The 64-bit number the sender encrypts with (AAD and seqiv IV) when it is not the
+    # packet's own: the ESN fault of primer s7 seals seq low 0xffffffff with hi + 1.
+    sealed_seq64: int | None = None
 
 
 NO_FAULT = Fault()
@@ -153,10 +156,11 @@ class SaFlow:
     ) -> tuple[bytes, FrameTruth]:
         """The ESP packet (no outer header) and the truth about it."""
         seq = self.take_seq() if seq64 is None else seq64
+        sealed_seq = seq if fault.sealed_seq64 is None else fault.sealed_seq64
         esp = self.sealer.seal(
             payload,
             next_header,
-            seq,
+            sealed_seq,
             iv=fault.iv,
             trailer=fault.trailer,
             corrupt_icv=fault.corrupt_icv,
@@ -166,6 +170,8 @@ class SaFlow:
             verdict = Verdict.UNKNOWN_SA
         elif fault.corrupt_icv:
             verdict = Verdict.AUTH_FAIL
+        elif sealed_seq != seq:
+            verdict = Verdict.ESN_MISMATCH
         elif fault.trailer.faulty:
             verdict = Verdict.BAD_TRAILER
         nh: int | None = next_header

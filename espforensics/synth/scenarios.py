@@ -12,6 +12,7 @@ from functools import partial
 
 from espforensics.synth import scenarios_basic as basic
 from espforensics.synth import scenarios_crypto as crypto
+from espforensics.synth import scenarios_esn as esn
 from espforensics.synth import scenarios_faults as faults
 from espforensics.synth.truth import Scenario
 
@@ -52,6 +53,9 @@ SCENARIOS: dict[str, ScenarioBuilder] = {
     "kernel-gso-v4": faults.kernel_gso_v4,
     "kernel-gso-v6": faults.kernel_gso_v6,
     "esn-wrap": crypto.esn_wrap,
+    "esn-fault-v4": esn.esn_fault_v4,
+    "esn-fault-v6": esn.esn_fault_v6,
+    "esn-fault-late-start": esn.esn_fault_late_start,
     "algorithms": crypto.algorithms,
     "iv-reuse": crypto.iv_reuse,
     "iv-seq-minus-1": crypto.iv_seq_minus_1,

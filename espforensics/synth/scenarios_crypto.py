@@ -31,7 +31,7 @@ WRAP = 1 << 32
 FIXED_IV = bytes.fromhex("0011223344556677")
 
 
-def _udp(
+def send_udp(
     cb: CaptureBuilder,
     flow: SaFlow,
     seq64: int | None = None,
@@ -54,9 +54,9 @@ def esn_wrap(seed: int = 1) -> Scenario:
     order = [-5, -4, -3, -1, 0, 1, 2, 3, -2, 4, 5]
     for i, delta in enumerate(order):
         late = delta == -2
-        _udp(cb, esn, WRAP + delta, Fault(tags=("late",)) if late else NO_FAULT)
+        send_udp(cb, esn, WRAP + delta, Fault(tags=("late",)) if late else NO_FAULT)
         if i % 2:
-            _udp(cb, back, outgoing=False)
+            send_udp(cb, back, outgoing=False)
     desc = "ESN SA 0x6001: seq 2^32-5 .. 2^32+5, 2^32-2 arrives late; 0x6002 plain"
     facts = {"esn_wraps": 1, "late_packets": 1}
     return cb.scenario("esn-wrap", desc, (esn.sealer, back.sealer), facts=facts)
@@ -73,7 +73,7 @@ def algorithms(seed: int = 1) -> Scenario:
             ab, ba = sa_pair(
                 rng, (spi, spi + 0x100), V4_A, V4_B, key_bytes=key_bytes, icv_bits=icv_bits
             )
-            _udp(cb, ab)
+            send_udp(cb, ab)
             ping(cb, ab, ba, spi & 0xFFFF)
             sealers += [ab.sealer, ba.sealer]
     desc = "9 SA pairs 0x7001-0x7009 (+0x100 back): AES-128/192/256 x ICV 64/96/128"
@@ -90,7 +90,7 @@ def iv_reuse(seed: int = 1) -> Scenario:
             fault = Fault(tags=("iv_reused_later",))
         elif seq == 700:
             fault = Fault(iv=IvFromSeq(300), tags=("iv_reuse", "iv_not_seqiv"))
-        _udp(cb, flow, seq, fault, size=8)
+        send_udp(cb, flow, seq, fault, size=8)
     desc = "SA 0xa001, seq 1..1000 with seqiv IVs; seq 700 carries the IV of seq 300"
     facts = {"iv_repeats": 1, "iv_not_seqiv": 1}
     return cb.scenario("iv-reuse", desc, (flow.sealer,), facts=facts)
@@ -118,7 +118,7 @@ def iv_policies(seed: int = 1) -> Scenario:
             fault = Fault(iv=IvRandom(seed * 1000 + seq), tags=("iv_random", "iv_not_seqiv"))
         elif seq in (6, 11, 16):
             fault = Fault(iv=IvFixed(FIXED_IV), tags=("iv_fixed", "iv_not_seqiv"))
-        _udp(cb, flow, seq, fault)
+        send_udp(cb, flow, seq, fault)
     desc = "SA 0xa201: seq 4, 9, 14 random IVs; seq 6, 11, 16 the same fixed IV"
     facts = {"iv_repeats": 2, "iv_not_seqiv": 6}
     return cb.scenario("iv-policies", desc, (flow.sealer,), facts=facts)
@@ -129,18 +129,18 @@ def sequence(seed: int = 1) -> Scenario:
     rng, cb = random.Random(seed), CaptureBuilder(seed)
     flow = SaFlow(make_sa(rng, 0xB001, V4_A, V4_B), V4_A, V4_B)
     for seq in range(1, 11):
-        _udp(cb, flow, seq)
-    replayed = _udp(cb, flow, 11)
+        send_udp(cb, flow, seq)
+    replayed = send_udp(cb, flow, 11)
     cb.emit_ip(replayed, cb.truth[-1])
     cb.retag(len(cb.frames), tags=("duplicate",))
     for seq in (12, 13, 14, *range(20, 26)):
-        _udp(cb, flow, seq)
+        send_udp(cb, flow, seq)
     early = flow.send(udp_bytes(V4_A, V4_B, 6000, 6001, filler(24)), PROTO_UDP, 26)
-    _udp(cb, flow, 27)
+    send_udp(cb, flow, 27)
     cb.emit_ip(early[0], early[1])
     cb.retag(len(cb.frames), tags=("reordered",))
     for seq in (28, 29, 30):
-        _udp(cb, flow, seq)
+        send_udp(cb, flow, seq)
     desc = "SA 0xb001: seq 11 twice, 15-19 missing, 27 before 26"
     facts = {"seq_duplicates": 1, "seq_gaps": 1, "seq_missing": 5, "seq_reordered": 1}
     return cb.scenario("sequence", desc, (flow.sealer,), facts=facts)
@@ -157,7 +157,7 @@ def shared_key(seed: int = 1) -> Scenario:
     for seq in range(1, 7):
         for flow in flows:
             tags = ("iv_reuse",) if flow.spi == 0xC003 else ()
-            _udp(cb, flow, seq, Fault(tags=tags))
+            send_udp(cb, flow, seq, Fault(tags=tags))
     desc = "SAs 0xc001-0xc003 share key and salt; 0xc003 repeats 0xc001's IVs"
     facts = {"shared_key_sas": 3, "iv_repeats": 6}
     return cb.scenario("shared-key", desc, tuple(f.sealer for f in flows), facts=facts)

@@ -1,0 +1,109 @@
+"""ESN mismatch: packets encrypted with a high half their place rules out.
+
+In: ``PacketContext`` of ESP packets of ESN SAs. Out: one ``esn_mismatch``
+finding (high) per SA whose packets have verdict ``esn_mismatch`` (set by
+the pipeline: the ICV verified only with a neighbouring high half while
+the SA's earlier packets placed it on another). Raises nothing.
+
+RFC 4303 s2.2.1 and A2.2: the receiver infers the high half from its
+window and drops a packet whose ICV fails with it, so such a packet is
+lost even though its bytes are sound. Its IV says more: seqiv builds the
+IV from the 64-bit number the sender used (primer s4), so the IV is
+compared with the SA's ``IV xor seq64`` constant, taken from the SA's
+latest packet that verified where it belongs. When the IV encodes the
+high half the ICV verified with, the SA will use that (key, nonce) pair
+again when its counter reaches that value (hi + 1), or used it already
+(hi - 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from espforensics.checks.context import PacketContext, PerFlow
+from espforensics.model import Finding, FindingKind, Severity, Verdict
+
+EXAMPLES = 5
+NEAR = 16  # an IV that encodes a number this close to the one verified was built from it
+
+
+@dataclass(frozen=True, slots=True)
+class _Event:
+    frame: int
+    placed: int  # the seq64 its place implies
+    verified: int  # the seq64 whose high half the ICV verified with
+    built_from: int | None  # the seq64 its IV encodes, if the SA's constant is known
+
+
+@dataclass(slots=True)
+class _Sa:
+    const: int | None = None  # IV xor seq64 of the SA's latest packet verified in place
+    count: int = 0
+    events: list[_Event] = field(default_factory=list)
+
+
+def _hl(seq64: int) -> str:
+    return f"{seq64 >> 32:#x}:{seq64 & 0xFFFFFFFF:08x}"
+
+
+def _iv_words(e: _Event) -> str:
+    """What the packet's IV proves about the nonce, in a reviewer's words."""
+    if e.built_from is None:
+        return "no earlier packet of the SA gives its IV constant"
+    if abs(e.built_from - e.verified) >= NEAR:
+        return f"its IV encodes seq {_hl(e.built_from)}, not the number it verified with"
+    ahead = e.built_from - e.placed
+    where = (
+        f"which the SA reaches again {ahead} packets later: a nonce this key will use "
+        "twice if the SA lives that long"
+        if ahead > 0
+        else f"which the SA used {-ahead} packets earlier: a nonce this key used twice"
+    )
+    return f"its IV encodes seq {_hl(e.built_from)}, {where}"
+
+
+class EsnMismatchCheck:
+    """Collects the ``esn_mismatch`` packets per SA and says what they mean."""
+
+    name = "esn_mismatch"
+
+    def __init__(self) -> None:
+        self._sas: PerFlow[_Sa] = PerFlow(_Sa)
+
+    def observe(self, pkt: PacketContext) -> None:
+        rec, ctx = pkt.rec, pkt.flow.state.ctx
+        if ctx is None or not ctx.esn or pkt.iv is None or rec.seq64 is None:
+            return
+        if rec.verdict is Verdict.OK or rec.verdict is Verdict.BAD_TRAILER:
+            self._sas.get(pkt.flow).const = pkt.iv ^ rec.seq64
+        elif rec.verdict is Verdict.ESN_MISMATCH and rec.seq_hi_verified is not None:
+            sa = self._sas.get(pkt.flow)
+            sa.count += 1
+            verified = rec.seq_hi_verified << 32 | rec.seq64 & 0xFFFFFFFF
+            built = None if sa.const is None else pkt.iv ^ sa.const
+            if len(sa.events) < EXAMPLES:
+                sa.events.append(_Event(rec.frame, rec.seq64, verified, built))
+
+    def finish(self) -> Iterator[Finding]:
+        for (spi, src, dst), sa in self._sas.items():
+            if not sa.count:
+                continue
+            events = "; ".join(
+                f"frame {e.frame} (seq {_hl(e.placed)}) verifies only with ESN high half "
+                f"{e.verified >> 32:#x}, where its place in the sequence implies "
+                f"{e.placed >> 32:#x}: {_iv_words(e)}"
+                for e in sa.events
+            )
+            more = f"; {sa.count - len(sa.events)} more" if sa.count > len(sa.events) else ""
+            yield Finding(
+                FindingKind.ESN_MISMATCH,
+                Severity.HIGH,
+                spi,
+                tuple(e.frame for e in sa.events),
+                sa.count,
+                f"{src} -> {dst}: {sa.count} packets sealed with the wrong ESN high half, "
+                f"which a receiver drops (RFC 4303 A2.2): {events}{more}",
+                src,
+                dst,
+            )

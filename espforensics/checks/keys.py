@@ -1,0 +1,213 @@
+"""Keys that checked nothing: a wrong key, and algorithms not decrypted yet.
+
+In: ``PacketContext`` of ESP packets of SAs whose key was given. Out: one
+``key_mismatch`` finding (high) per SA of which no packet, or almost none,
+verifies, naming the usual mistake that makes them verify when one does;
+one ``unsupported`` finding (high) per SA whose algorithm this version
+does not decrypt. Both make a run exit 1 at the default ``--fail-on``:
+a run that checked nothing must not look clean. Raises nothing.
+
+The key doctor keeps the first ``SAMPLES`` packets of an SA that failed
+and tries the variants of ``variants`` on them, in that order. A variant
+is proven by a verifying ICV (a chance match is 2^-64 or less), never
+guessed; once one verified, every later failing packet of the SA is tried
+with it too, so the finding counts how many it makes verify. Key bytes
+are never shown: a variant is named by what it changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+
+from espforensics.checks.context import PacketContext, SaState
+from espforensics.crypto import IV_LEN, AeadContext, salt_first
+from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.esn import EsnTracker
+from espforensics.keys.sa import ICV_BITS, SaTable, SecurityAssociation
+from espforensics.model import Finding, FindingKind, Severity, Verdict
+
+SAMPLES = 4
+MISMATCH = 0.1  # an SA of which fewer than this share of the packets verify has a wrong key
+START_HIGH_HALVES = 4  # ESN high halves tried at the start: 0 .. 3 (and esn_hi +- 1)
+_VERIFIED = frozenset(
+    {Verdict.OK, Verdict.BAD_TRAILER, Verdict.ESP_MISPLACED, Verdict.ESN_MISMATCH}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """One usual mistake in a key file, and the SA as it would be without it."""
+
+    what: str  # e.g. "a 128-bit ICV (the key file says 96)"
+    sa: SecurityAssociation
+
+
+@dataclass(frozen=True, slots=True)
+class _Sample:
+    seq: int  # the low 32 bits, as on the wire
+    iv: bytes
+    sealed: bytes  # ciphertext || ICV
+
+
+class _Cure:
+    """A variant that verified, with its own ESN state for the packets that follow."""
+
+    __slots__ = ("ctx", "tracker", "variant")
+
+    def __init__(self, variant: Variant) -> None:
+        self.variant = variant
+        self.ctx = AeadContext(variant.sa)
+        self.tracker = EsnTracker(variant.sa.esn_hi)
+
+    def verifies(self, s: _Sample) -> bool:
+        seq64 = self.tracker.infer(s.seq) if self.ctx.esn else s.seq
+        if self.ctx.open(seq64, s.iv, s.sealed) is None:
+            return False
+        self.tracker.commit(seq64)
+        return True
+
+
+@dataclass(slots=True)
+class _Sa:
+    sa: SecurityAssociation
+    packets: int = 0
+    verified: int = 0
+    failed: int = 0
+    frames: list[int] = field(default_factory=list)
+    samples: list[_Sample] = field(default_factory=list)
+    cure: _Cure | None = None
+    cured: int = 0  # failed packets that verify with the cure
+    diagnosed: bool = False
+
+
+def variants(sa: SecurityAssociation, table: SaTable) -> Iterator[Variant]:
+    """The usual mistakes, most common first: ICV length, ESN, salt, the other direction."""
+    for bits in sorted(ICV_BITS - {sa.icv_bits}, reverse=True):
+        yield Variant(
+            f"a {bits}-bit ICV (the key file says {sa.icv_bits})", replace(sa, icv_bits=bits)
+        )
+    if sa.esn:
+        yield Variant("ESN off (the key file says ESN on)", replace(sa, esn=False, esn_hi=0))
+    highs = sorted(
+        {*range(START_HIGH_HALVES), sa.esn_hi - 1, sa.esn_hi + 1} - {sa.esn_hi if sa.esn else -1}
+    )
+    for hi in (h for h in highs if 0 <= h <= 0xFFFFFFFF):
+        was = f"esn_hi {sa.esn_hi:#x}" if sa.esn else "ESN off"
+        yield Variant(
+            f"ESN on with high half {hi:#x} at the start (the key file says {was})",
+            replace(sa, esn=True, esn_hi=hi),
+        )
+    yield Variant(
+        "the 4-byte salt read from the start of the key material, not its end",
+        salt_first(sa),
+    )
+    for other in table:
+        if other.supported and other.algorithm == sa.algorithm and not other.key.same_as(sa.key):
+            yield Variant(
+                f"the key given for SPI {other.spi:#010x} ({other.src or 'any'} -> "
+                f"{other.dst or 'any'}): the directions' keys swapped?",
+                replace(sa, key=other.key),
+            )
+
+
+class KeyCheck:
+    """Counts what verified per keyed SA and diagnoses the SAs where nothing did."""
+
+    name = "keys"
+
+    def __init__(self, sas: SaTable) -> None:
+        self._table = sas
+        self._sas: dict[SaState, _Sa] = {}
+        self._unsupported: dict[SaState, _Sa] = {}
+
+    def observe(self, pkt: PacketContext) -> None:
+        state, rec = pkt.flow.state, pkt.rec
+        if state.sa is None:
+            return
+        if rec.verdict is Verdict.UNSUPPORTED:
+            acc = self._unsupported.get(state) or self._unsupported.setdefault(state, _Sa(state.sa))
+            acc.packets += 1
+            _keep(acc.frames, rec.frame)
+            return
+        acc = self._sas.get(state) or self._sas.setdefault(state, _Sa(state.sa))
+        acc.packets += 1
+        if rec.verdict in _VERIFIED:
+            acc.verified += 1
+        elif rec.verdict is Verdict.AUTH_FAIL and rec.esp_offset is not None:
+            acc.failed += 1
+            _keep(acc.frames, rec.frame)
+            self._doctor(acc, pkt, rec.esp_offset)
+
+    def _doctor(self, acc: _Sa, pkt: PacketContext, at: int) -> None:
+        body = at + ESP_HEADER_LEN
+        sample = _Sample(
+            pkt.rec.seq or 0, pkt.data[body : body + IV_LEN], pkt.data[body + IV_LEN :]
+        )
+        if acc.cure is not None:
+            acc.cured += acc.cure.verifies(sample)
+        elif not acc.diagnosed:
+            acc.samples.append(sample)
+            if len(acc.samples) >= SAMPLES:
+                self._diagnose(acc)
+
+    def _diagnose(self, acc: _Sa) -> None:
+        """Try every variant on the samples; keep the one that verifies the most."""
+        acc.diagnosed = True
+        best, best_n = None, 0
+        for variant in variants(acc.sa, self._table):
+            cure = _Cure(variant)
+            n = sum(cure.verifies(s) for s in acc.samples)
+            if n > best_n:
+                best, best_n = cure, n
+        acc.cure, acc.cured, acc.samples = best, best_n, []
+
+    def finish(self) -> Iterator[Finding]:
+        for acc in self._sas.values():
+            if acc.failed and acc.verified < MISMATCH * acc.packets:
+                if not acc.diagnosed:
+                    self._diagnose(acc)
+                yield _mismatch(acc)
+        for acc in self._unsupported.values():
+            sa = acc.sa
+            alg = sa.algorithm + (f" + {sa.auth_algorithm}" if sa.auth_algorithm else "")
+            yield Finding(
+                FindingKind.UNSUPPORTED,
+                Severity.HIGH,
+                sa.spi,
+                tuple(acc.frames),
+                acc.packets,
+                f"{acc.packets} ESP packets of SPI {sa.spi:#010x} not checked: {alg} is not "
+                "decrypted by this version, so nothing was proven about them",
+                str(sa.src or ""),
+                str(sa.dst or ""),
+            )
+
+
+def _mismatch(acc: _Sa) -> Finding:
+    sa = acc.sa
+    text = f"{acc.verified} of {acc.packets} packets verify with the given key"
+    if acc.cure is None:
+        text += (
+            "; none of the usual mistakes makes them verify (ICV length 64/96/128, ESN off/on "
+            "and high halves near the start, the salt at the other end, the other SAs' keys): "
+            "is the key file of this capture?"
+        )
+    else:
+        n = "all" if acc.cured == acc.failed else f"{acc.cured} of the"
+        text += f"; {n} {acc.failed} that fail verify with {acc.cure.variant.what}"
+    return Finding(
+        FindingKind.KEY_MISMATCH,
+        Severity.HIGH,
+        sa.spi,
+        tuple(acc.frames),
+        acc.failed,
+        f"SPI {sa.spi:#010x}: {text}",
+        str(sa.src or ""),
+        str(sa.dst or ""),
+    )
+
+
+def _keep(frames: list[int], frame: int) -> None:
+    if len(frames) < 5:
+        frames.append(frame)
