@@ -194,3 +194,100 @@ def test_dask_gives_the_same_table(archive: Path, tmp_path: Path) -> None:
         b = json.loads((remote / "captures" / name / "summary.json").read_text())
         assert a == b
     shutil.rmtree(remote)
+
+
+# -- keys found beside a capture, and captures without any ---------------------
+
+REAL = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+
+
+def _run_folder(folder: Path, scenario: str, seed: int = 1) -> tuple[Path, int]:
+    """``folder/sender.pcap`` with its `ip xfrm state` text beside it as xfrm-state.txt."""
+    sc = build_scenario(scenario, seed=seed)
+    paths = write_scenario(sc, folder, stem="sender")
+    paths["xfrm"].rename(folder / "xfrm-state.txt")
+    for role in ("keys", "esp_sa", "expected"):
+        paths[role].unlink()
+    (folder / "notes.txt").write_text("run 1: sender side, 2025-01-01\n")
+    (folder / "ground-truth.json").write_text('{"frames": 40}\n')
+    return paths["capture"], sc.verdict_counts().get("ok", 0)
+
+
+def test_key_file_found_by_content_beside_a_lone_capture(tmp_path: Path) -> None:
+    capture, ok = _run_folder(tmp_path / "in" / "run1", "example")
+    (job,) = discover([str(tmp_path / "in")])
+    assert (job.sidecars, job.folder_keys) == ((), (capture.parent / "xfrm-state.txt",))
+    out = tmp_path / "batch"
+    run_batch([str(tmp_path / "in")], [], out, plots=False)
+    row = _table(out)["sender"]
+    assert (row["status"], int(row["verdict_ok"]), ok) == ("done", 36, 36)
+    assert row["keys"] == str(capture.parent / "xfrm-state.txt")
+    assert (row["key_source"], row["keyless"]) == ("folder", "False")
+    report = " ".join((out / "report.txt").read_text().split())
+    assert "0 analyzed without keys" in report
+    assert "keys found beside it: xfrm-state.txt" in report
+
+
+def test_sidecar_keeps_priority_over_a_key_file_found_by_content(tmp_path: Path) -> None:
+    folder = tmp_path / "run2"
+    capture, _ = _run_folder(folder, "example", seed=7)  # xfrm-state.txt: other keys
+    good = write_scenario(build_scenario("example", seed=1), tmp_path / "good", stem="sender")
+    capture.write_bytes(good["capture"].read_bytes())
+    sidecar = folder / "sender.keys.yaml"
+    sidecar.write_text(good["keys"].read_text())
+    (job,) = discover([str(folder)])
+    assert (job.sidecars, job.folder_keys) == ((sidecar,), ())
+    out = tmp_path / "batch"
+    run_batch([str(folder)], [], out, plots=False)
+    row = _table(out)["sender"]
+    assert (int(row["verdict_ok"]), row["keys"], row["key_source"]) == (36, str(sidecar), "sidecar")
+
+
+def test_folder_of_two_captures_takes_no_key_file_by_content(tmp_path: Path) -> None:
+    folder = tmp_path / "run3"
+    _run_folder(folder, "example")
+    shutil.copyfile(folder / "sender.pcap", folder / "receiver.pcap")
+    jobs = discover([str(folder)])
+    assert [(j.capture.name, j.folder_keys) for j in jobs] == [
+        ("receiver.pcap", ()),
+        ("sender.pcap", ()),
+    ]
+
+
+def test_capture_without_keys_says_so(tmp_path: Path) -> None:
+    folder = tmp_path / "alone"
+    capture, _ = _run_folder(folder, "example")
+    (folder / "xfrm-state.txt").write_text("src 192.0.2.1 dst 192.0.2.2\n")  # no SA: no key file
+    out = tmp_path / "batch"
+    result = run_batch([str(capture)], [], out, plots=False)
+    (r,) = result.rows
+    assert (r.status, r.keys, r.key_source, r.keyless) == ("done", (), "none", True)
+    row = _table(out)["sender"]
+    assert (row["keys"], row["key_source"], row["keyless"]) == ("", "none", "True")
+    assert (int(row["verdict_unknown_sa"]), int(row["verdict_ok"])) == (36, 0)
+    report = " ".join((out / "report.txt").read_text().split())
+    assert "1 analyzed without keys" in report
+    assert ".pcap: 40 frames, 36 ESP packets; no keys: ESP not decrypted" in report
+    with_keys = run_batch([str(capture)], [str(_keys_of("example", tmp_path))], tmp_path / "b2")
+    assert (with_keys.rows[0].key_source, with_keys.rows[0].keyless) == ("--sa", False)
+
+
+def _keys_of(scenario: str, tmp: Path) -> Path:
+    return write_scenario(build_scenario(scenario, seed=1), tmp / "k", stem=scenario)["keys"]
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="shared/captures not beside the project")
+def test_real_run_folders_take_their_xfrm_state(tmp_path: Path) -> None:
+    """capture.pcap + xfrm-state.txt per folder, as the kernel test rigs leave them."""
+    names = ["tcp-transport-v4", "ip6tnl-transport-tso-off"]
+    out = tmp_path / "batch"
+    result = run_batch([str(REAL / n) for n in names], [], out, jobs=2, plots=False)
+    assert (result.analyzed, [r.status for r in result.rows]) == (2, ["done", "done"])
+    with (out / "captures.csv").open() as fh:
+        table = {r["name"]: r for r in csv.DictReader(fh)}
+    for name, ok in zip(names, (447, 251), strict=True):
+        truth = json.loads((REAL / name / "ground-truth.json").read_text())
+        row = table[f"{name}__capture.pcap"]
+        assert row["keys"] == str(REAL / name / "xfrm-state.txt")
+        assert (row["key_source"], row["keyless"]) == ("folder", "False")
+        assert int(row["verdict_ok"]) == int(row["esp_packets"]) == truth["esp_frames"] == ok

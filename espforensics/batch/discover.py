@@ -4,7 +4,8 @@ In: the PATH arguments of ``espforensics batch`` (files, folders searched
 recursively, glob patterns). Out: ``Job`` values, one per capture, in a
 stable order, each with its sidecar key files and a folder name unique in
 the batch. Raises ``InputError`` for a PATH that names nothing. Reads the
-file system (names only, never capture contents).
+file system: names, and the text of small files beside a capture that is
+alone in its folder (never capture contents).
 
 A file named explicitly is always a job, capture or not (what it is turns
 out when it is read, and a bad one is reported, not skipped). In folders
@@ -13,7 +14,12 @@ and globs, files named like captures are jobs: ``.pcap``, ``.pcapng``,
 
 Sidecar keys of ``NAME.pcap`` (or ``NAME.pcapng``, or either compressed):
 ``NAME.keys.yaml``, ``NAME.xfrm``, ``NAME.esp_sa`` beside it, or the same
-names in a ``keys/`` folder beside it.
+names in a ``keys/`` folder beside it. A capture without sidecar that is
+the only capture of its folder (``run1/sender.pcap`` beside
+``run1/xfrm-state.txt``) takes the key files found in that folder by
+content instead: every file of at most ``MAX_KEY_FILE`` bytes that
+``keys.parse_sas`` reads as at least one SA. Any other file is not a key
+file and is passed over.
 """
 
 from __future__ import annotations
@@ -25,12 +31,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from espforensics.errors import InputError
+from espforensics.errors import InputError, KeyFileError
+from espforensics.keys import parse_sas
 
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst")
 SIDECAR_SUFFIXES = (".keys.yaml", ".xfrm", ".esp_sa")
 _SKIP_DIRS = frozenset({"keys", ".git"})
+MAX_KEY_FILE = 1 << 20  # an `ip xfrm state` of thousands of SAs; a larger file is no key file
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +48,7 @@ class Job:
     capture: Path
     sidecars: tuple[Path, ...]
     name: str  # the capture's folder name under the batch's output, unique in the batch
+    folder_keys: tuple[Path, ...] = ()  # no sidecar: key files found by content beside it
 
 
 def capture_stem(path: Path) -> str | None:
@@ -64,6 +73,31 @@ def sidecars(capture: Path) -> tuple[Path, ...]:
             if candidate.is_file():
                 found.append(candidate)
     return tuple(found)
+
+
+def _is_key_file(path: Path) -> bool:
+    """Does ``path`` hold at least one SA in a format ``keys`` reads?"""
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_KEY_FILE:
+            return False
+        text = path.read_bytes().decode("utf-8-sig")
+        return bool(parse_sas(text, str(path)))
+    except (OSError, UnicodeDecodeError, KeyFileError):
+        return False  # unreadable, binary, or not a key file: not one to use
+
+
+def folder_keys(capture: Path) -> tuple[Path, ...]:
+    """Key files found by content in the capture's folder, if it is the only capture there."""
+    folder = capture.parent
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return ()
+    files = [folder / n for n in names]
+    others = [f for f in files if capture_stem(f) is not None and f.name != capture.name]
+    if others:
+        return ()
+    return tuple(f for f in files if f.name != capture.name and _is_key_file(f))
 
 
 def _walk(folder: Path) -> list[Path]:
@@ -115,4 +149,8 @@ def discover(paths: Sequence[str]) -> list[Job]:
             if key not in seen:
                 seen.add(key)
                 captures.append(path)
-    return [Job(c, sidecars(c), n) for c, n in zip(captures, _names(captures), strict=True)]
+    jobs = []
+    for capture, name in zip(captures, _names(captures), strict=True):
+        own = sidecars(capture)
+        jobs.append(Job(capture, own, name, () if own else folder_keys(capture)))
+    return jobs

@@ -2,13 +2,15 @@
 
 In: the batch's result rows. Out: ASCII text of at most 72 columns:
 totals, then the captures that could not be analyzed, then those with
-findings (most severe first), then the clean ones. Raises nothing; reads
-no clock and no environment.
+findings (most severe first), then the clean ones; a capture analyzed
+without any key says so on its line, and the totals count them. Raises
+nothing; reads no clock and no environment.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import PurePath
 
 from espforensics.batch.task import CaptureResult
 from espforensics.model import SEVERITY_RANK, Severity
@@ -23,6 +25,20 @@ def _findings(r: CaptureResult) -> str:
     return ", ".join(f"{k} {v}" for k, v in r.findings.items() if v) or "none"
 
 
+def _keys(r: CaptureResult) -> str:
+    """How the capture was keyed, for its line."""
+    if r.keyless:
+        return "no keys: ESP not decrypted"
+    if r.key_source == "folder":
+        return "keys found beside it: " + ", ".join(PurePath(k).name for k in r.keys)
+    return ""
+
+
+def _counts(r: CaptureResult) -> str:
+    keys = _keys(r)
+    return f"{r.frames} frames, {r.esp_packets} ESP packets" + (f"; {keys}" if keys else "")
+
+
 def render_batch_report(rows: Sequence[CaptureResult], skipped: int) -> str:
     """report.txt of a batch."""
     errors = [r for r in rows if r.status == "error"]
@@ -35,7 +51,9 @@ def render_batch_report(rows: Sequence[CaptureResult], skipped: int) -> str:
         "",
         *wrap(
             f"{len(rows)} captures: {len(flagged)} with findings, {len(clean)} clean, "
-            f"{len(errors)} not analyzed; {skipped} taken from an earlier run; "
+            f"{len(errors)} not analyzed; "
+            f"{sum(r.keyless for r in rows if r.status != 'error')} analyzed without keys; "
+            f"{skipped} taken from an earlier run; "
             f"{sum(r.frames for r in rows)} frames, "
             f"{sum(r.esp_packets for r in rows)} ESP packets"
         ),
@@ -48,10 +66,10 @@ def render_batch_report(rows: Sequence[CaptureResult], skipped: int) -> str:
         lines += ["", "With findings (most severe first):"]
         for r in flagged:
             lines += wrap(f"{r.path}: worst {r.worst}", "  ")
-            lines += wrap(f"{r.frames} frames, {r.esp_packets} ESP packets; {_findings(r)}", "    ")
+            lines += wrap(f"{_counts(r)}; {_findings(r)}", "    ")
             lines += wrap(f"details: captures/{r.name}/report.txt", "    ")
     if clean:
         lines += ["", "Clean:"]
         for r in clean:
-            lines += wrap(f"{r.path}: {r.frames} frames, {r.esp_packets} ESP packets", "  ")
+            lines += wrap(f"{r.path}: {_counts(r)}", "  ")
     return "\n".join(lines) + "\n"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from espforensics.analysis import sha256_file
@@ -21,7 +21,7 @@ from espforensics.batch.discover import Job, discover
 from espforensics.batch.executor import run_dask, run_local
 from espforensics.batch.manifest import Manifest, entry_key
 from espforensics.batch.report import render_batch_report
-from espforensics.batch.task import PARTIAL, CaptureResult, CaptureTask
+from espforensics.batch.task import PARTIAL, CaptureResult, CaptureTask, key_source
 from espforensics.errors import CaptureError
 from espforensics.keys import load_sas
 from espforensics.model import FindingKind, Verdict
@@ -45,7 +45,7 @@ def capture_columns() -> list[str]:
         ["path", "name", "sha256", "status", "error", "frames", "esp_packets"]
         + [f"verdict_{v.value}" for v in Verdict]
         + [f"finding_{k.value}" for k in FindingKind]
-        + ["worst", "keys"]
+        + ["worst", "keys", "key_source", "keyless"]
     )
 
 
@@ -55,7 +55,7 @@ def capture_row(r: CaptureResult) -> list[object]:
         [r.path, r.name, r.sha256, r.status, r.error, r.frames, r.esp_packets]
         + [r.verdicts.get(v.value, 0) for v in Verdict]
         + [r.findings.get(k.value, 0) for k in FindingKind]
-        + [r.worst, ";".join(r.keys)]
+        + [r.worst, ";".join(r.keys), r.key_source, r.keyless]
     )
 
 
@@ -72,11 +72,25 @@ def _plan(
     tasks, reused, keys = [], [], {}
     options = f"natt={sorted(base.natt_ports)};plots={base.plots}"
     for job in jobs:
-        key_files = [*job.sidecars, *(Path(k) for k in base.global_keys)]
+        own = job.sidecars or job.folder_keys
+        key_files = [*own, *(Path(k) for k in base.global_keys)]
+        task = replace(
+            base,
+            capture=str(job.capture),
+            name=job.name,
+            sidecars=tuple(str(s) for s in own),
+            sidecars_from="sidecar" if job.sidecars else "folder",
+        )
         try:
             sha = sha256_file(job.capture)
         except CaptureError as exc:
-            reused.append(CaptureResult(str(job.capture), job.name, "", "error", str(exc)))
+            reused.append(
+                CaptureResult(
+                    task.capture, job.name, "", "error", str(exc),
+                    keys=task.sidecars + task.global_keys, key_source=key_source(task),
+                    keyless=not key_files,
+                )
+            )  # fmt: skip
             continue
         key = entry_key(sha, key_files, options)
         entry = None if force else manifest.done(key)
@@ -88,18 +102,7 @@ def _plan(
             reused.append(_from_json(entry["result"]))
             continue
         keys[job.name] = key
-        tasks.append(
-            CaptureTask(
-                str(job.capture),
-                job.name,
-                str(out),
-                sha,
-                base.global_keys,
-                tuple(str(s) for s in job.sidecars),
-                base.natt_ports,
-                base.plots,
-            )
-        )
+        tasks.append(replace(task, sha256=sha))
     return tasks, reused, keys
 
 

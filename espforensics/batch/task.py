@@ -38,9 +38,10 @@ class CaptureTask:
     out: str  # the batch's output folder
     sha256: str
     global_keys: tuple[str, ...] = ()
-    sidecars: tuple[str, ...] = ()
+    sidecars: tuple[str, ...] = ()  # the capture's own key files
     natt_ports: tuple[int, ...] = (4500,)
     plots: bool = True
+    sidecars_from: str = "sidecar"  # or "folder": found by content beside the capture
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,8 @@ class CaptureResult:
     findings: dict[str, int] = field(default_factory=dict)
     worst: str = ""  # the most severe finding's severity, "" if none
     keys: tuple[str, ...] = ()
+    key_source: str = ""  # "sidecar", "folder", "--sa", joined with "+", or "none"
+    keyless: bool = False  # analyzed without any SA: no key file, none in the capture
 
 
 def keys_for(task: CaptureTask) -> SaTable:
@@ -69,6 +72,21 @@ def keys_for(task: CaptureTask) -> SaTable:
             if sa.spi not in spis:  # a sidecar wins for its own capture
                 own.add(sa)
     return own
+
+
+def key_source(task: CaptureTask) -> str:
+    """Where the capture's key files came from, for captures.csv."""
+    sources = ([task.sidecars_from] if task.sidecars else []) + (
+        ["--sa"] if task.global_keys else []
+    )
+    return "+".join(sources) or "none"
+
+
+def _keyless(task: CaptureTask, summary: Summary | None) -> bool:
+    """No key file, and no SA the capture brought itself (pcapng decryption secrets)."""
+    if task.sidecars or task.global_keys:
+        return False
+    return summary is None or not any(sa.algorithm for sa in summary.sas)
 
 
 def _result(task: CaptureTask, summary: Summary | None, error: str) -> CaptureResult:
@@ -85,6 +103,8 @@ def _result(task: CaptureTask, summary: Summary | None, error: str) -> CaptureRe
         findings=dict(summary.findings) if summary else {},
         worst=worst.value if worst is not None else "",
         keys=task.sidecars + task.global_keys,
+        key_source=key_source(task),
+        keyless=_keyless(task, summary),
     )
 
 
