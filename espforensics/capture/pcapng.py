@@ -59,6 +59,7 @@ _MIN_LEN = {SHB: 28, IDB: 20, OPB: 32, SPB: 16, EPB: 32, DSB: 20}  # pcapng s4.1
 _OPT_ENDOFOPT = 0
 _OPT_IF_TSRESOL = 9
 _OPT_IF_TSOFFSET = 14
+_OPT_NAMES = {_OPT_IF_TSRESOL: "if_tsresol", _OPT_IF_TSOFFSET: "if_tsoffset"}  # once each
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,10 +197,17 @@ def _check_version(source: ByteSource, layout: _Layout, buf: bytes, off: int, ba
 def _interface(
     source: ByteSource, layout: _Layout, buf: bytes, off: int, blen: int, base: int
 ) -> _Interface:
-    """pcapng s4.2: link type, snaplen and the timestamp options of an IDB."""
+    """pcapng s4.2: link type, snaplen and the timestamp options of an IDB.
+
+    Every resolution is legal, 10^-0 (whole seconds) and 2^-0 included, and
+    so is every if_tsoffset: a signed count of seconds, negative too. Only
+    a second if_tsresol or if_tsoffset is refused (pcapng s4.2: "multiple
+    allowed: no"), as the reader could not tell which one to apply.
+    """
     linktype, snaplen = layout.idb.unpack_from(buf, off + 8)
     mul, div, offset_ns = 1000, 1, 0  # if_tsresol absent: microseconds
     pos, stop = off + 16, off + blen - 4
+    seen: set[int] = set()
     while pos + 4 <= stop:
         code, length = layout.option.unpack_from(buf, pos)
         if code == _OPT_ENDOFOPT:
@@ -208,6 +216,11 @@ def _interface(
         if value + length > stop:
             why = f"option {code} of length {length} runs past the end of the block"
             raise _damaged(source, IDB, base + off, why)
+        if code in seen:
+            why = f"{_OPT_NAMES[code]} is given twice (pcapng allows it once)"
+            raise _damaged(source, IDB, base + off, why)
+        if code in _OPT_NAMES:
+            seen.add(code)
         if code == _OPT_IF_TSRESOL:
             if length != 1:
                 raise _damaged(source, IDB, base + off, f"if_tsresol has length {length}, not 1")

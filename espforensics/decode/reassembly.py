@@ -4,8 +4,9 @@ In: fragments (already decoded by ``decode.ip``), each with the frame it
 came in and its capture time. Out: ``Completed`` (the rebuilt datagram,
 which ``parse_ip`` decodes as an unfragmented packet, and the frames that
 made it) or ``Expired`` (a datagram that never completed: its frames and
-why). Raises nothing; overlapping or inconsistent fragments expire the
-datagram with a reason instead.
+why). Raises nothing; overlapping or inconsistent fragments, and fragments
+that add up to more than a 16-bit length field holds, expire the datagram
+with a reason instead.
 
 Limits: a datagram waits at most ``timeout_ns`` of capture time (RFC 791
 suggests a 15 s lower bound, Linux uses 30 s); at most ``max_datagrams``
@@ -62,6 +63,20 @@ def _rebuild_header(ip: OuterIp, head_bytes: bytes, payload_len: int) -> bytes:
     return bytes(head)
 
 
+def _too_long(ip: OuterIp, payload_len: int) -> str | None:
+    """Why fragments cannot make one datagram of ``payload_len`` bytes, if so.
+
+    The length field is 16 bits: RFC 791 s3.1 total length (header
+    included), RFC 8200 s3 payload length (after the fixed header; a
+    jumbogram, RFC 2675 s5, is never fragmented).
+    """
+    if ip.version == 4:
+        total, what = ip.unfrag_len + payload_len, "length"
+    else:
+        total, what = ip.unfrag_len - 40 + payload_len, "payload length"
+    return f"reassembled {what} {total} exceeds 65,535" if total > 0xFFFF else None
+
+
 class Reassembler:
     """Collects fragments per (version, src, dst, id, proto) until complete."""
 
@@ -104,6 +119,9 @@ class Reassembler:
             pos += len(pend.pieces[off])
         if pos != pend.total:
             return None if pos < pend.total else self._ruin(key, pend, "fragments overrun the last")
+        too_long = _too_long(pend.first, pos)
+        if too_long:
+            return self._ruin(key, pend, too_long)
         del self._pending[key]
         self._held -= pend.held
         payload = b"".join(parts)
