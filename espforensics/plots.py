@@ -46,6 +46,8 @@ _LOG_SPAN = 100.0  # bar counts: log axis when they span 2 decades or more
 # throughput: log axis when one SA's peak is under 1/20 of another's, as its line
 # would lie flat on zero (the GSO bug: Gbit/s one way, Mbit/s the other)
 _PEAK_RATIO = 20.0
+_MAX_BINS = 600  # throughput points per SA at most, whatever the capture's time span
+_WIDE_SPAN = 1e6  # s: a time axis this long gets fewer ticks, as its labels are long
 
 # One shared style, applied with rc_context while drawing and while saving.
 _STYLE: dict[RcKeyType, Any] = {
@@ -110,7 +112,9 @@ class PlotData:
     ``iv``: ``sa`` str label, ``seq64`` int, ``delta`` float (0: IV built
     from the packet's own seq64, n: from seq64 + n, NaN/NA: not
     counter-derived), ``reused`` bool (IV used before under the same key).
-    ``throughput``: ``t`` float (bin start, s), ``sa`` str, ``mbit_s`` float.
+    ``throughput``: ``t`` float (bin start, s), ``sa`` str, ``mbit_s`` float,
+    and optionally ``width`` float (the bin width in s; else the smallest
+    step between bin starts).
     ``sequence``: ``t`` float (s since capture start), ``sa`` str,
     ``event`` str ("gap", "duplicate", "reordered"), ``count`` int (for a
     gap: sequence numbers missing).
@@ -338,6 +342,26 @@ def _mark_reused(ax: Axes, known: pd.DataFrame, unplaced: int) -> None:
     )  # fmt: skip
 
 
+def _throughput_table(df: pd.DataFrame) -> tuple[pd.DataFrame, float, float]:
+    """Mbit/s per (bin, SA), missing bins 0; the bin width and the first bin's start.
+
+    The width is the data's own (``width``), else the smallest step between
+    bin starts. Whatever the time span, at most ``_MAX_BINS`` bins are made:
+    beyond, ``k`` neighbouring bins become one whose rate is their mean (the
+    same bytes over ``k`` times the time), and the title gives that width.
+    """
+    starts = df["t"].to_numpy(dtype=np.float64)
+    given = _floats(df, "width") if "width" in df.columns else np.empty(0)
+    given = given[np.isfinite(given) & (given > 0)]
+    width = float(given.max()) if given.size else _bin_width(starts)
+    first = float(starts.min())
+    steps = np.rint((starts - first) / width)  # floats: a bin count may not fit int64
+    merge = float(max(1.0, np.ceil((float(steps.max()) + 1) / _MAX_BINS)))
+    df = df.assign(bin=(steps // merge).astype(np.int64), mbit_s=df["mbit_s"] / merge)
+    table = df.pivot_table(index="bin", columns="sa", values="mbit_s", aggfunc="sum")
+    return table.reindex(range(int(table.index.max()) + 1)).fillna(0.0), width * merge, first
+
+
 def plot_throughput(df: pd.DataFrame) -> Figure | None:
     """One line per SA: Mbit/s per time bin (missing bins are 0)."""
     if not _has(df, "t", "sa", "mbit_s"):
@@ -346,12 +370,7 @@ def plot_throughput(df: pd.DataFrame) -> Figure | None:
     df = df[df["mbit_s"].notna() & df["t"].notna()]
     if df.empty:
         return None
-    starts = df["t"].to_numpy(dtype=np.float64)
-    width = _bin_width(starts)
-    first = float(starts.min())
-    df = df.assign(bin=np.rint((starts - first) / width).astype(np.int64))
-    table = df.pivot_table(index="bin", columns="sa", values="mbit_s", aggfunc="sum")
-    table = table.reindex(range(int(table.index.max()) + 1)).fillna(0.0)
+    table, width, first = _throughput_table(df)
     centres = first + (table.index.to_numpy(dtype=np.float64) + 0.5) * width
     log = _far_apart(table.max().to_numpy(dtype=np.float64), _PEAK_RATIO)
     gaps = log and bool((table.to_numpy() <= 0).any())  # log axes cannot show a 0
@@ -372,6 +391,8 @@ def plot_throughput(df: pd.DataFrame) -> Figure | None:
         else:
             ax.set_ylim(bottom=0)
         ax.set_xlim(left=min(0.0, first))
+        if width * len(centres) >= _WIDE_SPAN:  # 11-digit tick labels: fewer of them
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
         _legend_below(fig, ax)
     return fig
 
