@@ -2,7 +2,8 @@
 
 Light on purpose: the command's modules (typer, pandas, pyarrow: about
 0.6 s) are imported inside ``main``, so a Ctrl-C while they load is
-reported like any other, in one line and exit 130. A worker process of
+reported like any other, in one line and exit 130. A bug anywhere in a
+command is one line and exit 70 (``cli.main``). A worker process of
 ``analyze --jobs`` imports this module again, and needs none of them.
 """
 
@@ -12,13 +13,13 @@ import sys
 def main() -> None:
     """Console entry point (a Ctrl-C during a command is reported by ``cli._guarded``)."""
     try:
-        from espforensics.cli import app  # noqa: PLC0415
+        from espforensics.cli import main as run  # noqa: PLC0415
     except KeyboardInterrupt:
         from espforensics.errors import INTERRUPTED  # noqa: PLC0415
 
         print(INTERRUPTED, file=sys.stderr)
         raise SystemExit(130) from None
-    app()
+    run()
 
 
 if __name__ == "__main__":  # not when a worker process of --jobs imports the main module

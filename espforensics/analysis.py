@@ -5,7 +5,13 @@ In: a capture path, SAs (an ``SaTable``, or key file paths) and
 pandas DataFrame, ``.summary`` a ``Summary``); ``analyze_to_dir`` streams
 the tables into a folder and returns the ``Summary``. Raises
 ``InputError`` subclasses: ``CaptureError`` (after writing everything read
-before the damage), ``KeyFileError``, ``OutputExistsError``.
+before the damage), ``KeyFileError``, ``OutputExistsError``. A bug met
+while the frames are read is raised too, after everything read before it
+is written, with ``summary.json`` saying so.
+
+``analyze_to_dir`` writes each output as ``NAME.partial`` and renames them
+all into place only at the end, ``summary.json`` last: a run that is
+killed or interrupted leaves no file under a final name.
 """
 
 from __future__ import annotations
@@ -22,7 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from espforensics.capture import open_capture
-from espforensics.errors import CaptureError, InputError, OutputExistsError
+from espforensics.errors import (
+    TRACEBACK_FILE,
+    CaptureError,
+    EspForensicsError,
+    InputError,
+    OutputExistsError,
+)
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import PacketRecord
 from espforensics.parallel import iter_records_parallel
@@ -82,8 +94,8 @@ def _stream(
     with open_capture(path) as capture:
         records = (
             iter_records(capture, analyzer)
-            if jobs <= 1
-            else iter_records_parallel(path, analyzer, workers=jobs - 1)
+            if jobs <= 1  # with workers this capture is the main process's reader: its progress
+            else iter_records_parallel(path, analyzer, workers=jobs - 1, capture=capture)
         )
         for n, rec in enumerate(records, 1):
             if progress is not None and n % 4096 == 0:
@@ -93,15 +105,29 @@ def _stream(
 
 def _consume(
     records: Iterator[PacketRecord], builder: SummaryBuilder, sink: Callable[[PacketRecord], None]
-) -> InputError | None:
-    """Feed every record to the builder and the sink; the input error that ended it."""
+) -> Exception | None:
+    """Feed every record to the builder and the sink; the error that ended it, if any.
+
+    A damaged capture or a bad secrets block (``InputError``) ends it, and
+    so does a bug: either way what was read before is kept, and the caller
+    raises the error once it is written down.
+    """
     try:
         for rec in records:
             builder.observe(rec)
             sink(rec)
-    except InputError as exc:  # damaged capture or bad secrets block: keep what was read
+    except Exception as exc:  # raised again by every caller, once the outputs are written
         return exc
     return None
+
+
+def _stop_message(error: Exception | None) -> str | None:
+    """What ``summary.json`` says stopped the reading; a bug's message may hold values."""
+    if error is None:
+        return None
+    if isinstance(error, EspForensicsError):
+        return str(error)
+    return f"stopped by an internal error (a bug in espforensics): {type(error).__name__}"
 
 
 def capture_info(path: str | os.PathLike[str], sha256: str | None = None) -> CaptureInfo:
@@ -159,15 +185,15 @@ def _run(
     progress: Progress | None = None,
     sha256: str | None = None,
     jobs: int = 1,
-) -> tuple[Summary, InputError | None]:
-    """Stream the capture through the pipeline into ``sink``; the summary and any input error."""
+) -> tuple[Summary, Exception | None]:
+    """Stream the capture through the pipeline into ``sink``; the summary and the error, if any."""
     table = _table(sas)
     info = _info_later(path, sha256)
     builder = SummaryBuilder()
     analyzer = FrameAnalyzer(table, options or Options(), str(path))
     with fewer_collections():
         error = _consume(_stream(path, analyzer, progress, jobs), builder, sink)
-    message = None if error is None else str(error)
+    message = _stop_message(error)
     return builder.finish(info(), analyzer.findings, _modes(analyzer.sas, builder), message), error
 
 
@@ -194,16 +220,30 @@ def analyze(
     return Analysis(packets_frame(tables), summary)
 
 
+# In the order they are renamed into place: summary.json, the mark of a finished run, last.
 OUTPUT_FILES = (
     "packets.parquet",
     "packets.csv",
     "sas.csv",
     "findings.csv",
-    "summary.json",
     "report.txt",
     "report.md",
     "plots",
+    "summary.json",
 )
+PARTIAL = ".partial"  # suffix of an output until the run is finished
+
+
+def partial(out: Path, name: str) -> Path:
+    """Where output ``name`` is written before the run is finished."""
+    return out / f"{name}{PARTIAL}"
+
+
+def _remove(target: Path) -> None:
+    if target.is_dir():
+        shutil.rmtree(target)
+    elif target.exists():
+        target.unlink()
 
 
 def default_out_dir(path: str | os.PathLike[str]) -> Path:
@@ -214,8 +254,9 @@ def default_out_dir(path: str | os.PathLike[str]) -> Path:
 def prepare_out_dir(out: Path, force: bool) -> None:
     """Create ``out``; refuse an existing one unless ``force``.
 
-    With ``force`` only the files espforensics writes are removed, never
-    anything else a user keeps in that folder.
+    With ``force`` only the files espforensics writes are removed (with
+    the ``.partial`` ones of an unfinished run and a bug's traceback),
+    never anything else a user keeps in that folder.
     """
     if out.exists() and not out.is_dir():
         raise OutputExistsError(str(out), "exists and is not a folder")
@@ -223,11 +264,9 @@ def prepare_out_dir(out: Path, force: bool) -> None:
         if not force:
             raise OutputExistsError(str(out), "output folder exists; use --force to overwrite it")
         for name in OUTPUT_FILES:
-            target = out / name
-            if target.is_dir():
-                shutil.rmtree(target)
-            elif target.exists():
-                target.unlink()
+            _remove(out / name)
+            _remove(partial(out, name))
+        _remove(out / TRACEBACK_FILE)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -238,8 +277,24 @@ def _draw(out: Path, summary: Summary) -> Summary:
     # Imported here: matplotlib costs 36 MB of RSS, needed only once the tables are on disk.
     from espforensics.plots import PlotData, write_plots  # noqa: PLC0415
 
-    frames = plot_frames(out / "packets.parquet", summary)
-    return replace(summary, plots=write_plots(PlotData(**frames), out / "plots"))
+    frames = plot_frames(partial(out, "packets.parquet"), summary)
+    return replace(summary, plots=write_plots(PlotData(**frames), partial(out, "plots")))
+
+
+def _write_reports(out: Path, summary: Summary) -> None:
+    """The small outputs, under their ``.partial`` names."""
+    write_findings_csv(partial(out, "findings.csv"), summary.finding_list)
+    write_sas_csv(partial(out, "sas.csv"), summary)
+    partial(out, "report.txt").write_text(render_report(summary))
+    partial(out, "report.md").write_text(render_report_md(summary))
+    partial(out, "summary.json").write_text(render_json(summary))
+
+
+def _publish(out: Path) -> None:
+    """Rename every output written into place, in ``OUTPUT_FILES`` order (summary.json last)."""
+    for name in OUTPUT_FILES:
+        if partial(out, name).exists():
+            os.replace(partial(out, name), out / name)
 
 
 def analyze_to_dir(
@@ -256,6 +311,11 @@ def analyze_to_dir(
 ) -> Summary:
     """Analyze a capture into ``out``; every file is written even if the capture is damaged.
 
+    The files are renamed from ``NAME.partial`` into place once all are
+    written (summary.json last). A bug met while reading the frames is
+    raised after the same files are written, summary.json naming it; one
+    met later leaves the ``.partial`` files it stopped.
+
     ``sha256``: the capture's digest when the caller has it already (a batch
     hashes every capture to decide what to skip), so the file is read once less.
     ``jobs``: processes in all; past one, ``jobs - 1`` more decode and
@@ -263,15 +323,13 @@ def analyze_to_dir(
     """
     table = _table(sas)
     prepare_out_dir(out, force)
-    with PacketTableWriter(out) as writer:
+    tables = PacketTableWriter(partial(out, "packets.parquet"), partial(out, "packets.csv"))
+    with tables as writer:
         summary, error = _run(path, table, options, writer.write, progress, sha256, jobs)
     if plots:
         summary = _draw(out, summary)
-    write_findings_csv(out / "findings.csv", summary.finding_list)
-    write_sas_csv(out / "sas.csv", summary)
-    (out / "summary.json").write_text(render_json(summary))
-    (out / "report.txt").write_text(render_report(summary))
-    (out / "report.md").write_text(render_report_md(summary))
+    _write_reports(out, summary)
+    _publish(out)
     if error is not None:
         raise error
     return summary

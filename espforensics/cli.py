@@ -3,14 +3,18 @@
 In: argv. Out: files in the output folder, text on stdout, progress on
 stderr when it is a terminal. Exit codes: 0 done and no finding at or
 above ``--fail-on``, 1 such a finding, 2 usage or input error (one line
-``espforensics: error: <file>: <what>``). Nothing imports this module;
-it is the only module that imports typer and rich.
+``espforensics: error: <file>: <what>``), 70 a bug in espforensics (one
+line naming the file that holds its traceback, without any value), 130
+Ctrl-C. Nothing imports this module; it is the only module that imports
+typer and rich.
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import sys
+import tempfile
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
@@ -29,14 +33,21 @@ from espforensics.analysis import (
 from espforensics.batch.run import BatchProgress, run_batch
 from espforensics.batch.task import CaptureResult
 from espforensics.compare import compare as compare_summaries
-from espforensics.errors import INTERRUPTED, EspForensicsError
+from espforensics.errors import (
+    EXIT_INTERNAL,
+    INTERRUPTED,
+    TRACEBACK_FILE,
+    EspForensicsError,
+    InternalError,
+    bug_report,
+)
 from espforensics.model import SEVERITY_RANK, Severity
 from espforensics.narrative import worst_severity
 from espforensics.pipeline import Options
 from espforensics.render.json import render_comparison_json, render_json
 from espforensics.render.markdown import render_comparison_md, render_report_md
 from espforensics.render.text import render_comparison, render_report, render_summary
-from espforensics.summary import Summary
+from espforensics.summary import TOOL_VERSION, Summary
 
 if TYPE_CHECKING:  # typer vendors its own click: the help types come from there
     from typer._click import Context, HelpFormatter
@@ -134,7 +145,8 @@ QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress, n
 NoPlotsOption = Annotated[bool, typer.Option("--no-plots", help="Do not draw the plots.")]
 
 
-def _guarded(call: Callable[[], T]) -> T:
+def _guarded(call: Callable[[], T], out: Path | None = None) -> T:
+    """``call()``, its errors mapped to exit codes; a bug's traceback goes to ``out``."""
     try:
         return call()
     except EspForensicsError as exc:
@@ -143,6 +155,50 @@ def _guarded(call: Callable[[], T]) -> T:
     except KeyboardInterrupt:  # typer would exit 130 without a word
         typer.echo(INTERRUPTED, err=True)
         raise typer.Exit(130) from None
+    except Exception as exc:  # not the user's input: a bug, told apart from exit 1 and 2
+        _report_bug(exc, out)
+        raise typer.Exit(EXIT_INTERNAL) from None
+
+
+def _report_bug(exc: Exception, out: Path | None) -> None:
+    """One line on stderr; the traceback, without values, in ``out`` or a temporary file."""
+    where = _write_traceback(exc, out)
+    what = str(exc) if isinstance(exc, InternalError) else type(exc).__name__
+    typer.echo(
+        f"espforensics: internal error: {what} (a bug in espforensics, "
+        f"please report it); traceback in {where}",
+        err=True,
+    )
+
+
+def _write_traceback(exc: Exception, out: Path | None) -> str:
+    """Write ``bug_report(exc)`` into ``out`` if it is a folder, else a temporary file."""
+    text = (
+        f"espforensics {TOOL_VERSION}, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.machine()}\n\n{bug_report(exc)}"
+    )
+    if out is not None and out.is_dir():
+        try:
+            (out / TRACEBACK_FILE).write_text(text)
+            return str(out / TRACEBACK_FILE)
+        except OSError:
+            pass  # a read-only or full output folder: the temporary file below
+    try:
+        fd, name = tempfile.mkstemp(prefix="espforensics-traceback-", suffix=".txt")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+    except OSError as err:
+        return f"no file (it could not be written: {err.strerror})"
+    return name
+
+
+def main() -> None:
+    """Run the command; a bug outside the library calls still ends in one line and exit 70."""
+    try:
+        app()
+    except Exception as exc:  # _guarded saw none of it: a bug in this module or in typer
+        _report_bug(exc, None)
+        raise SystemExit(EXIT_INTERNAL) from None
 
 
 def _exit_for(worst: Severity | None, fail_on: FailOn) -> None:
@@ -236,7 +292,8 @@ def analyze(
                 progress=update,
                 plots=not no_plots,
                 jobs=jobs,
-            )
+            ),
+            out_dir,
         )
     finally:
         stop()
@@ -344,7 +401,8 @@ def batch(
                 natt_ports=tuple(natt_port or (4500,)),
                 plots=not no_plots,
                 progress=update,
-            )
+            ),
+            out,
         )
     finally:
         stop()

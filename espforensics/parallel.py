@@ -1,10 +1,13 @@
 """One capture on several processes: workers decode and decrypt, one process keeps the state.
 
-In: the capture's path, the main process's ``FrameAnalyzer`` and a number
-of worker processes. Out: ``iter_records_parallel`` yields exactly what
-``pipeline.iter_records`` yields for the same capture, record for record.
-Raises what ``iter_records`` raises, at the same point, and
-``EspForensicsError`` when a worker process dies.
+In: the capture's path, the main process's ``FrameAnalyzer``, a number
+of worker processes and, optionally, the main process's open ``Capture``
+(its ``bytes_read`` then tells how far the run has got). Out:
+``iter_records_parallel`` yields exactly what ``pipeline.iter_records``
+yields for the same capture, record for record. Raises what
+``iter_records`` raises, at the same point, ``EspForensicsError`` when a
+worker process dies, and ``InternalError`` (with the worker's traceback,
+without values) when a bug stops one.
 
 The frames are numbered into batches of ``BATCH``; worker ``k`` of ``count``
 decodes the batches ``b`` with ``b % count == k``. Every worker reads the
@@ -37,8 +40,8 @@ from multiprocessing import forkserver
 from multiprocessing.connection import Connection
 from typing import Any
 
-from espforensics.capture import open_capture
-from espforensics.errors import EspForensicsError
+from espforensics.capture import Capture, open_capture
+from espforensics.errors import EspForensicsError, InternalError, bug_report
 from espforensics.keys import SaTable
 from espforensics.model import Frame, PacketRecord
 from espforensics.pipeline import (
@@ -66,9 +69,9 @@ def _worker(
         out.send(_END)
     except BrokenPipeError:
         pass  # the main process stopped reading (an error or Ctrl-C there): nothing to say
-    except Exception as exc:  # any failure, reported by the main process in one line
+    except Exception as exc:  # a bug: its message may hold key bytes, so only bug_report
         with contextlib.suppress(OSError):
-            out.send((_FAILED, f"{type(exc).__name__}: {exc}"))
+            out.send((_FAILED, type(exc).__name__, bug_report(exc)))
     finally:
         out.close()
 
@@ -154,7 +157,7 @@ class _Workers:
         if isinstance(message, list):
             return message
         if isinstance(message, tuple) and message[0] == _FAILED:
-            raise EspForensicsError(f"{self._path}: a worker process failed: {message[1]}")
+            raise InternalError(f"a worker process of --jobs failed: {message[1]}", message[2])
         self._ended.add(index)
         return []  # the worker stopped early (damaged capture): the main process decides alone
 
@@ -169,14 +172,23 @@ class _Workers:
 
 
 def iter_records_parallel(
-    path: str | os.PathLike[str], analyzer: FrameAnalyzer, workers: int, batch: int = BATCH
+    path: str | os.PathLike[str],
+    analyzer: FrameAnalyzer,
+    workers: int,
+    batch: int = BATCH,
+    capture: Capture | None = None,
 ) -> Iterator[PacketRecord]:
-    """``iter_records`` over the capture at ``path``, decoding with ``workers`` more processes."""
+    """``iter_records`` over the capture at ``path``, decoding with ``workers`` more processes.
+
+    ``capture``: ``path`` opened already by the caller, who watches its
+    ``bytes_read``; this process reads it (and the workers their own).
+    """
     name = os.fspath(path)
     pool = _Workers(name, analyzer, workers, batch)
     try:
-        with open_capture(name) as capture:
-            yield from iter_records(capture, analyzer, _adopter(analyzer, pool, batch))
+        with contextlib.ExitStack() as stack:
+            reader = capture if capture is not None else stack.enter_context(open_capture(name))
+            yield from iter_records(reader, analyzer, _adopter(analyzer, pool, batch))
     finally:
         pool.close()
 

@@ -107,12 +107,13 @@ class PacketTableWriter(RowGroups):
 
     The files are encoded and written on a thread (pyarrow releases the GIL
     there: 3.4 us per frame taken off the analyzing thread). At most
-    ``_QUEUED`` row groups wait for it, so memory stays bounded.
+    ``_QUEUED`` row groups wait for it, so memory stays bounded. The
+    caller names the files (analysis.py writes them under temporary names).
     """
 
-    def __init__(self, out_dir: Path) -> None:
-        self._parquet = pq.ParquetWriter(out_dir / "packets.parquet", PACKET_SCHEMA)
-        self._csv = pacsv.CSVWriter(str(out_dir / "packets.csv"), PACKET_SCHEMA)
+    def __init__(self, parquet: Path, csv_path: Path) -> None:
+        self._parquet = pq.ParquetWriter(parquet, PACKET_SCHEMA)
+        self._csv = pacsv.CSVWriter(str(csv_path), PACKET_SCHEMA)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="espforensics-tables")
         self._pending: deque[Future[None]] = deque()
         super().__init__(self._submit)

@@ -7,10 +7,13 @@ folder, ``captures/NAME/`` per capture, the partitioned dataset
 ``packets/capture=NAME/``, ``captures.csv``/``captures.parquet``,
 ``report.txt`` and ``manifest.json``. Raises ``InputError`` for PATHs
 that name nothing and bad global key files; a bad capture is a row.
+Every file is written under a ``.partial-`` name and renamed into place,
+so a killed batch leaves no half-written file under a final name.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -22,7 +25,7 @@ from espforensics.batch.executor import run_dask, run_local
 from espforensics.batch.manifest import Manifest, entry_key
 from espforensics.batch.report import render_batch_report
 from espforensics.batch.task import PARTIAL, CaptureResult, CaptureTask, key_source
-from espforensics.errors import CaptureError
+from espforensics.errors import TRACEBACK_FILE, CaptureError
 from espforensics.keys import load_sas
 from espforensics.model import FindingKind, Verdict
 from espforensics.tables import write_rows
@@ -63,6 +66,26 @@ def _prepare(out: Path) -> None:
     (out / "captures").mkdir(parents=True, exist_ok=True)
     for stale in (out / "captures").glob(f"{PARTIAL}*"):  # left by an interrupted run
         shutil.rmtree(stale)
+    for leftover in [
+        *(out / "packets").glob(f"capture=*/{PARTIAL}*"),
+        *out.glob(f"{PARTIAL}*"),
+        out / TRACEBACK_FILE,  # of an earlier run's bug
+    ]:
+        if leftover.is_dir():
+            shutil.rmtree(leftover)
+        elif leftover.exists():
+            leftover.unlink()
+
+
+def _write_tables(out: Path, batch: BatchResult) -> None:
+    """captures.csv/.parquet and report.txt, each written aside and renamed into place."""
+    staged = out / f"{PARTIAL}captures"  # write_rows adds .csv and .parquet
+    write_rows(staged, capture_columns(), [capture_row(r) for r in batch.rows])
+    report = out / f"{PARTIAL}report.txt"
+    report.write_text(render_batch_report(batch.rows, batch.skipped))
+    for ext in (".csv", ".parquet"):
+        os.replace(staged.with_suffix(ext), (out / "captures").with_suffix(ext))
+    os.replace(report, out / "report.txt")
 
 
 def _plan(
@@ -146,7 +169,6 @@ def run_batch(
     else:
         run_local(tasks, jobs, done)
     rows = tuple(sorted([*reused, *results], key=lambda r: r.name))
-    write_rows(out / "captures", capture_columns(), [capture_row(r) for r in rows])
     batch = BatchResult(rows, len(reused) - sum(1 for r in reused if not r.sha256), len(results))
-    (out / "report.txt").write_text(render_batch_report(batch.rows, batch.skipped))
+    _write_tables(out, batch)
     return batch

@@ -9,7 +9,8 @@ lets other errors through.
 
 Outputs are written to ``OUT/captures/.partial-NAME`` and renamed into
 place only when the capture is finished, so an interrupted batch never
-leaves a folder that looks complete.
+leaves a folder that looks complete; the dataset's file is staged as
+``.partial-packets.parquet`` and renamed the same way.
 """
 
 from __future__ import annotations
@@ -120,10 +121,14 @@ def _publish(out: Path, partial: Path, name: str) -> Path:
     table = final / "packets.parquet"
     if table.exists():
         part.mkdir(parents=True)
+        # Linked or copied under a hidden name (dataset readers skip those), then renamed:
+        # a batch killed during the copy leaves no half file in the dataset.
+        staged = part / f"{PARTIAL}packets.parquet"
         try:
-            os.link(table, part / "packets.parquet")
+            os.link(table, staged)
         except OSError:  # another file system: copy instead
-            shutil.copyfile(table, part / "packets.parquet")
+            shutil.copyfile(table, staged)
+        os.replace(staged, part / "packets.parquet")
     return final
 
 
