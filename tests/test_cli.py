@@ -1,21 +1,20 @@
-"""The command line: outputs, exit codes, one-line errors, no key material anywhere."""
+"""The command line: outputs, exit codes, one-line errors, no key material anywhere.
+
+Ctrl-C under --jobs (a real signal): tests/test_parallel.py; a bug (exit 70):
+tests/test_internal_error.py.
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from espforensics.cli import app
-from espforensics.synth import build_scenario, write_capture, write_scenario
+from espforensics.synth import build_scenario, write_scenario
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 runner = CliRunner()
@@ -166,37 +165,6 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path, monkeypatch: pytest.Mon
     res = runner.invoke(app, ["analyze", str(FIXTURES / "example.pcap"), "--out", str(tmp_path)])
     assert res.exit_code == 130
     assert res.stderr == "espforensics: interrupted (a batch resumes where it stopped)\n"
-
-
-def test_ctrl_c_during_jobs_leaves_no_worker_behind(tmp_path: Path) -> None:
-    """A real SIGINT to the process group while worker processes decode."""
-    sc = build_scenario("ipv4-transport-tcp")
-    files = write_scenario(sc, tmp_path)
-    frames = list(sc.frames) * 1500  # 147,000 frames: several seconds of work
-    big = tmp_path / "big.pcap"
-    write_capture(big, [f._replace(number=i + 1) for i, f in enumerate(frames)])
-    cmd = [sys.executable, "-m", "espforensics", "analyze", str(big), "--sa", str(files["keys"])]
-    cmd += ["--out", str(tmp_path / "out"), "--no-plots", "--jobs", "3"]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    table = tmp_path / "out" / "packets.csv"
-    while proc.poll() is None and not (table.exists() and table.stat().st_size):
-        time.sleep(0.05)  # until the first row group is written: the workers are busy
-    os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert err == "espforensics: interrupted (a batch resumes where it stopped)\n"
-    deadline = time.monotonic() + 10
-    while _group_alive(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _group_alive(proc.pid), "a worker or the forkserver outlived the command"
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 # -- help texts -----------------------------------------------------------------

@@ -13,7 +13,11 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import multiprocessing
+import os
 import random
+import select
+import signal
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -31,6 +35,7 @@ from espforensics.pipeline import FrameAnalyzer, Options, iter_records
 from espforensics.synth import SCENARIOS, build_scenario, keys_yaml, write_capture, write_scenario
 from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, SaFlow, make_sa
 from espforensics.synth.packets import udp_bytes
+from tests.stop_at import run_until_stopped
 
 # Interleaved into one capture: ESN wrap, IV reuse, fragments (v4 and v6), the
 # kernel's misplaced header, sequence anomalies, a failed ICV and unknown SPIs.
@@ -155,7 +160,7 @@ def test_a_cut_capture_reports_the_same_frames_and_error(
         got.extend(iter_records_parallel(cut, analyzer, 2, batch=4))
     with pytest.raises(CaptureTruncated) as serial_error:
         _serial(cut, sas)
-    want = []
+    want: list[PacketRecord] = []
     serial = FrameAnalyzer(sas, Options(), str(cut))
     with open_capture(cut) as capture, pytest.raises(CaptureTruncated):
         want.extend(iter_records(capture, serial))
@@ -230,3 +235,81 @@ def test_a_compressed_capture_gives_the_same_records(
     got, got_findings, analyzer = _parallel(gz, sas, 2, 16)
     assert _rows(got) == _rows(want) and got_findings == want_findings
     assert analyzer.adopted > len(want) // 2
+
+
+def _repeated(tmp_path: Path, times: int) -> tuple[Path, Path]:
+    """ipv4-transport-tcp's 98 frames (958 bytes each on average) ``times`` over, renumbered."""
+    sc = build_scenario("ipv4-transport-tcp")
+    files = write_scenario(sc, tmp_path)
+    frames = list(sc.frames) * times
+    big = tmp_path / "big.pcap"
+    write_capture(big, [f._replace(number=i + 1) for i, f in enumerate(frames)])
+    return big, files["keys"]
+
+
+def test_progress_advances_under_jobs(tmp_path: Path) -> None:
+    """The bytes the main process's reader has taken, every 4,096 frames, as with one process."""
+    big, keys = _repeated(tmp_path, 140)  # 13,720 frames, 13 MB: three reports, 1 MiB reads
+    calls: dict[int, list[int]] = {}
+    for jobs in (1, 2):
+        calls[jobs] = []
+        out = tmp_path / f"jobs{jobs}"
+        analyze_to_dir(big, [keys], out, plots=False, progress=calls[jobs].append, jobs=jobs)
+    assert len(calls[1]) == 13_720 // 4096 == 3
+    assert calls[2] == calls[1]
+    assert 0 < calls[2][0] < calls[2][1] < calls[2][2] <= big.stat().st_size
+
+
+def _group(pgid: int) -> dict[int, int]:
+    """Parent pid by pid, of every process in process group ``pgid``."""
+    members = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)"
+        except OSError:
+            continue  # ended meanwhile
+        if int(fields[2]) == pgid:
+            members[int(stat.parent.name)] = int(fields[1])
+    return members
+
+
+def _ended(pid: int, timeout: float) -> bool:
+    """Whether ``pid`` has ended, waiting for that event up to ``timeout`` seconds."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], timeout)[0])
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc and waits on pidfds")
+def test_ctrl_c_during_jobs_leaves_no_worker_behind(tmp_path: Path) -> None:
+    """A real SIGINT to the process group while worker processes have batches to send.
+
+    tests/stop_at.py stops the command's main process at frame 1, when it has
+    received worker 0's first batch; it waits there on a pipe the test never
+    writes. Each worker has 6 batches of 2,048 frames; the main process takes
+    no more, and a pipe holds 64 KiB, less than one pickled batch: no worker
+    can have finished when the signal comes.
+    """
+    big, keys = _repeated(tmp_path, 251)  # 24,598 frames: 12 batches
+    args = ["analyze", str(big), "--sa", str(keys), "--out", str(tmp_path / "out")]
+    proc = run_until_stopped(
+        "espforensics.pipeline",
+        "FrameAnalyzer.adopt",
+        "args[1].number == 1",
+        [*args, "--no-plots", "--jobs", "3", "-q"],
+    )
+    group = _group(proc.pid)
+    helpers = [pid for pid, parent in group.items() if parent == proc.pid]  # the forkserver, ...
+    workers = [pid for pid, parent in group.items() if parent in helpers]
+    assert len(workers) == 2, group
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err == b"espforensics: interrupted (a batch resumes where it stopped)\n"
+    assert all(_ended(pid, 0) for pid in workers), "a worker outlived the command"
+    assert all(_ended(pid, 10) for pid in helpers), "the forkserver outlived the command"
