@@ -5,7 +5,8 @@ In: a capture path, SAs (an ``SaTable``, or key file paths) and
 pandas DataFrame, ``.summary`` a ``Summary``); ``analyze_to_dir`` streams
 the tables into a folder and returns the ``Summary``. Raises
 ``InputError`` subclasses: ``CaptureError`` (after writing everything read
-before the damage), ``KeyFileError``, ``OutputExistsError``. A bug met
+before the damage), ``KeyFileError``, ``OutputExistsError``,
+``OutputError`` (a file system refused an output). A bug met
 while the frames are read is raised too, after everything read before it
 is written, with ``summary.json`` saying so.
 
@@ -33,7 +34,9 @@ from espforensics.errors import (
     CaptureError,
     EspForensicsError,
     InputError,
+    OutputError,
     OutputExistsError,
+    scrub,
 )
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import PacketRecord
@@ -127,7 +130,14 @@ def _stop_message(error: Exception | None) -> str | None:
         return None
     if isinstance(error, EspForensicsError):
         return str(error)
+    if isinstance(error, OSError):
+        return _cannot_write(error)
     return f"stopped by an internal error (a bug in espforensics): {type(error).__name__}"
+
+
+def _cannot_write(exc: OSError) -> str:
+    """Why an output could not be written (disk full, permissions), without any value."""
+    return f"cannot write the outputs: {exc.strerror or scrub(str(exc))}"
 
 
 def capture_info(path: str | os.PathLike[str], sha256: str | None = None) -> CaptureInfo:
@@ -323,15 +333,18 @@ def analyze_to_dir(
     """
     table = _table(sas)
     prepare_out_dir(out, force)
-    tables = PacketTableWriter(partial(out, "packets.parquet"), partial(out, "packets.csv"))
-    with tables as writer:
-        summary, error = _run(path, table, options, writer.write, progress, sha256, jobs)
-    if plots:
-        summary = _draw(out, summary)
-    _write_reports(out, summary)
-    _publish(out)
-    if error is not None:
-        raise error
+    try:
+        tables = PacketTableWriter(partial(out, "packets.parquet"), partial(out, "packets.csv"))
+        with tables as writer:
+            summary, error = _run(path, table, options, writer.write, progress, sha256, jobs)
+        if plots:
+            summary = _draw(out, summary)
+        _write_reports(out, summary)
+        _publish(out)
+        if error is not None:
+            raise error
+    except OSError as exc:  # the capture's are CaptureError: this is an output refused
+        raise OutputError(str(out), _cannot_write(exc)) from exc
     return summary
 
 

@@ -12,6 +12,7 @@ Foreign exceptions are wrapped where the foreign library is called
     |   |   +-- CaptureTruncated   the file ends inside a record
     |   +-- KeyFileError           a key file (or DSB) that cannot be used
     |   +-- OutputExistsError      output folder exists and --force not given
+    |   +-- OutputError            an output file cannot be written (disk full, ...)
     +-- MalformedPacket            a decoder could not parse bytes
         +-- Truncated              ... because the bytes ended too early
 
@@ -69,6 +70,10 @@ class KeyFileError(InputError):
 
 class OutputExistsError(InputError):
     """The output folder exists already and overwriting was not allowed."""
+
+
+class OutputError(InputError):
+    """The file system refused an output file (no space, no permission); ``path``: the folder."""
 
 
 class MalformedPacket(EspForensicsError):

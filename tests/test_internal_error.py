@@ -7,8 +7,10 @@ then greps stdout, stderr, the traceback and every output for the key.
 
 from __future__ import annotations
 
+import errno
 import json
 import multiprocessing
+import os
 import re
 import signal
 import sys
@@ -226,6 +228,25 @@ def test_a_bug_in_a_jobs_worker_is_an_internal_error(
         workers.batch(0)
     assert str(caught.value) == "a worker process of --jobs failed: RuntimeError"
     assert caught.value.report in bug_report(caught.value)
+
+
+def test_a_full_disk_is_an_input_error_not_a_bug(
+    capture: tuple[Path, Path, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file system refusing an output is exit 2 and one line: nothing to report as a bug."""
+    cap, keys, _ = capture
+
+    def full(self: object, table: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr("espforensics.tables.PacketTableWriter._write_both", full)
+    out = tmp_path / "out"
+    res = runner.invoke(cli.app, ["analyze", str(cap), "--sa", str(keys), "--out", str(out)])
+    assert res.exit_code == 2
+    assert res.stderr == (
+        f"espforensics: error: {out}: cannot write the outputs: No space left on device\n"
+    )
+    assert not (out / TRACEBACK).exists()
 
 
 @pytest.mark.parametrize(
