@@ -54,6 +54,9 @@ ESP_SECRETS_TYPE = 0x45535053  # pcapng DSB "ESPS": Wireshark esp_sa lines
 # Records waiting behind a held one (a fragment, an SA's first IVs) at the most:
 # past this the oldest hold is given up, so memory stays bounded by it.
 MAX_WAITING = 65536
+# The same for a record a check holds (an SA whose IV constant is not settled yet):
+# fewer, because a capture of many short-lived SAs holds one per SA.
+MAX_BEHIND_CHECK = 4096
 
 
 _record_values = attrgetter(*PACKET_COLUMNS)
@@ -161,9 +164,12 @@ class FrameAnalyzer:
             for check in self.checks:
                 check.observe(pkt)
         if self._holds or self._queue:
-            self._queue.append(rec)
+            queue = self._queue
+            queue.append(rec)
             expired = self._reasm.expire(ts_ns)
-            if len(self._queue) > MAX_WAITING:
+            if len(queue) > MAX_BEHIND_CHECK and queue[0].frame not in self._fragments:
+                self._holds.force(queue[0].frame)
+            elif len(queue) > MAX_WAITING:
                 expired += self._unblock()
             return list(self._release(expired))
         return rec

@@ -49,3 +49,9 @@ def test_bench_iv_tracker_counts_one_run_for_counter_ivs() -> None:
 def test_bench_batch_runs(tmp_path: Path) -> None:
     out = _run("bench_batch.py", "--captures", "3", "--frames", "200", "--workdir", str(tmp_path))
     assert "--jobs 1:" in out and "--jobs 2:" in out, out
+
+
+def test_bench_sas_prints_both_runs_and_the_ratio(tmp_path: Path) -> None:
+    out = _run("bench_sas.py", "--cases", "400:300", "--workdir", str(tmp_path))
+    assert "2 SPIs:" in out and "300 SPIs:" in out and "peak RSS" in out, out
+    assert "time ratio many/one:" in out, out

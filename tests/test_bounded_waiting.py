@@ -78,3 +78,57 @@ def test_fewer_collections_nested_on_threads_restores_once_all_end() -> None:
     assert gc.get_threshold()[0] == 50_000
     second.__exit__(None, None, None)
     assert gc.get_threshold() == before
+
+
+def test_a_check_hold_gives_up_sooner_than_a_fragment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An SA's first record waits behind at most MAX_BEHIND_CHECK frames, a fragment longer."""
+    monkeypatch.setattr(pipeline, "MAX_WAITING", 1000)
+    monkeypatch.setattr(pipeline, "MAX_BEHIND_CHECK", 100)
+    for scenario, bound in (("kernel-gso-v4", 102), ("fragments-v4", 1002)):
+        sc = build_scenario(scenario, seed=1)
+        if scenario == "fragments-v4":
+            lone = next(
+                t.frame
+                for t in sc.truth
+                if t.verdict is Verdict.FRAGMENT and t.reassembled_in is None
+            )
+            first = [sc.frames[lone - 1]._replace(number=1)]
+        else:
+            first = [sc.frames[2]._replace(number=1)]
+        consumed = [0]
+        records = iter_records(
+            _then_arp(first, 2000, consumed), FrameAnalyzer(SaTable(sc.sas), Options(), "b")
+        )
+        assert next(records).frame == 1
+        assert bound - 2 < consumed[0] <= bound, scenario
+        assert len(list(records)) == 2000
+
+
+def _many_spis(n: int) -> Iterator[Frame]:
+    """``n`` copies of one ESP frame, each with an SPI of its own (a scan of SAs)."""
+    sc = build_scenario("ipv4-transport-tcp", seed=1)
+    frame = next(f for f, t in zip(sc.frames, sc.truth, strict=True) if t.spi is not None)
+    at = 14 + 20  # Ethernet and IPv4 header: the SPI
+    for i in range(n):
+        data = frame.data[:at] + (0x10000 + i).to_bytes(4, "big") + frame.data[at + 4 :]
+        yield frame._replace(number=i + 1, data=data)
+
+
+def test_many_sas_keep_few_records_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every SA's first record is held while it probes; the wait stays bounded per frame."""
+    monkeypatch.setattr(pipeline, "MAX_BEHIND_CHECK", 64)
+    analyzer = FrameAnalyzer(SaTable(), Options(), "scan")
+    fed, out, most = 0, 0, 0
+
+    def feed() -> Iterator[Frame]:
+        nonlocal fed
+        for f in _many_spis(3000):
+            fed += 1
+            yield f
+
+    for rec in iter_records(feed(), analyzer):
+        out += 1
+        assert rec.frame == out
+        most = max(most, fed - out)
+    assert out == 3000
+    assert most <= 65

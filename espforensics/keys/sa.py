@@ -30,6 +30,7 @@ AEAD_KEY_LAYOUT: dict[str, tuple[tuple[int, ...], int]] = {
 }
 SUPPORTED_ALGORITHMS = frozenset({RFC4106})
 ICV_BITS = frozenset({64, 96, 128})
+_CACHE_MAX = 65536  # lookups remembered; a capture of a scan meets millions of (SPI, addresses)
 
 
 class Secret:
@@ -155,6 +156,8 @@ class SaTable:
             found = self._by_key.get(key)
             if found is not None:
                 break
+        if len(self._cache) >= _CACHE_MAX:  # a scan's SPIs and addresses: stay bounded
+            self._cache.clear()
         self._cache[ck] = found
         return found
 

@@ -1,0 +1,100 @@
+"""Time and memory per frame against the number of SAs, in one run.
+
+Usage: python benchmarks/bench_sas.py [--cases 60000:60000,1000000:100000]
+                                      [--workdir DIR] [--repeat 1]
+
+For each case FRAMES:SPIS, generates (once) two captures of FRAMES
+Ethernet/IPv4 ESP frames from the project's benchmark builder: one where
+every frame keeps its SA's SPI (two SPIs, the bulk transfer), and one
+where the SPI is rewritten to cycle over SPIS distinct values (a scan, or
+an archive of many short-lived SAs). Both are analyzed without keys (the
+SPIs of a scan have none), every check and table on, no plots, each in a
+fresh process; prints us/frame and peak RSS of both and their ratio. The
+target (issue 11/12) is a ratio of at most 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+_ANALYZE = """
+import resource, sys, time
+from pathlib import Path
+from espforensics.analysis import analyze_to_dir
+t = time.perf_counter()
+s = analyze_to_dir(sys.argv[1], None, Path(sys.argv[2]), force=True, plots=False)
+print(time.perf_counter() - t, s.capture.frames, len(s.sas),
+      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+_SPI_AT = 14 + 20  # Ethernet + IPv4 header of the bench frames
+
+
+def make_capture(path: Path, frames: int, spis: int) -> None:
+    """The bench capture with its SPIs cycling over ``spis`` values (0: as built)."""
+    from espforensics.capture.writer import write_pcap  # noqa: PLC0415
+    from espforensics.model import Frame  # noqa: PLC0415
+    from espforensics.synth.bench import iter_bench_frames  # noqa: PLC0415
+
+    def frames_with_spis() -> Iterator[Frame]:
+        for f in iter_bench_frames(frames):
+            if not spis:
+                yield f
+                continue
+            spi = (0x10000 + f.number % spis).to_bytes(4, "big")
+            data = f.data[:_SPI_AT] + spi + f.data[_SPI_AT + 4 :]
+            yield Frame(f.number, f.ts_ns, f.caplen, f.wirelen, f.linktype, data)
+
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("wb") as fh:
+        write_pcap(fh, frames_with_spis(), linktype=1)
+    tmp.rename(path)
+
+
+def _child(cap: Path, out: Path) -> tuple[float, int, int, float]:
+    words = subprocess.run(
+        [sys.executable, "-c", _ANALYZE, str(cap), str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return float(words[0]), int(words[1]), int(words[2]), int(words[3]) / 1024
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="60000:60000,1000000:100000")
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "espf-sas")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each; the fastest counts")
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    worst = 0.0
+    for case in args.cases.split(","):
+        frames, spis = (int(x) for x in case.split(":"))
+        row = {}
+        for label, n_spis in (("2 SPIs", 0), (f"{spis:,} SPIs", spis)):
+            cap = args.workdir / f"sas-{frames}-{n_spis}.pcap"
+            if not cap.exists():
+                make_capture(cap, frames, n_spis)
+            runs = [_child(cap, args.workdir / "out") for _ in range(args.repeat)]
+            row[label] = min(runs)
+        print(f"{frames:,} frames, keyless, every check and table, no plots")
+        for label, (secs, n, sas, rss) in row.items():
+            print(
+                f"  {label:>12}: {secs * 1e6 / n:6.1f} us/frame  {n / secs:>9,.0f} frames/s  "
+                f"{sas:>7,} SAs  peak RSS {rss:5.0f} MB"
+            )
+        (one, *_), (many, *_) = row.values()
+        print(f"  time ratio many/one: {many / one:.2f}")
+        worst = max(worst, many / one)
+    print(f"worst time ratio: {worst:.2f} (target <= 2)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
