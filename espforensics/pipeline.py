@@ -4,7 +4,7 @@ In: the items of an open capture (``Frame`` and ``DecryptionSecrets``), an
 ``SaTable`` and ``Options``. Out: ``iter_records`` yields exactly one
 record per frame, in capture order. Raises ``KeyFileError`` for a bad
 Decryption Secrets Block and lets the capture's own errors through (after
-yielding every record it could); a frame that cannot be decoded is a
+yielding every record it could, the held ones included); a frame that cannot be decoded is a
 record with verdict ``undecodable`` or ``truncated``, never an exception.
 
 Stages per frame: link -> outer IP -> (reassembly) -> ESP location ->
@@ -38,7 +38,7 @@ from espforensics.decode.inner import ntop
 from espforensics.decode.ip import PROTO_ESP, PROTO_UDP, OuterIp, parse_ip
 from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
 from espforensics.decode.reassembly import Completed, Expired, Reassembler
-from espforensics.errors import CaptureError, MalformedPacket, Truncated
+from espforensics.errors import InputError, MalformedPacket, Truncated
 from espforensics.keys import SaTable, parse_esp_sa
 from espforensics.model import (
     PACKET_COLUMNS,
@@ -434,7 +434,7 @@ def iter_records(
                     yield out
             else:
                 analyzer.add_secrets(item)
-    except CaptureError:
-        yield from analyzer.finish()  # what was read is still reported
+    except InputError:  # a damaged capture or a bad secrets block
+        yield from analyzer.finish()  # what was read is still reported, held records too
         raise
     yield from analyzer.finish()

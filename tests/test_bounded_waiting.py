@@ -132,3 +132,23 @@ def test_many_sas_keep_few_records_waiting(monkeypatch: pytest.MonkeyPatch) -> N
         most = max(most, fed - out)
     assert out == 3000
     assert most <= 65
+
+
+def test_a_bad_secrets_block_still_yields_the_held_records() -> None:
+    """Records held at the moment a bad Decryption Secrets Block is met are not lost."""
+    from espforensics.errors import KeyFileError
+    from espforensics.model import DecryptionSecrets
+
+    sc = build_scenario("fragments-v4", seed=1)
+    lone = next(
+        t.frame for t in sc.truth if t.verdict is Verdict.FRAGMENT and t.reassembled_in is None
+    )
+    frames = [sc.frames[lone - 1]._replace(number=1)]
+    frames += [f._replace(number=i + 2) for i, f in enumerate(sc.frames[:4]) if f is not frames[0]]
+    bad = DecryptionSecrets(pipeline.ESP_SECRETS_TYPE, b'"IPv4","x","y","0x1","nope"\n')
+    analyzer = FrameAnalyzer(SaTable(sc.sas), Options(), "dsb")
+    got: list[int] = []
+    with pytest.raises(KeyFileError):
+        for rec in iter_records([*frames, bad, *frames], analyzer):
+            got.append(rec.frame)
+    assert got == [f.number for f in frames]  # the held fragment and all that waited behind it
