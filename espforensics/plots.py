@@ -30,6 +30,7 @@ import matplotlib as mpl
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from espforensics.model import PlotOutcome, Verdict
@@ -92,6 +93,7 @@ _SA_COLOURS = (
     "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 )  # fmt: skip
 _SA_MARKERS = ("o", "s", "^", "D", "v", "P")
+_IV_PANELS = 8  # SAs the IV derivation plot draws, one panel each
 _OFFSET_COLOURS = {"expected": "#9e9e9e", "found": "#1f77b4"}
 # event -> (colour, marker, lane offset within the SA's row)
 _EVENT_STYLE = {
@@ -277,7 +279,11 @@ def plot_offsets(df: pd.DataFrame) -> Figure | None:
 
 
 def plot_iv_derivation(df: pd.DataFrame) -> Figure | None:
-    """Scatter per SA: which sequence number each IV was built from; reuse marked."""
+    """One panel per SA: which sequence number each IV was built from; reuse marked.
+
+    Each point sits on its exact whole n: SAs get panels of their own rather
+    than offsets within a row, which read as other values of n.
+    """
     if not _has(df, "sa", "seq64", "delta", "reused"):
         return None
     df = df.assign(
@@ -289,33 +295,42 @@ def plot_iv_derivation(df: pd.DataFrame) -> Figure | None:
     known = df[df["delta"].notna()]
     if known.empty:
         return None
-    sas = _ordered(known["sa"])
-    # SAs side by side around each integer n, so one SA's points never hide another's
-    spread = np.linspace(-0.2, 0.2, len(sas)) if len(sas) > 1 else np.zeros(1)
-    lanes = {sa: float(o) for sa, o in zip(sas, spread, strict=True)}
-    known = known.assign(y=known["delta"] + known["sa"].map(lanes))
+    sas, hidden = _iv_panels(known)
     with mpl.rc_context(_STYLE):
-        fig, ax = _axes(
-            "Sequence number each ESP IV was built from (0 = the packet's own)",
-            "64-bit sequence number",
-            "IV built from seq + n",
-        )
-        for i, sa in enumerate(sas):
+        fig = Figure(figsize=(_SIZE[0], 1.2 + 1.5 * len(sas)), layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(len(sas), 1, sharey=True, squeeze=False)[:, 0]
+        fig.suptitle("Sequence number each ESP IV was built from (0 = the packet's own)")
+        more = f" ({hidden} more SA{'s' * (hidden > 1)} not drawn: packets.csv)" if hidden else ""
+        fig.supylabel("IV built from seq + n", fontsize=10)
+        deltas = known["delta"].to_numpy(dtype=np.float64)
+        for i, (ax, sa) in enumerate(zip(axes, sas, strict=True)):
             rows = known[known["sa"] == sa]
+            ax.set_title(sa, loc="left", fontsize=9, fontweight="normal")
             ax.scatter(
-                rows["seq64"], rows["y"], s=18, label=sa, facecolors="none", linewidths=0.9,
+                rows["seq64"], rows["delta"], s=18, facecolors="none", linewidths=0.9,
                 edgecolors=_SA_COLOURS[i % len(_SA_COLOURS)],
                 marker=_SA_MARKERS[i % len(_SA_MARKERS)],
             )  # fmt: skip
-        _mark_reused(ax, known, unplaced=int((df["reused"] & df["delta"].isna()).sum()))
-        _integer_rows(ax, known["delta"].to_numpy(dtype=np.float64))
-        ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
-        _legend_below(fig, ax)
+            _mark_reused(ax, rows[rows["reused"]])
+            _integer_rows(ax, deltas)
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+        axes[-1].set_xlabel("64-bit sequence number" + more)
+        _reuse_legend(fig, known, unplaced=int((df["reused"] & df["delta"].isna()).sum()))
     return fig
 
 
+def _iv_panels(known: pd.DataFrame) -> tuple[list[str], int]:
+    """The SAs to draw (at most ``_IV_PANELS``, those with a deviation or reuse
+    first) in label order, and how many are left out."""
+    sas = _ordered(known["sa"])
+    odd = set(known.loc[(known["delta"] != 0) | known["reused"], "sa"])
+    chosen = sorted(sas, key=lambda sa: (sa not in odd, sas.index(sa)))[:_IV_PANELS]
+    return [sa for sa in sas if sa in chosen], len(sas) - len(chosen)
+
+
 def _integer_rows(ax: Axes, deltas: np.ndarray[Any, np.dtype[np.float64]]) -> None:
-    """One row per whole n, ruled at n +- 0.5, holding the SA lanes."""
+    """Whole n on the y axis, each point on its row, rows ruled at n +- 0.5."""
     low, high = float(deltas.min()), float(deltas.max())
     ax.set_ylim(low - 0.5, high + 0.5)
     if high - low > 12:
@@ -329,17 +344,26 @@ def _integer_rows(ax: Axes, deltas: np.ndarray[Any, np.dtype[np.float64]]) -> No
     ax.tick_params(axis="y", which="minor", length=0)
 
 
-def _mark_reused(ax: Axes, known: pd.DataFrame, unplaced: int) -> None:
-    """Red crosses on reused IVs; the legend counts those that have no delta."""
-    reused = known[known["reused"]]
-    if reused.empty and not unplaced:
+def _mark_reused(ax: Axes, reused: pd.DataFrame) -> None:
+    """Red crosses on the panel's reused IVs."""
+    if reused.empty:
         return
-    label = f"IV reused ({len(reused)}"
-    label += f" shown, {unplaced} not: IV not counter-derived)" if unplaced else ")"
     ax.scatter(
-        reused["seq64"], reused["y"], s=40, marker="x", color="#d62728",
-        linewidths=1.4, zorder=3, label=label,
+        reused["seq64"], reused["delta"], s=40, marker="x", color="#d62728",
+        linewidths=1.4, zorder=3,
     )  # fmt: skip
+
+
+def _reuse_legend(fig: Figure, known: pd.DataFrame, unplaced: int) -> None:
+    """One legend below the panels for the red crosses; it counts the reused IVs
+    that have no delta and so no place on the plot."""
+    shown = int(known["reused"].sum())
+    if not shown and not unplaced:
+        return
+    label = f"IV reused ({shown}"
+    label += f" shown, {unplaced} not: IV not counter-derived)" if unplaced else ")"
+    cross = Line2D([], [], linestyle="none", marker="x", color="#d62728", markeredgewidth=1.4)
+    fig.legend([cross], [label], loc="outside lower center")
 
 
 def _throughput_table(df: pd.DataFrame) -> tuple[pd.DataFrame, float, float]:

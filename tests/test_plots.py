@@ -191,32 +191,70 @@ def test_offsets_none_without_data() -> None:
 # -- IV derivation -----------------------------------------------------------
 
 
-def test_iv_one_series_per_sa_plus_reused() -> None:
+def _points(ax: Axes, i: int) -> list[tuple[float, float]]:
+    return [(float(x), float(y)) for x, y in np.asarray(ax.collections[i].get_offsets())]
+
+
+def test_iv_one_panel_per_sa_each_point_on_its_exact_delta() -> None:
     fig = plot_iv_derivation(iv_df())
-    ax = axes_of(fig)
     assert fig is not None
-    assert len(ax.collections) == 3
-    assert legend_texts(fig) == [SA1, SA2, "IV reused (2)"]
-    reused = ax.collections[2]
-    assert len(np.asarray(reused.get_offsets())) == 2
-    assert ax.get_title() == "Sequence number each ESP IV was built from (0 = the packet's own)"
-    assert ax.get_xlabel() == "64-bit sequence number"
-    assert ax.get_ylabel() == "IV built from seq + n"
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["0", "+1"]
+    first, second = fig.axes
+    assert [ax.get_title(loc="left") for ax in fig.axes] == [SA1, SA2]
+    assert _points(first, 0) == [(1, 0), (2, 1), (3, 1), (4, 0)]
+    assert _points(first, 1) == [(3, 1), (4, 0)]  # the reused IVs, crossed in red
+    assert _points(second, 0) == [(1, 0)]  # the NaN row has no place
+    assert len(second.collections) == 1
+    assert to_hex(tuple(np.asarray(first.collections[1].get_edgecolor())[0])) == "#d62728"
+    assert legend_texts(fig) == ["IV reused (2)"]
+    assert fig.get_suptitle() == "Sequence number each ESP IV was built from (0 = the packet's own)"
+    assert fig.get_supylabel() == "IV built from seq + n"
+    assert (first.get_xlabel(), second.get_xlabel()) == ("", "64-bit sequence number")
+    for ax in fig.axes:
+        assert [t.get_text() for t in ax.get_yticklabels()] == ["0", "+1"]
+        assert ax.get_ylim() == (-0.5, 1.5)
+
+
+def test_iv_two_sas_at_delta_0_sit_on_0() -> None:
+    """Regression: SAs were dodged by +-0.2 within the row and read as two deltas."""
+    df = pd.DataFrame(
+        {"sa": [SA1, SA1, SA2, SA2], "seq64": [1, 2, 1, 2], "delta": [0.0] * 4, "reused": False}
+    )
+    fig = plot_iv_derivation(df)
+    assert fig is not None
+    assert [_points(ax, 0) for ax in fig.axes] == [[(1, 0), (2, 0)], [(1, 0), (2, 0)]]
+    assert fig.legends == []
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["0"]
+
+
+def test_iv_at_most_8_panels_deviating_sas_first() -> None:
+    sas = [f"0x{0x2000 + i:08x} 192.0.2.1>192.0.2.2" for i in range(10)]
+    df = pd.DataFrame(
+        {
+            "sa": sas,
+            "seq64": [1] * 10,
+            "delta": [0.0] * 8 + [1.0, 0.0],
+            "reused": [False] * 9 + [True],
+        }
+    )
+    fig = plot_iv_derivation(df)
+    assert fig is not None
+    assert [ax.get_title(loc="left") for ax in fig.axes] == sas[:6] + sas[8:]
+    assert fig.axes[-1].get_xlabel() == "64-bit sequence number (2 more SAs not drawn: packets.csv)"
 
 
 def test_iv_without_reuse_has_no_reuse_series() -> None:
     fig = plot_iv_derivation(iv_df().assign(reused=False))
     assert fig is not None
-    assert len(axes_of(fig).collections) == 2
-    assert legend_texts(fig) == [SA1, SA2]
+    assert [len(ax.collections) for ax in fig.axes] == [1, 1]
+    assert fig.legends == []
 
 
 def test_iv_reuse_without_derivation_is_counted_not_drawn() -> None:
     df = iv_df().assign(reused=[False, False, False, False, False, True])  # the NaN row
     fig = plot_iv_derivation(df)
     assert fig is not None
-    assert legend_texts(fig)[-1] == "IV reused (0 shown, 1 not: IV not counter-derived)"
+    assert legend_texts(fig) == ["IV reused (0 shown, 1 not: IV not counter-derived)"]
+    assert [len(ax.collections) for ax in fig.axes] == [1, 1]
 
 
 @pytest.mark.parametrize(
@@ -233,7 +271,7 @@ def test_iv_accepts_arrow_backed_columns_with_na() -> None:
     assert df["delta"].isna().sum() == 1
     fig = plot_iv_derivation(df)
     assert fig is not None
-    assert len(axes_of(fig).collections) == 3
+    assert [len(ax.collections) for ax in fig.axes] == [2, 1]
 
 
 # -- throughput --------------------------------------------------------------

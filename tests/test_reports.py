@@ -260,7 +260,9 @@ def test_plots_from_a_fixture_have_the_expected_series(tmp_path: Path) -> None:
     frames = plot_frames(out / "packets.parquet", load_summary(out))
     assert _legend(plot_verdicts(frames["verdicts"])) == ["ok"]
     assert _legend(plot_offsets(frames["offsets"])) == ["expected", "found"]
-    assert _legend(plot_iv_derivation(frames["iv"])) == ["0x0000b001 192.0.2.1>192.0.2.2"]
+    iv = plot_iv_derivation(frames["iv"])
+    assert iv is not None
+    assert [ax.get_title(loc="left") for ax in iv.axes] == ["0x0000b001 192.0.2.1>192.0.2.2"]
     assert len(_legend(plot_throughput(frames["throughput"]))) == 1
     assert _legend(plot_sequence(frames["sequence"])) == [
         "gap (5 in all)",
