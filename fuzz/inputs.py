@@ -119,5 +119,5 @@ def make_input(campaign: int, index: int, kind: str) -> FuzzInput:
     else:
         fuzz_input = _multi_input(rng, kind, index, seed)
     to_dir = rng.random() < 1 / 23
-    plots = to_dir and rng.random() < 1 / 50
+    plots = to_dir and rng.random() < 1 / 200  # a plot run costs a second or more
     return replace(fuzz_input, full=rng.random() < 0.25, to_dir=to_dir, plots=plots)
