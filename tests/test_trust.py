@@ -255,14 +255,21 @@ def test_a_few_corrupt_packets_are_no_key_mismatch() -> None:
     assert kinds(findings, FindingKind.KEY_MISMATCH) == []
 
 
+def _swap_keys(text: str) -> str:
+    """The xfrm text with the two SAs' keys exchanged (a copy-paste into the wrong block)."""
+    a, b = re.findall(r"0x[0-9a-f]{40}", text)
+    return text.replace(a, "KEY_A").replace(b, a).replace("KEY_A", b)
+
+
 @real
 @pytest.mark.parametrize(
     ("edit", "fix"),
     [
         (lambda t: re.sub(r" 128\n", " 96\n", t), "a 128-bit ICV (the key file says 96)"),
         (lambda t: re.sub(r"0x[0-9a-f]{40}", "0x" + "5a" * 20, t), "none of the usual mistakes"),
+        (_swap_keys, "verify with the key given for SPI 0x00001002"),
     ],
-    ids=["icv-96", "wrong-key"],
+    ids=["icv-96", "wrong-key", "keys-swapped"],
 )
 def test_real_capture_with_a_wrong_key_exits_1_and_names_the_fix(
     tmp_path: Path, edit: object, fix: str
