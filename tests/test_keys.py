@@ -22,7 +22,7 @@ from espforensics.keys import (
     parse_esp_sa,
     parse_sas,
 )
-from espforensics.keys.validate import RawSa
+from espforensics.keys.validate import RawSa, shown
 from espforensics.keys.wireshark import AUTHENTICATION_NAMES, ENCRYPTION_NAMES
 
 DATA = Path(__file__).parent / "data" / "keys"
@@ -508,7 +508,8 @@ YAML_ERRORS = [
     ("sas:\n  - 5\n", "k: entry 1: an entry must be a mapping of fields"),
     (yaml_entry(spi="-"), "k: entry 1: spi is missing"),
     (yaml_entry(spi="0"), "k: entry 1: spi 0 is reserved (RFC 4303 s2.1)"),
-    (yaml_entry(spi="0x100000000"), "k: entry 1: spi 0x100000000 is not in 1..0xffffffff"),
+    (yaml_entry(spi="0x100000000"), "k: entry 1: spi (a 33-bit number) is not in 1..0xffffffff"),
+    (yaml_entry(spi="0xffffffff1"), "k: entry 1: spi (a 36-bit number) is not in 1..0xffffffff"),
     (yaml_entry(spi="-5"), "k: entry 1: spi -5 is not in 1..0xffffffff"),
     (yaml_entry(spi="abc"), "k: entry 1: spi 'abc' is not a number"),
     (yaml_entry(spi="[1]"), "k: entry 1: spi must be a number"),
@@ -574,7 +575,7 @@ YAML_ERRORS = [
     (yaml_entry(esn_hi="1"), "k: entry 1 (spi 0x00001001): esn_hi is set but esn is false"),
     (
         yaml_entry(esn="true", esn_hi="0x100000000"),
-        "k: entry 1 (spi 0x00001001): esn_hi 0x100000000 is not in 0..0xffffffff",
+        "k: entry 1 (spi 0x00001001): esn_hi (a 33-bit number) is not in 0..0xffffffff",
     ),
     (
         yaml_entry(mode="transprt"),
@@ -724,7 +725,10 @@ ESP_SA_ERRORS = [
         "k: line 1: SPI '0x0000100*' has a wildcard; give one SPI per line",
     ),
     (row("=", "=", "=", "0x00000000"), "k: line 1: spi 0 is reserved (RFC 4303 s2.1)"),
-    (row("=", "=", "=", "0x1000000000"), "k: line 1: spi 0x1000000000 is not in 1..0xffffffff"),
+    (
+        row("=", "=", "=", "0x1000000000"),
+        "k: line 1: spi (a 37-bit number) is not in 1..0xffffffff",
+    ),
     (
         row("=", "10.0.0.0/24"),
         "k: line 1: Src IP '10.0.0.0/24' is not one address or '*' (the only wildcard we take)",
@@ -736,11 +740,11 @@ ESP_SA_ERRORS = [
     (row("IPv6"), "k: line 1: Src IP '192.0.2.1' is not IPv6 as Protocol says"),
     (
         row("=", "=", "=", "=", "AES-GCM with 20 octet ICV [RFC4106]"),
-        "k: line 1: unknown Encryption 'AES-GCM with 20 octet ICV [RFC4106]'",
+        "k: line 1: unknown Encryption (35 characters) (docs/keys.md lists the names)",
     ),
     (
         row("=", "=", "=", "=", "=", "=", "HMAC-SHA-1-97"),
-        "k: line 1: unknown Authentication 'HMAC-SHA-1-97'",
+        "k: line 1: unknown Authentication (13 characters) (docs/keys.md lists the names)",
     ),
     (
         row("=", "=", "=", "=", "=", "=", "HMAC-SHA-1-96 [RFC2404]"),
@@ -893,3 +897,66 @@ def test_parse_sas_raises_only_key_file_error(data: str | list[str]) -> None:
         parse_sas(text, "fuzz")
     except KeyFileError as exc:
         assert_no_key(str(exc))
+
+
+# -- bad inputs that once escaped as Python errors (minimized) -----------------
+
+LONG = "9" * 5000  # more digits than int() converts (4,300)
+BAD_INPUTS = [
+    (yaml_entry(spi=LONG), "k: entry 1: spi is a number of 5000 digits, too long"),
+    (yaml_entry(icv=LONG), "k: entry 1: icv is a number of 5000 digits, too long"),
+    (yaml_entry(mode=f"[1, {LONG}]"), "k: line 5: a number of 5000 digits, too long"),
+    ("sas: []\nx: [" + LONG + "]\n", "k: line 2: a number of 5000 digits, too long"),
+    (
+        xfrm(PROTO, f"aead {GCM} 0x{KEY} {LONG}"),
+        "k: line 3: icv is a number of 5000 digits, too long",
+    ),
+    (
+        xfrm(PROTO, AEAD, f"encap type espinudp sport 1 dport {LONG}"),
+        "k: line 4: encap is a number of 5000 digits, too long",
+    ),
+    (row("=", "=", "=", LONG), "k: line 1: spi is a number of 5000 digits, too long"),
+    (
+        "sas:\n  - " + "[" * 2000 + "]" * 2000 + "\n",
+        "k: line 2: nested more than 20 deep (a keys.yaml needs 3)",
+    ),
+    (
+        "sas:\n" + "".join(" " * (2 * i) + "-\n" for i in range(1, 2000)),
+        "k: line 21: nested more than 20 deep (a keys.yaml needs 3)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_INPUTS)
+def test_bad_inputs_are_one_key_file_error(text: str, message: str) -> None:
+    assert failure(text) == message
+
+
+SHOWN = [  # validate.shown: quoted only when it cannot be a key (docs/keys.md)
+    ("10.0.0.0/24", "'10.0.0.0/24'"),  # 11 characters
+    ("transport12x", "'transport12x'"),  # 12
+    ("transport123x", "(13 characters)"),
+    ("0xdeadbeef", "(10 characters)"),  # 8 hex digits in a row
+    ("x-deadbee", "'x-deadbee'"),  # 7
+    ("a\x00b", "(3 characters)"),  # not printable: raw key bytes
+    (0xFFFFFFFF, "4294967295"),
+    (1 << 32, "(a 33-bit number)"),
+    (-(1 << 32), "(a 33-bit number)"),
+    ({"key": KEY}, "(a YAML mapping)"),
+    ([KEY], "(a YAML list)"),
+]
+
+
+@pytest.mark.parametrize(("value", "text"), SHOWN)
+def test_values_are_quoted_only_when_they_cannot_be_keys(value: object, text: str) -> None:
+    assert shown(value) == text
+
+
+def test_yaml_messages_never_quote_tags_or_aliases() -> None:
+    assert failure(yaml_entry(mode=f"!k{KEY} x")) == (
+        "k: YAML syntax error at line 5, column 11: "
+        "could not determine a constructor for the tag (42 characters)"
+    )
+    assert failure(yaml_entry(mode=f"*k{KEY}")) == (
+        "k: YAML syntax error at line 5, column 11: found undefined alias (41 characters)"
+    )

@@ -88,4 +88,6 @@ def _read(path: str) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise KeyFileError(path, f"not UTF-8 text (byte {exc.start + 1})") from None
+        where = exc.start + 1
+    # Raised outside the handler: a chained UnicodeDecodeError holds the whole file.
+    raise KeyFileError(path, f"not UTF-8 text (byte {where})")

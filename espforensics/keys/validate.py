@@ -7,7 +7,12 @@ line of each field). Out: a checked ``SecurityAssociation``. Raises
 every format is checked by the same rules with the same words.
 
 No message, repr or exception chain built here contains key material:
-a bad key is described by its length or the position of a bad digit.
+a bad key is described by its length or the position of a bad digit, and
+as a key pasted into another field is just as secret, a value read from a
+file is quoted only through ``shown`` and a number only through
+``_number`` (the rule, docs/keys.md "Error messages": text of at most
+``SHOWN_CHARS`` characters without a run of ``HEX_RUN`` hex digits; a number
+that fits in 32 bits). Anything else is described by its size.
 """
 
 from __future__ import annotations
@@ -73,6 +78,10 @@ INTEGRITY: dict[str, int | None] = {
 }
 
 _HEX_DIGITS = re.compile(r"[0-9a-fA-F]*")
+SHOWN_CHARS = 12  # the longest value a message quotes: "10.0.0.0/24", "transprt"
+HEX_RUN = 8  # a value with this many hex digits in a row could be key bytes: never quoted
+_HEX_RUN = re.compile(rf"[0-9a-fA-F]{{{HEX_RUN},}}")
+MAX_DIGITS = 20  # a decimal number this long fits no field (int() stops at 4,300)
 # Field names as users write them, where they differ from RawSa's.
 _LABELS = {"icv_bits": "icv", "encap_port": "encap", "auth_key": "auth key"}
 
@@ -108,6 +117,35 @@ class RawSa:
     auth_algorithm: str | None = None
     auth_key: object = field(default=None, repr=False)
     origin: str = ""
+
+
+def shown(value: object) -> str:
+    """A value read from a key file, for a message: quoted only when it cannot be
+    a key (short, and no run of hex digits), else described by its length."""
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, int):
+        return _number(value)
+    if not isinstance(value, str):
+        return f"(a YAML {_KINDS.get(type(value), 'value')})"
+    if len(value) <= SHOWN_CHARS and not _HEX_RUN.search(value) and value.isprintable():
+        return repr(value)
+    return f"({len(value)} characters)"
+
+
+_KINDS = {dict: "mapping", list: "list", float: "number", bytes: "byte string"}
+
+
+def _number(number: int, hex_form: bool = False) -> str:
+    """A number for a message when it fits in 32 bits, else only its size."""
+    if -MAX_U32 <= number <= MAX_U32:
+        return f"{number:#x}" if hex_form and number >= 0 else str(number)
+    return f"(a {number.bit_length()}-bit number)"
+
+
+def _bits(icv: int) -> str:
+    """An ICV length for a message: "100 bits", or "a 160-bit number" when long."""
+    return f"{icv} bits" if -MAX_U32 <= icv <= MAX_U32 else f"a {icv.bit_length()}-bit number"
 
 
 def build_sa(raw: RawSa, where: Where) -> SecurityAssociation:
@@ -152,7 +190,7 @@ def check_spi(value: object, where: Where) -> int:
     if spi == 0:
         raise where.error("spi", "spi 0 is reserved (RFC 4303 s2.1)")
     if not 0 < spi <= MAX_SPI:
-        raise where.error("spi", f"spi {_show(spi)} is not in 1..0xffffffff")
+        raise where.error("spi", f"spi {_number(spi, hex_form=True)} is not in 1..0xffffffff")
     return spi
 
 
@@ -165,7 +203,8 @@ def check_address(value: object, where: Where, name: str) -> IpAddress | None:
     try:
         return ipaddress.ip_address(value.strip())
     except ValueError:
-        raise where.error(name, f"{name} {value!r} is not an IP address") from None
+        pass  # raised below, outside the handler: the chained ValueError quotes the value
+    raise where.error(name, f"{name} {shown(value)} is not an IP address")
 
 
 def decode_hex(value: object, where: Where, name: str) -> bytes:
@@ -191,7 +230,8 @@ def _check_aead(raw: RawSa, where: Where) -> tuple[bytes, int]:
     layout = AEADS.get(raw.algorithm)
     if layout is None:
         known = ", ".join(AEADS)
-        raise where.error("algorithm", f"unknown AEAD {raw.algorithm!r}; known: {known}")
+        why = f"unknown AEAD {shown(raw.algorithm)}; known: {known}"
+        raise where.error("algorithm", why)
     if raw.auth_algorithm is not None:
         raise where.error("auth_algorithm", "an AEAD takes no separate integrity algorithm")
     sizes, salt, icvs, what = layout
@@ -205,7 +245,8 @@ def _check_aead(raw: RawSa, where: Where) -> tuple[bytes, int]:
         )
     icv = 128 if raw.icv_bits is None else _as_int(raw.icv_bits, where, "icv_bits")
     if icv not in icvs:
-        raise where.error("icv_bits", f"ICV is {icv} bits; {raw.algorithm} takes {_choices(icvs)}")
+        why = f"ICV is {_bits(icv)}; {raw.algorithm} takes {_choices(icvs)}"
+        raise where.error("icv_bits", why)
     return key, icv
 
 
@@ -214,7 +255,8 @@ def _check_cipher(raw: RawSa, where: Where) -> bytes:
     if lengths is None:
         known = ", ".join(CIPHERS)
         raise where.error(
-            "algorithm", f"unknown encryption algorithm {raw.algorithm!r}; known: {known}"
+            "algorithm",
+            f"unknown encryption algorithm {shown(raw.algorithm)}; known: {known}",
         )
     key = decode_hex(raw.key, where, "key")
     if len(key) not in lengths:
@@ -230,7 +272,8 @@ def _check_integrity(raw: RawSa, where: Where) -> tuple[str | None, Secret | Non
         return None, None, 0
     if name not in INTEGRITY:
         known = ", ".join(INTEGRITY)
-        raise where.error("auth_algorithm", f"unknown integrity algorithm {name!r}; known: {known}")
+        why = f"unknown integrity algorithm {shown(name)}; known: {known}"
+        raise where.error("auth_algorithm", why)
     default = INTEGRITY[name]
     if raw.icv_bits is not None:
         icv = _as_int(raw.icv_bits, where, "icv_bits")
@@ -239,7 +282,8 @@ def _check_integrity(raw: RawSa, where: Where) -> tuple[str | None, Secret | Non
     else:
         raise where.error("icv_bits", f"integrity algorithm {name} needs an ICV length")
     if icv % 8 or not 0 <= icv <= 512 or (icv == 0) != (name == "digest_null"):
-        raise where.error("icv_bits", f"ICV is {icv} bits; {name} takes a multiple of 8 up to 512")
+        why = f"ICV is {_bits(icv)}; {name} takes a multiple of 8 up to 512"
+        raise where.error("icv_bits", why)
     if raw.auth_key is None:
         raise where.error("auth_key", "auth key is missing")
     return name, Secret(decode_hex(raw.auth_key, where, "auth_key")), icv
@@ -256,20 +300,20 @@ def _as_int(value: object, where: Where, name: str) -> int:
     if re.fullmatch(r"0[xX][0-9a-fA-F]+", text):
         return int(text[2:], 16)
     if re.fullmatch(r"[0-9]+", text):
+        if len(text) > MAX_DIGITS:  # also beyond int()'s 4,300 digits
+            raise where.error(name, f"{label} is a number of {len(text)} digits, too long")
         return int(text)
-    raise where.error(name, f"{label} {value!r} is not a number")
+    raise where.error(name, f"{label} {shown(value)} is not a number")
 
 
 def _check_uint(value: object, where: Where, name: str, maximum: int) -> int:
     number = _as_int(value, where, name)
     if not 0 <= number <= maximum:
         label = _LABELS.get(name, name)
-        raise where.error(name, f"{label} {_show(number)} is not in 0..{maximum:#x}")
+        raise where.error(
+            name, f"{label} {_number(number, hex_form=True)} is not in 0..{maximum:#x}"
+        )
     return number
-
-
-def _show(number: int) -> str:
-    return f"{number:#x}" if number >= 0 else str(number)
 
 
 def _check_bool(value: object, where: Where, name: str) -> bool:
@@ -282,7 +326,7 @@ def _check_mode(value: object, where: Where) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or value not in MODES:
-        raise where.error("mode", f"mode {value!r} is not one of {', '.join(MODES)}")
+        raise where.error("mode", f"mode {shown(value)} is not one of {', '.join(MODES)}")
     return value
 
 
@@ -291,7 +335,7 @@ def _check_port(value: object, where: Where) -> int | None:
         return None
     port = _as_int(value, where, "encap_port")
     if not 0 < port <= 0xFFFF:
-        raise where.error("encap_port", f"encap port {port} is not in 1..65535")
+        raise where.error("encap_port", f"encap port {_number(port)} is not in 1..65535")
     return port
 
 

@@ -24,7 +24,7 @@ import re
 
 from espforensics.errors import KeyFileError
 from espforensics.keys.sa import RFC4106, SecurityAssociation
-from espforensics.keys.validate import RawSa, Where, build_sa
+from espforensics.keys.validate import RawSa, Where, build_sa, shown
 
 # Encryption column -> (our algorithm name, AEAD?, ICV bits; None: from the
 # Authentication column). Looked up case-insensitively: strongSwan writes
@@ -63,8 +63,11 @@ _AUTHENTICATION: dict[str, tuple[str | None, int]] = {
     "MAC-RIPEMD-160-96 [RFC2857]": ("hmac(rmd160)", 96),
     **{f"ANY {n} bit authentication [no checking]": ("any", n) for n in (64, 96, 128, 192, 256)},
 }
-_ENCRYPTION_CI = {name.casefold(): value for name, value in _ENCRYPTION.items()}
-_AUTHENTICATION_CI = {name.casefold(): value for name, value in _AUTHENTICATION.items()}
+# casefolded name -> (the name as the table spells it, its meaning); messages
+# quote the table's spelling, never the file's (validate.shown: no key echoed)
+_ENCRYPTION_CI = {name.casefold(): (name, value) for name, value in _ENCRYPTION.items()}
+_AUTHENTICATION_CI = {name.casefold(): (name, value) for name, value in _AUTHENTICATION.items()}
+_NAMES_AT = " (docs/keys.md lists the names)"
 ENCRYPTION_NAMES = tuple(_ENCRYPTION)
 AUTHENTICATION_NAMES = tuple(_AUTHENTICATION)
 
@@ -115,10 +118,10 @@ def _parse_record(fields: list[str], number: int, origin: str) -> SecurityAssoci
     where = Where(origin, f"line {number}")
     protocol, src, dst, spi, encryption, enc_key, authentication, auth_key = fields[:8]
     if protocol.strip().casefold() not in _FAMILIES:
-        raise where.error("protocol", f"protocol {protocol!r} is not IPv4, IPv6 or Any")
+        raise where.error("protocol", f"protocol {shown(protocol)} is not IPv4, IPv6 or Any")
     family = _FAMILIES[protocol.strip().casefold()]
     if "*" in spi:
-        raise where.error("spi", f"SPI {spi!r} has a wildcard; give one SPI per line")
+        raise where.error("spi", f"SPI {shown(spi)} has a wildcard; give one SPI per line")
     name, aead, icv, auth_name = _algorithms(encryption, authentication, where)
     esn, esn_hi = _esn(fields[8:], where)
     return build_sa(
@@ -146,12 +149,13 @@ def _algorithms(
     """(algorithm, AEAD?, ICV bits, integrity algorithm) of one record."""
     enc = _ENCRYPTION_CI.get(encryption.strip().casefold())
     if enc is None:
-        raise where.error("algorithm", f"unknown Encryption {encryption!r}")
+        raise where.error("algorithm", f"unknown Encryption {shown(encryption)}{_NAMES_AT}")
     auth = _AUTHENTICATION_CI.get(authentication.strip().casefold())
     if auth is None:
-        raise where.error("auth_algorithm", f"unknown Authentication {authentication!r}")
-    name, aead, icv = enc
-    auth_name, auth_icv = auth
+        why = f"unknown Authentication {shown(authentication)}{_NAMES_AT}"
+        raise where.error("auth_algorithm", why)
+    encryption, (name, aead, icv) = enc
+    authentication, (auth_name, auth_icv) = auth
     if not aead:
         return name, False, auth_icv if auth_name else None, auth_name
     if auth_name not in (None, "any"):
@@ -182,10 +186,10 @@ def _esn(extra: list[str], where: Where) -> tuple[bool, object]:
         return False, 0
     sn, high = (text.strip() for text in extra)
     if sn not in ("32-bit", "64-bit"):
-        raise where.error("esn", f"SN {sn!r} is not 32-bit or 64-bit")
+        raise where.error("esn", f"SN {shown(sn)} is not 32-bit or 64-bit")
     digits = high[2:] if high[:2] in ("0x", "0X") else high
     if not re.fullmatch(r"[0-9a-fA-F]{1,8}", digits):
-        raise where.error("esn_hi", f"ESN High Bits {high!r} is not a 32-bit hex number")
+        raise where.error("esn_hi", f"ESN High Bits {shown(high)} is not a 32-bit hex number")
     return sn == "64-bit", int(digits, 16)
 
 
@@ -202,10 +206,10 @@ def _address(text: str, family: int | None, column: str, where: Where) -> str | 
         parsed = None
     if parsed is None or (prefix and prefix != str(parsed.max_prefixlen)):
         raise where.error(
-            name, f"{column} {text!r} is not one address or '*' (the only wildcard we take)"
+            name, f"{column} {shown(text)} is not one address or '*' (the only wildcard we take)"
         )
     if family is not None and parsed.version != family:
-        raise where.error(name, f"{column} {text!r} is not IPv{family} as Protocol says")
+        raise where.error(name, f"{column} {shown(text)} is not IPv{family} as Protocol says")
     return address
 
 
@@ -219,4 +223,5 @@ def _key(text: str, where: Where, name: str) -> str | bytes:
     try:
         return value.encode("latin-1")
     except UnicodeEncodeError:
-        raise where.error(name, f"{name.replace('_', ' ')} is neither 0x-hex nor ASCII") from None
+        pass  # raised below, outside the handler: the chained error holds the key text
+    raise where.error(name, f"{name.replace('_', ' ')} is neither 0x-hex nor ASCII")

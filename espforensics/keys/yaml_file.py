@@ -9,6 +9,14 @@ or repeated fields (typos must not pass silently), and every problem
 YAML 1.1 reads unquoted ``0x3a5d...`` as an int (losing leading zero bytes)
 and ``2001:0:0:0:0:0:0:1`` as a base-60 int, so ``key``, ``src`` and ``dst``
 are taken from the text of the YAML node, exactly as written, quoted or not.
+
+PyYAML quirks turned into ``KeyFileError`` before they can escape: its
+composer recurses once per nesting level (RecursionError near 1,000), so the
+event stream, which it parses without recursion, is checked for depth
+first; it converts decimal ints with ``int()`` (ValueError beyond 4,300
+digits), so the composed nodes are checked for long numbers before any is
+built; and its messages quote tags, anchors and aliases as written, which
+``_syntax_error`` passes through ``validate.shown``.
 """
 
 from __future__ import annotations
@@ -19,11 +27,14 @@ import yaml
 
 from espforensics.errors import KeyFileError
 from espforensics.keys.sa import SecurityAssociation
-from espforensics.keys.validate import RawSa, Where, build_sa, check_spi
+from espforensics.keys.validate import MAX_DIGITS, RawSa, Where, build_sa, check_spi, shown
 
 FIELDS = ("spi", "src", "dst", "aead", "key", "icv", "esn", "esn_hi", "mode", "encap")
 _AS_WRITTEN = ("key", "src", "dst")  # read from the node text, not YAML's value
 _TOP = re.compile(r"""^["']?sas["']?\s*:""", re.MULTILINE)
+MAX_DEPTH = 20  # collections within collections; a keys.yaml needs 3 (sas, entry, value)
+_INT_TAG = "tag:yaml.org,2002:int"
+_QUOTED = re.compile(r"'([^']*)'")
 
 
 def is_keys_yaml(text: str) -> bool:
@@ -33,16 +44,14 @@ def is_keys_yaml(text: str) -> bool:
 
 def parse_keys_yaml(text: str, origin: str) -> list[SecurityAssociation]:
     """Every SA of a keys.yaml text; ``origin`` names the file."""
-    try:
-        data = yaml.safe_load(text)
-        nodes = _entry_nodes(yaml.compose(text, Loader=yaml.SafeLoader))
-    except yaml.YAMLError as exc:  # its str() quotes the line, which may hold a key
-        raise KeyFileError(origin, _syntax_error(exc)) from None
+    data, root = _load(text, origin)
+    nodes = _entry_nodes(root)
     if not isinstance(data, dict):
         raise KeyFileError(origin, "the top level must be a mapping with a `sas` list")
     for name in data:
         if name != "sas":
-            raise KeyFileError(origin, f"unknown top-level field {name!r}; only `sas` is known")
+            why = f"unknown top-level field {shown(name)}; only `sas` is known"
+            raise KeyFileError(origin, why)
     entries = data["sas"]
     if not isinstance(entries, list):
         raise KeyFileError(origin, "`sas` must be a list of SA entries")
@@ -53,9 +62,89 @@ def parse_keys_yaml(text: str, origin: str) -> list[SecurityAssociation]:
     ]
 
 
+def _load(text: str, origin: str) -> tuple[object, yaml.Node | None]:
+    """The YAML value and its node tree, or ``KeyFileError`` for what PyYAML refuses."""
+    try:
+        _check_depth(text, origin)
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        _check_numbers(root, origin)
+        return yaml.safe_load(text), root
+    except yaml.YAMLError as exc:  # its str() quotes the line, which may hold a key
+        why = _syntax_error(exc)
+    # Raised outside the handler, so that no chained YAMLError keeps the quoted text.
+    raise KeyFileError(origin, why)
+
+
+def _check_depth(text: str, origin: str) -> None:
+    """Refuse nesting deeper than ``MAX_DEPTH`` before the recursive composer sees it."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark  # the parser always sets it
+                line = "?" if mark is None else mark.line + 1
+                why = f"line {line}: nested more than {MAX_DEPTH} deep (a keys.yaml needs 3)"
+                raise KeyFileError(origin, why)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _check_numbers(root: yaml.Node | None, origin: str) -> None:
+    """Refuse a plain decimal number longer than any field takes, naming its place."""
+    long = [node for node in _walk(root) if _digits(node) > MAX_DIGITS]
+    if not long:
+        return
+    first = min(long, key=lambda node: node.start_mark.index)
+    what = f"a number of {_digits(first)} digits, too long"
+    for number, (name, value) in _entry_fields(root):
+        if value is first:
+            label = name.value if name.value in FIELDS else f"field {shown(name.value)}"
+            raise Where(origin, f"entry {number}").error(label, f"{label} is {what}")
+    raise KeyFileError(origin, f"line {first.start_mark.line + 1}: {what}")
+
+
+def _walk(root: yaml.Node | None) -> list[yaml.ScalarNode]:
+    """Every scalar node, without recursion (the depth is bounded, but cheaply so)."""
+    stack, scalars = [] if root is None else [root], []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            stack += [part for pair in node.value for part in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+        elif isinstance(node, yaml.ScalarNode):
+            scalars.append(node)
+    return scalars
+
+
+def _digits(node: yaml.ScalarNode) -> int:
+    """The longest run of decimal digits PyYAML would give to ``int()`` (not 0x, 0o, 0b)."""
+    text = node.value.replace("_", "").lstrip("+-")
+    if node.tag != _INT_TAG or text.startswith("0"):
+        return 0
+    return max((len(run) for run in re.findall(r"[0-9]+", text)), default=0)
+
+
+def _entry_fields(root: yaml.Node | None) -> list[tuple[int, tuple[yaml.Node, yaml.Node]]]:
+    """(entry number, (field name node, value node)) of every entry of ``sas``."""
+    if not isinstance(root, yaml.MappingNode):
+        return []
+    return [
+        (number, pair)
+        for name, value in root.value
+        if name.value == "sas" and isinstance(value, yaml.SequenceNode)
+        for number, item in enumerate(value.value, 1)
+        if isinstance(item, yaml.MappingNode)
+        for pair in item.value
+    ]
+
+
 def _syntax_error(exc: yaml.YAMLError) -> str:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or "not valid YAML"
+    # PyYAML quotes what it read ("undefined alias 'a1b2...'"); its token names stay
+    problem = _QUOTED.sub(lambda m: m[0] if m[1].startswith("<") else shown(m[1]), problem)
     if mark is None:
         return f"YAML syntax error: {problem}"
     return f"YAML syntax error at line {mark.line + 1}, column {mark.column + 1}: {problem}"
@@ -91,11 +180,12 @@ def _parse_entry(
     where = Where(origin, f"entry {number}")
     if not isinstance(entry, dict):
         raise where.error("entry", "an entry must be a mapping of fields")
-    unknown = [str(name) for name in entry if name not in FIELDS]
+    unknown = [name for name in entry if name not in FIELDS]
     if unknown and "spi" in entry:  # name the entry by its SPI when it has one
         where = Where(origin, f"entry {number} (spi {check_spi(entry['spi'], where):#010x})")
     if unknown:
-        raise where.error(unknown[0], f"unknown field {unknown[0]!r}; known: {', '.join(FIELDS)}")
+        why = f"unknown field {shown(unknown[0])}; known: {', '.join(FIELDS)}"
+        raise where.error("entry", why)
     spi = check_spi(entry.get("spi"), where)
     where = Where(origin, f"entry {number} (spi {spi:#010x})")
     if twice is not None:

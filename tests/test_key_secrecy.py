@@ -1,0 +1,214 @@
+"""No key byte in any output, whatever field of a key file the key sits in.
+
+A key pasted into the wrong field (columns swapped, a copy-paste slip) used
+to come back whole in the one-line error, and for a capture's own
+Decryption Secrets Block also in summary.json, report.txt and report.md.
+Each case here takes a real key (the scenario's), swaps it with one field
+of a valid key file (every field in turn, in each format), runs the whole
+``analyze`` command and searches stdout, stderr and every file written for
+the key: in hex (any case, any 8 bytes of it, so also with or without
+0x), in base64 (standard and URL-safe, with or without padding), as raw
+bytes and as the decimal number YAML would make of unquoted hex.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from espforensics.cli import app
+from espforensics.model import DecryptionSecrets
+from espforensics.synth import build_scenario, write_capture
+from espforensics.synth.keytext import ESP_SA_SECRETS_TYPE
+
+runner = CliRunner()
+SCENARIO = build_scenario("ipv4-transport-tcp", seed=1)
+SA = SCENARIO.sas[0]
+KEY = SA.key.reveal()  # the crypto module's reveal, used here only to build inputs
+HEX = KEY.hex()
+GCM = "rfc4106(gcm(aes))"
+
+
+def key_forms() -> tuple[set[str], set[bytes]]:
+    """Text needles (searched lowercased) and byte needles that betray the key."""
+    texts = {HEX[i : i + 16] for i in range(0, len(HEX) - 15, 2)}  # any 8 bytes, any case
+    texts.add(str(int.from_bytes(KEY, "big")))  # YAML's int of unquoted 0x...
+    raw = {KEY}
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        raw |= {encode(KEY), encode(KEY).rstrip(b"=")}
+    return texts, raw
+
+
+TEXTS, RAW = key_forms()
+
+
+def assert_no_key(res: Result, out: Path) -> None:
+    blobs = [res.stdout_bytes, res.stderr_bytes]
+    blobs += [p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()]
+    for blob in blobs:
+        lowered = blob.decode("latin-1").lower()
+        assert not [t for t in TEXTS if t in lowered]
+        assert not [r for r in RAW if r in blob]
+
+
+def run(tmp: Path, capture: Path, *args: str) -> tuple[Result, Path]:
+    out = tmp / "out"
+    res = runner.invoke(app, ["analyze", str(capture), "--out", str(out), *args])
+    assert res.exit_code in (0, 2), res.stderr
+    assert "Traceback" not in res.stdout + res.stderr
+    if res.exit_code == 2:
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("espforensics: error: "), res.stderr
+    return res, out
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cap") / "c.pcap"
+    write_capture(path, SCENARIO.frames[:12])
+    return path
+
+
+def swapped(fields: dict[str, str], name: str, key_field: str) -> dict[str, str]:
+    """``fields`` with the key and field ``name`` trading places."""
+    out = dict(fields)
+    out[name], out[key_field] = fields[key_field], fields[name]
+    return out
+
+
+# -- keys.yaml ---------------------------------------------------------------
+
+YAML_FIELDS = {
+    "spi": f'"0x{SA.spi:08x}"',
+    "src": f'"{SA.src}"',
+    "dst": f'"{SA.dst}"',
+    "aead": GCM,
+    "key": f'"0x{HEX}"',
+    "icv": "128",
+    "esn": "false",
+    "esn_hi": "0",
+    "mode": "transport",
+    "encap": "null",
+}
+
+
+def yaml_text(fields: dict[str, str], extra: str = "") -> str:
+    body = "\n".join(f"    {k}: {v}" for k, v in fields.items())
+    return "sas:\n  - " + body.lstrip() + "\n" + extra
+
+
+YAML_CASES = [
+    *(pytest.param(yaml_text(swapped(YAML_FIELDS, f, "key")), id=f"yaml-{f}") for f in YAML_FIELDS),
+    *(
+        pytest.param(yaml_text({**YAML_FIELDS, f: f"0x{HEX}"}), id=f"yaml-{f}-unquoted")
+        for f in YAML_FIELDS
+    ),
+    pytest.param(yaml_text({**YAML_FIELDS, f"0x{HEX}": "1"}), id="yaml-field-name"),
+    pytest.param(yaml_text(YAML_FIELDS, f"0x{HEX}: 1\n"), id="yaml-top-level-name"),
+    pytest.param(yaml_text({**YAML_FIELDS, "mode": f"!0x{HEX} x"}), id="yaml-tag"),
+    pytest.param(yaml_text({**YAML_FIELDS, "mode": f"*k{HEX}"}), id="yaml-alias"),
+]
+
+# -- ip xfrm state -------------------------------------------------------------
+
+XFRM_FIELDS = {
+    "src": str(SA.src),
+    "dst": str(SA.dst),
+    "proto": "esp",
+    "spi": f"0x{SA.spi:08x}",
+    "reqid": "1",
+    "mode": "transport",
+    "flag": "af-unspec",
+    "name": GCM,
+    "key": f"0x{HEX}",
+    "icv": "128",
+    "etype": "espinudp",
+    "sport": "4500",
+    "dport": "4500",
+    "addr": "0.0.0.0",
+}
+
+
+def xfrm_text(f: dict[str, str]) -> str:
+    return (
+        f"src {f['src']} dst {f['dst']}\n"
+        f"\tproto {f['proto']} spi {f['spi']} reqid {f['reqid']} mode {f['mode']}\n"
+        f"\treplay-window 0 flag {f['flag']}\n"
+        f"\taead {f['name']} {f['key']} {f['icv']}\n"
+        f"\tencap type {f['etype']} sport {f['sport']} dport {f['dport']} addr {f['addr']}\n"
+        "\tsel src 0.0.0.0/0 dst 0.0.0.0/0\n"
+    )
+
+
+XFRM_CASES = [
+    pytest.param(xfrm_text(swapped(XFRM_FIELDS, f, "key")), id=f"xfrm-{f}") for f in XFRM_FIELDS
+]
+
+# -- Wireshark esp_sa (also the body of a Decryption Secrets Block) -----------
+
+ESP_SA_COLUMNS = {
+    "protocol": "IPv4",
+    "src": str(SA.src),
+    "dst": str(SA.dst),
+    "spi": f"0x{SA.spi:08x}",
+    "encryption": "AES-GCM with 16 octet ICV [RFC4106]",
+    "key": f"0x{HEX}",
+    "authentication": "NULL",
+    "auth_key": "",
+    "sn": "32-bit",
+    "esn_hi": "0x0",
+}
+
+
+def esp_sa_text(columns: dict[str, str]) -> str:
+    return ",".join(f'"{v}"' for v in columns.values()) + "\n"
+
+
+ESP_SA_CASES = [
+    pytest.param(esp_sa_text(swapped(ESP_SA_COLUMNS, c, "key")), id=f"esp_sa-{c}")
+    for c in ESP_SA_COLUMNS
+]
+
+
+@pytest.mark.parametrize("text", YAML_CASES + XFRM_CASES + ESP_SA_CASES)
+def test_no_key_in_any_output_of_a_key_file(tmp_path: Path, capture: Path, text: str) -> None:
+    keys = tmp_path / "keys.txt"
+    keys.write_text(text)
+    res, out = run(tmp_path, capture, "--sa", str(keys))
+    assert_no_key(res, out)
+
+
+@pytest.mark.parametrize("text", ESP_SA_CASES)
+def test_no_key_in_any_output_of_a_secrets_block(tmp_path: Path, text: str) -> None:
+    capture = tmp_path / "dsb.pcapng"
+    secrets = [DecryptionSecrets(ESP_SA_SECRETS_TYPE, text.encode())]
+    write_capture(capture, SCENARIO.frames[:12], format="pcapng", secrets=secrets)
+    res, out = run(tmp_path, capture)
+    assert_no_key(res, out)
+    if res.exit_code == 2:  # the block's error is in the reports too, still without the key
+        assert "decryption secrets block" in (out / "summary.json").read_text()
+
+
+def test_the_valid_files_decrypt(tmp_path: Path, capture: Path) -> None:
+    """The unswapped files are good ones: a swap, not a broken template, makes each error."""
+    truth = SCENARIO.truth[:12]
+    ok = sum(t.spi == SA.spi and t.verdict == "ok" for t in truth)
+    other = sum(t.spi not in (None, SA.spi) for t in truth)
+    assert ok and other  # the other SA's packets have no key here
+    for name, text in [
+        ("keys.yaml", yaml_text(YAML_FIELDS)),
+        ("xfrm", xfrm_text(XFRM_FIELDS)),
+        ("esp_sa", esp_sa_text(ESP_SA_COLUMNS)),
+    ]:
+        (tmp_path / name).mkdir()
+        keys = tmp_path / name / "keys.txt"
+        keys.write_text(text)
+        res, out = run(tmp_path / name, capture, "--sa", str(keys))
+        assert res.exit_code == 0, (name, res.stderr)
+        verdicts = json.loads((out / "summary.json").read_text())["verdicts"]
+        assert (verdicts["ok"], verdicts["unknown_sa"]) == (ok, other), name
+        assert_no_key(res, out)
