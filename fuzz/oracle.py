@@ -20,7 +20,6 @@ import csv
 import json
 import os
 import shutil
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,9 +76,12 @@ class Verdict:
 def innermost(exc: BaseException) -> str:
     """``espforensics/module.py:function`` of the innermost frame of ours in the traceback."""
     ours = "no frame of espforensics"
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if _OURS in frame.filename:
-            ours = f"{frame.filename[frame.filename.rindex(_OURS) + 1 :]}:{frame.name}"
+    tb = exc.__traceback__
+    while tb is not None:  # walked by hand: traceback.extract_tb reads every source line
+        code = tb.tb_frame.f_code
+        if _OURS in code.co_filename:
+            ours = f"{code.co_filename[code.co_filename.rindex(_OURS) + 1 :]}:{code.co_name}"
+        tb = tb.tb_next
     return ours
 
 
@@ -95,6 +97,8 @@ class Oracle:
         self.scratch = scratch
         self.inputs = scratch / "in"
         self.out = scratch / "out"
+        self.written: list[Path] = []
+        self.inputs.mkdir(parents=True, exist_ok=True)
 
     def run(self, fuzz_input: FuzzInput) -> Verdict:
         """Judge one input."""
@@ -113,8 +117,9 @@ class Oracle:
 
     def _materialize(self, fuzz_input: FuzzInput) -> dict[Path, Walk]:
         """Write the input's files; the walk of every capture among them."""
-        shutil.rmtree(self.inputs, ignore_errors=True)
-        self.inputs.mkdir(parents=True)
+        for old in self.written:  # cheaper than a new folder per input
+            old.unlink(missing_ok=True)
+        self.written = []
         walks = {}
         for name, chunks in fuzz_input.files:
             data = b"".join(chunks)
@@ -125,12 +130,13 @@ class Oracle:
                     out.write(data)
             else:
                 path.write_bytes(data)
+            self.written.append(path)
             if name.endswith(_CAPTURE_SUFFIXES):
                 walks[path] = walk(data)
         return walks
 
     def _keys(self) -> list[Path]:
-        return sorted(p for p in self.inputs.iterdir() if not _is_capture(p))
+        return sorted(p for p in self.written if not _is_capture(p))
 
     def _single(self, verdict: Verdict, fuzz_input: FuzzInput, walks: dict[Path, Walk]) -> None:
         keys: KeysArg = self._keys()
