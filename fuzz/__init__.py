@@ -16,7 +16,9 @@ Layout (data flows one way)::
     leaks      the key-byte scanner (hex any case, 0x or not, raw)
     oracle     runs the library entry points; outcome and failure class
     minimize   delta debugging over an input's chunks
+    campaign   a block of inputs judged in one process, tallied
     run        the command line: ``python -m fuzz --inputs N --seed S``
+    atheris_main  an optional coverage-guided entry point (atheris)
 
 The product does not import this package; it is not installed with it.
 """

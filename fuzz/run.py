@@ -113,7 +113,8 @@ def _slug(cls: str) -> str:
     return "-".join(filter(None, keep.split("-")))[:70]
 
 
-def _save(folder: Path, cls: str, fuzz_input: FuzzInput, detail: str, seed: int) -> None:
+def save_finding(folder: Path, cls: str, fuzz_input: FuzzInput, detail: str, seed: int) -> None:
+    """Write the input's files and ``finding.json`` (class, message, seed, index, flags)."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     for name, chunks in fuzz_input.files:
@@ -159,7 +160,7 @@ def save_findings(tally: Tally, ns: argparse.Namespace) -> dict[str, Path]:
         budget = 0 if cls.startswith("hang") else ns.minimize_budget
         small = minimize(fuzz_input, same, budget) if budget and same(fuzz_input) else fuzz_input
         folder = ns.findings / f"{number:02d}-{_slug(cls)}"
-        _save(folder, cls, small, example.detail, ns.seed)
+        save_finding(folder, cls, small, example.detail, ns.seed)
         saved[cls] = folder
         size = sum(len(b"".join(c)) for _, c in small.files)
         lines.append(

@@ -23,7 +23,7 @@ from fuzz.inputs import KINDS, FuzzInput, make_input
 from fuzz.leaks import find_leak
 from fuzz.minimize import minimize
 from fuzz.oracle import OK, Oracle, Verdict
-from fuzz.run import main
+from fuzz.run import load_finding, main, replay, save_finding
 from fuzz.seeds import all_secrets
 from fuzz.walker import walk
 
@@ -186,3 +186,13 @@ def test_command_line_prints_the_tally(tmp_path: Path, capsys: pytest.CaptureFix
     assert "inputs: 40 in" in out
     assert re.search(r"^yaml +\d+", out, re.M)
     assert code == (1 if "failure classes: 0" not in out else 0)
+
+
+def test_a_saved_finding_replays(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fuzz_input = make_input(SEED, 3, "pcapng")
+    save_finding(tmp_path / "f", "a class", fuzz_input, "what was seen", SEED)
+    again = load_finding(tmp_path / "f")
+    assert {n: b"".join(c) for n, c in again.files} == {n: b"".join(c) for n, c in fuzz_input.files}
+    assert again.with_files(dict(fuzz_input.files)) == fuzz_input
+    assert replay(tmp_path / "f", 0, 0) == 0
+    assert capsys.readouterr().out.startswith(f"{tmp_path / 'f'}: ")
