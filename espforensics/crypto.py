@@ -102,3 +102,8 @@ def salt_first(sa: SecurityAssociation) -> SecurityAssociation:
     """
     material = sa.key.reveal()
     return replace(sa, key=Secret(material[SALT_LEN:] + material[:SALT_LEN]))
+
+
+def leading_zero(sa: SecurityAssociation) -> SecurityAssociation:
+    """The SA with a 00 byte put back in front of its key material (lost in a copy-paste)."""
+    return replace(sa, key=Secret(b"\x00" + sa.key.reveal()))

@@ -361,9 +361,13 @@ class FrameAnalyzer:
             rec.detail = f"no key for SPI {rec.spi:#010x}"
             return
         rec.algorithm = sa.algorithm
-        if ctx is None:
+        if ctx is None and not sa.supported:
             rec.verdict = Verdict.UNSUPPORTED
             rec.detail = f"not checked: {sa.algorithm} is not decrypted by this version"
+            return
+        if ctx is None:  # loaded, but no length its algorithm takes (keys/validate.py)
+            rec.verdict = Verdict.AUTH_FAIL
+            rec.detail = f"not verified: the key of SPI {sa.spi:#010x} is {len(sa.key)} bytes"
             return
         if len(data) < pkt.ip.total_len:
             rec.verdict = Verdict.TRUNCATED

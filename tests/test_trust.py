@@ -309,3 +309,35 @@ def test_algorithm_not_decrypted_is_unsupported_and_exits_1(tmp_path: Path, name
     assert verdict.startswith(f"  {esp} of {esp} ESP packets were not checked ({esp} of an")
     assert "decrypts at offset 0" not in result.output
     assert summary["findings"]["unsupported"] == esp
+
+
+def test_key_one_byte_short_loads_and_the_doctor_puts_the_zero_back(tmp_path: Path) -> None:
+    """A key whose leading 00 byte a copy-paste dropped: not refused, proven by the packets."""
+    import random
+
+    from espforensics.keys import load_sas
+    from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, SaFlow, make_sa
+    from espforensics.synth.keytext import keys_yaml
+    from espforensics.synth.scenarios_crypto import send_udp
+
+    rng, cb = random.Random(7), CaptureBuilder(7)
+    material = b"\x00" + rng.randbytes(19)
+    flow = SaFlow(make_sa(rng, 0x1001, V4_A, V4_B, material=material), V4_A, V4_B)
+    for _ in range(6):
+        send_udp(cb, flow)
+    sc = cb.scenario("short-key", "one SA whose key begins with 00", (flow.sealer,))
+    text = keys_yaml(sc.sas)
+    assert material.hex() in text
+    path = tmp_path / "keys.yaml"
+    path.write_text(text.replace("0x" + material.hex(), "0x" + material.hex()[2:]))
+    [short] = load_sas([path])
+    assert len(short.key) == 19 and not short.key_usable
+    records, findings = run(list(sc.frames), (short,))
+    assert [r.verdict for r in records] == [Verdict.AUTH_FAIL] * 6
+    [f] = kinds(findings, FindingKind.KEY_MISMATCH)
+    assert f.detail == (
+        "SPI 0x00001001: 0 of 6 packets verify with the given key; all 6 that fail verify "
+        "with a 00 byte in front of the key: it is 19 bytes, one short (a leading zero "
+        "dropped by a copy-paste?)"
+    )
+    assert material.hex()[2:] not in f.detail

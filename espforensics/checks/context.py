@@ -35,7 +35,8 @@ class SaState:
     def __init__(self, sa: SecurityAssociation | None) -> None:
         self.sa = sa
         self.tracker = EsnTracker(sa.esn_hi if sa is not None else 0)
-        self.ctx = AeadContext(sa) if sa is not None and sa.supported else None
+        usable = sa is not None and sa.supported and sa.key_usable
+        self.ctx = AeadContext(sa) if sa is not None and usable else None
 
 
 class Flow:

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from espforensics.checks.context import PacketContext, SaState
-from espforensics.crypto import IV_LEN, AeadContext, salt_first
+from espforensics.crypto import IV_LEN, AeadContext, leading_zero, salt_first
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.esn import EsnTracker
 from espforensics.keys.sa import ICV_BITS, SaTable, SecurityAssociation
@@ -82,7 +82,18 @@ class _Sa:
 
 
 def variants(sa: SecurityAssociation, table: SaTable) -> Iterator[Variant]:
-    """The usual mistakes, most common first: ICV length, ESN, salt, the other direction."""
+    """The usual mistakes, most common first: ICV length, ESN, salt, the other direction.
+
+    A key one byte short of what its algorithm takes has one variant only: the
+    00 byte in front that a copy-paste dropped.
+    """
+    if not sa.key_usable:
+        yield Variant(
+            f"a 00 byte in front of the key: it is {len(sa.key)} bytes, one short "
+            f"(a leading zero dropped by a copy-paste?)",
+            leading_zero(sa),
+        )
+        return
     for bits in sorted(ICV_BITS - {sa.icv_bits}, reverse=True):
         yield Variant(
             f"a {bits}-bit ICV (the key file says {sa.icv_bits})", replace(sa, icv_bits=bits)

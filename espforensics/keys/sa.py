@@ -89,6 +89,12 @@ class SecurityAssociation:
         return self.algorithm in SUPPORTED_ALGORITHMS
 
     @property
+    def key_usable(self) -> bool:
+        """False when the key material has no length its AEAD takes (one byte short)."""
+        layout = AEAD_KEY_LAYOUT.get(self.algorithm)
+        return layout is None or len(self.key) - layout[1] in layout[0]
+
+    @property
     def icv_len(self) -> int:
         return self.icv_bits // 8
 
