@@ -48,6 +48,8 @@ def test_every_frame_matches_its_truth(name: str) -> None:
             assert rec.fragments == truth.fragments
         if truth.leaked_hex:
             assert rec.leaked_hex.replace(" ", "") == truth.leaked_hex.replace(" ", "")
+        if truth.iv_seq_delta is not None:
+            assert rec.iv_seq_delta == truth.iv_seq_delta, f"frame {rec.frame}: {rec.detail}"
 
 
 def test_fragments_name_the_frame_that_completes_them() -> None:

@@ -32,7 +32,9 @@ class FrameTruth:
     in clear right in front of the real ESP header (the 16-byte slot at
     the expected offset holds a stale ESP header and IV area and is not
     counted, see ``synth.kernel``). ``tags`` name the anomalies
-    built into the frame (see docs/synth.md).
+    built into the frame (see docs/synth.md). ``iv_seq_delta``: where a
+    scenario states it, d when the IV was built from seq64 + d (the
+    ``iv_seq_delta`` column a correct analyzer fills).
     """
 
     frame: int
@@ -47,6 +49,7 @@ class FrameTruth:
     fragments: int | None = None
     reassembled_in: int | None = None
     tags: tuple[str, ...] = ()
+    iv_seq_delta: int | None = None
 
     @property
     def seq(self) -> int | None:
