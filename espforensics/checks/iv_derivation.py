@@ -1,44 +1,102 @@
 """IV derivation: do the IVs follow the sequence numbers as Linux's seqiv promises?
 
 In: ``PacketContext`` of ESP packets. Out: ``iv_seq_delta`` (0 when the
-IV was built from the packet's own sequence number, the difference when
-it was built from another one, empty when the SA's IVs are not
-counter-derived, or when the IV encodes no sequence number within 2^32 of
-the packet's own) and one ``iv_derivation`` finding per SA with deviating
+IV was built from the packet's own sequence number, d when it was built
+from seq64 + d; empty when the SA's IVs are not counter-derived, or when
+the IV encodes no sequence number within 2^32 of the one the packet was
+sealed with) and one ``iv_derivation`` finding per SA with deviating
 packets. Raises nothing.
 
-Primer s4: seqiv makes ``IV xor seq64`` one constant per SA. The constant
-is settled by the first ``AGREE`` packets of the SA that share it, among
-at most ``PROBE`` packets; until then those records are held (bounded),
-so every record gets its column. An SA with no agreement within
-``PROBE`` packets is reported as not counter-derived (e.g. echainiv's
-random IVs with CBC), which is not a fault.
+Primer s4 and s7: seqiv makes ``IV = seq64 xor c`` with one constant c
+per SA. The first packets of a capture do not give c: when most packets
+are built from seq + 1, two even-seq packets agree on ``c xor 1``. So c
+is chosen from the SA's first ``WINDOW`` packets (held until then, or
+until the pipeline forces them): every ``IV xor (seq64 + d)`` with
+``|d| <= SPAN`` is a candidate, and the one with the most concentrated
+histogram of deltas wins: the most pairs of packets that share a delta
+(``_rank`` gives the full order). This does not depend on which packet
+comes first, only on which packets the window holds. No candidate under
+which ``AGREE`` packets share a delta: the SA's IVs are not
+counter-derived (echainiv's random IVs with CBC), which is not a fault.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterator
+from collections import Counter, OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from espforensics.checks.context import Holds, PacketContext, PerFlow
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 
-AGREE = 2
-NEARBY = 1 << 32  # a larger difference means the IV is unrelated to any nearby seq
-PROBE = 16
+AGREE = 2  # packets that must share a delta for IVs to count as counter-derived
+SPAN = 4  # offsets tried: the measured faults are seq+1, seq-1 and 1-4 packets off (primer s7)
+WINDOW = 32  # packets of an SA that decide its constant
+NEARBY = 1 << 32  # a larger difference means the IV is unrelated to the packet's number
+EXAMPLES = 5
+_MASK64 = (1 << 64) - 1
+_SIGN64 = 1 << 63
 _NOT_COUNTER = -1
 
 
-@dataclass(slots=True)
+def signed_delta(built_from: int, seq64: int) -> int:
+    """``built_from - seq64`` in 64-bit arithmetic, as a signed number (RFC 4303 s2.2.1)."""
+    return ((built_from - seq64 + _SIGN64) & _MASK64) - _SIGN64
+
+
+def _rank(c: int, per_delta: dict[int, int]) -> tuple[int, int, int, int, int, int]:
+    """How well the constant ``c`` explains the window; larger is better.
+
+    ``per_delta`` counts the window's packets per delta within SPAN under ``c``.
+    """
+    return (
+        sum(n * (n - 1) // 2 for n in per_delta.values()),  # pairs of packets sharing a delta
+        sum(per_delta.values()),  # packets within SPAN of their own number
+        -max(map(abs, per_delta)),  # the largest deviation: the faults are small
+        per_delta.get(0, 0),  # built from their own number: accuse no more than proven
+        -sum(abs(d) * n for d, n in per_delta.items()),
+        -c,  # an exact tie: any fixed choice keeps the answer order-independent
+    )
+
+
+def choose_constant(samples: Sequence[tuple[int, int]]) -> int | None:
+    """The seqiv constant of (seq64, IV) samples, or None if they are not counter-derived.
+
+    Candidates are ``IV xor (seq64 + d)`` for ``|d| <= SPAN``: every constant
+    that puts some sample within SPAN of its own number. The best by
+    ``_rank`` wins if under it at least two samples share a delta; a single
+    sample gives its own constant (what the ranking gives it).
+    """
+    if len(samples) == 1:
+        seq64, iv = samples[0]
+        return iv ^ seq64
+    votes: dict[int, dict[int, int]] = {}
+    for seq64, iv in samples:
+        for d in range(-SPAN, SPAN + 1):
+            per_delta = votes.setdefault(iv ^ ((seq64 + d) & _MASK64), {})
+            per_delta[d] = per_delta.get(d, 0) + 1
+    best = max(votes, key=lambda c: _rank(c, votes[c]), default=None)
+    if best is None or max(votes[best].values()) < AGREE:
+        return None
+    return best
+
+
+@dataclass(slots=True, eq=False)  # identity hash: a key of the probing queue
 class _Sa:
     const: int | None = None
-    probe: list[tuple[PacketRecord, int]] = field(default_factory=list)
+    probe: list[tuple[PacketRecord, int, int]] = field(default_factory=list)  # rec, seq64, IV
     packets: int = 0
     deviating: int = 0
     deltas: Counter[int] = field(default_factory=Counter)
     unrelated: int = 0
     frames: list[int] = field(default_factory=list)
+
+
+def _sealed_with(rec: PacketRecord, seq64: int) -> int:
+    """The number the sender sealed with: another high half on an ``esn_mismatch`` packet."""
+    if rec.verdict is Verdict.ESN_MISMATCH and rec.seq_hi_verified is not None:
+        return rec.seq_hi_verified << 32 | seq64 & 0xFFFFFFFF
+    return seq64
 
 
 class IvDerivationCheck:
@@ -50,51 +108,58 @@ class IvDerivationCheck:
         self._holds = holds
         holds.on_force(self._force)
         self._sas: PerFlow[_Sa] = PerFlow(_Sa)
+        # SAs still choosing their constant, by their first held frame (capture order).
+        self._probing: OrderedDict[_Sa, int] = OrderedDict()
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
         if pkt.iv is None or rec.seq64 is None or rec.verdict is Verdict.AUTH_FAIL:
-            return
+            return  # an auth_fail header may be forged
         sa = self._sas.get(pkt.flow)
         sa.packets += 1
-        c = pkt.iv ^ rec.seq64
-        if sa.const is None:
-            self._probe(sa, rec, c)
-        else:
-            self._judge(sa, rec, c)
-
-    def _probe(self, sa: _Sa, rec: PacketRecord, c: int) -> None:
-        sa.probe.append((rec, c))
+        if sa.const is not None:
+            self._judge(sa, rec, pkt.iv)
+            return
+        if not sa.probe:
+            self._probing[sa] = rec.frame
+        sa.probe.append((rec, rec.seq64, pkt.iv))
         self._holds.hold(rec.frame)
-        votes = Counter(x for _, x in sa.probe).most_common(1)[0]
-        if votes[1] >= AGREE:
-            self._settle(sa, votes[0])
-        elif len(sa.probe) >= PROBE:
-            self._settle(sa, _NOT_COUNTER)
+        if len(sa.probe) >= WINDOW:
+            self._settle(sa)
 
     def _force(self, upto: int) -> None:
-        """Settle, with what they have, the SAs still probing frames up to ``upto``."""
-        for _key, sa in self._sas.items():
-            if sa.const is None and sa.probe and sa.probe[0][0].frame <= upto:
-                self._settle(sa, _NOT_COUNTER if len(sa.probe) > 1 else sa.probe[0][1])
+        """Settle, with what they have, the SAs probing since a frame up to ``upto``.
 
-    def _settle(self, sa: _Sa, const: int) -> None:
-        sa.const = const
-        for held, c in sa.probe:
-            self._judge(sa, held, c)
-            self._holds.release(held.frame)
+        Costs O(SAs settled): the queue is in capture order, so the loop stops
+        at the first SA that started later.
+        """
+        probing = self._probing
+        while probing:
+            sa, first = next(iter(probing.items()))
+            if first > upto:
+                return
+            self._settle(sa)
+
+    def _settle(self, sa: _Sa) -> None:
+        const = choose_constant([(seq64, iv) for _, seq64, iv in sa.probe])
+        sa.const = _NOT_COUNTER if const is None else const
+        self._probing.pop(sa, None)
+        for rec, _, iv in sa.probe:
+            self._judge(sa, rec, iv)
+            self._holds.release(rec.frame)
         sa.probe = []
 
-    def _judge(self, sa: _Sa, rec: PacketRecord, c: int) -> None:
-        if sa.const == _NOT_COUNTER or sa.const is None or rec.seq64 is None:
+    def _judge(self, sa: _Sa, rec: PacketRecord, iv: int) -> None:
+        const, seq64 = sa.const, rec.seq64
+        if const is None or const == _NOT_COUNTER or seq64 is None:
             return
-        built_from = (c ^ sa.const) ^ rec.seq64  # = IV xor const: the seq the IV encodes
-        delta = built_from - rec.seq64
+        built_from = iv ^ const  # the number the IV encodes
+        delta = signed_delta(built_from, seq64)
         if not delta:
             rec.iv_seq_delta = 0
             return
         sa.deviating += 1
-        if abs(delta) < NEARBY:
+        if abs(signed_delta(built_from, _sealed_with(rec, seq64))) < NEARBY:
             rec.iv_seq_delta = delta
             sa.deltas[delta] += 1
             note = f"IV built from seq {built_from} (seq{delta:+d})"
@@ -102,13 +167,13 @@ class IvDerivationCheck:
             sa.unrelated += 1  # the IV encodes no sequence number near this one
             note = "IV built from no nearby sequence number"
         rec.detail = f"{rec.detail}; {note}" if rec.detail else note
-        if len(sa.frames) < 5:
+        if len(sa.frames) < EXAMPLES:
             sa.frames.append(rec.frame)
 
     def finish(self) -> Iterator[Finding]:
+        while self._probing:  # SAs with fewer packets than the window
+            self._settle(next(iter(self._probing)))
         for (spi, src, dst), sa in self._sas.items():
-            if sa.const is None:  # fewer packets than it takes to agree
-                self._force(sa.probe[0][0].frame)
             if sa.const == _NOT_COUNTER:
                 yield Finding(
                     FindingKind.IV_DERIVATION,
@@ -121,18 +186,22 @@ class IvDerivationCheck:
                     dst,
                 )
             elif sa.deviating:
-                common = ", ".join(
-                    [f"seq{d:+d} x{n}" for d, n in sa.deltas.most_common(4)]
-                    + ([f"no nearby seq x{sa.unrelated}"] if sa.unrelated else [])
-                )
-                yield Finding(
-                    FindingKind.IV_DERIVATION,
-                    Severity.HIGH,
-                    spi,
-                    tuple(sa.frames),
-                    sa.deviating,
-                    f"{src} -> {dst}: {sa.deviating} of {sa.packets} IVs not built from their own "
-                    f"sequence number (IV built from {common})",
-                    src,
-                    dst,
-                )
+                yield self._deviating(spi, src, dst, sa)
+
+    @staticmethod
+    def _deviating(spi: int, src: str, dst: str, sa: _Sa) -> Finding:
+        common = ", ".join(
+            [f"seq{d:+d} x{n}" for d, n in sa.deltas.most_common(4)]
+            + ([f"no nearby seq x{sa.unrelated}"] if sa.unrelated else [])
+        )
+        return Finding(
+            FindingKind.IV_DERIVATION,
+            Severity.HIGH,
+            spi,
+            tuple(sa.frames),
+            sa.deviating,
+            f"{src} -> {dst}: {sa.deviating} of {sa.packets} IVs not built from their own "
+            f"sequence number (IV built from {common})",
+            src,
+            dst,
+        )
