@@ -14,6 +14,7 @@ from espforensics.synth import scenarios_basic as basic
 from espforensics.synth import scenarios_crypto as crypto
 from espforensics.synth import scenarios_esn as esn
 from espforensics.synth import scenarios_faults as faults
+from espforensics.synth import scenarios_midstream as midstream
 from espforensics.synth.truth import Scenario
 
 ScenarioBuilder = Callable[[int], Scenario]
@@ -62,6 +63,12 @@ SCENARIOS: dict[str, ScenarioBuilder] = {
     "iv-policies": crypto.iv_policies,
     "sequence": crypto.sequence,
     "shared-key": crypto.shared_key,
+    "midstream-even-2": partial(midstream.midstream, parity="even", lead=2),
+    "midstream-even-10": partial(midstream.midstream, parity="even", lead=10),
+    "midstream-even-100": partial(midstream.midstream, parity="even", lead=100),
+    "midstream-odd-2": partial(midstream.midstream, parity="odd", lead=2),
+    "midstream-odd-10": partial(midstream.midstream, parity="odd", lead=10),
+    "midstream-odd-100": partial(midstream.midstream, parity="odd", lead=100),
 }
 
 
