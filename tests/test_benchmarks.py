@@ -55,3 +55,9 @@ def test_bench_sas_prints_both_runs_and_the_ratio(tmp_path: Path) -> None:
     out = _run("bench_sas.py", "--cases", "400:300", "--workdir", str(tmp_path))
     assert "2 SPIs:" in out and "300 SPIs:" in out and "peak RSS" in out, out
     assert "time ratio many/one:" in out, out
+
+
+def test_bench_iv_constant_prints_every_window() -> None:
+    out = _run("bench_iv_constant.py", "--trials", "20")
+    for n in (16, 32, 64):
+        assert f"window {n:2d}: true constant in" in out, out

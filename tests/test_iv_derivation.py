@@ -11,6 +11,7 @@ candidate constant says when the bytes themselves cannot tell.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from functools import cache
 from pathlib import Path
@@ -23,7 +24,8 @@ from espforensics.capture import open_capture
 from espforensics.checks.context import Flow, Holds, PacketContext, SaState
 from espforensics.checks.iv_derivation import SPAN, WINDOW, IvDerivationCheck, choose_constant
 from espforensics.decode.ip import OuterIp
-from espforensics.keys import SaTable, load_sas
+from espforensics.keys import SaTable, Secret, SecurityAssociation, load_sas
+from espforensics.keys.sa import RFC4106
 from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Severity, Verdict
 from espforensics.pipeline import FrameAnalyzer, Options, iter_records
 from espforensics.synth import SCENARIOS, build_scenario
@@ -47,13 +49,18 @@ def _record(frame: int, seq64: int, verdict: Verdict = Verdict.UNKNOWN_SA) -> Pa
     return PacketRecord(frame, 0.0, 0, 0, verdict, spi=0x1001, seq=seq64 & 0xFFFFFFFF, seq64=seq64)
 
 
+def _keyed() -> SaState:
+    """The state of an SA with a usable key: its seq64 high halves are authenticated."""
+    return SaState(SecurityAssociation(0x1001, RFC4106, Secret(bytes(20))))
+
+
 def _drive(
-    samples: list[Sample], records: list[PacketRecord] | None = None
+    samples: list[Sample], records: list[PacketRecord] | None = None, keyed: bool = True
 ) -> tuple[list[PacketRecord], list[Finding]]:
     """Every sample through one check, as one SA; all holds released by its finish."""
     holds = Holds()
     check = IvDerivationCheck(holds)
-    flow = Flow(0x1001, SRC, DST, SaState(None))
+    flow = Flow(0x1001, SRC, DST, _keyed() if keyed else SaState(None))
     recs = records or [_record(n, s) for n, (s, _) in enumerate(samples, 1)]
     for rec, (_, iv) in zip(recs, samples, strict=True):
         check.observe(PacketContext(rec, b"", IP, flow, iv))
@@ -66,16 +73,16 @@ def _signed(x: int) -> int:
     return ((x + (1 << 63)) & M64) - (1 << 63)
 
 
-def _readings(window: list[Sample]) -> dict[int, tuple[int, int, int, int]]:
-    """Brute force, per candidate constant, counted over the whole window: the pairs of
-    packets sharing a delta within SPAN, the packets within SPAN, minus the largest of
-    their deltas, the packets at delta 0 (docs/checks.md, in that order)."""
+def _readings(window: list[Sample]) -> dict[int, tuple[float, int, int, int]]:
+    """Brute force, per candidate constant, counted over the whole window: the entropy
+    of the deltas within SPAN as sum n log n, the packets within SPAN, minus the largest
+    of their deltas, the packets at delta 0 (docs/checks.md, in that order)."""
     out = {}
     for c in {iv ^ ((s + d) & M64) for s, iv in window for d in range(-SPAN, SPAN + 1)}:
         deltas = Counter(_signed((iv ^ c) - s) for s, iv in window)
         near = {d: n for d, n in deltas.items() if abs(d) <= SPAN}
-        pairs = sum(n * (n - 1) // 2 for n in near.values())
-        out[c] = (pairs, sum(near.values()), -max(map(abs, near)), deltas[0])
+        concentration = round(sum(n * math.log(n) for n in near.values()), 9)
+        out[c] = (concentration, sum(near.values()), -max(map(abs, near)), deltas[0])
     return out
 
 
@@ -196,7 +203,7 @@ def test_esn_mismatch_ivs_are_two_to_the_32_off() -> None:
 def test_holds_last_at_most_a_window_of_packets() -> None:
     holds = Holds()
     check = IvDerivationCheck(holds)
-    flow = Flow(0x1001, SRC, DST, SaState(None))
+    flow = Flow(0x1001, SRC, DST, _keyed())
     for n, (seq64, iv) in enumerate(_seqiv(range(1, WINDOW + 2), [0] * (WINDOW + 1), 99), 1):
         check.observe(PacketContext(_record(n, seq64), b"", IP, flow, iv))
         held = [f for f in range(1, n + 1) if f in holds]
@@ -307,3 +314,44 @@ def test_esn_wrap_v4_frame_373_iv_is_from_the_next_high_half() -> None:
         f"1 of {sa_packets} IVs not built from their own sequence number "
         "(IV built from seq+4294967296 x1)"
     )
+
+
+def test_keyless_high_halves_are_a_guess_and_make_no_finding() -> None:
+    """Without a key only the low 32 bits count: a capture that starts after an ESN wrap
+    (the inference guesses high half 0, then 1 at the wrap, where the sender used 1, then 2)
+    is not a run of deviating IVs."""
+    c = 0x1122334455667788
+    seqs = list(range((1 << 33) - 6, (1 << 33) + 6))  # true numbers: 1:fffffffa .. 2:00000005
+    samples = [(s - (1 << 32), s ^ c) for s in seqs]  # seq64 as guessed without a key
+    recs, findings = _drive(samples, keyed=False)
+    assert [r.iv_seq_delta for r in recs] == [0] * len(seqs)
+    assert findings == []
+    recs, findings = _drive(samples, keyed=True)  # the same numbers, were they authenticated
+    assert [f.kind for f in findings] == [FindingKind.IV_DERIVATION]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_bursts_of_one_delta_always_give_every_delta_exactly(seed: int) -> None:
+    """GSO-like traffic: runs of 3 to 6 packets built with one delta in -2..+2, any start."""
+    import random
+
+    rng = random.Random(seed)
+    deltas: list[int] = []
+    while len(deltas) < WINDOW + 20:
+        deltas += [rng.randint(-2, 2)] * rng.randint(3, 6)
+    start = rng.choice([rng.randint(1, 1 << 16), (1 << 32) - rng.randint(1, 40)])
+    c = rng.getrandbits(64)
+    recs, _ = _drive(_seqiv(range(start, start + len(deltas)), deltas, c))
+    assert [r.iv_seq_delta for r in recs] == deltas
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_uniform_mixes_over_a_window_give_every_delta_exactly(seed: int) -> None:
+    """Deltas drawn uniformly from -2..+2 for every packet (fixed seeds, no search)."""
+    import random
+
+    rng = random.Random(1000 + seed)
+    deltas = [rng.randint(-2, 2) for _ in range(WINDOW + 10)]
+    start, c = rng.randint(1, 1 << 40), rng.getrandbits(64)
+    recs, _ = _drive(_seqiv(range(start, start + len(deltas)), deltas, c))
+    assert [r.iv_seq_delta for r in recs] == deltas

@@ -9,11 +9,13 @@ RFC 4303 s2.2.1 and A2.2: the receiver infers the high half from its
 window and drops a packet whose ICV fails with it, so such a packet is
 lost even though its bytes are sound. Its IV says more: seqiv builds the
 IV from the 64-bit number the sender used (primer s4), so the IV is
-compared with the SA's ``IV xor seq64`` constant, taken from the SA's
-latest packet that verified where it belongs. When the IV encodes the
-high half the ICV verified with, the SA will use that (key, nonce) pair
-again when its counter reaches that value (hi + 1), or used it already
-(hi - 1).
+related to the packet's number through ``iv_seq_delta``, which the IV
+derivation check (it runs first) fills from the SA's seqiv constant by
+the time findings are made; before that, or for an SA whose constant is
+not known, the constant of the SA's latest packet that verified in place
+stands in. When the IV encodes the high half the ICV verified with, the
+SA will use that (key, nonce) pair again when its counter reaches that
+value (hi + 1), or used it already (hi - 1).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from espforensics.checks.context import PacketContext, PerFlow
-from espforensics.model import Finding, FindingKind, Severity, Verdict
+from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 
 EXAMPLES = 5
 NEAR = 16  # an IV that encodes a number this close to the one verified was built from it
@@ -30,10 +32,16 @@ NEAR = 16  # an IV that encodes a number this close to the one verified was buil
 
 @dataclass(frozen=True, slots=True)
 class _Event:
-    frame: int
+    rec: PacketRecord  # its iv_seq_delta is filled by the IV derivation check, maybe later
     placed: int  # the seq64 its place implies
     verified: int  # the seq64 whose high half the ICV verified with
-    built_from: int | None  # the seq64 its IV encodes, if the SA's constant is known
+    guess: int | None  # the seq64 its IV encodes under the previous packet's constant
+
+    @property
+    def built_from(self) -> int | None:
+        """The number the IV encodes: by the SA's seqiv constant when it is known."""
+        delta = self.rec.iv_seq_delta
+        return self.guess if delta is None else self.placed + delta
 
 
 @dataclass(slots=True)
@@ -49,18 +57,19 @@ def _hl(seq64: int) -> str:
 
 def _iv_words(e: _Event) -> str:
     """What the packet's IV proves about the nonce, in a reviewer's words."""
-    if e.built_from is None:
+    built = e.built_from
+    if built is None:
         return "no earlier packet of the SA gives its IV constant"
-    if abs(e.built_from - e.verified) >= NEAR:
-        return f"its IV encodes seq {_hl(e.built_from)}, not the number it verified with"
-    ahead = e.built_from - e.placed
+    if abs(built - e.verified) >= NEAR:
+        return f"its IV encodes seq {_hl(built)}, not the number it verified with"
+    ahead = built - e.placed
     where = (
         f"which the SA reaches again {ahead} packets later: a nonce this key will use "
         "twice if the SA lives that long"
         if ahead > 0
         else f"which the SA used {-ahead} packets earlier: a nonce this key used twice"
     )
-    return f"its IV encodes seq {_hl(e.built_from)}, {where}"
+    return f"its IV encodes seq {_hl(built)}, {where}"
 
 
 class EsnMismatchCheck:
@@ -83,14 +92,14 @@ class EsnMismatchCheck:
             verified = rec.seq_hi_verified << 32 | rec.seq64 & 0xFFFFFFFF
             built = None if sa.const is None else pkt.iv ^ sa.const
             if len(sa.events) < EXAMPLES:
-                sa.events.append(_Event(rec.frame, rec.seq64, verified, built))
+                sa.events.append(_Event(rec, rec.seq64, verified, built))
 
     def finish(self) -> Iterator[Finding]:
         for (spi, src, dst), sa in self._sas.items():
             if not sa.count:
                 continue
             events = "; ".join(
-                f"frame {e.frame} (seq {_hl(e.placed)}) verifies only with ESN high half "
+                f"frame {e.rec.frame} (seq {_hl(e.placed)}) verifies only with ESN high half "
                 f"{e.verified >> 32:#x}, where its place in the sequence implies "
                 f"{e.placed >> 32:#x}: {_iv_words(e)}"
                 for e in sa.events
@@ -100,7 +109,7 @@ class EsnMismatchCheck:
                 FindingKind.ESN_MISMATCH,
                 Severity.HIGH,
                 spi,
-                tuple(e.frame for e in sa.events),
+                tuple(e.rec.frame for e in sa.events),
                 sa.count,
                 f"{src} -> {dst}: {sa.count} packets sealed with the wrong ESN high half, "
                 f"which a receiver drops (RFC 4303 A2.2): {events}{more}",
