@@ -82,6 +82,28 @@ def others(sa: SaSummary) -> str:
     return ", ".join(f"{k} {v}" for k, v in sa.verdicts.items() if k != Verdict.OK and v)
 
 
+SAS_SHOWN = 20  # SAs a report lists one by one; sas.csv has every one
+
+
+def shown_sas(summary: Summary) -> tuple[tuple[SaSummary, ...], str]:
+    """The SAs a report lists, and the sentence for those it leaves out ("" for none).
+
+    A capture of a scan holds tens of thousands of SAs: the report lists
+    those with a verdict other than ok first, then the busiest, in key order.
+    """
+    if len(summary.sas) <= SAS_SHOWN:
+        return summary.sas, ""
+    ranked = sorted(
+        summary.sas,
+        key=lambda sa: (sa.verdicts.get(Verdict.OK.value, 0) == sa.packets, -sa.packets, sa.key),
+    )
+    rest = len(summary.sas) - SAS_SHOWN
+    return (
+        tuple(sorted(ranked[:SAS_SHOWN], key=lambda sa: sa.key)),
+        f"... and {plural(rest, 'more SA')}, fewer packets or all ok: every SA is in sas.csv",
+    )
+
+
 def finding_groups(summary: Summary) -> tuple[FindingGroup, ...]:
     """Findings grouped by kind, worst first."""
     by_kind: dict[FindingKind, list[Finding]] = defaultdict(list)

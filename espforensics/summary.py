@@ -12,7 +12,7 @@ All counting lives here, so renderers never count.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -115,12 +115,21 @@ class Summary:
     schema: int = SCHEMA
 
     def to_json(self) -> dict[str, Any]:
-        """The ``summary.json`` document."""
-        doc = asdict(self)
-        doc["sas"] = [{**asdict(sa), "spi": f"{sa.spi:#010x}"} for sa in self.sas]
+        """The ``summary.json`` document.
+
+        Built field by field, not with ``dataclasses.asdict``: that deep-copies
+        every value and took 14 s for a capture of 60,000 SAs.
+        """
+        doc = _fields(self)
+        doc["capture"] = _fields(self.capture)
+        doc["verdicts"], doc["findings"] = dict(self.verdicts), dict(self.findings)
+        doc["sas"] = [
+            {**_fields(sa), "spi": f"{sa.spi:#010x}", "verdicts": dict(sa.verdicts)}
+            for sa in self.sas
+        ]
         doc["finding_list"] = [_finding_json(f) for f in self.finding_list]
-        doc["layouts"] = [{**asdict(x), "spi": f"{x.spi:#010x}"} for x in self.layouts]
-        doc["plots"] = [{**asdict(p), "files": list(p.files)} for p in self.plots]
+        doc["layouts"] = [{**_fields(x), "spi": f"{x.spi:#010x}"} for x in self.layouts]
+        doc["plots"] = [{**_fields(p), "files": list(p.files)} for p in self.plots]
         return {"schema": doc.pop("schema"), **doc}
 
     @classmethod
@@ -145,6 +154,11 @@ class Summary:
             error=doc.get("error"),
             schema=doc["schema"],
         )
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    """A dataclass's fields by name, values as they are (flat values only)."""
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
 
 
 def _finding_json(f: Finding) -> dict[str, Any]:

@@ -447,3 +447,32 @@ def test_real_capture_shows_the_clear_bytes_with_lengths_masked(tso_on: Path) ->
     ) in text
     md = (tso_on / "report.md").read_text()
     assert "| 0x00001001 | IPv6 esp | 94 | 40 | 60 | 56 | `45 00 LL LL` |" in md
+
+
+def test_a_report_of_many_sas_lists_the_worst_twenty_and_counts_the_rest(
+    gso_v6: Path,
+) -> None:
+    """A capture of a scan: report.txt/.md stay short, sas.csv keeps every SA."""
+    from dataclasses import replace as _replace
+
+    from espforensics import narrative
+    from espforensics.analysis import load_summary
+    from espforensics.render.markdown import render_report_md
+    from espforensics.render.text import render_report
+
+    base = load_summary(gso_v6)
+    sa = base.sas[0]
+    many = tuple(
+        _replace(sa, spi=0x10000 + i, packets=i + 1, verdicts={"ok": i + 1})
+        if i != 7
+        else _replace(sa, spi=0x10000 + i, packets=1, verdicts={"auth_fail": 1})
+        for i in range(50)
+    )
+    summary = _replace(base, sas=many)
+    shown, rest = narrative.shown_sas(summary)
+    assert [s.spi for s in shown] == [0x10007, *range(0x10000 + 31, 0x10000 + 50)]
+    assert rest == "... and 30 more SAs, fewer packets or all ok: every SA is in sas.csv"
+    text, md = render_report(summary), render_report_md(summary)
+    assert text.count("  SPI 0x0001") == 20 and md.count("| 0x0001") == 20
+    assert rest in text and rest in md
+    assert "SPI 0x00010007" in text and "SPI 0x00010000 " not in text

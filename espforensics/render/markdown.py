@@ -47,6 +47,7 @@ def render_report_md(summary: Summary) -> str:
     lines += ["", "## Verdict", ""] + ([f"- **{damage}.**"] if damage else [])
     lines += [f"- {s}." for s in narrative.verdict_sentences(summary)]
     lines += ["", "## SAs", ""]
+    shown, rest = narrative.shown_sas(summary)
     lines += table(
         ["SPI", "src", "dst", "algorithm", "mode", "packets", "ok", "other", "Mbit/s"],
         [
@@ -61,9 +62,10 @@ def render_report_md(summary: Summary) -> str:
                 narrative.others(sa) or "-",
                 narrative.mbit(sa),
             ]
-            for sa in summary.sas
+            for sa in shown
         ],
     )
+    lines += ["", rest] if rest else []
     lines += ["", "## Findings", ""]
     groups = narrative.finding_groups(summary)
     if groups:

@@ -49,9 +49,11 @@ def render_summary(summary: Summary) -> str:
         f"  {cap.frames} frames, {summary.esp_packets} ESP packets, {len(summary.sas)} SAs",
         *wrap(f"verdicts: {_verdicts(summary.verdicts) or 'none'}", "  "),
     ]
-    for sa in summary.sas:
+    shown, rest = narrative.shown_sas(summary)
+    for sa in shown:
         lines += wrap(f"SPI {sa.spi:#010x} {sa.src} -> {sa.dst} ({sa.algorithm or 'no key'})", "  ")
         lines += wrap(f"{sa.packets} packets: {_verdicts(sa.verdicts)}", "    ")
+    lines += wrap(rest, "  ") if rest else []
     lines += wrap("; ".join(narrative.verdict_sentences(summary)), "  ")
     return "\n".join(lines) + "\n"
 
@@ -128,7 +130,9 @@ def render_report(summary: Summary) -> str:
     for sentence in ((damage,) if damage else ()) + narrative.verdict_sentences(summary):
         lines += wrap(sentence + ".", "  ")
     lines += ["", "SAs:" if summary.sas else "SAs: none"]
-    lines += [x for sa in summary.sas for x in _sa_lines(sa)]
+    shown, rest = narrative.shown_sas(summary)
+    lines += [x for sa in shown for x in _sa_lines(sa)]
+    lines += wrap(rest, "  ") if rest else []
     lines += ["", *_findings(summary), *_misplaced(summary)]
     return "\n".join(lines) + "\n"
 
