@@ -182,10 +182,16 @@ def _v6_fragments(rng: random.Random, pkt: bytes, pieces: list[tuple[int, bytes]
 
 
 def _pieces(rng: random.Random, payload: bytes) -> list[tuple[int, bytes]]:
-    """Fragment offsets and bodies: in order, overlapping, or reaching past 65,535."""
+    """Fragment offsets and bodies: in order, overlapping, shuffled, or past 65,535 bytes.
+
+    RFC 791 s3.1 and RFC 8200 s3: a datagram (IPv6: a payload) holds at most 65,535.
+    """
     size = max(8, (len(payload) // rng.randint(2, 4)) & ~7)
     pieces = [(at, payload[at : at + size]) for at in range(0, len(payload), size)]
-    style = rng.randrange(4)
+    style = rng.randrange(5)
+    if style == 4:  # contiguous up to 65,512, then a few bytes: at or past the 16-bit length
+        big = (payload * (65512 // max(1, len(payload)) + 1))[:65512]
+        return [(0, big), (65512, rng.randbytes(rng.choice((4, 8, 16, 23, 24, 40))))]
     if style == 1 and len(pieces) > 1:
         pieces[1] = (max(0, pieces[1][0] - 8), pieces[1][1])  # overlap
     elif style == 2:
