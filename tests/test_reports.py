@@ -476,3 +476,16 @@ def test_a_report_of_many_sas_lists_the_worst_twenty_and_counts_the_rest(
     assert text.count("  SPI 0x0001") == 20 and md.count("| 0x0001") == 20
     assert rest in text and rest in md
     assert "SPI 0x00010007" in text and "SPI 0x00010000 " not in text
+
+
+def test_summary_json_lays_out_one_line_per_sa_and_finding(gso_v6: Path) -> None:
+    from espforensics.analysis import load_summary
+    from espforensics.render.json import render_json
+    from espforensics.summary import Summary
+
+    summary = load_summary(gso_v6)
+    text = render_json(summary)
+    assert Summary.from_json(json.loads(text)) == summary
+    sas = [line for line in text.splitlines() if line.startswith('    {"spi"')]
+    findings = [line for line in text.splitlines() if line.startswith('    {"kind"')]
+    assert (len(sas), len(findings)) == (len(summary.sas), len(summary.finding_list)) == (2, 2)
