@@ -179,7 +179,9 @@ def _info_later(path: str | os.PathLike[str], sha256: str | None) -> Callable[[]
 
 def _modes(table: SaTable, builder: SummaryBuilder) -> dict[tuple[int, str, str], str]:
     """The mode each seen SA's key file states, by (spi, src, dst)."""
-    modes = {}
+    modes: dict[tuple[int, str, str], str] = {}
+    if not any(sa.mode for sa in table):  # keyless, or no key file says: skip the lookups
+        return modes
     for spi, src, dst in builder.sa_keys():
         sa = table.lookup(spi, ipaddress.ip_address(src).packed, ipaddress.ip_address(dst).packed)
         if sa is not None and sa.mode:
