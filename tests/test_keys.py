@@ -960,3 +960,21 @@ def test_yaml_messages_never_quote_tags_or_aliases() -> None:
     assert failure(yaml_entry(mode=f"*k{KEY}")) == (
         "k: YAML syntax error at line 5, column 11: found undefined alias (41 characters)"
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'base: &b\n  key: *b\nsas:\n  - <<: *b\n    spi: "0x1001"\n',  # found by fuzz/
+        "sas: &s\n  - *s\n",
+        "sas:\n  - &e\n    spi: 0x1001\n    key: *e\n    aead: rfc4106(gcm(aes))\n",
+    ],
+    ids=["anchor-holds-its-alias", "list-holds-itself", "entry-holds-itself"],
+)
+def test_a_cyclic_yaml_alias_is_one_line_not_a_loop(tmp_path: Path, text: str) -> None:
+    """An anchor that holds its own alias makes the node graph cyclic: walk it once."""
+    path = tmp_path / "keys.yaml"
+    path.write_text(text)
+    with pytest.raises(KeyFileError) as err:
+        load_sas([path])
+    assert str(err.value).startswith(f"{path}: ")

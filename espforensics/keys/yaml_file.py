@@ -105,10 +105,18 @@ def _check_numbers(root: yaml.Node | None, origin: str) -> None:
 
 
 def _walk(root: yaml.Node | None) -> list[yaml.ScalarNode]:
-    """Every scalar node, without recursion (the depth is bounded, but cheaply so)."""
+    """Every scalar node, without recursion (the depth is bounded, but cheaply so).
+
+    Each node is visited once: an anchor that holds its own alias makes the
+    node graph cyclic (``base: &b {key: *b}``), which walked for ever.
+    """
     stack, scalars = [] if root is None else [root], []
+    seen: set[int] = set()
     while stack:
         node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
             stack += [part for pair in node.value for part in pair]
         elif isinstance(node, yaml.SequenceNode):
