@@ -134,12 +134,7 @@ UNCHECKED = (
     (Verdict.UNSUPPORTED, "of an algorithm this version does not decrypt"),
     (Verdict.TRUNCATED, "cut short by the capture"),
 )
-NOT_AT_OFFSET_0 = (
-    Verdict.ESP_MISPLACED,
-    Verdict.AUTH_FAIL,
-    Verdict.ESN_MISMATCH,
-    Verdict.BAD_TRAILER,
-)
+NOT_AT_OFFSET_0 = (Verdict.ESP_MISPLACED, Verdict.AUTH_FAIL, Verdict.BAD_TRAILER)
 
 
 def verdict_sentences(summary: Summary) -> tuple[str, ...]:
@@ -153,15 +148,23 @@ def verdict_sentences(summary: Summary) -> tuple[str, ...]:
     if unchecked:
         whys = ", ".join(f"{n} {why}" for n, why in unchecked)
         out.append(f"{esp - checked} of {esp} ESP packets were not checked ({whys})")
-    ok = v.get(Verdict.OK, 0)
+    ok, esn = v.get(Verdict.OK, 0), v.get(Verdict.ESN_MISMATCH, 0)
     if not checked:
         out.append("no ESP packet was checked by decryption")
-    elif ok == checked:
+    elif ok + esn == checked:
         every = "every ESP packet" if checked == esp else "every checked ESP packet"
-        out.append(f"{every} decrypts at offset 0 ({ok} of {ok})")
+        out.append(f"{every} decrypts at offset 0 ({checked} of {checked})")
     else:
         bad = ", ".join(f"{v[k]} {k}" for k in NOT_AT_OFFSET_0 if v.get(k))
-        out.append(f"{checked - ok} of {checked} ESP packets do not decrypt at offset 0 ({bad})")
+        out.append(
+            f"{checked - ok - esn} of {checked} ESP packets do not decrypt at offset 0 ({bad})"
+        )
+    if esn:
+        verb, its, it = ("verifies", "its", "it") if esn == 1 else ("verify", "their", "them")
+        out.append(
+            f"{plural(esn, 'ESP packet')} {verb} only with an ESN high half {its} place "
+            f"rules out (esn_mismatch: a receiver drops {it})"
+        )
     leaked = sum(sa.leaked for sa in summary.sas)
     out.append(
         "no inner header byte in clear"

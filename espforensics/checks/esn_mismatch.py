@@ -111,8 +111,9 @@ class EsnMismatchCheck:
                 spi,
                 tuple(e.rec.frame for e in sa.events),
                 sa.count,
-                f"{src} -> {dst}: {sa.count} packets sealed with the wrong ESN high half, "
-                f"which a receiver drops (RFC 4303 A2.2): {events}{more}",
+                f"{src} -> {dst}: {sa.count} packet{'s' if sa.count > 1 else ''} sealed with "
+                f"the wrong ESN high half, which a receiver drops (RFC 4303 A2.2): "
+                f"{events}{more}",
                 src,
                 dst,
             )
