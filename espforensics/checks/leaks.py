@@ -194,24 +194,25 @@ class LeakCheck:
             acc.frames.append(frame)
 
     def finish(self) -> Iterator[Finding]:
-        for spi, acc in sorted(self._per_spi.items()):
-            yield Finding(
-                FindingKind.CLEARTEXT_LEAK,
-                Severity.CRITICAL,
-                spi if spi >= 0 else None,
-                tuple(acc.frames),
-                acc.count,
-                f"{acc.count} packets carry inner header bytes in clear: "
-                + "; ".join(sorted(acc.fields)),
-            )
-        for spi, acc in sorted(self._possible_per_spi.items()):
-            yield Finding(
-                FindingKind.CLEARTEXT_LEAK,
-                Severity.INFO,
-                spi if spi >= 0 else None,
-                tuple(acc.frames),
-                acc.count,
-                f"possible, not proven: {acc.count} packets that did not verify hold, after "
-                "the ESP header, bytes that parse as a clear IP header but are not followed "
-                "by an ESP trailer and ICV; random ciphertext looks like this now and then",
-            )
+        proven = (
+            self._per_spi,
+            Severity.CRITICAL,
+            "{n} packets carry inner header bytes in clear: {fields}",
+        )
+        possible = (
+            self._possible_per_spi,
+            Severity.INFO,
+            "possible, not proven: {n} packets that did not verify hold, after the ESP header, "
+            "bytes that parse as a clear IP header but are not followed by an ESP trailer and "
+            "ICV; random ciphertext looks like this now and then",
+        )
+        for per_spi, severity, words in (proven, possible):
+            for spi, acc in sorted(per_spi.items()):
+                yield Finding(
+                    FindingKind.CLEARTEXT_LEAK,
+                    severity,
+                    spi if spi >= 0 else None,
+                    tuple(acc.frames),
+                    acc.count,
+                    words.format(n=acc.count, fields="; ".join(sorted(acc.fields))),
+                )
