@@ -36,6 +36,11 @@ class EsnTracker:
         top = self._top
         if top is None:
             return self._start_hi | seq_lo
+        return self.nearest(top, seq_lo)
+
+    @staticmethod
+    def nearest(top: int, seq_lo: int) -> int:
+        """The 64-bit number with low half ``seq_lo`` closest to ``top`` (A2.2)."""
         cand = (top & ~0xFFFFFFFF) | seq_lo
         if cand - top > _HALF and cand >= _LOW:
             cand -= _LOW
@@ -47,6 +52,10 @@ class EsnTracker:
     def placed(self) -> bool:
         """True once a packet has been committed: the high half then follows from the place."""
         return self._top is not None
+
+    def rebase(self, seq64: int) -> None:
+        """Make ``seq64`` the highest seen: the packet that placed the SA was the wrong one."""
+        self._top = seq64
 
     def commit(self, seq64: int) -> None:
         """Record a packet whose seq64 is proven (verified or keyless)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,6 +39,7 @@ from espforensics.decode.ip import PROTO_ESP, PROTO_UDP, OuterIp, parse_ip
 from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
 from espforensics.decode.reassembly import Completed, Expired, Reassembler
 from espforensics.errors import InputError, MalformedPacket, Truncated
+from espforensics.esn import EsnTracker
 from espforensics.keys import SaTable, parse_esp_sa
 from espforensics.model import (
     PACKET_COLUMNS,
@@ -129,6 +130,9 @@ class FrameAnalyzer:
         self._fragments: dict[int, PacketRecord] = {}
         self._holds = Holds()
         self.checks: tuple[Check, ...] = make_checks(self.sas, self._holds, self._flow)
+        # ESN SAs whose first packet verified only with a neighbour of esn_hi, by frame.
+        self._tentative: OrderedDict[SaState, PacketContext] = OrderedDict()
+        self._holds.on_force(self._force_tentative)
         self.findings: list[Finding] = []
         self.adopted = 0  # frames whose decoding a worker process did (``adopt``)
 
@@ -160,9 +164,8 @@ class FrameAnalyzer:
 
     def _emit(self, rec: PacketRecord, pkt: PacketContext | None, ts_ns: int) -> Records:
         """Run the checks on an ESP packet and let records leave in capture order."""
-        if pkt is not None:
-            for check in self.checks:
-                check.observe(pkt)
+        if pkt is not None and pkt.state.tentative is not pkt:
+            self._observe(pkt)
         if self._holds or self._queue:
             queue = self._queue
             queue.append(rec)
@@ -212,7 +215,11 @@ class FrameAnalyzer:
         ip = new_tuple(OuterIp, fields)
         flow = self._flow(rec.spi or 0, ip, rec)
         state = flow.state
-        if state.ctx is None or state.tracker.infer(rec.seq or 0) != rec.seq64:
+        if (
+            state.ctx is None
+            or state.tentative is not None
+            or state.tracker.infer(rec.seq or 0) != rec.seq64
+        ):
             return self.process(frame)  # the worker guessed another ESN high half: redo here
         state.tracker.commit(rec.seq64)
         self.adopted += 1
@@ -231,6 +238,7 @@ class FrameAnalyzer:
     def finish(self) -> Iterator[PacketRecord]:
         """Yield the records still held at the end; collect every check's findings."""
         expired = self._reasm.drain()
+        self._force_tentative(None)
         for check in self.checks:
             self.findings.extend(check.finish())
         yield from self._release(expired)
@@ -388,15 +396,73 @@ class FrameAnalyzer:
             return
         if ctx.esn:
             rec.seq_hi_verified = verified >> 32
-        if verified != seq64 and state.tracker.placed:
+            if state.tentative is not None:
+                self._place_first(state, rec.seq or 0, verified, seq64)
+                seq64 = state.tracker.infer(rec.seq or 0)
+            elif verified != seq64 and not state.tracker.placed:
+                state.tentative, state.tentative_start = pkt, seq64
+                self._tentative[state] = pkt
+                self._holds.hold(rec.frame)
+                seq64 = verified  # provisionally: the SA's next packet tells
+        if verified != seq64:
             self._esn_mismatch(pkt, seq64, verified, plain)
             return
-        rec.seq64 = verified  # an SA's first packet teaches the high half (no place yet)
+        rec.seq64 = verified
         state.tracker.commit(verified)
         problem = pkt.apply_plaintext(plain)
         rec.verdict = Verdict.BAD_TRAILER if problem else Verdict.OK
         if problem:
             rec.detail = problem
+
+    def _observe(self, pkt: PacketContext) -> None:
+        for check in self.checks:
+            check.observe(pkt)
+
+    def _place_first(self, state: SaState, seq_lo: int, verified: int, inferred: int) -> None:
+        """The SA's next verified packet decides where its tentative first packet sits.
+
+        The first packet verified only with esn_hi's neighbour: either the capture
+        starts after a wrap (it then places the SA, and this packet verifies where
+        that inference puts it), or it was sealed with the wrong high half (primer
+        s7: a capture that starts with the packet of seq low 0xffffffff) and this
+        packet verifies where the starting high half puts it. Then the first packet
+        is the ``esn_mismatch`` one and this packet places the SA.
+        """
+        first = state.tentative
+        if first is None:
+            return
+        start = state.tentative_start
+        if verified != inferred and verified == EsnTracker.nearest(start, seq_lo):
+            frec = first.rec
+            frec.verdict, frec.seq64 = Verdict.ESN_MISMATCH, start
+            frec.detail = self._mismatch_words(start, frec.seq_hi_verified or 0)
+            state.tracker.rebase(verified)
+        self._confirm(state)
+
+    def _confirm(self, state: SaState) -> None:
+        """Let the tentative first packet of ``state`` go to the checks and leave."""
+        first = state.tentative
+        if first is None:
+            return
+        state.tentative = None
+        del self._tentative[state]
+        self._observe(first)
+        self._holds.release(first.rec.frame)
+
+    def _force_tentative(self, upto: int | None) -> None:
+        """Stop waiting for the next packet of SAs whose first packet is ``upto`` or older."""
+        while self._tentative:
+            state, first = next(iter(self._tentative.items()))
+            if upto is not None and first.rec.frame > upto:
+                return
+            self._confirm(state)
+
+    @staticmethod
+    def _mismatch_words(placed: int, hi: int) -> str:
+        return (
+            f"ICV verifies only with ESN high half {hi:#x}; "
+            f"its place in the sequence implies {placed >> 32:#x}"
+        )
 
     @staticmethod
     def _esn_mismatch(pkt: PacketContext, placed: int, verified: int, plain: bytes) -> None:
@@ -407,10 +473,7 @@ class FrameAnalyzer:
         """
         rec = pkt.rec
         rec.verdict = Verdict.ESN_MISMATCH
-        rec.detail = (
-            f"ICV verifies only with ESN high half {verified >> 32:#x}; "
-            f"its place in the sequence implies {placed >> 32:#x}"
-        )
+        rec.detail = FrameAnalyzer._mismatch_words(placed, verified >> 32)
         problem = pkt.apply_plaintext(plain)
         if problem:
             rec.detail += f"; trailer: {problem}"

@@ -341,3 +341,48 @@ def test_key_one_byte_short_loads_and_the_doctor_puts_the_zero_back(tmp_path: Pa
         "dropped by a copy-paste?)"
     )
     assert material.hex()[2:] not in f.detail
+
+
+@pytest.mark.parametrize("name", sorted(ESN_FAULTS))
+def test_a_capture_that_starts_with_the_faulty_packet_still_names_it(name: str) -> None:
+    """Cut just before the packet sealed with the wrong high half: the next packet decides."""
+    sc = build_scenario(name)
+    cut = next(t.frame for t in sc.truth if "esn-mismatch" in t.tags) - 1
+    esn = [f.frame for f in sc.truth if f.spi == 0x6101 and f.frame > cut]
+    frames = [f._replace(number=f.number - cut) for f in sc.frames[cut:]]
+    records, findings = run(frames, sc.sas)
+    for rec, truth in zip(records, sc.truth[cut:], strict=True):
+        assert (rec.verdict, rec.seq64) == (truth.verdict, truth.seq64), rec.frame
+    assert [f.frames for f in kinds(findings, FindingKind.ESN_MISMATCH)] == [
+        tuple(t.frame - cut for t in sc.truth[cut:] if "esn-mismatch" in t.tags)
+    ]
+    assert kinds(findings, FindingKind.SEQ_GAP) == [] and esn
+
+
+@pytest.mark.parametrize("start", [6, 7, 8])
+def test_a_capture_that_starts_after_the_wrap_learns_the_high_half(start: int) -> None:
+    """Cut after the wrap, esn_hi 0 in the key file: the first packet is no fault."""
+    sc = build_scenario("esn-fault-v4")
+    frames = [f._replace(number=f.number - start + 1) for f in sc.frames[start - 1 :]]
+    records, findings = run(frames, sc.sas)
+    for rec, truth in zip(records, sc.truth[start - 1 :], strict=True):
+        assert (rec.verdict, rec.seq64) == (truth.verdict, truth.seq64), rec.frame
+    assert kinds(findings, FindingKind.ESN_MISMATCH) == []
+
+
+@real
+@pytest.mark.parametrize("first", [370, 372, 373, 374, 375])
+def test_real_esn_capture_cut_near_the_wrap(first: int) -> None:
+    """The real ESN capture cut at frames around the dropped packet (frame 373)."""
+    from espforensics.capture import open_capture
+    from espforensics.keys import load_sas
+
+    folder = CAPTURES / "esn-wrap-v4"
+    with open_capture(folder / "capture.pcap") as cap:
+        frames = [f._replace(number=f.number - first + 1) for f in cap if f.number >= first]
+    records, findings = run(frames, tuple(load_sas([folder / "xfrm-state.txt"])))
+    mismatched = [r.frame + first - 1 for r in records if r.verdict is Verdict.ESN_MISMATCH]
+    assert mismatched == ([373] if first <= 373 else [])
+    assert not [r for r in records if r.spi is not None and r.verdict is Verdict.AUTH_FAIL]
+    assert kinds(findings, FindingKind.SEQ_GAP) == []
+    assert kinds(findings, FindingKind.SEQ_REORDER) == []

@@ -28,12 +28,21 @@ HEAD_LEN = 16  # plaintext bytes the checks see: evidence of IV reuse, equal-to-
 
 
 class SaState:
-    """Per-SA receiver state: ESN top and the cipher, built once."""
+    """Per-SA receiver state: ESN top and the cipher, built once.
 
-    __slots__ = ("ctx", "sa", "tracker")
+    ``tentative``: the SA's first packet when it verified only with a
+    neighbour of the starting high half, and ``tentative_start`` the seq64
+    the starting high half gives it; the pipeline waits for the SA's next
+    verified packet to tell a capture that starts after a wrap from one
+    that starts with a packet sealed with the wrong high half.
+    """
+
+    __slots__ = ("ctx", "sa", "tentative", "tentative_start", "tracker")
 
     def __init__(self, sa: SecurityAssociation | None) -> None:
         self.sa = sa
+        self.tentative: PacketContext | None = None
+        self.tentative_start = 0
         self.tracker = EsnTracker(sa.esn_hi if sa is not None else 0)
         usable = sa is not None and sa.supported and sa.key_usable
         self.ctx = AeadContext(sa) if sa is not None and usable else None
@@ -144,13 +153,15 @@ class Holds:
     (a fragment waiting for its datagram, an SA whose IV constant is not
     settled) holds it here; records leave in capture order once nothing
     before them is held. Every holder releases what it holds by its
-    ``finish``.
+    ``finish``. Two holders may hold one frame (an SA's first packet waits
+    for its IV constant and for its ESN place): it is counted, and leaves
+    once both released it.
     """
 
     __slots__ = ("_forcers", "_frames")
 
     def __init__(self) -> None:
-        self._frames: set[int] = set()
+        self._frames: dict[int, int] = {}  # frame -> holders
         self._forcers: list[Callable[[int], None]] = []
 
     def __bool__(self) -> bool:
@@ -160,10 +171,12 @@ class Holds:
         return frame in self._frames
 
     def hold(self, frame: int) -> None:
-        self._frames.add(frame)
+        self._frames[frame] = self._frames.get(frame, 0) + 1
 
     def release(self, frame: int) -> None:
-        self._frames.discard(frame)
+        left = self._frames.pop(frame, 0) - 1
+        if left > 0:
+            self._frames[frame] = left
 
     def on_force(self, forcer: Callable[[int], None]) -> None:
         """Register a holder's way to give up waiting for frames up to a number."""
