@@ -58,6 +58,8 @@ class Tally:
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, outcome)
     failures: Counter[str] = field(default_factory=Counter)
     examples: dict[str, Example] = field(default_factory=dict)
+    # Bugs of the harness itself (a mutator that raised): counted, the campaign goes on.
+    harness: Counter[str] = field(default_factory=Counter)
 
     def add(self, fuzz_input: FuzzInput, verdict: Verdict) -> None:
         self.tried[fuzz_input.kind] += 1
@@ -72,6 +74,7 @@ class Tally:
         self.tried.update(other.tried)
         self.outcomes.update(other.outcomes)
         self.failures.update(other.failures)
+        self.harness.update(other.harness)
         for cls, example in other.examples.items():
             mine = self.examples.get(cls)
             if mine is None or example.index < mine.index:
@@ -121,6 +124,17 @@ def prepare_process(memory_mib: int) -> None:
     sys.setswitchinterval(0.0005)  # the capture hashing thread starts without a 5 ms wait
 
 
+def _last_frame(exc: BaseException) -> str:
+    """``file:line function`` of the frame that raised."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return "?"
+    code = tb.tb_frame.f_code
+    return f"{Path(code.co_filename).name}:{tb.tb_lineno} {code.co_name}"
+
+
 def run_block(
     campaign: int, kinds: Sequence[str], indices: range, scratch: Path, timeout: float
 ) -> Tally:
@@ -129,6 +143,10 @@ def run_block(
     oracle = Oracle(scratch)
     tally = Tally()
     for index in indices:
-        fuzz_input = make_input(campaign, index, order[index % len(order)])
+        try:
+            fuzz_input = make_input(campaign, index, order[index % len(order)])
+        except Exception as exc:  # the harness's own bug must not end a long campaign
+            tally.harness[f"{type(exc).__name__} at {_last_frame(exc)}"] += 1
+            continue
         tally.add(fuzz_input, judge(oracle, fuzz_input, timeout))
     return tally

@@ -99,9 +99,10 @@ def _natt(rng: random.Random, pkt: bytearray, esp: int) -> bytes:
     udp = struct.pack("!HHHH", port, port, (8 + len(body)) % 65536, 0)
     out = pkt[:esp] + udp + body
     if out[0] >> 4 == 4:
-        out[9] = 17
+        _set(out, 9, 17, 1)  # a header cut short by an earlier mutation has no protocol byte
         return _set(out, 2, len(out), 2)
-    out[6] = 17 if esp == 40 else out[6]
+    if esp == 40:
+        _set(out, 6, 17, 1)
     return _set(out, 4, len(out) - 40, 2)
 
 

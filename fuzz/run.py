@@ -186,6 +186,8 @@ def report(tally: Tally, seconds: float, saved: dict[str, Path]) -> str:
             out.append(
                 f"{kind:<8} {tally.tried[kind]:>9} {counts[0]:>9} {counts[1]:>11} {counts[2]:>14}"
             )
+    out.append(f"harness errors (inputs not made): {sum(tally.harness.values())}")
+    out += [f"  {count:>7}  {cls}" for cls, count in tally.harness.most_common(10)]
     out.append(f"failure classes: {len(tally.failures)}")
     for cls, count in tally.failures.most_common():
         ex = tally.examples[cls]
@@ -221,4 +223,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     saved = save_findings(tally, ns) if tally.examples else {}
     print(f"fuzz: seed {ns.seed}, kinds {','.join(ns.kinds)}, jobs {ns.jobs}")
     print(report(tally, seconds, saved))
-    return 1 if tally.internal_errors else 0
+    return 1 if tally.internal_errors or tally.harness else 0
