@@ -396,14 +396,7 @@ class FrameAnalyzer:
             return
         if ctx.esn:
             rec.seq_hi_verified = verified >> 32
-            if state.tentative is not None:
-                self._place_first(state, rec.seq or 0, verified, seq64)
-                seq64 = state.tracker.infer(rec.seq or 0)
-            elif verified != seq64 and not state.tracker.placed:
-                state.tentative, state.tentative_start = pkt, seq64
-                self._tentative[state] = pkt
-                self._holds.hold(rec.frame)
-                seq64 = verified  # provisionally: the SA's next packet tells
+            seq64 = self._esn_place(pkt, seq64, verified)
         if verified != seq64:
             self._esn_mismatch(pkt, seq64, verified, plain)
             return
@@ -413,6 +406,23 @@ class FrameAnalyzer:
         rec.verdict = Verdict.BAD_TRAILER if problem else Verdict.OK
         if problem:
             rec.detail = problem
+
+    def _esn_place(self, pkt: PacketContext, inferred: int, verified: int) -> int:
+        """The seq64 a verified ESN packet's place implies (RFC 4303 A2.2).
+
+        An SA's first packet that verified only with a neighbour of esn_hi has
+        no place yet: it waits (held, unchecked) for the SA's next packet.
+        """
+        state, seq_lo = pkt.state, pkt.rec.seq or 0
+        if state.tentative is not None:
+            self._place_first(state, seq_lo, verified, inferred)
+            return state.tracker.infer(seq_lo)
+        if verified != inferred and not state.tracker.placed:
+            state.tentative, state.tentative_start = pkt, inferred
+            self._tentative[state] = pkt
+            self._holds.hold(pkt.rec.frame)
+            return verified  # provisionally: the SA's next packet tells
+        return inferred
 
     def _observe(self, pkt: PacketContext) -> None:
         for check in self.checks:
