@@ -44,7 +44,7 @@ class EsnTracker:
         cand = (top & ~0xFFFFFFFF) | seq_lo
         if cand - top > _HALF and cand >= _LOW:
             cand -= _LOW
-        elif top - cand > _HALF:
+        elif top - cand > _HALF and cand + _LOW < _TOP:  # no high half past 2^64
             cand += _LOW
         return cand
 

@@ -222,6 +222,7 @@ class FrameAnalyzer:
         ):
             return self.process(frame)  # the worker guessed another ESN high half: redo here
         state.tracker.commit(rec.seq64)
+        state.proven = True  # the worker verified it (ok or bad_trailer)
         self.adopted += 1
         pkt = PacketContext(rec, frame.data[at : at + ip.total_len], ip, flow, iv, head, at=at)
         return self._emit(rec, pkt, frame.ts_ns)
@@ -393,7 +394,10 @@ class FrameAnalyzer:
         if plain is None:
             rec.verdict = Verdict.AUTH_FAIL
             rec.detail = f"ICV does not verify with the ESP header at offset {rec.esp_offset}"
+            if not state.proven:  # a key that verified nothing yet: as good as none
+                state.tracker.commit(seq64)
             return
+        state.proven = True
         if ctx.esn:
             rec.seq_hi_verified = verified >> 32
             seq64 = self._esn_place(pkt, seq64, verified)

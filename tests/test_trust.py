@@ -386,3 +386,47 @@ def test_real_esn_capture_cut_near_the_wrap(first: int) -> None:
     assert not [r for r in records if r.spi is not None and r.verdict is Verdict.AUTH_FAIL]
     assert kinds(findings, FindingKind.SEQ_GAP) == []
     assert kinds(findings, FindingKind.SEQ_REORDER) == []
+
+
+def _wrong_keys(sas: tuple[SecurityAssociation, ...]) -> tuple[SecurityAssociation, ...]:
+    """Every SA with a key of the right length that is not its own (each a different one)."""
+    from espforensics.keys import Secret
+
+    return tuple(
+        replace(sa, key=Secret(bytes((i + 1 + b) % 256 for b in range(len(sa.key)))))
+        for i, sa in enumerate(sas)
+    )
+
+
+@pytest.mark.parametrize("name", ["kernel-gso-v4", "kernel-gso-v6", "iv-reuse", "sequence"])
+def test_a_wrong_key_hides_nothing_a_keyless_run_shows(name: str) -> None:
+    """A key that verifies nothing proves nothing either way: its packets count as keyless."""
+    sc = build_scenario(name)
+    _, keyless = run(list(sc.frames), ())
+    _, wrong = run(list(sc.frames), _wrong_keys(sc.sas))
+
+    def shown(findings: list[Finding]) -> set[tuple[str, str, int | None, tuple[int, ...]]]:
+        return {
+            (f.kind.value, f.severity.value, f.spi, f.frames)
+            for f in findings
+            if f.kind not in (FindingKind.KEY_MISMATCH, FindingKind.SHARED_KEY)
+        }
+
+    assert shown(keyless) <= shown(wrong)
+    assert {f.spi for f in kinds(wrong, FindingKind.KEY_MISMATCH)} == {sa.spi for sa in sc.sas}
+
+
+@real
+def test_real_tso_on_capture_with_a_wrong_key_still_shows_the_misplaced_packets() -> None:
+    from espforensics import analyze
+    from espforensics.keys import load_sas
+
+    folder = CAPTURES / "ip6tnl-transport-tso-on"
+    keyless = analyze(folder / "capture.pcap").summary
+    wrong = analyze(
+        folder / "capture.pcap", SaTable(_wrong_keys(tuple(load_sas([folder / "xfrm-state.txt"]))))
+    ).summary
+    assert wrong.verdicts["esp_misplaced"] == keyless.verdicts["esp_misplaced"] == 94
+    for kind in ("esp_misplaced", "cleartext_leak", "iv_reuse"):
+        assert wrong.findings[kind] == keyless.findings[kind] > 0, kind
+    assert wrong.findings["key_mismatch"] > 0

@@ -20,7 +20,7 @@ from espforensics.decode.ip import OuterIp
 from espforensics.errors import MalformedPacket
 from espforensics.esn import EsnTracker
 from espforensics.keys.sa import SecurityAssociation
-from espforensics.model import PacketRecord
+from espforensics.model import PacketRecord, Verdict
 from espforensics.trailer import parse_trailer
 
 T = TypeVar("T")
@@ -37,10 +37,11 @@ class SaState:
     that starts with a packet sealed with the wrong high half.
     """
 
-    __slots__ = ("ctx", "sa", "tentative", "tentative_start", "tracker")
+    __slots__ = ("ctx", "proven", "sa", "tentative", "tentative_start", "tracker")
 
     def __init__(self, sa: SecurityAssociation | None) -> None:
         self.sa = sa
+        self.proven = False  # a packet of the SA verified: its key is the right one
         self.tentative: PacketContext | None = None
         self.tentative_start = 0
         self.tracker = EsnTracker(sa.esn_hi if sa is not None else 0)
@@ -77,6 +78,16 @@ class PacketContext:
     @property
     def state(self) -> SaState:
         return self.flow.state
+
+    @property
+    def header_is_evidence(self) -> bool:
+        """May the clear SPI, sequence number and IV count, as they do without a key?
+
+        Not when the ICV failed under a key that verifies the SA's other packets:
+        the packet is damaged or forged. A key that verified nothing yet (a wrong
+        key) proves nothing either way, so its packets count as keyless ones do.
+        """
+        return self.rec.verdict is not Verdict.AUTH_FAIL or not self.flow.state.proven
 
     @property
     def digest(self) -> bytes:

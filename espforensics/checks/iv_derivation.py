@@ -125,10 +125,10 @@ class IvDerivationCheck:
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
-        if pkt.iv is None or rec.seq64 is None or rec.verdict is Verdict.AUTH_FAIL:
-            return  # an auth_fail header may be forged
+        if pkt.iv is None or rec.seq64 is None or not pkt.header_is_evidence:
+            return  # an auth_fail header under a key that verifies others may be forged
         sa = self._sas.get(pkt.flow)
-        if not sa.packets and pkt.flow.state.ctx is None:
+        if not sa.packets and not pkt.flow.state.proven:
             sa.mask = _MASK32
         sa.packets += 1
         iv = pkt.iv & sa.mask

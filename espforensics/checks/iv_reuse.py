@@ -31,7 +31,7 @@ from espforensics.crypto import IV_LEN, key_fingerprint
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.intervals import IntervalSet, U64Set
 from espforensics.keys.sa import SaTable
-from espforensics.model import Finding, FindingKind, Severity, Verdict
+from espforensics.model import Finding, FindingKind, Severity
 
 WINDOW = 4096
 MAX_EVENTS = 10_000  # reuse events kept for the report; more are counted only
@@ -87,7 +87,7 @@ class IvReuseCheck:
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
         iv, seq64 = pkt.iv, rec.seq64
-        if iv is None or seq64 is None or rec.verdict is Verdict.AUTH_FAIL:
+        if iv is None or seq64 is None or not pkt.header_is_evidence:
             return
         group = self._by_state.get(pkt.flow.state) or self._group(pkt, iv ^ seq64)
         group.packets += 1

@@ -143,7 +143,7 @@ class KeyCheck:
             return
         acc = self._sas.get(state) or self._sas.setdefault(state, _Sa(state.sa))
         acc.packets += 1
-        if rec.verdict in _VERIFIED:
+        if rec.verdict in _VERIFIED and pkt.plain_head is not None:  # not found by layout only
             acc.verified += 1
         elif rec.verdict is Verdict.AUTH_FAIL and rec.esp_offset is not None:
             acc.failed += 1

@@ -83,7 +83,7 @@ class PlacementCheck:
         rec = pkt.rec
         if rec.verdict not in _SEARCHED or rec.expected_offset is None:
             return
-        if self._prove(pkt, pkt.flow) or rec.verdict is Verdict.AUTH_FAIL:
+        if self._prove(pkt, pkt.flow):
             return
         if rec.verdict is Verdict.UNKNOWN_SA:
             for flow in self._other_flows(pkt):
@@ -123,6 +123,7 @@ class PlacementCheck:
             plain = ctx.open(seq64, body[:IV_LEN], body[IV_LEN:])
             if plain is not None:
                 state.tracker.commit(seq64)
+                state.proven = True
                 problem = pkt.apply_plaintext(plain)
                 self._mark(pkt, at, seq, seq64, proven=True)
                 if problem:

@@ -66,7 +66,11 @@ class SequenceCheck:
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
-        if rec.seq64 is None or rec.spi is None or rec.verdict not in _EVIDENCE:
+        if rec.seq64 is None or rec.spi is None:
+            return
+        if rec.verdict not in _EVIDENCE and not (
+            rec.verdict is Verdict.AUTH_FAIL and pkt.header_is_evidence
+        ):
             return
         sa = self._sas.get(pkt.flow)
         seq64 = rec.seq64
