@@ -430,3 +430,18 @@ def test_real_tso_on_capture_with_a_wrong_key_still_shows_the_misplaced_packets(
     for kind in ("esp_misplaced", "cleartext_leak", "iv_reuse"):
         assert wrong.findings[kind] == keyless.findings[kind] > 0, kind
     assert wrong.findings["key_mismatch"] > 0
+
+
+def test_the_doctor_does_not_try_another_sas_key_that_is_one_byte_short() -> None:
+    """fuzz/ seed 3 #677321: an SA whose key is one byte short (here 35 ASCII bytes, as
+    Wireshark reads a key without 0x) was offered as 'the other direction's key' to an
+    SA whose packets fail, and AESGCM refused it: a ValueError, exit 70."""
+    from espforensics.keys import Secret
+
+    sc = build_scenario("ipv4-transport-tcp")
+    a, b = sc.sas
+    failing = replace(a, key=Secret(bytes(20)))  # verifies nothing: the doctor runs
+    short = replace(b, key=Secret(b"AES-GCM with 16 octet ICV [RFC4106]"))
+    assert len(short.key) == 35 and not short.key_usable
+    _, findings = run(list(sc.frames), (failing, short))
+    assert {f.spi for f in kinds(findings, FindingKind.KEY_MISMATCH)} == {a.spi, b.spi}

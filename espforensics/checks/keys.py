@@ -113,8 +113,13 @@ def variants(sa: SecurityAssociation, table: SaTable) -> Iterator[Variant]:
         "the 4-byte salt read from the start of the key material, not its end",
         salt_first(sa),
     )
-    for other in table:
-        if other.supported and other.algorithm == sa.algorithm and not other.key.same_as(sa.key):
+    for other in table:  # a key one byte short is no key to try (AESGCM refuses it)
+        if (
+            other.supported
+            and other.key_usable
+            and other.algorithm == sa.algorithm
+            and not other.key.same_as(sa.key)
+        ):
             yield Variant(
                 f"the key given for SPI {other.spi:#010x} ({other.src or 'any'} -> "
                 f"{other.dst or 'any'}): the directions' keys swapped?",
