@@ -11,9 +11,8 @@ lost even though its bytes are sound. Its IV says more: seqiv builds the
 IV from the 64-bit number the sender used (primer s4), so the IV is
 related to the packet's number through ``iv_seq_delta``, which the IV
 derivation check (it runs first) fills from the SA's seqiv constant by
-the time findings are made; before that, or for an SA whose constant is
-not known, the constant of the SA's latest packet that verified in place
-stands in. When the IV encodes the high half the ICV verified with, the
+the time findings are made; an SA without one (IVs not counter-derived)
+gets no claim about its IV. When the IV encodes the high half the ICV verified with, the
 SA will use that (key, nonce) pair again when its counter reaches that
 value (hi + 1), or used it already (hi - 1).
 """
@@ -35,18 +34,16 @@ class _Event:
     rec: PacketRecord  # its iv_seq_delta is filled by the IV derivation check, maybe later
     placed: int  # the seq64 its place implies
     verified: int  # the seq64 whose high half the ICV verified with
-    guess: int | None  # the seq64 its IV encodes under the previous packet's constant
 
     @property
     def built_from(self) -> int | None:
-        """The number the IV encodes: by the SA's seqiv constant when it is known."""
+        """The number the IV encodes, by the SA's seqiv constant (None without one)."""
         delta = self.rec.iv_seq_delta
-        return self.guess if delta is None else self.placed + delta
+        return None if delta is None else self.placed + delta
 
 
 @dataclass(slots=True)
 class _Sa:
-    const: int | None = None  # IV xor seq64 of the SA's latest packet verified in place
     count: int = 0
     events: list[_Event] = field(default_factory=list)
 
@@ -59,7 +56,7 @@ def _iv_words(e: _Event) -> str:
     """What the packet's IV proves about the nonce, in a reviewer's words."""
     built = e.built_from
     if built is None:
-        return "no earlier packet of the SA gives its IV constant"
+        return "its SA's IVs follow no seqiv constant, so its IV proves no nonce"
     if abs(built - e.verified) >= NEAR:
         return f"its IV encodes seq {_hl(built)}, not the number it verified with"
     ahead = built - e.placed
@@ -81,18 +78,14 @@ class EsnMismatchCheck:
         self._sas: PerFlow[_Sa] = PerFlow(_Sa)
 
     def observe(self, pkt: PacketContext) -> None:
-        rec, ctx = pkt.rec, pkt.flow.state.ctx
-        if ctx is None or not ctx.esn or pkt.iv is None or rec.seq64 is None:
+        rec = pkt.rec
+        if rec.verdict is not Verdict.ESN_MISMATCH or rec.seq64 is None:
             return
-        if rec.verdict is Verdict.OK or rec.verdict is Verdict.BAD_TRAILER:
-            self._sas.get(pkt.flow).const = pkt.iv ^ rec.seq64
-        elif rec.verdict is Verdict.ESN_MISMATCH and rec.seq_hi_verified is not None:
-            sa = self._sas.get(pkt.flow)
-            sa.count += 1
+        sa = self._sas.get(pkt.flow)
+        sa.count += 1
+        if len(sa.events) < EXAMPLES and rec.seq_hi_verified is not None:
             verified = rec.seq_hi_verified << 32 | rec.seq64 & 0xFFFFFFFF
-            built = None if sa.const is None else pkt.iv ^ sa.const
-            if len(sa.events) < EXAMPLES:
-                sa.events.append(_Event(rec, rec.seq64, verified, built))
+            sa.events.append(_Event(rec, rec.seq64, verified))
 
     def finish(self) -> Iterator[Finding]:
         for (spi, src, dst), sa in self._sas.items():
