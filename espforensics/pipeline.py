@@ -111,6 +111,11 @@ class Options:
 
     natt_ports: frozenset[int] = frozenset({4500})  # RFC 3948 s2
     reassembly_timeout_s: float = 30.0
+    # The engine's steady lane (engine/steady.py) takes the packets whose checks it can
+    # run over a batch's columns; False sends every frame down the per-frame path, the
+    # reference the steady lane is tested against. The outputs are the same either way.
+    steady_lane: bool = True
+    batch_frames: int = 4096  # frames per batch of the engine (tests use small ones)
 
 
 class FrameAnalyzer:
