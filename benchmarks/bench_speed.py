@@ -2,6 +2,7 @@
 
 Usage: python benchmarks/bench_speed.py [--sizes 200000,2000000] [--workdir DIR]
                                         [--jobs 2] [--repeat 3] [--no-tshark]
+                                        [--tshark CMD ...] [--full] [--keep]
 
 For each size, generates (once, with the project's own builder) an
 Ethernet/IPv4 rfc4106 ESP capture (mean frame 1,289 bytes, two SAs), then
@@ -13,25 +14,42 @@ measures, each in a fresh process:
   spread over more processes; its speed against the one-process run;
 - the floor: one bare loop that walks the pcap records with mmap+struct,
   parses Ethernet/IPv4/ESP and decrypts with one AESGCM object per SA;
-- tshark, when installed, with the same SAs (esp_sa table): its default
-  dissection and with `--disable-protocol tcp` (smallest size only: the
-  default configuration runs at about 2,000 frames/s).
+- tshark, each --tshark command (default: `tshark` when on PATH; e.g.
+  `--tshark tshark --tshark tshark44` for the host's 4.0 and a 4.4 in a
+  chroot), with the same SAs (esp_sa table): its version (`CMD --version`),
+  its default dissection and `--disable-protocol tcp` (smallest size only:
+  the default configuration is the slow one).
 
 Each is run --repeat times (default 3), round robin, and the fastest run
 counts: the VM this was tuned on varies by 10-40% from minute to minute.
-Then prints the ratios analyze/tshark, analyze/floor and the RSS at the
-largest size against the smallest.
+Then prints the ratios analyze/tshark (against the fastest tshark run of all
+commands, named), analyze/floor and the RSS at the largest size against the
+smallest, and a block of the targets, each "met" or "not met" in this run.
+
+Sizes of 5,000,000 frames or more are generated into --workdir (timed,
+after checking that the disk has room: about 1.3 kB per frame for the
+capture and 0.24 for the tables), measured with one analyze run (no plots,
+no --jobs run, no floor, no tshark; --full measures them like the others)
+and deleted afterwards unless --keep is given.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+LARGE = 5_000_000  # frames from which a capture is measured once and deleted after
+CAPTURE_BYTES_PER_FRAME = 1_305  # bench capture: 1,289-byte mean frame + 16-byte record header
+TABLES_BYTES_PER_FRAME = 240  # packets.csv + packets.parquet (47 MB for 200,000 frames)
+RSS_FLAT = 1.10  # "flat": peak RSS at the largest size at most 10% above the smallest
 
 _ANALYZE = """
 import resource, sys, time
@@ -82,17 +100,6 @@ def _child(code: str, *args: str) -> tuple[float, int, float]:
     return float(out[0]), int(out[1]), int(out[2]) / 1024
 
 
-def ensure_capture(workdir: Path, frames: int) -> tuple[Path, Path]:
-    cap, keys = workdir / f"bench-{frames}.pcap", workdir / f"bench-{frames}.keys.yaml"
-    if not cap.exists() or not keys.exists():
-        subprocess.run(
-            [sys.executable, "-m", "espforensics.synth", "bench", str(frames), str(cap)],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-    return cap, keys
-
-
 def esp_sa_file(keys: Path, folder: Path) -> list[str]:
     """tshark -o options holding the esp_sa rows of the keys."""
     from espforensics.keys import load_sas  # noqa: PLC0415
@@ -105,18 +112,6 @@ def esp_sa_file(keys: Path, folder: Path) -> list[str]:
     for row in rows:
         opts += ["-o", f"uat:esp_sa:{row}"]
     return opts
-
-
-def tshark_fps(cap: Path, keys: Path, frames: int, extra: list[str]) -> float:
-    opts = esp_sa_file(keys, cap.parent)
-    t = time.perf_counter()
-    subprocess.run(
-        ["tshark", "-n", "-r", str(cap), *opts, *extra],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    return frames / (time.perf_counter() - t)
 
 
 def _best_of(runs: dict[str, list[str]], repeat: int) -> dict[str, tuple[float, int, float]]:
@@ -136,64 +131,325 @@ def _best_of(runs: dict[str, list[str]], repeat: int) -> dict[str, tuple[float, 
     return best
 
 
+def _capture_paths(workdir: Path, frames: int) -> tuple[Path, Path]:
+    return workdir / f"bench-{frames}.pcap", workdir / f"bench-{frames}.keys.yaml"
+
+
+def ensure_capture(workdir: Path, frames: int) -> tuple[Path, Path, float | None]:
+    """The capture and key file of ``frames`` frames; seconds spent generating, or None.
+
+    Written under a temporary name and renamed, so that an interrupted run
+    leaves no truncated capture to be measured next time.
+    """
+    cap, keys = _capture_paths(workdir, frames)
+    if cap.exists() and keys.exists():
+        return cap, keys, None
+    part, part_keys = (
+        workdir / f"bench-{frames}-partial.pcap",
+        workdir / f"bench-{frames}-partial.keys.yaml",
+    )
+    t = time.perf_counter()
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "espforensics.synth", "bench", str(frames), str(part)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    except BaseException:
+        part.unlink(missing_ok=True)
+        part_keys.unlink(missing_ok=True)
+        raise
+    secs = time.perf_counter() - t
+    part_keys.replace(keys)
+    part.replace(cap)
+    return cap, keys, secs
+
+
+def space_problem(workdir: Path, sizes: list[int], large: int, keep: bool) -> str | None:
+    """One line saying why the disk under ``workdir`` is too small for the run, or None.
+
+    Captures below ``large`` stay in the workdir (as cached); one above it is
+    deleted after its run unless ``keep``, so only the largest counts then.
+    The tables of one run at a time sit in the out folder.
+    """
+    missing = [n for n in sizes if not all(p.exists() for p in _capture_paths(workdir, n))]
+    small = [n * CAPTURE_BYTES_PER_FRAME for n in missing if n < large]
+    big = [n * CAPTURE_BYTES_PER_FRAME for n in missing if n >= large]
+    need = sum(small) + (sum(big) if keep else max(big, default=0))
+    need += max(sizes) * TABLES_BYTES_PER_FRAME
+    st = os.statvfs(workdir)
+    free = st.f_bavail * st.f_frsize
+    if need <= free:
+        return None
+    return (
+        f"bench_speed: not enough disk in {workdir}: this run needs about {need / 1e9:,.1f} GB "
+        f"(captures of {', '.join(f'{n:,}' for n in missing) or 'none'} frames and the tables), "
+        f"{free / 1e9:,.1f} GB free"
+    )
+
+
+@dataclass(frozen=True)
+class Tshark:
+    """One --tshark command: its words, as given, and its version line."""
+
+    label: str
+    argv: tuple[str, ...]
+    version: str
+
+
+def find_tshark(command: str) -> Tshark:
+    """The command (split with shlex) and the first line of its ``--version``.
+
+    Raises ValueError, with the reason, when it is not found or fails.
+    """
+    argv = tuple(shlex.split(command))
+    if not argv or shutil.which(argv[0]) is None:
+        raise ValueError(f"--tshark {command!r}: not found")
+    try:
+        res = subprocess.run(
+            [*argv, "--version"], check=False, capture_output=True, text=True, timeout=120
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ValueError(f"--tshark {command!r}: {exc}") from exc
+    lines = [line.strip() for line in res.stdout.splitlines() if line.strip()]
+    if res.returncode != 0 or not lines:
+        why = (res.stderr.strip().splitlines() or [f"exit code {res.returncode}"])[-1]
+        raise ValueError(f"--tshark {command!r} --version failed: {why}")
+    return Tshark(shlex.join(argv), argv, lines[0])
+
+
+TSHARK_CONFIGS = {
+    "default dissection": (),
+    "--disable-protocol tcp": ("--disable-protocol", "tcp"),
+}
+
+
+def tshark_fps(
+    tshark: Tshark, cap: Path, opts: list[str], frames: int, extra: tuple[str, ...]
+) -> float:
+    t = time.perf_counter()
+    subprocess.run(
+        [*tshark.argv, "-n", "-r", str(cap), *opts, *extra],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return frames / (time.perf_counter() - t)
+
+
+def measure_tsharks(
+    tsharks: list[Tshark], cap: Path, keys: Path, frames: int, repeat: int
+) -> dict[tuple[str, str], float]:
+    """frames/s per (command, configuration): the fast one --repeat times, round robin
+    over the commands, the fastest counting; the default dissection once each."""
+    opts = esp_sa_file(keys, cap.parent)
+    fast = "--disable-protocol tcp"
+    best: dict[tuple[str, str], float] = {}
+    for _ in range(repeat):
+        for ts in tsharks:
+            fps = tshark_fps(ts, cap, opts, frames, TSHARK_CONFIGS[fast])
+            best[ts.label, fast] = max(fps, best.get((ts.label, fast), 0.0))
+    for ts in tsharks:
+        best[ts.label, "default dissection"] = tshark_fps(ts, cap, opts, frames, ())
+    return best
+
+
+@dataclass
+class Figures:
+    """What the targets are computed from, per size, as far as it was measured."""
+
+    rss: dict[int, float]
+    floor: dict[int, float]
+    jobs: dict[int, float]
+    plots_pct: dict[int, float]
+    tshark: dict[int, tuple[float, str]]
+
+
+def _where(n: int, values: dict[int, float], worst: str) -> str:
+    return f"at {n:,} frames" + (f" ({worst} of {len(values)} sizes)" if len(values) > 1 else "")
+
+
+def target_lines(fig: Figures, jobs: int) -> list[str]:
+    """One line per target: its figure at the worst size measured, the target, met or not."""
+    rows: list[tuple[str, str, str, bool | None]] = []
+    ratios = {n: r for n, (r, _) in fig.tshark.items()}
+    if ratios:
+        n = min(ratios, key=ratios.__getitem__)
+        shown = f"{ratios[n]:.2f} {_where(n, ratios, 'lowest')} ({fig.tshark[n][1]})"
+        rows.append(("analyze/fastest tshark", shown, ">= 3.0", ratios[n] >= 3.0))
+    else:
+        rows.append(("analyze/fastest tshark", "no tshark run", ">= 3.0", None))
+    for name, values, goal in (
+        ("analyze/floor", fig.floor, 0.6),
+        (f"jobs-{jobs}/jobs-1", fig.jobs, 1.6),
+    ):
+        if values:
+            n = min(values, key=values.__getitem__)
+            shown = f"{values[n]:.2f} {_where(n, values, 'lowest')}"
+            rows.append((name, shown, f">= {goal}", values[n] >= goal))
+        else:
+            rows.append((name, "not run at any size", f">= {goal}", None))
+    if fig.plots_pct:
+        n = max(fig.plots_pct, key=fig.plots_pct.__getitem__)
+        pct = fig.plots_pct[n]
+        shown = f"{pct:+.0f}% of the no-plot run {_where(n, fig.plots_pct, 'highest')}"
+        rows.append(("plots overhead", shown, "<= 20%", pct <= 20.0))
+    else:
+        rows.append(("plots overhead", "not run at any size", "<= 20%", None))
+    sizes = sorted(fig.rss)
+    shown = ", ".join(f"{fig.rss[n]:.0f} MB at {n:,}" for n in sizes)
+    low = max(fig.rss.values()) <= 250.0
+    ok: bool | None = low
+    if len(sizes) > 1:
+        ratio = fig.rss[sizes[-1]] / fig.rss[sizes[0]]
+        shown += f"; largest/smallest {ratio:.2f}"
+        ok = low and ratio <= RSS_FLAT
+    elif low:
+        shown += " (one size: flatness not measured)"
+        ok = None
+    rows.append(("peak RSS (no plots)", shown, f"<= 250 MB, flat (<= {RSS_FLAT:.2f})", ok))
+    verdicts = {True: "met", False: "not met", None: "not measured"}
+    return [
+        f"  {name:<23} {shown}  target {goal}: {verdicts[met]}" for name, shown, goal, met in rows
+    ]
+
+
+def _print_tsharks(
+    tsharks: list[Tshark], fps: float, found: dict[tuple[str, str], float]
+) -> tuple[float, str]:
+    width = max(9, *(len(ts.label) + 1 for ts in tsharks))
+    for ts in tsharks:
+        print(f"  {ts.label + ':':<{width}} {ts.version}")
+        for config in TSHARK_CONFIGS:
+            print(f"  {ts.label:<{width}} {found[ts.label, config]:>10,.0f} frames/s ({config})")
+    (label, config), top = max(found.items(), key=lambda item: item[1])
+    print(
+        f"  analyze/tshark (fastest run: {label}, {config}, {top:,.0f} frames/s) {fps / top:6.2f}"
+    )
+    return fps / top, f"{label}, {config}"
+
+
+def _measure_large(args: argparse.Namespace, n: int, cap: Path, keys: Path) -> float:
+    """One analyze run, no plots, of a large capture: prints its figures, returns its RSS."""
+    mb = cap.stat().st_size / 1e6
+    secs, frames, rss = _child(
+        _ANALYZE, str(cap), str(keys), str(args.workdir / "out"), "no-plots", "1"
+    )
+    print(f"{n:>9,} frames ({mb:,.0f} MB), one run (analyze only; --full for every figure)")
+    print(
+        f"  analyze   {frames / secs:>10,.0f} frames/s  {mb / secs:7.1f} MB/s  "
+        f"peak RSS {rss:.0f} MB  (every check, tables, reports)"
+    )
+    return rss
+
+
+def _measure(
+    args: argparse.Namespace, n: int, cap: Path, keys: Path, fig: Figures, tsharks: list[Tshark]
+) -> None:
+    """Every figure of one size: analyze, + plots, --jobs, the floor, and the tsharks given."""
+    mb = cap.stat().st_size / 1e6
+    out = str(args.workdir / "out")
+    common = [str(cap), str(keys), out]
+    best = _best_of(
+        {
+            "analyze": [_ANALYZE, *common, "no-plots", "1"],
+            "plots": [_ANALYZE, *common, "plots", "1"],
+            "jobs": [_ANALYZE, *common, "no-plots", str(args.jobs)],
+            "floor": [_FLOOR, str(cap), str(keys)],
+        },
+        args.repeat,
+    )
+    secs, frames, fig.rss[n] = best["analyze"]
+    fps = frames / secs
+    psecs, _, prss = best["plots"]
+    jsecs, _, jrss = best["jobs"]
+    fsecs, fframes, _ = best["floor"]
+    floor = fframes / fsecs
+    fig.floor[n] = fps / floor
+    fig.jobs[n] = secs / jsecs
+    fig.plots_pct[n] = (psecs - secs) / secs * 100
+    print(f"{n:>9,} frames ({mb:,.0f} MB), fastest of {args.repeat} runs each")
+    print(
+        f"  analyze   {fps:>10,.0f} frames/s  {mb / secs:7.1f} MB/s  "
+        f"peak RSS {fig.rss[n]:.0f} MB  (every check, tables, reports)"
+    )
+    print(
+        f"  + plots   {frames / psecs:>10,.0f} frames/s  {mb / psecs:7.1f} MB/s  "
+        f"peak RSS {prss:.0f} MB  (the plots add {psecs - secs:.1f} s)"
+    )
+    print(
+        f"  --jobs {args.jobs} {frames / jsecs:>10,.0f} frames/s  {mb / jsecs:7.1f} MB/s  "
+        f"peak RSS {jrss:.0f} MB (main process)  x{secs / jsecs:.2f} of one process"
+    )
+    print(f"  floor     {floor:>10,.0f} frames/s")
+    print(f"  analyze/floor             {fps / floor:6.2f}")
+    if tsharks:
+        found = measure_tsharks(tsharks, cap, keys, n, args.repeat)
+        fig.tshark[n] = _print_tsharks(tsharks, fps, found)
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sizes", default="200000,2000000")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "espf-bench")
     parser.add_argument("--no-tshark", action="store_true")
+    parser.add_argument(
+        "--tshark",
+        action="append",
+        metavar="CMD",
+        help="a tshark command to compare against (repeatable, split with shlex; "
+        "default: tshark when on PATH)",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="processes of the --jobs run")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; the fastest counts")
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help=f"measure sizes of {LARGE:,} frames or more like the others (floor, tshark, ...)",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the large captures after")
+    parser.add_argument("--large-from", type=int, default=LARGE, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    sizes = sorted({int(s) for s in args.sizes.split(",")})
+    tsharks: list[Tshark] = []
+    if not args.no_tshark:
+        commands = args.tshark
+        if commands is None:
+            commands = ["tshark"] if shutil.which("tshark") else []
+        try:
+            tsharks = [find_tshark(c) for c in commands]
+        except ValueError as exc:
+            parser.error(str(exc))
     args.workdir.mkdir(parents=True, exist_ok=True)
-    sizes = [int(s) for s in args.sizes.split(",")]
-    rss: dict[int, float] = {}
+    problem = space_problem(args.workdir, sizes, args.large_from, args.keep)
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 1
+    fig = Figures({}, {}, {}, {}, {})
     for n in sizes:
-        cap, keys = ensure_capture(args.workdir, n)
-        mb = cap.stat().st_size / 1e6
-        out = str(args.workdir / "out")
-        common = [str(cap), str(keys), out]
-        best = _best_of(
-            {
-                "analyze": [_ANALYZE, *common, "no-plots", "1"],
-                "plots": [_ANALYZE, *common, "plots", "1"],
-                "jobs": [_ANALYZE, *common, "no-plots", str(args.jobs)],
-                "floor": [_FLOOR, str(cap), str(keys)],
-            },
-            args.repeat,
-        )
-        secs, frames, rss[n] = best["analyze"]
-        fps = frames / secs
-        psecs, _, prss = best["plots"]
-        jsecs, _, jrss = best["jobs"]
-        fsecs, fframes, _ = best["floor"]
-        floor = fframes / fsecs
-        print(f"{n:>9,} frames ({mb:,.0f} MB), fastest of {args.repeat} runs each")
-        print(
-            f"  analyze   {fps:>10,.0f} frames/s  {mb / secs:7.1f} MB/s  "
-            f"peak RSS {rss[n]:.0f} MB  (every check, tables, reports)"
-        )
-        print(
-            f"  + plots   {frames / psecs:>10,.0f} frames/s  {mb / psecs:7.1f} MB/s  "
-            f"peak RSS {prss:.0f} MB  (the plots add {psecs - secs:.1f} s)"
-        )
-        print(
-            f"  --jobs {args.jobs} {frames / jsecs:>10,.0f} frames/s  {mb / jsecs:7.1f} MB/s  "
-            f"peak RSS {jrss:.0f} MB (main process)  x{secs / jsecs:.2f} of one process"
-        )
-        print(f"  floor     {floor:>10,.0f} frames/s")
-        print(f"  analyze/floor             {fps / floor:6.2f}")
-        if n == sizes[0] and not args.no_tshark and shutil.which("tshark"):
-            fast = max(
-                tshark_fps(cap, keys, n, ["--disable-protocol", "tcp"]) for _ in range(args.repeat)
-            )
-            slow = tshark_fps(cap, keys, n, [])
-            print(f"  tshark    {slow:>10,.0f} frames/s (default dissection)")
-            print(f"  tshark    {fast:>10,.0f} frames/s (--disable-protocol tcp)")
-            print(f"  analyze/tshark (fast config) {fps / fast:6.2f}")
+        large = n >= args.large_from
+        cap, keys, gen_secs = ensure_capture(args.workdir, n)
+        if gen_secs is not None:
+            print(f"generated {n:,} frames in {gen_secs:.1f} s")
+        try:
+            if large and not args.full:
+                fig.rss[n] = _measure_large(args, n, cap, keys)
+            else:
+                _measure(args, n, cap, keys, fig, tsharks if n == sizes[0] or large else [])
+        finally:
+            if large and not args.keep:
+                cap.unlink(missing_ok=True)
+                keys.unlink(missing_ok=True)
+                shutil.rmtree(args.workdir / "out", ignore_errors=True)
+                print(f"  deleted {cap.name} (--keep keeps it)")
     if len(sizes) > 1:
         print(
-            f"RSS at {sizes[-1]:,} / at {sizes[0]:,} frames: {rss[sizes[-1]] / rss[sizes[0]]:.2f}"
+            f"RSS at {sizes[-1]:,} / at {sizes[0]:,} frames: "
+            f"{fig.rss[sizes[-1]] / fig.rss[sizes[0]]:.2f}"
         )
+    print("targets, from this run (each at its worst size):")
+    for line in target_lines(fig, args.jobs):
+        print(line)
     return 0
 
 

@@ -7,6 +7,7 @@ benchmark once broke silently when PacketContext changed).
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -27,18 +28,69 @@ def _run(script: str, *args: str) -> str:
 
 
 def test_bench_speed_prints_every_figure(tmp_path: Path) -> None:
+    # Two stand-ins for tshark (no real tshark, no chroot needed): a Python
+    # script that prints a version line and reads nothing.
+    fake = tmp_path / "fake_tshark.py"
+    fake.write_text(
+        'import sys\nif "--version" in sys.argv:\n    print("TShark (fake) " + sys.argv[1])\n'
+    )
+    work = tmp_path / "work"
     out = _run(
         "bench_speed.py",
         "--sizes",
         "3000,6000",
         "--workdir",
-        str(tmp_path),
-        "--no-tshark",
+        str(work),
+        "--tshark",
+        shlex.join([sys.executable, str(fake), "4.0.99"]),
+        "--tshark",
+        shlex.join([sys.executable, str(fake), "4.4.99"]),
         "--repeat",
         "1",
+        "--large-from",  # 6,000 frames take the path of the 5,000,000-frame captures
+        "6000",
     )
-    for needle in ("analyze ", "+ plots", "--jobs 2", "floor", "analyze/floor", "RSS at 6,000"):
+    for needle in (
+        "generated 3,000 frames in",
+        "analyze ",
+        "+ plots",
+        "--jobs 2",
+        "floor",
+        "analyze/floor",
+        "TShark (fake) 4.0.99",
+        "TShark (fake) 4.4.99",
+        "frames/s (default dissection)",
+        "frames/s (--disable-protocol tcp)",
+        "analyze/tshark (fastest run: ",
+        "generated 6,000 frames in",
+        "6,000 frames (8 MB), one run (analyze only",
+        "deleted bench-6000.pcap",
+        "RSS at 6,000",
+        "targets, from this run",
+        "analyze/fastest tshark",
+        "jobs-2/jobs-1",
+        "plots overhead",
+        "peak RSS (no plots)",
+    ):
         assert needle in out, out
+    assert (work / "bench-3000.pcap").exists() and not (work / "bench-6000.pcap").exists()
+    assert not list(work.glob("*partial*"))
+
+
+def test_bench_speed_refuses_a_size_the_disk_cannot_hold(tmp_path: Path) -> None:
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "bench_speed.py"),
+            *("--sizes", str(10**13), "--workdir", str(tmp_path), "--no-tshark"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 1 and "not enough disk" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not list(tmp_path.iterdir())
 
 
 def test_bench_iv_tracker_counts_one_run_for_counter_ivs() -> None:
