@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from espforensics.capture import open_capture
+from espforensics.engine import Engine, Row
 from espforensics.errors import (
     TRACEBACK_FILE,
     CaptureError,
@@ -40,8 +41,7 @@ from espforensics.errors import (
 )
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import PacketRecord
-from espforensics.parallel import iter_records_parallel
-from espforensics.pipeline import FrameAnalyzer, Options, fewer_collections, iter_records
+from espforensics.pipeline import FrameAnalyzer, Options, fewer_collections
 from espforensics.render.json import render_json
 from espforensics.render.markdown import render_report_md
 from espforensics.render.text import render_report
@@ -92,33 +92,33 @@ def _table(sas: KeysArg) -> SaTable:
 
 
 def _stream(
-    path: str | os.PathLike[str], analyzer: FrameAnalyzer, progress: Progress | None, jobs: int
-) -> Iterator[PacketRecord]:
+    path: str | os.PathLike[str], engine: Engine, progress: Progress | None
+) -> Iterator[Row]:
     with open_capture(path) as capture:
-        records = (
-            iter_records(capture, analyzer)
-            if jobs <= 1  # with workers this capture is the main process's reader: its progress
-            else iter_records_parallel(path, analyzer, workers=jobs - 1, capture=capture)
-        )
-        for n, rec in enumerate(records, 1):
-            if progress is not None and n % 4096 == 0:
+        shown = 0
+        for n, row in enumerate(engine.iter_rows(capture), 1):
+            if progress is not None and n - shown >= 4096:
+                shown = n
                 progress(capture.bytes_read)
-            yield rec
+            yield row
 
 
 def _consume(
-    records: Iterator[PacketRecord], builder: SummaryBuilder, sink: Callable[[PacketRecord], None]
+    rows: Iterator[Row], builder: SummaryBuilder, sink: Callable[[Row], None]
 ) -> Exception | None:
-    """Feed every record to the builder and the sink; the error that ended it, if any.
+    """Feed every row to the builder and the sink; the error that ended it, if any.
 
     A damaged capture or a bad secrets block (``InputError``) ends it, and
     so does a bug: either way what was read before is kept, and the caller
     raises the error once it is written down.
     """
     try:
-        for rec in records:
-            builder.observe(rec)
-            sink(rec)
+        for row in rows:
+            if isinstance(row, PacketRecord):
+                builder.observe(row)
+            else:
+                builder.observe_rows(row)
+            sink(row)
     except Exception as exc:  # raised again by every caller, once the outputs are written
         return exc
     return None
@@ -193,7 +193,7 @@ def _run(
     path: str | os.PathLike[str],
     sas: KeysArg,
     options: Options | None,
-    sink: Callable[[PacketRecord], None],
+    sink: Callable[[Row], None],
     progress: Progress | None = None,
     sha256: str | None = None,
     jobs: int = 1,
@@ -202,9 +202,14 @@ def _run(
     table = _table(sas)
     info = _info_later(path, sha256)
     builder = SummaryBuilder()
-    analyzer = FrameAnalyzer(table, options or Options(), str(path))
-    with fewer_collections():
-        error = _consume(_stream(path, analyzer, progress, jobs), builder, sink)
+    options = options or Options()
+    analyzer = FrameAnalyzer(table, options, str(path))
+    engine = Engine(analyzer, options, jobs)
+    try:
+        with fewer_collections():
+            error = _consume(_stream(path, engine, progress), builder, sink)
+    finally:
+        engine.close()
     message = _stop_message(error)
     return builder.finish(info(), analyzer.findings, _modes(analyzer.sas, builder), message), error
 
@@ -225,7 +230,7 @@ def analyze(
     """Analyze a capture in memory; raise ``CaptureError`` if it is damaged."""
     tables: list[pa.Table] = []
     groups = RowGroups(tables.append)
-    summary, error = _run(path, sas, options, groups.write)
+    summary, error = _run(path, sas, options, groups.write_rows)
     if error is not None:
         raise error
     groups.flush()
@@ -330,15 +335,15 @@ def analyze_to_dir(
 
     ``sha256``: the capture's digest when the caller has it already (a batch
     hashes every capture to decide what to skip), so the file is read once less.
-    ``jobs``: processes in all; past one, ``jobs - 1`` more decode and
-    decrypt (see parallel.py). The outputs are the same for every value.
+    ``jobs``: threads that decrypt the steady lane's packets (engine/run.py).
+    The outputs are the same for every value.
     """
     table = _table(sas)
     prepare_out_dir(out, force)
     try:
         tables = PacketTableWriter(partial(out, "packets.parquet"), partial(out, "packets.csv"))
         with tables as writer:
-            summary, error = _run(path, table, options, writer.write, progress, sha256, jobs)
+            summary, error = _run(path, table, options, writer.write_rows, progress, sha256, jobs)
         if plots:
             summary = _draw(out, summary)
         _write_reports(out, summary)

@@ -53,7 +53,9 @@ class AeadContext:
         # AESGCM only takes 16-byte tags; shorter ICVs go through Cipher/GCM.
         self._aesgcm = AESGCM(self._key) if self.icv_len == 16 else None
 
-    def open(self, seq64: int, iv: bytes, sealed: bytes, esn: bool | None = None) -> bytes | None:
+    def open(
+        self, seq64: int, iv: bytes, sealed: bytes | memoryview, esn: bool | None = None
+    ) -> bytes | None:
         """Decrypt ``sealed`` (ciphertext || ICV); ``None`` if the ICV fails.
 
         ``esn`` overrides the SA's flag, for callers that try both AAD forms.
@@ -67,7 +69,7 @@ class AeadContext:
                 return self._aesgcm.decrypt(nonce, sealed, aad)
             except InvalidTag:
                 return None
-        tag = sealed[-self.icv_len :]
+        tag = bytes(sealed[-self.icv_len :])
         dec = Cipher(algorithms.AES(self._key), modes.GCM(nonce, tag, min_tag_length=len(tag)))
         ctx = dec.decryptor()
         ctx.authenticate_additional_data(aad)

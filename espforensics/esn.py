@@ -49,6 +49,11 @@ class EsnTracker:
         return cand
 
     @property
+    def top(self) -> int:
+        """The highest seq64 committed (-1 before the first)."""
+        return -1 if self._top is None else self._top
+
+    @property
     def placed(self) -> bool:
         """True once a packet has been committed: the high half then follows from the place."""
         return self._top is not None

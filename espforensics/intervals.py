@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 
 class IntervalSet:
@@ -58,6 +58,20 @@ class IntervalSet:
             starts.insert(i + 1, value)
             ends.insert(i + 1, value)
         return False
+
+    def top(self) -> int:
+        """The largest value held, or -1 when empty."""
+        return self._ends[-1] if self._ends else -1
+
+    def extend_above(self, values: Sequence[int]) -> None:
+        """Add rising ``values``, all above ``top()``: what ``add`` does one by one."""
+        starts, ends = self._starts, self._ends
+        for value in values:
+            if ends and value == ends[-1] + 1:
+                ends[-1] = value
+            else:
+                starts.append(value)
+                ends.append(value)
 
     def runs(self) -> Iterator[tuple[int, int]]:
         """The runs, lowest first."""

@@ -140,6 +140,18 @@ class FrameAnalyzer:
         self._holds.on_force(self._force_tentative)
         self.findings: list[Finding] = []
         self.adopted = 0  # frames whose decoding a worker process did (``adopt``)
+        # The SA states the frames processed here reached (the engine clears it): the
+        # steady lane's plans for an SA hold only while no other frame reaches it.
+        self.touched: set[SaState] = set()
+
+    @property
+    def busy(self) -> bool:
+        """Are records held or waiting? Then every frame must go through ``process``."""
+        return bool(self._holds or self._queue)
+
+    @property
+    def natt_ports(self) -> frozenset[int]:
+        return self._natt_ports
 
     # -- keys inside the capture -------------------------------------------
     def add_secrets(self, item: DecryptionSecrets) -> None:
@@ -320,16 +332,20 @@ class FrameAnalyzer:
         return None
 
     def _flow(self, spi: int, ip: OuterIp, rec: PacketRecord) -> Flow:
-        key = (spi, ip.src, ip.dst)
+        return self.flow_for(spi, ip.src, ip.dst)
+
+    def flow_for(self, spi: int, src: bytes, dst: bytes) -> Flow:
+        """The flow of (SPI, outer source, outer destination), made on first use."""
+        key = (spi, src, dst)
         flow = self._flows.get(key)
         if flow is None:
-            sa = self.sas.lookup(spi, ip.src, ip.dst)
+            sa = self.sas.lookup(spi, src, dst)
             if sa is None:
                 state = SaState(None)
             else:
                 state = self._by_sa.get(id(sa)) or SaState(sa)
                 self._by_sa[id(sa)] = state
-            flow = self._flows[key] = Flow(spi, rec.src, rec.dst, state)
+            flow = self._flows[key] = Flow(spi, self._name(src), self._name(dst), state)
         return flow
 
     def _name(self, addr: bytes) -> str:
@@ -353,6 +369,7 @@ class FrameAnalyzer:
         spi, seq = parse_esp_header(data, loc.offset)
         flow = self._flow(spi, ip, rec)
         state = flow.state
+        self.touched.add(state)
         seq64 = state.tracker.infer(seq)
         rec.spi, rec.seq, rec.seq64 = spi, seq, seq64
         rec.esp_len = ip.total_len - loc.offset
@@ -436,6 +453,7 @@ class FrameAnalyzer:
     def _observe(self, pkt: PacketContext) -> None:
         for check in self.checks:
             check.observe(pkt)
+        self.touched.add(pkt.flow.state)  # placement may have given it another SA's flow
 
     def _place_first(self, state: SaState, seq_lo: int, verified: int, inferred: int) -> None:
         """The SA's next verified packet decides where its tentative first packet sits.

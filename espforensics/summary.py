@@ -16,6 +16,9 @@ from dataclasses import dataclass, field, fields, replace
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+import numpy as np
+
+from espforensics.engine import SteadyRows
 from espforensics.model import (
     SEVERITY_RANK,
     Finding,
@@ -339,6 +342,52 @@ class SummaryBuilder:
         acc.observe(rec)
         if rec.verdict is Verdict.ESP_MISPLACED:
             self._layout(rec)
+
+    def observe_rows(self, rows: SteadyRows) -> None:
+        """Count a run of the steady lane: its records, then its ``ok`` packets per SA."""
+        recs, frame, ts_ns = rows.records, rows.frame, rows.ts_ns
+        first_time = self.first_time
+        for rec in recs:
+            self.observe(rec)
+        if not len(frame):
+            return
+        if first_time is None and (not recs or int(frame[0]) < recs[0].frame):
+            self.first_time = int(ts_ns[0]) / 1e9
+        if not recs or int(frame[-1]) > recs[-1].frame:
+            self.last_time = int(ts_ns[-1]) / 1e9
+        n = len(frame)
+        self.frames += n
+        self.esp_packets += n
+        self.verdicts[Verdict.OK] += n
+        flow_of = rows.flow.tolist()
+        order = sorted(range(n), key=flow_of.__getitem__)  # stable: capture order per flow
+        start = 0
+        while start < n:
+            f = flow_of[order[start]]
+            end = start
+            while end < n and flow_of[order[end]] == f:
+                end += 1
+            self._steady_sa(rows, f, order[start:end])
+            start = end
+
+    def _steady_sa(self, rows: SteadyRows, f: int, idx: list[int]) -> None:
+        flow = rows.flows[f]
+        key = (flow.spi, flow.src, flow.dst)
+        first_time = int(rows.ts_ns[idx[0]]) / 1e9
+        acc = self._sas.get(key)
+        if acc is None:
+            acc = self._sas[key] = _SaAcc(rows.algorithm[f], first_time, first_time)
+        acc.packets += len(idx)
+        acc.wire_bytes += int(rows.wirelen[idx].sum())
+        acc.last_time = int(rows.ts_ns[idx[-1]]) / 1e9
+        acc.verdicts[Verdict.OK] += len(idx)
+        if acc.first_seq64 is None:
+            acc.first_seq64 = rows.seq64[idx[0]]
+        acc.last_seq64 = rows.seq64[idx[-1]]
+        nh = rows.next_header[idx]
+        ip = int(np.isin(nh, (4, 41)).sum())
+        acc.ip_payloads += ip
+        acc.l4_payloads += len(idx) - ip - int((nh == 59).sum())
 
     def sa_keys(self) -> list[tuple[int, str, str]]:
         """The (spi, src, dst) of every SA seen so far."""

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from espforensics.engine import Row, SteadyRows
 from espforensics.model import PACKET_COLUMNS, Finding, PacketRecord
 from espforensics.summary import Summary
 
@@ -82,24 +83,126 @@ def records_to_table(records: Sequence[PacketRecord]) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=PACKET_SCHEMA)
 
 
+def _nullable(values: np.ndarray, present: np.ndarray) -> pa.Array:
+    return pa.array(values, type=pa.int64(), mask=~present)
+
+
+def steady_table(rows: SteadyRows) -> pa.Table:
+    """The packets table of a steady run: its ``ok`` packets' columns and its records,
+    interleaved by frame number (every column as ``records_to_table`` makes it)."""
+    n = len(rows.frame)
+    flows = rows.flows
+    flow = rows.flow
+    src = [flows[i].src for i in flow.tolist()]
+    dst = [flows[i].dst for i in flow.tolist()]
+    alg = [rows.algorithm[i] for i in flow.tolist()]
+    inner = rows.inner
+    sport = np.fromiter((-1 if i.sport is None else i.sport for i in inner), np.int64, n)
+    dport = np.fromiter((-1 if i.dport is None else i.dport for i in inner), np.int64, n)
+    seq64 = pa.array(rows.seq64, type=pa.uint64())
+    hi = np.fromiter((s >> 32 for s in rows.seq64), np.int64, n)
+    const = {
+        "verdict": "ok",
+        "leaked_hex": "",
+        "leaked_fields": "",
+        "seq_anomaly": "",
+        "detail": "",
+    }
+    cols: dict[str, pa.Array] = {
+        "frame": pa.array(rows.frame, pa.int64()),
+        "time": pa.array(rows.ts_ns / 1e9, pa.float64()),
+        "caplen": pa.array(rows.caplen, pa.int64()),
+        "len": pa.array(rows.wirelen, pa.int64()),
+        "proto": pa.array(np.where(rows.udp, "esp-udp", "esp").astype(object), pa.string()),
+        "ip_version": pa.array(rows.ip_version, pa.int64()),
+        "src": pa.array(src, pa.string()),
+        "dst": pa.array(dst, pa.string()),
+        "udp_sport": _nullable(rows.udp_sport, rows.udp),
+        "udp_dport": _nullable(rows.udp_dport, rows.udp),
+        "spi": pa.array(rows.spi, pa.int64()),
+        "algorithm": pa.array(alg, pa.string()),
+        "seq": pa.array(rows.seq, pa.int64()),
+        "seq64": seq64,
+        "seq_hi_verified": _nullable(hi, rows.esn),
+        "iv": pa.array([iv.hex() for iv in rows.iv], pa.string()),
+        "esp_offset": pa.array(rows.esp_offset, pa.int64()),
+        "expected_offset": pa.array(rows.esp_offset, pa.int64()),
+        "esp_len": pa.array(rows.esp_len, pa.int64()),
+        "pad_len": pa.array(rows.pad_len, pa.int64()),
+        "next_header": pa.array(rows.next_header, pa.int64()),
+        "payload_len": pa.array(rows.payload_len, pa.int64()),
+        "inner_proto": pa.array([i.proto for i in inner], pa.string()),
+        "inner_src": pa.array([i.src for i in inner], pa.string()),
+        "inner_dst": pa.array([i.dst for i in inner], pa.string()),
+        "inner_sport": _nullable(sport, sport >= 0),
+        "inner_dport": _nullable(dport, dport >= 0),
+        "iv_reused": pa.array(np.zeros(n, np.bool_), pa.bool_()),
+        "iv_seq_delta": _nullable(np.zeros(n, np.int64), rows.counter),
+    }
+    for name, value in const.items():
+        cols[name] = pa.array([value] * n, pa.string())
+    arrays = [
+        cols[name] if name in cols else pa.nulls(n, PACKET_SCHEMA.field(name).type)
+        for name in PACKET_COLUMNS
+    ]
+    table = pa.Table.from_arrays(arrays, schema=PACKET_SCHEMA)
+    if not rows.records:
+        return table
+    both = pa.concat_tables([table, records_to_table(rows.records)])
+    return both.take(pc.sort_indices(both, [("frame", "ascending")]))
+
+
 class RowGroups:
-    """Gathers records and hands each full row group, as an Arrow table, to ``emit``."""
+    """Gathers rows and hands each full row group, as an Arrow table, to ``emit``."""
 
     def __init__(self, emit: Callable[[pa.Table], None]) -> None:
         self._emit = emit
         self._batch: list[PacketRecord] = []
+        self._parts: list[pa.Table] = []
+        self._rows = 0  # in ``_parts``
 
     def write(self, rec: PacketRecord) -> None:
         """Queue one record; a full row group is emitted."""
         self._batch.append(rec)
-        if len(self._batch) >= ROW_GROUP:
-            self.flush()
+        if len(self._batch) + self._rows >= ROW_GROUP:
+            self._spill()
+
+    def write_rows(self, row: Row) -> None:
+        """Queue one row of the engine: a record, or a steady run of them."""
+        if isinstance(row, PacketRecord):
+            self.write(row)
+            return
+        self._part()
+        table = steady_table(row)
+        self._parts.append(table)
+        self._rows += table.num_rows
+        if self._rows >= ROW_GROUP:
+            self._spill()
+
+    def _part(self) -> None:
+        if self._batch:
+            self._parts.append(records_to_table(self._batch))
+            self._rows += len(self._batch)
+            self._batch = []
+
+    def _spill(self) -> None:
+        """Emit every full row group queued; keep the rest."""
+        self._part()
+        if not self._parts:
+            return
+        table = pa.concat_tables(self._parts)
+        whole = table.num_rows // ROW_GROUP * ROW_GROUP
+        for at in range(0, whole, ROW_GROUP):
+            self._emit(table.slice(at, ROW_GROUP).combine_chunks())
+        rest = table.slice(whole)
+        self._parts, self._rows = ([rest], rest.num_rows) if rest.num_rows else ([], 0)
 
     def flush(self) -> None:
-        """Emit the queued records as one row group."""
-        if self._batch:
-            self._emit(records_to_table(self._batch))
-            self._batch = []
+        """Emit everything queued (the last row group may be short)."""
+        self._spill()
+        if self._rows:
+            self._emit(pa.concat_tables(self._parts).combine_chunks())
+            self._parts, self._rows = [], 0
 
 
 class PacketTableWriter(RowGroups):

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import errno
 import json
-import multiprocessing
 import os
 import re
-import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -21,10 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from espforensics import cli
-from espforensics.errors import EXIT_INTERNAL, InternalError, bug_report, scrub
-from espforensics.keys import load_sas
-from espforensics.parallel import _FAILED, _worker, _Workers
-from espforensics.pipeline import FrameAnalyzer, Options
+from espforensics.crypto import AeadContext
+from espforensics.errors import EXIT_INTERNAL, scrub
 from espforensics.summary import SummaryBuilder
 from espforensics.synth import build_scenario, write_scenario
 
@@ -202,32 +198,26 @@ def test_a_bug_in_a_batch_worker_process(
     assert not (out / TRACEBACK).exists()
 
 
-def test_a_bug_in_a_jobs_worker_is_an_internal_error(
-    capture: tuple[Path, Path, bytes], monkeypatch: pytest.MonkeyPatch
+def test_a_bug_while_decrypting_under_jobs_is_an_internal_error(
+    capture: tuple[Path, Path, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The worker's function run here: it sends only the type and a report without values."""
+    """A bug met where --jobs threads decrypt: exit 70, a traceback file without values."""
     cap, keys, key = capture
 
-    def buggy(self: FrameAnalyzer, frame: object) -> None:
+    def buggy(self: AeadContext, *args: object) -> None:
         raise _leaky_bug(key)
 
-    monkeypatch.setattr(FrameAnalyzer, "decode", buggy)
-    monkeypatch.setattr(signal, "signal", lambda *args: None)  # the worker ignores SIGINT
-    recv, send = multiprocessing.Pipe(duplex=False)
-    _worker(str(cap), load_sas([keys]), Options(), 1, 0, 8, send)
-    message = recv.recv()
-    assert message[:2] == (_FAILED, "RuntimeError")
-    assert "\nRuntimeError: inconsistent state <left out> key=<left out>\n" in message[2]
-    _assert_no_key(key, repr(message))
-    workers = object.__new__(_Workers)
-    workers._pipes, workers._procs, workers._path, workers._ended = [recv], [], str(cap), set()
-    recv2, send2 = multiprocessing.Pipe(duplex=False)
-    send2.send(message)
-    workers._pipes = [recv2]
-    with pytest.raises(InternalError) as caught:
-        workers.batch(0)
-    assert str(caught.value) == "a worker process of --jobs failed: RuntimeError"
-    assert caught.value.report in bug_report(caught.value)
+    monkeypatch.setattr(AeadContext, "open", buggy)
+    out = tmp_path / "out"
+    args = ["analyze", str(cap), "--sa", str(keys), "--out", str(out), "--no-plots", "-q"]
+    res = runner.invoke(cli.app, [*args, "--jobs", "2"])
+    assert res.exit_code == EXIT_INTERNAL
+    assert _line(res.stderr) == ("RuntimeError", out / TRACEBACK)
+    assert (
+        "RuntimeError: inconsistent state <left out> key=<left out>"
+        in (out / TRACEBACK).read_text()
+    )
+    _assert_no_key(key, res.stdout, res.stderr, folder=out)
 
 
 def test_a_full_disk_is_an_input_error_not_a_bug(

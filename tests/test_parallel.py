@@ -1,18 +1,18 @@
-"""``analyze --jobs``: workers decode, the main process keeps the state; outputs must not change.
+"""``analyze --jobs N``: N threads decrypt the steady lane's packets; outputs must not change.
 
-The tests cut captures into batches of a few frames, so that every
-boundary case happens: a datagram's fragments decoded by different
-workers, an ESN wrap inside and across batches, a reused IV whose two
-uses fall in different batches, a secrets block in the middle of a batch.
-They compare every record and every finding with the one-process run,
-and the files ``analyze`` writes byte for byte.
+One code path for every N (engine/run.py): the pool only opens packets,
+in order, and the checks' state stays on the analyzing thread. The tests
+run captures in small batches, so every boundary case happens (a
+datagram's fragments in different batches, an ESN wrap inside and across
+batches, a reused IV whose two uses fall in different batches), and
+compare every row and finding with one thread and with the per-frame
+reference path (tests/test_engine_equivalence.py compares the files of
+every scenario).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
-import multiprocessing
 import os
 import random
 import select
@@ -21,17 +21,15 @@ import sys
 from functools import cache
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from espforensics.analysis import analyze_to_dir
-from espforensics.capture import open_capture
+from espforensics.analysis import analyze, analyze_to_dir
 from espforensics.cli import app
-from espforensics.errors import CaptureTruncated, EspForensicsError
-from espforensics.keys import SaTable, load_sas
-from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Verdict
-from espforensics.parallel import _Workers, iter_records_parallel
-from espforensics.pipeline import FrameAnalyzer, Options, iter_records
+from espforensics.errors import CaptureTruncated
+from espforensics.model import Frame
+from espforensics.pipeline import Options
 from espforensics.synth import SCENARIOS, build_scenario, keys_yaml, write_capture, write_scenario
 from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, SaFlow, make_sa
 from espforensics.synth.packets import udp_bytes
@@ -74,77 +72,43 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return mixed_capture(tmp_path_factory.mktemp("mixed"))
 
 
-def _rows(records: list[PacketRecord]) -> list[tuple[object, ...]]:
-    return [dataclasses.astuple(r) for r in records]
+def _files(cap: Path, keys: Path | None, out: Path, jobs: int, batch: int = 4096) -> Path:
+    analyze_to_dir(
+        cap,
+        [keys] if keys else [],
+        out,
+        plots=False,
+        jobs=jobs,
+        options=Options(batch_frames=batch),
+    )
+    return out
 
 
-def _serial(cap: Path, sas: SaTable) -> tuple[list[PacketRecord], list[Finding]]:
-    analyzer = FrameAnalyzer(sas, Options(), str(cap))
-    with open_capture(cap) as capture:
-        records = list(iter_records(capture, analyzer))
-    return records, analyzer.findings
+_SAME = ("packets.csv", "findings.csv", "sas.csv", "report.txt", "summary.json")
 
 
-def _parallel(
-    cap: Path, sas: SaTable, workers: int, batch: int
-) -> tuple[list[PacketRecord], list[Finding], FrameAnalyzer]:
-    analyzer = FrameAnalyzer(sas, Options(), str(cap))
-    records = list(iter_records_parallel(cap, analyzer, workers, batch=batch))
-    return records, analyzer.findings, analyzer
+def _assert_same(a: Path, b: Path, names: tuple[str, ...] = _SAME) -> None:
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    assert pq.read_table(a / "packets.parquet").equals(pq.read_table(b / "packets.parquet"))
 
 
-def _table(keys: Path) -> SaTable:
-    return load_sas([keys])
-
-
-@pytest.mark.parametrize(("workers", "batch"), [(1, 1), (2, 3), (3, 5), (2, 64)])
-def test_mixed_capture_gives_the_same_records_and_findings(
-    mixed: tuple[Path, Path], workers: int, batch: int
+@pytest.mark.parametrize(("jobs", "batch"), [(2, 1), (2, 3), (3, 5), (2, 64), (2, 4096)])
+def test_mixed_capture_gives_the_same_files(
+    mixed: tuple[Path, Path], tmp_path: Path, jobs: int, batch: int
 ) -> None:
     cap, keys = mixed
-    sas = _table(keys)
-    want_records, want_findings = _serial(cap, sas)
-    got_records, got_findings, analyzer = _parallel(cap, sas, workers, batch)
-    assert _rows(got_records) == _rows(want_records)
-    assert got_findings == want_findings
-    # The work really was split: every verified packet that is not a reassembled
-    # datagram was decoded by a worker, except perhaps those of the ESN SA (0x6001),
-    # whose high half the main process decides again when a worker guessed otherwise.
-    ok = [r for r in want_records if r.verdict is Verdict.OK and not r.fragments]
-    esn = sum(r.spi == 0x6001 for r in ok)
-    assert esn == 11
-    assert len(ok) - esn <= analyzer.adopted <= len(want_records)
-
-
-def test_mixed_capture_covers_what_crosses_batches(mixed: tuple[Path, Path]) -> None:
-    """The fixture holds what the identity must survive, across batches of 3."""
-    cap, keys = mixed
-    records, findings = _serial(cap, _table(keys))
-    kinds = {f.kind for f in findings}
-    assert {FindingKind.ESN_WRAP, FindingKind.IV_REUSE, FindingKind.ESP_MISPLACED} <= kinds
-    reassembled = [r for r in records if r.fragments]
-    assert len(reassembled) >= 2
-    batch = 3
-    spans = []
-    for rec in reassembled:
-        parts = [
-            r.frame for r in records if r.detail.endswith(f"completed in frame {rec.frame}")
-        ] + [rec.frame]
-        spans.append({(n - 1) // batch for n in parts})
-    assert any(len(s) > 1 for s in spans), "no datagram's fragments span two batches"
-    reuse = next(f for f in findings if f.kind is FindingKind.IV_REUSE and len(f.frames) >= 2)
-    assert len({(n - 1) // batch for n in reuse.frames}) > 1
+    one = _files(cap, keys, tmp_path / "one", 1)
+    _assert_same(one, _files(cap, keys, tmp_path / "many", jobs, batch))
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_every_scenario_is_the_same_on_two_processes(name: str, tmp_path: Path) -> None:
+def test_every_scenario_is_the_same_on_two_threads(name: str, tmp_path: Path) -> None:
     sc = build_scenario(name)
     files = write_scenario(sc, tmp_path)
-    sas = SaTable(sc.sas if not sc.secrets else ())
-    want_records, want_findings = _serial(files["capture"], sas)
-    got_records, got_findings, _ = _parallel(files["capture"], sas, 2, 4)
-    assert _rows(got_records) == _rows(want_records)
-    assert got_findings == want_findings
+    keys = None if sc.secrets else files["keys"]
+    one = _files(files["capture"], keys, tmp_path / "one", 1)
+    _assert_same(one, _files(files["capture"], keys, tmp_path / "two", 2, 4))
 
 
 def test_a_cut_capture_reports_the_same_frames_and_error(
@@ -153,20 +117,14 @@ def test_a_cut_capture_reports_the_same_frames_and_error(
     cap, keys = mixed
     cut = tmp_path / "cut.pcap"
     cut.write_bytes(cap.read_bytes()[:-700])
-    sas = _table(keys)
-    analyzer = FrameAnalyzer(sas, Options(), str(cut))
-    got: list[PacketRecord] = []
-    with pytest.raises(CaptureTruncated) as parallel_error:
-        got.extend(iter_records_parallel(cut, analyzer, 2, batch=4))
-    with pytest.raises(CaptureTruncated) as serial_error:
-        _serial(cut, sas)
-    want: list[PacketRecord] = []
-    serial = FrameAnalyzer(sas, Options(), str(cut))
-    with open_capture(cut) as capture, pytest.raises(CaptureTruncated):
-        want.extend(iter_records(capture, serial))
-    assert _rows(got) == _rows(want)
-    assert len(got) > 0
-    assert str(parallel_error.value) == str(serial_error.value)
+    errors = []
+    for jobs in (1, 2):
+        with pytest.raises(CaptureTruncated) as error:
+            _files(cut, keys, tmp_path / f"jobs{jobs}", jobs, 4)
+        errors.append(str(error.value))
+    assert errors[0] == errors[1]
+    _assert_same(tmp_path / "jobs1", tmp_path / "jobs2")
+    assert (tmp_path / "jobs1" / "packets.csv").read_text().count("\n") > 100
 
 
 def test_cli_jobs_writes_the_same_files(mixed: tuple[Path, Path], tmp_path: Path) -> None:
@@ -190,14 +148,12 @@ def test_library_jobs_matches(mixed: tuple[Path, Path], tmp_path: Path) -> None:
     assert one == two
 
 
-def test_a_worker_guess_of_the_high_half_is_checked(tmp_path: Path) -> None:
+def test_a_32_bit_counter_that_wraps_is_placed_across_batches(tmp_path: Path) -> None:
     """A 32-bit counter that wraps without ESN: only the state of earlier batches knows.
 
     RFC 4303 forbids the wrap, but a capture of a broken sender has one. The
-    ICV does not cover the high half then, so a worker that meets the SA
-    only after the wrap infers high half 0 where the one-process run, which
-    saw the packets before it, infers 1. The main process must notice and
-    decide itself.
+    ICV does not cover the high half then, so only the packets before the
+    wrap (in the batch before) tell that the packets after it have high half 1.
     """
     rng, cb = random.Random(3), CaptureBuilder(3)
     flow = SaFlow(make_sa(rng, 0x6101, V4_A, V4_B), V4_A, V4_B)
@@ -205,36 +161,25 @@ def test_a_worker_guess_of_the_high_half_is_checked(tmp_path: Path) -> None:
         packet, truth = flow.send(udp_bytes(V4_A, V4_B, 6000, 6001, b"x" * 24), 17, seq64)
         cb.emit_ip(packet, truth)
     sc = cb.scenario("wrap-no-esn", "", (flow.sealer,))
-    cap = write_scenario(sc, tmp_path)["capture"]
-    sas = SaTable(sc.sas)
-    want, _ = _serial(cap, sas)
-    assert [r.seq64 for r in want] == list(range((1 << 32) - 3, (1 << 32) + 3))
-    got, _, analyzer = _parallel(cap, sas, 2, 3)  # frames 4-6 go to the second worker
-    assert _rows(got) == _rows(want)
-    assert analyzer.adopted == 3  # the second worker's three guesses were redone
+    files = write_scenario(sc, tmp_path)
+    want = list(range((1 << 32) - 3, (1 << 32) + 3))
+    for batch in (1, 3, 4096):
+        got = analyze(files["capture"], [files["keys"]], Options(batch_frames=batch))
+        assert got.packets["seq64"].tolist() == want
+        assert set(got.packets["verdict"]) == {"ok"}
 
 
-def test_a_dead_worker_is_one_clear_error() -> None:
-    recv, send = multiprocessing.Pipe(duplex=False)
-    send.close()  # what the main process sees when a worker is killed
-    workers = object.__new__(_Workers)
-    workers._pipes, workers._procs, workers._path, workers._ended = [recv], [], "x.pcap", set()
-    with pytest.raises(EspForensicsError, match=r"^x.pcap: a worker process of --jobs died"):
-        workers.batch(0)
-
-
-def test_a_compressed_capture_gives_the_same_records(
+def test_a_compressed_capture_gives_the_same_files(
     mixed: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    """Each worker decompresses the capture itself (gzip here), and must agree."""
     cap, keys = mixed
     gz = tmp_path / "mixed.pcap.gz"
     gz.write_bytes(gzip.compress(cap.read_bytes()))
-    sas = _table(keys)
-    want, want_findings = _serial(gz, sas)
-    got, got_findings, analyzer = _parallel(gz, sas, 2, 16)
-    assert _rows(got) == _rows(want) and got_findings == want_findings
-    assert analyzer.adopted > len(want) // 2
+    plain, packed = (
+        _files(cap, keys, tmp_path / "plain", 1),
+        _files(gz, keys, tmp_path / "gz", 2, 16),
+    )
+    _assert_same(plain, packed, ("packets.csv", "findings.csv", "sas.csv"))  # reports name the file
 
 
 def _repeated(tmp_path: Path, times: int) -> tuple[Path, Path]:
@@ -248,14 +193,14 @@ def _repeated(tmp_path: Path, times: int) -> tuple[Path, Path]:
 
 
 def test_progress_advances_under_jobs(tmp_path: Path) -> None:
-    """The bytes the main process's reader has taken, every 4,096 frames, as with one process."""
+    """The bytes the reader has taken, about every 4,096 frames, the same for any --jobs."""
     big, keys = _repeated(tmp_path, 140)  # 13,720 frames, 13 MB: three reports, 1 MiB reads
     calls: dict[int, list[int]] = {}
     for jobs in (1, 2):
         calls[jobs] = []
         out = tmp_path / f"jobs{jobs}"
         analyze_to_dir(big, [keys], out, plots=False, progress=calls[jobs].append, jobs=jobs)
-    assert len(calls[1]) == 13_720 // 4096 == 3
+    assert len(calls[1]) == 3
     assert calls[2] == calls[1]
     assert 0 < calls[2][0] < calls[2][1] < calls[2][2] <= big.stat().st_size
 
@@ -286,30 +231,25 @@ def _ended(pid: int, timeout: float) -> bool:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc and waits on pidfds")
-def test_ctrl_c_during_jobs_leaves_no_worker_behind(tmp_path: Path) -> None:
-    """A real SIGINT to the process group while worker processes have batches to send.
+def test_ctrl_c_during_jobs_leaves_nothing_behind(tmp_path: Path) -> None:
+    """A real SIGINT to the process group while the thread pool has packets to open.
 
-    tests/stop_at.py stops the command's main process at frame 1, when it has
-    received worker 0's first batch; it waits there on a pipe the test never
-    writes. Each worker has 6 batches of 2,048 frames; the main process takes
-    no more, and a pipe holds 64 KiB, less than one pickled batch: no worker
-    can have finished when the signal comes.
+    tests/stop_at.py stops the command when the steady lane hands the first
+    batch to the pool of 3 threads (started with the run); it waits there on
+    a pipe the test never writes.
     """
-    big, keys = _repeated(tmp_path, 251)  # 24,598 frames: 12 batches
+    big, keys = _repeated(tmp_path, 100)
     args = ["analyze", str(big), "--sa", str(keys), "--out", str(tmp_path / "out")]
     proc = run_until_stopped(
-        "espforensics.pipeline",
-        "FrameAnalyzer.adopt",
-        "args[1].number == 1",
+        "espforensics.engine.run",
+        "_Opener.__call__",
+        "True",
         [*args, "--no-plots", "--jobs", "3", "-q"],
     )
-    group = _group(proc.pid)
-    helpers = [pid for pid, parent in group.items() if parent == proc.pid]  # the forkserver, ...
-    workers = [pid for pid, parent in group.items() if parent in helpers]
-    assert len(workers) == 2, group
+    assert set(_group(proc.pid)) == {proc.pid}  # threads, no worker process
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert err == b"espforensics: interrupted (a batch resumes where it stopped)\n"
-    assert all(_ended(pid, 0) for pid in workers), "a worker outlived the command"
-    assert all(_ended(pid, 10) for pid in helpers), "the forkserver outlived the command"
+    assert _ended(proc.pid, 10)
+    assert not (tmp_path / "out" / "summary.json").exists()

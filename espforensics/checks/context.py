@@ -152,6 +152,10 @@ class PerFlow(Generic[T]):
             self._by_flow[flow] = state
         return state
 
+    def known(self, flow: Flow) -> T | None:
+        """The flow's state if a packet of it was observed, else None (nothing is made)."""
+        return self._by_flow.get(flow)
+
     def items(self) -> list[tuple[tuple[int, str, str], T]]:
         """Every state with its (SPI, src, dst), in that order."""
         return sorted(self.by_key.items(), key=lambda kv: kv[0])

@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from math import prod
 
-from espforensics.checks.context import Holds, PacketContext, PerFlow
+from espforensics.checks.context import Flow, Holds, PacketContext, PerFlow
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 
 AGREE = 2  # packets that must share a delta for IVs to count as counter-derived
@@ -141,6 +141,21 @@ class IvDerivationCheck:
         self._holds.hold(rec.frame)
         if len(sa.probe) >= WINDOW:
             self._settle(sa)
+
+    def steady_sa(self, flow: Flow) -> _Sa | None:
+        """The flow's state once its constant is settled (the steady lane's case), else None."""
+        sa = self._sas.known(flow)
+        return sa if sa is not None and sa.const is not None else None
+
+    @staticmethod
+    def steady_constant(sa: _Sa) -> tuple[int, int] | None:
+        """(constant, mask) of a counter-derived SA; None when its IVs follow no counter."""
+        return None if sa.const == _NOT_COUNTER or sa.const is None else (sa.const, sa.mask)
+
+    @staticmethod
+    def observe_steady(sa: _Sa, packets: int) -> None:
+        """What ``observe`` does for packets whose IV was built from their own seq64 (delta 0)."""
+        sa.packets += packets
 
     def _force(self, upto: int) -> None:
         """Settle, with what they have, the SAs probing since a frame up to ``upto``.

@@ -22,8 +22,7 @@ still detected and reported, with the first use's frame unknown.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from espforensics.checks.context import HEAD_LEN, PacketContext, SaState
@@ -32,6 +31,7 @@ from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.intervals import IntervalSet, U64Set
 from espforensics.keys.sa import SaTable
 from espforensics.model import Finding, FindingKind, Severity
+from espforensics.window import RecentWindow
 
 WINDOW = 4096
 MAX_EVENTS = 10_000  # reuse events kept for the report; more are counted only
@@ -55,9 +55,9 @@ class _Group:
     runs: IntervalSet = field(default_factory=IntervalSet)
     hashed: U64Set | None = None
     packets: int = 0
-    # Oldest first. An OrderedDict: evicting a plain dict's first key costs a scan over the
-    # slots deleted before it (measured: 5 us per packet at a 4,096 window).
-    recent: OrderedDict[int, _Use] = field(default_factory=OrderedDict)
+    # Oldest first, by IV. An OrderedDict inside: evicting a plain dict's first key costs a
+    # scan over the slots deleted before it (measured: 5 us per packet at a 4,096 window).
+    recent: RecentWindow[_Use] = field(default_factory=lambda: RecentWindow(WINDOW))
     events: dict[int, list[_Use]] = field(default_factory=dict)
     dropped: int = 0
 
@@ -68,6 +68,32 @@ class _Group:
         if len(self.runs) > _RUNS_BEFORE_HASH and len(self.runs) * 2 > self.packets:
             self.hashed = U64Set()  # not a counter: stop growing runs, hash from now on
         return was
+
+
+class Uses:
+    """The uses of a steady batch's packets, built one by one only if the window is read."""
+
+    __slots__ = ("cts", "digests", "frames", "pts", "seq64s", "spis")
+
+    def __init__(
+        self,
+        frames: Sequence[int],
+        spis: Sequence[int],
+        seq64s: Sequence[int],
+        digests: Sequence[bytes],
+        cts: Sequence[bytes],
+        pts: Sequence[bytes],
+    ) -> None:
+        self.frames, self.spis, self.seq64s = frames, spis, seq64s
+        self.digests, self.cts, self.pts = digests, cts, pts
+
+    def __call__(self, i: int) -> _Use:
+        return _Use(
+            self.frames[i], self.spis[i], self.seq64s[i], self.digests[i], self.cts[i], self.pts[i]
+        )
+
+
+IvGroup = _Group  # what the steady lane (engine/steady.py) holds of a key group
 
 
 def _xor(a: bytes, b: bytes) -> str:
@@ -109,11 +135,32 @@ class IvReuseCheck:
             reused = first is None or first.digest != use.digest
             if reused:
                 self._event(group, iv, use)
-            recent.pop(iv, None)  # re-inserted below as the newest use
         rec.iv_reused = reused
-        recent[iv] = use
-        if len(recent) > WINDOW:
-            recent.popitem(last=False)
+        recent.put(iv, use)  # the newest use
+
+    def steady_group(self, state: SaState) -> _Group | None:
+        """The key group of an SA whose IVs follow a counter (the steady lane's case)."""
+        group = self._by_state.get(state)
+        return group if group is not None and group.hashed is None else None
+
+    @staticmethod
+    def steady_room(group: _Group, new_runs: int) -> bool:
+        """May values that start ``new_runs`` runs be added in bulk? Not if the group
+        would switch to hashing on the way (``_Group.seen``)."""
+        return len(group.runs) + new_runs <= _RUNS_BEFORE_HASH
+
+    @staticmethod
+    def observe_steady(
+        group: _Group, ivs: Sequence[int], values: Sequence[int], uses: Uses
+    ) -> None:
+        """What ``observe`` does for packets whose IVs are new to the group, in bulk.
+
+        ``values`` are ``iv ^ group.const``, rising and above every value seen,
+        so none is a reuse (``iv_reused`` is False for each).
+        """
+        group.packets += len(values)
+        group.runs.extend_above(values)
+        group.recent.put_many(ivs, uses)
 
     def _group(self, pkt: PacketContext, const: int) -> _Group:
         """The key group of the packet's SA: by key material if known, else (dst, SPI)."""

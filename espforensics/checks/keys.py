@@ -155,6 +155,16 @@ class KeyCheck:
             _keep(acc.frames, rec.frame)
             self._doctor(acc, pkt, rec.esp_offset)
 
+    def steady_known(self, state: SaState) -> bool:
+        """Has a packet of this SA been observed (the steady lane adds only to known SAs)?"""
+        return state in self._sas
+
+    def observe_steady(self, state: SaState, verified: int) -> None:
+        """What ``observe`` does for ``verified`` packets of the SA that verified."""
+        acc = self._sas[state]
+        acc.packets += verified
+        acc.verified += verified
+
     def _doctor(self, acc: _Sa, pkt: PacketContext, at: int) -> None:
         body = at + ESP_HEADER_LEN
         sample = _Sample(

@@ -19,13 +19,13 @@ byte-identical retransmission from a different packet.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from espforensics.checks.context import PacketContext, PerFlow
+from espforensics.checks.context import Flow, PacketContext, PerFlow
 from espforensics.intervals import IntervalSet
 from espforensics.model import Finding, FindingKind, Severity, Verdict
+from espforensics.window import RecentWindow
 
 WINDOW = 4096
 REPLAY_WINDOW = 64
@@ -46,7 +46,7 @@ _EVIDENCE = frozenset(
 class _Sa:
     seen: IntervalSet = field(default_factory=IntervalSet)
     top: int = -1
-    digests: OrderedDict[int, bytes] = field(default_factory=OrderedDict)  # oldest first
+    digests: RecentWindow[bytes] = field(default_factory=lambda: RecentWindow(WINDOW))
     dup_frames: list[int] = field(default_factory=list)
     duplicates: int = 0
     identical: int = 0
@@ -89,10 +89,21 @@ class SequenceCheck:
         if sa.top >= 0 and seq64 >> 32 > sa.top >> 32:
             sa.wraps.append((rec.frame, seq64 >> 32))
         sa.top = max(sa.top, seq64)
-        digests = sa.digests
-        digests[seq64] = digest
-        if len(digests) > WINDOW:
-            digests.popitem(last=False)  # O(1), unlike a dict's first key
+        sa.digests.put(seq64, digest, renew=False)
+
+    def steady_sa(self, flow: Flow) -> _Sa | None:
+        """The flow's state, if it has one (the steady lane takes only known flows)."""
+        return self._sas.known(flow)
+
+    @staticmethod
+    def observe_steady(sa: _Sa, seq64s: Sequence[int], digests: Sequence[bytes]) -> None:
+        """What ``observe`` does for rising sequence numbers above the top, in one high half.
+
+        None is a duplicate or a reorder, and no wrap is crossed: no column changes.
+        """
+        sa.seen.extend_above(seq64s)
+        sa.top = seq64s[-1]
+        sa.digests.put_many(seq64s, digests.__getitem__)
 
     def counts(self) -> dict[tuple[int, str, str], tuple[int, int, int]]:
         """(duplicates, missing, reordered) per SA, for the per-SA table."""

@@ -167,6 +167,10 @@ class SaTable:
         self._cache[ck] = found
         return found
 
+    def has_usable_key(self) -> bool:
+        """Is there an SA whose packets this version decrypts?"""
+        return any(sa.supported and sa.key_usable for sa in self)
+
     def __iter__(self) -> Iterator[SecurityAssociation]:
         return iter(tuple(self._by_key.values()))
 

@@ -1,0 +1,13 @@
+"""The columnar engine: batches of frames in, rows in capture order out.
+
+See docs/architecture.md for the stages and who owns which state:
+wire.py (stateless, vectorised parse of the common layouts), steady.py
+(the steady lane: plans and bulk commits to the checks), run.py (the
+loop over batches, the decryption thread pool, and the per-frame path
+of pipeline.py for every other frame).
+"""
+
+from espforensics.engine.run import Engine, Row
+from espforensics.engine.steady import SteadyRows
+
+__all__ = ["Engine", "Row", "SteadyRows"]

@@ -1,0 +1,148 @@
+"""The engine's loop: capture items in batches, rows out in capture order.
+
+In: the items of an open capture (``Frame`` and ``DecryptionSecrets``), a
+``FrameAnalyzer`` (the stateful per-frame path and the checks' state),
+``Options`` and the size of the decryption thread pool. Out:
+``iter_rows`` yields ``PacketRecord`` (a frame of the per-frame path) and
+``SteadyRows`` (a run of frames of the steady lane, with the frames
+between them that carry no ESP), together one row per frame, in capture
+order. Raises what ``pipeline.iter_records`` raises, at the same point,
+after yielding every row it could.
+
+Per batch of ``Options.batch_frames`` frames (a Decryption Secrets Block
+ends a batch: the SAs it loads apply from the next frame on):
+1. wire.parse: the common layouts' fields, as arrays (stateless);
+2. steady.plan: which packets the steady lane takes, opened by a pool of
+   ``jobs`` threads (AES-GCM releases the GIL);
+3. in capture order: a frame the lane does not take goes through
+   ``FrameAnalyzer.process``; the lane's frames between two of those are
+   committed to the checks in bulk. While records are held (fragments,
+   an SA's first packets) every frame goes through ``process``, which
+   keeps the order records leave in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from espforensics.crypto import AeadContext
+from espforensics.engine.steady import Plan, SteadyLane, SteadyRows
+from espforensics.engine.wire import FrameBatch, WireColumns, parse
+from espforensics.errors import InputError
+from espforensics.model import DecryptionSecrets, Frame, PacketRecord
+from espforensics.pipeline import FrameAnalyzer, Options
+
+Row = PacketRecord | SteadyRows
+_MIN_SHARE = 64  # packets a thread gets at the least: below it, one thread opens them all
+OpenJob = tuple[AeadContext, int, bytes, memoryview]
+
+
+def _open_all(jobs: Sequence[OpenJob]) -> list[bytes | None]:
+    return [ctx.open(seq64, iv, sealed) for ctx, seq64, iv, sealed in jobs]
+
+
+class _Opener:
+    """Opens a batch's packets on ``threads`` threads, in order."""
+
+    def __init__(self, pool: ThreadPoolExecutor | None, threads: int) -> None:
+        self._pool, self._threads = pool, threads
+
+    def __call__(self, jobs: Sequence[OpenJob]) -> list[bytes | None]:
+        if self._pool is None or len(jobs) < 2 * _MIN_SHARE:
+            return _open_all(jobs)
+        share = -(-len(jobs) // self._threads)
+        parts = [jobs[i : i + share] for i in range(0, len(jobs), share)]
+        out: list[bytes | None] = []
+        for part in self._pool.map(_open_all, parts):
+            out.extend(part)
+        return out
+
+
+class Engine:
+    """Runs a capture's items through the analyzer, batch by batch."""
+
+    def __init__(self, analyzer: FrameAnalyzer, options: Options, jobs: int = 1) -> None:
+        self._an = analyzer
+        self._size = max(1, options.batch_frames)
+        self._lane = SteadyLane(analyzer) if options.steady_lane else None
+        self._pool = (
+            ThreadPoolExecutor(jobs, thread_name_prefix="espforensics-open") if jobs > 1 else None
+        )
+        self._open = _Opener(self._pool, jobs)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+
+    def iter_rows(self, items: Iterable[Frame | DecryptionSecrets]) -> Iterator[Row]:
+        """One row per frame of ``items``; ``analyzer.findings`` is complete at the end."""
+        batch: list[Frame] = []
+        try:
+            for item in items:
+                if isinstance(item, Frame):
+                    batch.append(item)
+                    if len(batch) >= self._size:
+                        yield from self._batch(batch)
+                        batch = []
+                else:
+                    yield from self._batch(batch)
+                    batch = []
+                    self._an.add_secrets(item)
+        except InputError:  # a damaged capture or a bad secrets block
+            yield from self._batch(batch)
+            yield from self._an.finish()  # what was read is still reported, held records too
+            raise
+        yield from self._batch(batch)
+        yield from self._an.finish()
+
+    def _batch(self, frames: list[Frame]) -> Iterator[Row]:
+        if not frames:
+            return
+        lane = self._lane
+        if lane is None or not self._an.sas.has_usable_key():
+            for frame in frames:
+                yield from self._one(frame)
+            return
+        batch = FrameBatch.of(tuple(frames))
+        wire = parse(batch, self._an.natt_ports)
+        yield from self._segments(lane, batch, wire, lane.plan(batch, wire, self._open))
+
+    def _one(self, frame: Frame) -> Iterator[PacketRecord]:
+        out = self._an.process(frame)
+        if isinstance(out, list):
+            yield from out
+        else:
+            yield out
+
+    def _segments(
+        self, lane: SteadyLane, batch: FrameBatch, wire: WireColumns, plan: Plan
+    ) -> Iterator[Row]:
+        """The batch in capture order: the lane's runs in bulk, the other frames one by one."""
+        an = self._an
+        taken, inert = plan.taken, wire.inert.tolist()
+        rows: list[int] = []
+        records: list[PacketRecord] = []
+        for i, frame in enumerate(batch.frames):
+            if not an.busy and (taken[i] or inert[i]):
+                if taken[i]:
+                    rows.append(i)
+                else:
+                    records.extend(self._one(frame))  # no ESP: touches no state
+                continue
+            if rows:
+                yield lane.apply(batch, wire, plan, rows, tuple(records))
+                rows, records = [], []
+            elif records:
+                yield from records
+                records = []
+            an.touched.clear()
+            yield from self._one(frame)
+            for state in an.touched:
+                unit = plan.unit_of.get(state)
+                if unit is not None and plan.row_unit.get(i) is not unit:
+                    plan.invalidate(unit, i)  # the plan did not count on this frame
+        if rows:
+            yield lane.apply(batch, wire, plan, rows, tuple(records))
+        else:
+            yield from records

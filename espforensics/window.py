@@ -1,0 +1,93 @@
+"""A bounded window of the latest entries by key, that takes entries in bulk.
+
+In: entries one at a time (``put``), or a batch's worth at once
+(``put_many``: keys new to the window, in arrival order, with one function
+that builds an entry's value from its position). Out: ``get``/``pop`` of
+the latest ``size`` entries, oldest evicted first. Raises nothing.
+
+The checks keep the last few thousand packets of each SA as evidence
+(IV reuse, duplicate sequence numbers) and read it only when something is
+wrong. The steady lane (engine/steady.py) hands a batch's packets over as
+one chunk; their values are built only if the window is read while they
+are still in it, and a chunk that falls out unread costs nothing more.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunk(Generic[V]):
+    keys: Sequence[int]
+    make: Callable[[int], V]  # the value of the entry at a position of ``keys``
+
+
+class RecentWindow(Generic[V]):
+    """The latest ``size`` entries by key, oldest evicted first."""
+
+    __slots__ = ("_chunks", "_entries", "_pending", "size")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict[int, V] = OrderedDict()  # oldest first
+        self._chunks: deque[_Chunk[V]] = deque()  # newer than every entry, oldest first
+        self._pending = 0
+
+    def __len__(self) -> int:
+        return len(self._entries) + self._pending
+
+    def _catch_up(self) -> None:
+        """Build the entries of the chunks still in the window."""
+        entries = self._entries
+        skip = max(0, len(entries) + self._pending - self.size)
+        while skip and entries:
+            entries.popitem(last=False)
+            skip -= 1
+        for chunk in self._chunks:
+            for i in range(skip, len(chunk.keys)):
+                entries[chunk.keys[i]] = chunk.make(i)
+            skip = max(0, skip - len(chunk.keys))
+        self._chunks.clear()
+        self._pending = 0
+
+    def get(self, key: int) -> V | None:
+        if self._chunks:
+            self._catch_up()
+        return self._entries.get(key)
+
+    def pop(self, key: int) -> V | None:
+        if self._chunks:
+            self._catch_up()
+        return self._entries.pop(key, None)
+
+    def put(self, key: int, value: V, renew: bool = True) -> None:
+        """Set ``key``'s value; the oldest entry leaves when the window is full.
+
+        ``renew``: a key already in the window becomes the newest (else it keeps its place).
+        """
+        if self._chunks:
+            self._catch_up()
+        entries = self._entries
+        if renew:
+            entries.pop(key, None)
+        entries[key] = value
+        if len(entries) > self.size:
+            entries.popitem(last=False)
+
+    def put_many(self, keys: Sequence[int], make: Callable[[int], V]) -> None:
+        """Add entries whose keys are new to the window, oldest first, values built lazily."""
+        if not keys:
+            return
+        self._chunks.append(_Chunk(keys, make))
+        self._pending += len(keys)
+        chunks = self._chunks
+        while len(chunks) > 1 and self._pending - len(chunks[0].keys) >= self.size:
+            self._pending -= len(chunks.popleft().keys)
+        if self._pending >= self.size:
+            self._entries.clear()  # every entry is older than the window's newest size
