@@ -17,6 +17,8 @@ import hashlib
 import struct
 from dataclasses import replace
 
+import numpy as np
+import numpy.typing as npt
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -78,6 +80,33 @@ class AeadContext:
             return body + ctx.finalize()
         except InvalidTag:
             return None
+
+    def open_many(
+        self, seq64: npt.NDArray[np.uint64], ivs: npt.NDArray[np.uint8], sealed: list[memoryview]
+    ) -> list[bytes | None]:
+        """``open`` for many packets of the SA (seq64s, rows of IVs): nonces and AADs at once."""
+        if self._aesgcm is None:
+            rows = zip(seq64.tolist(), ivs, sealed, strict=True)
+            return [self.open(q, iv.tobytes(), s) for q, iv, s in rows]
+        k = len(sealed)
+        nonces = np.empty((k, SALT_LEN + IV_LEN), np.uint8)
+        nonces[:, :SALT_LEN] = np.frombuffer(self._salt, np.uint8)
+        nonces[:, SALT_LEN:] = ivs
+        words = [np.full(k, self.spi, np.uint32)]
+        if self.esn:
+            words.append((seq64 >> np.uint64(32)).astype(np.uint32))
+        words.append((seq64 & np.uint64(0xFFFFFFFF)).astype(np.uint32))
+        aads = np.stack(words, axis=1).astype(">u4").tobytes()
+        width, nb = 4 * len(words), nonces.tobytes()
+        decrypt = self._aesgcm.decrypt
+        out: list[bytes | None] = []
+        for i, data in enumerate(sealed):
+            aad = aads[width * i : width * (i + 1)]
+            try:
+                out.append(decrypt(nb[12 * i : 12 * i + 12], data, aad))
+            except InvalidTag:
+                out.append(None)
+        return out
 
     def seal(self, seq64: int, iv: bytes, plaintext: bytes) -> bytes:
         """Encrypt ``plaintext``; returns ciphertext || ICV (truncated per SA)."""

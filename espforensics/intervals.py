@@ -15,7 +15,12 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+
+import numpy as np
+import numpy.typing as npt
+
+U64 = npt.NDArray[np.uint64]
 
 
 class IntervalSet:
@@ -63,15 +68,19 @@ class IntervalSet:
         """The largest value held, or -1 when empty."""
         return self._ends[-1] if self._ends else -1
 
-    def extend_above(self, values: Sequence[int]) -> None:
+    def extend_above(self, values: U64) -> None:
         """Add rising ``values``, all above ``top()``: what ``add`` does one by one."""
+        if not len(values):
+            return
+        cut = np.flatnonzero(np.diff(values) != 1) + 1
+        firsts = values[np.concatenate(([0], cut))].tolist()
+        lasts = values[np.concatenate((cut - 1, [len(values) - 1]))].tolist()
         starts, ends = self._starts, self._ends
-        for value in values:
-            if ends and value == ends[-1] + 1:
-                ends[-1] = value
-            else:
-                starts.append(value)
-                ends.append(value)
+        if ends and firsts[0] == ends[-1] + 1:
+            ends[-1] = lasts[0]
+            firsts, lasts = firsts[1:], lasts[1:]
+        starts.extend(firsts)
+        ends.extend(lasts)
 
     def runs(self) -> Iterator[tuple[int, int]]:
         """The runs, lowest first."""

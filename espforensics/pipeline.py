@@ -1,11 +1,13 @@
-"""The per-frame pipeline: capture items in, one ``PacketRecord`` per frame out.
+"""The per-frame path: one frame in, the records it releases out; the capture's state.
 
-In: the items of an open capture (``Frame`` and ``DecryptionSecrets``), an
-``SaTable`` and ``Options``. Out: ``iter_records`` yields exactly one
-record per frame, in capture order. Raises ``KeyFileError`` for a bad
-Decryption Secrets Block and lets the capture's own errors through (after
-yielding every record it could, the held ones included); a frame that cannot be decoded is a
+In: frames (``FrameAnalyzer.process``) and Decryption Secrets Blocks
+(``add_secrets``), an ``SaTable`` and ``Options``. Out: every record
+exactly once, in capture order (``process`` returns those now released,
+``finish`` the rest), and the checks' findings. Raises ``KeyFileError``
+for a bad Decryption Secrets Block; a frame that cannot be decoded is a
 record with verdict ``undecodable`` or ``truncated``, never an exception.
+The engine (engine/run.py) sends here every frame its steady lane does not
+take, and with ``Options(steady_lane=False)`` every frame: the reference.
 
 Stages per frame: link -> outer IP -> (reassembly) -> ESP location ->
 SA lookup -> ESN -> AEAD open -> trailer -> inner decode. Fragments that
@@ -19,11 +21,9 @@ from __future__ import annotations
 import gc
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from operator import attrgetter
-from typing import Any
 
 from espforensics.checks import Check, Flow, Holds, PacketContext, SaState, make_checks
 from espforensics.crypto import IV_LEN
@@ -38,17 +38,15 @@ from espforensics.decode.inner import ntop
 from espforensics.decode.ip import PROTO_ESP, PROTO_UDP, OuterIp, parse_ip
 from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
 from espforensics.decode.reassembly import Completed, Expired, Reassembler
-from espforensics.errors import InputError, MalformedPacket, Truncated
+from espforensics.errors import MalformedPacket, Truncated
 from espforensics.esn import EsnTracker
 from espforensics.keys import SaTable, parse_esp_sa
 from espforensics.model import (
-    PACKET_COLUMNS,
     DecryptionSecrets,
     Finding,
     Frame,
     PacketRecord,
     Verdict,
-    new_tuple,
 )
 
 ESP_SECRETS_TYPE = 0x45535053  # pcapng DSB "ESPS": Wireshark esp_sa lines
@@ -60,11 +58,7 @@ MAX_WAITING = 65536
 MAX_BEHIND_CHECK = 4096
 
 
-_record_values = attrgetter(*PACKET_COLUMNS)
-# What ``decode`` hands to ``adopt``: the record's values alone (no ESP), or with
-# where the IP header starts, its fields, the IV and the plaintext's head.
-Decoded = tuple[Any, ...]
-Records = PacketRecord | list[PacketRecord]  # one record (the common case) or those released
+Released = tuple[PacketRecord, ...]  # records that may leave, in capture order
 
 
 class _FewerCollections:
@@ -101,10 +95,6 @@ class _FewerCollections:
 fewer_collections = _FewerCollections()
 
 
-class _NeedsState(Exception):
-    """A worker met a frame that needs the capture's state (a fragment)."""
-
-
 @dataclass(frozen=True, slots=True)
 class Options:
     """How to analyze a capture."""
@@ -139,7 +129,6 @@ class FrameAnalyzer:
         self._tentative: OrderedDict[SaState, PacketContext] = OrderedDict()
         self._holds.on_force(self._force_tentative)
         self.findings: list[Finding] = []
-        self.adopted = 0  # frames whose decoding a worker process did (``adopt``)
         # The SA states the frames processed here reached (the engine clears it): the
         # steady lane's plans for an SA hold only while no other frame reaches it.
         self.touched: set[SaState] = set()
@@ -170,16 +159,12 @@ class FrameAnalyzer:
         return self.options.natt_ports | own
 
     # -- frames -------------------------------------------------------------
-    def process(self, frame: Frame) -> Records:
-        """Analyze one frame; the record if it is ready, else the records now released.
-
-        A single record (the common case) is returned bare: building a list or
-        a generator for it costs more than the rest of the hand-off.
-        """
+    def process(self, frame: Frame) -> Released:
+        """Analyze one frame; the records now released (its own, unless records are held)."""
         rec = PacketRecord(frame.number, frame.ts_ns / 1e9, frame.caplen, frame.wirelen)
         return self._emit(rec, self._analyze(frame, rec), frame.ts_ns)
 
-    def _emit(self, rec: PacketRecord, pkt: PacketContext | None, ts_ns: int) -> Records:
+    def _emit(self, rec: PacketRecord, pkt: PacketContext | None, ts_ns: int) -> Released:
         """Run the checks on an ESP packet and let records leave in capture order."""
         if pkt is not None and pkt.state.tentative is not pkt:
             self._observe(pkt)
@@ -191,58 +176,8 @@ class FrameAnalyzer:
                 self._holds.force(queue[0].frame)
             elif len(queue) > MAX_WAITING:
                 expired += self._unblock()
-            return list(self._release(expired))
-        return rec
-
-    # -- the two halves of ``process`` when a worker decodes (parallel.py) ---
-    def decode(self, frame: Frame) -> Decoded | None:
-        """What a worker learns of a frame without the capture's state, or None.
-
-        None means the frame needs the state only the main process has (a
-        fragment, a packet that did not verify, a packet without a key):
-        ``adopt`` then analyzes it from scratch. A worker's ESN guess is
-        checked by ``adopt``.
-        """
-        rec = PacketRecord(frame.number, frame.ts_ns / 1e9, frame.caplen, frame.wirelen)
-        try:
-            pkt = self._analyze(frame, rec, reassemble=False)
-        except _NeedsState:
-            return None
-        if pkt is None:
-            return (_record_values(rec),)
-        if rec.verdict is not Verdict.OK and rec.verdict is not Verdict.BAD_TRAILER:
-            return None
-        return (
-            _record_values(rec),
-            pkt.at,
-            tuple(pkt.ip),
-            pkt.iv,
-            pkt.plain_head,
-        )
-
-    def adopt(self, frame: Frame, done: Decoded | None) -> Records:
-        """``process(frame)``, given what a worker's ``decode`` learnt of it."""
-        if done is None:
-            return self.process(frame)
-        rec = PacketRecord(*done[0])
-        if len(done) == 1:
-            self.adopted += 1
-            return self._emit(rec, None, frame.ts_ns)
-        _, at, fields, iv, head = done
-        ip = new_tuple(OuterIp, fields)
-        flow = self._flow(rec.spi or 0, ip, rec)
-        state = flow.state
-        if (
-            state.ctx is None
-            or state.tentative is not None
-            or state.tracker.infer(rec.seq or 0) != rec.seq64
-        ):
-            return self.process(frame)  # the worker guessed another ESN high half: redo here
-        state.tracker.commit(rec.seq64)
-        state.proven = True  # the worker verified it (ok or bad_trailer)
-        self.adopted += 1
-        pkt = PacketContext(rec, frame.data[at : at + ip.total_len], ip, flow, iv, head, at=at)
-        return self._emit(rec, pkt, frame.ts_ns)
+            return tuple(self._release(expired))
+        return (rec,)
 
     def _unblock(self) -> list[Expired]:
         """Too many records wait behind the oldest held one: stop waiting for it."""
@@ -275,9 +210,7 @@ class FrameAnalyzer:
                 rec.detail = detail
                 self._holds.release(n)
 
-    def _analyze(
-        self, frame: Frame, rec: PacketRecord, reassemble: bool = True
-    ) -> PacketContext | None:
+    def _analyze(self, frame: Frame, rec: PacketRecord) -> PacketContext | None:
         """Fill ``rec``; the packet for the checks when the frame carries ESP."""
         cut = frame.caplen < frame.wirelen
         try:
@@ -290,8 +223,6 @@ class FrameAnalyzer:
             rec.ip_version, rec.src, rec.dst = ip.version, self._name(ip.src), self._name(ip.dst)
             if ip.frag_id is None:
                 return self._datagram(rec, ip, data[: ip.total_len], link.offset)
-            if not reassemble:
-                raise _NeedsState
             return self._fragment(frame, rec, ip, data, cut)
         except Truncated as exc:
             rec.verdict = Verdict.TRUNCATED if cut else Verdict.UNDECODABLE
@@ -514,31 +445,3 @@ class FrameAnalyzer:
         problem = pkt.apply_plaintext(plain)
         if problem:
             rec.detail += f"; trailer: {problem}"
-
-
-def iter_records(
-    items: Iterable[Frame | DecryptionSecrets],
-    analyzer: FrameAnalyzer,
-    process: Callable[[Frame], Records] | None = None,
-) -> Iterator[PacketRecord]:
-    """One record per frame of ``items``, in capture order.
-
-    When the iterator is exhausted, ``analyzer.findings`` holds every
-    check's findings. ``process`` replaces ``analyzer.process`` (parallel.py
-    passes one that adopts what worker processes decoded).
-    """
-    handle = process or analyzer.process
-    try:
-        for item in items:
-            if isinstance(item, Frame):
-                out = handle(item)
-                if isinstance(out, list):
-                    yield from out
-                else:
-                    yield out
-            else:
-                analyzer.add_secrets(item)
-    except InputError:  # a damaged capture or a bad secrets block
-        yield from analyzer.finish()  # what was read is still reported, held records too
-        raise
-    yield from analyzer.finish()

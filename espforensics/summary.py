@@ -382,8 +382,8 @@ class SummaryBuilder:
         acc.last_time = int(rows.ts_ns[idx[-1]]) / 1e9
         acc.verdicts[Verdict.OK] += len(idx)
         if acc.first_seq64 is None:
-            acc.first_seq64 = rows.seq64[idx[0]]
-        acc.last_seq64 = rows.seq64[idx[-1]]
+            acc.first_seq64 = int(rows.seq64[idx[0]])
+        acc.last_seq64 = int(rows.seq64[idx[-1]])
         nh = rows.next_header[idx]
         ip = int(np.isin(nh, (4, 41)).sum())
         acc.ip_payloads += ip

@@ -87,27 +87,23 @@ def _nullable(values: np.ndarray, present: np.ndarray) -> pa.Array:
     return pa.array(values, type=pa.int64(), mask=~present)
 
 
+_HEX = np.array([f"{i:02x}" for i in range(256)], dtype=object)
+
+
+def _hex(rows: np.ndarray) -> list[str]:
+    """Each row of bytes as lowercase hex (what ``bytes.hex`` gives)."""
+    if not len(rows):
+        return []
+    return ["".join(r) for r in _HEX[rows].tolist()]
+
+
 def steady_table(rows: SteadyRows) -> pa.Table:
     """The packets table of a steady run: its ``ok`` packets' columns and its records,
     interleaved by frame number (every column as ``records_to_table`` makes it)."""
     n = len(rows.frame)
-    flows = rows.flows
-    flow = rows.flow
-    src = [flows[i].src for i in flow.tolist()]
-    dst = [flows[i].dst for i in flow.tolist()]
-    alg = [rows.algorithm[i] for i in flow.tolist()]
-    inner = rows.inner
-    sport = np.fromiter((-1 if i.sport is None else i.sport for i in inner), np.int64, n)
-    dport = np.fromiter((-1 if i.dport is None else i.dport for i in inner), np.int64, n)
-    seq64 = pa.array(rows.seq64, type=pa.uint64())
-    hi = np.fromiter((s >> 32 for s in rows.seq64), np.int64, n)
-    const = {
-        "verdict": "ok",
-        "leaked_hex": "",
-        "leaked_fields": "",
-        "seq_anomaly": "",
-        "detail": "",
-    }
+    flow = rows.flow.tolist()
+    names = rows.flows
+    seq64 = rows.seq64
     cols: dict[str, pa.Array] = {
         "frame": pa.array(rows.frame, pa.int64()),
         "time": pa.array(rows.ts_ns / 1e9, pa.float64()),
@@ -115,32 +111,33 @@ def steady_table(rows: SteadyRows) -> pa.Table:
         "len": pa.array(rows.wirelen, pa.int64()),
         "proto": pa.array(np.where(rows.udp, "esp-udp", "esp").astype(object), pa.string()),
         "ip_version": pa.array(rows.ip_version, pa.int64()),
-        "src": pa.array(src, pa.string()),
-        "dst": pa.array(dst, pa.string()),
+        "src": pa.array([names[i].src for i in flow], pa.string()),
+        "dst": pa.array([names[i].dst for i in flow], pa.string()),
         "udp_sport": _nullable(rows.udp_sport, rows.udp),
         "udp_dport": _nullable(rows.udp_dport, rows.udp),
         "spi": pa.array(rows.spi, pa.int64()),
-        "algorithm": pa.array(alg, pa.string()),
+        "algorithm": pa.array([rows.algorithm[i] for i in flow], pa.string()),
         "seq": pa.array(rows.seq, pa.int64()),
-        "seq64": seq64,
-        "seq_hi_verified": _nullable(hi, rows.esn),
-        "iv": pa.array([iv.hex() for iv in rows.iv], pa.string()),
+        "seq64": pa.array(seq64, pa.uint64()),
+        "seq_hi_verified": _nullable((seq64 >> np.uint64(32)).astype(np.int64), rows.esn),
+        "iv": pa.array(_hex(rows.iv), pa.string()),
         "esp_offset": pa.array(rows.esp_offset, pa.int64()),
         "expected_offset": pa.array(rows.esp_offset, pa.int64()),
         "esp_len": pa.array(rows.esp_len, pa.int64()),
         "pad_len": pa.array(rows.pad_len, pa.int64()),
         "next_header": pa.array(rows.next_header, pa.int64()),
         "payload_len": pa.array(rows.payload_len, pa.int64()),
-        "inner_proto": pa.array([i.proto for i in inner], pa.string()),
-        "inner_src": pa.array([i.src for i in inner], pa.string()),
-        "inner_dst": pa.array([i.dst for i in inner], pa.string()),
-        "inner_sport": _nullable(sport, sport >= 0),
-        "inner_dport": _nullable(dport, dport >= 0),
+        "inner_proto": pa.array(rows.inner_proto, pa.string()),
+        "inner_src": pa.array(rows.inner_src, pa.string()),
+        "inner_dst": pa.array(rows.inner_dst, pa.string()),
+        "inner_sport": _nullable(rows.inner_sport, rows.inner_sport >= 0),
+        "inner_dport": _nullable(rows.inner_dport, rows.inner_dport >= 0),
         "iv_reused": pa.array(np.zeros(n, np.bool_), pa.bool_()),
         "iv_seq_delta": _nullable(np.zeros(n, np.int64), rows.counter),
     }
-    for name, value in const.items():
-        cols[name] = pa.array([value] * n, pa.string())
+    for name in ("leaked_hex", "leaked_fields", "seq_anomaly", "detail"):
+        cols[name] = pa.array(np.full(n, "", dtype=object), pa.string())
+    cols["verdict"] = pa.array(np.full(n, "ok", dtype=object), pa.string())
     arrays = [
         cols[name] if name in cols else pa.nulls(n, PACKET_SCHEMA.field(name).type)
         for name in PACKET_COLUMNS

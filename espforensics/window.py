@@ -15,16 +15,19 @@ are still in it, and a chunk that falls out unread costs nothing more.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 V = TypeVar("V")
 
 
 @dataclass(frozen=True, slots=True)
 class _Chunk(Generic[V]):
-    keys: Sequence[int]
+    keys: npt.NDArray[np.uint64]
     make: Callable[[int], V]  # the value of the entry at a position of ``keys``
 
 
@@ -50,8 +53,9 @@ class RecentWindow(Generic[V]):
             entries.popitem(last=False)
             skip -= 1
         for chunk in self._chunks:
-            for i in range(skip, len(chunk.keys)):
-                entries[chunk.keys[i]] = chunk.make(i)
+            keys = chunk.keys.tolist()
+            for i in range(skip, len(keys)):
+                entries[keys[i]] = chunk.make(i)
             skip = max(0, skip - len(chunk.keys))
         self._chunks.clear()
         self._pending = 0
@@ -80,9 +84,9 @@ class RecentWindow(Generic[V]):
         if len(entries) > self.size:
             entries.popitem(last=False)
 
-    def put_many(self, keys: Sequence[int], make: Callable[[int], V]) -> None:
+    def put_many(self, keys: npt.NDArray[np.uint64], make: Callable[[int], V]) -> None:
         """Add entries whose keys are new to the window, oldest first, values built lazily."""
-        if not keys:
+        if not len(keys):
             return
         self._chunks.append(_Chunk(keys, make))
         self._pending += len(keys)

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 import pytest
 
 from espforensics import pipeline
+from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
 from espforensics.model import Frame, Verdict
-from espforensics.pipeline import FrameAnalyzer, Options, iter_records
+from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import build_scenario
 
 ARP = bytes(12) + b"\x08\x06" + bytes(28)

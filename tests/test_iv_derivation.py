@@ -24,10 +24,11 @@ from espforensics.capture import open_capture
 from espforensics.checks.context import Flow, Holds, PacketContext, SaState
 from espforensics.checks.iv_derivation import SPAN, WINDOW, IvDerivationCheck, choose_constant
 from espforensics.decode.ip import OuterIp
+from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable, Secret, SecurityAssociation, load_sas
 from espforensics.keys.sa import RFC4106
 from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Severity, Verdict
-from espforensics.pipeline import FrameAnalyzer, Options, iter_records
+from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import SCENARIOS, build_scenario
 
 M64 = (1 << 64) - 1

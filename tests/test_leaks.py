@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from espforensics.checks.leaks import clear_ip_header, name_fields
 from espforensics.crypto import AeadContext
+from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.model import FindingKind, Frame, Verdict
-from espforensics.pipeline import FrameAnalyzer, Options, iter_records
+from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import build_scenario
 
 ETH, HDR = 14, 16  # Ethernet header; ESP header + IV

@@ -11,9 +11,10 @@ from functools import cache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
 from espforensics.model import Frame, Verdict
-from espforensics.pipeline import FrameAnalyzer, Options, iter_records
+from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import Scenario, build_scenario
 
 LINKTYPES = [0, 1, 12, 101, 108, 113, 228, 229, 276, 147]

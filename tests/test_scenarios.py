@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from espforensics import analyze
+from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
 from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Proto, Verdict
-from espforensics.pipeline import FrameAnalyzer, Options, iter_records
+from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import SCENARIOS, Scenario, build_scenario, write_scenario
 
 

@@ -16,9 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 from espforensics.cli import app
+from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Severity, Verdict
-from espforensics.pipeline import FrameAnalyzer, Options, iter_records
+from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import SCENARIOS, build_scenario
 
 CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"

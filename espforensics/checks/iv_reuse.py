@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from espforensics.checks.context import HEAD_LEN, PacketContext, SaState
 from espforensics.crypto import IV_LEN, key_fingerprint
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.intervals import IntervalSet, U64Set
+from espforensics.intervals import U64, IntervalSet, U64Set
 from espforensics.keys.sa import SaTable
 from espforensics.model import Finding, FindingKind, Severity
 from espforensics.window import RecentWindow
@@ -104,6 +104,7 @@ class IvReuseCheck:
     """Tracks IVs per key group and reports every one used twice."""
 
     name = "iv_reuse"
+    RUNS_BEFORE_HASH = _RUNS_BEFORE_HASH
 
     def __init__(self, sas: SaTable) -> None:
         self._sas = sas
@@ -144,15 +145,7 @@ class IvReuseCheck:
         return group if group is not None and group.hashed is None else None
 
     @staticmethod
-    def steady_room(group: _Group, new_runs: int) -> bool:
-        """May values that start ``new_runs`` runs be added in bulk? Not if the group
-        would switch to hashing on the way (``_Group.seen``)."""
-        return len(group.runs) + new_runs <= _RUNS_BEFORE_HASH
-
-    @staticmethod
-    def observe_steady(
-        group: _Group, ivs: Sequence[int], values: Sequence[int], uses: Uses
-    ) -> None:
+    def observe_steady(group: _Group, ivs: U64, values: U64, uses: Uses) -> None:
         """What ``observe`` does for packets whose IVs are new to the group, in bulk.
 
         ``values`` are ``iv ^ group.const``, rising and above every value seen,

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from espforensics.checks.context import Flow, PacketContext, PerFlow
-from espforensics.intervals import IntervalSet
+from espforensics.intervals import U64, IntervalSet
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 from espforensics.window import RecentWindow
 
@@ -96,13 +96,13 @@ class SequenceCheck:
         return self._sas.known(flow)
 
     @staticmethod
-    def observe_steady(sa: _Sa, seq64s: Sequence[int], digests: Sequence[bytes]) -> None:
+    def observe_steady(sa: _Sa, seq64s: U64, digests: Sequence[bytes]) -> None:
         """What ``observe`` does for rising sequence numbers above the top, in one high half.
 
         None is a duplicate or a reorder, and no wrap is crossed: no column changes.
         """
         sa.seen.extend_above(seq64s)
-        sa.top = seq64s[-1]
+        sa.top = int(seq64s[-1])
         sa.digests.put_many(seq64s, digests.__getitem__)
 
     def counts(self) -> dict[tuple[int, str, str], tuple[int, int, int]]:

@@ -39,8 +39,23 @@ def ntop(addr: bytes) -> str:
     return socket.inet_ntop(socket.AF_INET if len(addr) == 4 else socket.AF_INET6, addr)
 
 
+def l4_name(proto: int) -> str:
+    """The ``inner_proto`` of an upper-layer header of protocol ``proto``."""
+    return _NAMES.get(proto) or protocol_name(proto).lower()
+
+
+def fragment_name(proto: int) -> str:
+    """The ``inner_proto`` of a non-first inner IP fragment (no upper-layer header in it)."""
+    return _NAMES.get(proto, str(proto))
+
+
+def has_ports(proto: int) -> bool:
+    """Does an upper-layer header of ``proto`` start with source and destination ports?"""
+    return proto in _PORTS
+
+
 def _l4(proto: int, data: bytes, src: str, dst: str) -> Inner:
-    name = _NAMES.get(proto) or protocol_name(proto).lower()
+    name = l4_name(proto)
     if proto in _PORTS:
         if len(data) < 4:
             raise Truncated(f"inner {name} header cut at {len(data)} bytes")
@@ -54,8 +69,6 @@ def parse_inner(next_header: int, payload: bytes, outer_src: str, outer_dst: str
     if next_header in (4, 41):
         ip = parse_ip(payload)
         if ip.frag_id is not None and ip.frag_offset:
-            return Inner(
-                _NAMES.get(ip.proto, str(ip.proto)), ntop(ip.src), ntop(ip.dst), None, None
-            )
+            return Inner(fragment_name(ip.proto), ntop(ip.src), ntop(ip.dst), None, None)
         return _l4(ip.proto, payload[ip.header_len : ip.total_len], ntop(ip.src), ntop(ip.dst))
     return _l4(next_header, payload, outer_src, outer_dst)

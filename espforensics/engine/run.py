@@ -6,8 +6,9 @@ In: the items of an open capture (``Frame`` and ``DecryptionSecrets``), a
 ``iter_rows`` yields ``PacketRecord`` (a frame of the per-frame path) and
 ``SteadyRows`` (a run of frames of the steady lane, with the frames
 between them that carry no ESP), together one row per frame, in capture
-order. Raises what ``pipeline.iter_records`` raises, at the same point,
-after yielding every row it could.
+order. Raises ``KeyFileError`` for a bad Decryption Secrets Block and
+lets the capture's own errors through, after yielding every row it could
+(the held records included).
 
 Per batch of ``Options.batch_frames`` frames (a Decryption Secrets Block
 ends a batch: the SAs it loads apply from the next frame on):
@@ -26,8 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from espforensics.crypto import AeadContext
-from espforensics.engine.steady import Plan, SteadyLane, SteadyRows
+from espforensics.engine.steady import OpenJob, Plan, SteadyLane, SteadyRows
 from espforensics.engine.wire import FrameBatch, WireColumns, parse
 from espforensics.errors import InputError
 from espforensics.model import DecryptionSecrets, Frame, PacketRecord
@@ -35,11 +35,11 @@ from espforensics.pipeline import FrameAnalyzer, Options
 
 Row = PacketRecord | SteadyRows
 _MIN_SHARE = 64  # packets a thread gets at the least: below it, one thread opens them all
-OpenJob = tuple[AeadContext, int, bytes, memoryview]
 
 
-def _open_all(jobs: Sequence[OpenJob]) -> list[bytes | None]:
-    return [ctx.open(seq64, iv, sealed) for ctx, seq64, iv, sealed in jobs]
+def _open(job: OpenJob) -> list[bytes | None]:
+    ctx, seq64, ivs, sealed = job
+    return ctx.open_many(seq64, ivs, sealed)
 
 
 class _Opener:
@@ -48,14 +48,24 @@ class _Opener:
     def __init__(self, pool: ThreadPoolExecutor | None, threads: int) -> None:
         self._pool, self._threads = pool, threads
 
-    def __call__(self, jobs: Sequence[OpenJob]) -> list[bytes | None]:
-        if self._pool is None or len(jobs) < 2 * _MIN_SHARE:
-            return _open_all(jobs)
-        share = -(-len(jobs) // self._threads)
-        parts = [jobs[i : i + share] for i in range(0, len(jobs), share)]
-        out: list[bytes | None] = []
-        for part in self._pool.map(_open_all, parts):
-            out.extend(part)
+    def __call__(self, jobs: Sequence[OpenJob]) -> list[list[bytes | None]]:
+        total = sum(len(job[3]) for job in jobs)
+        if self._pool is None or total < 2 * _MIN_SHARE:
+            return [_open(job) for job in jobs]
+        share = max(_MIN_SHARE, -(-total // self._threads))
+        parts: list[OpenJob] = []
+        counts: list[int] = []  # parts per job
+        for ctx, seq64, ivs, sealed in jobs:
+            cuts = range(0, len(sealed), share)
+            parts.extend(
+                (ctx, seq64[i : i + share], ivs[i : i + share], sealed[i : i + share]) for i in cuts
+            )
+            counts.append(len(cuts))
+        done = list(self._pool.map(_open, parts))
+        out, at = [], 0
+        for k in counts:
+            out.append([p for part in done[at : at + k] for p in part])
+            at += k
         return out
 
 
@@ -102,18 +112,11 @@ class Engine:
         lane = self._lane
         if lane is None or not self._an.sas.has_usable_key():
             for frame in frames:
-                yield from self._one(frame)
+                yield from self._an.process(frame)
             return
         batch = FrameBatch.of(tuple(frames))
         wire = parse(batch, self._an.natt_ports)
         yield from self._segments(lane, batch, wire, lane.plan(batch, wire, self._open))
-
-    def _one(self, frame: Frame) -> Iterator[PacketRecord]:
-        out = self._an.process(frame)
-        if isinstance(out, list):
-            yield from out
-        else:
-            yield out
 
     def _segments(
         self, lane: SteadyLane, batch: FrameBatch, wire: WireColumns, plan: Plan
@@ -128,7 +131,7 @@ class Engine:
                 if taken[i]:
                     rows.append(i)
                 else:
-                    records.extend(self._one(frame))  # no ESP: touches no state
+                    records.extend(self._an.process(frame))  # no ESP: touches no state
                 continue
             if rows:
                 yield lane.apply(batch, wire, plan, rows, tuple(records))
@@ -137,10 +140,10 @@ class Engine:
                 yield from records
                 records = []
             an.touched.clear()
-            yield from self._one(frame)
+            yield from self._an.process(frame)
             for state in an.touched:
                 unit = plan.unit_of.get(state)
-                if unit is not None and plan.row_unit.get(i) is not unit:
+                if unit is not None and plan.unit_of_row(i) is not unit:
                     plan.invalidate(unit, i)  # the plan did not count on this frame
         if rows:
             yield lane.apply(batch, wire, plan, rows, tuple(records))

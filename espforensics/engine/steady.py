@@ -1,15 +1,15 @@
 """The steady lane: the packets of SAs in a steady state, checked over a batch's columns.
 
 In: a ``FrameBatch`` and its ``WireColumns``, the ``FrameAnalyzer`` (its
-flows, SA states and checks) and a pool that opens packets. Out: a
-``Plan`` (which frames of the batch the lane takes, with everything their
-rows need), and, per segment of the batch, ``apply`` commits the
-segment's packets to the checks' state in bulk and returns the segment's
-``SteadyRows``. Raises nothing.
+flows, SA states and checks) and a function that opens packets. Out: a
+``Plan`` (which frames of the batch the lane takes, with their columns),
+and per run of the batch, ``apply`` commits the run's packets to the
+checks' state in bulk and returns the run's ``SteadyRows``. Raises nothing.
 
 A packet is the lane's only when every check would treat it as the plain
-case, which the lane proves before it takes it (the rest of its SA's
-packets in the batch then go through the per-frame path, the reference):
+case, which the lane proves before it takes it (from the first packet that
+is not, the rest of its key group's packets in the batch go through the
+per-frame path, the reference):
 - its SA has a usable key that verified a packet already, is not waiting
   for its ESN place, and every check has seen the SA before;
 - its seq64 is what RFC 4303 A2.2's inference gives from the SA's top,
@@ -19,9 +19,9 @@ packets in the batch then go through the per-frame path, the reference):
   the group has seen (no reuse), the group still counting in runs;
 - its IV was built from its own seq64 (or the SA's IVs follow no counter);
 - its ICV verifies, its trailer is sound, its inner headers decode, and
-  its ciphertext does not equal its plaintext (the leak check's test).
+  its ciphertext does not equal its plaintext (plain.py).
 Plans are made per key group ("unit": the SAs that share one key) and
-hold while no other frame reaches the group's SAs (``invalidate``).
+hold while no other frame reaches the group's SAs (``Plan.invalidate``).
 """
 
 from __future__ import annotations
@@ -42,16 +42,20 @@ from espforensics.checks.leaks import MIN_RUN
 from espforensics.checks.sequence import SequenceCheck
 from espforensics.crypto import IV_LEN, AeadContext
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.decode.inner import Inner, parse_inner
+from espforensics.engine.plain import PlainColumns, Strs, decode_plaintexts
 from espforensics.engine.wire import ADDR_LEN, I64, FrameBatch, Mask, WireColumns
-from espforensics.errors import MalformedPacket
 from espforensics.model import PacketRecord
 from espforensics.pipeline import FrameAnalyzer
-from espforensics.trailer import parse_trailer
 
+C = TypeVar("C")
+U64 = npt.NDArray[np.uint64]
+Index = npt.NDArray[np.intp]
 _LOW = 0xFFFFFFFF
 _HALF = 1 << 31
-Opener = Callable[[Sequence[tuple[AeadContext, int, bytes, memoryview]]], list[bytes | None]]
+# One SA's packets to open: its context, their seq64s, IVs (rows) and sealed bytes.
+OpenJob = tuple[AeadContext, npt.NDArray[np.uint64], npt.NDArray[np.uint8], list[memoryview]]
+Opener = Callable[[Sequence[OpenJob]], list[list[bytes | None]]]
+_SEALED = HEAD_LEN  # ciphertext and ICV bytes the lane needs at the least (the evidence)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +64,7 @@ class SteadyRows:
 
     ``records`` are the frames of the run that carry no ESP (processed per
     frame; they touch no state); the rest are the lane's, one array entry
-    each. ``frame`` of both interleave by frame number.
+    each. The two interleave by frame number.
     """
 
     records: tuple[PacketRecord, ...]
@@ -76,15 +80,19 @@ class SteadyRows:
     udp_dport: I64
     spi: I64
     seq: I64
-    seq64: tuple[int, ...]
+    seq64: U64
     esn: Mask  # seq_hi_verified is set (ESN SAs)
-    iv: tuple[bytes, ...]
+    iv: npt.NDArray[np.uint8]  # rows of IV_LEN bytes
     esp_offset: I64
     esp_len: I64
     pad_len: I64
     next_header: I64
     payload_len: I64
-    inner: tuple[Inner, ...]
+    inner_proto: Strs
+    inner_src: Strs
+    inner_dst: Strs
+    inner_sport: I64  # -1: empty
+    inner_dport: I64
     counter: Mask  # iv_seq_delta is 0 (else empty: the SA's IVs follow no counter)
     algorithm: tuple[str, ...]  # per flow
 
@@ -98,36 +106,46 @@ class _Unit:
     """The SAs of one key group in a batch, and the rows the lane takes of them."""
 
     group: IvGroup
-    rows: list[int] = field(default_factory=list)  # batch rows, capture order
+    rows: list[int] = field(default_factory=list)  # candidate positions, capture order
     cut: int = 0  # rows[:cut] are the lane's
 
 
 @dataclass(slots=True)
 class Plan:
-    """Which rows of a batch the lane takes, and what their columns hold."""
+    """Which rows of a batch the lane takes, and what their columns hold.
+
+    Arrays indexed by candidate position (``cand`` maps a batch row to it):
+    the batch's frames in a common layout, in capture order.
+    """
 
     taken: list[bool]  # per batch row
-    unit_of: dict[SaState, _Unit]
-    row_unit: dict[int, _Unit]
-    flow_of: dict[int, Flow]  # batch row -> flow, for the lane's rows
-    seq64: dict[int, int]
-    iv: dict[int, bytes]
-    plain: dict[int, bytes]
-    inner: dict[int, Inner]
-    trailer: dict[int, tuple[int, int, int]]  # payload_len, pad_len, next_header
-    counter: dict[int, bool]
+    cand: I64  # per batch row: its candidate position, or -1
+    rows: Index = field(default_factory=lambda: np.zeros(0, np.intp))  # position -> batch row
+    flows: list[Flow] = field(default_factory=list)
+    flow: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # position -> flows index
+    unit: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # position -> unit, or -1
+    units: list[_Unit] = field(default_factory=list)
+    unit_of: dict[SaState, _Unit] = field(default_factory=dict)
+    seq64: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
+    iv: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
+    iv_bytes: npt.NDArray[np.uint8] = field(default_factory=lambda: np.zeros((0, 8), np.uint8))
+    counter: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))
+    icv: list[bytes] = field(default_factory=list)  # per position: the ICV (the digest)
+    plain_at: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # position -> opened
+    heads: list[bytes] = field(default_factory=list)  # per opened: plaintext's first bytes
+    cts: list[bytes] = field(default_factory=list)  # per opened: ciphertext's first bytes
+    columns: PlainColumns | None = None  # per opened
 
-    esp_at: list[int] = field(default_factory=list)  # per batch row: its ESP header in the buffer
-    end: list[int] = field(default_factory=list)  # per batch row: its datagram's end
+    def unit_of_row(self, row: int) -> _Unit | None:
+        pos = int(self.cand[row])
+        return self.units[int(self.unit[pos])] if pos >= 0 and self.unit[pos] >= 0 else None
 
     def invalidate(self, unit: _Unit, after: int) -> None:
         """A frame outside the plan reached the unit's SAs: its rows after ``after`` go back."""
-        for row in unit.rows[: unit.cut]:
+        for pos in unit.rows[: unit.cut]:
+            row = int(self.rows[pos])
             if row > after:
                 self.taken[row] = False
-
-
-C = TypeVar("C")
 
 
 class SteadyLane:
@@ -144,50 +162,65 @@ class SteadyLane:
     # -- planning -------------------------------------------------------------
     def plan(self, batch: FrameBatch, wire: WireColumns, opener: Opener) -> Plan:
         """The rows of ``batch`` the lane takes, opened with ``opener``."""
-        plan = Plan([False] * len(batch.frames), {}, {}, {}, {}, {}, {}, {}, {}, {})
+        n = len(batch.frames)
+        plan = Plan([False] * n, np.full(n, -1, np.int64))
         rows = np.flatnonzero(wire.steady)
         if not len(rows):
             return plan
-        l3 = batch.start + wire.l3
-        plan.esp_at, plan.end = (l3 + wire.esp_offset).tolist(), (l3 + wire.total_len).tolist()
-        units: dict[int, _Unit] = {}
-        eligible: dict[SaState, _Unit | None] = {}
-        for row, flow in zip(rows.tolist(), self._flows(wire, rows), strict=True):
-            state = flow.state
-            if state not in eligible:
-                group = self._eligible(flow)
-                unit = None if group is None else units.get(id(group))
-                if group is not None and unit is None:
-                    unit = units[id(group)] = _Unit(group)
-                eligible[state] = unit
-            unit = eligible[state]
-            if unit is not None and self._seq.steady_sa(flow) is not None:
-                unit.rows.append(row)
-                plan.flow_of[row] = flow
-        plan.unit_of = {s: u for s, u in eligible.items() if u is not None}
-        jobs: list[tuple[AeadContext, int, bytes, memoryview]] = []
-        opened: list[int] = []
-        mv = memoryview(batch.buf)
-        for unit in units.values():
-            unit.cut = self._prefix(unit, plan, batch, wire)
-            for row in unit.rows[: unit.cut]:
-                ctx = plan.flow_of[row].state.ctx
-                assert ctx is not None  # _eligible
-                at = plan.esp_at[row] + ESP_HEADER_LEN + IV_LEN
-                jobs.append((ctx, plan.seq64[row], plan.iv[row], mv[at : plan.end[row]]))
-                opened.append(row)
-        for row, plain in zip(opened, opener(jobs), strict=True):
-            if plain is not None:
-                plan.plain[row] = plain
-        for unit in units.values():
-            unit.cut = self._verified(unit, plan, batch, wire)
-            for row in unit.rows[: unit.cut]:
-                plan.taken[row] = True
-                plan.row_unit[row] = unit
+        plan.rows = rows
+        plan.cand[rows] = np.arange(len(rows))
+        plan.flows, plan.flow = self._flows(wire, rows)
+        self._units(plan)
+        if not plan.units:
+            return plan
+        buf, at = batch.buf, batch.start[rows] + wire.l3[rows] + wire.esp_offset[rows]
+        view = np.frombuffer(buf, np.uint8)
+        plan.iv_bytes = view[(at + ESP_HEADER_LEN)[:, None] + np.arange(IV_LEN)]
+        plan.iv = plan.iv_bytes.copy().view(">u8").ravel().astype(np.uint64)
+        plan.counter = np.zeros(len(rows), np.bool_)
+        end_a = batch.start[rows] + wire.l3[rows] + wire.total_len[rows]
+        sealed_at_a = at + ESP_HEADER_LEN + IV_LEN
+        end, sealed_at = end_a.tolist(), sealed_at_a.tolist()
+        plan.seq64 = np.zeros(len(rows), np.uint64)
+        sealed = end_a - sealed_at_a
+        for unit in plan.units:
+            unit.cut = self._prefix(unit, plan, wire, sealed)
+        opened_parts: list[Index] = []
+        jobs: list[OpenJob] = []
+        mv = memoryview(buf)
+        for unit in plan.units:
+            pos = np.asarray(unit.rows[: unit.cut], np.intp)
+            flow = plan.flow[pos]
+            for f in np.unique(flow).tolist():
+                own = pos[flow == f]
+                spans = zip(sealed_at_a[own].tolist(), end_a[own].tolist(), strict=True)
+                sealed_views = [mv[a:b] for a, b in spans]
+                jobs.append(
+                    (_ctx(plan.flows[f]), plan.seq64[own], plan.iv_bytes[own], sealed_views)
+                )
+                opened_parts.append(own)
+        opened = np.concatenate(opened_parts).tolist() if opened_parts else []
+        plains = [p for part in opener(jobs) for p in part]
+        plan.plain_at = np.full(len(rows), -1, np.int64)
+        good = [i for i, p in enumerate(plains) if p is not None]
+        plan.plain_at[[opened[i] for i in good]] = np.arange(len(good))
+        texts: list[bytes] = [p for p in plains if p is not None]
+        plan.heads = [t[:HEAD_LEN] for t in texts]
+        plan.cts = [buf[sealed_at[opened[i]] : sealed_at[opened[i]] + HEAD_LEN] for i in good]
+        src = np.array([plan.flows[plan.flow[opened[i]]].src for i in good], dtype=object)
+        dst = np.array([plan.flows[plan.flow[opened[i]]].dst for i in good], dtype=object)
+        plan.columns = decode_plaintexts(texts, src, dst, [c[:MIN_RUN] for c in plan.cts])
+        plan.icv = [b""] * len(rows)
+        for unit in plan.units:
+            unit.cut = self._verified(unit, plan)
+            for p in unit.rows[: unit.cut]:
+                plan.taken[int(rows[p])] = True
+                ctx = _ctx(plan.flows[plan.flow[p]])
+                plan.icv[p] = buf[end[p] - ctx.icv_len : end[p]]
         return plan
 
-    def _flows(self, wire: WireColumns, rows: npt.NDArray[np.intp]) -> list[Flow]:
-        """The flow of each row: one lookup per distinct (SPI, version, addresses)."""
+    def _flows(self, wire: WireColumns, rows: Index) -> tuple[list[Flow], I64]:
+        """The distinct flows of the rows, and each row's: one lookup per distinct key."""
         key = np.empty((len(rows), 5 + 2 * ADDR_LEN), np.uint8)
         spi = wire.spi[rows]
         for k in range(4):
@@ -196,14 +229,33 @@ class SteadyLane:
         key[:, 5:] = wire.addrs[rows]
         packed = key.view(np.dtype((np.void, key.shape[1]))).ravel()
         _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
-        looked: list[Flow] = []
+        flows: list[Flow] = []
         for i in first.tolist():
             row = int(rows[i])
             width = 4 if wire.ip_version[row] == 4 else ADDR_LEN
             addrs = wire.addrs[row]
             src, dst = addrs[:width].tobytes(), addrs[ADDR_LEN : ADDR_LEN + width].tobytes()
-            looked.append(self._an.flow_for(int(wire.spi[row]), src, dst))
-        return [looked[u] for u in inverse.ravel().tolist()]
+            flows.append(self._an.flow_for(int(wire.spi[row]), src, dst))
+        return flows, inverse.ravel().astype(np.int64)
+
+    def _units(self, plan: Plan) -> None:
+        """Each flow's unit (its key group, when its SA is in the steady state)."""
+        by_group: dict[int, int] = {}
+        unit_of_flow = np.full(len(plan.flows), -1, np.int64)
+        for f, flow in enumerate(plan.flows):
+            group = self._eligible(flow)
+            if group is None:
+                continue
+            u = by_group.get(id(group))
+            if u is None:
+                u = by_group[id(group)] = len(plan.units)
+                plan.units.append(_Unit(group))
+            unit_of_flow[f] = u
+            plan.unit_of[flow.state] = plan.units[u]
+        plan.unit = unit_of_flow[plan.flow]
+        for pos, u in enumerate(plan.unit.tolist()):
+            if u >= 0:
+                plan.units[u].rows.append(pos)
 
     def _eligible(self, flow: Flow) -> IvGroup | None:
         """The key group of a flow whose SA is in the steady state, else None."""
@@ -216,74 +268,65 @@ class SteadyLane:
             or not state.tracker.placed
             or not self._key.steady_known(state)
             or self._ivd.steady_sa(flow) is None
+            or self._seq.steady_sa(flow) is None
         ):
             return None
         return self._ivr.steady_group(state)
 
-    def _prefix(self, unit: _Unit, plan: Plan, batch: FrameBatch, wire: WireColumns) -> int:
+    def _prefix(self, unit: _Unit, plan: Plan, wire: WireColumns, sealed: I64) -> int:
         """How many of the unit's rows pass the tests that need no decryption."""
-        rows = unit.rows
-        by_state: dict[SaState, list[int]] = {}
-        for row in rows:
-            by_state.setdefault(plan.flow_of[row].state, []).append(row)
-        for state, own in by_state.items():
+        pos = np.asarray(unit.rows, np.intp)
+        flow = plan.flow[pos]
+        seq = wire.seq[plan.rows[pos]].astype(np.uint64)
+        bad = np.zeros(len(pos), np.bool_)
+        states: dict[SaState, list[int]] = {}
+        for f in np.unique(flow).tolist():
+            states.setdefault(plan.flows[f].state, []).append(f)
+        for state, own_flows in states.items():
+            mine = np.isin(flow, own_flows)
             top = state.tracker.top
-            cands = [(top & ~_LOW) | int(wire.seq[row]) for row in own]
+            cand = seq[mine] | np.uint64(top & ~_LOW)
+            high, low = int(cand.max()), int(cand.min())
             # RFC 4303 A2.2 gives these very values for every running top in the batch:
-            if max(*cands, top) - min(cands) > _HALF or max(cands) - top > _HALF:
+            if max(high, top) - low > _HALF or high - top > _HALF:
                 return 0  # near a wrap: the per-frame path places them one by one
-            plan.seq64.update(zip(own, cands, strict=True))
-        group = unit.group
-        last_value = group.runs.top()
-        tops: dict[Flow, int] = {}
-        for pos, row in enumerate(rows):
-            flow, seq64 = plan.flow_of[row], plan.seq64[row]
-            seq_sa = self._seq.steady_sa(flow)
-            ivd = self._ivd.steady_sa(flow)
-            assert seq_sa is not None and ivd is not None  # the rows are of known flows
-            if seq64 <= tops.get(flow, seq_sa.top) or seq64 >> 32 != seq_sa.top >> 32:
-                return pos  # a duplicate, a reorder or a wrap: the sequence check's cases
-            tops[flow] = seq64
-            at = plan.esp_at[row] + ESP_HEADER_LEN
-            iv = batch.buf[at : at + IV_LEN]
-            iv_int = int.from_bytes(iv)
-            if iv_int ^ group.const <= last_value:
-                return pos  # maybe a reuse: the IV reuse check's case
-            last_value = iv_int ^ group.const
+            plan.seq64[pos[mine]] = cand
+        for f in np.unique(flow).tolist():
+            mine = flow == f
+            fl = plan.flows[f]
+            cand = plan.seq64[pos[mine]]
+            seq_sa, ivd = self._seq.steady_sa(fl), self._ivd.steady_sa(fl)
+            assert seq_sa is not None and ivd is not None  # _eligible
+            top64 = np.uint64(seq_sa.top)  # >= 0: the flow has been seen
+            prev = np.concatenate(([top64], cand[:-1]))
+            # No duplicate, no reorder, no wrap: the sequence check's plain case.
+            wrong = (cand <= prev) | (cand >> np.uint64(32) != top64 >> np.uint64(32))
             constant = IvDerivationCheck.steady_constant(ivd)
-            if constant is not None and (iv_int & constant[1]) ^ constant[0] != seq64 & constant[1]:
-                return pos  # not built from its own number: the IV derivation's case
-            plan.iv[row] = iv
-            plan.counter[row] = constant is not None
-        return len(rows)
+            if constant is not None:  # the IV built from its own number
+                c, m = np.uint64(constant[0]), np.uint64(constant[1])
+                wrong |= ((plan.iv[pos[mine]] & m) ^ c) != (cand & m)
+                plan.counter[pos[mine]] = True
+            bad[np.flatnonzero(mine)[wrong]] = True
+        value = plan.iv[pos] ^ np.uint64(unit.group.const)
+        prev_v = np.concatenate(([np.uint64(unit.group.runs.top())], value[:-1]))
+        bad |= value <= prev_v  # maybe a reuse: the IV reuse check's case
+        bad |= sealed[pos] < _SEALED
+        return int(np.argmax(bad)) if bad.any() else len(pos)
 
-    def _verified(self, unit: _Unit, plan: Plan, batch: FrameBatch, wire: WireColumns) -> int:
+    def _verified(self, unit: _Unit, plan: Plan) -> int:
         """How many of the unit's planned rows verified and decode as the plain case."""
-        last, new_runs = unit.group.runs.top(), 0
-        for pos, row in enumerate(unit.rows[: unit.cut]):
-            plain = plan.plain.get(row)
-            if plain is None:
-                return pos
-            trailer = parse_trailer(plain)
-            if trailer.problem:
-                return pos
-            at = plan.esp_at[row] + ESP_HEADER_LEN + IV_LEN
-            if batch.buf[at : at + MIN_RUN] == plain[:MIN_RUN]:
-                return pos  # the leak check's case: ciphertext equals plaintext
-            flow = plan.flow_of[row]
-            try:
-                payload = plain[: trailer.payload_len]
-                inner = parse_inner(trailer.next_header, payload, flow.src, flow.dst)
-            except MalformedPacket:
-                return pos
-            value = int.from_bytes(plan.iv[row]) ^ unit.group.const
-            new_runs += value != last + 1 or not len(unit.group.runs)
-            last = value
-            if not IvReuseCheck.steady_room(unit.group, new_runs):
-                return pos
-            plan.inner[row] = inner
-            plan.trailer[row] = (trailer.payload_len, trailer.pad_len, trailer.next_header)
-        return unit.cut
+        cols = plan.columns
+        assert cols is not None
+        pos = np.asarray(unit.rows[: unit.cut], np.intp)
+        if not len(pos):
+            return 0
+        at = plan.plain_at[pos]
+        bad = (at < 0) | ~cols.plain[np.where(at < 0, 0, at)]
+        value = plan.iv[pos] ^ np.uint64(unit.group.const)
+        runs = unit.group.runs
+        fresh = np.concatenate(([value[0] != np.uint64(runs.top() + 1)], np.diff(value) != 1))
+        bad |= len(runs) + np.cumsum(fresh) > IvReuseCheck.RUNS_BEFORE_HASH
+        return int(np.argmax(bad)) if bad.any() else len(pos)
 
     # -- applying -------------------------------------------------------------
     def apply(
@@ -294,43 +337,38 @@ class SteadyLane:
         rows: list[int],
         records: tuple[PacketRecord, ...],
     ) -> SteadyRows:
-        """Commit the lane's ``rows`` (capture order) to the checks; their columns."""
-        by_flow: dict[Flow, list[int]] = {}
-        by_unit: dict[int, list[int]] = {}
-        for row in rows:
-            by_flow.setdefault(plan.flow_of[row], []).append(row)
-            by_unit.setdefault(id(plan.row_unit[row]), []).append(row)
-        for own in by_unit.values():
-            self._commit_unit(batch, wire, plan, own)
-        for flow, own in by_flow.items():
-            seq64s = [plan.seq64[r] for r in own]
-            state = flow.state
-            state.tracker.commit(seq64s[-1])
+        """Commit the lane's ``rows`` (batch rows, capture order) to the checks; their columns."""
+        pos = plan.cand[rows]
+        for u in np.unique(plan.unit[pos]).tolist():
+            self._commit_unit(batch, plan, plan.units[u], pos[plan.unit[pos] == u])
+        flows = plan.flow[pos]
+        for f in np.unique(flows).tolist():
+            own = pos[flows == f]
+            flow = plan.flows[f]
+            seq64s = plan.seq64[own]
+            flow.state.tracker.commit(int(seq64s[-1]))
             seq_sa, ivd = self._seq.steady_sa(flow), self._ivd.steady_sa(flow)
             assert seq_sa is not None and ivd is not None
-            SequenceCheck.observe_steady(seq_sa, seq64s, [_icv(batch, plan, r, flow) for r in own])
+            SequenceCheck.observe_steady(seq_sa, seq64s, [plan.icv[p] for p in own.tolist()])
             IvDerivationCheck.observe_steady(ivd, len(own))
-            self._key.observe_steady(state, len(own))
-        return self._columns(batch, wire, plan, rows, records)
+            self._key.observe_steady(flow.state, len(own))
+        return self._columns(batch, wire, plan, rows, pos, records)
 
-    def _commit_unit(
-        self, batch: FrameBatch, wire: WireColumns, plan: Plan, rows: list[int]
-    ) -> None:
-        group = plan.row_unit[rows[0]].group
-        ivs = [int.from_bytes(plan.iv[r]) for r in rows]
-        cts = []
-        for r in rows:
-            at = plan.esp_at[r] + ESP_HEADER_LEN + IV_LEN
-            cts.append(batch.buf[at : min(at + HEAD_LEN, plan.end[r])])
+    def _commit_unit(self, batch: FrameBatch, plan: Plan, unit: _Unit, pos: I64) -> None:
+        frames = batch.frames
+        at = plan.plain_at[pos].tolist()
+        spis = [plan.flows[f].spi for f in plan.flow[pos].tolist()]
+        rows = plan.rows[pos].tolist()
         uses = Uses(
-            [batch.frames[r].number for r in rows],
-            [int(wire.spi[r]) for r in rows],
-            [plan.seq64[r] for r in rows],
-            [_icv(batch, plan, r, plan.flow_of[r]) for r in rows],
-            cts,
-            [plan.plain[r][:HEAD_LEN] for r in rows],
+            [frames[r].number for r in rows],
+            spis,
+            plan.seq64[pos].tolist(),
+            [plan.icv[p] for p in pos.tolist()],
+            [plan.cts[a] for a in at],
+            [plan.heads[a] for a in at],
         )
-        IvReuseCheck.observe_steady(group, ivs, [iv ^ group.const for iv in ivs], uses)
+        ivs = plan.iv[pos]
+        IvReuseCheck.observe_steady(unit.group, ivs, ivs ^ np.uint64(unit.group.const), uses)
 
     def _columns(
         self,
@@ -338,52 +376,53 @@ class SteadyLane:
         wire: WireColumns,
         plan: Plan,
         rows: list[int],
+        pos: I64,
         records: tuple[PacketRecord, ...],
     ) -> SteadyRows:
         idx = np.asarray(rows, np.intp)
-        flows: dict[Flow, int] = {}
-        flow_idx = [flows.setdefault(plan.flow_of[r], len(flows)) for r in rows]
-        trailers = [plan.trailer[r] for r in rows]
+        local, flow_idx = np.unique(plan.flow[pos], return_inverse=True)
+        flows = tuple(plan.flows[f] for f in local.tolist())
+        cols = plan.columns
+        assert cols is not None
+        at = plan.plain_at[pos]
         frames = batch.frames
+        esn = np.array([_ctx(f).esn for f in flows], np.bool_)
         return SteadyRows(
             records=records,
-            flows=tuple(flows),
+            flows=flows,
             frame=np.fromiter((frames[r].number for r in rows), np.int64, len(rows)),
             ts_ns=np.fromiter((frames[r].ts_ns for r in rows), np.int64, len(rows)),
             caplen=batch.caplen[idx],
             wirelen=np.fromiter((frames[r].wirelen for r in rows), np.int64, len(rows)),
-            flow=np.asarray(flow_idx, np.int64),
+            flow=flow_idx.ravel().astype(np.int64),
             ip_version=wire.ip_version[idx],
             udp=wire.udp[idx],
             udp_sport=wire.udp_sport[idx],
             udp_dport=wire.udp_dport[idx],
             spi=wire.spi[idx],
             seq=wire.seq[idx],
-            seq64=tuple(plan.seq64[r] for r in rows),
-            esn=np.fromiter((_esn(plan.flow_of[r]) for r in rows), np.bool_, len(rows)),
-            iv=tuple(plan.iv[r] for r in rows),
+            seq64=plan.seq64[pos],
+            esn=esn[flow_idx.ravel()],
+            iv=plan.iv_bytes[pos],
             esp_offset=wire.esp_offset[idx],
             esp_len=wire.total_len[idx] - wire.esp_offset[idx],
-            payload_len=np.fromiter((t[0] for t in trailers), np.int64, len(rows)),
-            pad_len=np.fromiter((t[1] for t in trailers), np.int64, len(rows)),
-            next_header=np.fromiter((t[2] for t in trailers), np.int64, len(rows)),
-            inner=tuple(plan.inner[r] for r in rows),
-            counter=np.fromiter((plan.counter[r] for r in rows), np.bool_, len(rows)),
+            pad_len=cols.pad_len[at],
+            next_header=cols.next_header[at],
+            payload_len=cols.payload_len[at],
+            inner_proto=cols.inner_proto[at],
+            inner_src=cols.inner_src[at],
+            inner_dst=cols.inner_dst[at],
+            inner_sport=cols.inner_sport[at],
+            inner_dport=cols.inner_dport[at],
+            counter=plan.counter[pos],
             algorithm=tuple(f.state.sa.algorithm if f.state.sa else "" for f in flows),
         )
 
 
-def _esn(flow: Flow) -> bool:
+def _ctx(flow: Flow) -> AeadContext:
     ctx = flow.state.ctx
-    return ctx is not None and ctx.esn
-
-
-def _icv(batch: FrameBatch, plan: Plan, row: int, flow: Flow) -> bytes:
-    """A verified packet's fingerprint, as ``PacketContext.digest`` gives it: its ICV."""
-    ctx = flow.state.ctx
-    assert ctx is not None
-    end = plan.end[row]
-    return batch.buf[end - ctx.icv_len : end]
+    assert ctx is not None  # the lane takes only SAs with a usable key
+    return ctx
 
 
 def _one(checks: Sequence[object], cls: type[C]) -> C:
