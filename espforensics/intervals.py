@@ -21,6 +21,8 @@ import numpy as np
 import numpy.typing as npt
 
 U64 = npt.NDArray[np.uint64]
+I64 = npt.NDArray[np.int64]
+U8 = npt.NDArray[np.uint8]
 
 
 class IntervalSet:

@@ -87,40 +87,45 @@ def _nullable(values: np.ndarray, present: np.ndarray) -> pa.Array:
     return pa.array(values, type=pa.int64(), mask=~present)
 
 
-_HEX = np.array([f"{i:02x}" for i in range(256)], dtype=object)
+def _hex(rows: np.ndarray) -> pa.Array:
+    """Each row of bytes as lowercase hex (what ``bytes.hex`` gives), as strings."""
+    width = 2 * rows.shape[1]
+    text = np.frombuffer(np.ascontiguousarray(rows).tobytes().hex().encode(), f"S{width}")
+    return pa.array(text, pa.binary(width)).cast(pa.string())
 
 
-def _hex(rows: np.ndarray) -> list[str]:
-    """Each row of bytes as lowercase hex (what ``bytes.hex`` gives)."""
-    if not len(rows):
-        return []
-    return ["".join(r) for r in _HEX[rows].tolist()]
+def _repeat(value: str, n: int) -> pa.Array:
+    return pa.array([value], pa.string()).take(np.zeros(n, np.int64))
+
+
+def _pick(values: list[str], idx: np.ndarray) -> pa.Array:
+    """``values[i]`` for each ``i`` of ``idx``, as strings."""
+    return pa.array(values, pa.string()).take(idx)
 
 
 def steady_table(rows: SteadyRows) -> pa.Table:
     """The packets table of a steady run: its ``ok`` packets' columns and its records,
     interleaved by frame number (every column as ``records_to_table`` makes it)."""
     n = len(rows.frame)
-    flow = rows.flow.tolist()
-    names = rows.flows
+    flow, flows = rows.flow, rows.flows
     seq64 = rows.seq64
     cols: dict[str, pa.Array] = {
         "frame": pa.array(rows.frame, pa.int64()),
         "time": pa.array(rows.ts_ns / 1e9, pa.float64()),
         "caplen": pa.array(rows.caplen, pa.int64()),
         "len": pa.array(rows.wirelen, pa.int64()),
-        "proto": pa.array(np.where(rows.udp, "esp-udp", "esp").astype(object), pa.string()),
+        "proto": _pick(["esp", "esp-udp"], rows.udp.astype(np.int64)),
         "ip_version": pa.array(rows.ip_version, pa.int64()),
-        "src": pa.array([names[i].src for i in flow], pa.string()),
-        "dst": pa.array([names[i].dst for i in flow], pa.string()),
+        "src": _pick([f.src for f in flows], flow),
+        "dst": _pick([f.dst for f in flows], flow),
         "udp_sport": _nullable(rows.udp_sport, rows.udp),
         "udp_dport": _nullable(rows.udp_dport, rows.udp),
         "spi": pa.array(rows.spi, pa.int64()),
-        "algorithm": pa.array([rows.algorithm[i] for i in flow], pa.string()),
+        "algorithm": _pick(list(rows.algorithm), flow),
         "seq": pa.array(rows.seq, pa.int64()),
         "seq64": pa.array(seq64, pa.uint64()),
         "seq_hi_verified": _nullable((seq64 >> np.uint64(32)).astype(np.int64), rows.esn),
-        "iv": pa.array(_hex(rows.iv), pa.string()),
+        "iv": _hex(rows.iv),
         "esp_offset": pa.array(rows.esp_offset, pa.int64()),
         "expected_offset": pa.array(rows.esp_offset, pa.int64()),
         "esp_len": pa.array(rows.esp_len, pa.int64()),
@@ -136,8 +141,8 @@ def steady_table(rows: SteadyRows) -> pa.Table:
         "iv_seq_delta": _nullable(np.zeros(n, np.int64), rows.counter),
     }
     for name in ("leaked_hex", "leaked_fields", "seq_anomaly", "detail"):
-        cols[name] = pa.array(np.full(n, "", dtype=object), pa.string())
-    cols["verdict"] = pa.array(np.full(n, "ok", dtype=object), pa.string())
+        cols[name] = _repeat("", n)
+    cols["verdict"] = _repeat("ok", n)
     arrays = [
         cols[name] if name in cols else pa.nulls(n, PACKET_SCHEMA.field(name).type)
         for name in PACKET_COLUMNS

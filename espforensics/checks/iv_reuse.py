@@ -22,13 +22,13 @@ still detected and reported, with the first use's frame unknown.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from espforensics.checks.context import HEAD_LEN, PacketContext, SaState
 from espforensics.crypto import IV_LEN, key_fingerprint
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.intervals import U64, IntervalSet, U64Set
+from espforensics.intervals import I64, U8, U64, IntervalSet, U64Set
 from espforensics.keys.sa import SaTable
 from espforensics.model import Finding, FindingKind, Severity
 from espforensics.window import RecentWindow
@@ -71,25 +71,36 @@ class _Group:
 
 
 class Uses:
-    """The uses of a steady batch's packets, built one by one only if the window is read."""
+    """The uses of a steady batch's packets, each built only if the window is read.
 
-    __slots__ = ("cts", "digests", "frames", "pts", "seq64s", "spis")
+    Arrays with one row per packet: frames, SPIs, seq64s, the digest (ICV)
+    bytes with their lengths, and the ciphertext's and plaintext's first
+    ``EVIDENCE`` bytes.
+    """
+
+    __slots__ = ("cts", "digest_len", "digests", "frames", "pts", "seq64s", "spis")
 
     def __init__(
         self,
-        frames: Sequence[int],
-        spis: Sequence[int],
-        seq64s: Sequence[int],
-        digests: Sequence[bytes],
-        cts: Sequence[bytes],
-        pts: Sequence[bytes],
+        frames: I64,
+        spis: I64,
+        seq64s: U64,
+        digests: tuple[U8, I64],
+        cts: U8,
+        pts: U8,
     ) -> None:
         self.frames, self.spis, self.seq64s = frames, spis, seq64s
-        self.digests, self.cts, self.pts = digests, cts, pts
+        self.digests, self.digest_len = digests
+        self.cts, self.pts = cts, pts
 
     def __call__(self, i: int) -> _Use:
         return _Use(
-            self.frames[i], self.spis[i], self.seq64s[i], self.digests[i], self.cts[i], self.pts[i]
+            int(self.frames[i]),
+            int(self.spis[i]),
+            int(self.seq64s[i]),
+            self.digests[i, : self.digest_len[i]].tobytes(),
+            self.cts[i].tobytes(),
+            self.pts[i].tobytes(),
         )
 
 

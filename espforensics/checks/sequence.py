@@ -19,11 +19,11 @@ byte-identical retransmission from a different packet.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from espforensics.checks.context import Flow, PacketContext, PerFlow
-from espforensics.intervals import U64, IntervalSet
+from espforensics.intervals import U8, U64, IntervalSet
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 from espforensics.window import RecentWindow
 
@@ -96,14 +96,14 @@ class SequenceCheck:
         return self._sas.known(flow)
 
     @staticmethod
-    def observe_steady(sa: _Sa, seq64s: U64, digests: Sequence[bytes]) -> None:
+    def observe_steady(sa: _Sa, seq64s: U64, digests: U8) -> None:
         """What ``observe`` does for rising sequence numbers above the top, in one high half.
 
         None is a duplicate or a reorder, and no wrap is crossed: no column changes.
         """
         sa.seen.extend_above(seq64s)
         sa.top = int(seq64s[-1])
-        sa.digests.put_many(seq64s, digests.__getitem__)
+        sa.digests.put_many(seq64s, lambda i: digests[i].tobytes())
 
     def counts(self) -> dict[tuple[int, str, str], tuple[int, int, int]]:
         """(duplicates, missing, reordered) per SA, for the per-SA table."""

@@ -52,6 +52,7 @@ class PlainColumns:
     inner_dst: Strs
     inner_sport: I64  # -1: empty
     inner_dport: I64
+    heads: npt.NDArray[np.uint8]  # rows of each plaintext's first HEAD_LEN bytes
 
 
 def _be(view: npt.NDArray[np.uint8], at: I64, ok: Mask, width: int) -> I64:
@@ -84,7 +85,7 @@ def _addresses(view: npt.NDArray[np.uint8], at: I64, ok: Mask, width: int) -> St
 
 
 def decode_plaintexts(
-    plains: list[bytes], outer_src: Strs, outer_dst: Strs, cipher_heads: list[bytes]
+    plains: list[bytes], outer_src: Strs, outer_dst: Strs, cipher_heads: npt.NDArray[np.uint8]
 ) -> PlainColumns:
     """The trailer and inner columns of each plaintext, and which rows are the plain case."""
     m = len(plains)
@@ -101,10 +102,9 @@ def decode_plaintexts(
     for k in range(int(pad[ok].max(initial=0))):  # RFC 4303 s2.4: pad bytes 1, 2, 3, ...
         has = ok & (pad > k)
         ok &= ~has | (view[np.where(has, start + payload + k, 0)] == k + 1)
-    heads = np.frombuffer(b"".join(cipher_heads) or b"\0", np.uint8)
-    if m:  # the leak check's case: ciphertext equal to plaintext over MIN_RUN bytes
-        clear = view[start[:, None] + np.arange(MIN_RUN)] == heads.reshape(m, MIN_RUN)
-        ok &= ~clear.all(axis=1)
+    # The leak check's case: ciphertext equal to plaintext over MIN_RUN bytes.
+    heads = view[np.where(ok, start, 0)[:, None] + np.arange(HEAD_LEN)]
+    ok &= ~(heads[:, :MIN_RUN] == cipher_heads[:, :MIN_RUN]).all(axis=1)
 
     # -- inner headers: transport (ports lead), or an inner IPv4 / IPv6 packet
     ip = ok & ((nh == 4) | (nh == 41))
@@ -147,4 +147,4 @@ def decode_plaintexts(
         name[row], src[row], dst[row] = inner.proto, inner.src, inner.dst
         sport[row] = -1 if inner.sport is None else inner.sport
         dport[row] = -1 if inner.dport is None else inner.dport
-    return PlainColumns(ok, payload, pad, nh, name, src, dst, sport, dport)
+    return PlainColumns(ok, payload, pad, nh, name, src, dst, sport, dport, heads)

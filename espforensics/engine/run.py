@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from espforensics.engine.steady import OpenJob, Plan, SteadyLane, SteadyRows
 from espforensics.engine.wire import FrameBatch, WireColumns, parse
 from espforensics.errors import InputError
@@ -114,7 +116,12 @@ class Engine:
             for frame in frames:
                 yield from self._an.process(frame)
             return
-        batch = FrameBatch.of(tuple(frames))
+        try:
+            batch = FrameBatch.of(tuple(frames))
+        except OverflowError:  # a timestamp past 2^63 ns (year 2262): the per-frame path
+            for frame in frames:
+                yield from self._an.process(frame)
+            return
         wire = parse(batch, self._an.natt_ports)
         yield from self._segments(lane, batch, wire, lane.plan(batch, wire, self._open))
 
@@ -122,30 +129,35 @@ class Engine:
         self, lane: SteadyLane, batch: FrameBatch, wire: WireColumns, plan: Plan
     ) -> Iterator[Row]:
         """The batch in capture order: the lane's runs in bulk, the other frames one by one."""
-        an = self._an
-        taken, inert = plan.taken, wire.inert.tolist()
-        rows: list[int] = []
-        records: list[PacketRecord] = []
-        for i, frame in enumerate(batch.frames):
-            if not an.busy and (taken[i] or inert[i]):
-                if taken[i]:
-                    rows.append(i)
-                else:
-                    records.extend(self._an.process(frame))  # no ESP: touches no state
+        an, frames = self._an, batch.frames
+        inert = wire.inert
+        free = np.asarray(plan.taken, np.bool_) | inert  # may go without the per-frame path
+        i, n = 0, len(frames)
+        while i < n:
+            if free[i] and not an.busy:
+                j = n if free[i:].all() else i + int(np.argmin(free[i:]))
+                yield from self._run(lane, batch, wire, plan, i, j)
+                i = j
                 continue
-            if rows:
-                yield lane.apply(batch, wire, plan, rows, tuple(records))
-                rows, records = [], []
-            elif records:
-                yield from records
-                records = []
             an.touched.clear()
-            yield from self._an.process(frame)
+            yield from an.process(frames[i])
             for state in an.touched:
                 unit = plan.unit_of.get(state)
                 if unit is not None and plan.unit_of_row(i) is not unit:
                     plan.invalidate(unit, i)  # the plan did not count on this frame
+                    free = np.asarray(plan.taken, np.bool_) | inert
+            i += 1
+
+    def _run(
+        self, lane: SteadyLane, batch: FrameBatch, wire: WireColumns, plan: Plan, i: int, j: int
+    ) -> Iterator[Row]:
+        """Frames ``i`` to ``j`` (excluded), each the lane's or without ESP."""
+        taken = plan.taken
+        rows = [r for r in range(i, j) if taken[r]]
+        records = tuple(
+            rec for r in range(i, j) if not taken[r] for rec in self._an.process(batch.frames[r])
+        )
         if rows:
-            yield lane.apply(batch, wire, plan, rows, tuple(records))
+            yield lane.apply(batch, wire, plan, rows, records)
         else:
             yield from records

@@ -38,7 +38,6 @@ from espforensics.checks.context import HEAD_LEN
 from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.checks.iv_reuse import IvGroup, IvReuseCheck, Uses
 from espforensics.checks.keys import KeyCheck
-from espforensics.checks.leaks import MIN_RUN
 from espforensics.checks.sequence import SequenceCheck
 from espforensics.crypto import IV_LEN, AeadContext
 from espforensics.decode.esp import ESP_HEADER_LEN
@@ -121,6 +120,7 @@ class Plan:
     taken: list[bool]  # per batch row
     cand: I64  # per batch row: its candidate position, or -1
     rows: Index = field(default_factory=lambda: np.zeros(0, np.intp))  # position -> batch row
+    spi: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
     flows: list[Flow] = field(default_factory=list)
     flow: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # position -> flows index
     unit: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # position -> unit, or -1
@@ -130,10 +130,13 @@ class Plan:
     iv: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
     iv_bytes: npt.NDArray[np.uint8] = field(default_factory=lambda: np.zeros((0, 8), np.uint8))
     counter: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))
-    icv: list[bytes] = field(default_factory=list)  # per position: the ICV (the digest)
+    # per position: the ICV (the digest), in the first icv_len bytes of a row
+    icv: npt.NDArray[np.uint8] = field(default_factory=lambda: np.zeros((0, 16), np.uint8))
+    icv_len: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
     plain_at: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # position -> opened
-    heads: list[bytes] = field(default_factory=list)  # per opened: plaintext's first bytes
-    cts: list[bytes] = field(default_factory=list)  # per opened: ciphertext's first bytes
+    cts: npt.NDArray[np.uint8] = field(  # per opened: the ciphertext's first HEAD_LEN bytes
+        default_factory=lambda: np.zeros((0, HEAD_LEN), np.uint8)
+    )
     columns: PlainColumns | None = None  # per opened
 
     def unit_of_row(self, row: int) -> _Unit | None:
@@ -168,6 +171,7 @@ class SteadyLane:
         if not len(rows):
             return plan
         plan.rows = rows
+        plan.spi = wire.spi[rows]
         plan.cand[rows] = np.arange(len(rows))
         plan.flows, plan.flow = self._flows(wire, rows)
         self._units(plan)
@@ -180,7 +184,6 @@ class SteadyLane:
         plan.counter = np.zeros(len(rows), np.bool_)
         end_a = batch.start[rows] + wire.l3[rows] + wire.total_len[rows]
         sealed_at_a = at + ESP_HEADER_LEN + IV_LEN
-        end, sealed_at = end_a.tolist(), sealed_at_a.tolist()
         plan.seq64 = np.zeros(len(rows), np.uint64)
         sealed = end_a - sealed_at_a
         for unit in plan.units:
@@ -205,18 +208,18 @@ class SteadyLane:
         good = [i for i, p in enumerate(plains) if p is not None]
         plan.plain_at[[opened[i] for i in good]] = np.arange(len(good))
         texts: list[bytes] = [p for p in plains if p is not None]
-        plan.heads = [t[:HEAD_LEN] for t in texts]
-        plan.cts = [buf[sealed_at[opened[i]] : sealed_at[opened[i]] + HEAD_LEN] for i in good]
-        src = np.array([plan.flows[plan.flow[opened[i]]].src for i in good], dtype=object)
-        dst = np.array([plan.flows[plan.flow[opened[i]]].dst for i in good], dtype=object)
-        plan.columns = decode_plaintexts(texts, src, dst, [c[:MIN_RUN] for c in plan.cts])
-        plan.icv = [b""] * len(rows)
+        at_good = np.asarray([opened[i] for i in good], np.intp)
+        plan.cts = view[sealed_at_a[at_good][:, None] + np.arange(HEAD_LEN)]
+        flow_names = np.array([(f.src, f.dst) for f in plan.flows] or [("", "")], dtype=object)
+        names = flow_names[plan.flow[at_good]]
+        plan.columns = decode_plaintexts(texts, names[:, 0], names[:, 1], plan.cts)
+        icv_len = np.array([_ctx(f).icv_len if f.state.ctx else 0 for f in plan.flows], np.int64)
+        plan.icv_len = icv_len[plan.flow]
+        plan.icv = view[(end_a - plan.icv_len)[:, None] + np.arange(HEAD_LEN)]
         for unit in plan.units:
             unit.cut = self._verified(unit, plan)
             for p in unit.rows[: unit.cut]:
                 plan.taken[int(rows[p])] = True
-                ctx = _ctx(plan.flows[plan.flow[p]])
-                plan.icv[p] = buf[end[p] - ctx.icv_len : end[p]]
         return plan
 
     def _flows(self, wire: WireColumns, rows: Index) -> tuple[list[Flow], I64]:
@@ -349,23 +352,22 @@ class SteadyLane:
             flow.state.tracker.commit(int(seq64s[-1]))
             seq_sa, ivd = self._seq.steady_sa(flow), self._ivd.steady_sa(flow)
             assert seq_sa is not None and ivd is not None
-            SequenceCheck.observe_steady(seq_sa, seq64s, [plan.icv[p] for p in own.tolist()])
+            SequenceCheck.observe_steady(seq_sa, seq64s, plan.icv[own, : plan.icv_len[own[0]]])
             IvDerivationCheck.observe_steady(ivd, len(own))
             self._key.observe_steady(flow.state, len(own))
         return self._columns(batch, wire, plan, rows, pos, records)
 
     def _commit_unit(self, batch: FrameBatch, plan: Plan, unit: _Unit, pos: I64) -> None:
-        frames = batch.frames
-        at = plan.plain_at[pos].tolist()
-        spis = [plan.flows[f].spi for f in plan.flow[pos].tolist()]
-        rows = plan.rows[pos].tolist()
+        cols = plan.columns
+        assert cols is not None
+        at = plan.plain_at[pos]
         uses = Uses(
-            [frames[r].number for r in rows],
-            spis,
-            plan.seq64[pos].tolist(),
-            [plan.icv[p] for p in pos.tolist()],
-            [plan.cts[a] for a in at],
-            [plan.heads[a] for a in at],
+            batch.number[plan.rows[pos]],
+            plan.spi[pos],
+            plan.seq64[pos],
+            (plan.icv[pos], plan.icv_len[pos]),
+            plan.cts[at],
+            cols.heads[at],
         )
         ivs = plan.iv[pos]
         IvReuseCheck.observe_steady(unit.group, ivs, ivs ^ np.uint64(unit.group.const), uses)
@@ -385,15 +387,14 @@ class SteadyLane:
         cols = plan.columns
         assert cols is not None
         at = plan.plain_at[pos]
-        frames = batch.frames
         esn = np.array([_ctx(f).esn for f in flows], np.bool_)
         return SteadyRows(
             records=records,
             flows=flows,
-            frame=np.fromiter((frames[r].number for r in rows), np.int64, len(rows)),
-            ts_ns=np.fromiter((frames[r].ts_ns for r in rows), np.int64, len(rows)),
+            frame=batch.number[idx],
+            ts_ns=batch.ts_ns[idx],
             caplen=batch.caplen[idx],
-            wirelen=np.fromiter((frames[r].wirelen for r in rows), np.int64, len(rows)),
+            wirelen=batch.wirelen[idx],
             flow=flow_idx.ravel().astype(np.int64),
             ip_version=wire.ip_version[idx],
             udp=wire.udp[idx],

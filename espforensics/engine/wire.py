@@ -48,7 +48,7 @@ _VLAN_TAGS: Final = (0x8100, 0x88A8, 0x9100)
 _RAW_TYPES: Final = (12, 14, LINKTYPE_RAW)
 ADDR_LEN: Final = 16  # address bytes per side in ``addrs`` (IPv4 in the first 4)
 MIN_SEALED: Final = ESP_HEADER_LEN + 8  # SPI, seq and an 8-byte IV at least
-_PAD: Final = 8
+_PAD: Final = 16  # and an ICV's 16-byte gather from its start
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,18 +58,23 @@ class FrameBatch:
     frames: tuple[Frame, ...]
     buf: bytes  # every frame's bytes, joined in order, then _PAD zero bytes
     start: I64  # where each frame starts in ``buf``
+    number: I64
+    ts_ns: I64
     caplen: I64
+    wirelen: I64
     linktype: I64
 
     @classmethod
     def of(cls, frames: tuple[Frame, ...]) -> FrameBatch:
-        caplen = np.fromiter((f.caplen for f in frames), np.int64, len(frames))
+        # The frames' fields as columns (a transpose in C), then their bytes in one buffer.
+        number, ts_ns, caplen, wirelen, linktype, datas = zip(*frames, strict=True)
+        fields = np.array((number, ts_ns, caplen, wirelen, linktype), np.int64)
         start = np.zeros(len(frames), np.int64)
-        np.cumsum(caplen[:-1], out=start[1:])
-        linktype = np.fromiter((f.linktype for f in frames), np.int64, len(frames))
+        np.cumsum(fields[2][:-1], out=start[1:])
         # Zero bytes after the last frame: a masked-out read looks at offsets 0 to 3.
-        buf = b"".join([*(f.data for f in frames), bytes(_PAD)])
-        return cls(frames, buf, start, caplen, linktype)
+        buf = b"".join([*datas, bytes(_PAD)])
+        number, ts_ns, caplen, wirelen, linktype = fields
+        return cls(frames, buf, start, number, ts_ns, caplen, wirelen, linktype)
 
 
 @dataclass(frozen=True, slots=True)
