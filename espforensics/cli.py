@@ -272,8 +272,8 @@ def analyze(
             "-j",
             min=1,
             metavar="N",
-            help="Processes for this capture: JOBS-1 more decode and decrypt while this one "
-            "runs the checks in capture order. Outputs are identical for every value.",
+            help="Threads that decrypt this capture's packets (the checks run on one, in "
+            "capture order). Outputs are identical for every value.",
         ),
     ] = 1,
 ) -> None:

@@ -71,12 +71,23 @@ class _Opener:
         return out
 
 
+def iter_records(
+    items: Iterable[Frame | DecryptionSecrets], analyzer: FrameAnalyzer
+) -> Iterator[PacketRecord]:
+    """The per-frame path alone over ``items``: one record per frame, in capture order."""
+    engine = Engine(analyzer, Options(steady_lane=False))
+    for row in engine.iter_rows(items):
+        assert isinstance(row, PacketRecord)  # without the steady lane every row is a record
+        yield row
+
+
 class Engine:
     """Runs a capture's items through the analyzer, batch by batch."""
 
     def __init__(self, analyzer: FrameAnalyzer, options: Options, jobs: int = 1) -> None:
         self._an = analyzer
-        self._size = max(1, options.batch_frames)
+        # Without the steady lane nothing is gained by batching: each frame goes at once.
+        self._size = max(1, options.batch_frames) if options.steady_lane else 1
         self._lane = SteadyLane(analyzer) if options.steady_lane else None
         self._pool = (
             ThreadPoolExecutor(jobs, thread_name_prefix="espforensics-open") if jobs > 1 else None
