@@ -242,7 +242,7 @@ def test_ctrl_c_during_jobs_leaves_nothing_behind(tmp_path: Path) -> None:
     args = ["analyze", str(big), "--sa", str(keys), "--out", str(tmp_path / "out")]
     proc = run_until_stopped(
         "espforensics.engine.run",
-        "_Opener.__call__",
+        "_Opener.submit",
         "True",
         [*args, "--no-plots", "--jobs", "3", "-q"],
     )

@@ -13,8 +13,10 @@ lets the capture's own errors through, after yielding every row it could
 Per batch of ``Options.batch_frames`` frames (a Decryption Secrets Block
 ends a batch: the SAs it loads apply from the next frame on):
 1. wire.parse: the common layouts' fields, as arrays (stateless);
-2. steady.plan: which packets the steady lane takes, opened by a pool of
-   ``jobs`` threads (AES-GCM releases the GIL);
+2. steady.prepare / settle: which packets the steady lane takes, opened
+   by ``jobs`` threads, the caller's among them (AES-GCM releases the
+   GIL); while the pool decrypts, the caller hands the previous batch's
+   rows on (the summary and the tables take them then);
 3. in capture order: a frame the lane does not take goes through
    ``FrameAnalyzer.process``; the lane's frames between two of those are
    committed to the checks in bulk. While records are held (fragments,
@@ -24,7 +26,7 @@ ends a batch: the SAs it loads apply from the next frame on):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -45,15 +47,16 @@ def _open(job: OpenJob) -> list[bytes | None]:
 
 
 class _Opener:
-    """Opens a batch's packets on ``threads`` threads, in order."""
+    """Opens a batch's packets on ``threads`` threads (the caller's among them), in order."""
 
     def __init__(self, pool: ThreadPoolExecutor | None, threads: int) -> None:
         self._pool, self._threads = pool, threads
 
-    def __call__(self, jobs: Sequence[OpenJob]) -> list[list[bytes | None]]:
+    def submit(self, jobs: Sequence[OpenJob]) -> Callable[[], list[list[bytes | None]]]:
+        """Start opening ``jobs``; the call that finishes (on the caller's thread) and returns."""
         total = sum(len(job[3]) for job in jobs)
         if self._pool is None or total < 2 * _MIN_SHARE:
-            return [_open(job) for job in jobs]
+            return lambda: [_open(job) for job in jobs]
         share = max(_MIN_SHARE, -(-total // self._threads))
         parts: list[OpenJob] = []
         counts: list[int] = []  # parts per job
@@ -63,12 +66,27 @@ class _Opener:
                 (ctx, seq64[i : i + share], ivs[i : i + share], sealed[i : i + share]) for i in cuts
             )
             counts.append(len(cuts))
-        done = list(self._pool.map(_open, parts))
-        out, at = [], 0
-        for k in counts:
-            out.append([p for part in done[at : at + k] for p in part])
-            at += k
-        return out
+        futures = [self._pool.submit(_open, part) for part in parts[1:]]
+
+        def finish() -> list[list[bytes | None]]:
+            done = [_open(parts[0]), *(f.result() for f in futures)]
+            out, at = [], 0
+            for k in counts:
+                out.append([p for part in done[at : at + k] for p in part])
+                at += k
+            return out
+
+        return finish
+
+
+def _batch_of(frames: list[Frame], analyzer: FrameAnalyzer) -> FrameBatch | None:
+    """The frames as a batch for the steady lane, or None when the lane has nothing to take."""
+    if not analyzer.sas.has_usable_key():
+        return None
+    try:
+        return FrameBatch.of(tuple(frames))
+    except OverflowError:  # a timestamp past 2^63 ns (year 2262): the per-frame path
+        return None
 
 
 def iter_records(
@@ -93,6 +111,7 @@ class Engine:
             ThreadPoolExecutor(jobs, thread_name_prefix="espforensics-open") if jobs > 1 else None
         )
         self._open = _Opener(self._pool, jobs)
+        self._held: list[Row] = []  # the last batch's rows: yielded while the next one decrypts
 
     def close(self) -> None:
         if self._pool is not None:
@@ -114,27 +133,33 @@ class Engine:
                     self._an.add_secrets(item)
         except InputError:  # a damaged capture or a bad secrets block
             yield from self._batch(batch)
+            yield from self._release()
             yield from self._an.finish()  # what was read is still reported, held records too
             raise
         yield from self._batch(batch)
+        yield from self._release()
         yield from self._an.finish()
+
+    def _release(self) -> list[Row]:
+        held, self._held = self._held, []
+        return held
 
     def _batch(self, frames: list[Frame]) -> Iterator[Row]:
         if not frames:
             return
         lane = self._lane
-        if lane is None or not self._an.sas.has_usable_key():
-            for frame in frames:
-                yield from self._an.process(frame)
-            return
-        try:
-            batch = FrameBatch.of(tuple(frames))
-        except OverflowError:  # a timestamp past 2^63 ns (year 2262): the per-frame path
+        batch = None if lane is None else _batch_of(frames, self._an)
+        if lane is None or batch is None:
+            yield from self._release()
             for frame in frames:
                 yield from self._an.process(frame)
             return
         wire = parse(batch, self._an.natt_ports)
-        yield from self._segments(lane, batch, wire, lane.plan(batch, wire, self._open))
+        opening = lane.prepare(batch, wire)
+        opened = self._open.submit(opening.jobs)
+        yield from self._release()  # the consumer takes them while the pool decrypts
+        plan = lane.settle(opening, batch, opened())
+        self._held = list(self._segments(lane, batch, wire, plan))
 
     def _segments(
         self, lane: SteadyLane, batch: FrameBatch, wire: WireColumns, plan: Plan

@@ -1,8 +1,8 @@
 """The steady lane: the packets of SAs in a steady state, checked over a batch's columns.
 
 In: a ``FrameBatch`` and its ``WireColumns``, the ``FrameAnalyzer`` (its
-flows, SA states and checks) and a function that opens packets. Out: a
-``Plan`` (which frames of the batch the lane takes, with their columns),
+flows, SA states and checks), and the packets ``prepare`` asked to open,
+opened. Out: a ``Plan`` (which frames of the batch the lane takes, with their columns),
 and per run of the batch, ``apply`` commits the run's packets to the
 checks' state in bulk and returns the run's ``SteadyRows``. Raises nothing.
 
@@ -26,7 +26,7 @@ hold while no other frame reaches the group's SAs (``Plan.invalidate``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -53,7 +53,6 @@ _LOW = 0xFFFFFFFF
 _HALF = 1 << 31
 # One SA's packets to open: its context, their seq64s, IVs (rows) and sealed bytes.
 OpenJob = tuple[AeadContext, npt.NDArray[np.uint64], npt.NDArray[np.uint8], list[memoryview]]
-Opener = Callable[[Sequence[OpenJob]], list[list[bytes | None]]]
 _SEALED = HEAD_LEN  # ciphertext and ICV bytes the lane needs at the least (the evidence)
 
 
@@ -151,6 +150,17 @@ class Plan:
                 self.taken[row] = False
 
 
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """A plan whose packets are to be opened: the jobs (one per SA), and where each sits."""
+
+    plan: Plan
+    jobs: tuple[OpenJob, ...]
+    opened: Index  # the candidate position of each packet of the jobs, in job order
+    sealed_at: I64  # per candidate: where its ciphertext starts in the batch buffer
+    end: I64  # per candidate: where its datagram ends
+
+
 class SteadyLane:
     """Plans and applies the steady lane for one analyzer."""
 
@@ -163,63 +173,71 @@ class SteadyLane:
         self._key = _one(checks, KeyCheck)
 
     # -- planning -------------------------------------------------------------
-    def plan(self, batch: FrameBatch, wire: WireColumns, opener: Opener) -> Plan:
-        """The rows of ``batch`` the lane takes, opened with ``opener``."""
+    def prepare(self, batch: FrameBatch, wire: WireColumns) -> Opening:
+        """Which rows of ``batch`` the lane may take, and the packets to open for them."""
         n = len(batch.frames)
         plan = Plan([False] * n, np.full(n, -1, np.int64))
         rows = np.flatnonzero(wire.steady)
-        if not len(rows):
-            return plan
         plan.rows = rows
         plan.spi = wire.spi[rows]
         plan.cand[rows] = np.arange(len(rows))
+        at = batch.start[rows] + wire.l3[rows] + wire.esp_offset[rows]
+        end = batch.start[rows] + wire.l3[rows] + wire.total_len[rows]
+        nothing = Opening(plan, (), np.zeros(0, np.intp), at + ESP_HEADER_LEN + IV_LEN, end)
+        if not len(rows):
+            return nothing
         plan.flows, plan.flow = self._flows(wire, rows)
         self._units(plan)
         if not plan.units:
-            return plan
-        buf, at = batch.buf, batch.start[rows] + wire.l3[rows] + wire.esp_offset[rows]
-        view = np.frombuffer(buf, np.uint8)
+            return nothing
+        view = np.frombuffer(batch.buf, np.uint8)
         plan.iv_bytes = view[(at + ESP_HEADER_LEN)[:, None] + np.arange(IV_LEN)]
         plan.iv = plan.iv_bytes.copy().view(">u8").ravel().astype(np.uint64)
         plan.counter = np.zeros(len(rows), np.bool_)
-        end_a = batch.start[rows] + wire.l3[rows] + wire.total_len[rows]
-        sealed_at_a = at + ESP_HEADER_LEN + IV_LEN
         plan.seq64 = np.zeros(len(rows), np.uint64)
-        sealed = end_a - sealed_at_a
+        sealed_at = nothing.sealed_at
         for unit in plan.units:
-            unit.cut = self._prefix(unit, plan, wire, sealed)
-        opened_parts: list[Index] = []
+            unit.cut = self._prefix(unit, plan, wire, end - sealed_at)
+        parts: list[Index] = []
         jobs: list[OpenJob] = []
-        mv = memoryview(buf)
+        mv = memoryview(batch.buf)
         for unit in plan.units:
             pos = np.asarray(unit.rows[: unit.cut], np.intp)
             flow = plan.flow[pos]
             for f in np.unique(flow).tolist():
                 own = pos[flow == f]
-                spans = zip(sealed_at_a[own].tolist(), end_a[own].tolist(), strict=True)
+                spans = zip(sealed_at[own].tolist(), end[own].tolist(), strict=True)
                 sealed_views = [mv[a:b] for a, b in spans]
                 jobs.append(
                     (_ctx(plan.flows[f]), plan.seq64[own], plan.iv_bytes[own], sealed_views)
                 )
-                opened_parts.append(own)
-        opened = np.concatenate(opened_parts).tolist() if opened_parts else []
-        plains = [p for part in opener(jobs) for p in part]
-        plan.plain_at = np.full(len(rows), -1, np.int64)
-        good = [i for i, p in enumerate(plains) if p is not None]
-        plan.plain_at[[opened[i] for i in good]] = np.arange(len(good))
-        texts: list[bytes] = [p for p in plains if p is not None]
-        at_good = np.asarray([opened[i] for i in good], np.intp)
-        plan.cts = view[sealed_at_a[at_good][:, None] + np.arange(HEAD_LEN)]
-        flow_names = np.array([(f.src, f.dst) for f in plan.flows] or [("", "")], dtype=object)
+                parts.append(own)
+        opened = np.concatenate(parts) if parts else np.zeros(0, np.intp)
+        return Opening(plan, tuple(jobs), opened, sealed_at, end)
+
+    def settle(self, opening: Opening, batch: FrameBatch, opened: list[list[bytes | None]]) -> Plan:
+        """The plan, once its packets are opened (one list per job, as ``prepare`` made them)."""
+        plan = opening.plan
+        if not opening.jobs:
+            return plan
+        plains = [p for part in opened for p in part]
+        good = np.flatnonzero(np.fromiter((p is not None for p in plains), np.bool_, len(plains)))
+        at_good = opening.opened[good]
+        plan.plain_at = np.full(len(plan.rows), -1, np.int64)
+        plan.plain_at[at_good] = np.arange(len(good))
+        texts = [p for p in plains if p is not None]
+        view = np.frombuffer(batch.buf, np.uint8)
+        plan.cts = view[opening.sealed_at[at_good][:, None] + np.arange(HEAD_LEN)]
+        flow_names = np.array([(f.src, f.dst) for f in plan.flows], dtype=object)
         names = flow_names[plan.flow[at_good]]
         plan.columns = decode_plaintexts(texts, names[:, 0], names[:, 1], plan.cts)
         icv_len = np.array([_ctx(f).icv_len if f.state.ctx else 0 for f in plan.flows], np.int64)
         plan.icv_len = icv_len[plan.flow]
-        plan.icv = view[(end_a - plan.icv_len)[:, None] + np.arange(HEAD_LEN)]
+        plan.icv = view[(opening.end - plan.icv_len)[:, None] + np.arange(HEAD_LEN)]
         for unit in plan.units:
             unit.cut = self._verified(unit, plan)
             for p in unit.rows[: unit.cut]:
-                plan.taken[int(rows[p])] = True
+                plan.taken[int(plan.rows[p])] = True
         return plan
 
     def _flows(self, wire: WireColumns, rows: Index) -> tuple[list[Flow], I64]:
