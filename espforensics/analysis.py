@@ -95,10 +95,11 @@ def _stream(
     path: str | os.PathLike[str], engine: Engine, progress: Progress | None
 ) -> Iterator[Row]:
     with open_capture(path) as capture:
-        shown = 0
-        for n, row in enumerate(engine.iter_rows(capture), 1):
-            if progress is not None and n - shown >= 4096:
-                shown = n
+        frames = shown = 0
+        for row in engine.iter_rows(capture):
+            frames += 1 if isinstance(row, PacketRecord) else row.rows
+            if progress is not None and frames - shown >= 4096:
+                shown = frames
                 progress(capture.bytes_read)
             yield row
 

@@ -28,9 +28,10 @@ import pytest
 from pandas.testing import assert_frame_equal
 
 from espforensics.analysis import Analysis, analyze, analyze_to_dir
-from espforensics.model import FindingKind, Frame
+from espforensics.model import FindingKind
 from espforensics.pipeline import Options
-from espforensics.synth import SCENARIOS, build_scenario, keys_yaml, write_capture, write_scenario
+from espforensics.synth import SCENARIOS, build_scenario, write_scenario
+from tests.mixed import write_mixed
 
 REFERENCE = Options(steady_lane=False)
 
@@ -46,20 +47,6 @@ CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-
 REAL = sorted(p.parent.name for p in CAPTURES.glob("*/capture.pcap"))
 needs_real = pytest.mark.skipif(
     not CAPTURES.is_dir(), reason="shared/captures not beside the project"
-)
-
-# Interleaved into one capture (as in tests/test_parallel.py): ESN wrap, IV reuse,
-# fragments (v4 and v6), the kernel's misplaced header, sequence anomalies, a failed
-# ICV and unknown SPIs.
-MIXED = (
-    "esn-wrap",
-    "iv-reuse",
-    "fragments-v4",
-    "fragments-v6",
-    "kernel-gso-v6",
-    "sequence",
-    "corrupt-icv",
-    "unknown-spi",
 )
 
 # What analyze_to_dir writes without plots, and how each is compared.
@@ -90,21 +77,8 @@ def scenario_capture(folder: Path, name: str) -> Capture:
 
 @cache
 def mixed_capture(folder: Path) -> Capture:
-    """The MIXED scenarios' frames, round robin, renumbered, 1 ms apart."""
-    scenarios = [build_scenario(name) for name in MIXED]
-    queues = [list(sc.frames) for sc in scenarios]
-    frames: list[Frame] = []
-    while any(queues):
-        for queue in queues:
-            if queue:
-                f = queue.pop(0)
-                n = len(frames) + 1
-                frames.append(f._replace(number=n, ts_ns=1_700_000_000_000_000_000 + n * 1_000_000))
-    cap, keys = folder / "mixed.pcap", folder / "mixed.keys.yaml"
-    written = write_capture(cap, frames)
-    keys.write_text(keys_yaml([sa for sc in scenarios for sa in sc.sas]))
-    assert written == len(frames) == sum(len(sc.frames) for sc in scenarios)
-    return Capture(cap, keys, len(frames))
+    """tests/mixed.py's capture of the cases that cross batches."""
+    return Capture(*write_mixed(folder))
 
 
 def real_capture(name: str) -> Capture:

@@ -28,42 +28,18 @@ from typer.testing import CliRunner
 from espforensics.analysis import analyze, analyze_to_dir
 from espforensics.cli import app
 from espforensics.errors import CaptureTruncated
-from espforensics.model import Frame
 from espforensics.pipeline import Options
 from espforensics.synth import SCENARIOS, build_scenario, keys_yaml, write_capture, write_scenario
+from espforensics.synth.bench import bench_sas, iter_bench_frames
 from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, SaFlow, make_sa
 from espforensics.synth.packets import udp_bytes
+from tests.mixed import write_mixed
 from tests.stop_at import run_until_stopped
-
-# Interleaved into one capture: ESN wrap, IV reuse, fragments (v4 and v6), the
-# kernel's misplaced header, sequence anomalies, a failed ICV and unknown SPIs.
-MIXED = (
-    "esn-wrap",
-    "iv-reuse",
-    "fragments-v4",
-    "fragments-v6",
-    "kernel-gso-v6",
-    "sequence",
-    "corrupt-icv",
-    "unknown-spi",
-)
 
 
 @cache
 def mixed_capture(folder: Path) -> tuple[Path, Path]:
-    """The MIXED scenarios' frames, round robin, renumbered, 1 ms apart."""
-    scenarios = [build_scenario(name) for name in MIXED]
-    queues = [list(sc.frames) for sc in scenarios]
-    frames: list[Frame] = []
-    while any(queues):
-        for queue in queues:
-            if queue:
-                f = queue.pop(0)
-                n = len(frames) + 1
-                frames.append(f._replace(number=n, ts_ns=1_700_000_000_000_000_000 + n * 1_000_000))
-    cap, keys = folder / "mixed.pcap", folder / "mixed.keys.yaml"
-    write_capture(cap, frames)
-    keys.write_text(keys_yaml([sa for sc in scenarios for sa in sc.sas]))
+    cap, keys, _ = write_mixed(folder)
     return cap, keys
 
 
@@ -203,6 +179,19 @@ def test_progress_advances_under_jobs(tmp_path: Path) -> None:
     assert len(calls[1]) == 3
     assert calls[2] == calls[1]
     assert 0 < calls[2][0] < calls[2][1] < calls[2][2] <= big.stat().st_size
+
+
+def test_progress_counts_the_steady_lanes_frames(tmp_path: Path) -> None:
+    """The steady lane hands frames on thousands at a time: progress still comes every 4,096."""
+    big = tmp_path / "bench.pcap"
+    write_capture(big, list(iter_bench_frames(13_000, mean_size=1000)))  # 13 MB: 1 MiB reads
+    keys = tmp_path / "bench.keys.yaml"
+    keys.write_text(keys_yaml(list(bench_sas())))
+    calls: list[int] = []
+    summary = analyze_to_dir(big, [keys], tmp_path / "out", plots=False, progress=calls.append)
+    assert summary.verdicts["ok"] == 13_000
+    assert len(calls) == 3  # at 4,096, 8,192 and 12,288 frames, each batch of 4,096 at once
+    assert 0 < calls[0] < calls[1] < calls[2] <= big.stat().st_size
 
 
 def _group(pgid: int) -> dict[int, int]:
