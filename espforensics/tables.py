@@ -366,9 +366,10 @@ _SEQ_EVIDENCE = (
     "unsupported",
 )
 IV_POINTS = 2000  # conforming IVs drawn at most per capture (all deviating ones are drawn)
-# Rows per pandas batch of the plot pass: each batch costs ~28 ms of pandas overhead, so
-# 8,192 took 6.9 s on 2M frames and 16,384 4.2 s for 2 MB more peak RSS (32,768: 2.8 s, +22 MB).
-_PLOT_BATCH = 16384
+# Rows per pandas batch of the plot pass: each batch costs ~28 ms of pandas overhead. On the
+# 2M bench capture 16,384 took 5.1 s (171 MB peak), 65,536 2.5 s (218 MB: below the analysis
+# itself now), 131,072 2.1 s (242 MB).
+_PLOT_BATCH = 65536
 
 
 def _sa_label(esp: pd.DataFrame) -> pd.Series:
