@@ -14,7 +14,7 @@ are still in it, and a chunk that falls out unread costs nothing more.
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -39,7 +39,9 @@ class RecentWindow(Generic[V]):
     def __init__(self, size: int) -> None:
         self.size = size
         self._entries: OrderedDict[int, V] = OrderedDict()  # oldest first
-        self._chunks: deque[_Chunk[V]] = deque()  # newer than every entry, oldest first
+        # Newer than every entry, oldest first; a list, not a deque: few chunks at a time,
+        # and an empty deque costs 600 bytes per window (two windows per SA).
+        self._chunks: list[_Chunk[V]] = []
         self._pending = 0
 
     def __len__(self) -> int:
@@ -92,6 +94,6 @@ class RecentWindow(Generic[V]):
         self._pending += len(keys)
         chunks = self._chunks
         while len(chunks) > 1 and self._pending - len(chunks[0].keys) >= self.size:
-            self._pending -= len(chunks.popleft().keys)
+            self._pending -= len(chunks.pop(0).keys)
         if self._pending >= self.size:
             self._entries.clear()  # every entry is older than the window's newest size
