@@ -30,7 +30,7 @@ from espforensics.decode.inner import (
     ntop,
     parse_inner,
 )
-from espforensics.engine.wire import I64, Mask
+from espforensics.engine.wire import I64, Mask, read_be
 from espforensics.errors import MalformedPacket
 
 _MAX_PAD = 255
@@ -53,14 +53,6 @@ class PlainColumns:
     inner_sport: I64  # -1: empty
     inner_dport: I64
     heads: npt.NDArray[np.uint8]  # rows of each plaintext's first HEAD_LEN bytes
-
-
-def _be(view: npt.NDArray[np.uint8], at: I64, ok: Mask, width: int) -> I64:
-    out = np.zeros(len(at), np.int64)
-    safe = np.where(ok, at, 0)
-    for k in range(width):
-        out = (out << 8) | view[safe + k]
-    return np.where(ok, out, 0)
 
 
 def _names(values: I64, ok: Mask, name: object) -> Strs:
@@ -111,14 +103,14 @@ def decode_plaintexts(
     first = np.where(ip & (payload > 0), view[np.where(ip, start, 0)] >> 4, 0)
     v4 = ip & (first == 4) & (payload >= 20)
     ihl = (np.where(v4, view[np.where(v4, start, 0)], 0).astype(np.int64) & 0x0F) * 4
-    total4 = _be(view, start + 2, v4, 2)
+    total4 = read_be(view, start + 2, v4, 2)
     v4 &= (ihl >= 20) & (total4 >= ihl) & (payload >= ihl)
-    frag = _be(view, start + 6, v4, 2)
+    frag = read_be(view, start + 6, v4, 2)
     later = v4 & (frag & 0x1FFF != 0)  # a fragment past the first: no upper-layer header
     v6 = ip & (first == 6) & (payload >= 40)
     nxt6 = np.where(v6, view[np.where(v6, start + 6, 0)], 0).astype(np.int64)
     v6 &= ~np.isin(nxt6, (0, 43, 44, 60))
-    total6 = 40 + _be(view, start + 4, v6, 2)
+    total6 = 40 + read_be(view, start + 4, v6, 2)
     proto = np.where(v4, np.where(v4, view[np.where(v4, start + 9, 0)], 0), nxt6).astype(np.int64)
     proto = np.where(ip, proto, nh)
     l4_at = np.where(v4, start + ihl, np.where(v6, start + 40, start))
@@ -126,8 +118,8 @@ def decode_plaintexts(
     l4_end = np.where(v6, start + np.minimum(total6, payload), l4_end)
     ported = ok & ~later & _PORTS[proto] & ((v4 | v6) | ~ip)
     fast = ok & (~ip | v4 | v6) & ~(ported & (l4_end - l4_at < 4))
-    sport = np.where(ported & fast, _be(view, l4_at, ported & fast, 2), -1)
-    dport = np.where(ported & fast, _be(view, l4_at + 2, ported & fast, 2), -1)
+    sport = np.where(ported & fast, read_be(view, l4_at, ported & fast, 2), -1)
+    dport = np.where(ported & fast, read_be(view, l4_at + 2, ported & fast, 2), -1)
     name = np.where(later, _names(proto, fast & later, fragment_name), "")
     name = np.where(fast & ~later, _names(proto, fast & ~later, l4_name), name)
     src = np.where(ip, "", outer_src).astype(object)

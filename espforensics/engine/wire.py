@@ -101,7 +101,8 @@ def _u8(view: U8, at: I64, ok: Mask) -> I64:
     return np.where(ok, view[np.where(ok, at, 0)], 0).astype(np.int64)
 
 
-def _be(view: U8, at: I64, ok: Mask, width: int) -> I64:
+def read_be(view: U8, at: I64, ok: Mask, width: int) -> I64:
+    """The ``width``-byte big-endian number at ``at`` of each row (0 where ``ok`` is False)."""
     out = np.zeros(len(at), np.int64)
     safe = np.where(ok, at, 0)
     for k in range(width):
@@ -127,7 +128,7 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
     live = eth.copy()
     for _ in range(3):  # the EtherType, after at most two VLAN tags
         ok = live & fits(at, 2)
-        value = _be(view, at, ok, 2)
+        value = read_be(view, at, ok, 2)
         tagged = ok & np.isin(value, _VLAN_TAGS)
         done = ok & ~tagged
         l3 = np.where(done, at + 2, l3)
@@ -135,7 +136,7 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
         live, at = tagged, at + 4
     for kind, type_at, header in ((LINKTYPE_LINUX_SLL, 14, 16), (LINKTYPE_LINUX_SLL2, 0, 20)):
         sll = (lt == kind) & fits(start + header, 0)
-        etype = np.where(sll, _be(view, start + type_at, sll, 2), etype)
+        etype = np.where(sll, read_be(view, start + type_at, sll, 2), etype)
         l3 = np.where(sll, start + header, l3)
     raw = np.isin(lt, _RAW_TYPES) & (caplen > 0)
     first = _u8(view, start, raw) >> 4
@@ -151,8 +152,8 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
     v6 = (etype == ETH_IPV6) & (vihl >> 4 == 6) & fits(l3, 40)
     ihl = (vihl & 0x0F) * 4
     v4 &= ihl >= 20
-    total = np.where(v4, _be(view, l3 + 2, v4, 2), 40 + _be(view, l3 + 4, v6, 2))
-    v4 &= (total >= ihl) & (_be(view, l3 + 6, v4, 2) & 0x3FFF == 0)
+    total = np.where(v4, read_be(view, l3 + 2, v4, 2), 40 + read_be(view, l3 + 4, v6, 2))
+    v4 &= (total >= ihl) & (read_be(view, l3 + 6, v4, 2) & 0x3FFF == 0)
     proto = np.where(v4, _u8(view, l3 + 9, v4), _u8(view, l3 + 6, v6))
     # RFC 8200 s4: 0, 43, 44 and 60 are extension headers (44 a fragment) to walk first.
     plain_ip = v4 | (v6 & ~np.isin(proto, (0, 43, 44, 60)))
@@ -165,24 +166,24 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
     udp = ip & (proto == PROTO_UDP)
     uat = l3 + header_len
     udp &= total >= header_len + UDP_HEADER_LEN
-    sport = _be(view, uat, udp, 2)
-    dport = _be(view, uat + 2, udp, 2)
+    sport = read_be(view, uat, udp, 2)
+    dport = read_be(view, uat + 2, udp, 2)
     ports = np.fromiter(natt_ports, np.int64, len(natt_ports))
     udp &= np.isin(sport, ports) | np.isin(dport, ports)
     other_udp = plain_ip & (proto == PROTO_UDP) & fits(uat, UDP_HEADER_LEN)
-    other_udp &= ~np.isin(_be(view, uat, other_udp, 2), ports)
-    other_udp &= ~np.isin(_be(view, uat + 2, other_udp, 2), ports)
+    other_udp &= ~np.isin(read_be(view, uat, other_udp, 2), ports)
+    other_udp &= ~np.isin(read_be(view, uat + 2, other_udp, 2), ports)
     body = uat + UDP_HEADER_LEN
     room = l3 + total - body
-    marker = _be(view, body, udp & (room >= 4), 4)
+    marker = read_be(view, body, udp & (room >= 4), 4)
     keepalive = (room == 1) & (_u8(view, body, udp & (room >= 1)) == 0xFF)
     udp &= (room >= 4) & (marker != 0) & ~keepalive
     esp = (ip & (proto == PROTO_ESP)) | udp
     esp_offset = np.where(udp, header_len + UDP_HEADER_LEN, header_len)
     esp &= total - esp_offset >= MIN_SEALED
     hdr = l3 + esp_offset
-    spi = _be(view, hdr, esp, 4)
-    seq = _be(view, hdr + 4, esp, 4)
+    spi = read_be(view, hdr, esp, 4)
+    seq = read_be(view, hdr + 4, esp, 4)
     known = l3 >= 0
     inert = known & ~np.isin(etype, (ETH_IPV4, ETH_IPV6))
     inert |= plain_ip & ~np.isin(proto, (PROTO_ESP, PROTO_UDP))
