@@ -6,9 +6,10 @@ pad length, next header), or ``None`` when the ICV does not verify.
 ``seal`` is the inverse, used by the fixture builder. Raises nothing of
 its own; ``cryptography`` is imported by this module only.
 
-RFC 4106 s4: nonce = salt (4) || explicit IV (8).
-RFC 4106 s5 / RFC 4303 s2.2.1: AAD = SPI || seq (8 bytes), or with ESN
-SPI || seq_hi || seq_lo (12 bytes).
+RFC 4106 s4: nonce = salt (4) || explicit IV (8); RFC 4309 s4 (CCM): salt
+(3) || IV (8); RFC 7634 s2 (ChaCha20-Poly1305): salt (4) || IV (8).
+RFC 4106 s5 / RFC 4309 s5 / RFC 7634 s2.1 / RFC 4303 s2.2.1: AAD = SPI ||
+seq (8 bytes), or with ESN SPI || seq_hi || seq_lo (12 bytes).
 """
 
 from __future__ import annotations
@@ -21,12 +22,19 @@ import numpy as np
 import numpy.typing as npt
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.ciphers.aead import AESCCM, AESGCM, ChaCha20Poly1305
 
-from espforensics.keys.sa import RFC4106, Secret, SecurityAssociation
+from espforensics.keys.sa import (
+    AEAD_KEY_LAYOUT,
+    RFC4106,
+    RFC4309,
+    RFC7539ESP,
+    SUPPORTED_ALGORITHMS,
+    Secret,
+    SecurityAssociation,
+)
 
 IV_LEN = 8  # RFC 4106 s3.1: explicit IV of GCM ESP
-SALT_LEN = 4
 _AAD = struct.Struct(">II")
 _AAD_ESN = struct.Struct(">III")
 
@@ -38,22 +46,46 @@ def build_aad(spi: int, seq64: int, esn: bool) -> bytes:
     return _AAD.pack(spi, seq64 & 0xFFFFFFFF)
 
 
-class AeadContext:
-    """One SA's cipher, built once and used for every packet of the SA."""
+Aead = AESGCM | AESCCM | ChaCha20Poly1305
 
-    __slots__ = ("_aesgcm", "_key", "_salt", "esn", "icv_len", "spi")
+
+def _aead(algorithm: str, key: bytes, icv_len: int) -> Aead | None:
+    """The library's AEAD for an SA, or None for GCM with a short ICV (Cipher/GCM then).
+
+    RFC 4106: AES-GCM (AESGCM takes 16-byte tags only). RFC 4309: AES-CCM,
+    ICV 8, 12 or 16 bytes. RFC 7634: ChaCha20-Poly1305, ICV 16 bytes.
+    """
+    if algorithm == RFC4106:
+        return AESGCM(key) if icv_len == 16 else None
+    if algorithm == RFC4309:
+        return AESCCM(key, tag_length=icv_len)
+    if algorithm == RFC7539ESP:
+        return ChaCha20Poly1305(key)
+    raise ValueError(f"no AEAD context for {algorithm}")
+
+
+class AeadContext:
+    """One SA's cipher, built once and used for every packet of the SA.
+
+    Every AEAD here has an 8-byte explicit IV after the ESP header and a
+    nonce of salt || IV: RFC 4106 s4 (4-byte salt), RFC 4309 s4 (3-byte
+    salt, an 11-byte nonce), RFC 7634 s2 (4-byte salt); and one AAD, SPI ||
+    seq (|| with ESN the high half first): RFC 4106 s5, RFC 4309 s5, RFC 7634 s2.1.
+    """
+
+    __slots__ = ("_aead", "_key", "_salt", "esn", "icv_len", "spi")
 
     def __init__(self, sa: SecurityAssociation) -> None:
-        if sa.algorithm != RFC4106:
+        salt_len = AEAD_KEY_LAYOUT.get(sa.algorithm, ((), 0))[1]
+        if sa.algorithm not in SUPPORTED_ALGORITHMS or not salt_len:
             raise ValueError(f"no AEAD context for {sa.algorithm}")
         material = sa.key.reveal()
-        self._key = material[:-SALT_LEN]
-        self._salt = material[-SALT_LEN:]
+        self._key = material[:-salt_len]
+        self._salt = material[-salt_len:]
         self.icv_len = sa.icv_len
         self.esn = sa.esn
         self.spi = sa.spi
-        # AESGCM only takes 16-byte tags; shorter ICVs go through Cipher/GCM.
-        self._aesgcm = AESGCM(self._key) if self.icv_len == 16 else None
+        self._aead = _aead(sa.algorithm, self._key, self.icv_len)
 
     def open(
         self, seq64: int, iv: bytes, sealed: bytes | memoryview, esn: bool | None = None
@@ -66,9 +98,9 @@ class AeadContext:
         nonce = self._salt + iv
         if len(sealed) < self.icv_len:
             return None
-        if self._aesgcm is not None:
+        if self._aead is not None:
             try:
-                return self._aesgcm.decrypt(nonce, sealed, aad)
+                return self._aead.decrypt(nonce, sealed, aad)
             except InvalidTag:
                 return None
         tag = bytes(sealed[-self.icv_len :])
@@ -85,25 +117,26 @@ class AeadContext:
         self, seq64: npt.NDArray[np.uint64], ivs: npt.NDArray[np.uint8], sealed: list[memoryview]
     ) -> list[bytes | None]:
         """``open`` for many packets of the SA (seq64s, rows of IVs): nonces and AADs at once."""
-        if self._aesgcm is None:
+        if self._aead is None:
             rows = zip(seq64.tolist(), ivs, sealed, strict=True)
             return [self.open(q, iv.tobytes(), s) for q, iv, s in rows]
         k = len(sealed)
-        nonces = np.empty((k, SALT_LEN + IV_LEN), np.uint8)
-        nonces[:, :SALT_LEN] = np.frombuffer(self._salt, np.uint8)
-        nonces[:, SALT_LEN:] = ivs
+        salt_len = len(self._salt)
+        nonces = np.empty((k, salt_len + IV_LEN), np.uint8)
+        nonces[:, :salt_len] = np.frombuffer(self._salt, np.uint8)
+        nonces[:, salt_len:] = ivs
         words = [np.full(k, self.spi, np.uint32)]
         if self.esn:
             words.append((seq64 >> np.uint64(32)).astype(np.uint32))
         words.append((seq64 & np.uint64(0xFFFFFFFF)).astype(np.uint32))
         aads = np.stack(words, axis=1).astype(">u4").tobytes()
-        width, nb = 4 * len(words), nonces.tobytes()
-        decrypt = self._aesgcm.decrypt
+        width, nb, step = 4 * len(words), nonces.tobytes(), salt_len + IV_LEN
+        decrypt = self._aead.decrypt
         out: list[bytes | None] = []
         for i, data in enumerate(sealed):
             aad = aads[width * i : width * (i + 1)]
             try:
-                out.append(decrypt(nb[12 * i : 12 * i + 12], data, aad))
+                out.append(decrypt(nb[step * i : step * (i + 1)], data, aad))
             except InvalidTag:
                 out.append(None)
         return out
@@ -112,8 +145,8 @@ class AeadContext:
         """Encrypt ``plaintext``; returns ciphertext || ICV (truncated per SA)."""
         aad = build_aad(self.spi, seq64, self.esn)
         nonce = self._salt + iv
-        if self._aesgcm is not None:
-            return self._aesgcm.encrypt(nonce, plaintext, aad)
+        if self._aead is not None:
+            return self._aead.encrypt(nonce, plaintext, aad)
         enc = Cipher(algorithms.AES(self._key), modes.GCM(nonce)).encryptor()
         enc.authenticate_additional_data(aad)
         body = enc.update(plaintext) + enc.finalize()
@@ -132,7 +165,8 @@ def salt_first(sa: SecurityAssociation) -> SecurityAssociation:
     file that puts it first decrypts nothing. Used by the key doctor.
     """
     material = sa.key.reveal()
-    return replace(sa, key=Secret(material[SALT_LEN:] + material[:SALT_LEN]))
+    salt_len = AEAD_KEY_LAYOUT.get(sa.algorithm, ((), 4))[1]
+    return replace(sa, key=Secret(material[salt_len:] + material[:salt_len]))
 
 
 def leading_zero(sa: SecurityAssociation) -> SecurityAssociation:

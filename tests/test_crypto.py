@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from espforensics.crypto import AeadContext, build_aad
-from espforensics.keys.sa import RFC4106, Secret, SecurityAssociation
+from espforensics.keys.sa import RFC4106, RFC4309, RFC7539ESP, Secret, SecurityAssociation
 
 # (key hex, salt hex, spi, seq64, esn, iv hex, plaintext hex, ciphertext||tag hex)
 VECTORS = [
@@ -111,3 +111,53 @@ def test_aad_layouts() -> None:
 def test_secret_never_prints_key() -> None:
     sa = SecurityAssociation(spi=1, algorithm=RFC4106, key=Secret(bytes.fromhex("ab" * 20)))
     assert "ab" * 4 not in repr(sa) and "<secret 20 bytes>" in repr(sa)
+
+
+# RFC 8439 s2.8.2 (the AEAD_CHACHA20_POLY1305 example) read as an ESP packet of
+# rfc7539esp (RFC 7634 s2): its 12-byte nonce is salt 07000000 || IV 4041424344454647
+# and its 12-byte AAD is SPI 50515253 || seq_hi c0c1c2c3 || seq_lo c4c5c6c7 (ESN).
+CHACHA_KEY = bytes(range(0x80, 0xA0))
+CHACHA_PT = (
+    b"Ladies and Gentlemen of the class of '99: If I could offer you only one tip for "
+    b"the future, sunscreen would be it."
+)
+CHACHA_CT_HEAD = "d31a8d34648e60db7b86afbc53ef7ec2a4aded51296e08fea9e2b5a736ee62d6"
+CHACHA_TAG = "1ae10b594f09e26a7e902ecbd0600691"
+
+
+def test_chacha20_poly1305_esp_matches_rfc8439_vector() -> None:
+    sa = SecurityAssociation(
+        spi=0x50515253,
+        algorithm=RFC7539ESP,
+        key=Secret(CHACHA_KEY + bytes.fromhex("07000000")),
+        esn=True,
+    )
+    ctx, iv, seq64 = AeadContext(sa), bytes.fromhex("4041424344454647"), 0xC0C1C2C3C4C5C6C7
+    sealed = ctx.seal(seq64, iv, CHACHA_PT)
+    assert (sealed[:32].hex(), sealed[-16:].hex(), len(sealed)) == (
+        CHACHA_CT_HEAD,
+        CHACHA_TAG,
+        len(CHACHA_PT) + 16,
+    )
+    assert ctx.open(seq64, iv, sealed) == CHACHA_PT
+    assert ctx.open(seq64 + 1, iv, sealed) is None  # another seq: another AAD
+
+
+@pytest.mark.parametrize("icv_bits", [64, 96, 128])
+@pytest.mark.parametrize("key_bytes", [16, 24, 32])
+def test_ccm_opens_what_it_seals_with_an_11_byte_nonce(icv_bits: int, key_bytes: int) -> None:
+    """RFC 4309 s4: nonce = 3-byte salt || 8-byte IV; s3.1: ICV 8, 12 or 16 bytes."""
+    material = bytes(range(key_bytes)) + b"\xaa\xbb\xcc"
+    sa = SecurityAssociation(spi=0x1001, algorithm=RFC4309, key=Secret(material), icv_bits=icv_bits)
+    ctx, iv = AeadContext(sa), bytes(8)
+    sealed = ctx.seal(7, iv, b"\x01\x02\x02\x06")
+    assert len(sealed) == 4 + icv_bits // 8
+    assert ctx.open(7, iv, sealed) == b"\x01\x02\x02\x06"
+    flipped = bytes([sealed[0] ^ 1]) + sealed[1:]
+    assert ctx.open(7, iv, flipped) is None
+    other_salt = AeadContext(
+        SecurityAssociation(
+            spi=0x1001, algorithm=RFC4309, key=Secret(material[:-1] + b"\x00"), icv_bits=icv_bits
+        )
+    )
+    assert other_salt.open(7, iv, sealed) is None  # the salt is part of the nonce

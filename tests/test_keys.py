@@ -161,7 +161,7 @@ def test_yaml_unquoted_key_keeps_its_leading_zero_bytes() -> None:
     assert sa.key.reveal().hex() == "0000" + KEY[4:]
 
 
-def test_yaml_other_aeads_load_as_unsupported() -> None:
+def test_yaml_other_aeads_load_and_gmac_is_unsupported() -> None:
     chacha = KEY + "00" * 16
     text = f"sas:\n- spi: 7\n  aead: rfc7539esp(chacha20,poly1305)\n  key: 0x{chacha}\n"
     (sa,) = parse_sas(text, "keys.yaml")
@@ -169,8 +169,11 @@ def test_yaml_other_aeads_load_as_unsupported() -> None:
         "rfc7539esp(chacha20,poly1305)",
         36,
         128,
-        False,
+        True,
     )
+    text = f"sas:\n- spi: 8\n  aead: rfc4543(gcm(aes))\n  key: 0x{KEY}\n"
+    (gmac,) = parse_sas(text, "keys.yaml")
+    assert (gmac.algorithm, gmac.supported) == ("rfc4543(gcm(aes))", False)
 
 
 # -- ip xfrm state -----------------------------------------------------------

@@ -110,3 +110,21 @@ def test_tso_on_ivs_of_misplaced_packets_come_from_the_next_seq() -> None:
         assert by_frame.loc[first, "verdict"] == "esp_misplaced"
         assert by_frame.loc[second, "seq64"] == by_frame.loc[first, "seq64"] + 1
         assert by_frame.loc[first, "iv"] == by_frame.loc[second, "iv"]
+
+
+def test_ccm_capture_decrypts_every_packet_to_its_tcp_stream() -> None:
+    """rfc4309(ccm(aes)), AES-128, ICV 128, IPv4 transport: iperf3's TCP stream on port 5201."""
+    result, truth = run("rfc4309-ccm-v4")
+    packets = result.packets
+    assert list(packets["frame"]) == list(range(1, int(truth["frames"]) + 1))  # type: ignore[call-overload]
+    esp = packets[packets["proto"] != "other"]
+    assert len(esp) == truth["esp_frames"] == 530
+    assert {f"{sa.spi:#x}": sa.packets for sa in result.summary.sas} == truth["frames_per_spi"]
+    assert set(esp["verdict"]) == {"ok"} and set(esp["algorithm"]) == {"rfc4309(ccm(aes))"}
+    assert set(esp["inner_proto"]) == {"tcp"} and set(esp["next_header"]) == {6}
+    ports = set(zip(esp["inner_sport"], esp["inner_dport"], strict=True))
+    # iperf3's control connection and its data connection, each way
+    assert ports == {(40838, 5201), (5201, 40838), (40852, 5201), (5201, 40852)}
+    assert set(esp["iv_seq_delta"]) == {0}  # seqiv: every IV built from its own number
+    assert list(esp["payload_len"][:3]) == [40, 40, 32]  # SYN, SYN-ACK, ACK with options
+    assert result.summary.finding_list == ()

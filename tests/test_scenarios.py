@@ -249,3 +249,31 @@ def test_misplaced_header_inside_esp_in_udp(keys: bool) -> None:
     }
     proven = "proven by decryption" if keys else "unproven"
     assert all(proven in r.detail for r in misplaced)
+
+
+@pytest.mark.parametrize("role", ["keys", "xfrm"])
+def test_ccm_and_chacha20_verify_from_each_kernel_key_format(tmp_path: Path, role: str) -> None:
+    """aeads: AES-CCM and ChaCha20-Poly1305 SAs, IPv4 transport, IPv6 tunnel, two ESN wraps."""
+    sc = build_scenario("aeads", seed=1)
+    paths = write_scenario(sc, tmp_path, stem="cap")
+    packets = analyze(paths["capture"], [paths[role]]).packets
+    assert list(packets["verdict"]) == [t.verdict.value for t in sc.truth] == ["ok"] * 84
+    per_algorithm = packets.groupby("algorithm")["frame"].count().to_dict()
+    assert per_algorithm == {"rfc4309(ccm(aes))": 54, "rfc7539esp(chacha20,poly1305)": 30}
+    wrapped = packets[packets["spi"].isin([0x7204, 0x7205])]
+    assert [int(s) for s in wrapped["seq64"]] == [(1 << 32) + d for d in range(-3, 3)] * 2
+    tunnel = packets[packets["spi"] == 0x7203]
+    assert set(tunnel["next_header"]) == {4} and set(tunnel["inner_proto"]) == {"tcp"}
+
+
+def test_esp_sa_lines_carry_chacha20_and_leave_ccm_out(tmp_path: Path) -> None:
+    """Wireshark's esp_sa has no AES-CCM: those SAs are not written, ChaCha20's are."""
+    sc = build_scenario("aeads", seed=1)
+    paths = write_scenario(sc, tmp_path, stem="cap")
+    packets = analyze(paths["capture"], [paths["esp_sa"]]).packets
+    chacha = packets["spi"].isin([0x7203, 0x7303])
+    assert set(packets[chacha]["verdict"]) == {"ok"} and chacha.sum() == 24
+    # esp_sa lines cannot say ESN (a Wireshark preference): the ESN SA's ICVs fail.
+    assert set(packets[packets["spi"] == 0x7205]["verdict"]) == {"auth_fail"}
+    ccm = packets["spi"].isin([0x7201, 0x7301, 0x7202, 0x7302, 0x7204])
+    assert set(packets[ccm]["verdict"]) == {"unknown_sa"} and ccm.sum() == 54

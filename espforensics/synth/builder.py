@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from espforensics.keys.sa import RFC4106, Secret, SecurityAssociation
+from espforensics.keys.sa import AEAD_KEY_LAYOUT, RFC4106, Secret, SecurityAssociation
 from espforensics.model import DecryptionSecrets, Frame, Verdict
 from espforensics.synth.esp import CLEAN, EspSealer, IvOverride, Trailer
 from espforensics.synth.link import ETHERNET, Link, frame_ip
@@ -65,13 +65,15 @@ def make_sa(
     encap_port: int | None = None,
     material: bytes | None = None,
     iv_constant: bytes | None = None,
+    algorithm: str = RFC4106,
 ) -> EspSealer:
-    """A lab rfc4106 SA with a random key (and salt) and seqiv constant."""
-    key = rng.randbytes(key_bytes + 4) if material is None else material
+    """A lab AEAD SA (rfc4106 unless said) with a random key (and salt) and seqiv constant."""
+    salt_len = AEAD_KEY_LAYOUT[algorithm][1]
+    key = rng.randbytes(key_bytes + salt_len) if material is None else material
     const = rng.randbytes(8) if iv_constant is None else iv_constant
     sa = SecurityAssociation(
         spi=spi,
-        algorithm=RFC4106,
+        algorithm=algorithm,
         key=Secret(key),
         src=src,
         dst=dst,
@@ -326,6 +328,8 @@ def sa_pair(
     mode: str = "transport",
     key_bytes: int = 16,
     icv_bits: int = 128,
+    algorithm: str = RFC4106,
+    esn: bool = False,
 ) -> tuple[SaFlow, SaFlow]:
     """Two SAs, a -> b with ``spis[0]`` and b -> a with ``spis[1]``."""
     flows = []
@@ -339,6 +343,8 @@ def sa_pair(
             encap_port=encap_port,
             key_bytes=key_bytes,
             icv_bits=icv_bits,
+            algorithm=algorithm,
+            esn=esn,
         )
         encap = None if encap_port is None else (encap_port, encap_port)
         flows.append(SaFlow(sealer, src, dst, encap, known, options, ext))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from espforensics.keys.sa import SecurityAssociation
+from espforensics.keys.sa import RFC4106, RFC7539ESP, SecurityAssociation
 from espforensics.model import DecryptionSecrets
 
 ESP_SA_SECRETS_TYPE = 0x45535053  # pcapng DSB type "ESPS", Wireshark esp_sa lines
@@ -81,12 +81,27 @@ def xfrm_state_text(sas: Iterable[SecurityAssociation]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _wireshark_cipher(sa: SecurityAssociation) -> str | None:
+    """The esp_sa encryption column of an SA; None: Wireshark has none (AES-CCM)."""
+    if sa.algorithm == RFC4106:
+        return f"AES-GCM with {sa.icv_len} octet ICV [RFC4106]"
+    if sa.algorithm == RFC7539ESP:
+        return "ChaCha20 with Poly1305 [RFC7634]"
+    return None
+
+
 def esp_sa_text(sas: Iterable[SecurityAssociation]) -> str:
-    """Wireshark ``esp_sa`` UAT lines (what strongSwan's save-keys writes)."""
+    """Wireshark ``esp_sa`` UAT lines (what strongSwan's save-keys writes).
+
+    SAs of an algorithm Wireshark's ESP dissector does not take (AES-CCM) are
+    left out: a line for them would not load there either.
+    """
     rows = []
     for sa in sas:
         family = "IPv6" if sa.dst is not None and sa.dst.version == 6 else "IPv4"
-        cipher = f"AES-GCM with {sa.icv_len} octet ICV [RFC4106]"
+        cipher = _wireshark_cipher(sa)
+        if cipher is None:
+            continue
         fields = (
             family,
             _addr(sa, "src"),

@@ -58,6 +58,7 @@ SCENARIOS: dict[str, ScenarioBuilder] = {
     "esn-fault-v6": esn.esn_fault_v6,
     "esn-fault-late-start": esn.esn_fault_late_start,
     "algorithms": crypto.algorithms,
+    "aeads": crypto.aeads,
     "iv-reuse": crypto.iv_reuse,
     "iv-seq-minus-1": crypto.iv_seq_minus_1,
     "iv-policies": crypto.iv_policies,

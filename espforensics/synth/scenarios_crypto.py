@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import random
 
+from espforensics.keys.sa import RFC4309, RFC7539ESP
 from espforensics.synth.builder import (
     NO_FAULT,
     V4_A,
     V4_B,
+    V6_A,
+    V6_B,
     CaptureBuilder,
     Fault,
     SaFlow,
@@ -24,7 +27,7 @@ from espforensics.synth.builder import (
 )
 from espforensics.synth.esp import IvFixed, IvFromSeq, IvRandom, IvSeqOffset
 from espforensics.synth.packets import PROTO_UDP, udp_bytes
-from espforensics.synth.traffic import ping, session, transport
+from espforensics.synth.traffic import ping, session, transport, tunnel
 from espforensics.synth.truth import Scenario
 
 WRAP = 1 << 32
@@ -78,6 +81,45 @@ def algorithms(seed: int = 1) -> Scenario:
             sealers += [ab.sealer, ba.sealer]
     desc = "9 SA pairs 0x7001-0x7009 (+0x100 back): AES-128/192/256 x ICV 64/96/128"
     return cb.scenario("algorithms", desc, tuple(sealers))
+
+
+def aeads(seed: int = 1) -> Scenario:
+    """AES-CCM (RFC 4309) and ChaCha20-Poly1305 (RFC 7634): v4 transport, v6 tunnel, ESN wrap."""
+    rng, cb = random.Random(seed), CaptureBuilder(seed)
+    sealers = []
+    pairs = (
+        (0x7201, RFC4309, 16, 64, V4_A, V4_B, "transport"),
+        (0x7202, RFC4309, 32, 128, V4_A, V4_B, "transport"),
+        (0x7203, RFC7539ESP, 32, 128, V6_A, V6_B, "tunnel"),
+    )
+    for spi, algorithm, key_bytes, icv_bits, a, b, mode in pairs:
+        ab, ba = sa_pair(
+            rng,
+            (spi, spi + 0x100),
+            a,
+            b,
+            key_bytes=key_bytes,
+            icv_bits=icv_bits,
+            algorithm=algorithm,
+            mode=mode,
+        )
+        if mode == "tunnel":
+            session(cb, tunnel(ab, V4_A, V4_B), tunnel(ba, V4_B, V4_A), 12, 300)
+        else:
+            session(cb, transport(ab), transport(ba), 12, 300)
+        sealers += [ab.sealer, ba.sealer]
+    for spi, algorithm, key_bytes in ((0x7204, RFC4309, 16), (0x7205, RFC7539ESP, 32)):
+        sealer = make_sa(rng, spi, V4_A, V4_B, key_bytes=key_bytes, algorithm=algorithm, esn=True)
+        flow = SaFlow(sealer, V4_A, V4_B)
+        for seq64 in range(WRAP - 3, WRAP + 3):
+            send_udp(cb, flow, seq64)
+        sealers.append(flow.sealer)
+    desc = (
+        "CCM SA pairs 0x7201 (AES-128, ICV 64), 0x7202 (AES-256, ICV 128) in IPv4 transport; "
+        "ChaCha20-Poly1305 0x7203 in IPv6 tunnel (+0x100 back); ESN SAs 0x7204 (CCM), "
+        "0x7205 (ChaCha20) across 2^32"
+    )
+    return cb.scenario("aeads", desc, tuple(sealers), facts={"esn_wraps": 2})
 
 
 def iv_reuse(seed: int = 1) -> Scenario:
