@@ -28,6 +28,7 @@ from espforensics.keys.sa import (
     AEAD_KEY_LAYOUT,
     RFC4106,
     RFC4309,
+    RFC4543,
     RFC7539ESP,
     SUPPORTED_ALGORITHMS,
     Secret,
@@ -61,6 +62,8 @@ def _aead(algorithm: str, key: bytes, icv_len: int) -> Aead | None:
         return AESCCM(key, tag_length=icv_len)
     if algorithm == RFC7539ESP:
         return ChaCha20Poly1305(key)
+    if algorithm == RFC4543:
+        return AESGCM(key)  # GMAC: GCM's tag over an empty plaintext
     raise ValueError(f"no AEAD context for {algorithm}")
 
 
@@ -73,7 +76,7 @@ class AeadContext:
     seq (|| with ESN the high half first): RFC 4106 s5, RFC 4309 s5, RFC 7634 s2.1.
     """
 
-    __slots__ = ("_aead", "_key", "_salt", "esn", "icv_len", "spi")
+    __slots__ = ("_aead", "_key", "_salt", "esn", "gmac", "icv_len", "spi")
 
     def __init__(self, sa: SecurityAssociation) -> None:
         salt_len = AEAD_KEY_LAYOUT.get(sa.algorithm, ((), 0))[1]
@@ -86,6 +89,9 @@ class AeadContext:
         self.esn = sa.esn
         self.spi = sa.spi
         self._aead = _aead(sa.algorithm, self._key, self.icv_len)
+        # RFC 4543 s3.2: integrity only; the AAD is the ESP header's, then the IV and the
+        # payload with its trailer, which travel in clear; the ICV is GMAC's 16-byte tag.
+        self.gmac = sa.algorithm == RFC4543
 
     def open(
         self, seq64: int, iv: bytes, sealed: bytes | memoryview, esn: bool | None = None
@@ -98,6 +104,13 @@ class AeadContext:
         nonce = self._salt + iv
         if len(sealed) < self.icv_len:
             return None
+        if self.gmac and self._aead is not None:
+            clear = bytes(sealed[: -self.icv_len])
+            try:
+                self._aead.decrypt(nonce, sealed[-self.icv_len :], aad + iv + clear)
+            except InvalidTag:
+                return None
+            return clear
         if self._aead is not None:
             try:
                 return self._aead.decrypt(nonce, sealed, aad)
@@ -117,7 +130,7 @@ class AeadContext:
         self, seq64: npt.NDArray[np.uint64], ivs: npt.NDArray[np.uint8], sealed: list[memoryview]
     ) -> list[bytes | None]:
         """``open`` for many packets of the SA (seq64s, rows of IVs): nonces and AADs at once."""
-        if self._aead is None:
+        if self._aead is None or self.gmac:
             rows = zip(seq64.tolist(), ivs, sealed, strict=True)
             return [self.open(q, iv.tobytes(), s) for q, iv, s in rows]
         k = len(sealed)
@@ -145,6 +158,8 @@ class AeadContext:
         """Encrypt ``plaintext``; returns ciphertext || ICV (truncated per SA)."""
         aad = build_aad(self.spi, seq64, self.esn)
         nonce = self._salt + iv
+        if self.gmac and self._aead is not None:
+            return plaintext + self._aead.encrypt(nonce, b"", aad + iv + plaintext)
         if self._aead is not None:
             return self._aead.encrypt(nonce, plaintext, aad)
         enc = Cipher(algorithms.AES(self._key), modes.GCM(nonce)).encryptor()

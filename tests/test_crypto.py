@@ -6,8 +6,11 @@ key || salt, SPI, sequence number (ESN in case 1), IV, plaintext, ciphertext || 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from espforensics.analysis import analyze
 from espforensics.crypto import AeadContext, build_aad
 from espforensics.keys.sa import RFC4106, RFC4309, RFC7539ESP, Secret, SecurityAssociation
 
@@ -161,3 +164,31 @@ def test_ccm_opens_what_it_seals_with_an_11_byte_nonce(icv_bits: int, key_bytes:
         )
     )
     assert other_salt.open(7, iv, sealed) is None  # the salt is part of the nonce
+
+
+SCAPY = Path(__file__).parent / "data" / "scapy"
+
+
+def test_packets_sealed_by_scapy_open_with_every_aead() -> None:
+    """An independent implementation's ESP (tests/data/scapy/make_aeads.py): GMAC, CCM,
+    ChaCha20-Poly1305 and GCM, with and without ESN, 5 packets each, transport mode."""
+    result = analyze(SCAPY / "aeads.pcap", [SCAPY / "aeads.keys.yaml"])
+    packets = result.packets
+    assert list(packets["verdict"]) == ["ok"] * 35
+    per_spi = packets.groupby("algorithm")["spi"].unique().map(sorted).to_dict()
+    assert per_spi == {
+        "rfc4106(gcm(aes))": [0x9007],
+        "rfc4309(ccm(aes))": [0x9003, 0x9004],
+        "rfc4543(gcm(aes))": [0x9001, 0x9002],
+        "rfc7539esp(chacha20,poly1305)": [0x9005, 0x9006],
+    }
+    esn = packets["spi"].isin([0x9002, 0x9004, 0x9006, 0x9007])
+    seqs = [(1 << 32) * hi + s for hi in (0, 1) for s in range(1, 6)]
+    assert sorted({int(v) for v in packets["seq64"]}) == seqs
+    assert all(int(v) >> 32 == 1 for v in packets[esn]["seq64"])
+    # The UDP datagram each packet carried: ports 1001..1005 -> 2000, 20 + 7 * seq bytes.
+    assert list(packets["inner_sport"]) == list(range(1001, 1006)) * 7
+    assert list(packets["payload_len"]) == [8 + 20 + 7 * s for s in range(1, 6)] * 7
+    assert set(packets["inner_dport"]) == {2000} and set(packets["next_header"]) == {17}
+    # GMAC's payload is in clear by design (RFC 4543): not a leak.
+    assert result.summary.findings["cleartext_leak"] == 0

@@ -257,9 +257,15 @@ def test_ccm_and_chacha20_verify_from_each_kernel_key_format(tmp_path: Path, rol
     sc = build_scenario("aeads", seed=1)
     paths = write_scenario(sc, tmp_path, stem="cap")
     packets = analyze(paths["capture"], [paths[role]]).packets
-    assert list(packets["verdict"]) == [t.verdict.value for t in sc.truth] == ["ok"] * 84
+    assert list(packets["verdict"]) == [t.verdict.value for t in sc.truth] == ["ok"] * 108
     per_algorithm = packets.groupby("algorithm")["frame"].count().to_dict()
-    assert per_algorithm == {"rfc4309(ccm(aes))": 54, "rfc7539esp(chacha20,poly1305)": 30}
+    assert per_algorithm == {
+        "rfc4309(ccm(aes))": 54,
+        "rfc7539esp(chacha20,poly1305)": 30,
+        "rfc4543(gcm(aes))": 24,
+    }
+    gmac = packets[packets["algorithm"] == "rfc4543(gcm(aes))"]
+    assert set(gmac["inner_proto"]) == {"tcp"} and gmac["leaked"].isna().all()  # clear by design
     wrapped = packets[packets["spi"].isin([0x7204, 0x7205])]
     assert [int(s) for s in wrapped["seq64"]] == [(1 << 32) + d for d in range(-3, 3)] * 2
     tunnel = packets[packets["spi"] == 0x7203]
@@ -267,7 +273,7 @@ def test_ccm_and_chacha20_verify_from_each_kernel_key_format(tmp_path: Path, rol
 
 
 def test_esp_sa_lines_carry_chacha20_and_leave_ccm_out(tmp_path: Path) -> None:
-    """Wireshark's esp_sa has no AES-CCM: those SAs are not written, ChaCha20's are."""
+    """Wireshark's esp_sa has no AES-CCM or GMAC: those SAs are not written, ChaCha20's are."""
     sc = build_scenario("aeads", seed=1)
     paths = write_scenario(sc, tmp_path, stem="cap")
     packets = analyze(paths["capture"], [paths["esp_sa"]]).packets
@@ -277,3 +283,5 @@ def test_esp_sa_lines_carry_chacha20_and_leave_ccm_out(tmp_path: Path) -> None:
     assert set(packets[packets["spi"] == 0x7205]["verdict"]) == {"auth_fail"}
     ccm = packets["spi"].isin([0x7201, 0x7301, 0x7202, 0x7302, 0x7204])
     assert set(packets[ccm]["verdict"]) == {"unknown_sa"} and ccm.sum() == 54
+    gmac = packets["spi"].isin([0x7206, 0x7306])  # not an esp_sa encryption either
+    assert set(packets[gmac]["verdict"]) == {"unknown_sa"} and gmac.sum() == 24

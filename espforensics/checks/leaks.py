@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from espforensics.checks.context import PacketContext
 from espforensics.crypto import IV_LEN
 from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.keys.sa import RFC4543
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 from espforensics.trailer import parse_trailer
 
-GMAC = "rfc4543(gcm(aes))"
+GMAC = RFC4543
 KEYLESS_ICV_LENS = (16, 12, 8)  # RFC 4106 s6: the ICV lengths an unknown SA may use
 MIN_RUN = 8  # equal ciphertext/plaintext bytes that count as "not encrypted" (2^-64 by chance)
 IPV4_FIELDS = (

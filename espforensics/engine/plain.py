@@ -1,10 +1,11 @@
 """The steady lane's plaintexts, as columns: the ESP trailer and the inner 5-tuple.
 
 In: the plaintexts of a batch's packets that verified (bytes, in row
-order), the outer addresses of each as text, and the ciphertext's first
-``MIN_RUN`` bytes of each. Out: ``PlainColumns``: ``plain`` marks the rows
-that are the plain case (sound trailer, inner headers that decode, the
-ciphertext not equal to the plaintext, at least ``HEAD_LEN`` bytes), and
+order), the outer addresses of each as text, the ciphertext's first
+``MIN_RUN`` bytes of each, and which are clear by design (GMAC). Out:
+``PlainColumns``: ``plain`` marks the rows that are the plain case (sound
+trailer, inner headers that decode, the ciphertext not equal to the
+plaintext unless clear by design, at least ``HEAD_LEN`` bytes), and
 their trailer and inner columns, exactly as trailer.py and decode/inner.py
 give them. Raises nothing: any other row is simply not marked.
 
@@ -77,7 +78,11 @@ def _addresses(view: npt.NDArray[np.uint8], at: I64, ok: Mask, width: int) -> St
 
 
 def decode_plaintexts(
-    plains: list[bytes], outer_src: Strs, outer_dst: Strs, cipher_heads: npt.NDArray[np.uint8]
+    plains: list[bytes],
+    outer_src: Strs,
+    outer_dst: Strs,
+    cipher_heads: npt.NDArray[np.uint8],
+    clear: Mask,
 ) -> PlainColumns:
     """The trailer and inner columns of each plaintext, and which rows are the plain case."""
     m = len(plains)
@@ -94,9 +99,10 @@ def decode_plaintexts(
     for k in range(int(pad[ok].max(initial=0))):  # RFC 4303 s2.4: pad bytes 1, 2, 3, ...
         has = ok & (pad > k)
         ok &= ~has | (view[np.where(has, start + payload + k, 0)] == k + 1)
-    # The leak check's case: ciphertext equal to plaintext over MIN_RUN bytes.
+    # The leak check's case: ciphertext equal to plaintext over MIN_RUN bytes (unless
+    # ``clear``: GMAC's payload is in clear by design, RFC 4543 s3.2).
     heads = view[np.where(ok, start, 0)[:, None] + np.arange(HEAD_LEN)]
-    ok &= ~(heads[:, :MIN_RUN] == cipher_heads[:, :MIN_RUN]).all(axis=1)
+    ok &= clear | ~(heads[:, :MIN_RUN] == cipher_heads[:, :MIN_RUN]).all(axis=1)
 
     # -- inner headers: transport (ports lead), or an inner IPv4 / IPv6 packet
     ip = ok & ((nh == 4) | (nh == 41))

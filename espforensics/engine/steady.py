@@ -230,7 +230,9 @@ class SteadyLane:
         plan.cts = view[opening.sealed_at[at_good][:, None] + np.arange(HEAD_LEN)]
         flow_names = np.array([(f.src, f.dst) for f in plan.flows], dtype=object)
         names = flow_names[plan.flow[at_good]]
-        plan.columns = decode_plaintexts(texts, names[:, 0], names[:, 1], plan.cts)
+        gmac = np.array([_ctx(f).gmac if f.state.ctx else False for f in plan.flows], np.bool_)
+        clear = gmac[plan.flow[at_good]]
+        plan.columns = decode_plaintexts(texts, names[:, 0], names[:, 1], plan.cts, clear)
         icv_len = np.array([_ctx(f).icv_len if f.state.ctx else 0 for f in plan.flows], np.int64)
         plan.icv_len = icv_len[plan.flow]
         plan.icv = view[(opening.end - plan.icv_len)[:, None] + np.arange(HEAD_LEN)]

@@ -20,18 +20,19 @@ from espforensics.errors import KeyFileError
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 # Kernel names of the algorithms we know, with (key lengths without salt, salt
-# length). The AEADs with an 8-byte explicit IV decrypt (crypto.py); GMAC and
-# the non-AEAD SAs (enc + auth) load as unsupported.
+# length). The AEADs with an 8-byte explicit IV are opened (crypto.py), GMAC
+# among them; the non-AEAD SAs (enc + auth) load as unsupported.
 RFC4106 = "rfc4106(gcm(aes))"
 RFC4309 = "rfc4309(ccm(aes))"
 RFC7539ESP = "rfc7539esp(chacha20,poly1305)"
+RFC4543 = "rfc4543(gcm(aes))"  # GMAC: integrity only, the payload in clear
 AEAD_KEY_LAYOUT: dict[str, tuple[tuple[int, ...], int]] = {
     RFC4106: ((16, 24, 32), 4),  # RFC 4106 s8.1: AES key || 4-byte salt
     RFC4309: ((16, 24, 32), 3),  # RFC 4309 s7.1: 3-byte salt
     RFC7539ESP: ((32,), 4),  # RFC 7634 s2
-    "rfc4543(gcm(aes))": ((16, 24, 32), 4),  # RFC 4543 s3.2: GMAC, no encryption
+    RFC4543: ((16, 24, 32), 4),  # RFC 4543 s3.2: GMAC, no encryption
 }
-SUPPORTED_ALGORITHMS = frozenset({RFC4106, RFC4309, RFC7539ESP})
+SUPPORTED_ALGORITHMS = frozenset({RFC4106, RFC4309, RFC7539ESP, RFC4543})
 ICV_BITS = frozenset({64, 96, 128})
 _CACHE_MAX = 65536  # lookups remembered; a capture of a scan meets millions of (SPI, addresses)
 

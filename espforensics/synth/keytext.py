@@ -82,7 +82,7 @@ def xfrm_state_text(sas: Iterable[SecurityAssociation]) -> str:
 
 
 def _wireshark_cipher(sa: SecurityAssociation) -> str | None:
-    """The esp_sa encryption column of an SA; None: Wireshark has none (AES-CCM)."""
+    """The esp_sa encryption column of an SA; None: Wireshark has none (AES-CCM, GMAC)."""
     if sa.algorithm == RFC4106:
         return f"AES-GCM with {sa.icv_len} octet ICV [RFC4106]"
     if sa.algorithm == RFC7539ESP:
@@ -93,7 +93,7 @@ def _wireshark_cipher(sa: SecurityAssociation) -> str | None:
 def esp_sa_text(sas: Iterable[SecurityAssociation]) -> str:
     """Wireshark ``esp_sa`` UAT lines (what strongSwan's save-keys writes).
 
-    SAs of an algorithm Wireshark's ESP dissector does not take (AES-CCM) are
+    SAs of an algorithm Wireshark's ESP dissector does not take (AES-CCM, GMAC) are
     left out: a line for them would not load there either.
     """
     rows = []

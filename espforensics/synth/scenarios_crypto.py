@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from espforensics.keys.sa import RFC4309, RFC7539ESP
+from espforensics.keys.sa import RFC4309, RFC4543, RFC7539ESP
 from espforensics.synth.builder import (
     NO_FAULT,
     V4_A,
@@ -84,13 +84,14 @@ def algorithms(seed: int = 1) -> Scenario:
 
 
 def aeads(seed: int = 1) -> Scenario:
-    """AES-CCM (RFC 4309) and ChaCha20-Poly1305 (RFC 7634): v4 transport, v6 tunnel, ESN wrap."""
+    """AES-CCM (RFC 4309), ChaCha20-Poly1305 (RFC 7634), GMAC (RFC 4543): v4, v6, ESN wraps."""
     rng, cb = random.Random(seed), CaptureBuilder(seed)
     sealers = []
     pairs = (
         (0x7201, RFC4309, 16, 64, V4_A, V4_B, "transport"),
         (0x7202, RFC4309, 32, 128, V4_A, V4_B, "transport"),
         (0x7203, RFC7539ESP, 32, 128, V6_A, V6_B, "tunnel"),
+        (0x7206, RFC4543, 16, 128, V4_A, V4_B, "transport"),
     )
     for spi, algorithm, key_bytes, icv_bits, a, b, mode in pairs:
         ab, ba = sa_pair(
@@ -117,7 +118,7 @@ def aeads(seed: int = 1) -> Scenario:
     desc = (
         "CCM SA pairs 0x7201 (AES-128, ICV 64), 0x7202 (AES-256, ICV 128) in IPv4 transport; "
         "ChaCha20-Poly1305 0x7203 in IPv6 tunnel (+0x100 back); ESN SAs 0x7204 (CCM), "
-        "0x7205 (ChaCha20) across 2^32"
+        "0x7205 (ChaCha20) across 2^32; GMAC (RFC 4543) pair 0x7206 in IPv4 transport"
     )
     return cb.scenario("aeads", desc, tuple(sealers), facts={"esn_wraps": 2})
 
