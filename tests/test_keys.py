@@ -161,7 +161,7 @@ def test_yaml_unquoted_key_keeps_its_leading_zero_bytes() -> None:
     assert sa.key.reveal().hex() == "0000" + KEY[4:]
 
 
-def test_yaml_other_aeads_load_and_gmac_is_unsupported() -> None:
+def test_yaml_other_aeads_load_and_implicit_iv_is_unsupported() -> None:
     chacha = KEY + "00" * 16
     text = f"sas:\n- spi: 7\n  aead: rfc7539esp(chacha20,poly1305)\n  key: 0x{chacha}\n"
     (sa,) = parse_sas(text, "keys.yaml")
@@ -173,7 +173,10 @@ def test_yaml_other_aeads_load_and_gmac_is_unsupported() -> None:
     )
     text = f"sas:\n- spi: 8\n  aead: rfc4543(gcm(aes))\n  key: 0x{KEY}\n"
     (gmac,) = parse_sas(text, "keys.yaml")
-    assert (gmac.algorithm, gmac.supported) == ("rfc4543(gcm(aes))", False)
+    assert (gmac.algorithm, gmac.supported) == ("rfc4543(gcm(aes))", True)
+    text = f"sas:\n- spi: 9\n  aead: rfc8750(gcm(aes))\n  key: 0x{KEY}\n"
+    (iiv,) = parse_sas(text, "keys.yaml")  # RFC 8750: no IV on the wire, not opened yet
+    assert (iiv.algorithm, iiv.supported) == ("rfc8750(gcm(aes))", False)
 
 
 # -- ip xfrm state -----------------------------------------------------------

@@ -31,7 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from espforensics.engine.steady import OpenJob, Plan, SteadyLane, SteadyRows
+from espforensics.engine.rows import SteadyRows
+from espforensics.engine.steady import OpenJob, Plan, SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns, parse
 from espforensics.errors import InputError
 from espforensics.model import DecryptionSecrets, Frame, PacketRecord

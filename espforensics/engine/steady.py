@@ -41,7 +41,8 @@ from espforensics.checks.keys import KeyCheck
 from espforensics.checks.sequence import SequenceCheck
 from espforensics.crypto import IV_LEN, AeadContext
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.engine.plain import PlainColumns, Strs, decode_plaintexts
+from espforensics.engine.plain import PlainColumns, decode_plaintexts
+from espforensics.engine.rows import SteadyRows
 from espforensics.engine.wire import ADDR_LEN, I64, FrameBatch, Mask, WireColumns
 from espforensics.model import PacketRecord
 from espforensics.pipeline import FrameAnalyzer
@@ -54,49 +55,6 @@ _HALF = 1 << 31
 # One SA's packets to open: its context, their seq64s, IVs (rows) and sealed bytes.
 OpenJob = tuple[AeadContext, npt.NDArray[np.uint64], npt.NDArray[np.uint8], list[memoryview]]
 _SEALED = HEAD_LEN  # ciphertext and ICV bytes the lane needs at the least (the evidence)
-
-
-@dataclass(frozen=True, slots=True)
-class SteadyRows:
-    """A run of a batch's frames in capture order: the lane's as columns, the others as records.
-
-    ``records`` are the frames of the run that carry no ESP (processed per
-    frame; they touch no state); the rest are the lane's, one array entry
-    each. The two interleave by frame number.
-    """
-
-    records: tuple[PacketRecord, ...]
-    flows: tuple[Flow, ...]  # the lane's flows; ``flow`` indexes this
-    frame: I64
-    ts_ns: I64
-    caplen: I64
-    wirelen: I64
-    flow: I64
-    ip_version: I64
-    udp: Mask
-    udp_sport: I64
-    udp_dport: I64
-    spi: I64
-    seq: I64
-    seq64: U64
-    esn: Mask  # seq_hi_verified is set (ESN SAs)
-    iv: npt.NDArray[np.uint8]  # rows of IV_LEN bytes
-    esp_offset: I64
-    esp_len: I64
-    pad_len: I64
-    next_header: I64
-    payload_len: I64
-    inner_proto: Strs
-    inner_src: Strs
-    inner_dst: Strs
-    inner_sport: I64  # -1: empty
-    inner_dport: I64
-    counter: Mask  # iv_seq_delta is 0 (else empty: the SA's IVs follow no counter)
-    algorithm: tuple[str, ...]  # per flow
-
-    @property
-    def rows(self) -> int:
-        return len(self.frame) + len(self.records)
 
 
 @dataclass(slots=True, eq=False)

@@ -1,0 +1,63 @@
+"""What the steady lane hands on: a run of a batch's frames, as columns.
+
+In: made by ``SteadyLane.apply`` (engine/steady.py). Out: read by the
+summary (``SummaryBuilder.observe_rows``) and the tables
+(``tables.steady_table``). Raises nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from espforensics.checks import Flow
+from espforensics.engine.plain import Strs
+from espforensics.engine.wire import I64, Mask
+from espforensics.model import PacketRecord
+
+U64 = npt.NDArray[np.uint64]
+
+
+@dataclass(frozen=True, slots=True)
+class SteadyRows:
+    """A run of a batch's frames in capture order: the lane's as columns, the others as records.
+
+    ``records`` are the frames of the run that carry no ESP (processed per
+    frame; they touch no state); the rest are the lane's, one array entry
+    each. The two interleave by frame number.
+    """
+
+    records: tuple[PacketRecord, ...]
+    flows: tuple[Flow, ...]  # the lane's flows; ``flow`` indexes this
+    frame: I64
+    ts_ns: I64
+    caplen: I64
+    wirelen: I64
+    flow: I64
+    ip_version: I64
+    udp: Mask
+    udp_sport: I64
+    udp_dport: I64
+    spi: I64
+    seq: I64
+    seq64: U64
+    esn: Mask  # seq_hi_verified is set (ESN SAs)
+    iv: npt.NDArray[np.uint8]  # rows of IV_LEN bytes
+    esp_offset: I64
+    esp_len: I64
+    pad_len: I64
+    next_header: I64
+    payload_len: I64
+    inner_proto: Strs
+    inner_src: Strs
+    inner_dst: Strs
+    inner_sport: I64  # -1: empty
+    inner_dport: I64
+    counter: Mask  # iv_seq_delta is 0 (else empty: the SA's IVs follow no counter)
+    algorithm: tuple[str, ...]  # per flow
+
+    @property
+    def rows(self) -> int:
+        return len(self.frame) + len(self.records)
