@@ -367,9 +367,9 @@ _SEQ_EVIDENCE = (
 )
 IV_POINTS = 2000  # conforming IVs drawn at most per capture (all deviating ones are drawn)
 # Rows per pandas batch of the plot pass: each batch costs ~28 ms of pandas overhead. On the
-# 2M bench capture 16,384 took 5.1 s (171 MB peak), 65,536 2.5 s (218 MB: below the analysis
-# itself now), 131,072 2.1 s (242 MB).
-_PLOT_BATCH = 65536
+# 2M bench capture the plot data took 5.1 s at 16,384 rows, 2.5 s at 65,536 and 2.1 s at
+# 131,072; a whole run with plots peaked at 243 MB with 32,768 and 259 MB with 65,536.
+_PLOT_BATCH = 32768
 
 
 def _sa_label(esp: pd.DataFrame) -> pd.Series:

@@ -679,12 +679,15 @@ def test_cli_bench_and_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 # -- benchmark frames -------------------------------------------------------------------------
 
 
-def test_bench_frames_are_real_esp() -> None:
+@pytest.mark.parametrize("algorithm", ["gcm", "ccm", "chacha20"])
+def test_bench_frames_are_real_esp(algorithm: str) -> None:
     from espforensics.synth import bench_sas
+    from espforensics.synth.bench import BENCH_ALGORITHMS
 
-    frames = iter_bench_frames(400, seed=4)
+    frames = iter_bench_frames(400, seed=4, algorithm=algorithm)
     assert iter(frames) is frames  # a generator, not a list
-    sas = {sa.spi: sa for sa in bench_sas(4)}
+    sas = {sa.spi: sa for sa in bench_sas(4, algorithm)}
+    assert {sa.algorithm for sa in sas.values()} == {BENCH_ALGORITHMS[algorithm][0]}
     sizes, constants = [], defaultdict(set)
     for frame in frames:
         p = link_strip(frame)

@@ -3,6 +3,7 @@
     python -m espforensics.synth SCENARIO OUTDIR [--seed N] [--stem NAME]
                                  [--format pcap|pcapng] [--compression KIND]
     python -m espforensics.synth bench N OUT [--seed N] [--mean-size BYTES]
+                                 [--algorithm gcm|ccm|chacha20]
                                  [--format pcap|pcapng] [--compression KIND]
     python -m espforensics.synth list
 
@@ -19,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from espforensics.synth.bench import bench_sas, iter_bench_frames
+from espforensics.synth.bench import BENCH_ALGORITHMS, bench_sas, iter_bench_frames
 from espforensics.synth.capture import SUFFIXES, write_capture, write_scenario
 from espforensics.synth.keytext import keys_yaml
 from espforensics.synth.scenarios import SCENARIOS, build_scenario
@@ -65,6 +66,9 @@ def _bench_parser() -> argparse.ArgumentParser:
     parser.add_argument("frames", type=int, help="number of frames")
     parser.add_argument("out", type=Path, help="capture file to write")
     parser.add_argument("--mean-size", type=int, default=1289, help="mean frame length (1289)")
+    parser.add_argument(
+        "--algorithm", choices=sorted(BENCH_ALGORITHMS), default="gcm", help="the SAs' AEAD (gcm)"
+    )
     _common(parser)
     return parser
 
@@ -91,12 +95,12 @@ def _run_bench(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     if args.frames < 0:
         parser.error("the frame count must not be negative")
-    frames = iter_bench_frames(args.frames, args.seed, args.mean_size)
+    frames = iter_bench_frames(args.frames, args.seed, args.mean_size, args.algorithm)
     count = write_capture(
         args.out, frames, format=args.format or "pcap", compression=args.compression, linktypes=(1,)
     )
     keys = args.out.with_name(args.out.name.split(".")[0] + ".keys.yaml")
-    keys.write_text(keys_yaml(bench_sas(args.seed)), encoding="ascii")
+    keys.write_text(keys_yaml(bench_sas(args.seed, args.algorithm)), encoding="ascii")
     print(f"{args.out}: {count} frames")
     print(keys)
     return 0

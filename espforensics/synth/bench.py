@@ -19,7 +19,7 @@ import random
 import struct
 from collections.abc import Iterator
 
-from espforensics.keys.sa import SecurityAssociation
+from espforensics.keys.sa import RFC4106, RFC4309, RFC7539ESP, SecurityAssociation
 from espforensics.model import Frame
 from espforensics.synth.builder import START_NS, V4_A, V4_B, filler, make_sa
 from espforensics.synth.esp import EspSealer, build_plaintext, seqiv
@@ -36,14 +36,26 @@ _ESP_HDR = struct.Struct(">II")
 _TS_OPT = b"\x01\x01\x08\x0a\x00\x00\x10\x00\x00\x00\x00\x00"
 
 
-def _bench_sealers(seed: int) -> tuple[EspSealer, EspSealer]:
+# The AEADs a benchmark capture can be sealed with: (kernel name, key bytes without salt).
+BENCH_ALGORITHMS: dict[str, tuple[str, int]] = {
+    "gcm": (RFC4106, 16),
+    "ccm": (RFC4309, 16),
+    "chacha20": (RFC7539ESP, 32),
+}
+
+
+def _bench_sealers(seed: int, algorithm: str = "gcm") -> tuple[EspSealer, EspSealer]:
     rng = random.Random(seed)
-    return (make_sa(rng, 0x1001, V4_A, V4_B), make_sa(rng, 0x1002, V4_B, V4_A))
+    name, key_bytes = BENCH_ALGORITHMS[algorithm]
+    return (
+        make_sa(rng, 0x1001, V4_A, V4_B, algorithm=name, key_bytes=key_bytes),
+        make_sa(rng, 0x1002, V4_B, V4_A, algorithm=name, key_bytes=key_bytes),
+    )
 
 
-def bench_sas(seed: int = 1) -> tuple[SecurityAssociation, ...]:
+def bench_sas(seed: int = 1, algorithm: str = "gcm") -> tuple[SecurityAssociation, ...]:
     """The data (0x1001, a -> b) and ACK (0x1002, b -> a) SAs of a benchmark."""
-    return tuple(s.sa for s in _bench_sealers(seed))
+    return tuple(s.sa for s in _bench_sealers(seed, algorithm))
 
 
 def _fold(total: int) -> int:
@@ -101,11 +113,13 @@ def _data_size(mean_size: int) -> int:
     return frame - OVERHEAD - TCP_HEADER - 2 - (frame - OVERHEAD) % 4
 
 
-def iter_bench_frames(n: int, seed: int = 1, mean_size: int = 1289) -> Iterator[Frame]:
-    """``n`` Ethernet/IPv4/ESP frames (rfc4106, two SAs), built lazily."""
+def iter_bench_frames(
+    n: int, seed: int = 1, mean_size: int = 1289, algorithm: str = "gcm"
+) -> Iterator[Frame]:
+    """``n`` Ethernet/IPv4/ESP frames (rfc4106 unless said, two SAs), built lazily."""
     if n < 0:
         raise ValueError("frame count must not be negative")
-    data_sa, ack_sa = _bench_sealers(seed)
+    data_sa, ack_sa = _bench_sealers(seed, algorithm)
     eth = ETH_IPV4.to_bytes(2, "big")
     data_flow = _Flow(data_sa, (V4_A, V4_B), MAC_B + MAC_A + eth)
     ack_flow = _Flow(ack_sa, (V4_B, V4_A), MAC_A + MAC_B + eth)
