@@ -108,8 +108,9 @@ def test_tso_on_ivs_of_misplaced_packets_come_from_the_next_seq() -> None:
     for f in reuse:
         first, second = f.frames
         assert by_frame.loc[first, "verdict"] == "esp_misplaced"
-        assert by_frame.loc[second, "seq64"] == by_frame.loc[first, "seq64"] + 1
-        assert by_frame.loc[first, "iv"] == by_frame.loc[second, "iv"]
+        seq64 = by_frame["seq64"]
+        assert int(seq64[second]) == int(seq64[first]) + 1
+        assert str(by_frame["iv"][first]) == str(by_frame["iv"][second])
 
 
 def test_ccm_capture_decrypts_every_packet_to_its_tcp_stream() -> None:

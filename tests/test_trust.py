@@ -8,6 +8,7 @@ sequence numbers and findings a reviewer would quote.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -18,7 +19,15 @@ from typer.testing import CliRunner
 from espforensics.cli import app
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable, SecurityAssociation
-from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Severity, Verdict
+from espforensics.model import (
+    DecryptionSecrets,
+    Finding,
+    FindingKind,
+    Frame,
+    PacketRecord,
+    Severity,
+    Verdict,
+)
 from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import SCENARIOS, build_scenario
 
@@ -28,7 +37,7 @@ WRAP = 1 << 32
 
 
 def run(
-    frames: list[Frame], sas: tuple[SecurityAssociation, ...]
+    frames: Sequence[Frame | DecryptionSecrets], sas: tuple[SecurityAssociation, ...]
 ) -> tuple[list[PacketRecord], list[Finding]]:
     analyzer = FrameAnalyzer(SaTable(sas), Options(), "test")
     records = list(iter_records(frames, analyzer))
@@ -380,7 +389,11 @@ def test_real_esn_capture_cut_near_the_wrap(first: int) -> None:
 
     folder = CAPTURES / "esn-wrap-v4"
     with open_capture(folder / "capture.pcap") as cap:
-        frames = [f._replace(number=f.number - first + 1) for f in cap if f.number >= first]
+        frames = [
+            f._replace(number=f.number - first + 1)
+            for f in cap
+            if isinstance(f, Frame) and f.number >= first
+        ]
     records, findings = run(frames, tuple(load_sas([folder / "xfrm-state.txt"])))
     mismatched = [r.frame + first - 1 for r in records if r.verdict is Verdict.ESN_MISMATCH]
     assert mismatched == ([373] if first <= 373 else [])
