@@ -35,7 +35,7 @@ def __getattr__(name: str) -> Any:
     """The analysis entry points, imported on first use (PEP 562).
 
     They pull in pandas and pyarrow (0.6 s); a worker process of
-    ``analyze --jobs`` imports this package without needing either.
+    ``batch --jobs`` imports this package before it needs either.
     """
     if name in _ANALYSIS:
         from espforensics import analysis  # noqa: PLC0415

@@ -4,7 +4,7 @@ Light on purpose: the command's modules (typer, pandas, pyarrow: about
 0.6 s) are imported inside ``main``, so a Ctrl-C while they load is
 reported like any other, in one line and exit 130. A bug anywhere in a
 command is one line and exit 70 (``cli.main``). A worker process of
-``analyze --jobs`` imports this module again, and needs none of them.
+``batch --jobs`` imports this module again, and needs none of them.
 """
 
 import sys
@@ -22,5 +22,5 @@ def main() -> None:
     run()
 
 
-if __name__ == "__main__":  # not when a worker process of --jobs imports the main module
+if __name__ == "__main__":  # not when a worker process of batch --jobs imports it
     main()

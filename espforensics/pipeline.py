@@ -124,7 +124,7 @@ class FrameAnalyzer:
         self._queue: deque[PacketRecord] = deque()
         self._fragments: dict[int, PacketRecord] = {}
         self._holds = Holds()
-        self.checks: tuple[Check, ...] = make_checks(self.sas, self._holds, self._flow)
+        self.checks: tuple[Check, ...] = make_checks(self.sas, self._holds, self.flow_for)
         # ESN SAs whose first packet verified only with a neighbour of esn_hi, by frame.
         self._tentative: OrderedDict[SaState, PacketContext] = OrderedDict()
         self._holds.on_force(self._force_tentative)
@@ -222,7 +222,7 @@ class FrameAnalyzer:
             ip = parse_ip(data)
             rec.ip_version, rec.src, rec.dst = ip.version, self._name(ip.src), self._name(ip.dst)
             if ip.frag_id is None:
-                return self._datagram(rec, ip, data[: ip.total_len], link.offset)
+                return self._datagram(rec, ip, data[: ip.total_len])
             return self._fragment(frame, rec, ip, data, cut)
         except Truncated as exc:
             rec.verdict = Verdict.TRUNCATED if cut else Verdict.UNDECODABLE
@@ -262,9 +262,6 @@ class FrameAnalyzer:
         rec.detail = f"fragment of a datagram never completed: {done.reason}"
         return None
 
-    def _flow(self, spi: int, ip: OuterIp, rec: PacketRecord) -> Flow:
-        return self.flow_for(spi, ip.src, ip.dst)
-
     def flow_for(self, spi: int, src: bytes, dst: bytes) -> Flow:
         """The flow of (SPI, outer source, outer destination), made on first use."""
         key = (spi, src, dst)
@@ -288,9 +285,7 @@ class FrameAnalyzer:
             name = self._names[addr] = ntop(addr)
         return name
 
-    def _datagram(
-        self, rec: PacketRecord, ip: OuterIp, data: bytes, at: int = 0
-    ) -> PacketContext | None:
+    def _datagram(self, rec: PacketRecord, ip: OuterIp, data: bytes) -> PacketContext | None:
         loc = locate_esp(ip, data, self._natt_ports)
         if isinstance(loc, NotEsp):
             rec.detail, rec.udp_sport, rec.udp_dport = loc.reason, loc.udp_sport, loc.udp_dport
@@ -298,7 +293,7 @@ class FrameAnalyzer:
         rec.proto, rec.udp_sport, rec.udp_dport = loc.proto, loc.udp_sport, loc.udp_dport
         rec.expected_offset = rec.esp_offset = loc.offset
         spi, seq = parse_esp_header(data, loc.offset)
-        flow = self._flow(spi, ip, rec)
+        flow = self.flow_for(spi, ip.src, ip.dst)
         state = flow.state
         self.touched.add(state)
         seq64 = state.tracker.infer(seq)
@@ -308,7 +303,7 @@ class FrameAnalyzer:
         iv = data[body : body + IV_LEN]
         rec.iv = iv.hex()
         iv_int = int.from_bytes(iv) if len(iv) == IV_LEN else None
-        pkt = PacketContext(rec, data, ip, flow, iv_int, at=at)
+        pkt = PacketContext(rec, data, ip, flow, iv_int)
         self._verify(pkt, seq64, iv, body + IV_LEN)
         if state.sa is None:
             state.tracker.commit(seq64)  # keyless: what is seen is all there is

@@ -17,6 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from espforensics.engine import SteadyRows
 from espforensics.model import (
@@ -359,18 +360,10 @@ class SummaryBuilder:
         self.frames += n
         self.esp_packets += n
         self.verdicts[Verdict.OK] += n
-        flow_of = rows.flow.tolist()
-        order = sorted(range(n), key=flow_of.__getitem__)  # stable: capture order per flow
-        start = 0
-        while start < n:
-            f = flow_of[order[start]]
-            end = start
-            while end < n and flow_of[order[end]] == f:
-                end += 1
-            self._steady_sa(rows, f, order[start:end])
-            start = end
+        for f in np.unique(rows.flow).tolist():
+            self._steady_sa(rows, f, np.flatnonzero(rows.flow == f))  # capture order per flow
 
-    def _steady_sa(self, rows: SteadyRows, f: int, idx: list[int]) -> None:
+    def _steady_sa(self, rows: SteadyRows, f: int, idx: npt.NDArray[np.intp]) -> None:
         flow = rows.flows[f]
         key = (flow.spi, flow.src, flow.dst)
         first_time = int(rows.ts_ns[idx[0]]) / 1e9

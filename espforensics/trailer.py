@@ -30,7 +30,8 @@ class Trailer(NamedTuple):
     problem: str
 
 
-def _valid_next_header(nh: int) -> bool:
+def valid_next_header(nh: int) -> bool:
+    """Is ``nh`` an assigned protocol number, or one reserved for experiments (RFC 3692)?"""
     return nh <= 145 or nh in (253, 254)
 
 
@@ -49,7 +50,7 @@ def parse_trailer(plaintext: bytes) -> Trailer:
         problem = f"pad byte {i + 1} is {pad[i]:#04x}, expected {i + 1:#04x}"
     elif n % 4:
         problem = f"trailer not 4-byte aligned: plaintext is {n} bytes"
-    elif not _valid_next_header(nh):
+    elif not valid_next_header(nh):
         problem = f"next header {nh} is not an assigned protocol"
     else:
         problem = ""

@@ -3,8 +3,8 @@
 In: built by the pipeline for every frame that carries ESP. Out:
 ``PacketContext`` (the record being filled, the datagram bytes, the outer
 header, the SA and its state, the first ``HEAD_LEN`` plaintext bytes when
-it decrypted: all any check reads of a plaintext, so a worker process of
-``analyze --jobs`` sends no more) and ``SaState``. Raises nothing.
+it decrypted: all any check reads of a plaintext) and ``SaState``.
+Raises nothing.
 """
 
 from __future__ import annotations
@@ -73,7 +73,6 @@ class PacketContext:
     iv: int | None = None  # the explicit IV as an integer, when all 8 bytes were captured
     plain_head: bytes | None = None  # the first HEAD_LEN plaintext bytes, once the ICV verified
     _digest: bytes | None = None
-    at: int = 0  # where ``data`` starts in its frame (the link header's length; 0 if reassembled)
 
     @property
     def state(self) -> SaState:

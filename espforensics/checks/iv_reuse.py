@@ -36,7 +36,7 @@ from espforensics.window import RecentWindow
 WINDOW = 4096
 MAX_EVENTS = 10_000  # reuse events kept for the report; more are counted only
 EVIDENCE = HEAD_LEN  # leading bytes whose XOR is shown
-_RUNS_BEFORE_HASH = 4096
+RUNS_BEFORE_HASH = 4096
 
 
 @dataclass(slots=True)
@@ -65,7 +65,7 @@ class _Group:
         if self.hashed is not None:
             return value in self.runs or self.hashed.add(value)
         was = self.runs.add(value)
-        if len(self.runs) > _RUNS_BEFORE_HASH and len(self.runs) * 2 > self.packets:
+        if len(self.runs) > RUNS_BEFORE_HASH and len(self.runs) * 2 > self.packets:
             self.hashed = U64Set()  # not a counter: stop growing runs, hash from now on
         return was
 
@@ -115,7 +115,6 @@ class IvReuseCheck:
     """Tracks IVs per key group and reports every one used twice."""
 
     name = "iv_reuse"
-    RUNS_BEFORE_HASH = _RUNS_BEFORE_HASH
 
     def __init__(self, sas: SaTable) -> None:
         self._sas = sas

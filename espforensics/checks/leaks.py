@@ -33,7 +33,6 @@ from espforensics.keys.sa import RFC4543
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 from espforensics.trailer import parse_trailer
 
-GMAC = RFC4543
 KEYLESS_ICV_LENS = (16, 12, 8)  # RFC 4106 s6: the ICV lengths an unknown SA may use
 MIN_RUN = 8  # equal ciphertext/plaintext bytes that count as "not encrypted" (2^-64 by chance)
 IPV4_FIELDS = (
@@ -138,7 +137,7 @@ class LeakCheck:
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
-        if rec.algorithm == GMAC or rec.esp_offset is None:
+        if rec.algorithm == RFC4543 or rec.esp_offset is None:  # GMAC: clear by design
             return
         if rec.verdict is Verdict.ESP_MISPLACED:
             if rec.leaked:

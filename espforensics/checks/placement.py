@@ -28,11 +28,10 @@ from dataclasses import dataclass, field
 from espforensics.checks.context import Flow, PacketContext
 from espforensics.crypto import IV_LEN
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.decode.ip import OuterIp
 from espforensics.keys.sa import SaTable
-from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
+from espforensics.model import Finding, FindingKind, Severity, Verdict
 
-FlowFor = Callable[[int, OuterIp, PacketRecord], Flow]  # the pipeline's flow of an SPI
+FlowFor = Callable[[int, bytes, bytes], Flow]  # the pipeline's flow of (SPI, src, dst)
 MAX_CANDIDATES = 8  # SPI occurrences tried per packet, to bound the cost of noise
 SEQ_SLACK = 1024
 _SLOT = ESP_HEADER_LEN + IV_LEN
@@ -105,7 +104,7 @@ class PlacementCheck:
                     and (sa.dst is None or sa.dst.packed == dst)
                 )
             ):
-                yield self._flow_for(sa.spi, pkt.ip, pkt.rec)
+                yield self._flow_for(sa.spi, src, dst)
 
     def _prove(self, pkt: PacketContext, flow: Flow) -> bool:
         rec, data, state = pkt.rec, pkt.data, flow.state

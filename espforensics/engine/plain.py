@@ -33,9 +33,10 @@ from espforensics.decode.inner import (
 )
 from espforensics.engine.wire import I64, Mask, read_be
 from espforensics.errors import MalformedPacket
+from espforensics.trailer import valid_next_header
 
 _MAX_PAD = 255
-_VALID_NH = np.array([nh <= 145 or nh in (253, 254) for nh in range(256)])  # trailer.py's rule
+_VALID_NH = np.array([valid_next_header(nh) for nh in range(256)])
 _PORTS = np.array([has_ports(p) for p in range(256)])
 Strs = npt.NDArray[np.object_]
 

@@ -36,7 +36,7 @@ import numpy.typing as npt
 from espforensics.checks import Flow, SaState
 from espforensics.checks.context import HEAD_LEN
 from espforensics.checks.iv_derivation import IvDerivationCheck
-from espforensics.checks.iv_reuse import IvGroup, IvReuseCheck, Uses
+from espforensics.checks.iv_reuse import RUNS_BEFORE_HASH, IvGroup, IvReuseCheck, Uses
 from espforensics.checks.keys import KeyCheck
 from espforensics.checks.sequence import SequenceCheck
 from espforensics.crypto import IV_LEN, AeadContext
@@ -141,7 +141,8 @@ class SteadyLane:
         plan.cand[rows] = np.arange(len(rows))
         at = batch.start[rows] + wire.l3[rows] + wire.esp_offset[rows]
         end = batch.start[rows] + wire.l3[rows] + wire.total_len[rows]
-        nothing = Opening(plan, (), np.zeros(0, np.intp), at + ESP_HEADER_LEN + IV_LEN, end)
+        sealed_at = at + ESP_HEADER_LEN + IV_LEN
+        nothing = Opening(plan, (), np.zeros(0, np.intp), sealed_at, end)
         if not len(rows):
             return nothing
         plan.flows, plan.flow = self._flows(wire, rows)
@@ -153,7 +154,6 @@ class SteadyLane:
         plan.iv = plan.iv_bytes.copy().view(">u8").ravel().astype(np.uint64)
         plan.counter = np.zeros(len(rows), np.bool_)
         plan.seq64 = np.zeros(len(rows), np.uint64)
-        sealed_at = nothing.sealed_at
         for unit in plan.units:
             unit.cut = self._prefix(unit, plan, wire, end - sealed_at)
         parts: list[Index] = []
@@ -186,12 +186,12 @@ class SteadyLane:
         texts = [p for p in plains if p is not None]
         view = np.frombuffer(batch.buf, np.uint8)
         plan.cts = view[opening.sealed_at[at_good][:, None] + np.arange(HEAD_LEN)]
-        flow_names = np.array([(f.src, f.dst) for f in plan.flows], dtype=object)
-        names = flow_names[plan.flow[at_good]]
-        gmac = np.array([_ctx(f).gmac if f.state.ctx else False for f in plan.flows], np.bool_)
-        clear = gmac[plan.flow[at_good]]
-        plan.columns = decode_plaintexts(texts, names[:, 0], names[:, 1], plan.cts, clear)
-        icv_len = np.array([_ctx(f).icv_len if f.state.ctx else 0 for f in plan.flows], np.int64)
+        # Per flow, then per row: the outer names, GMAC (clear by design) and the ICV length.
+        ctxs = [f.state.ctx for f in plan.flows]
+        names = np.array([(f.src, f.dst) for f in plan.flows], dtype=object)[plan.flow[at_good]]
+        gmac = np.array([c is not None and c.gmac for c in ctxs], np.bool_)[plan.flow[at_good]]
+        plan.columns = decode_plaintexts(texts, names[:, 0], names[:, 1], plan.cts, gmac)
+        icv_len = np.array([0 if c is None else c.icv_len for c in ctxs], np.int64)
         plan.icv_len = icv_len[plan.flow]
         plan.icv = view[(opening.end - plan.icv_len)[:, None] + np.arange(HEAD_LEN)]
         for unit in plan.units:
@@ -306,7 +306,7 @@ class SteadyLane:
         value = plan.iv[pos] ^ np.uint64(unit.group.const)
         runs = unit.group.runs
         fresh = np.concatenate(([value[0] != np.uint64(runs.top() + 1)], np.diff(value) != 1))
-        bad |= len(runs) + np.cumsum(fresh) > IvReuseCheck.RUNS_BEFORE_HASH
+        bad |= len(runs) + np.cumsum(fresh) > RUNS_BEFORE_HASH
         return int(np.argmax(bad)) if bad.any() else len(pos)
 
     # -- applying -------------------------------------------------------------
