@@ -300,11 +300,12 @@ class FrameAnalyzer:
         rec.spi, rec.seq, rec.seq64 = spi, seq, seq64
         rec.esp_len = ip.total_len - loc.offset
         body = loc.offset + ESP_HEADER_LEN
-        iv = data[body : body + IV_LEN]
+        iv_len = IV_LEN if state.ctx is None else state.ctx.iv_len  # unknown: an AEAD's
+        iv = data[body : body + iv_len]
         rec.iv = iv.hex()
-        iv_int = int.from_bytes(iv) if len(iv) == IV_LEN else None
+        iv_int = int.from_bytes(iv) if iv_len and len(iv) == iv_len else None
         pkt = PacketContext(rec, data, ip, flow, iv_int)
-        self._verify(pkt, seq64, iv, body + IV_LEN)
+        self._verify(pkt, seq64, iv, body + iv_len)
         if state.sa is None:
             state.tracker.commit(seq64)  # keyless: what is seen is all there is
         return pkt
@@ -354,7 +355,7 @@ class FrameAnalyzer:
             return
         rec.seq64 = verified
         state.tracker.commit(verified)
-        problem = pkt.apply_plaintext(plain)
+        problem = pkt.apply_plaintext(plain, ctx.block)
         rec.verdict = Verdict.BAD_TRAILER if problem else Verdict.OK
         if problem:
             rec.detail = problem
@@ -437,6 +438,7 @@ class FrameAnalyzer:
         rec = pkt.rec
         rec.verdict = Verdict.ESN_MISMATCH
         rec.detail = FrameAnalyzer._mismatch_words(placed, verified >> 32)
-        problem = pkt.apply_plaintext(plain)
+        ctx = pkt.state.ctx
+        problem = pkt.apply_plaintext(plain, 4 if ctx is None else ctx.block)
         if problem:
             rec.detail += f"; trailer: {problem}"

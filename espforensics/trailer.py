@@ -6,7 +6,9 @@ and a ``problem`` string ("" when sound). Raises nothing: a bad trailer is
 a verdict, not an error.
 
 RFC 4303 s2.4: padding bytes are 1, 2, 3, ... unless the algorithm says
-otherwise, and pad length and next header end on a 4-byte boundary.
+otherwise, and pad length and next header end on a 4-byte boundary; with a
+block cipher (CBC: RFC 3602 s3, RFC 2451) the ciphertext, as long as the
+plaintext, is a whole number of the cipher's blocks.
 RFC 4303 s2.6: next header 59 marks a dummy (TFC) packet. IANA: protocol
 numbers 146-252 are unassigned and 255 is reserved.
 """
@@ -35,9 +37,16 @@ def valid_next_header(nh: int) -> bool:
     return nh <= 145 or nh in (253, 254)
 
 
-def parse_trailer(plaintext: bytes) -> Trailer:
-    """Split the plaintext and check its padding (RFC 4303 s2.4)."""
+def parse_trailer(plaintext: bytes, block: int = 4) -> Trailer:
+    """Split the plaintext and check its padding (RFC 4303 s2.4).
+
+    ``block``: what the plaintext must be a whole number of (the cipher's
+    block for CBC; 4 otherwise), checked first when it is more than 4.
+    """
     n = len(plaintext)
+    if block > 4 and n % block:
+        why = f"ciphertext of {n} bytes is not a whole number of {block}-byte cipher blocks"
+        return Trailer(0, 0, 0, why)
     if n < 2:
         return Trailer(0, 0, 0, f"plaintext of {n} bytes has no room for a trailer")
     pad_len, nh = plaintext[-2], plaintext[-1]

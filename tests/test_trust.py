@@ -297,14 +297,24 @@ def test_real_capture_with_a_wrong_key_exits_1_and_names_the_fix(
 
 
 @real
-@pytest.mark.parametrize("name", ["cbc-aes-hmac-sha256-v4"])
-def test_algorithm_not_decrypted_is_unsupported_and_exits_1(tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "edit"),
+    [
+        ("cbc-aes-hmac-sha256-v4", ("cbc(aes)", "cbc(twofish)")),  # a cipher not opened
+        ("cbc-aes-hmac-sha256-v4", ("hmac(sha256)", "hmac(rmd160)")),  # an HMAC not verified
+    ],
+)
+def test_algorithm_not_decrypted_is_unsupported_and_exits_1(
+    tmp_path: Path, name: str, edit: tuple[str, str]
+) -> None:
     folder = CAPTURES / name
     out = tmp_path / "out"
+    keys = tmp_path / "keys.txt"
+    keys.write_text((folder / "xfrm-state.txt").read_text().replace(*edit))
     result = CliRunner().invoke(
         app,
         [
-            *("analyze", str(folder / "capture.pcap"), "--sa", str(folder / "xfrm-state.txt")),
+            *("analyze", str(folder / "capture.pcap"), "--sa", str(keys)),
             *("--out", str(out), "--format", "text", "--no-plots"),
         ],
     )

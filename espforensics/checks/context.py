@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from espforensics.crypto import AeadContext
+from espforensics.crypto import CipherContext, context_for
 from espforensics.decode.inner import parse_inner
 from espforensics.decode.ip import OuterIp
 from espforensics.errors import MalformedPacket
@@ -46,7 +46,7 @@ class SaState:
         self.tentative_start = 0
         self.tracker = EsnTracker(sa.esn_hi if sa is not None else 0)
         usable = sa is not None and sa.supported and sa.key_usable
-        self.ctx = AeadContext(sa) if sa is not None and usable else None
+        self.ctx: CipherContext | None = context_for(sa) if sa is not None and usable else None
 
 
 class Flow:
@@ -104,14 +104,15 @@ class PacketContext:
                 self._digest = hashlib.blake2b(self.data[start:], digest_size=16).digest()
         return self._digest
 
-    def apply_plaintext(self, plain: bytes) -> str:
+    def apply_plaintext(self, plain: bytes, block: int = 4) -> str:
         """Fill the trailer and inner-packet columns from a verified plaintext.
 
-        Returns the trailer problem ("" when sound, RFC 4303 s2.4).
+        Returns the trailer problem ("" when sound, RFC 4303 s2.4); ``block``
+        is the cipher's (``CipherContext.block``).
         """
         rec = self.rec
         self.plain_head = plain[:HEAD_LEN]
-        trailer = parse_trailer(plain)
+        trailer = parse_trailer(plain, block)
         rec.pad_len, rec.next_header = trailer.pad_len, trailer.next_header
         rec.payload_len = trailer.payload_len
         if trailer.problem:

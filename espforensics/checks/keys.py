@@ -21,10 +21,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from espforensics.checks.context import PacketContext, SaState
-from espforensics.crypto import IV_LEN, AeadContext, leading_zero, salt_first
+from espforensics.crypto import context_for, leading_zero, salt_first
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.esn import EsnTracker
-from espforensics.keys.sa import ICV_BITS, SaTable, SecurityAssociation
+from espforensics.keys.sa import CTR_AES, HMAC_DIGESTS, ICV_BITS, SaTable, SecurityAssociation
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 
 SAMPLES = 4
@@ -46,8 +46,7 @@ class Variant:
 @dataclass(frozen=True, slots=True)
 class _Sample:
     seq: int  # the low 32 bits, as on the wire
-    iv: bytes
-    sealed: bytes  # ciphertext || ICV
+    body: bytes  # after the ESP header: IV || ciphertext || ICV
 
 
 class _Cure:
@@ -57,12 +56,13 @@ class _Cure:
 
     def __init__(self, variant: Variant) -> None:
         self.variant = variant
-        self.ctx = AeadContext(variant.sa)
+        self.ctx = context_for(variant.sa)
         self.tracker = EsnTracker(variant.sa.esn_hi)
 
     def verifies(self, s: _Sample) -> bool:
         seq64 = self.tracker.infer(s.seq) if self.ctx.esn else s.seq
-        if self.ctx.open(seq64, s.iv, s.sealed) is None:
+        iv_len = self.ctx.iv_len
+        if self.ctx.open(seq64, s.body[:iv_len], s.body[iv_len:]) is None:
             return False
         self.tracker.commit(seq64)
         return True
@@ -94,7 +94,7 @@ def variants(sa: SecurityAssociation, table: SaTable) -> Iterator[Variant]:
             leading_zero(sa),
         )
         return
-    for bits in sorted(ICV_BITS - {sa.icv_bits}, reverse=True):
+    for bits in sorted(_icv_choices(sa) - {sa.icv_bits}, reverse=True):
         yield Variant(
             f"a {bits}-bit ICV (the key file says {sa.icv_bits})", replace(sa, icv_bits=bits)
         )
@@ -109,22 +109,36 @@ def variants(sa: SecurityAssociation, table: SaTable) -> Iterator[Variant]:
             f"ESN on with high half {hi:#x} at the start (the key file says {was})",
             replace(sa, esn=True, esn_hi=hi),
         )
-    yield Variant(
-        "the 4-byte salt read from the start of the key material, not its end",
-        salt_first(sa),
-    )
+    if sa.auth_algorithm is None or sa.algorithm == CTR_AES:  # a salt or nonce at the end
+        yield Variant(
+            "the 4-byte salt read from the start of the key material, not its end",
+            salt_first(sa),
+        )
     for other in table:  # a key one byte short is no key to try (AESGCM refuses it)
         if (
             other.supported
             and other.key_usable
-            and other.algorithm == sa.algorithm
+            and (other.algorithm, other.auth_algorithm) == (sa.algorithm, sa.auth_algorithm)
             and not other.key.same_as(sa.key)
         ):
             yield Variant(
                 f"the key given for SPI {other.spi:#010x} ({other.src or 'any'} -> "
                 f"{other.dst or 'any'}): the directions' keys swapped?",
-                replace(sa, key=other.key),
+                replace(sa, key=other.key, auth_key=other.auth_key),
             )
+
+
+def _icv_choices(sa: SecurityAssociation) -> frozenset[int]:
+    """ICV lengths a key file may have got wrong: an AEAD's, or an HMAC's usual truncations.
+
+    For an HMAC: 96 bits (RFC 2404, and Linux's default for ``auth hmac(sha256)``), half
+    the hash (RFC 4868 s2.3) and the whole hash.
+    """
+    digest = HMAC_DIGESTS.get(sa.auth_algorithm or "")
+    if digest is None:
+        return ICV_BITS
+    full = digest[1] * 8
+    return frozenset({96, full // 2, full})
 
 
 class KeyCheck:
@@ -166,10 +180,7 @@ class KeyCheck:
         acc.verified += verified
 
     def _doctor(self, acc: _Sa, pkt: PacketContext, at: int) -> None:
-        body = at + ESP_HEADER_LEN
-        sample = _Sample(
-            pkt.rec.seq or 0, pkt.data[body : body + IV_LEN], pkt.data[body + IV_LEN :]
-        )
+        sample = _Sample(pkt.rec.seq or 0, pkt.data[at + ESP_HEADER_LEN :])
         if acc.cure is not None:
             acc.cured += acc.cure.verifies(sample)
         elif not acc.diagnosed:

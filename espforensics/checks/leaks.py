@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from espforensics.checks.context import PacketContext
 from espforensics.crypto import IV_LEN
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.keys.sa import RFC4543
+from espforensics.keys.sa import CLEAR_BY_DESIGN
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 from espforensics.trailer import parse_trailer
 
@@ -137,7 +137,7 @@ class LeakCheck:
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
-        if rec.algorithm == RFC4543 or rec.esp_offset is None:  # GMAC: clear by design
+        if rec.algorithm in CLEAR_BY_DESIGN or rec.esp_offset is None:  # GMAC, NULL
             return
         if rec.verdict is Verdict.ESP_MISPLACED:
             if rec.leaked:
@@ -150,8 +150,10 @@ class LeakCheck:
         if rec.esp_offset is None:
             return
         body = rec.esp_offset + ESP_HEADER_LEN
+        ctx = pkt.flow.state.ctx
+        iv_len = IV_LEN if ctx is None else ctx.iv_len
         if pkt.plain_head is not None:
-            sealed = data[body + IV_LEN : body + IV_LEN + MIN_RUN]
+            sealed = data[body + iv_len : body + iv_len + MIN_RUN]
             if len(sealed) == MIN_RUN and sealed == pkt.plain_head[:MIN_RUN]:
                 rec.leaked, rec.leaked_hex = MIN_RUN, sealed.hex(" ")
                 rec.leaked_fields = "payload not encrypted: ciphertext equals plaintext"
@@ -159,9 +161,8 @@ class LeakCheck:
             return
         if rec.verdict is Verdict.TRUNCATED:
             return
-        ctx = pkt.flow.state.ctx
         icv_lens = (ctx.icv_len,) if ctx is not None else KEYLESS_ICV_LENS
-        for start in (body + IV_LEN, body):
+        for start in (body + iv_len, body):
             n = clear_ip_header(data, start, len(data))
             if n and trailer_follows(data, start, icv_lens):
                 self._report(pkt, data[start : start + n])

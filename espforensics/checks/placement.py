@@ -119,12 +119,12 @@ class PlacementCheck:
             seq = int.from_bytes(data[at + 4 : at + 8], "big")
             seq64 = state.tracker.infer(seq)
             body = data[at + ESP_HEADER_LEN :]
-            plain = ctx.open(seq64, body[:IV_LEN], body[IV_LEN:])
+            plain = ctx.open(seq64, body[: ctx.iv_len], body[ctx.iv_len :])
             if plain is not None:
                 state.tracker.commit(seq64)
                 state.proven = True
-                problem = pkt.apply_plaintext(plain)
-                self._mark(pkt, at, seq, seq64, proven=True)
+                problem = pkt.apply_plaintext(plain, ctx.block)
+                self._mark(pkt, at, seq, seq64, proven=True, iv_len=ctx.iv_len)
                 if problem:
                     rec.detail += f"; trailer: {problem}"
                 return True
@@ -143,11 +143,15 @@ class PlacementCheck:
                 return
             seq = int.from_bytes(data[at + 4 : at + 8], "big")
             if abs(seq - rec.seq) <= SEQ_SLACK and _ip_like(data, start, at):
-                self._mark(pkt, at, seq, pkt.state.tracker.infer(seq), proven=False)
+                ctx = pkt.state.ctx
+                iv_len = IV_LEN if ctx is None else ctx.iv_len
+                self._mark(pkt, at, seq, pkt.state.tracker.infer(seq), False, iv_len)
                 return
             at = data.find(needle, at + 1)
 
-    def _mark(self, pkt: PacketContext, at: int, seq: int, seq64: int, proven: bool) -> None:
+    def _mark(
+        self, pkt: PacketContext, at: int, seq: int, seq64: int, proven: bool, iv_len: int = IV_LEN
+    ) -> None:
         rec, data = pkt.rec, pkt.data
         if rec.expected_offset is None or rec.spi is None:
             return
@@ -156,9 +160,9 @@ class PlacementCheck:
         clear = data[start:at] if at > start else b""
         rec.verdict = Verdict.ESP_MISPLACED
         rec.spi, rec.seq, rec.seq64, rec.esp_offset = spi, seq, seq64, at
-        iv = data[at + ESP_HEADER_LEN : at + _SLOT]
+        iv = data[at + ESP_HEADER_LEN : at + ESP_HEADER_LEN + iv_len]
         rec.iv = iv.hex()
-        pkt.iv = int.from_bytes(iv) if len(iv) == IV_LEN else None
+        pkt.iv = int.from_bytes(iv) if iv_len and len(iv) == iv_len else None
         rec.esp_len = len(data) - at
         rec.leaked, rec.leaked_hex = len(clear), clear.hex(" ")
         how = "proven by decryption there" if proven else "unproven: no key, found by layout"

@@ -242,7 +242,7 @@ class SteadyLane:
         """The key group of a flow whose SA is in the steady state, else None."""
         state = flow.state
         if (
-            state.ctx is None
+            not isinstance(state.ctx, AeadContext)  # CBC, CTR, NULL: the per-frame path
             or state.sa is None
             or not state.proven
             or state.tentative is not None
@@ -400,7 +400,7 @@ class SteadyLane:
 
 def _ctx(flow: Flow) -> AeadContext:
     ctx = flow.state.ctx
-    assert ctx is not None  # the lane takes only SAs with a usable key
+    assert isinstance(ctx, AeadContext)  # the lane takes only AEAD SAs with a usable key
     return ctx
 
 

@@ -20,8 +20,8 @@ from espforensics.errors import KeyFileError
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 # Kernel names of the algorithms we know, with (key lengths without salt, salt
-# length). The AEADs with an 8-byte explicit IV are opened (crypto.py), GMAC
-# among them; the non-AEAD SAs (enc + auth) load as unsupported.
+# length). The AEADs with an 8-byte explicit IV are opened (crypto/aead.py),
+# GMAC among them; the ciphers and HMACs below are opened by crypto/encauth.py.
 RFC4106 = "rfc4106(gcm(aes))"
 RFC4309 = "rfc4309(ccm(aes))"
 RFC7539ESP = "rfc7539esp(chacha20,poly1305)"
@@ -33,6 +33,29 @@ AEAD_KEY_LAYOUT: dict[str, tuple[tuple[int, ...], int]] = {
     RFC4543: ((16, 24, 32), 4),  # RFC 4543 s3.2: GMAC, no encryption
 }
 SUPPORTED_ALGORITHMS = frozenset({RFC4106, RFC4309, RFC7539ESP, RFC4543})
+
+# Ciphers of non-AEAD SAs that are opened -> (key lengths without nonce, nonce
+# length, explicit IV length, block the ciphertext fills: RFC 4303 s2.4).
+CBC_AES = "cbc(aes)"  # RFC 3602: 16-byte IV, 16-byte blocks
+CBC_DES3 = "cbc(des3_ede)"  # RFC 2451: 8-byte IV, 8-byte blocks
+CTR_AES = "rfc3686(ctr(aes))"  # RFC 3686: key || 4-byte nonce, 8-byte IV
+NULL_CIPHER = "ecb(cipher_null)"  # RFC 2410: no IV, the payload in clear
+CLEAR_BY_DESIGN = frozenset({RFC4543, NULL_CIPHER})  # no encryption: clear payload is no leak
+CIPHER_LAYOUT: dict[str, tuple[tuple[int, ...], int, int, int]] = {
+    CBC_AES: ((16, 24, 32), 0, 16, 16),
+    CBC_DES3: ((24,), 0, 8, 8),
+    CTR_AES: ((16, 24, 32), 4, 8, 4),
+    NULL_CIPHER: ((0,), 0, 0, 4),
+}
+# HMACs that are verified -> (hashlib name, key bytes the RFC gives). RFC 2403,
+# RFC 2404, RFC 4868 s2.1.1 (the key is as long as the hash's output).
+HMAC_DIGESTS: dict[str, tuple[str, int]] = {
+    "hmac(md5)": ("md5", 16),
+    "hmac(sha1)": ("sha1", 20),
+    "hmac(sha256)": ("sha256", 32),
+    "hmac(sha384)": ("sha384", 48),
+    "hmac(sha512)": ("sha512", 64),
+}
 ICV_BITS = frozenset({64, 96, 128})
 _CACHE_MAX = 65536  # lookups remembered; a capture of a scan meets millions of (SPI, addresses)
 
@@ -90,11 +113,18 @@ class SecurityAssociation:
     @property
     def supported(self) -> bool:
         """True when this version of espforensics can decrypt the SA."""
-        return self.algorithm in SUPPORTED_ALGORITHMS
+        if self.auth_algorithm is None:
+            return self.algorithm in SUPPORTED_ALGORITHMS
+        return self.algorithm in CIPHER_LAYOUT and self.auth_algorithm in HMAC_DIGESTS
 
     @property
     def key_usable(self) -> bool:
-        """False when the key material has no length its AEAD takes (one byte short)."""
+        """False when the key material has no length its algorithm takes (one byte short)."""
+        if self.auth_algorithm is not None:
+            cipher = CIPHER_LAYOUT.get(self.algorithm)
+            return self.auth_key is not None and (
+                cipher is None or len(self.key) - cipher[1] in cipher[0]
+            )
         layout = AEAD_KEY_LAYOUT.get(self.algorithm)
         return layout is None or len(self.key) - layout[1] in layout[0]
 
@@ -104,10 +134,16 @@ class SecurityAssociation:
 
 
 def _same_keying(a: SecurityAssociation, b: SecurityAssociation) -> bool:
-    """Do two SAs decrypt alike (same algorithm, ICV, ESN and key)?"""
-    return (a.algorithm, a.icv_bits, a.esn) == (b.algorithm, b.icv_bits, b.esn) and a.key.same_as(
-        b.key
-    )
+    """Do two SAs decrypt alike (same algorithms, ICV, ESN and keys)?"""
+    same = (a.algorithm, a.auth_algorithm, a.icv_bits, a.esn) == (
+        b.algorithm,
+        b.auth_algorithm,
+        b.icv_bits,
+        b.esn,
+    ) and a.key.same_as(b.key)
+    if a.auth_key is None or b.auth_key is None:
+        return same and a.auth_key is b.auth_key
+    return same and a.auth_key.same_as(b.auth_key)
 
 
 def _packed(addr: IpAddress | None) -> bytes | None:

@@ -1,4 +1,4 @@
-"""AEAD for ESP: nonce and AAD construction, open and seal.
+"""AEADs for ESP: nonce and AAD construction, open and seal.
 
 In: an SA's key material (revealed here and nowhere else), the ESP header
 fields and the bytes after the IV. Out: the plaintext (payload, padding,
@@ -76,7 +76,11 @@ class AeadContext:
     seq (|| with ESN the high half first): RFC 4106 s5, RFC 4309 s5, RFC 7634 s2.1.
     """
 
-    __slots__ = ("_aead", "_key", "_salt", "esn", "gmac", "icv_len", "spi")
+    __slots__ = ("_aead", "_key", "_salt", "clear", "esn", "gmac", "icv_len", "spi")
+
+    counter = True  # the IV is a nonce a counter fills (seqiv): a repeat reuses keystream
+    iv_len = IV_LEN
+    block = 4  # RFC 4303 s2.4: stream-like, the trailer ends on a 4-byte boundary
 
     def __init__(self, sa: SecurityAssociation) -> None:
         salt_len = AEAD_KEY_LAYOUT.get(sa.algorithm, ((), 0))[1]
@@ -91,7 +95,7 @@ class AeadContext:
         self._aead = _aead(sa.algorithm, self._key, self.icv_len)
         # RFC 4543 s3.2: integrity only; the AAD is the ESP header's, then the IV and the
         # payload with its trailer, which travel in clear; the ICV is GMAC's 16-byte tag.
-        self.gmac = sa.algorithm == RFC4543
+        self.gmac = self.clear = sa.algorithm == RFC4543
 
     def open(
         self, seq64: int, iv: bytes, sealed: bytes | memoryview, esn: bool | None = None

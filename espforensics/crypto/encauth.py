@@ -1,0 +1,133 @@
+"""ESP with a cipher and a separate integrity algorithm: CBC, CTR or NULL with an HMAC.
+
+In: a non-AEAD SA (``algorithm``/``key`` the cipher, ``auth_algorithm``/
+``auth_key`` the HMAC) and, per packet, the ESP header fields and the
+bytes after the IV. Out: the plaintext (payload, padding, pad length,
+next header), or ``None`` when the ICV does not verify. ``seal`` is the
+inverse, used by the fixture builder. Raises nothing of its own.
+
+RFC 4303 s3.3.2 / s3.4.4: the ICV is computed over the ESP packet without
+the ICV (SPI, sequence number, IV, ciphertext), checked before decryption;
+with ESN the high 32 bits of the sequence number are appended after the
+packet for the ICV only (RFC 4303 s2.2.1), never sent. RFC 2404 / RFC
+4868: HMAC-SHA-1-96, HMAC-SHA-256-128, -384-192, -512-256 (truncated to
+``icv_bits``). RFC 3602: AES-CBC with a 16-byte IV; RFC 2451: 3DES-CBC
+with an 8-byte IV; RFC 3686 s4: AES-CTR's counter block is nonce (4) ||
+IV (8) || 32-bit block counter from 1; RFC 2410: the NULL cipher, no IV.
+"""
+
+from __future__ import annotations
+
+import hmac
+import struct
+
+from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from espforensics.keys.sa import (
+    CBC_AES,
+    CBC_DES3,
+    CIPHER_LAYOUT,
+    CTR_AES,
+    HMAC_DIGESTS,
+    NULL_CIPHER,
+    SecurityAssociation,
+)
+
+_HEADER = struct.Struct(">II")
+_HI = struct.Struct(">I")
+_COUNTER_ONE = b"\x00\x00\x00\x01"  # RFC 3686 s4: the block counter starts at 1
+
+
+class EncAuthContext:
+    """One non-AEAD SA's cipher and HMAC, built once and used for every packet of the SA.
+
+    ``iv_len`` is the explicit IV on the wire (16 for AES-CBC, 8 for 3DES-CBC
+    and AES-CTR, 0 for NULL), ``block`` the length the ciphertext must be a
+    multiple of (RFC 4303 s2.4: the cipher's block, else 4), ``counter``
+    whether the IV is a counter nonce (seqiv, CTR) rather than a CBC IV
+    (echainiv), and ``clear`` whether the payload travels in clear (NULL).
+    """
+
+    __slots__ = (
+        "_algorithm",
+        "_auth_key",
+        "_digest",
+        "_key",
+        "_nonce",
+        "block",
+        "clear",
+        "counter",
+        "esn",
+        "gmac",
+        "icv_len",
+        "iv_len",
+        "spi",
+    )
+
+
+    def __init__(self, sa: SecurityAssociation) -> None:
+        if sa.algorithm not in CIPHER_LAYOUT or sa.auth_algorithm not in HMAC_DIGESTS:
+            raise ValueError(f"no context for {sa.algorithm} with {sa.auth_algorithm}")
+        if sa.auth_key is None:
+            raise ValueError("an integrity key is needed")
+        material = sa.key.reveal()
+        _, nonce_len, self.iv_len, self.block = CIPHER_LAYOUT[sa.algorithm]
+        self._key = material[: len(material) - nonce_len]
+        self._nonce = material[len(material) - nonce_len :]
+        self._algorithm = sa.algorithm
+        self._auth_key = sa.auth_key.reveal()
+        self._digest = HMAC_DIGESTS[sa.auth_algorithm][0]
+        self.icv_len = sa.icv_len
+        self.esn = sa.esn
+        self.spi = sa.spi
+        self.counter = sa.algorithm == CTR_AES
+        self.clear = sa.algorithm == NULL_CIPHER
+        self.gmac = False
+
+    def _icv(self, seq64: int, iv: bytes, ciphertext: bytes | memoryview, esn: bool) -> bytes:
+        mac = hmac.new(self._auth_key, _HEADER.pack(self.spi, seq64 & 0xFFFFFFFF), self._digest)
+        mac.update(iv)
+        mac.update(ciphertext)
+        if esn:
+            mac.update(_HI.pack(seq64 >> 32))  # RFC 4303 s2.2.1: after the packet, not sent
+        return mac.digest()[: self.icv_len]
+
+    def _cipher(self, iv: bytes) -> Cipher[modes.CBC] | Cipher[modes.CTR]:
+        if self._algorithm == CBC_AES:
+            return Cipher(algorithms.AES(self._key), modes.CBC(iv))
+        if self._algorithm == CBC_DES3:
+            return Cipher(TripleDES(self._key), modes.CBC(iv))
+        return Cipher(algorithms.AES(self._key), modes.CTR(self._nonce + iv + _COUNTER_ONE))
+
+    def open(
+        self, seq64: int, iv: bytes, sealed: bytes | memoryview, esn: bool | None = None
+    ) -> bytes | None:
+        """Verify the ICV over header, IV and ciphertext, then decrypt; ``None`` if it fails.
+
+        ``esn`` overrides the SA's flag, for callers that try both forms. A
+        CBC ciphertext that is not a whole number of blocks decrypts its whole
+        blocks and keeps its last bytes as they are, so the trailer check
+        (RFC 4303 s2.4, ``block``) reports it rather than the packet failing.
+        """
+        if len(sealed) < self.icv_len or len(iv) != self.iv_len:
+            return None
+        cut = len(sealed) - self.icv_len
+        ciphertext = sealed[:cut]
+        icv = self._icv(seq64, iv, ciphertext, self.esn if esn is None else esn)
+        if not hmac.compare_digest(icv, bytes(sealed[cut:])):
+            return None
+        if self.clear:
+            return bytes(ciphertext)
+        whole = cut - cut % self.block if not self.counter else cut
+        dec = self._cipher(iv).decryptor()
+        return dec.update(ciphertext[:whole]) + bytes(ciphertext[whole:])
+
+    def seal(self, seq64: int, iv: bytes, plaintext: bytes) -> bytes:
+        """Encrypt ``plaintext`` (whole blocks for CBC); returns ciphertext || ICV."""
+        if self.clear:
+            ciphertext = plaintext
+        else:
+            enc = self._cipher(iv).encryptor()
+            ciphertext = enc.update(plaintext) + enc.finalize()
+        return ciphertext + self._icv(seq64, iv, ciphertext, self.esn)
