@@ -65,7 +65,6 @@ class EncAuthContext:
         "spi",
     )
 
-
     def __init__(self, sa: SecurityAssociation) -> None:
         if sa.algorithm not in CIPHER_LAYOUT or sa.auth_algorithm not in HMAC_DIGESTS:
             raise ValueError(f"no context for {sa.algorithm} with {sa.auth_algorithm}")
