@@ -19,6 +19,13 @@ comes first, only on which packets the window holds. No candidate under
 which ``AGREE`` packets share a delta: the SA's IVs are not
 counter-derived (echainiv's random IVs with CBC), which is not a fault.
 
+CBC (RFC 3602 s2.1) needs IVs no one can predict, and Linux makes them
+with echainiv: computed from the sequence number but random-looking, so a
+CBC SA is not tested against a counter. Its IVs are tested for chaining
+instead: an IV equal to the last ciphertext block of the SA's previous
+packet (the chained, predictable IVs of CVE-2022-46397) is a finding; a
+chance match of a 128-bit (3DES: 64-bit) block is not a possibility.
+
 Without a usable key the high half of seq64 is the ESN inference's guess
 (RFC 4303 A2: the wire carries the low 32 bits, and the first packet's
 high half is unknown), so for such an SA only the low 32 bits of the IV
@@ -33,6 +40,7 @@ from dataclasses import dataclass, field
 from math import prod
 
 from espforensics.checks.context import Flow, Holds, PacketContext, PerFlow
+from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 
 AGREE = 2  # packets that must share a delta for IVs to count as counter-derived
@@ -92,6 +100,17 @@ def choose_constant(samples: Sequence[tuple[int, int]], mask: int = _MASK64) -> 
     return best
 
 
+@dataclass(slots=True)
+class _Cbc:
+    """A CBC SA: its previous packet's last ciphertext block, and the chained IVs seen."""
+
+    last: bytes = b""
+    last_frame: int = 0
+    packets: int = 0
+    chained: int = 0
+    frames: list[int] = field(default_factory=list)
+
+
 @dataclass(slots=True, eq=False)  # identity hash: a key of the probing queue
 class _Sa:
     mask: int = _MASK64  # _MASK32 for an SA whose high halves are not authenticated
@@ -120,6 +139,7 @@ class IvDerivationCheck:
         self._holds = holds
         holds.on_force(self._force)
         self._sas: PerFlow[_Sa] = PerFlow(_Sa)
+        self._cbc: PerFlow[_Cbc] = PerFlow(_Cbc)
         # SAs still choosing their constant, by their first held frame (capture order).
         self._probing: OrderedDict[_Sa, int] = OrderedDict()
 
@@ -127,6 +147,10 @@ class IvDerivationCheck:
         rec = pkt.rec
         if pkt.iv is None or rec.seq64 is None or not pkt.header_is_evidence:
             return  # an auth_fail header under a key that verifies others may be forged
+        ctx = pkt.flow.state.ctx
+        if ctx is not None and not ctx.counter:
+            self._chaining(pkt, ctx.iv_len, ctx.icv_len)
+            return
         sa = self._sas.get(pkt.flow)
         if not sa.packets and not pkt.flow.state.proven:
             sa.mask = _MASK32
@@ -141,6 +165,23 @@ class IvDerivationCheck:
         self._holds.hold(rec.frame)
         if len(sa.probe) >= WINDOW:
             self._settle(sa)
+
+    def _chaining(self, pkt: PacketContext, iv_len: int, icv_len: int) -> None:
+        """A CBC packet: is its IV the last ciphertext block of the SA's previous packet?"""
+        rec, data = pkt.rec, pkt.data
+        cbc = self._cbc.get(pkt.flow)
+        cbc.packets += 1
+        start = (rec.esp_offset or 0) + ESP_HEADER_LEN
+        iv = data[start : start + iv_len]
+        if cbc.last and iv == cbc.last:
+            cbc.chained += 1
+            note = f"IV is the last ciphertext block of frame {cbc.last_frame} (chained)"
+            rec.detail = f"{rec.detail}; {note}" if rec.detail else note
+            if len(cbc.frames) < EXAMPLES:
+                cbc.frames.append(rec.frame)
+        end = len(data) - icv_len
+        if rec.verdict is not Verdict.TRUNCATED and end - iv_len >= start + iv_len:
+            cbc.last, cbc.last_frame = bytes(data[end - iv_len : end]), rec.frame
 
     def steady_sa(self, flow: Flow) -> _Sa | None:
         """The flow's state once its constant is settled (the steady lane's case), else None."""
@@ -218,6 +259,36 @@ class IvDerivationCheck:
                 )
             elif sa.deviating:
                 yield self._deviating(spi, src, dst, sa)
+        for (spi, src, dst), cbc in self._cbc.items():
+            yield self._cbc_finding(spi, src, dst, cbc)
+
+    @staticmethod
+    def _cbc_finding(spi: int, src: str, dst: str, cbc: _Cbc) -> Finding:
+        if not cbc.chained:
+            return Finding(
+                FindingKind.IV_DERIVATION,
+                Severity.INFO,
+                spi,
+                (),
+                cbc.packets,
+                f"{src} -> {dst}: CBC IVs not counter-derived, as echainiv makes them (not a "
+                f"fault); none is the previous packet's last ciphertext block",
+                src,
+                dst,
+            )
+        return Finding(
+            FindingKind.IV_DERIVATION,
+            Severity.HIGH,
+            spi,
+            tuple(cbc.frames),
+            cbc.chained,
+            f"{src} -> {dst}: {cbc.chained} of {cbc.packets} CBC IVs are chained: each equals "
+            f"the last ciphertext block of the SA's previous packet, so the next IV is known "
+            f"before the packet is sent (predictable IVs, as in CVE-2022-46397; RFC 3602 s2.1 "
+            f"wants them unpredictable)",
+            src,
+            dst,
+        )
 
     @staticmethod
     def _deviating(spi: int, src: str, dst: str, sa: _Sa) -> Finding:

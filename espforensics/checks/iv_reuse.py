@@ -6,7 +6,11 @@ one ``iv_reuse`` finding per reused IV, and one ``shared_key`` finding
 per set of SAs given the same key. Raises nothing.
 
 RFC 4106 s3.1 / primer s3: a repeated (key, nonce) leaks the XOR of two
-plaintexts and the GHASH key. IVs are in clear, so reuse is visible
+plaintexts and the GHASH key: with a counter-mode algorithm (the AEADs,
+AES-CTR) a reuse is critical. With CBC (RFC 3602) a repeated IV under one
+key shows which packets start with equal plaintext blocks, and as Linux's
+echainiv computes the IV from the sequence number, a repeat means two
+packets were built from one sequence number: high. IVs are in clear, so reuse is visible
 without keys: packets are grouped by key material when the key is known
 (two SAs with one key are one group) and by (destination, SPI) when not.
 
@@ -14,7 +18,10 @@ Memory: IVs are mapped through ``iv xor c`` (c fixed per group from its
 first packet), which turns Linux seqiv IVs into the sequence counter, so
 an ``IntervalSet`` holds one run per unbroken stretch (bounded by runs,
 not packets). A group whose IVs do not follow a counter (random IVs)
-moves to a ``U64Set`` at about 10-14 bytes per packet. The evidence of
+moves to a ``U64Set`` at about 10-14 bytes per packet; 16-byte CBC IVs go
+there at once as a 64-bit fold of the IV, and a fold seen before counts as
+a reuse only when the window holds the earlier IV itself (else it is a
+possible reuse, counted apart). The evidence of
 each reuse (frames, sequence numbers, XOR of the plaintexts) comes from a
 window of the last ``WINDOW`` IVs per group; a reuse of an older IV is
 still detected and reported, with the first use's frame unknown.
@@ -37,6 +44,7 @@ WINDOW = 4096
 MAX_EVENTS = 10_000  # reuse events kept for the report; more are counted only
 EVIDENCE = HEAD_LEN  # leading bytes whose XOR is shown
 RUNS_BEFORE_HASH = 4096
+_MASK64 = (1 << 64) - 1
 
 
 @dataclass(slots=True)
@@ -52,6 +60,8 @@ class _Use:
 @dataclass(slots=True)
 class _Group:
     const: int
+    iv_len: int = IV_LEN
+    counter: bool = True  # a counter-mode nonce (keystream reuse), not a CBC IV
     runs: IntervalSet = field(default_factory=IntervalSet)
     hashed: U64Set | None = None
     packets: int = 0
@@ -60,6 +70,13 @@ class _Group:
     recent: RecentWindow[_Use] = field(default_factory=lambda: RecentWindow(WINDOW))
     events: dict[int, list[_Use]] = field(default_factory=dict)
     dropped: int = 0
+    unconfirmed: int = 0  # a wide IV's fold seen before, its earlier use out of the window
+
+    def value(self, iv: int) -> int:
+        """What the sets hold for an IV: ``iv xor const``, or a 64-bit fold of a wider IV."""
+        if self.iv_len <= IV_LEN:
+            return iv ^ self.const
+        return (iv >> 64 ^ iv) & _MASK64
 
     def seen(self, value: int) -> bool:
         if self.hashed is not None:
@@ -128,8 +145,8 @@ class IvReuseCheck:
             return
         group = self._by_state.get(pkt.flow.state) or self._group(pkt, iv ^ seq64)
         group.packets += 1
-        reused = group.seen(iv ^ group.const)
-        start = (rec.esp_offset or 0) + ESP_HEADER_LEN + IV_LEN
+        reused = group.seen(group.value(iv))
+        start = (rec.esp_offset or 0) + ESP_HEADER_LEN + group.iv_len
         use = _Use(
             rec.frame,
             rec.spi or 0,
@@ -141,9 +158,12 @@ class IvReuseCheck:
         recent = group.recent
         if reused:
             first = recent.get(iv)
+            if first is None and group.iv_len > IV_LEN:
+                group.unconfirmed += 1  # the fold matched: the IV itself is not proven seen
+                reused = False
             # A byte-identical replay repeats the IV with the same plaintext: no keystream
             # is reused (the sequence check reports it as a duplicate).
-            reused = first is None or first.digest != use.digest
+            reused = reused and (first is None or first.digest != use.digest)
             if reused:
                 self._event(group, iv, use)
         rec.iv_reused = reused
@@ -175,7 +195,15 @@ class IvReuseCheck:
         )
         group = self._groups.get(key)
         if group is None:
-            group = self._groups[key] = _Group(const=const)
+            ctx = pkt.flow.state.ctx
+            iv_len = IV_LEN if ctx is None else ctx.iv_len
+            group = self._groups[key] = _Group(
+                const=const if iv_len <= IV_LEN else 0,
+                iv_len=iv_len,
+                counter=ctx is None or ctx.counter,
+            )
+            if iv_len > IV_LEN:
+                group.hashed = U64Set()  # random 16-byte IVs: no runs to grow
         self._by_state[pkt.flow.state] = group
         return group
 
@@ -192,11 +220,22 @@ class IvReuseCheck:
     def finish(self) -> Iterator[Finding]:
         for group in self._groups.values():
             for iv, uses in group.events.items():
-                yield self._finding(iv, uses)
+                yield self._finding(group, iv, uses)
+            if group.unconfirmed:
+                yield Finding(
+                    FindingKind.IV_REUSE,
+                    Severity.LOW,
+                    None,
+                    (),
+                    group.unconfirmed,
+                    f"{group.unconfirmed} IVs match an earlier IV in 64 of their "
+                    f"{8 * group.iv_len} bits, the earlier one older than the last {WINDOW} "
+                    f"packets: possible reuse, not proven",
+                )
             if group.dropped:
                 yield Finding(
                     FindingKind.IV_REUSE,
-                    Severity.CRITICAL,
+                    Severity.CRITICAL if group.counter else Severity.HIGH,
                     None,
                     (),
                     group.dropped,
@@ -205,19 +244,27 @@ class IvReuseCheck:
         yield from self._shared_keys()
 
     @staticmethod
-    def _finding(iv: int, uses: list[_Use]) -> Finding:
+    def _finding(group: _Group, iv: int, uses: list[_Use]) -> Finding:
         frames = ", ".join(f"frame {u.frame} seq {u.seq64}" for u in uses[:6])
-        text = f"IV {iv:016x} used {len(uses)} times: {frames}"
+        text = f"IV {iv:0{2 * group.iv_len}x} used {len(uses)} times: {frames}"
         if len(uses) >= 2:
             a, b = uses[0], uses[1]
             text += f"; ciphertext XOR {_xor(a.ct, b.ct)}"
-            if a.pt is not None and b.pt is not None:
+            if a.pt is not None and b.pt is not None and group.counter:
                 text += f"; plaintext XOR {_xor(a.pt, b.pt)} (equal: same keystream)"
+            elif a.pt is not None and b.pt is not None:
+                text += f"; plaintext XOR {_xor(a.pt, b.pt)}"
         else:
             text += " (first use before the evidence window)"
+        if not group.counter:
+            text += (
+                "; CBC: equal leading plaintext blocks give equal ciphertext blocks, and "
+                "echainiv IVs come from the sequence number, so two packets were built from "
+                "one sequence number"
+            )
         return Finding(
             FindingKind.IV_REUSE,
-            Severity.CRITICAL,
+            Severity.CRITICAL if group.counter else Severity.HIGH,
             uses[-1].spi,
             tuple(u.frame for u in uses[:6]),
             len(uses),
