@@ -120,7 +120,7 @@ def test_cbc_ivs_chained_from_the_previous_ciphertext_are_named(tmp_path: Path) 
     assert "4 of 318 CBC IVs are chained" in finding.detail
     details = packets.set_index("frame").loc[chained, "detail"]
     for number, detail in zip(chained, details, strict=True):
-        assert f"IV is the last ciphertext block of number {frame_before(mine, number)}" in detail
+        assert f"IV is the last ciphertext block of frame {frame_before(mine, number)}" in detail
 
 
 def frame_before(mine: list[Frame], number: int) -> int:
