@@ -161,6 +161,28 @@ def test_yaml_unquoted_key_keeps_its_leading_zero_bytes() -> None:
     assert sa.key.reveal().hex() == "0000" + KEY[4:]
 
 
+def test_yaml_enc_and_auth_entries_give_the_sa_of_each_algorithm() -> None:
+    text = (
+        "sas:\n"
+        f"- {{spi: 1, enc: cbc(aes), key: '0x{CBC_KEY}', auth: hmac(sha256),"
+        f" auth_key: '0x{HMAC_KEY}', icv: 128, esn: true}}\n"
+        f"- {{spi: 2, enc: ecb(cipher_null), key: '', auth: hmac(sha1), auth_key: '{KEY}'}}\n"
+        f"- {{spi: 3, enc: rfc3686(ctr(aes)), key: '{KEY}', auth: hmac(sha512),"
+        f" auth_key: '{HMAC_KEY * 2}', icv: 256}}\n"
+    )
+    cbc, null, ctr = parse_sas(text, "keys.yaml")
+    assert [
+        (sa.algorithm, sa.auth_algorithm, sa.icv_bits, sa.esn, len(sa.key), sa.supported)
+        for sa in (cbc, null, ctr)
+    ] == [
+        ("cbc(aes)", "hmac(sha256)", 128, True, 16, True),
+        ("ecb(cipher_null)", "hmac(sha1)", 96, False, 0, True),  # RFC 2404's 96 by default
+        ("rfc3686(ctr(aes))", "hmac(sha512)", 256, False, 20, True),
+    ]
+    assert cbc.key.reveal().hex() == CBC_KEY
+    assert cbc.auth_key is not None and cbc.auth_key.reveal().hex() == HMAC_KEY
+
+
 def test_yaml_other_aeads_load_and_implicit_iv_is_unsupported() -> None:
     chacha = KEY + "00" * 16
     text = f"sas:\n- spi: 7\n  aead: rfc7539esp(chacha20,poly1305)\n  key: 0x{chacha}\n"
@@ -525,7 +547,40 @@ YAML_ERRORS = [
         "known: rfc4106(gcm(aes)), rfc4309(ccm(aes)), rfc4543(gcm(aes)), "
         "rfc7539esp(chacha20,poly1305), rfc8750(gcm(aes)), rfc8750(chacha20,poly1305)",
     ),
-    (yaml_entry(aead="-"), "k: entry 1 (spi 0x00001001): aead is missing"),
+    (yaml_entry(aead="-"), "k: entry 1 (spi 0x00001001): aead (or enc with auth) is missing"),
+    (
+        yaml_entry(enc="cbc(aes)"),
+        "k: entry 1 (spi 0x00001001): an SA has aead or enc (with auth), not both",
+    ),
+    (
+        yaml_entry(auth="hmac(sha256)", auth_key=f"0x{HMAC_KEY}"),
+        "k: entry 1 (spi 0x00001001): an AEAD takes no separate integrity algorithm",
+    ),
+    (
+        yaml_entry(aead="-", enc="cbc(aes)", key=f"0x{CBC_KEY}", auth="hmac(sha256)"),
+        "k: entry 1 (spi 0x00001001): auth key is missing",
+    ),
+    (
+        yaml_entry(aead="-", enc="cbc(aes)", key=f"0x{CBC_KEY}00"),
+        "k: entry 1 (spi 0x00001001): key is 17 bytes; cbc(aes) takes 16, 24 or 32",
+    ),
+    (
+        yaml_entry(
+            aead="-", enc="cbc(aes)", key=f"0x{CBC_KEY}", auth="hmac(sha1)", auth_key=f"0x{KEY}00"
+        ),
+        "k: entry 1 (spi 0x00001001): auth key is 21 bytes; hmac(sha1) takes 20",
+    ),
+    (
+        yaml_entry(
+            aead="-",
+            enc="cbc(aes)",
+            key=f"0x{CBC_KEY}",
+            auth="hmac(sha1)",
+            auth_key=f"0x{KEY}",
+            icv="192",
+        ),
+        "k: entry 1 (spi 0x00001001): ICV is 192 bits; hmac(sha1) takes a multiple of 8 up to 160",
+    ),
     (
         yaml_entry(aead="5"),
         "k: entry 1 (spi 0x00001001): aead must be an algorithm name such as rfc4106(gcm(aes))",
@@ -566,12 +621,12 @@ YAML_ERRORS = [
     (
         yaml_entry(icv_bits="96"),
         "k: entry 1 (spi 0x00001001): unknown field 'icv_bits'; "
-        "known: spi, src, dst, aead, key, icv, esn, esn_hi, mode, encap",
+        "known: spi, src, dst, aead, enc, key, auth, auth_key, icv, esn, esn_hi, mode, encap",
     ),
     (
         yaml_entry(spi="-", sp1="0x1001"),
         "k: entry 1: unknown field 'sp1'; "
-        "known: spi, src, dst, aead, key, icv, esn, esn_hi, mode, encap",
+        "known: spi, src, dst, aead, enc, key, auth, auth_key, icv, esn, esn_hi, mode, encap",
     ),
     (
         yaml_entry() + "    mode: tunnel\n    mode: transport\n",
@@ -681,7 +736,7 @@ XFRM_ERRORS = [
     ),
     (
         xfrm(PROTO, f"enc cbc(aes) 0x{CBC_KEY}", f"auth-trunc hmac(sha1) 0x{KEY} 90"),
-        "k: line 4: ICV is 90 bits; hmac(sha1) takes a multiple of 8 up to 512",
+        "k: line 4: ICV is 90 bits; hmac(sha1) takes a multiple of 8 up to 160",
     ),
     (
         xfrm(PROTO, f"enc cbc(aes) 0x{CBC_KEY}", f"auth-trunc hmac(sha1) 0x{KEY}x 96"),

@@ -23,7 +23,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from espforensics.errors import KeyFileError
-from espforensics.keys.sa import AEAD_KEY_LAYOUT, RFC4106, IpAddress, Secret, SecurityAssociation
+from espforensics.keys.sa import (
+    AEAD_KEY_LAYOUT,
+    HMAC_DIGESTS,
+    RFC4106,
+    IpAddress,
+    Secret,
+    SecurityAssociation,
+)
 
 MAX_SPI = 0xFFFFFFFF
 MAX_U32 = 0xFFFFFFFF
@@ -283,12 +290,18 @@ def _check_integrity(raw: RawSa, where: Where) -> tuple[str | None, Secret | Non
         icv = default
     else:
         raise where.error("icv_bits", f"integrity algorithm {name} needs an ICV length")
-    if icv % 8 or not 0 <= icv <= 512 or (icv == 0) != (name == "digest_null"):
-        why = f"ICV is {_bits(icv)}; {name} takes a multiple of 8 up to 512"
+    digest = HMAC_DIGESTS.get(name)
+    most = 512 if digest is None else 8 * digest[1]  # an HMAC's ICV is its hash, truncated
+    if icv % 8 or not 0 <= icv <= most or (icv == 0) != (name == "digest_null"):
+        why = f"ICV is {_bits(icv)}; {name} takes a multiple of 8 up to {most}"
         raise where.error("icv_bits", why)
     if raw.auth_key is None:
         raise where.error("auth_key", "auth key is missing")
-    return name, Secret(decode_hex(raw.auth_key, where, "auth_key")), icv
+    auth_key = decode_hex(raw.auth_key, where, "auth_key")
+    if digest is not None and len(auth_key) != digest[1]:  # RFC 2403, 2404, 4868 s2.1.1
+        why = f"auth key is {len(auth_key)} bytes; {name} takes {digest[1]}"
+        raise where.error("auth_key", why)
+    return name, Secret(auth_key), icv
 
 
 def _as_int(value: object, where: Where, name: str) -> int:

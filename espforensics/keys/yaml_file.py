@@ -29,8 +29,11 @@ from espforensics.errors import KeyFileError
 from espforensics.keys.sa import SecurityAssociation
 from espforensics.keys.validate import MAX_DIGITS, RawSa, Where, build_sa, check_spi, shown
 
-FIELDS = ("spi", "src", "dst", "aead", "key", "icv", "esn", "esn_hi", "mode", "encap")
-_AS_WRITTEN = ("key", "src", "dst")  # read from the node text, not YAML's value
+FIELDS = (
+    *("spi", "src", "dst", "aead", "enc", "key", "auth", "auth_key"),
+    *("icv", "esn", "esn_hi", "mode", "encap"),
+)
+_AS_WRITTEN = ("key", "auth_key", "src", "dst")  # read from the node text, not YAML's value
 _TOP = re.compile(r"""^["']?sas["']?\s*:""", re.MULTILINE)
 MAX_DEPTH = 20  # collections within collections; a keys.yaml needs 3 (sas, entry, value)
 _INT_TAG = "tag:yaml.org,2002:int"
@@ -198,16 +201,20 @@ def _parse_entry(
     where = Where(origin, f"entry {number} (spi {spi:#010x})")
     if twice is not None:
         raise where.error(twice, f"field {twice!r} is given twice")
-    for name in ("aead", "key"):
-        if entry.get(name) is None:
-            raise where.error(name, f"{name} is missing")
-    if not isinstance(entry["aead"], str):
-        raise where.error("algorithm", "aead must be an algorithm name such as rfc4106(gcm(aes))")
+    algorithm, aead = _algorithm(entry, where)
+    if entry.get("key") is None:
+        raise where.error("key", "key is missing")
+    auth = entry.get("auth")
+    if auth is not None and not isinstance(auth, str):
+        raise where.error("auth_algorithm", "auth must be an algorithm name such as hmac(sha256)")
     return build_sa(
         RawSa(
             spi=spi,
-            algorithm=entry["aead"],
+            algorithm=algorithm,
+            aead=aead,
             key=_as_written(entry, texts, "key", where),
+            auth_algorithm=auth,
+            auth_key=_as_written(entry, texts, "auth_key", where),
             src=_as_written(entry, texts, "src", where),
             dst=_as_written(entry, texts, "dst", where),
             icv_bits=entry.get("icv"),
@@ -219,6 +226,25 @@ def _parse_entry(
         ),
         where,
     )
+
+
+def _algorithm(entry: dict[object, object], where: Where) -> tuple[str, bool]:
+    """The entry's algorithm and whether it is an AEAD: ``aead``, or ``enc`` (with ``auth``)."""
+    aead, enc = entry.get("aead"), entry.get("enc")
+    if aead is not None and enc is not None:
+        raise where.error("algorithm", "an SA has aead or enc (with auth), not both")
+    if aead is None and enc is None:
+        raise where.error("aead", "aead (or enc with auth) is missing")
+    if aead is not None:
+        if not isinstance(aead, str):
+            why = "aead must be an algorithm name such as rfc4106(gcm(aes))"
+            raise where.error("algorithm", why)
+        if entry.get("auth") is not None or entry.get("auth_key") is not None:
+            raise where.error("auth_algorithm", "an AEAD takes no separate integrity algorithm")
+        return aead, True
+    if not isinstance(enc, str):
+        raise where.error("algorithm", "enc must be an algorithm name such as cbc(aes)")
+    return enc, False
 
 
 def _as_written(
