@@ -74,7 +74,9 @@ class _Sa:
     packets: int = 0
     verified: int = 0
     failed: int = 0
+    garbled: int = 0  # verified ICV, unsound trailer: with enc + auth, a wrong cipher key
     frames: list[int] = field(default_factory=list)
+    garbled_frames: list[int] = field(default_factory=list)
     samples: list[_Sample] = field(default_factory=list)
     cure: _Cure | None = None
     cured: int = 0  # failed packets that verify with the cure
@@ -164,6 +166,9 @@ class KeyCheck:
         acc.packets += 1
         if rec.verdict in _VERIFIED and pkt.plain_head is not None:  # not found by layout only
             acc.verified += 1
+            if rec.verdict is Verdict.BAD_TRAILER and state.sa.auth_algorithm is not None:
+                acc.garbled += 1
+                _keep(acc.garbled_frames, rec.frame)
         elif rec.verdict is Verdict.AUTH_FAIL and rec.esp_offset is not None:
             acc.failed += 1
             _keep(acc.frames, rec.frame)
@@ -205,6 +210,8 @@ class KeyCheck:
                 if not acc.diagnosed:
                     self._diagnose(acc)
                 yield _mismatch(acc)
+            elif acc.garbled and acc.garbled >= (1 - MISMATCH) * acc.verified:
+                yield _cipher_mismatch(acc)
         for acc in self._unsupported.values():
             sa = acc.sa
             alg = sa.algorithm + (f" + {sa.auth_algorithm}" if sa.auth_algorithm else "")
@@ -240,6 +247,28 @@ def _mismatch(acc: _Sa) -> Finding:
         tuple(acc.frames),
         acc.failed,
         f"SPI {sa.spi:#010x}: {text}",
+        str(sa.src or ""),
+        str(sa.dst or ""),
+    )
+
+
+def _cipher_mismatch(acc: _Sa) -> Finding:
+    """An enc + auth SA whose ICVs verify but whose plaintexts are garbage.
+
+    The HMAC proves the integrity key and the packets; a trailer that is not
+    RFC 4303's in (nearly) every one of them says the cipher's key, not the
+    sender, is likely what is wrong.
+    """
+    sa = acc.sa
+    return Finding(
+        FindingKind.KEY_MISMATCH,
+        Severity.HIGH,
+        sa.spi,
+        tuple(acc.garbled_frames),
+        acc.garbled,
+        f"SPI {sa.spi:#010x}: {acc.verified} of {acc.packets} packets verify their "
+        f"{sa.auth_algorithm} ICV, but {acc.garbled} of them decrypt to no sound ESP trailer: "
+        f"the integrity key is right and the {sa.algorithm} key is likely wrong",
         str(sa.src or ""),
         str(sa.dst or ""),
     )
