@@ -1,7 +1,7 @@
 """Checks of the capture builder itself, independent of the analyzer.
 
 Frames are parsed back with dpkt and a hand-written checksum, ESP is opened
-with ``AeadContext.open`` at the offset the truth names, and the facts of
+with ``context_for(sa).open`` at the offset the truth names, and the facts of
 each scenario are recounted from the bytes.
 """
 
@@ -22,7 +22,7 @@ import dpkt
 import pytest
 import yaml
 
-from espforensics.crypto import AeadContext
+from espforensics.crypto import context_for
 from espforensics.keys.sa import SecurityAssociation
 from espforensics.model import Frame, Verdict
 from espforensics.synth import (
@@ -133,13 +133,15 @@ def sa_of(sc: Scenario, spi: int) -> SecurityAssociation | None:
 
 
 def open_at(sa: SecurityAssociation, packet: bytes, off: int, seq64: int) -> bytes | None:
-    iv = packet[off + 8 : off + 16]
-    return AeadContext(sa).open(seq64, iv, packet[off + 16 : ip_end(packet)])
+    ctx = context_for(sa)
+    iv = packet[off + 8 : off + 8 + ctx.iv_len]
+    return ctx.open(seq64, iv, packet[off + 8 + ctx.iv_len : ip_end(packet)])
 
 
-def trailer_valid(pt: bytes) -> bool:
+def trailer_valid(pt: bytes, block: int = 4) -> bool:
     n = pt[-2]
-    return len(pt) % 4 == 0 and len(pt) >= n + 2 and pt[-2 - n : -2] == bytes(range(1, n + 1))
+    whole = len(pt) % block == 0 and len(pt) % 4 == 0
+    return whole and len(pt) >= n + 2 and pt[-2 - n : -2] == bytes(range(1, n + 1))
 
 
 def check_payload(packet: bytes, nh: int, pt: bytes) -> None:
@@ -177,8 +179,8 @@ def check_esp_frame(sc: Scenario, packet: bytes, truth: FrameTruth) -> None:
         assert pt is None and truth.next_header is None
         return
     assert pt is not None
-    assert pt[-1] == truth.next_header
-    good = trailer_valid(pt) and pt[-1] != 255
+    assert truth.next_header is None or pt[-1] == truth.next_header
+    good = trailer_valid(pt, context_for(sa).block) and pt[-1] != 255
     assert good == (truth.verdict == Verdict.OK)
     if truth.verdict == Verdict.OK:
         check_payload(packet, pt[-1], pt)
@@ -218,12 +220,15 @@ def test_every_frame_matches_its_truth(name: str) -> None:
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_seqiv_constant_per_spi(name: str) -> None:
-    """IV xor seq64 is one constant per SPI, except on frames tagged iv_*."""
+    """IV xor seq64 is one constant per seqiv SPI (AEADs, CTR), except on frames tagged iv_*."""
     sc = scenario(name)
     seen: dict[int, set[int]] = defaultdict(set)
     for frame, truth in zip(sc.frames, sc.truth, strict=True):
         if truth.verdict != Verdict.OK or truth.fragments or any("iv_" in t for t in truth.tags):
             continue
+        sa = sa_of(sc, truth.spi or 0)
+        if sa is not None and not context_for(sa).counter:
+            continue  # CBC (echainiv) and NULL: test_echainiv_ivs
         packet = link_strip(frame)
         assert truth.esp_offset is not None and truth.seq64 is not None
         off = truth.esp_offset
@@ -261,6 +266,8 @@ EXPECTED_COUNTS = {
     "iv-policies": {"ok": 16},
     "sequence": {"ok": 26},
     "shared-key": {"ok": 18},
+    "encauth": {"ok": 366},
+    "encauth-faults": {"ok": 40, "auth_fail": 2, "bad_trailer": 4},
 }
 
 
@@ -328,10 +335,10 @@ def test_seal_then_open(key_bytes: int, icv_bits: int) -> None:
     assert packet[8:16] == (42 ^ int.from_bytes(sealer.iv_constant, "big")).to_bytes(8, "big")
     pt = build_plaintext(payload, 17)
     assert len(packet) == 16 + len(pt) + icv_bits // 8
-    assert AeadContext(sealer.sa).open(42, packet[8:16], packet[16:]) == pt
+    assert context_for(sealer.sa).open(42, packet[8:16], packet[16:]) == pt
     broken = sealer.seal(payload, 17, 42, corrupt_icv=True)
     assert broken[:-1] == packet[:-1] and broken[-1] == packet[-1] ^ 1
-    assert AeadContext(sealer.sa).open(42, broken[8:16], broken[16:]) is None
+    assert context_for(sealer.sa).open(42, broken[8:16], broken[16:]) is None
 
 
 def test_iv_overrides() -> None:
@@ -428,7 +435,7 @@ def test_fragments_reassemble_and_decrypt(name: str) -> None:
         assert struct.unpack_from(">I", esp)[0] == t.spi
         sa = sa_of(sc, t.spi or 0)
         assert sa is not None
-        pt = AeadContext(sa).open(t.seq64 or 0, esp[8:16], esp[16:])
+        pt = context_for(sa).open(t.seq64 or 0, esp[8:16], esp[16:])
         assert pt is not None and trailer_valid(pt)
     arrivals = [[sc.truth[n - 1].tags[0] for n in [*groups[t.frame], t.frame]] for t in completing]
     assert ["fragment 3/3", "fragment 1/3", "fragment 2/3"] in arrivals
@@ -710,3 +717,120 @@ def test_same_seed_same_bytes_other_seed_other_keys() -> None:
     )
     assert a.frames == b.frames
     assert keys_yaml(a.sas) == keys_yaml(b.sas) != keys_yaml(c.sas)
+
+
+# -- ciphers with an HMAC ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("block", "length"), [(b, n) for b in (8, 16) for n in range(20)])
+def test_cbc_padding_fills_the_block(block: int, length: int) -> None:
+    """RFC 4303 s2.4 with RFC 3602 s2.4 / RFC 2451: a whole number of cipher blocks."""
+    pt = build_plaintext(b"x" * length, 6, block=block)
+    assert len(pt) % block == 0 and len(pt) - length - 2 == pt[-2] < block
+    assert trailer_valid(pt, block)
+    bad = build_plaintext(b"x" * 14, 6, Trailer(bad_pad=True), block=16)  # natural pad 0
+    assert len(bad) == 32 and bad[14:30] == bytes(16) and not trailer_valid(bad, 16)
+
+
+def _ecb_decrypt(sa: SecurityAssociation, block: bytes) -> bytes:
+    from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    key = sa.key.reveal()
+    cipher = algorithms.AES(key) if sa.algorithm == "cbc(aes)" else TripleDES(key)
+    dec = Cipher(cipher, modes.ECB()).decryptor()
+    return dec.update(block) + dec.finalize()
+
+
+@pytest.mark.parametrize("name", ["encauth", "encauth-faults"])
+def test_cbc_ivs_are_echainiv(name: str) -> None:
+    """Linux echainiv: the wire IV decrypts (one ECB block) to words (salt_i | 1) * seq64.
+
+    The same test as on the real linux-6.1 cbc(aes) capture: one multiplier per
+    word and SA for every odd seq64 (those have an inverse modulo 2^64).
+    """
+    sc = scenario(name)
+    seen: dict[int, set[tuple[int, ...]]] = defaultdict(set)
+    for frame, truth in zip(sc.frames, sc.truth, strict=True):
+        sa = sa_of(sc, truth.spi or 0)
+        if sa is None or not sa.algorithm.startswith("cbc(") or truth.seq64 is None:
+            continue
+        if truth.seq64 % 2 == 0 or {"iv_reuse", "iv_chained"} & set(truth.tags):
+            continue
+        off = (truth.esp_offset or 0) + 8
+        iv_len = context_for(sa).iv_len
+        info = _ecb_decrypt(sa, link_strip(frame)[off : off + iv_len])
+        inverse = pow(truth.seq64, -1, 1 << 64)
+        words = tuple(
+            int.from_bytes(info[i : i + 8], "little") * inverse % (1 << 64)
+            for i in range(0, iv_len, 8)
+        )
+        assert all(w & 1 for w in words)
+        seen[sa.spi].add(words)
+    cbc_sas = {sa.spi for sa in sc.sas if sa.algorithm.startswith("cbc(")}
+    assert set(seen) == cbc_sas and all(len(m) == 1 for m in seen.values())
+
+
+def test_chained_and_reused_cbc_ivs_are_where_the_truth_says() -> None:
+    sc = scenario("encauth-faults")
+    last_block: dict[int, bytes] = {}
+    ivs: dict[int, list[bytes]] = defaultdict(list)
+    chained, repeated = [], []
+    for frame, truth in zip(sc.frames, sc.truth, strict=True):
+        p = link_strip(frame)
+        off, spi = truth.esp_offset or 0, truth.spi or 0
+        sa = sa_of(sc, spi)
+        assert sa is not None
+        ctx = context_for(sa)
+        iv = p[off + 8 : off + 8 + ctx.iv_len]
+        if ctx.iv_len == 16:
+            if iv == last_block.get(spi):
+                chained.append(truth.frame)
+            if iv in ivs[spi]:
+                repeated.append(truth.frame)
+            ivs[spi].append(iv)
+            end = ip_end(p) - ctx.icv_len
+            last_block[spi] = p[end - 16 : end]
+    assert chained == [t.frame for t in sc.truth if "iv_chained" in t.tags] and len(chained) == 9
+    assert repeated == [t.frame for t in sc.truth if "iv_reuse" in t.tags] == [6, 10]
+    assert sc.facts["iv_chained"] == 9 and sc.facts["iv_repeats"] == 2
+
+
+def test_encauth_key_files() -> None:
+    sc = scenario("encauth")
+    cbc = sa_of(sc, 0x7403)  # cbc(aes)-128 + hmac(sha256) 128
+    null = sa_of(sc, 0x741B)  # ecb(cipher_null) + hmac(sha1) 96
+    assert cbc is not None and null is not None and cbc.auth_key is not None
+    assert (cbc.algorithm, cbc.auth_algorithm, cbc.icv_bits) == ("cbc(aes)", "hmac(sha256)", 128)
+    assert (null.algorithm, null.auth_algorithm, null.icv_bits) == (
+        "ecb(cipher_null)",
+        "hmac(sha1)",
+        96,
+    )
+    block = xfrm_state_text([cbc]).splitlines()
+    auth_hex, enc_hex = cbc.auth_key.reveal().hex(), cbc.key.reveal().hex()
+    assert block[3:5] == [
+        f"\tauth-trunc hmac(sha256) 0x{auth_hex} 128",
+        f"\tenc cbc(aes) 0x{enc_hex}",
+    ]
+    assert "\tenc ecb(cipher_null) 0x" in xfrm_state_text([null]).splitlines()
+    [row] = esp_sa_text([cbc]).splitlines()
+    assert row.split(",")[4:] == [
+        '"AES-CBC [RFC3602]"',
+        f'"0x{enc_hex}"',
+        '"HMAC-SHA-256-128 [RFC4868]"',
+        f'"0x{auth_hex}"',
+    ]
+    [null_row] = esp_sa_text([null], esn_columns=True).splitlines()
+    assert null_row.split(",")[4:] == [
+        '"NULL"',
+        '""',
+        '"HMAC-SHA-1-96 [RFC2404]"',
+        f'"0x{null.auth_key.reveal().hex() if null.auth_key else ""}"',
+        '"64-bit"' if null.esn else '"32-bit"',
+        '"0"',
+    ]
+    [entry] = yaml.safe_load(keys_yaml([cbc]))["sas"]
+    assert (entry["enc"], entry["auth"], entry["icv"]) == ("cbc(aes)", "hmac(sha256)", 128)
+    assert entry["key"] == f"0x{enc_hex}" and entry["auth_key"] == f"0x{auth_hex}"
+    assert "aead" not in entry

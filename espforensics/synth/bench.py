@@ -8,7 +8,8 @@ frames), and ``bench_sas`` gives the two SAs for the key file. Raises
 The traffic is one bulk TCP transfer over IPv4 transport mode: full-size
 data segments a -> b on SPI 0x1001 and ACKs b -> a on SPI 0x1002, mixed so
 that the mean frame length is close to ``mean_size``. Every frame is really
-encrypted (seqiv IVs, valid padding) and every checksum is right; to stay
+encrypted (the IVs of Linux's generator: seqiv, echainiv for CBC; valid
+padding, to the cipher block for CBC) and every checksum is right; to stay
 fast, headers are patched from templates and checksums are finished from
 precomputed partial sums (RFC 1071 s2: the sum is associative).
 """
@@ -19,16 +20,15 @@ import random
 import struct
 from collections.abc import Iterator
 
-from espforensics.keys.sa import RFC4106, RFC4309, RFC7539ESP, SecurityAssociation
+from espforensics.keys.sa import CBC_AES, RFC4106, RFC4309, RFC7539ESP, SecurityAssociation
 from espforensics.model import Frame
 from espforensics.synth.builder import START_NS, V4_A, V4_B, filler, make_sa
-from espforensics.synth.esp import EspSealer, build_plaintext, seqiv
+from espforensics.synth.esp import EspSealer, build_plaintext
 from espforensics.synth.link import ETH_IPV4, MAC_A, MAC_B
 from espforensics.synth.packets import PROTO_ESP, PROTO_TCP, IpAddress, l4_checksum
 
-OVERHEAD = 14 + 20 + 8 + 8 + 16  # Ethernet, IPv4, ESP header, IV, ICV
+OVERHEAD = 14 + 20 + 8 + 8 + 16  # Ethernet, IPv4, ESP header, IV, ICV (the AEADs)
 TCP_HEADER = 32  # with the timestamps option, as Linux sends it
-SMALL_FRAME = OVERHEAD + 36  # an ACK: 32-byte TCP header + 2 pad + 2 trailer
 MTU_FRAME = 1514
 _TCP = struct.Struct(">HHIIHHHH")
 _IP = struct.Struct(">BBHHHBBH4s4s")
@@ -36,20 +36,22 @@ _ESP_HDR = struct.Struct(">II")
 _TS_OPT = b"\x01\x01\x08\x0a\x00\x00\x10\x00\x00\x00\x00\x00"
 
 
-# The AEADs a benchmark capture can be sealed with: (kernel name, key bytes without salt).
-BENCH_ALGORITHMS: dict[str, tuple[str, int]] = {
-    "gcm": (RFC4106, 16),
-    "ccm": (RFC4309, 16),
-    "chacha20": (RFC7539ESP, 32),
+# What a benchmark capture can be sealed with: (kernel name, key bytes without salt,
+# integrity algorithm or None for an AEAD). cbc: AES-128-CBC + HMAC-SHA-256-128 (RFC 4868).
+BENCH_ALGORITHMS: dict[str, tuple[str, int, str | None]] = {
+    "gcm": (RFC4106, 16, None),
+    "ccm": (RFC4309, 16, None),
+    "chacha20": (RFC7539ESP, 32, None),
+    "cbc": (CBC_AES, 16, "hmac(sha256)"),
 }
 
 
 def _bench_sealers(seed: int, algorithm: str = "gcm") -> tuple[EspSealer, EspSealer]:
     rng = random.Random(seed)
-    name, key_bytes = BENCH_ALGORITHMS[algorithm]
+    name, key_bytes, auth = BENCH_ALGORITHMS[algorithm]
     return (
-        make_sa(rng, 0x1001, V4_A, V4_B, algorithm=name, key_bytes=key_bytes),
-        make_sa(rng, 0x1002, V4_B, V4_A, algorithm=name, key_bytes=key_bytes),
+        make_sa(rng, 0x1001, V4_A, V4_B, algorithm=name, key_bytes=key_bytes, auth_algorithm=auth),
+        make_sa(rng, 0x1002, V4_B, V4_A, algorithm=name, key_bytes=key_bytes, auth_algorithm=auth),
     )
 
 
@@ -101,33 +103,39 @@ class _Flow:
 
     def frame(self, plaintext: bytes) -> bytes:
         self.seq += 1
-        esp = self.sealer.seal_raw(plaintext, self.seq, seqiv(self.seq, self.sealer.iv_constant))
+        esp = self.sealer.seal_raw(plaintext, self.seq, self.sealer.iv_for(self.seq))
         length, ident = 20 + len(esp), self.seq & 0xFFFF
         csum = ~_fold(self.ip_base + length + ident) & 0xFFFF
         ip = _IP.pack(0x45, 0, length, ident, 0x4000, 64, PROTO_ESP, csum, self.src, self.dst)
         return self.mac + ip + esp
 
 
-def _data_size(mean_size: int) -> int:
+def _data_size(mean_size: int, overhead: int = OVERHEAD, block: int = 4) -> int:
+    """TCP data of a full frame: its ESP plaintext fills whole blocks, padding 0."""
     frame = max(mean_size, MTU_FRAME)
-    return frame - OVERHEAD - TCP_HEADER - 2 - (frame - OVERHEAD) % 4
+    return frame - overhead - TCP_HEADER - 2 - (frame - overhead) % block
 
 
 def iter_bench_frames(
     n: int, seed: int = 1, mean_size: int = 1289, algorithm: str = "gcm"
 ) -> Iterator[Frame]:
-    """``n`` Ethernet/IPv4/ESP frames (rfc4106 unless said, two SAs), built lazily."""
+    """``n`` Ethernet/IPv4/ESP frames (rfc4106 unless said, two SAs), built lazily.
+
+    ``algorithm``: a key of ``BENCH_ALGORITHMS``."""
     if n < 0:
         raise ValueError("frame count must not be negative")
     data_sa, ack_sa = _bench_sealers(seed, algorithm)
     eth = ETH_IPV4.to_bytes(2, "big")
     data_flow = _Flow(data_sa, (V4_A, V4_B), MAC_B + MAC_A + eth)
     ack_flow = _Flow(ack_sa, (V4_B, V4_A), MAC_A + MAC_B + eth)
-    size = _data_size(mean_size)
+    block = data_sa.block
+    overhead = 14 + 20 + 8 + data_sa.iv_len + data_sa.sa.icv_len
+    size = _data_size(mean_size, overhead, block)
     big = [_Segment((V4_A, V4_B), (40112, 5201), 0x18, filler(size, k * 7)) for k in range(4)]
     ack = _Segment((V4_B, V4_A), (5201, 40112), 0x10, b"")
-    large_frame = OVERHEAD + TCP_HEADER + size + 2
-    share = min(1.0, max(0.0, (mean_size - SMALL_FRAME) / (large_frame - SMALL_FRAME)))
+    large_frame = overhead + TCP_HEADER + size + 2
+    small_frame = overhead + TCP_HEADER + 2 + (-(TCP_HEADER + 2)) % block
+    share = min(1.0, max(0.0, (mean_size - small_frame) / (large_frame - small_frame)))
     client_seq, server_seq, credit, ts = 0x1A2B3C4D, 0x5E6F7081, 0.0, START_NS
     for number in range(1, n + 1):
         credit += share
@@ -135,9 +143,9 @@ def iter_bench_frames(
             credit -= 1.0
             segment = big[number % 4].pack(client_seq & 0xFFFFFFFF, server_seq)
             client_seq += size
-            data = data_flow.frame(build_plaintext(segment, PROTO_TCP))
+            data = data_flow.frame(build_plaintext(segment, PROTO_TCP, block=block))
         else:
             segment = ack.pack(server_seq, client_seq & 0xFFFFFFFF)
-            data = ack_flow.frame(build_plaintext(segment, PROTO_TCP))
+            data = ack_flow.frame(build_plaintext(segment, PROTO_TCP, block=block))
         ts += 1_000 + len(data)
         yield Frame(number, ts, len(data), len(data), 1, data)

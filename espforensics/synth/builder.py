@@ -15,7 +15,18 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from espforensics.keys.sa import AEAD_KEY_LAYOUT, RFC4106, Secret, SecurityAssociation
+from espforensics.keys.sa import (
+    AEAD_KEY_LAYOUT,
+    CBC_AES,
+    CBC_DES3,
+    CIPHER_LAYOUT,
+    CTR_AES,
+    HMAC_DIGESTS,
+    NULL_CIPHER,
+    RFC4106,
+    Secret,
+    SecurityAssociation,
+)
 from espforensics.model import DecryptionSecrets, Frame, Verdict
 from espforensics.synth.esp import CLEAN, EspSealer, IvOverride, Trailer
 from espforensics.synth.link import ETHERNET, Link, frame_ip
@@ -51,14 +62,25 @@ def filler(size: int, offset: int = 0) -> bytes:
     return (TEXT * reps)[offset : offset + size]
 
 
+# RFC 2404 / RFC 4868 s2.3 / RFC 2403: the ICV each HMAC is truncated to for ESP.
+HMAC_ICV_BITS = {
+    "hmac(md5)": 96,
+    "hmac(sha1)": 96,
+    "hmac(sha256)": 128,
+    "hmac(sha384)": 192,
+    "hmac(sha512)": 256,
+}
+_CIPHER_KEY_BYTES = {CBC_AES: 16, CBC_DES3: 24, CTR_AES: 16, NULL_CIPHER: 0}
+
+
 def make_sa(
     rng: random.Random,
     spi: int,
     src: IpAddress,
     dst: IpAddress,
     *,
-    key_bytes: int = 16,
-    icv_bits: int = 128,
+    key_bytes: int | None = None,
+    icv_bits: int | None = None,
     esn: bool = False,
     esn_hi: int = 0,
     mode: str = "transport",
@@ -66,23 +88,45 @@ def make_sa(
     material: bytes | None = None,
     iv_constant: bytes | None = None,
     algorithm: str = RFC4106,
+    auth_algorithm: str | None = None,
 ) -> EspSealer:
-    """A lab AEAD SA (rfc4106 unless said) with a random key (and salt) and seqiv constant."""
-    salt_len = AEAD_KEY_LAYOUT[algorithm][1]
-    key = rng.randbytes(key_bytes + salt_len) if material is None else material
-    const = rng.randbytes(8) if iv_constant is None else iv_constant
+    """A lab SA with random keys and IV generator secret.
+
+    An AEAD (rfc4106 unless said: key + salt, a seqiv constant) or, with
+    ``auth_algorithm``, a cipher of ``CIPHER_LAYOUT`` (key, + 4-byte nonce for
+    CTR) with an HMAC key as long as its hash (RFC 4868 s2.1.1) and the ICV
+    of ``HMAC_ICV_BITS`` unless given; the IV secret is seqiv's constant for
+    CTR, echainiv's salt for CBC, none for NULL.
+    """
+    if auth_algorithm is None:
+        salt_len = AEAD_KEY_LAYOUT[algorithm][1]
+        size = 16 if key_bytes is None else key_bytes
+        key = rng.randbytes(size + salt_len) if material is None else material
+        const = rng.randbytes(8) if iv_constant is None else iv_constant
+        auth_key = None
+        icv = 128 if icv_bits is None else icv_bits
+    else:
+        _, nonce_len, iv_len, _ = CIPHER_LAYOUT[algorithm]
+        size = _CIPHER_KEY_BYTES[algorithm] if key_bytes is None else key_bytes
+        key = rng.randbytes(size + nonce_len) if material is None else material
+        auth_key = Secret(rng.randbytes(HMAC_DIGESTS[auth_algorithm][1]))
+        const_len = 8 if algorithm == CTR_AES else iv_len
+        const = rng.randbytes(const_len) if iv_constant is None else iv_constant
+        icv = HMAC_ICV_BITS[auth_algorithm] if icv_bits is None else icv_bits
     sa = SecurityAssociation(
         spi=spi,
         algorithm=algorithm,
         key=Secret(key),
         src=src,
         dst=dst,
-        icv_bits=icv_bits,
+        icv_bits=icv,
         esn=esn,
         esn_hi=esn_hi,
         mode=mode,
         encap_port=encap_port,
         origin=f"synth:{spi:#x}",
+        auth_algorithm=auth_algorithm,
+        auth_key=auth_key,
     )
     return EspSealer(sa, const)
 
@@ -179,8 +223,8 @@ class SaFlow:
         nh: int | None = next_header
         if fault.trailer.next_header is not None:
             nh = fault.trailer.next_header
-        if verdict in (Verdict.UNKNOWN_SA, Verdict.AUTH_FAIL):
-            nh = None  # only a decrypting reader can know it
+        if verdict in (Verdict.UNKNOWN_SA, Verdict.AUTH_FAIL) or fault.trailer.ragged:
+            nh = None  # only a decrypting reader can know it (not from a ragged ciphertext)
         truth = FrameTruth(
             0,
             verdict,
@@ -326,12 +370,14 @@ def sa_pair(
     ext: tuple[int, ...] = (),
     known: bool = True,
     mode: str = "transport",
-    key_bytes: int = 16,
-    icv_bits: int = 128,
+    key_bytes: int | None = None,
+    icv_bits: int | None = None,
     algorithm: str = RFC4106,
     esn: bool = False,
+    esn_hi: int = 0,
+    auth_algorithm: str | None = None,
 ) -> tuple[SaFlow, SaFlow]:
-    """Two SAs, a -> b with ``spis[0]`` and b -> a with ``spis[1]``."""
+    """Two SAs, a -> b with ``spis[0]`` and b -> a with ``spis[1]``; ESN ones start at esn_hi."""
     flows = []
     for spi, src, dst in ((spis[0], a, b), (spis[1], b, a)):
         sealer = make_sa(
@@ -345,7 +391,9 @@ def sa_pair(
             icv_bits=icv_bits,
             algorithm=algorithm,
             esn=esn,
+            esn_hi=esn_hi,
+            auth_algorithm=auth_algorithm,
         )
         encap = None if encap_port is None else (encap_port, encap_port)
-        flows.append(SaFlow(sealer, src, dst, encap, known, options, ext))
+        flows.append(SaFlow(sealer, src, dst, encap, known, options, ext, (esn_hi << 32) + 1))
     return flows[0], flows[1]

@@ -12,6 +12,7 @@ from functools import partial
 
 from espforensics.synth import scenarios_basic as basic
 from espforensics.synth import scenarios_crypto as crypto
+from espforensics.synth import scenarios_encauth as encauth
 from espforensics.synth import scenarios_esn as esn
 from espforensics.synth import scenarios_faults as faults
 from espforensics.synth import scenarios_midstream as midstream
@@ -59,6 +60,8 @@ SCENARIOS: dict[str, ScenarioBuilder] = {
     "esn-fault-late-start": esn.esn_fault_late_start,
     "algorithms": crypto.algorithms,
     "aeads": crypto.aeads,
+    "encauth": encauth.encauth,
+    "encauth-faults": encauth.encauth_faults,
     "iv-reuse": crypto.iv_reuse,
     "iv-seq-minus-1": crypto.iv_seq_minus_1,
     "iv-policies": crypto.iv_policies,

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from espforensics.keys.sa import SecurityAssociation
+from espforensics.keys.sa import AEAD_KEY_LAYOUT, CIPHER_LAYOUT, SecurityAssociation
 from espforensics.model import DecryptionSecrets, Frame, Verdict
 
 
@@ -97,16 +97,24 @@ def _truth_row(truth: FrameTruth) -> dict[str, Any]:
 
 
 def _sa_row(sa: SecurityAssociation) -> dict[str, Any]:
-    return {
+    """An SA without its keys: key sizes without salt or nonce; ``enc``/``auth`` if not an AEAD."""
+    if sa.auth_algorithm is None:
+        extra = AEAD_KEY_LAYOUT.get(sa.algorithm, ((), 4))[1]
+    else:
+        extra = CIPHER_LAYOUT.get(sa.algorithm, ((), 0, 0, 0))[1]
+    row: dict[str, Any] = {
         "spi": f"0x{sa.spi:08x}",
         "src": str(sa.src),
         "dst": str(sa.dst),
-        "key_bits": (len(sa.key) - 4) * 8,
+        "key_bits": (len(sa.key) - extra) * 8,
         "icv": sa.icv_bits,
         "esn": sa.esn,
         "mode": sa.mode,
         "encap": sa.encap_port,
     }
+    if sa.auth_algorithm is not None:
+        row["enc"], row["auth"] = sa.algorithm, sa.auth_algorithm
+    return row
 
 
 def expected_json(scenario: Scenario, capture_name: str) -> str:
