@@ -1,9 +1,12 @@
-"""Write pcap and pcapng files (for tests and the fixture builder).
+"""Write pcap and pcapng files (for tests, the fixture builder and the rewrites).
 
 In: ``Frame`` (and ``DecryptionSecrets``) values and a binary stream.
 Out: the file bytes written to the stream; each writer returns the number of
-frames written. ``open_compressed_writer`` gives a stream that compresses
-into a file with gzip, bzip2, xz or zstd.
+frames written. ``PcapStream`` and ``PcapngStream`` write a frame at a
+time (the latter with packet comments, opt_comment, and an interface per
+link type added as it meets them); ``encode_options`` encodes any block's
+options. ``open_compressed_writer`` gives a stream that compresses into a
+file with gzip, bzip2, xz or zstd.
 
 Raises ``ValueError`` when asked to write something the format cannot hold
 faithfully: a frame whose link type has no interface, ``caplen`` differing
@@ -34,7 +37,7 @@ _ORDERS = {"little": "<", "big": ">"}
 
 # pcapng block types (pcapng s10.1) and IDB options (s4.2).
 _SHB, _IDB, _SPB, _EPB, _DSB = 0x0A0D0D0A, 1, 3, 6, 0x0A
-_OPT_IF_TSRESOL = 9
+_OPT_ENDOFOPT, OPT_COMMENT, _OPT_IF_TSRESOL = 0, 1, 9
 
 
 def _order(byteorder: str) -> str:
@@ -57,6 +60,43 @@ def _check_frame(frame: Frame) -> None:
         raise ValueError(f"frame {frame.number}: wirelen {frame.wirelen} does not fit 32 bits")
 
 
+class PcapStream:
+    """A pcap file written a frame at a time: the file header at once, one link type."""
+
+    def __init__(
+        self,
+        out: BinaryIO,
+        *,
+        linktype: int,
+        nanosecond: bool = True,
+        byteorder: Literal["little", "big"] = "little",
+        snaplen: int = 262144,
+    ) -> None:
+        order = _order(byteorder)
+        magic = 0xA1B23C4D if nanosecond else 0xA1B2C3D4  # draft-ietf-opsawg-pcap s4
+        out.write(struct.pack(order + "IHHiIII", magic, 2, 4, 0, 0, snaplen, linktype))
+        self._out, self.linktype = out, linktype
+        self._record = struct.Struct(order + "IIII")
+        self._unit = 1 if nanosecond else 1000
+        self.frames = 0
+
+    def write(self, frame: Frame) -> None:
+        """One record; the frame must have the file's link type."""
+        _check_frame(frame)
+        if frame.linktype != self.linktype:
+            raise ValueError(
+                f"frame {frame.number}: link type {frame.linktype}, file has {self.linktype}"
+            )
+        sec, ns = divmod(frame.ts_ns, _NS)
+        if not 0 <= sec < _U32:
+            raise ValueError(
+                f"frame {frame.number}: timestamp {frame.ts_ns} ns outside pcap's range"
+            )
+        self._out.write(self._record.pack(sec, ns // self._unit, frame.caplen, frame.wirelen))
+        self._out.write(frame.data)
+        self.frames += 1
+
+
 def write_pcap(
     out: BinaryIO,
     frames: Iterable[Frame],
@@ -70,27 +110,12 @@ def write_pcap(
 
     With ``nanosecond=False`` timestamps are cut to whole microseconds.
     """
-    order = _order(byteorder)
-    magic = 0xA1B23C4D if nanosecond else 0xA1B2C3D4  # draft-ietf-opsawg-pcap s4
-    out.write(struct.pack(order + "IHHiIII", magic, 2, 4, 0, 0, snaplen, linktype))
-    record = struct.Struct(order + "IIII")
-    unit = 1 if nanosecond else 1000
-    count = 0
+    stream = PcapStream(
+        out, linktype=linktype, nanosecond=nanosecond, byteorder=byteorder, snaplen=snaplen
+    )
     for frame in frames:
-        _check_frame(frame)
-        if frame.linktype != linktype:
-            raise ValueError(
-                f"frame {frame.number}: link type {frame.linktype}, file has {linktype}"
-            )
-        sec, ns = divmod(frame.ts_ns, _NS)
-        if not 0 <= sec < _U32:
-            raise ValueError(
-                f"frame {frame.number}: timestamp {frame.ts_ns} ns outside pcap's range"
-            )
-        out.write(record.pack(sec, ns // unit, frame.caplen, frame.wirelen))
-        out.write(frame.data)
-        count += 1
-    return count
+        stream.write(frame)
+    return stream.frames
 
 
 def _pcapng_header(order: str, linktypes: Sequence[int], tsresol: int, snaplen: int) -> bytes:
@@ -167,11 +192,78 @@ def write_pcapng(
     return count
 
 
-def _epb_head(order: str, frame: Frame, if_id: int, ticks: int) -> bytes:
+def _epb_head(order: str, frame: Frame, if_id: int, ticks: int, options_len: int = 0) -> bytes:
     """pcapng s4.3: everything of an EPB before the packet data."""
-    blen = 32 + frame.caplen + (-frame.caplen % 4)
+    blen = 32 + frame.caplen + (-frame.caplen % 4) + options_len
     high, low = divmod(ticks, _U32)
     return struct.pack(order + "IIIIIII", _EPB, blen, if_id, high, low, frame.caplen, frame.wirelen)
+
+
+def encode_options(order: str, options: Sequence[tuple[int, bytes]]) -> bytes:
+    """pcapng s3.5: each option as code, length, value padded to 32 bits, then opt_endofopt.
+
+    No options: no bytes at all (the end-of-options marker is then omitted).
+    """
+    if not options:
+        return b""
+    head = struct.Struct(order + "HH")
+    parts = []
+    for code, value in options:
+        if not 0 < code <= 0xFFFF or len(value) > 0xFFFF:
+            raise ValueError(f"option {code} of {len(value)} bytes does not fit pcapng's fields")
+        parts.append(head.pack(code, len(value)) + value + _pad(len(value)))
+    return b"".join(parts) + head.pack(_OPT_ENDOFOPT, 0)
+
+
+def comment_options(comments: Sequence[str]) -> list[tuple[int, bytes]]:
+    """One opt_comment (pcapng s3.5, code 1, UTF-8) per comment, in order."""
+    return [(OPT_COMMENT, text.encode()) for text in comments]
+
+
+class PcapngStream:
+    """One pcapng section written a frame at a time, with packet comments.
+
+    The SHB is written at once; an IDB (if_tsresol 10^-tsresol) the first
+    time a link type is met (pcapng s4.2 lets IDBs come anywhere in a
+    section before the packets that name them), so the caller need not know
+    the capture's link types in advance. Memory: one entry per link type.
+    """
+
+    def __init__(
+        self,
+        out: BinaryIO,
+        *,
+        byteorder: Literal["little", "big"] = "little",
+        tsresol: int = 9,
+        snaplen: int = 0,
+    ) -> None:
+        _check_pcapng_args([1], False, tsresol)
+        self._out, self._order = out, _order(byteorder)
+        self._tsresol, self._snaplen = tsresol, snaplen
+        self._interfaces: dict[int, int] = {}
+        self._u32 = struct.Struct(self._order + "I")
+        out.write(_pcapng_header(self._order, [], tsresol, snaplen))
+        self.frames = 0
+
+    def _interface(self, linktype: int) -> int:
+        if_id = self._interfaces.get(linktype)
+        if if_id is None:
+            _check_pcapng_args([linktype], False, self._tsresol)
+            self._out.write(
+                _pcapng_header(self._order, [linktype], self._tsresol, self._snaplen)[28:]
+            )
+            if_id = self._interfaces[linktype] = len(self._interfaces)
+        return if_id
+
+    def write(self, frame: Frame, comments: Sequence[str] = ()) -> None:
+        """One Enhanced Packet Block on the interface of the frame's link type."""
+        _check_frame(frame)
+        if_id = self._interface(frame.linktype)
+        options = encode_options(self._order, comment_options(comments))
+        head = _epb_head(self._order, frame, if_id, _ticks(frame, self._tsresol), len(options))
+        block = head + frame.data + _pad(frame.caplen) + options
+        self._out.write(block + self._u32.pack(len(block) + 4))
+        self.frames += 1
 
 
 def _spb_head(order: str, frame: Frame, snaplen: int) -> bytes:

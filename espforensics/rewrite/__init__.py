@@ -1,0 +1,148 @@
+"""Copies of the capture written after the analysis: annotated and decrypted.
+
+In: ``CaptureCopies`` (which files to write), the capture, the analysis's
+packets.parquet, its findings and the SAs. Out: each file written as
+``FILE.partial`` by ``write_copies`` and renamed into place by
+``publish_copies`` (the caller does it with its other outputs, so a run
+that stops leaves no file under a final name). ``check_targets`` refuses,
+before the analysis starts, a target it would have to refuse at the end.
+Raises ``OutputError`` naming the file (exists without ``force``, folder
+missing, the file system refused it, a pcap asked to hold two link types);
+``CaptureError`` when the capture is damaged, after writing what was read
+before the damage.
+
+The registry of copies is ``WRITERS``: one entry per option, each a
+function (capture, packets table, findings, SAs, stream) -> frames written.
+Neither copy holds key bytes: no Decryption Secrets Block is copied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import BinaryIO
+
+from espforensics.errors import CaptureError, EspForensicsError, OutputError
+from espforensics.keys import SaTable
+from espforensics.model import Finding
+from espforensics.rewrite.annotate import write_annotated
+from espforensics.rewrite.decrypted import write_decrypted
+
+PARTIAL = ".partial"
+
+Writer = Callable[[Path, Path, Sequence[Finding], SaTable, Path, BinaryIO], int]
+
+
+def _annotate(
+    capture: Path,
+    parquet: Path,
+    findings: Sequence[Finding],
+    sas: SaTable,
+    target: Path,
+    out: BinaryIO,
+) -> int:
+    del sas, target  # the comments need no key
+    return write_annotated(capture, parquet, findings, out)
+
+
+def _decrypted(
+    capture: Path,
+    parquet: Path,
+    findings: Sequence[Finding],
+    sas: SaTable,
+    target: Path,
+    out: BinaryIO,
+) -> int:
+    del findings
+    return write_decrypted(capture, parquet, sas, target, out)
+
+
+# The one registry: option name (a field of CaptureCopies) -> its writer.
+WRITERS: dict[str, Writer] = {"annotate": _annotate, "decrypted": _decrypted}
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureCopies:
+    """Where to write each copy of the capture (None: not asked for)."""
+
+    annotate: Path | None = None  # pcapng with packet comments
+    decrypted: Path | None = None  # pcap (pcapng when the name ends in .pcapng)
+
+    def targets(self) -> list[tuple[str, Path]]:
+        """(option, path) of each copy asked for, in ``WRITERS`` order."""
+        asked = ((f.name, getattr(self, f.name)) for f in fields(self))
+        return [(name, Path(path)) for name, path in asked if path is not None]
+
+
+def partial_path(target: Path) -> Path:
+    """Where ``target`` is written until the run is finished."""
+    return target.with_name(target.name + PARTIAL)
+
+
+def check_targets(copies: CaptureCopies, capture: Path, force: bool) -> None:
+    """Refuse now what could not be written at the end."""
+    seen: set[Path] = set()
+    for _, target in copies.targets():
+        resolved = target.resolve()
+        if resolved == Path(capture).resolve():
+            raise OutputError(str(target), "is the capture being analyzed")
+        if resolved in seen:
+            raise OutputError(str(target), "given for two outputs")
+        seen.add(resolved)
+        if target.is_dir():
+            raise OutputError(str(target), "is a folder")
+        if target.exists() and not force:
+            raise OutputError(str(target), "exists; use --force to overwrite it")
+        if not target.parent.is_dir():
+            raise OutputError(str(target), "cannot write: its folder does not exist")
+
+
+def write_copies(
+    copies: CaptureCopies,
+    capture: Path,
+    parquet: Path,
+    findings: Sequence[Finding],
+    sas: SaTable,
+    damaged: bool = False,
+) -> None:
+    """Write every copy asked for under its ``.partial`` name.
+
+    ``damaged``: the analysis stopped at a damaged capture (and raises
+    that error itself); each copy then ends at the same frame. A capture
+    found damaged only now (changed since the analysis) raises here.
+    """
+    for name, target in copies.targets():
+        partial = partial_path(target)
+        try:
+            with open(partial, "wb") as out:
+                try:
+                    WRITERS[name](capture, parquet, findings, sas, target, out)
+                except CaptureError:
+                    if not damaged:
+                        raise
+        except OSError as exc:
+            _discard(partial)
+            raise OutputError(str(target), f"cannot write: {exc.strerror or exc}") from exc
+        except EspForensicsError:
+            _discard(partial)
+            raise
+
+
+def _discard(path: Path) -> None:
+    with contextlib.suppress(OSError):  # never written, or already gone: nothing to undo
+        path.unlink()
+
+
+def publish_copies(copies: CaptureCopies) -> None:
+    """Rename each copy's ``.partial`` file into place."""
+    for name, target in copies.targets():
+        del name
+        partial = partial_path(target)
+        if partial.exists():
+            try:
+                os.replace(partial, target)
+            except OSError as exc:
+                raise OutputError(str(target), f"cannot write: {exc.strerror or exc}") from exc

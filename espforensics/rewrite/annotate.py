@@ -1,0 +1,124 @@
+"""``analyze --annotate``: the capture again, as pcapng, with the findings as packet comments.
+
+In: the capture path, its packets.parquet (one row per frame, in capture
+order) and the findings of the same analysis; a binary stream. Out: a
+pcapng file with every frame, in order, with its bytes, lengths and
+timestamp, each commented frame carrying one ``opt_comment`` per comment
+of ``comments.FindingMarks``; returns the number of frames written.
+Raises ``CaptureError`` / ``CaptureTruncated`` when the capture is damaged
+(after everything before the damage was written, as the analysis did)
+and ``OSError`` from the stream.
+
+pcapng input is copied block by block (capture.blocks): section headers,
+interfaces with all their options (names, timestamp resolutions),
+name-resolution and statistics blocks and the packets' own options stay
+as stored; a comment is appended to an EPB's or OPB's options. A Simple
+Packet Block has no options and stays as it was, uncommented. The SHB's
+section length is set to -1 (unknown), as the comments change it.
+Decryption Secrets Blocks are NOT copied: the annotated file holds no key.
+pcap input becomes one pcapng section with one interface of the pcap's
+link type and nanosecond timestamps (exactly the input's, micro or nano).
+Memory: a frame and its row at a time, plus ``FindingMarks``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+from espforensics.capture import open_capture
+from espforensics.capture.blocks import Block, iter_blocks, packet_options, with_options
+from espforensics.capture.pcapng import DSB, EPB, OPB, SHB
+from espforensics.capture.writer import PcapngStream, comment_options, encode_options
+from espforensics.model import Finding, Frame, PacketRecord
+from espforensics.rewrite.comments import FindingMarks
+from espforensics.tables import iter_packet_records
+
+COLUMNS = (
+    "verdict",
+    "spi",
+    "seq",
+    "seq64",
+    "iv",
+    "esp_offset",
+    "expected_offset",
+    "leaked",
+    "leaked_fields",
+    "iv_reused",
+    "seq_anomaly",
+    "detail",
+)
+
+
+def _records(parquet: Path) -> Iterator[PacketRecord]:
+    return iter_packet_records(parquet, COLUMNS)
+
+
+def _commented(block: Block, comments: Sequence[str]) -> bytes:
+    """An EPB or OPB with ``comments`` after the options it had."""
+    if not comments or block.btype not in (EPB, OPB):
+        return block.raw
+    body, options = packet_options(block)
+    return with_options(
+        block, body, encode_options(block.order, [*options, *comment_options(comments)])
+    )
+
+
+def _copy_pcapng(
+    capture: Path, rows: Iterator[PacketRecord], marks: FindingMarks, out: BinaryIO
+) -> int:
+    frames = 0
+    for block in iter_blocks(capture):
+        if block.btype == DSB:
+            continue  # keys: never copied into an output
+        if block.btype == SHB:
+            raw = bytearray(block.raw)
+            struct.pack_into(block.order + "q", raw, 16, -1)  # pcapng s4.1: section length
+            out.write(raw)
+            continue
+        if block.frame:
+            rec = next(rows, None)
+            if rec is None:  # the analysis stopped before this frame (a damaged capture)
+                break
+            _same_frame(rec, block.frame)
+            out.write(_commented(block, marks.comments(rec)))
+            frames += 1
+            continue
+        out.write(block.raw)
+    return frames
+
+
+def _same_frame(rec: PacketRecord, number: int) -> None:
+    if rec.frame != number:  # the table and the capture are one analysis's: a bug if not
+        raise RuntimeError(f"packets table row {rec.frame} met capture frame {number}")
+
+
+def _convert_pcap(
+    capture: Path, rows: Iterator[PacketRecord], marks: FindingMarks, out: BinaryIO
+) -> int:
+    stream = PcapngStream(out)
+    with open_capture(capture) as cap:
+        for item in cap:
+            if not isinstance(item, Frame):
+                continue
+            rec = next(rows, None)
+            if rec is None:
+                break
+            _same_frame(rec, item.number)
+            stream.write(item, marks.comments(rec))
+    return stream.frames
+
+
+def write_annotated(
+    capture: Path, parquet: Path, findings: Sequence[Finding], out: BinaryIO
+) -> int:
+    """Write the annotated pcapng of ``capture`` to ``out``; the number of frames written."""
+    marks = FindingMarks(findings)
+    rows = _records(parquet)
+    with open_capture(capture) as cap:
+        fmt = cap.format
+    if fmt == "pcapng":
+        return _copy_pcapng(capture, rows, marks, out)
+    return _convert_pcap(capture, rows, marks, out)

@@ -1,0 +1,252 @@
+"""``analyze --decrypted``: the capture with each verified ESP packet replaced by its inner packet.
+
+In: the capture path, its packets.parquet (one row per frame, in capture
+order), the SAs of the key files, the target's name (its suffix picks
+the format) and a binary stream. Out: every frame, in capture order with
+its timestamp: a verified ESP packet as the packet it carried
+(rebuild.py), every other frame as it was; returns the frames written.
+Raises ``OutputError`` naming the target when a pcap would have to hold
+two link types, ``CaptureError`` for a damaged capture (after the frames
+before the damage), ``KeyFileError`` for a bad Decryption Secrets Block
+(the analysis raised it first).
+
+Which packets become their inner packet (docs/outputs.md): verdict ``ok``;
+``esn_mismatch`` (its ICV verifies, with the high half in
+``seq_hi_verified``, though a receiver drops it); ``esp_misplaced`` when
+proven by decryption at the offset that verified (``esp_offset``);
+``bad_trailer`` only when the payload's own length (inner IP length, UDP
+length) confirms the end the pad length gives. Each is decrypted again
+with ``crypto.context_for(sa)`` (one context per SA) at ``esp_offset``
+with the seq64 that verified. Frames of an outer fragmented datagram stay
+as they were (their datagram spans several frames). A packet that cannot
+be rebuilt (a dummy packet, mode beet, a link type that cannot say the
+inner IP version) stays as it was too, and in pcapng output says why.
+
+Format: pcap (nanosecond, the capture's link type: a frame keeps its
+link header, the EtherType or address family fixed) unless the target
+ends in ``.pcapng``: then pcapng with one interface per link type and a
+comment on each decrypted frame naming the original frame, SPI and seq.
+In pcap, output frame N is capture frame N (no frame is added or dropped).
+Memory: a frame and its row at a time, one context and one inner IPv4
+header (for the GSO rebuild) per SA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from espforensics.capture import open_capture
+from espforensics.capture.writer import PcapngStream, PcapStream
+from espforensics.crypto import CipherContext, context_for
+from espforensics.decode.ip import PROTO_UDP, OuterIp, parse_ip
+from espforensics.decode.link import parse_link
+from espforensics.errors import MalformedPacket, OutputError
+from espforensics.keys import SaTable, SecurityAssociation, parse_esp_sa
+from espforensics.model import DecryptionSecrets, Frame, PacketRecord, Verdict, new_tuple
+from espforensics.rewrite.rebuild import (
+    PROTO_IPIP,
+    PROTO_IPV6,
+    ip_length,
+    misplaced_ipv4,
+    relink,
+    transport,
+    tunnel,
+)
+from espforensics.tables import iter_packet_records
+from espforensics.trailer import NO_NEXT_HEADER, parse_trailer
+
+ESP_SECRETS_TYPE = 0x45535053  # pcapng DSB "ESPS" (pipeline.py loads the same)
+COLUMNS = (
+    "verdict",
+    "spi",
+    "seq",
+    "seq64",
+    "seq_hi_verified",
+    "esp_offset",
+    "leaked",
+    "fragments",
+    "detail",
+)
+_TRIED = frozenset({Verdict.OK, Verdict.ESN_MISMATCH, Verdict.ESP_MISPLACED, Verdict.BAD_TRAILER})
+_IP_NEXT = frozenset({PROTO_IPIP, PROTO_IPV6})
+
+
+class _Keys:
+    """The SAs (the key files', then each secrets block's) and one context per SA."""
+
+    def __init__(self, sas: SaTable, origin: str) -> None:
+        self.table = SaTable()
+        self.table.merge(sas)
+        self._origin = origin
+        self._contexts: dict[int, CipherContext | None] = {}
+
+    def add_secrets(self, item: DecryptionSecrets) -> None:
+        if item.secrets_type == ESP_SECRETS_TYPE:
+            text = item.data.decode("utf-8", errors="replace")
+            for sa in parse_esp_sa(text, f"{self._origin} (decryption secrets block)"):
+                self.table.add(sa)
+
+    def find(self, spi: int, ip: OuterIp) -> tuple[SecurityAssociation, CipherContext] | None:
+        sa = self.table.lookup(spi, ip.src, ip.dst)
+        if sa is None or not sa.supported or not sa.key_usable:
+            return None
+        if id(sa) not in self._contexts:
+            self._contexts[id(sa)] = context_for(sa)
+        ctx = self._contexts[id(sa)]
+        return None if ctx is None else (sa, ctx)
+
+
+def _verified_seq(rec: PacketRecord) -> int:
+    """The seq64 the ICV verified with (pipeline._verify): ESN's verified high half."""
+    if rec.seq_hi_verified is not None:
+        return rec.seq_hi_verified << 32 | (rec.seq or 0)
+    return rec.seq64 or 0
+
+
+def _confirmed(payload: bytes, next_header: int) -> bool:
+    """Does the payload's own length field say it ends where the trailer says?"""
+    if next_header in _IP_NEXT:
+        return ip_length(payload) == len(payload)
+    return next_header == PROTO_UDP and int.from_bytes(payload[4:6]) == len(payload)
+
+
+class Decryptor:
+    """Turns a frame and its row into the frame to write, or the reason it stays."""
+
+    def __init__(self, keys: _Keys) -> None:
+        self._keys = keys
+        self._templates: dict[int, bytes] = {}  # id(sa) -> its last inner IPv4 header
+
+    def rebuild(self, frame: Frame, rec: PacketRecord) -> Frame | str:
+        """The frame with the inner packet, or why it is kept as it was."""
+        link = parse_link(frame.linktype, frame.data)
+        ip = parse_ip(frame.data[link.offset :])
+        datagram = frame.data[link.offset : link.offset + ip.total_len]
+        found = self._keys.find(rec.spi or 0, ip)
+        at = rec.esp_offset
+        if found is None or at is None or len(datagram) < ip.total_len:
+            return "no usable key for its SA"
+        sa, ctx = found
+        body = at + 8
+        plain = ctx.open(
+            _verified_seq(rec), datagram[body : body + ctx.iv_len], datagram[body + ctx.iv_len :]
+        )
+        if plain is None:
+            return "its ICV does not verify again"
+        trailer = parse_trailer(plain, ctx.block)
+        payload, nh = plain[: trailer.payload_len], trailer.next_header
+        if trailer.problem and not _confirmed(payload, nh):
+            return f"the payload's end is not proven ({trailer.problem})"
+        if nh == NO_NEXT_HEADER:
+            return "a dummy packet (next header 59, RFC 4303 s2.6)"
+        packet = self._packet(sa, rec, datagram[: ip.header_len], datagram[:at], payload, nh)
+        header = relink(frame.linktype, frame.data[: link.offset], packet[0] >> 4)
+        if header is None:
+            return f"link type {frame.linktype} cannot carry the inner IP version"
+        data = header + packet
+        return new_tuple(
+            Frame, (frame.number, frame.ts_ns, len(data), len(data), frame.linktype, data)
+        )
+
+    def _packet(
+        self,
+        sa: SecurityAssociation,
+        rec: PacketRecord,
+        chain: bytes,
+        before: bytes,
+        payload: bytes,
+        nh: int,
+    ) -> bytes:
+        """The packet replacing the datagram; ``before``: the bytes in front of the ESP header."""
+        if sa.mode not in (None, "tunnel", "transport"):
+            raise MalformedPacket(f"mode {sa.mode} is not rebuilt")
+        inner = payload
+        if nh in _IP_NEXT and ip_length(payload) != len(payload):
+            clear = before[len(before) - (rec.leaked or 0) :] if rec.leaked else b""
+            template = self._templates.get(id(sa), b"")
+            inner = misplaced_ipv4(clear, template, payload)  # the GSO layout, or raises
+        if nh == PROTO_IPIP and inner[:1] == b"\x45":
+            self._templates[id(sa)] = inner[:20]
+        as_tunnel = sa.mode == "tunnel" or (sa.mode is None and nh in _IP_NEXT)
+        return tunnel(inner, nh) if as_tunnel else transport(chain, inner, nh)
+
+    def frame(self, frame: Frame, rec: PacketRecord) -> tuple[Frame, str]:
+        """The frame to write and its comment ("" for a frame that is not ESP to decrypt)."""
+        if rec.verdict not in _TRIED or rec.fragments is not None:
+            return frame, ""
+        if rec.verdict is Verdict.ESP_MISPLACED and "proven by decryption" not in rec.detail:
+            return frame, "espforensics: kept as captured: ESP header found by layout, unproven"
+        try:
+            out = self.rebuild(frame, rec)
+        except MalformedPacket as exc:
+            out = str(exc)
+        if isinstance(out, str):
+            return frame, f"espforensics: kept as captured: {out}"
+        note = "" if rec.verdict is Verdict.OK else f" ({rec.verdict.value})"
+        return out, (
+            f"espforensics: decrypted from frame {frame.number}: "
+            f"ESP SPI {rec.spi or 0:#010x} seq {_verified_seq(rec)}{note}"
+        )
+
+
+class _PcapSink:
+    """A pcap of the first frame's link type; refuses a frame of another."""
+
+    def __init__(self, out: BinaryIO, target: Path) -> None:
+        self._out, self._target = out, target
+        self._stream: PcapStream | None = None
+
+    def write(self, frame: Frame, comment: str) -> None:
+        del comment  # pcap has no place for it: frame N is the capture's frame N
+        if self._stream is None:
+            self._stream = PcapStream(self._out, linktype=frame.linktype)
+        if frame.linktype != self._stream.linktype:
+            raise OutputError(
+                str(self._target),
+                f"frame {frame.number} has link type {frame.linktype}, the frames before "
+                f"{self._stream.linktype}: a pcap holds one; name the file .pcapng",
+            )
+        self._stream.write(frame)
+
+    def close(self) -> None:
+        if self._stream is None:  # no frame: a valid empty pcap
+            self._stream = PcapStream(self._out, linktype=1)
+
+
+class _PcapngSink:
+    def __init__(self, out: BinaryIO) -> None:
+        self._stream = PcapngStream(out)
+
+    def write(self, frame: Frame, comment: str) -> None:
+        self._stream.write(frame, (comment,) if comment else ())
+
+    def close(self) -> None:
+        """Nothing is pending: every block is written whole."""
+
+
+def _rows(parquet: Path) -> Iterator[PacketRecord]:
+    return iter_packet_records(parquet, COLUMNS)
+
+
+def write_decrypted(capture: Path, parquet: Path, sas: SaTable, target: Path, out: BinaryIO) -> int:
+    """Write the decrypted copy of ``capture`` to ``out``; the number of frames written."""
+    keys = _Keys(sas, str(capture))
+    decryptor = Decryptor(keys)
+    sink = _PcapngSink(out) if target.suffix.lower() == ".pcapng" else _PcapSink(out, target)
+    rows, frames = _rows(parquet), 0
+    with open_capture(capture) as cap:
+        for item in cap:
+            if isinstance(item, DecryptionSecrets):
+                keys.add_secrets(item)
+                continue
+            rec = next(rows, None)
+            if rec is None:  # the analysis stopped before this frame (a damaged capture)
+                break
+            if rec.frame != item.number:
+                raise RuntimeError(f"packets table row {rec.frame} met capture frame {item.number}")
+            sink.write(*decryptor.frame(item, rec))
+            frames += 1
+    sink.close()
+    return frames

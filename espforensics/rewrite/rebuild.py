@@ -1,0 +1,156 @@
+"""The inner packet of a decrypted ESP datagram, as bytes a dissector reads.
+
+In: the outer datagram (from its IP header), the ESP payload and next
+header, the mode, and for a misplaced header the clear bytes in front of
+it. Out: the packet that replaces the datagram (``tunnel``,
+``transport``, ``misplaced_ipv4``) and the link header fitted to its IP
+version (``relink``). Pure: no I/O. Raises ``MalformedPacket`` when the
+bytes do not make a packet (the caller then keeps the frame as it was).
+
+RFC 4303 s3.1: tunnel mode protects a whole inner IP packet; transport
+mode an upper-layer payload after the outer IP header (and its IPv6
+extension headers), whose next-header field then names ESP (or UDP for
+RFC 3948 ESP-in-UDP, whose UDP header goes with ESP). Lengths and the
+IPv4 header checksum (RFC 791 s3.1) are fixed; an IPv6 header has none
+(RFC 8200 s3: payload length fixed).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from espforensics.decode.link import (
+    ETH_IPV4,
+    ETH_IPV6,
+    LINKTYPE_ETHERNET,
+    LINKTYPE_IPV4,
+    LINKTYPE_IPV6,
+    LINKTYPE_LINUX_SLL,
+    LINKTYPE_LINUX_SLL2,
+    LINKTYPE_LOOP,
+    LINKTYPE_NULL,
+)
+from espforensics.errors import MalformedPacket
+
+PROTO_IPIP, PROTO_IPV6, PROTO_TCP, PROTO_UDP = 4, 41, 6, 17
+_EXT = frozenset({0, 43, 60})  # RFC 8200 s4: hop-by-hop, routing, destination options
+_AF_INET, _AF_INET6_BSD = 2, 24
+
+
+def checksum(data: bytes) -> int:
+    """RFC 1071 internet checksum (one's complement of the one's complement sum)."""
+    if len(data) % 2:
+        data += b"\x00"
+    total = sum(struct.unpack(f">{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return int(~total & 0xFFFF)
+
+
+def ip_length(packet: bytes) -> int | None:
+    """The length an IPv4/IPv6 packet's header claims, or None if it is no IP header."""
+    if len(packet) >= 20 and packet[0] >> 4 == 4 and packet[0] & 0x0F >= 5:
+        return int.from_bytes(packet[2:4])
+    if len(packet) >= 40 and packet[0] >> 4 == 6:
+        return 40 + int.from_bytes(packet[4:6])
+    return None
+
+
+def tunnel(payload: bytes, next_header: int) -> bytes:
+    """Tunnel mode: the inner IP packet itself, whose length must be the payload's."""
+    version = {PROTO_IPIP: 4, PROTO_IPV6: 6}.get(next_header)
+    if version is None or not payload or payload[0] >> 4 != version:
+        raise MalformedPacket(f"next header {next_header} does not start an IP packet")
+    if ip_length(payload) != len(payload):
+        raise MalformedPacket("the inner IP length differs from the ESP payload's")
+    return payload
+
+
+def _v4_header(head: bytes, proto: int, total: int) -> bytes:
+    out = bytearray(head)
+    out[9] = proto
+    out[2:4] = total.to_bytes(2)
+    out[10:12] = b"\x00\x00"
+    out[10:12] = checksum(bytes(out)).to_bytes(2)
+    return bytes(out)
+
+
+def _last_next_header(chain: bytes) -> int:
+    """Where the IPv6 chain names the upper layer: the last extension header's first byte."""
+    at, nxt, off = 6, chain[6], 40
+    while nxt in _EXT and off + 2 <= len(chain):
+        at, nxt = off, chain[off]
+        off += (chain[off + 1] + 1) * 8
+    return at
+
+
+def transport(chain: bytes, payload: bytes, next_header: int) -> bytes:
+    """Transport mode: the outer header chain, naming ``next_header``, then the payload.
+
+    ``chain``: the outer IP header and its IPv6 extension headers, up to
+    where ESP (or the ESP-in-UDP header, dropped here) began.
+    """
+    if chain[0] >> 4 == 4:
+        return _v4_header(chain, next_header, len(chain) + len(payload)) + payload
+    out = bytearray(chain)
+    out[_last_next_header(chain)] = next_header
+    out[4:6] = (len(chain) - 40 + len(payload)).to_bytes(2)
+    return bytes(out) + payload
+
+
+def l4_verifies(inner: bytes) -> bool:
+    """Does the TCP or UDP checksum of an IPv4 packet (20-byte header) verify?"""
+    proto, segment = inner[9], inner[20:]
+    if proto not in (PROTO_TCP, PROTO_UDP) or len(segment) < 8:
+        return False
+    pseudo = inner[12:20] + struct.pack(">BBH", 0, proto, len(segment))
+    return checksum(pseudo + segment) == 0
+
+
+def misplaced_ipv4(clear: bytes, template: bytes, segment: bytes) -> bytes:
+    """The inner IPv4 packet of a GSO-layout packet (primer s5), rebuilt.
+
+    The sender wrote its ESP header and IV over bytes 4-19 of the inner
+    IPv4 header and encrypted from the header after it: the first four
+    bytes (``clear``: version, IHL, TOS, total length) are on the wire,
+    the other sixteen are taken from ``template`` (the SA's last decrypted
+    inner IPv4 header: identification, flags, TTL, protocol, addresses) and
+    the header checksum computed. Proof: the inner TCP/UDP checksum, which
+    covers the addresses and protocol, must verify.
+    """
+    if len(clear) != 4 or clear[0] != 0x45 or len(template) != 20:
+        raise MalformedPacket("not the GSO layout: 4 clear bytes of a 20-byte IPv4 header")
+    total = int.from_bytes(clear[2:4])
+    if total != 20 + len(segment):
+        raise MalformedPacket(f"inner total length {total} differs from 20 + {len(segment)}")
+    head = bytearray(clear + template[4:])
+    head[10:12] = b"\x00\x00"
+    head[10:12] = checksum(bytes(head)).to_bytes(2)
+    inner = bytes(head) + segment
+    if not l4_verifies(inner):
+        raise MalformedPacket("the inner checksum does not verify with the SA's inner addresses")
+    return inner
+
+
+def relink(linktype: int, header: bytes, version: int) -> bytes | None:
+    """The link header ``header`` saying IP ``version``; None if the link type cannot.
+
+    Ethernet (the EtherType after any VLAN tags) and Linux cooked v1/v2
+    carry an EtherType; BSD loopback an address family (AF_INET6 as 24 when
+    it has to change, which every reader of LINKTYPE_NULL takes as IPv6).
+    """
+    ethertype = ETH_IPV4 if version == 4 else ETH_IPV6
+    out = bytearray(header)
+    if linktype in (LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL) and len(out) >= 2:
+        out[-2:] = ethertype.to_bytes(2)
+    elif linktype == LINKTYPE_LINUX_SLL2 and len(out) >= 2:
+        out[0:2] = ethertype.to_bytes(2)
+    elif linktype in (LINKTYPE_NULL, LINKTYPE_LOOP) and len(out) == 4:
+        big = linktype == LINKTYPE_LOOP or out[:2] == b"\x00\x00"
+        family = int.from_bytes(out, "big" if big else "little")
+        if (family == _AF_INET) != (version == 4):
+            family = _AF_INET if version == 4 else _AF_INET6_BSD
+            out[:] = family.to_bytes(4, "big" if big else "little")
+    elif linktype in (LINKTYPE_IPV4, LINKTYPE_IPV6):
+        return header if (linktype == LINKTYPE_IPV4) == (version == 4) else None
+    return bytes(out)
