@@ -45,6 +45,7 @@ from espforensics.pipeline import FrameAnalyzer, Options, fewer_collections
 from espforensics.render.json import render_json
 from espforensics.render.markdown import render_report_md
 from espforensics.render.text import render_report
+from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
 from espforensics.summary import CaptureInfo, Summary, SummaryBuilder
 from espforensics.tables import (
     PacketTableWriter,
@@ -326,6 +327,7 @@ def analyze_to_dir(
     plots: bool = True,
     sha256: str | None = None,
     jobs: int = 1,
+    copies: CaptureCopies | None = None,
 ) -> Summary:
     """Analyze a capture into ``out``; every file is written even if the capture is damaged.
 
@@ -338,16 +340,23 @@ def analyze_to_dir(
     hashes every capture to decide what to skip), so the file is read once less.
     ``jobs``: threads that decrypt the steady lane's packets (engine/run.py).
     The outputs are the same for every value.
+    ``copies``: the annotated and decrypted captures to write too (rewrite/),
+    from a second pass over the capture; staged and renamed like the rest.
     """
     table = _table(sas)
+    copies = copies or CaptureCopies()
+    check_targets(copies, Path(path), force)
     prepare_out_dir(out, force)
     try:
         tables = PacketTableWriter(partial(out, "packets.parquet"), partial(out, "packets.csv"))
         with tables as writer:
             summary, error = _run(path, table, options, writer.write_rows, progress, sha256, jobs)
+        parquet = partial(out, "packets.parquet")
+        write_copies(copies, Path(path), parquet, summary.finding_list, table, error is not None)
         if plots:
             summary = _draw(out, summary)
         _write_reports(out, summary)
+        publish_copies(copies)
         _publish(out)
         if error is not None:
             raise error

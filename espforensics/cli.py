@@ -47,6 +47,7 @@ from espforensics.pipeline import Options
 from espforensics.render.json import render_comparison_json, render_json
 from espforensics.render.markdown import render_comparison_md, render_report_md
 from espforensics.render.text import render_comparison, render_report, render_summary
+from espforensics.rewrite import CaptureCopies
 from espforensics.summary import TOOL_VERSION, Summary
 
 if TYPE_CHECKING:  # typer vendors its own click: the help types come from there
@@ -276,9 +277,28 @@ def analyze(
             "capture order). Outputs are identical for every value.",
         ),
     ] = 1,
+    annotate: Annotated[
+        Path | None,
+        typer.Option(
+            "--annotate",
+            metavar="FILE",
+            help="Also write CAPTURE as pcapng with a packet comment on each frame a "
+            "verdict or finding concerns.",
+        ),
+    ] = None,
+    decrypted: Annotated[
+        Path | None,
+        typer.Option(
+            "--decrypted",
+            metavar="FILE",
+            help="Also write CAPTURE with each verified ESP packet replaced by its inner "
+            "packet (pcap; pcapng if FILE ends in .pcapng).",
+        ),
+    ] = None,
 ) -> None:
     """Decrypt and check every ESP packet of CAPTURE; write tables, plots and reports to --out."""
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
+    copies = CaptureCopies(annotate=annotate, decrypted=decrypted)
     out_dir = out if out is not None else default_out_dir(capture)
     update, stop = _progress(capture, quiet)
     try:
@@ -292,6 +312,7 @@ def analyze(
                 progress=update,
                 plots=not no_plots,
                 jobs=jobs,
+                copies=copies,
             ),
             out_dir,
         )
@@ -301,6 +322,8 @@ def analyze(
         _show(summary, fmt)
         if fmt is Format.SUMMARY:
             typer.echo(f"  outputs: {out_dir}/")
+            for name, target in copies.targets():
+                typer.echo(f"  {name}: {target}")
     _exit_for(worst_severity(summary), fail_on)
 
 

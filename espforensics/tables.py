@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
@@ -25,7 +25,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from espforensics.engine import Row, SteadyRows
-from espforensics.model import PACKET_COLUMNS, Finding, PacketRecord
+from espforensics.model import PACKET_COLUMNS, Finding, PacketRecord, Proto, Verdict
 from espforensics.summary import Summary
 
 _INT_COLUMNS = frozenset(
@@ -563,6 +563,28 @@ def plot_frames(parquet: Path, summary: Summary) -> dict[str, pd.DataFrame]:
         "throughput": throughput.loc[:, ["t", "sa", "mbit_s", "width"]],
         "sequence": _cat([*acc.events, acc.gap_events()], ["t", "sa", "event", "count"]),
     }
+
+
+_RECORD_BATCH = 8192
+_ALWAYS = ("frame", "time", "caplen", "len")  # PacketRecord's fields without a default
+
+
+def iter_packet_records(parquet: Path, columns: Sequence[str]) -> Iterator[PacketRecord]:
+    """The rows of a packets.parquet as records, in capture order, a row group at a time.
+
+    Only ``columns`` (and frame, time, caplen, len) are read; the other
+    fields keep their defaults. For the passes that rewrite the capture
+    (rewrite/), which walk it again beside its table.
+    """
+    names = list(dict.fromkeys([*_ALWAYS, *columns]))
+    reader = pq.ParquetFile(parquet, pre_buffer=False)
+    for batch in reader.iter_batches(_RECORD_BATCH, columns=names, use_threads=False):
+        for row in batch.to_pylist():
+            if "verdict" in row:
+                row["verdict"] = Verdict(row["verdict"])
+            if "proto" in row:
+                row["proto"] = Proto(row["proto"])
+            yield PacketRecord(**{k: v for k, v in row.items() if v is not None})
 
 
 def write_rows(stem: Path, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
