@@ -57,13 +57,14 @@ def ip_length(packet: bytes) -> int | None:
 
 
 def tunnel(payload: bytes, next_header: int) -> bytes:
-    """Tunnel mode: the inner IP packet itself, whose length must be the payload's."""
+    """Tunnel mode: the inner IP packet, without TFC padding after it (RFC 4303 s2.7)."""
     version = {PROTO_IPIP: 4, PROTO_IPV6: 6}.get(next_header)
     if version is None or not payload or payload[0] >> 4 != version:
         raise MalformedPacket(f"next header {next_header} does not start an IP packet")
-    if ip_length(payload) != len(payload):
-        raise MalformedPacket("the inner IP length differs from the ESP payload's")
-    return payload
+    length = ip_length(payload)
+    if length is None or length > len(payload):
+        raise MalformedPacket("the inner IP length exceeds the ESP payload")
+    return payload[:length]
 
 
 def _v4_header(head: bytes, proto: int, total: int) -> bytes:
