@@ -116,7 +116,7 @@ def encauth(seed: int = 1) -> Scenario:
         V4_B,
     )
     for seq64 in range(WRAP - 3, WRAP + 3):
-        send_udp(cb, wrap, seq64, filler(40, seq64 & 0xFF), NO_FAULT)
+        send_udp(cb, wrap, seq64, filler(43 + seq64 - WRAP, seq64 & 0xFF), NO_FAULT)  # pads 9-14
     sealers.append(wrap.sealer)
     desc = (
         "30 SA pairs 0x7401-0x741e (+0x100 back): cbc(aes) 128/192/256, cbc(des3_ede), "
