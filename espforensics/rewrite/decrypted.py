@@ -163,10 +163,16 @@ class Decryptor:
         if sa.mode not in (None, "tunnel", "transport"):
             raise MalformedPacket(f"mode {sa.mode} is not rebuilt")
         inner = payload
-        if nh in _IP_NEXT and ip_length(payload) != len(payload):
-            clear = before[len(before) - (rec.leaked or 0) :] if rec.leaked else b""
+        if rec.verdict is Verdict.ESP_MISPLACED and rec.leaked and nh == PROTO_IPIP:
+            clear = before[len(before) - rec.leaked :]
             template = self._templates.get(id(sa), b"")
-            inner = misplaced_ipv4(clear, template, payload)  # the GSO layout, or raises
+            try:
+                inner = misplaced_ipv4(clear, template, payload)
+            except MalformedPacket:
+                if ip_length(payload) is None:  # neither the GSO layout nor an IP packet
+                    raise
+        if nh in _IP_NEXT and ip_length(inner) is None:
+            raise MalformedPacket(f"next header {nh}, but the payload is no IP packet")
         if nh == PROTO_IPIP and inner[:1] == b"\x45":
             self._templates[id(sa)] = inner[:20]
         as_tunnel = sa.mode == "tunnel" or (sa.mode is None and nh in _IP_NEXT)
