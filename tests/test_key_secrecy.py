@@ -212,3 +212,24 @@ def test_the_valid_files_decrypt(tmp_path: Path, capture: Path) -> None:
         verdicts = json.loads((out / "summary.json").read_text())["verdicts"]
         assert (verdicts["ok"], verdicts["unknown_sa"]) == (ok, other), name
         assert_no_key(res, out)
+
+
+@pytest.mark.parametrize("suffix", [".pcap", ".pcapng"])
+def test_no_key_in_the_annotated_and_decrypted_captures(tmp_path: Path, suffix: str) -> None:
+    """The capture's secrets block decrypts the copies, and neither copy holds it."""
+    capture = tmp_path / "dsb.pcapng"
+    block = DecryptionSecrets(ESP_SA_SECRETS_TYPE, esp_sa_text(ESP_SA_COLUMNS).encode())
+    write_capture(capture, SCENARIO.frames[:12], format="pcapng", secrets=[block])
+    assert KEY.hex().encode() in capture.read_bytes()  # the input holds the key as text
+    copies = tmp_path / "copies"
+    copies.mkdir()
+    annotated, decrypted = copies / "a.pcapng", copies / f"d{suffix}"
+    res, out = run(tmp_path, capture, "--annotate", str(annotated), "--decrypted", str(decrypted))
+    assert res.exit_code == 0, res.stderr
+    assert annotated.stat().st_size and decrypted.stat().st_size
+    assert decrypted.read_bytes() != capture.read_bytes()
+    assert_no_key(res, out)
+    for blob in (annotated.read_bytes(), decrypted.read_bytes()):
+        lowered = blob.decode("latin-1").lower()
+        assert not [t for t in TEXTS if t in lowered]
+        assert not [r for r in RAW if r in blob]
