@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 import struct
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ from espforensics.cli import app
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.keys import SaTable
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
-from espforensics.rewrite import CaptureCopies
+from espforensics.rewrite import WRITERS, CaptureCopies
 from espforensics.rewrite.comments import FindingMarks
 from espforensics.synth import Scenario, build_scenario, write_scenario
 
@@ -299,3 +299,41 @@ def test_a_target_that_cannot_be_written_is_one_line(
         assert res.stderr == f"espforensics: error: {target}: {message}\n"
     assert (tmp_path / "existing.pcapng").read_bytes() == b"keep"
     assert not (tmp_path / "o").exists()  # refused before the analysis started
+
+
+REAL = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+
+
+def test_every_copy_of_the_registry_is_written(tmp_path: Path) -> None:
+    """``WRITERS`` and ``CaptureCopies`` name the same copies, and each one is written."""
+    assert set(WRITERS) == {f.name for f in fields(CaptureCopies)}
+    sc = build_scenario("kernel-gso-v4", seed=1)
+    files = write_scenario(sc, tmp_path / "in")
+    copies = CaptureCopies(**{name: tmp_path / f"{name}.pcapng" for name in WRITERS})
+    analyze_to_dir(files["capture"], SaTable(sc.sas), tmp_path / "o", plots=False, copies=copies)
+    for _, target in copies.targets():
+        _, packets = read_pcapng(target)
+        assert len(packets) == len(sc.frames) and sum(bool(p.comments) for p in packets) >= 12
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="shared/captures not beside the project")
+def test_real_gso_capture_comments_count_as_the_findings(tmp_path: Path) -> None:
+    folder = REAL / "ip6tnl-transport-tso-on"
+    target = tmp_path / "a.pcapng"
+    summary = analyze_to_dir(
+        folder / "capture.pcap",
+        [folder / "xfrm-state.txt"],
+        tmp_path / "o",
+        plots=False,
+        copies=CaptureCopies(annotate=target),
+    )
+    _, packets = read_pcapng(target)
+    assert len(packets) == summary.capture.frames == 690
+    counts = {
+        kind: sum(any(c.startswith(f"espforensics: {kind.value}:") for c in p.comments)
+                  for p in packets)
+        for kind in PER_PACKET
+    }  # fmt: skip
+    want = {k: sum(f.count for f in summary.finding_list if f.kind is k) for k in PER_PACKET}
+    assert counts == want
+    assert want[FindingKind.ESP_MISPLACED] == 94 and want[FindingKind.IV_REUSE] == 64

@@ -236,3 +236,34 @@ def test_tshark_reassembles_the_inner_tcp_streams(tmp_path: Path, name: str) -> 
         assert last + last_len - first == sum(n for _, n in segments)
     if name == "kernel-gso-v4":  # the 12 misplaced packets are the bulk data: 12 x 1400 bytes
         assert max(sum(n for _, n in s) for s in flows.values()) >= 12 * 1400
+
+
+REAL = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="shared/captures not beside the project")
+def test_real_gso_capture_decrypts_every_packet(tmp_path: Path) -> None:
+    """linux-6.1 ip6tnl over a transport SA: 593 ok and 94 misplaced packets, all rebuilt."""
+    folder = REAL / "ip6tnl-transport-tso-on"
+    target = tmp_path / "d.pcap"
+    analyze_to_dir(
+        folder / "capture.pcap",
+        [folder / "xfrm-state.txt"],
+        tmp_path / "o",
+        plots=False,
+        copies=CaptureCopies(decrypted=target),
+    )
+    before, after = frames_of(folder / "capture.pcap"), frames_of(target)
+    assert [f.ts_ns for f in after] == [f.ts_ns for f in before]
+    changed = [new for new, old in zip(after, before, strict=True) if new != old]
+    assert len(changed) == 593 + 94 == len(before) - 3
+    tcp4 = 0
+    for frame in changed:
+        ip6 = dpkt.ip6.IP6(frame.data[ETH:])
+        assert ip6.nxt in (4, 41) and ip6.plen == len(frame.data) - ETH - 40  # no ESP left
+        inner = frame.data[ETH + 40 :]
+        assert_ip_header_sound(inner, inner[9] if ip6.nxt == 4 else inner[6])
+        if ip6.nxt == 4 and inner[9] == 6:
+            assert tcp_checksum_good(inner)
+            tcp4 += 1
+    assert tcp4 >= 94  # the misplaced ones are the bulk TCP data
