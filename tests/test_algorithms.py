@@ -13,7 +13,9 @@ TCP payload it finds is compared with the bytes the builder sealed.
 from __future__ import annotations
 
 import hmac
+import shutil
 import struct
+import subprocess
 from collections import Counter
 from dataclasses import replace
 from functools import cache
@@ -283,3 +285,73 @@ def test_chained_cbc_ivs_are_an_iv_derivation_finding() -> None:
     assert chained.count == sc.facts["iv_chained"] == 9
     assert chained.frames[0] == 14  # the SA's second packet: the first IV is echainiv's
     assert all("chained" not in f.detail or f.spi == 0x7502 for f in derivation.values())
+
+
+# -- tshark cross-check --------------------------------------------------------------------
+
+TSHARK_FIELDS = (
+    "frame.number",
+    "esp.spi",
+    "esp.icv_good",
+    "esp.icv_bad",
+    "esp.protocol",
+    "tcp.srcport",
+    "tcp.dstport",
+    "udp.srcport",
+    "udp.dstport",
+    "esp.pad_len",
+)
+
+
+def _tshark_rows(command: str, capture: Path, esp_sa: str) -> list[dict[str, str]]:
+    opts = ["-o", "esp.enable_encryption_decode:TRUE", "-o", "esp.enable_authentication_check:TRUE"]
+    for row in esp_sa.splitlines():
+        opts += ["-o", f"uat:esp_sa:{row}"]
+    fields = [arg for name in TSHARK_FIELDS for arg in ("-e", name)]
+    res = subprocess.run(
+        [command, "-n", "-r", str(capture), *opts, "-T", "fields", *fields],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return [
+        dict(zip(TSHARK_FIELDS, line.split("\t"), strict=True)) for line in res.stdout.splitlines()
+    ]
+
+
+def _flag(value: str) -> bool:
+    return value in ("1", "True")  # tshark 4.0 prints 1/0, 4.4 True/False
+
+
+# (command, ESN columns in the esp_sa rows): tshark 4.0 discards the SN columns, so it is
+# given strongSwan's 8 columns, and computes every ICV without the ESN high half, as we
+# do from the same rows; tshark 4.4 reads them.
+TSHARKS = [("tshark", False), ("tshark44", True)]
+
+
+@pytest.mark.parametrize(("command", "esn_columns"), TSHARKS)
+def test_tshark_agrees_on_every_packet(tmp_path: Path, command: str, esn_columns: bool) -> None:
+    """Per frame: tshark's ICV status is our verdict from the same esp_sa rows; what it
+    decrypts (next header, pad length, inner ports) is what we report."""
+    if shutil.which(command) is None:
+        pytest.skip(f"{command} is not installed")
+    sc = build_scenario("encauth", seed=1)
+    paths = write_scenario(sc, tmp_path, stem="cap")
+    esp_sa = esp_sa_text(sc.sas, esn_columns=esn_columns)
+    rows = _tshark_rows(command, paths["capture"], esp_sa)
+    (tmp_path / "rows.esp_sa").write_text(esp_sa, encoding="ascii")
+    ours = analyze(paths["capture"], [tmp_path / "rows.esp_sa"]).packets
+    _, records, _ = run("encauth")  # keys.yaml: every packet ok, with its plaintext
+    assert len(rows) == len(ours) == len(records) == 366
+    good = [r["frame.number"] for r in rows if _flag(r["esp.icv_good"])]
+    bad = [r["frame.number"] for r in rows if _flag(r["esp.icv_bad"])]
+    assert [int(f) for f in good] == list(ours[ours["verdict"] == "ok"]["frame"])
+    assert [int(f) for f in bad] == list(ours[ours["verdict"] == "auth_fail"]["frame"])
+    assert len(good) == (366 if esn_columns else 180)
+    for row, rec in zip(rows, records, strict=True):
+        assert int(row["esp.spi"], 16) == rec.spi
+        sport = row["tcp.srcport"] or row["udp.srcport"]
+        dport = row["tcp.dstport"] or row["udp.dstport"]
+        got = (int(row["esp.protocol"], 16), int(row["esp.pad_len"]), int(sport), int(dport))
+        assert got == (rec.next_header, rec.pad_len, rec.inner_sport, rec.inner_dport), rec.frame
