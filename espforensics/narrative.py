@@ -31,10 +31,17 @@ def plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def group_unit(g: FindingGroup) -> str:
+    """What a group's count counts: "packets", "1 packet" -> "packet", "SAs", ..."""
+    unit = UNITS.get(g.kind, "packets")
+    return unit.removesuffix("s") if g.count == 1 else unit
+
+
 def group_line(g: FindingGroup) -> str:
     """One line per finding kind: severity, kind, how many, of what."""
-    unit = UNITS.get(g.kind, "packets")
-    return f"{g.severity.value} {g.kind.value}: {plural(g.rows, 'finding')}, {g.count} {unit}"
+    return (
+        f"{g.severity.value} {g.kind.value}: {plural(g.rows, 'finding')}, {g.count} {group_unit(g)}"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,9 @@
 """JSON rendering: the summary document (summary.json, and --format json).
 
-In: a ``Summary``. Out: indented JSON text with a trailing newline.
-Raises nothing.
+In: a ``Report`` (render/content.py; ``render_json`` takes a ``Summary``
+and builds it). Out: the summary's document (``Summary.to_json``) with the
+report's ``likely_causes`` after ``layouts``, as indented JSON text with a
+trailing newline. Raises nothing.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 from dataclasses import asdict
 
 from espforensics.compare import Comparison
+from espforensics.render.content import Report, report_content
 from espforensics.summary import Summary
 
 # Lists that may hold one row per SA or finding (tens of thousands for a scan) are laid
@@ -18,9 +21,13 @@ from espforensics.summary import Summary
 _ROW_LISTS = ("sas", "finding_list")
 
 
-def render_json(summary: Summary) -> str:
+def format_json(report: Report) -> str:
     """``summary.json``: indented, with one line per SA and per finding."""
-    doc = summary.to_json()
+    doc = {}
+    for name, value in report.summary.to_json().items():
+        doc[name] = value
+        if name == "layouts":
+            doc["likely_causes"] = [c.to_json() for c in report.causes]
     rows = {}
     for name in _ROW_LISTS:
         rows[name] = doc[name]
@@ -34,6 +41,11 @@ def render_json(summary: Summary) -> str:
         )
         text = text.replace(json.dumps(f"\0{name}\0"), laid, 1)
     return text + "\n"
+
+
+def render_json(summary: Summary) -> str:
+    """``format_json`` of the summary's report."""
+    return format_json(report_content(summary))
 
 
 def render_comparison_json(cmp: Comparison) -> str:

@@ -1,16 +1,14 @@
 """Markdown rendering of the report (report.md), for code forges.
 
-In: a ``Summary``. Out: the same content as report.txt, as Markdown
-tables. Raises nothing; reads no clock and no environment.
+In: a ``Report`` (render/content.py; ``render_report_md`` takes a
+``Summary`` and builds it). Out: the same content as report.txt, as
+Markdown tables. Raises nothing; reads no clock and no environment.
 """
 
 from __future__ import annotations
 
-from pathlib import PurePath
-
-from espforensics import narrative
 from espforensics.compare import Comparison
-from espforensics.render.tcpdump import misplaced_filter
+from espforensics.render.content import Report, report_content
 from espforensics.summary import Summary
 
 
@@ -25,108 +23,115 @@ def table(head: list[str], rows: list[list[object]]) -> list[str]:
     return out
 
 
-def render_report_md(summary: Summary) -> str:
+def format_markdown(report: Report) -> str:
     """report.md."""
-    cap = summary.capture
-    lines = [f"# espforensics {summary.tool_version} report", ""]
+    h = report.header
+    lines = [f"# {h.title}", ""]
     lines += table(
         ["capture", "bytes", "sha256", "first", "last", "frames", "ESP packets"],
-        [
-            [
-                PurePath(cap.path).name,
-                cap.size,
-                f"`{cap.sha256}`",
-                narrative.utc(cap.first_time),
-                narrative.utc(cap.last_time),
-                cap.frames,
-                summary.esp_packets,
-            ]
-        ],
+        [[h.name, h.size, f"`{h.sha256}`", h.first, h.last, h.frames, h.esp_packets]],
     )
-    damage = narrative.damage_sentence(summary)
-    lines += ["", "## Verdict", ""] + ([f"- **{damage}.**"] if damage else [])
-    lines += [f"- {s}." for s in narrative.verdict_sentences(summary)]
+    lines += ["", "## Verdict", ""] + ([f"- **{report.damage}.**"] if report.damage else [])
+    lines += [f"- {s}." for s in report.verdict]
     lines += ["", "## SAs", ""]
-    shown, rest = narrative.shown_sas(summary)
     lines += table(
         ["SPI", "src", "dst", "algorithm", "mode", "packets", "ok", "other", "Mbit/s"],
         [
             [
-                f"{sa.spi:#010x}",
+                sa.spi,
                 sa.src,
                 sa.dst,
-                sa.algorithm or "no key",
+                sa.algorithm,
                 sa.mode or "-",
                 sa.packets,
-                sa.verdicts.get("ok", 0),
-                narrative.others(sa) or "-",
-                narrative.mbit(sa),
+                sa.ok,
+                sa.others or "-",
+                sa.mbit,
             ]
-            for sa in shown
+            for sa in report.sas
         ],
     )
-    lines += ["", rest] if rest else []
+    lines += ["", report.sas_rest] if report.sas_rest else []
     lines += ["", "## Findings", ""]
-    groups = narrative.finding_groups(summary)
-    if groups:
+    if report.groups:
         lines += table(
             ["severity", "kind", "findings", "concerned", "SPI", "frames", "detail"],
             [
                 [
-                    g.severity.value,
-                    g.kind.value,
+                    g.severity,
+                    g.kind,
                     g.rows,
-                    f"{g.count} {narrative.UNITS.get(g.kind, 'packets')}",
-                    " ".join(f"{s:#010x}" for s in g.spis),
+                    f"{g.count} {g.unit}",
+                    " ".join(g.spis),
                     " ".join(map(str, g.frames)),
                     g.detail,
                 ]
-                for g in groups
+                for g in report.groups
             ],
         )
     else:
         lines.append("None.")
-    lines += _misplaced(summary)
-    if summary.plots:
+    lines += _causes(report)
+    lines += _misplaced(report)
+    if report.plots:
         lines += ["", "## Plots", ""]
         lines += [
-            f"- {p.name}: {p.skipped}" if p.skipped else f"- {p.name}: ![{p.name}]({p.files[0]})"
-            for p in summary.plots
+            f"- {p.name}: {p.skipped}" if p.skipped else f"- {p.name}: ![{p.name}]({p.file})"
+            for p in report.plots
         ]
     return "\n".join(lines) + "\n"
 
 
-def _misplaced(summary: Summary) -> list[str]:
+def render_report_md(summary: Summary) -> str:
+    """``format_markdown`` of the summary's report."""
+    return format_markdown(report_content(summary))
+
+
+def _causes(report: Report) -> list[str]:
+    """The likely causes, one subsection each."""
+    if not report.causes:
+        return ["", "## Likely cause", "", f"{report.causes_note}."] if report.causes_note else []
+    lines = ["", "## Likely cause"]
+    for c in report.causes:
+        lines += ["", f"### {_cell(c.title)} (`{c.id}`)", ""]
+        lines += [f"- matched: {_cell(e)}" for e in c.evidence]
+        lines += [
+            f"- kernel path: {_cell(c.kernel_path)}",
+            f"- why likely: {_cell(c.why)}",
+            f"- rules it out: {_cell(c.rule_out)}",
+        ]
+    return lines
+
+
+def _misplaced(report: Report) -> list[str]:
     """Where the misplaced ESP headers sat, what was in clear, the filter."""
-    if not summary.layouts:
+    if not report.layouts:
         return []
     lines = ["", "## Misplaced ESP headers", "", "Bytes counted from the outer IP header.", ""]
     lines += table(
         ["SPI", "outer", "packets", "expected at", "found at", "clear at", "clear bytes", "fields"],
         [
             [
-                f"{x.spi:#010x}",
-                f"IPv{x.ip_version} {x.proto}",
+                x.spi,
+                x.outer,
                 x.packets,
                 x.expected_offset,
                 x.esp_offset,
                 x.clear_offset,
-                f"`{narrative.clear_bytes(x)}`" if x.clear_hex or x.clear_prefix else "-",
-                narrative.clear_fields(x) or "-",
+                f"`{x.clear_bytes}`" if x.clear_bytes else "-",
+                x.fields or "-",
             ]
-            for x in summary.layouts[: narrative.LAYOUTS_SHOWN]
+            for x in report.layouts
         ],
     )
-    hidden = len(summary.layouts) - narrative.LAYOUTS_SHOWN
-    if hidden > 0:
-        lines += ["", f"And {narrative.plural(hidden, 'more layout')} (summary.json)."]
-    bpf = misplaced_filter(summary.layouts)
-    if bpf:
+    if report.layouts_rest:
+        lines += ["", f"And {report.layouts_rest} (summary.json)."]
+    if report.tcpdump:
         lines += [
             "",
             "tcpdump filter selecting the misplaced ESP packets (no keys needed):",
             "",
-            f"    {bpf}",
+            f"    {report.tcpdump}",
         ]
     return lines
 

@@ -1,20 +1,18 @@
 """Plain-text renderings: the short summary and report.txt.
 
-In: a ``Summary`` (words and counts from ``narrative``). Out: ASCII text,
-no line over 72 columns, the same text for the same capture, fit to paste
-below a patch's ``---`` line. Raises nothing; reads no clock and no
-environment.
+In: a ``Report`` (render/content.py; the ``render_*`` wrappers take a
+``Summary`` and build it). Out: ASCII text, no line over 72 columns, the
+same text for the same capture, fit to paste below a patch's ``---`` line.
+Raises nothing; reads no clock and no environment.
 """
 
 from __future__ import annotations
 
 import textwrap
-from pathlib import PurePath
 
-from espforensics import narrative
 from espforensics.compare import Comparison
-from espforensics.render.tcpdump import misplaced_filter
-from espforensics.summary import SaSummary, Summary
+from espforensics.render.content import Report, SaRow, report_content
+from espforensics.summary import Summary
 
 WIDTH = 72
 
@@ -35,106 +33,116 @@ def wrap(text: str, indent: str = "", hanging: str = "    ") -> list[str]:
     ) or [""]
 
 
-def _verdicts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{k} {v}" for k, v in counts.items() if v)
-
-
-def render_summary(summary: Summary) -> str:
+def format_summary(report: Report) -> str:
     """A few lines after ``analyze``: what the capture holds and how it verified."""
-    cap = summary.capture
-    damage = narrative.damage_sentence(summary)
+    h = report.header
     lines = [
-        *wrap(cap.path),
-        *(wrap(damage + ".", "  ") if damage else []),
-        f"  {cap.frames} frames, {summary.esp_packets} ESP packets, {len(summary.sas)} SAs",
-        *wrap(f"verdicts: {_verdicts(summary.verdicts) or 'none'}", "  "),
+        *wrap(h.path),
+        *(wrap(report.damage + ".", "  ") if report.damage else []),
+        f"  {h.frames} frames, {h.esp_packets} ESP packets, {h.sa_count} SAs",
+        *wrap(f"verdicts: {h.verdicts}", "  "),
     ]
-    shown, rest = narrative.shown_sas(summary)
-    for sa in shown:
-        lines += wrap(f"SPI {sa.spi:#010x} {sa.src} -> {sa.dst} ({sa.algorithm or 'no key'})", "  ")
-        lines += wrap(f"{sa.packets} packets: {_verdicts(sa.verdicts)}", "    ")
-    lines += wrap(rest, "  ") if rest else []
-    lines += wrap("; ".join(narrative.verdict_sentences(summary)), "  ")
+    for sa in report.sas:
+        lines += wrap(f"SPI {sa.spi} {sa.src} -> {sa.dst} ({sa.algorithm})", "  ")
+        lines += wrap(f"{sa.packets} packets: {sa.verdicts}", "    ")
+    lines += wrap(report.sas_rest, "  ") if report.sas_rest else []
+    lines += wrap("; ".join(report.verdict), "  ")
     return "\n".join(lines) + "\n"
 
 
-def _header(summary: Summary) -> list[str]:
-    cap = summary.capture
-    span = (cap.last_time or 0) - (cap.first_time or 0)
+def render_summary(summary: Summary) -> str:
+    """``format_summary`` of the summary's report."""
+    return format_summary(report_content(summary))
+
+
+def _header(report: Report) -> list[str]:
+    h = report.header
     return [
-        f"espforensics {summary.tool_version} report",
+        h.title,
         "",
-        *wrap(f"file:   {PurePath(cap.path).name} ({cap.size:,} bytes)"),
-        f"sha256: {cap.sha256}",
-        f"first:  {narrative.utc(cap.first_time)}",
-        f"last:   {narrative.utc(cap.last_time)} ({span:.3f} s)",
-        f"frames: {cap.frames}; ESP packets: {summary.esp_packets} in {len(summary.sas)} SAs",
+        *wrap(f"file:   {h.name} ({h.size:,} bytes)"),
+        f"sha256: {h.sha256}",
+        f"first:  {h.first}",
+        f"last:   {h.last} ({h.span})",
+        f"frames: {h.frames}; ESP packets: {h.esp_packets} in {h.sa_count} SAs",
     ]
 
 
-def _sa_lines(sa: SaSummary) -> list[str]:
-    lines = wrap(f"SPI {sa.spi:#010x} {sa.src} -> {sa.dst}", "  ")
+def _sa_lines(sa: SaRow) -> list[str]:
+    lines = wrap(f"SPI {sa.spi} {sa.src} -> {sa.dst}", "  ")
     lines += wrap(
-        f"{sa.algorithm or 'no key'}, {sa.mode or 'mode unknown'}, {sa.packets} "
-        f"packets, {narrative.mbit(sa)} Mbit/s",
+        f"{sa.algorithm}, {sa.mode or 'mode unknown'}, {sa.packets} packets, {sa.mbit} Mbit/s",
         "    ",
     )
-    lines += wrap(
-        f"ok {sa.verdicts.get('ok', 0)}"
-        + (f", {narrative.others(sa)}" if narrative.others(sa) else ""),
-        "    ",
-    )
+    lines += wrap(f"ok {sa.ok}" + (f", {sa.others}" if sa.others else ""), "    ")
     return lines
 
 
-def _findings(summary: Summary) -> list[str]:
-    groups = narrative.finding_groups(summary)
-    if not groups:
+def _findings(report: Report) -> list[str]:
+    if not report.groups:
         return ["Findings: none"]
     lines = ["Findings:"]
-    for g in groups:
-        spis = " ".join(f"{s:#010x}" for s in g.spis) or "-"
-        lines += wrap(f"{narrative.group_line(g)}, SPI {spis}", "  ")
+    for g in report.groups:
+        lines += wrap(f"{g.line}, SPI {' '.join(g.spis) or '-'}", "  ")
         if g.frames:
             lines += wrap("frames " + " ".join(map(str, g.frames)), "    ")
         lines += wrap(g.detail, "    ")
     return lines
 
 
-def _misplaced(summary: Summary) -> list[str]:
-    """Where the misplaced ESP headers sat, what was in clear, the filter."""
-    if not summary.layouts:
-        return []
-    lines = ["", "Misplaced ESP headers (bytes counted from the outer IP header):"]
-    for layout in summary.layouts[: narrative.LAYOUTS_SHOWN]:
-        where, clear = narrative.layout_sentences(layout)
-        lines += wrap(where, "  ") + wrap(clear, "    ")
-    hidden = len(summary.layouts) - narrative.LAYOUTS_SHOWN
-    if hidden > 0:
-        lines += wrap(f"and {narrative.plural(hidden, 'more layout')} (summary.json)", "  ")
-    bpf = misplaced_filter(summary.layouts)
-    if bpf:
-        lines += ["", "tcpdump filter selecting the misplaced ESP packets (no keys needed):"]
-        lines += wrap(bpf, "  ")
+def _causes(report: Report) -> list[str]:
+    """The likely causes: what matched, the kernel path, why, what rules it out."""
+    if not report.causes:
+        return (
+            ["", "Likely cause:", *wrap(f"{report.causes_note}.", "  ")]
+            if report.causes_note
+            else []
+        )
+    lines = ["", "Likely cause:"]
+    for c in report.causes:
+        lines += wrap(f"{c.title} ({c.id})", "  ")
+        for evidence in c.evidence:
+            lines += wrap(f"matched: {evidence}", "    ")
+        lines += wrap(f"kernel path: {c.kernel_path}", "    ")
+        lines += wrap(f"why likely: {c.why}", "    ")
+        lines += wrap(f"rules it out: {c.rule_out}", "    ")
     return lines
 
 
-def render_report(summary: Summary) -> str:
+def _misplaced(report: Report) -> list[str]:
+    """Where the misplaced ESP headers sat, what was in clear, the filter."""
+    if not report.layouts:
+        return []
+    lines = ["", "Misplaced ESP headers (bytes counted from the outer IP header):"]
+    for x in report.layouts:
+        lines += wrap(x.where, "  ") + wrap(x.clear, "    ")
+    if report.layouts_rest:
+        lines += wrap(f"and {report.layouts_rest} (summary.json)", "  ")
+    if report.tcpdump:
+        lines += ["", "tcpdump filter selecting the misplaced ESP packets (no keys needed):"]
+        lines += wrap(report.tcpdump, "  ")
+    return lines
+
+
+def format_text(report: Report) -> str:
     """report.txt: everything a reviewer pastes into a patch review.
 
     No local paths (plot files) beyond the capture's name: it is pasted
     on public lists. report.md lists the plots.
     """
-    lines = [*_header(summary), "", "Verdict:"]
-    damage = narrative.damage_sentence(summary)
-    for sentence in ((damage,) if damage else ()) + narrative.verdict_sentences(summary):
+    lines = [*_header(report), "", "Verdict:"]
+    for sentence in ((report.damage,) if report.damage else ()) + report.verdict:
         lines += wrap(sentence + ".", "  ")
-    lines += ["", "SAs:" if summary.sas else "SAs: none"]
-    shown, rest = narrative.shown_sas(summary)
-    lines += [x for sa in shown for x in _sa_lines(sa)]
-    lines += wrap(rest, "  ") if rest else []
-    lines += ["", *_findings(summary), *_misplaced(summary)]
+    lines += ["", "SAs:" if report.sas else "SAs: none"]
+    lines += [x for sa in report.sas for x in _sa_lines(sa)]
+    lines += wrap(report.sas_rest, "  ") if report.sas_rest else []
+    lines += ["", *_findings(report), *_causes(report), *_misplaced(report)]
     return "\n".join(lines) + "\n"
+
+
+def render_report(summary: Summary) -> str:
+    """``format_text`` of the summary's report."""
+    return format_text(report_content(summary))
 
 
 def render_comparison(cmp: Comparison) -> str:

@@ -1,0 +1,224 @@
+"""The facts of each SA that the likely-cause table (causes.py) matches on.
+
+In: a ``Summary``. Out: ``sa_facts(summary)``, one flat, frozen
+``SaFacts`` per SA that has findings, misplaced layouts or a first
+sequence number 0: its addresses and mode, its main misplaced layout, its
+IV reuse and derivation, its repeated sequence numbers and ESN
+mismatches. Raises nothing; reads no clock and no environment.
+
+This is the one module that reads the checks' finding details
+(checks/iv_derivation.py, checks/iv_reuse.py, checks/sequence.py,
+checks/esn_mismatch.py): each cause has a fixture test
+(tests/test_causes.py) that breaks when a detail it reads changes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from espforensics.model import Finding, FindingKind
+from espforensics.narrative import clear_bytes
+from espforensics.summary import MisplacedLayout, SaSummary, Summary
+
+
+@dataclass(frozen=True, slots=True)
+class SaFacts:
+    """What the summary says about one SA, flat, for the table's conditions."""
+
+    spi: int
+    spi_hex: str
+    src: str
+    dst: str
+    ip_version: int
+    mode: str  # "transport", "tunnel" or "unknown" (a guess that does not decide)
+    mode_text: str  # as the summary has it, e.g. "transport" or "transport (guess)"
+    packets: int
+    first_seq64: int  # -1: none seen
+    # The SA's most common misplaced layout (summary.layouts)
+    misplaced: int = 0
+    shift: int = 0  # ESP header found this many bytes after where it belongs
+    expected_offset: int = 0
+    esp_offset: int = 0
+    clear_offset: int = 0
+    clear_len: int = 0  # bytes in clear right in front of the real header
+    clear_version: int = 0  # the IP version nibble of the first clear byte
+    clear_hex: str = ""
+    misplaced_frames: str = ""
+    # IVs (iv_reuse and iv_derivation findings, the SA's counters)
+    iv_reused: int = 0  # packets whose IV was used before under the key
+    reused_ivs: int = 0  # distinct IVs used more than once
+    reuse_span: int = 0  # the most sequence numbers between two uses of one IV
+    reuse_frames: str = ""
+    iv_deviating: int = 0
+    deltas: str = ""  # e.g. "seq+1 x26", as the iv_derivation finding counts them
+    iv_counter: str = "IVs not compared with a counter (not counter-derived, e.g. echainiv)"
+    delta_min: int = 0
+    delta_max: int = 0
+    chained: int = 0  # CBC IVs equal to the previous packet's last ciphertext block
+    chained_frames: str = ""
+    # Sequence numbers (seq_duplicate, esn_mismatch findings)
+    dup_different: int = 0  # repeated sequence numbers carried by different packets
+    dup_frames: str = ""
+    esn_early: int = 0  # seq low 0xffffffff verified only with the next high half
+    esn_frames: str = ""
+
+
+FACT_NAMES = frozenset(f.name for f in fields(SaFacts))
+
+
+def as_dict(facts: SaFacts) -> dict[str, Any]:
+    """The facts by field name."""
+    return {name: getattr(facts, name) for name in FACT_NAMES}
+
+
+_SaKey = tuple[int, str, str]
+_FAR = 1 << 62  # a delta no pattern accepts
+# The checks' finding details this module reads (checks/iv_derivation.py,
+# checks/sequence.py, checks/esn_mismatch.py).
+_DELTA = re.compile(r"seq([+-]\d+) x(\d+)")
+_USE = re.compile(r"frame \d+ seq (\d+)")
+_CHAINED = re.compile(r"(\d+) of \d+ CBC IVs are chained")
+_DIFFERENT = re.compile(r"(\d+) different packets")
+_ESN_EARLY = re.compile(
+    r"frame (\d+) \(seq 0x([0-9a-f]+):ffffffff\) verifies only with ESN high half 0x([0-9a-f]+)"
+)
+
+
+def _mode(text: str) -> str:
+    """ "transport", "tunnel" or "unknown": a guess that names both does not decide."""
+    if text in ("transport", "tunnel"):
+        return text
+    if text == "transport (guess)":
+        return "transport"
+    return "unknown"
+
+
+FRAMES_SHOWN = 10  # frames an evidence sentence names
+
+
+def _frames(numbers: Iterable[int]) -> str:
+    shown = sorted(set(numbers))
+    more = " ..." if len(shown) > FRAMES_SHOWN else ""
+    return " ".join(str(n) for n in shown[:FRAMES_SHOWN]) + more
+
+
+def sa_facts(summary: Summary) -> tuple[SaFacts, ...]:
+    """The facts of every SA that has anything a cause could match.
+
+    A finding names its SA by SPI and addresses; one about a key group
+    (IV reuse) or a layout (placement) names only the SPI, and counts for
+    every SA of that SPI.
+    """
+    by_sa: dict[_SaKey, list[Finding]] = {}
+    by_spi: dict[int, list[Finding]] = {}
+    for f in summary.finding_list:
+        if f.spi is not None and f.src:
+            by_sa.setdefault((f.spi, f.src, f.dst), []).append(f)
+        elif f.spi is not None:
+            by_spi.setdefault(f.spi, []).append(f)
+    layouts: dict[tuple[int, int], list[MisplacedLayout]] = {}
+    for x in summary.layouts:
+        layouts.setdefault((x.spi, x.ip_version), []).append(x)
+    out = []
+    for sa in summary.sas:
+        found = by_sa.get(sa.key, []) + by_spi.get(sa.spi, [])
+        version = 6 if ":" in sa.src else 4
+        mine = layouts.get((sa.spi, version), [])
+        if found or mine or sa.first_seq64 == 0:
+            out.append(_facts(sa, version, found, mine))
+    return tuple(out)
+
+
+def _facts(
+    sa: SaSummary, version: int, found: list[Finding], layouts: list[MisplacedLayout]
+) -> SaFacts:
+    base = SaFacts(
+        sa.spi,
+        f"{sa.spi:#010x}",
+        sa.src,
+        sa.dst,
+        version,
+        _mode(sa.mode),
+        sa.mode or "mode unknown",
+        sa.packets,
+        -1 if sa.first_seq64 is None else sa.first_seq64,
+        iv_reused=sa.iv_reused,
+        iv_deviating=sa.iv_deviating,
+    )
+    return replace(
+        base, **_layout_facts(layouts, found), **_iv_facts(found), **_sequence_facts(found)
+    )
+
+
+def _of(found: list[Finding], kind: FindingKind) -> list[Finding]:
+    return [f for f in found if f.kind is kind]
+
+
+def _layout_facts(layouts: list[MisplacedLayout], found: list[Finding]) -> dict[str, Any]:
+    if not layouts:
+        return {}
+    x = max(layouts, key=lambda x: (x.packets, -x.esp_offset))
+    shown = clear_bytes(x)
+    first = shown.split()[0] if shown else ""
+    version = int(first[0], 16) if first[:1] not in ("", "L", "x", ".") else 0
+    return {
+        "misplaced": x.packets,
+        "shift": x.esp_offset - x.expected_offset,
+        "expected_offset": x.expected_offset,
+        "esp_offset": x.esp_offset,
+        "clear_offset": x.clear_offset,
+        "clear_len": x.esp_offset - x.clear_offset,
+        "clear_version": version,
+        "clear_hex": shown or "none",
+        "misplaced_frames": _frames(
+            n for f in _of(found, FindingKind.ESP_MISPLACED) for n in f.frames
+        ),
+    }
+
+
+def _iv_facts(found: list[Finding]) -> dict[str, Any]:
+    reuse = _of(found, FindingKind.IV_REUSE)
+    spans = [
+        max(seqs) - min(seqs) for f in reuse if (seqs := [int(n) for n in _USE.findall(f.detail)])
+    ]
+    facts: dict[str, Any] = {
+        "reused_ivs": sum(1 if f.frames else f.count for f in reuse),
+        "reuse_span": max(spans, default=0),
+        "reuse_frames": _frames(n for f in reuse for n in f.frames),
+    }
+    for f in _of(found, FindingKind.IV_DERIVATION):
+        chained = _CHAINED.search(f.detail)
+        if chained:
+            facts["chained"] = int(chained.group(1))
+            facts["chained_frames"] = _frames(f.frames)
+        deltas = [(int(d), int(n)) for d, n in _DELTA.findall(f.detail)]
+        if deltas and "no nearby seq" not in f.detail:
+            facts["deltas"] = shown = ", ".join(f"seq{d:+d} x{n}" for d, n in deltas)
+            facts["iv_counter"] = f"IVs not built from their own sequence number: {shown}"
+            facts["delta_min"] = min(d for d, _ in deltas)
+            facts["delta_max"] = max(d for d, _ in deltas)
+        elif "no nearby seq" in f.detail:
+            facts["delta_min"], facts["delta_max"] = -_FAR, _FAR  # fits no counter near
+    return facts
+
+
+def _sequence_facts(found: list[Finding]) -> dict[str, Any]:
+    facts: dict[str, Any] = {}
+    for f in _of(found, FindingKind.SEQ_DUPLICATE):
+        different = _DIFFERENT.search(f.detail)
+        if different and int(different.group(1)):
+            facts["dup_different"] = int(different.group(1))
+            facts["dup_frames"] = _frames(f.frames)
+    early = [
+        int(frame)
+        for f in _of(found, FindingKind.ESN_MISMATCH)
+        for frame, hi, used in _ESN_EARLY.findall(f.detail)
+        if int(used, 16) == int(hi, 16) + 1
+    ]
+    if early:
+        facts["esn_early"] = len(early)
+        facts["esn_frames"] = _frames(early)
+    return facts

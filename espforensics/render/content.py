@@ -1,0 +1,370 @@
+"""The report's content: one typed value built once from a ``Summary``.
+
+In: a ``Summary``; optionally the ``--fail-on`` threshold (which checks a
+KTAP line calls ``not ok``) and the plot images (PNG bytes by the path
+``summary.plots`` names). Out: ``report_content(summary) -> Report``, a
+frozen value holding the header, the verdict sentences, the SA rows, the
+finding groups with their frames, every finding, the misplaced layouts
+and their tcpdump filter, the likely causes, one result per check and the
+plots. Raises nothing; reads no clock and no environment.
+
+Every count and every sentence a report prints is made here, with the
+words of ``narrative`` and the table of ``causes``; the renderers (text,
+Markdown, JSON, HTML, KTAP) only lay this value out and never call back,
+so all five say the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from espforensics import narrative
+from espforensics.causes import CAUSES, LikelyCause, likely_causes
+from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
+from espforensics.render.tcpdump import misplaced_filter
+from espforensics.summary import MisplacedLayout, SaSummary, Summary
+
+FINDINGS_SHOWN = 2000  # finding rows a report lists one by one; findings.csv has every one
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """Which capture, how big, when."""
+
+    title: str  # "espforensics 0.1.0 report"
+    path: str  # as analyzed (the short summary shows it; report.txt only the name)
+    name: str
+    size: int
+    sha256: str
+    first: str  # UTC text
+    last: str
+    span: str  # "0.004 s"
+    frames: int
+    esp_packets: int
+    sa_count: int
+    verdicts: str  # "ok 13, esp_misplaced 12", or "none"
+
+
+@dataclass(frozen=True, slots=True)
+class SaRow:
+    """One SA as the reports list it."""
+
+    spi: str  # "0x00001001"
+    src: str
+    dst: str
+    algorithm: str  # "no key" without one
+    mode: str  # "" when unknown
+    packets: int
+    ok: int
+    others: str  # the verdicts other than ok, "esp_misplaced 12", or ""
+    verdicts: str  # every verdict seen, "ok 6, esp_misplaced 12"
+    mbit: str  # "39.07", or "-"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRow:
+    """All findings of one kind."""
+
+    kind: str
+    severity: str
+    rows: int
+    count: int
+    unit: str  # what ``count`` counts: "packets", "sequence numbers", ...
+    line: str  # "critical iv_reuse: 9 findings, 18 packets"
+    spis: tuple[str, ...]
+    frames: tuple[int, ...]  # a few example frames
+    detail: str  # the first finding's
+
+
+@dataclass(frozen=True, slots=True)
+class FindingRow:
+    """One finding (a row of findings.csv) with its frames."""
+
+    kind: str
+    severity: str
+    rank: int  # SEVERITY_RANK: sorts critical above info
+    spi: str  # "" when the finding is about no single SPI
+    src: str
+    dst: str
+    count: int
+    frames: tuple[int, ...]
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutRow:
+    """One way misplaced ESP headers sat."""
+
+    spi: str
+    outer: str  # "IPv6 esp"
+    packets: int
+    expected_offset: int
+    esp_offset: int
+    clear_offset: int
+    clear_bytes: str  # "45 00 LL LL", "" when none
+    fields: str  # the inner header fields those bytes are, "" when unknown
+    where: str  # the sentence: where the header sat
+    clear: str  # the sentence: what was in clear
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """One check as a test: a KTAP result line and the diagnostic lines before it."""
+
+    name: str  # "esp_placement"
+    ok: bool
+    directive: str  # "" or "ERROR" (a damaged capture: the check saw only part of it)
+    data: str  # diagnostic data of the result line, "12 ESP headers misplaced"
+    notes: tuple[str, ...]  # one line per finding kind of the check
+
+
+@dataclass(frozen=True, slots=True)
+class PlotRow:
+    """One plot: its file and image, or why it was not drawn."""
+
+    name: str
+    file: str  # the first file, relative to the output folder; "" when skipped
+    skipped: str
+    png: bytes  # the PNG, when the caller gave the images; b"" otherwise
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """Everything a report says, in the order the reports say it."""
+
+    summary: Summary  # the source, for summary.json
+    header: Header
+    damage: str  # the damage sentence, "" for a whole capture
+    verdict: tuple[str, ...]
+    sas: tuple[SaRow, ...]
+    sas_rest: str  # "... and 5 more SAs, ...", or ""
+    groups: tuple[GroupRow, ...]
+    findings: tuple[FindingRow, ...]  # at most FINDINGS_SHOWN, most severe first
+    findings_rest: int  # findings not in ``findings``
+    layouts: tuple[LayoutRow, ...]
+    layouts_rest: str  # "2 more layouts", or ""
+    tcpdump: str  # the filter selecting the misplaced packets, or ""
+    causes: tuple[LikelyCause, ...]
+    causes_note: str  # when findings match no cause: says so; else ""
+    checks: tuple[CheckResult, ...]
+    plots: tuple[PlotRow, ...]
+
+
+# The checks as tests (KTAP), in the order they run (checks/__init__.py), with
+# the finding kinds each makes and, per kind, what its count counts.
+CHECKS: tuple[tuple[str, tuple[FindingKind, ...]], ...] = (
+    ("esp_placement", (FindingKind.ESP_MISPLACED,)),
+    ("cleartext_leak", (FindingKind.CLEARTEXT_LEAK,)),
+    ("iv_reuse", (FindingKind.IV_REUSE, FindingKind.SHARED_KEY)),
+    ("iv_derivation", (FindingKind.IV_DERIVATION,)),
+    (
+        "sequence",
+        (
+            FindingKind.SEQ_DUPLICATE,
+            FindingKind.SEQ_GAP,
+            FindingKind.SEQ_REORDER,
+            FindingKind.ESN_WRAP,
+        ),
+    ),
+    ("esn_mismatch", (FindingKind.ESN_MISMATCH,)),
+    ("keys", (FindingKind.KEY_MISMATCH, FindingKind.UNSUPPORTED)),
+)
+NOUNS: dict[FindingKind, tuple[str, str]] = {
+    FindingKind.ESP_MISPLACED: ("ESP header misplaced", "ESP headers misplaced"),
+    FindingKind.CLEARTEXT_LEAK: (
+        "packet with inner header bytes in clear",
+        "packets with inner header bytes in clear",
+    ),
+    FindingKind.IV_REUSE: ("IV reused", "IVs reused"),
+    FindingKind.SHARED_KEY: ("SA sharing one key", "SAs sharing one key"),
+    FindingKind.IV_DERIVATION: (
+        "IV not built from its sequence number",
+        "IVs not built from their sequence number",
+    ),
+    FindingKind.SEQ_DUPLICATE: ("sequence number repeated", "sequence numbers repeated"),
+    FindingKind.SEQ_GAP: ("sequence number missing", "sequence numbers missing"),
+    FindingKind.SEQ_REORDER: ("packet reordered", "packets reordered"),
+    FindingKind.ESN_WRAP: ("ESN wrap", "ESN wraps"),
+    FindingKind.ESN_MISMATCH: (
+        "packet with the wrong ESN high half",
+        "packets with the wrong ESN high half",
+    ),
+    FindingKind.KEY_MISMATCH: (
+        "packet not verifying with its key",
+        "packets not verifying with their key",
+    ),
+    FindingKind.UNSUPPORTED: (
+        "packet of an algorithm not decrypted",
+        "packets of an algorithm not decrypted",
+    ),
+}
+
+
+def report_content(
+    summary: Summary,
+    *,
+    fail_on: Severity | None = Severity.HIGH,
+    images: Mapping[str, bytes] | None = None,
+) -> Report:
+    """The report of ``summary``; ``fail_on`` None: no check fails (``--fail-on never``)."""
+    groups = narrative.finding_groups(summary)
+    shown, rest = narrative.shown_sas(summary)
+    layouts = summary.layouts[: narrative.LAYOUTS_SHOWN]
+    hidden = len(summary.layouts) - len(layouts)
+    causes = likely_causes(summary)
+    return Report(
+        summary=summary,
+        header=_header(summary),
+        damage=narrative.damage_sentence(summary) or "",
+        verdict=narrative.verdict_sentences(summary),
+        sas=tuple(_sa_row(sa) for sa in shown),
+        sas_rest=rest,
+        groups=tuple(_group_row(g) for g in groups),
+        findings=tuple(_finding_row(f) for f in summary.finding_list[:FINDINGS_SHOWN]),
+        findings_rest=max(0, len(summary.finding_list) - FINDINGS_SHOWN),
+        layouts=tuple(_layout_row(x) for x in layouts),
+        layouts_rest=narrative.plural(hidden, "more layout") if hidden > 0 else "",
+        tcpdump=misplaced_filter(summary.layouts) or "",
+        causes=causes,
+        causes_note=_causes_note(summary, causes),
+        checks=_checks(summary, fail_on),
+        plots=tuple(_plot_row(p.name, p.files, p.skipped, images or {}) for p in summary.plots),
+    )
+
+
+def _counts(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+
+
+def _header(summary: Summary) -> Header:
+    cap = summary.capture
+    span = (cap.last_time or 0) - (cap.first_time or 0)
+    return Header(
+        f"espforensics {summary.tool_version} report",
+        cap.path,
+        PurePath(cap.path).name,
+        cap.size,
+        cap.sha256,
+        narrative.utc(cap.first_time),
+        narrative.utc(cap.last_time),
+        f"{span:.3f} s",
+        cap.frames,
+        summary.esp_packets,
+        len(summary.sas),
+        _counts(summary.verdicts) or "none",
+    )
+
+
+def _sa_row(sa: SaSummary) -> SaRow:
+    return SaRow(
+        f"{sa.spi:#010x}",
+        sa.src,
+        sa.dst,
+        sa.algorithm or "no key",
+        sa.mode,
+        sa.packets,
+        sa.verdicts.get(Verdict.OK.value, 0),
+        narrative.others(sa),
+        _counts(sa.verdicts),
+        narrative.mbit(sa),
+    )
+
+
+def _group_row(g: narrative.FindingGroup) -> GroupRow:
+    return GroupRow(
+        g.kind.value,
+        g.severity.value,
+        g.rows,
+        g.count,
+        narrative.group_unit(g),
+        narrative.group_line(g),
+        tuple(f"{s:#010x}" for s in g.spis),
+        g.frames,
+        g.detail,
+    )
+
+
+def _finding_row(f: Finding) -> FindingRow:
+    return FindingRow(
+        f.kind.value,
+        f.severity.value,
+        SEVERITY_RANK[f.severity],
+        "" if f.spi is None else f"{f.spi:#010x}",
+        f.src,
+        f.dst,
+        f.count,
+        f.frames,
+        f.detail,
+    )
+
+
+def _layout_row(x: MisplacedLayout) -> LayoutRow:
+    where, clear = narrative.layout_sentences(x)
+    return LayoutRow(
+        f"{x.spi:#010x}",
+        f"IPv{x.ip_version} {x.proto}",
+        x.packets,
+        x.expected_offset,
+        x.esp_offset,
+        x.clear_offset,
+        narrative.clear_bytes(x) if x.clear_hex or x.clear_prefix else "",
+        narrative.clear_fields(x),
+        where,
+        clear,
+    )
+
+
+def _causes_note(summary: Summary, causes: tuple[LikelyCause, ...]) -> str:
+    """High or critical findings that match none of the table: say so, not nothing."""
+    high = SEVERITY_RANK[Severity.HIGH]
+    if causes or not any(SEVERITY_RANK[f.severity] >= high for f in summary.finding_list):
+        return ""
+    return (
+        f"None of the {len(CAUSES)} known fault patterns matches these findings "
+        "(docs/outputs.md lists them)"
+    )
+
+
+def _failing(f: Finding, fail_on: Severity | None) -> bool:
+    return fail_on is not None and SEVERITY_RANK[f.severity] >= SEVERITY_RANK[fail_on]
+
+
+def _phrase(kind: FindingKind, findings: list[Finding]) -> str:
+    """'12 ESP headers misplaced', '9 IVs reused' (distinct IVs, as summary.reused_ivs)."""
+    if kind is FindingKind.IV_REUSE:
+        n = sum(1 if f.frames else f.count for f in findings)
+    else:
+        n = sum(f.count for f in findings)
+    one, many = NOUNS[kind]
+    return f"{n} {one if n == 1 else many}"
+
+
+def _checks(summary: Summary, fail_on: Severity | None) -> tuple[CheckResult, ...]:
+    groups = {g.kind: g for g in narrative.finding_groups(summary)}
+    by_kind: dict[FindingKind, list[Finding]] = {}
+    for f in summary.finding_list:
+        if _failing(f, fail_on):
+            by_kind.setdefault(f.kind, []).append(f)
+    damaged = bool(summary.error)
+    out = []
+    for name, kinds in CHECKS:
+        failing = [_phrase(k, by_kind[k]) for k in kinds if k in by_kind]
+        data = "; ".join((["the capture is damaged"] if damaged else []) + failing)
+        notes = tuple(
+            f"{name}: {narrative.group_line(groups[k])}: {groups[k].detail}"
+            for k in kinds
+            if k in groups
+        )
+        out.append(
+            CheckResult(name, not failing and not damaged, "ERROR" if damaged else "", data, notes)
+        )
+    return tuple(out)
+
+
+def _plot_row(
+    name: str, files: tuple[str, ...], skipped: str, images: Mapping[str, bytes]
+) -> PlotRow:
+    png = next((f for f in files if f.endswith(".png")), "")
+    return PlotRow(name, files[0] if files else "", skipped, images.get(png, b""))

@@ -1,0 +1,286 @@
+"""HTML rendering: report.html, one self-contained file to open in a browser.
+
+In: a ``Report`` (render/content.py), with the plot images when the
+caller gave them. Out: one HTML5 document with the content of report.md
+plus the plots (PNG as ``data:`` URIs), every finding with its frames in
+a table that sorts by any column (a few lines of inline script), and the
+likely causes. Nothing is loaded from elsewhere: no external script,
+style sheet, font or image, and a Content-Security-Policy that forbids
+any. Every text taken from the capture, the key files or the summary is
+HTML-escaped. Raises nothing; reads no clock and no environment.
+
+``page`` and ``table`` are shared with the batch's report.html.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from html import escape
+
+from espforensics.render.content import Report
+
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
+STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 2em auto; max-width: 75em; padding: 0 1em; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
+th { background: #f0f0f0; }
+table.sortable th { cursor: pointer; }
+th[aria-sort=ascending]::after { content: " \\25b2"; }
+th[aria-sort=descending]::after { content: " \\25bc"; }
+td.num { text-align: right; }
+code, pre { font-family: ui-monospace, monospace; }
+figure { margin: 1em 0; }
+figure img { max-width: 100%; }
+"""
+# Click a header to sort its table by that column (again: the other way). A
+# cell's data-sort, when it has one, is the number it sorts by. Once the page
+# has loaded, each image says whether it could be shown.
+SCRIPT = """
+function sortKey(cell) {
+  var v = cell.getAttribute("data-sort");
+  return v === null ? cell.textContent : Number(v);
+}
+document.querySelectorAll("table.sortable").forEach(function (table) {
+  var heads = table.tHead.rows[0].cells;
+  Array.prototype.forEach.call(heads, function (th, col) {
+    th.addEventListener("click", function () {
+      var up = th.getAttribute("aria-sort") !== "ascending";
+      Array.prototype.forEach.call(heads, function (h) { h.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", up ? "ascending" : "descending");
+      var body = table.tBodies[0];
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        var x = sortKey(a.cells[col]), y = sortKey(b.cells[col]);
+        return (x < y ? -1 : x > y ? 1 : 0) * (up ? 1 : -1);
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});
+window.addEventListener("load", function () {
+  document.querySelectorAll("figure img").forEach(function (img) {
+    if (img.naturalWidth) {
+      img.setAttribute("data-shown", img.naturalWidth + "x" + img.naturalHeight);
+    } else {
+      img.nextElementSibling.textContent += " (the image could not be shown)";
+    }
+  });
+});
+"""
+
+Cell = str | int | tuple[str, int]  # text, a number, or (text, the number it sorts by)
+
+
+def _td(cell: Cell) -> str:
+    if isinstance(cell, tuple):
+        text, key = cell
+        return f'<td data-sort="{key}">{escape(text)}</td>'
+    if isinstance(cell, int):
+        return f'<td class="num" data-sort="{cell}">{cell}</td>'
+    return f"<td>{escape(cell)}</td>"
+
+
+def table(
+    head: Sequence[str], rows: Sequence[Sequence[Cell]], *, sortable: bool = False, name: str = ""
+) -> str:
+    """A table; every cell escaped. ``sortable``: sorts by a click on a header."""
+    attrs = (' class="sortable"' if sortable else "") + (f' id="{escape(name)}"' if name else "")
+    heads = "".join(f"<th>{escape(h)}</th>" for h in head)
+    body = "\n".join("<tr>" + "".join(_td(c) for c in row) + "</tr>" for row in rows)
+    return f"<table{attrs}>\n<thead><tr>{heads}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+
+
+def page(title: str, body: Sequence[str]) -> str:
+    """A whole HTML5 document: ``body`` is HTML already escaped."""
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en">',
+            "<head>",
+            '<meta charset="utf-8">',
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+            f"<title>{escape(title)}</title>",
+            f"<style>{STYLE}</style>",
+            "</head>",
+            "<body>",
+            *body,
+            f"<script>{SCRIPT}</script>",
+            "</body>",
+            "</html>",
+            "",
+        ]
+    )
+
+
+def _p(text: str) -> str:
+    return f"<p>{escape(text)}</p>"
+
+
+def _sections(report: Report) -> list[str]:
+    h = report.header
+    out = [f"<h1>{escape(h.title)}</h1>"]
+    out.append(
+        table(
+            ["capture", "bytes", "sha256", "first", "last", "frames", "ESP packets"],
+            [[h.name, h.size, h.sha256, h.first, h.last, h.frames, h.esp_packets]],
+        )
+    )
+    out.append('<h2 id="verdict">Verdict</h2>\n<ul>')
+    if report.damage:
+        out.append(f"<li><strong>{escape(report.damage)}.</strong></li>")
+    out += [f"<li>{escape(s)}.</li>" for s in report.verdict]
+    out.append("</ul>")
+    out.append('<h2 id="sas">SAs</h2>')
+    out.append(
+        table(
+            ["SPI", "src", "dst", "algorithm", "mode", "packets", "ok", "other", "Mbit/s"],
+            [
+                [
+                    s.spi,
+                    s.src,
+                    s.dst,
+                    s.algorithm,
+                    s.mode or "-",
+                    s.packets,
+                    s.ok,
+                    s.others or "-",
+                    s.mbit,
+                ]
+                for s in report.sas
+            ],
+            sortable=True,
+        )
+    )
+    out += [_p(report.sas_rest)] if report.sas_rest else []
+    return out + _findings(report) + _causes(report) + _misplaced(report) + _plots(report)
+
+
+def _findings(report: Report) -> list[str]:
+    out = ['<h2 id="findings">Findings</h2>']
+    if not report.groups:
+        return [*out, _p("None.")]
+    out.append(
+        table(
+            ["severity", "kind", "findings", "concerned", "SPI", "frames", "detail"],
+            [
+                [
+                    g.severity,
+                    g.kind,
+                    g.rows,
+                    (f"{g.count} {g.unit}", g.count),
+                    " ".join(g.spis),
+                    " ".join(map(str, g.frames)),
+                    g.detail,
+                ]
+                for g in report.groups
+            ],
+        )
+    )
+    out.append("<h3>Every finding, with its frames (click a header to sort)</h3>")
+    out.append(
+        table(
+            ["severity", "kind", "SPI", "src", "dst", "count", "frames", "detail"],
+            [
+                [
+                    (f.severity, f.rank),
+                    f.kind,
+                    f.spi,
+                    f.src,
+                    f.dst,
+                    f.count,
+                    (" ".join(map(str, f.frames)), f.frames[0] if f.frames else 0),
+                    f.detail,
+                ]
+                for f in report.findings
+            ],
+            sortable=True,
+            name="finding-list",
+        )
+    )
+    if report.findings_rest:
+        out.append(_p(f"And {report.findings_rest} more findings: findings.csv has them all."))
+    return out
+
+
+def _causes(report: Report) -> list[str]:
+    if not report.causes:
+        return (
+            ['<h2 id="causes">Likely cause</h2>', _p(report.causes_note + ".")]
+            if (report.causes_note)
+            else []
+        )
+    out = ['<h2 id="causes">Likely cause</h2>']
+    for c in report.causes:
+        out.append(f"<h3>{escape(c.title)} (<code>{escape(c.id)}</code>)</h3>\n<ul>")
+        out += [f"<li>matched: {escape(e)}</li>" for e in c.evidence]
+        out.append(f"<li>kernel path: {escape(c.kernel_path)}</li>")
+        out.append(f"<li>why likely: {escape(c.why)}</li>")
+        out.append(f"<li>rules it out: {escape(c.rule_out)}</li>\n</ul>")
+    return out
+
+
+def _misplaced(report: Report) -> list[str]:
+    if not report.layouts:
+        return []
+    out = [
+        '<h2 id="misplaced">Misplaced ESP headers</h2>',
+        _p("Bytes counted from the outer IP header."),
+    ]
+    out.append(
+        table(
+            [
+                "SPI",
+                "outer",
+                "packets",
+                "expected at",
+                "found at",
+                "clear at",
+                "clear bytes",
+                "fields",
+            ],
+            [
+                [
+                    x.spi,
+                    x.outer,
+                    x.packets,
+                    x.expected_offset,
+                    x.esp_offset,
+                    x.clear_offset,
+                    x.clear_bytes or "-",
+                    x.fields or "-",
+                ]
+                for x in report.layouts
+            ],
+        )
+    )
+    if report.layouts_rest:
+        out.append(_p(f"And {report.layouts_rest} (summary.json)."))
+    if report.tcpdump:
+        out.append(_p("tcpdump filter selecting the misplaced ESP packets (no keys needed):"))
+        out.append(f"<pre>{escape(report.tcpdump)}</pre>")
+    return out
+
+
+def _plots(report: Report) -> list[str]:
+    if not report.plots:
+        return []
+    out = ['<h2 id="plots">Plots</h2>']
+    for p in report.plots:
+        if p.skipped:
+            out.append(_p(f"{p.name}: {p.skipped}"))
+        elif p.png:
+            data = base64.b64encode(p.png).decode("ascii")
+            out.append(
+                f'<figure><img alt="{escape(p.name)}" src="data:image/png;base64,{data}">'
+                f"<figcaption>{escape(p.name)}</figcaption></figure>"
+            )
+        else:
+            out.append(_p(f"{p.name}: {p.file} (not embedded)"))
+    return out
+
+
+def format_html(report: Report) -> str:
+    """report.html."""
+    return page(f"{report.header.title}: {report.header.name}", _sections(report))

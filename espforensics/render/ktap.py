@@ -1,0 +1,50 @@
+"""KTAP rendering: the checks as the kernel selftests' test results.
+
+In: a ``Report`` (render/content.py). Out: KTAP version 1 text
+(Documentation/dev-tools/ktap.rst): the version line, the plan ``1..N``,
+then per check its diagnostic lines and one result line, ``ok 1
+esp_placement`` or ``not ok 3 iv_reuse # 9 IVs reused``; what the capture
+is and the likely causes as diagnostic lines. A check is ``not ok`` when
+it made a finding at or above ``--fail-on`` (``Report.checks``), so the
+result lines agree with the exit code; a damaged capture makes every line
+``not ok ... # ERROR``. ASCII, one line per line. Raises nothing.
+"""
+
+from __future__ import annotations
+
+from espforensics.render.content import Report
+from espforensics.render.text import ascii_only
+
+
+def _line(text: str) -> str:
+    """One KTAP line: ASCII, no line break inside."""
+    return ascii_only(" ".join(text.split()))
+
+
+def _diagnostic(text: str) -> str:
+    return _line(f"# {text}")
+
+
+def format_ktap(report: Report) -> str:
+    """The KTAP document: plan first, one result line per check."""
+    h = report.header
+    lines = ["KTAP version 1", f"1..{len(report.checks)}"]
+    lines.append(_diagnostic(f"{h.title}: {h.name}, sha256 {h.sha256}"))
+    lines.append(
+        _diagnostic(
+            f"{h.frames} frames, {h.esp_packets} ESP packets in {h.sa_count} SAs; "
+            f"verdicts: {h.verdicts}"
+        )
+    )
+    if report.damage:
+        lines.append(_diagnostic(report.damage))
+    lines += [_diagnostic(s) for s in report.verdict]
+    for number, check in enumerate(report.checks, 1):
+        lines += [_diagnostic(note) for note in check.notes]
+        tail = " ".join(x for x in (check.directive, check.data) if x)
+        result = f"{'ok' if check.ok else 'not ok'} {number} {check.name}"
+        lines.append(_line(f"{result} # {tail}" if tail else result))
+    for cause in report.causes:
+        lines.append(_diagnostic(f"likely cause: {cause.title} ({cause.id})"))
+        lines += [_diagnostic(f"  matched: {e}") for e in cause.evidence]
+    return "\n".join(lines) + "\n"
