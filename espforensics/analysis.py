@@ -42,9 +42,8 @@ from espforensics.errors import (
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import PacketRecord
 from espforensics.pipeline import FrameAnalyzer, Options, fewer_collections
-from espforensics.render.json import render_json
-from espforensics.render.markdown import render_report_md
-from espforensics.render.text import render_report
+from espforensics.render.content import report_content
+from espforensics.render.registry import FILE_RENDERERS
 from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
 from espforensics.summary import CaptureInfo, Summary, SummaryBuilder
 from espforensics.tables import (
@@ -247,6 +246,7 @@ OUTPUT_FILES = (
     "findings.csv",
     "report.txt",
     "report.md",
+    "report.html",
     "plots",
     "summary.json",
 )
@@ -304,9 +304,19 @@ def _write_reports(out: Path, summary: Summary) -> None:
     """The small outputs, under their ``.partial`` names."""
     write_findings_csv(partial(out, "findings.csv"), summary.finding_list)
     write_sas_csv(partial(out, "sas.csv"), summary)
-    partial(out, "report.txt").write_text(render_report(summary))
-    partial(out, "report.md").write_text(render_report_md(summary))
-    partial(out, "summary.json").write_text(render_json(summary))
+    report = report_content(summary, images=_plot_images(out, summary))
+    for renderer in FILE_RENDERERS:  # report.txt, report.md, summary.json, report.html
+        partial(out, renderer.file).write_text(renderer.render(report), encoding="utf-8")
+
+
+def _plot_images(out: Path, summary: Summary) -> dict[str, bytes]:
+    """The PNG files of the plots drawn (still in plots.partial/), for report.html."""
+    images = {}
+    for plot in summary.plots:
+        for name in plot.files:
+            if name.endswith(".png"):
+                images[name] = (partial(out, "plots") / Path(name).name).read_bytes()
+    return images
 
 
 def _publish(out: Path) -> None:

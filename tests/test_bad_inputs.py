@@ -44,6 +44,7 @@ OUTPUTS = [
     "packets.csv",
     "packets.parquet",
     "plots",
+    "report.html",
     "report.md",
     "report.txt",
     "sas.csv",

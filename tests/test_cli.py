@@ -45,6 +45,7 @@ def test_analyze_example_writes_every_output(tmp_path: Path) -> None:
         "packets.csv",
         "packets.parquet",
         "plots",
+        "report.html",
         "report.md",
         "report.txt",
         "sas.csv",

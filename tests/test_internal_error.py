@@ -83,6 +83,7 @@ def test_a_bug_while_reading_exits_70_and_writes_what_was_read(
         "findings.csv",
         "packets.csv",
         "packets.parquet",
+        "report.html",
         "report.md",
         "report.txt",
         "sas.csv",
@@ -105,10 +106,10 @@ def test_a_bug_after_reading_leaves_the_partial_files(
 ) -> None:
     cap, keys, key = capture
 
-    def buggy(*args: object) -> str:
+    def buggy(*args: object, **kwargs: object) -> str:
         raise _leaky_bug(key)
 
-    monkeypatch.setattr("espforensics.analysis.render_report", buggy)
+    monkeypatch.setattr("espforensics.analysis.report_content", buggy)
     out = tmp_path / "out"
     res = runner.invoke(
         cli.app, ["analyze", str(cap), "--sa", str(keys), "--out", str(out), "--no-plots"]
