@@ -1,11 +1,14 @@
 """Speed of `espforensics analyze` against tshark and the Python floor, in one run.
 
 Usage: python benchmarks/bench_speed.py [--sizes 200000,2000000] [--workdir DIR]
+                                        [--algorithm gcm|ccm|chacha20|cbc]
                                         [--jobs 2] [--repeat 3] [--no-tshark]
                                         [--tshark CMD ...] [--full] [--keep]
 
 For each size, generates (once, with the project's own builder) an
-Ethernet/IPv4 rfc4106 ESP capture (mean frame 1,289 bytes, two SAs), then
+Ethernet/IPv4 rfc4106 ESP capture (mean frame 1,289 bytes, two SAs; with
+--algorithm ccm, chacha20 or cbc: AES-CCM, ChaCha20-Poly1305 or
+AES-128-CBC + HMAC-SHA-256-128, in a folder of their own), then
 measures, each in a fresh process:
 
 - analyze: `analyze_to_dir` with every check, the tables and the reports,
@@ -13,10 +16,11 @@ measures, each in a fresh process:
 - analyze with `jobs=2` (or --jobs), no plots: the same outputs, decoding
   spread over more processes; its speed against the one-process run;
 - the floor: one bare loop that walks the pcap records with mmap+struct,
-  parses Ethernet/IPv4/ESP and decrypts with one AESGCM object per SA;
+  parses Ethernet/IPv4/ESP and decrypts with one AEAD object per SA (cbc:
+  verifies the HMAC, then decrypts the CBC ciphertext);
 - tshark, each --tshark command (default: `tshark` when on PATH; e.g.
   `--tshark tshark --tshark tshark44` for the host's 4.0 and a 4.4 in a
-  chroot), with the same SAs (esp_sa table): its version (`CMD --version`),
+  chroot), with the same SAs (esp_sa table; gcm and cbc only): its version (`CMD --version`),
   its default dissection and `--disable-protocol tcp` (smallest size only:
   the default configuration is the slow one).
 
@@ -61,14 +65,20 @@ s = analyze_to_dir(sys.argv[1], [sys.argv[2]], Path(sys.argv[3]), force=True,
 print(time.perf_counter() - t, s.capture.frames, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
-# The floor: what a bare Python loop costs per frame (walk, parse, decrypt).
+# The floor: what a bare Python loop costs per frame (walk, parse, verify and decrypt).
+# AEADs: one AEAD object per SA. cbc: RFC 4303 s3.4.4, the HMAC-SHA-256-128 of header, IV
+# and ciphertext first, then AES-CBC of the ciphertext under the packet's IV (RFC 3602).
 _FLOOR = """
-import mmap, resource, struct, sys, time
+import hashlib, hmac, mmap, resource, struct, sys, time
 import yaml
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESCCM, AESGCM, ChaCha20Poly1305
 sas = {}
 for e in yaml.safe_load(open(sys.argv[2]))["sas"]:
     k = bytes.fromhex(str(e["key"])[2:])
+    if "enc" in e:  # cbc(aes) + hmac(sha256) 128
+        sas[int(str(e["spi"]), 16)] = (algorithms.AES(k), bytes.fromhex(str(e["auth_key"])[2:]))
+        continue
     aead = str(e.get("aead", "rfc4106"))
     if aead.startswith("rfc4309"):  # CCM: 3-byte salt, 11-byte nonce
         cipher, salt = AESCCM(k[:-3], tag_length=16), k[-3:]
@@ -80,6 +90,7 @@ for e in yaml.safe_load(open(sys.argv[2]))["sas"]:
 t = time.perf_counter()
 rec = struct.Struct("<IIII"); esp = struct.Struct(">II")
 n = ok = 0
+sha256, digest = hashlib.sha256, hmac.digest
 with open(sys.argv[1], "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
     off, end = 24, len(m)
     while off + 16 <= end:
@@ -93,8 +104,13 @@ with open(sys.argv[1], "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS
         ihl = (frame[14] & 15) * 4
         e = 14 + ihl
         spi, seq = esp.unpack_from(frame, e)
-        aead, salt = sas[spi]
-        aead.decrypt(salt + frame[e + 8:e + 16], frame[e + 16:], esp.pack(spi, seq))
+        cipher, extra = sas[spi]
+        if isinstance(cipher, algorithms.AES):
+            if not hmac.compare_digest(digest(extra, frame[e:-16], sha256)[:16], frame[-16:]):
+                continue
+            Cipher(cipher, modes.CBC(frame[e + 8:e + 24])).decryptor().update(frame[e + 24:-16])
+        else:
+            cipher.decrypt(extra + frame[e + 8:e + 16], frame[e + 16:], esp.pack(spi, seq))
         ok += 1
 print(time.perf_counter() - t, n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
@@ -112,10 +128,12 @@ def esp_sa_file(keys: Path, folder: Path) -> list[str]:
     from espforensics.keys import load_sas  # noqa: PLC0415
     from espforensics.synth import esp_sa_text  # noqa: PLC0415
 
-    rows = [
-        line for line in esp_sa_text(tuple(load_sas([keys]))).splitlines() if line.startswith('"')
-    ]
+    sas = tuple(load_sas([keys]))
+    rows = [line for line in esp_sa_text(sas).splitlines() if line.startswith('"')]
     opts = ["-o", "esp.enable_encryption_decode:TRUE"]
+    if any(sa.auth_algorithm is not None for sa in sas):
+        # analyze verifies every HMAC (RFC 4303 s3.4.4); tshark must too, for the same work
+        opts += ["-o", "esp.enable_authentication_check:TRUE"]
     for row in rows:
         opts += ["-o", f"uat:esp_sa:{row}"]
     return opts
@@ -422,9 +440,10 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the large captures after")
     parser.add_argument(
         "--algorithm",
-        choices=("gcm", "ccm", "chacha20"),
+        choices=("gcm", "ccm", "chacha20", "cbc"),
         default="gcm",
-        help="the bench SAs' AEAD (not gcm: no tshark, whose ESP has neither up to 4.4)",
+        help="the bench SAs' algorithm (cbc: cbc(aes)-128 + hmac(sha256) 128; ccm, "
+        "chacha20: no tshark, whose ESP has neither up to 4.4)",
     )
     parser.add_argument("--large-from", type=int, default=LARGE, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -432,7 +451,7 @@ def main() -> int:
     if args.algorithm != "gcm":  # its own captures, beside the GCM ones
         args.workdir = args.workdir / args.algorithm
     tsharks: list[Tshark] = []
-    if args.algorithm != "gcm" and not args.no_tshark:
+    if args.algorithm in ("ccm", "chacha20") and not args.no_tshark:
         # Measured: tshark 4.0.17 and 4.4.19 refuse both esp_sa encryption names.
         print("tshark: not run (the ESP of tshark 4.0 and 4.4 has no AES-CCM or ChaCha20)")
     elif not args.no_tshark:

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -75,6 +77,26 @@ def test_bench_speed_prints_every_figure(tmp_path: Path) -> None:
         assert needle in out, out
     assert (work / "bench-3000.pcap").exists() and not (work / "bench-6000.pcap").exists()
     assert not list(work.glob("*partial*"))
+
+
+@pytest.mark.parametrize(("algorithm", "tshark_runs"), [("cbc", True), ("chacha20", False)])
+def test_bench_speed_per_algorithm(tmp_path: Path, algorithm: str, tshark_runs: bool) -> None:
+    """cbc: tshark is measured (Wireshark decrypts CBC + HMAC); chacha20: it is not (4.0 and
+    4.4 have no ChaCha20 in esp_sa). Each algorithm's captures go to a folder of its own."""
+    fake = tmp_path / "fake_tshark.py"
+    fake.write_text('import sys\nif "--version" in sys.argv:\n    print("TShark (fake) 9.9")\n')
+    work = tmp_path / "work"
+    out = _run(
+        "bench_speed.py",
+        *("--sizes", "2000", "--workdir", str(work), "--repeat", "1"),
+        *("--algorithm", algorithm, "--tshark", shlex.join([sys.executable, str(fake)])),
+    )
+    assert "generated 2,000 frames in" in out and "analyze/floor" in out, out
+    assert ("TShark (fake) 9.9" in out) is tshark_runs, out
+    assert ("tshark: not run" in out) is not tshark_runs, out
+    assert (work / algorithm / "bench-2000.pcap").exists()
+    keys = (work / algorithm / "bench-2000.keys.yaml").read_text()
+    assert ("enc: cbc(aes)" in keys and "auth: hmac(sha256)" in keys) is (algorithm == "cbc")
 
 
 def test_bench_speed_refuses_a_size_the_disk_cannot_hold(tmp_path: Path) -> None:
