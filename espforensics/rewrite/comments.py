@@ -126,6 +126,13 @@ class FindingMarks:
 
     def comments(self, rec: PacketRecord) -> tuple[str, ...]:
         """Every comment of ``rec``'s frame, verdict first, one per kind that applies."""
+        if (
+            rec.verdict in _QUIET
+            and not (rec.leaked or rec.leaked_fields or rec.iv_reused or rec.seq_anomaly)
+            and rec.frame not in self._by_frame
+            and "IV built from" not in rec.detail
+        ):
+            return ()  # the plain case, most frames: no string is built
         texts = []
         verdict = verdict_comment(rec)
         if verdict is not None:

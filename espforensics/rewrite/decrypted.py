@@ -71,6 +71,8 @@ COLUMNS = (
 )
 _TRIED = frozenset({Verdict.OK, Verdict.ESN_MISMATCH, Verdict.ESP_MISPLACED, Verdict.BAD_TRAILER})
 _IP_NEXT = frozenset({PROTO_IPIP, PROTO_IPV6})
+MAX_FLOWS = 65536  # (SPI, addresses) whose SA lookup is remembered
+Found = tuple[SecurityAssociation, CipherContext] | None
 
 
 class _Keys:
@@ -81,14 +83,24 @@ class _Keys:
         self.table.merge(sas)
         self._origin = origin
         self._contexts: dict[int, CipherContext | None] = {}
+        self._found: dict[tuple[int, bytes, bytes], Found] = {}
 
     def add_secrets(self, item: DecryptionSecrets) -> None:
         if item.secrets_type == ESP_SECRETS_TYPE:
             text = item.data.decode("utf-8", errors="replace")
             for sa in parse_esp_sa(text, f"{self._origin} (decryption secrets block)"):
                 self.table.add(sa)
+            self._found.clear()
 
     def find(self, spi: int, ip: OuterIp) -> tuple[SecurityAssociation, CipherContext] | None:
+        key = (spi, ip.src, ip.dst)
+        if key not in self._found:
+            if len(self._found) >= MAX_FLOWS:  # a scan's many flows: bounded, looked up again
+                self._found.clear()
+            self._found[key] = self._find(spi, ip)
+        return self._found[key]
+
+    def _find(self, spi: int, ip: OuterIp) -> tuple[SecurityAssociation, CipherContext] | None:
         sa = self.table.lookup(spi, ip.src, ip.dst)
         if sa is None or not sa.supported or not sa.key_usable:
             return None
