@@ -131,6 +131,60 @@ class U64Set:
             self._grow()
         return False
 
+    def _slots(self, values: U64) -> npt.NDArray[np.intp]:
+        """Each value's home slot, as ``_insert`` computes it."""
+        size = np.uint64(self._size)
+        with np.errstate(over="ignore"):
+            h = values * np.uint64(_MIX)  # & _FREE: uint64 arithmetic wraps
+        # Lemire's reduction (h * size) >> 64, the 128-bit product taken in 32-bit halves.
+        lo32, hi32 = h & np.uint64(0xFFFFFFFF), h >> np.uint64(32)
+        return ((hi32 * size + ((lo32 * size) >> np.uint64(32))) >> np.uint64(32)).astype(np.intp)
+
+    def contains_many(self, values: U64) -> npt.NDArray[np.bool_]:
+        """Which of ``values`` are in the set, probed for all at once (as ``_insert`` would)."""
+        out = np.zeros(len(values), np.bool_)
+        if not len(values) or not self._n:
+            return out
+        table = np.frombuffer(self._table, np.uint64)
+        pending = np.flatnonzero(values != np.uint64(_FREE))
+        out[values == np.uint64(_FREE)] = self._has_free
+        slot = self._slots(values)[pending]
+        while len(pending):
+            held = table[slot]
+            want = values[pending]
+            out[pending[held == want]] = True
+            go_on = (held != want) & (held != np.uint64(_FREE))
+            pending, slot = pending[go_on], slot[go_on] + 1
+            slot[slot == self._size] = 0
+        return out
+
+    def add_new(self, values: U64) -> None:
+        """Add ``values``, distinct and none in the set yet (``contains_many`` said so), at once."""
+        free, n = np.uint64(_FREE), len(values)
+        if self._n + n > self._limit:
+            self._grow(self._n + n)
+        if (values == free).any():
+            self._has_free = True
+            values = values[values != free]
+        self._place(values)
+        self._n += n
+
+    def _place(self, values: U64) -> None:
+        """Put distinct values absent from the table into free slots by linear probing."""
+        table = np.frombuffer(self._table, np.uint64)
+        pending = np.arange(len(values))
+        slot = self._slots(values)
+        free = np.uint64(_FREE)
+        while len(pending):
+            open_ = table[slot] == free
+            # Of several values probing one free slot, the first takes it; the rest move on.
+            taken, first = np.unique(slot[open_], return_index=True)
+            table[taken] = values[pending[open_][first]]
+            won = np.zeros(len(pending), np.bool_)
+            won[np.flatnonzero(open_)[first]] = True
+            pending, slot = pending[~won], slot[~won] + 1  # each one's slot is taken now
+            slot[slot == self._size] = 0
+
     def _insert(self, value: int) -> bool:
         table, size = self._table, self._size
         # Lemire's multiply-shift maps the mixed hash onto any table size.
@@ -146,9 +200,12 @@ class U64Set:
             if i == size:
                 i = 0
 
-    def _grow(self) -> None:
-        old = self._table
-        self._alloc(int(self._size * _GROWTH) + 1)
-        for v in old:
-            if v != _FREE:
-                self._insert(v)
+    def _grow(self, at_least: int = 0) -> None:
+        """A larger table (by ``_GROWTH``, or to hold ``at_least`` values), values rehashed."""
+        old = np.frombuffer(self._table, np.uint64)
+        size = int(self._size * _GROWTH) + 1
+        while int(size * _MAX_LOAD) < at_least:
+            size = int(size * _GROWTH) + 1
+        kept = old[old != np.uint64(_FREE)].copy()
+        self._alloc(size)
+        self._place(kept)

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from espforensics.crypto import IV_LEN
 from espforensics.engine import Row, SteadyRows
 from espforensics.model import PACKET_COLUMNS, Finding, PacketRecord, Proto, Verdict
 from espforensics.summary import Summary
@@ -125,7 +126,7 @@ def steady_table(rows: SteadyRows) -> pa.Table:
         "seq": pa.array(rows.seq, pa.int64()),
         "seq64": pa.array(seq64, pa.uint64()),
         "seq_hi_verified": _nullable((seq64 >> np.uint64(32)).astype(np.int64), rows.esn),
-        "iv": _hex(rows.iv),
+        "iv": pc.if_else(rows.iv_wide, _hex(rows.iv), _hex(rows.iv[:, :IV_LEN])),
         "esp_offset": pa.array(rows.esp_offset, pa.int64()),
         "expected_offset": pa.array(rows.esp_offset, pa.int64()),
         "esp_len": pa.array(rows.esp_len, pa.int64()),

@@ -197,11 +197,6 @@ def test_cbc_ivs_are_not_counter_derived_and_not_a_fault() -> None:
     assert not [f for f in findings if f.kind is FindingKind.IV_REUSE]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lead: the shared-key check groups the ecb(cipher_null) SAs by their empty key "
-    "(and ignores the HMAC key)",
-)
 def test_null_cipher_sas_do_not_share_a_key() -> None:
     _, _, findings = run("encauth")
     assert [f for f in findings if f.kind is FindingKind.SHARED_KEY] == []

@@ -183,6 +183,16 @@ class IvDerivationCheck:
         if rec.verdict is not Verdict.TRUNCATED and end - iv_len >= start + iv_len:
             cbc.last, cbc.last_frame = bytes(data[end - iv_len : end]), rec.frame
 
+    def steady_cbc(self, flow: Flow) -> _Cbc | None:
+        """A CBC flow's chaining state once a packet of it was seen (the steady lane's case)."""
+        return self._cbc.known(flow)
+
+    @staticmethod
+    def observe_steady_cbc(cbc: _Cbc, packets: int, last: bytes, last_frame: int) -> None:
+        """``_chaining`` for packets none of whose IVs is its predecessor's last block."""
+        cbc.packets += packets
+        cbc.last, cbc.last_frame = last, last_frame
+
     def steady_sa(self, flow: Flow) -> _Sa | None:
         """The flow's state once its constant is settled (the steady lane's case), else None."""
         sa = self._sas.known(flow)

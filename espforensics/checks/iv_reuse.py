@@ -50,6 +50,7 @@ _MASK64 = (1 << 64) - 1
 @dataclass(slots=True)
 class _Use:
     frame: int
+    iv: int
     spi: int
     seq64: int
     digest: bytes
@@ -72,6 +73,11 @@ class _Group:
     dropped: int = 0
     unconfirmed: int = 0  # a wide IV's fold seen before, its earlier use out of the window
 
+    @property
+    def wide(self) -> bool:
+        """IVs wider than 64 bits (CBC's 16 bytes): hashed as a fold, confirmed by the window."""
+        return self.iv_len > IV_LEN
+
     def value(self, iv: int) -> int:
         """What the sets hold for an IV: ``iv xor const``, or a 64-bit fold of a wider IV."""
         if self.iv_len <= IV_LEN:
@@ -90,29 +96,31 @@ class _Group:
 class Uses:
     """The uses of a steady batch's packets, each built only if the window is read.
 
-    Arrays with one row per packet: frames, SPIs, seq64s, the digest (ICV)
-    bytes with their lengths, and the ciphertext's and plaintext's first
-    ``EVIDENCE`` bytes.
+    Arrays with one row per packet: frames, IVs (rows of their bytes), SPIs,
+    seq64s, the digest (ICV) bytes with their lengths, and the ciphertext's
+    and plaintext's first ``EVIDENCE`` bytes.
     """
 
-    __slots__ = ("cts", "digest_len", "digests", "frames", "pts", "seq64s", "spis")
+    __slots__ = ("cts", "digest_len", "digests", "frames", "ivs", "pts", "seq64s", "spis")
 
     def __init__(
         self,
         frames: I64,
+        ivs: U8,
         spis: I64,
         seq64s: U64,
         digests: tuple[U8, I64],
         cts: U8,
         pts: U8,
     ) -> None:
-        self.frames, self.spis, self.seq64s = frames, spis, seq64s
+        self.frames, self.ivs, self.spis, self.seq64s = frames, ivs, spis, seq64s
         self.digests, self.digest_len = digests
         self.cts, self.pts = cts, pts
 
     def __call__(self, i: int) -> _Use:
         return _Use(
             int(self.frames[i]),
+            int.from_bytes(self.ivs[i].tobytes()),
             int(self.spis[i]),
             int(self.seq64s[i]),
             self.digests[i, : self.digest_len[i]].tobytes(),
@@ -149,6 +157,7 @@ class IvReuseCheck:
         start = (rec.esp_offset or 0) + ESP_HEADER_LEN + group.iv_len
         use = _Use(
             rec.frame,
+            iv,
             rec.spi or 0,
             seq64,
             pkt.digest,
@@ -156,23 +165,26 @@ class IvReuseCheck:
             pkt.plain_head,  # already the first EVIDENCE bytes
         )
         recent = group.recent
+        key = group.value(iv) if group.wide else iv  # the window's key
         if reused:
-            first = recent.get(iv)
-            if first is None and group.iv_len > IV_LEN:
+            first = recent.get(key)
+            if group.wide and (first is None or first.iv != iv):
                 group.unconfirmed += 1  # the fold matched: the IV itself is not proven seen
                 reused = False
             # A byte-identical replay repeats the IV with the same plaintext: no keystream
             # is reused (the sequence check reports it as a duplicate).
             reused = reused and (first is None or first.digest != use.digest)
             if reused:
-                self._event(group, iv, use)
+                self._event(group, iv, use, first)
         rec.iv_reused = reused
-        recent.put(iv, use)  # the newest use
+        recent.put(key, use)  # the newest use
 
     def steady_group(self, state: SaState) -> _Group | None:
-        """The key group of an SA whose IVs follow a counter (the steady lane's case)."""
+        """The SA's key group if the steady lane can take it: counting runs, or wide IVs."""
         group = self._by_state.get(state)
-        return group if group is not None and group.hashed is None else None
+        if group is None or (group.hashed is not None and not group.wide):
+            return None
+        return group
 
     @staticmethod
     def observe_steady(group: _Group, ivs: U64, values: U64, uses: Uses) -> None:
@@ -184,6 +196,15 @@ class IvReuseCheck:
         group.packets += len(values)
         group.runs.extend_above(values)
         group.recent.put_many(ivs, uses)
+
+    @staticmethod
+    def observe_steady_wide(group: _Group, folds: U64, uses: Uses) -> None:
+        """``observe`` for packets of a wide group whose IV folds are new to it, in bulk."""
+        hashed = group.hashed
+        assert hashed is not None  # a wide group hashes from its first packet
+        group.packets += len(folds)
+        hashed.add_new(folds)
+        group.recent.put_many(folds, uses)
 
     def _group(self, pkt: PacketContext, const: int) -> _Group:
         """The key group of the packet's SA: by key material if known, else (dst, SPI)."""
@@ -207,13 +228,12 @@ class IvReuseCheck:
         self._by_state[pkt.flow.state] = group
         return group
 
-    def _event(self, group: _Group, iv: int, use: _Use) -> None:
+    def _event(self, group: _Group, iv: int, use: _Use, first: _Use | None) -> None:
         uses = group.events.get(iv)
         if uses is None:
             if len(group.events) >= MAX_EVENTS:
                 group.dropped += 1
                 return
-            first = group.recent.get(iv)
             uses = group.events[iv] = [first] if first is not None else []
         uses.append(use)
 
@@ -275,7 +295,7 @@ class IvReuseCheck:
         by_key: dict[bytes, list[str]] = {}
         spis: dict[bytes, int] = {}
         for sa in self._sas:
-            if sa.supported:
+            if sa.supported and len(sa.key):  # ecb(cipher_null) has no key to share
                 fp = key_fingerprint(sa)
                 by_key.setdefault(fp, []).append(f"SPI {sa.spi:#010x} ({sa.origin})")
                 spis.setdefault(fp, sa.spi)

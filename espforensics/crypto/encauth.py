@@ -22,6 +22,8 @@ import hmac
 import struct
 import threading
 
+import numpy as np
+import numpy.typing as npt
 from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
@@ -142,6 +144,13 @@ class EncAuthContext:
         if dec is None:
             dec = self._local.dec = self._cipher(bytes(self.iv_len)).decryptor()
         return dec.update(iv + bytes(blocks))[self.iv_len :]
+
+    def open_many(
+        self, seq64: npt.NDArray[np.uint64], ivs: npt.NDArray[np.uint8], sealed: list[memoryview]
+    ) -> list[bytes | None]:
+        """``open`` for many packets of the SA (seq64s, rows of IVs), in order."""
+        rows = zip(seq64.tolist(), ivs, sealed, strict=True)
+        return [self.open(q, iv.tobytes(), s) for q, iv, s in rows]
 
     def seal(self, seq64: int, iv: bytes, plaintext: bytes) -> bytes:
         """Encrypt ``plaintext`` (whole blocks for CBC); returns ciphertext || ICV."""

@@ -44,7 +44,8 @@ class SteadyRows:
     seq: I64
     seq64: U64
     esn: Mask  # seq_hi_verified is set (ESN SAs)
-    iv: npt.NDArray[np.uint8]  # rows of IV_LEN bytes
+    iv: npt.NDArray[np.uint8]  # rows of 16 bytes: the IV, or an 8-byte IV and what follows
+    iv_wide: Mask  # the IV is all 16 bytes of its row (CBC), else the first 8
     esp_offset: I64
     esp_len: I64
     pad_len: I64

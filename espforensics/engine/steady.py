@@ -16,8 +16,12 @@ per-frame path, the reference):
   for every running top within the batch (one high half, no wrap);
 - its sequence number is above every one its flow has seen (no duplicate,
   no reorder) and its IV, xor the key group's constant, above every one
-  the group has seen (no reuse), the group still counting in runs;
+  the group has seen (no reuse), the group still counting in runs; or,
+  with CBC's 16-byte IVs, its IV's 64-bit fold new to the group's hash set
+  and to the batch, and its ciphertext whole 16-byte blocks;
 - its IV was built from its own seq64 (or the SA's IVs follow no counter);
+  with CBC, its IV is not the last ciphertext block of the SA's previous
+  packet;
 - its ICV verifies, its trailer is sound, its inner headers decode, and
   its ciphertext does not equal its plaintext (plain.py).
 Plans are made per key group ("unit": the SAs that share one key) and
@@ -39,7 +43,7 @@ from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.checks.iv_reuse import RUNS_BEFORE_HASH, IvGroup, IvReuseCheck, Uses
 from espforensics.checks.keys import KeyCheck
 from espforensics.checks.sequence import SequenceCheck
-from espforensics.crypto import IV_LEN, AeadContext
+from espforensics.crypto import IV_LEN, CipherContext
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.engine.plain import PlainColumns, decode_plaintexts
 from espforensics.engine.rows import SteadyRows
@@ -53,8 +57,10 @@ Index = npt.NDArray[np.intp]
 _LOW = 0xFFFFFFFF
 _HALF = 1 << 31
 # One SA's packets to open: its context, their seq64s, IVs (rows) and sealed bytes.
-OpenJob = tuple[AeadContext, npt.NDArray[np.uint64], npt.NDArray[np.uint8], list[memoryview]]
+OpenJob = tuple[CipherContext, npt.NDArray[np.uint64], npt.NDArray[np.uint8], list[memoryview]]
 _SEALED = HEAD_LEN  # ciphertext and ICV bytes the lane needs at the least (the evidence)
+_WIDE = 16  # CBC's IV (RFC 3602): the lane reads this many bytes after every ESP header
+_BLOCK = 16
 
 
 @dataclass(slots=True, eq=False)
@@ -64,6 +70,11 @@ class _Unit:
     group: IvGroup
     rows: list[int] = field(default_factory=list)  # candidate positions, capture order
     cut: int = 0  # rows[:cut] are the lane's
+
+    @property
+    def wide(self) -> bool:
+        """A CBC key group: 16-byte IVs, hashed as folds, chaining tested per flow."""
+        return self.group.wide
 
 
 @dataclass(slots=True)
@@ -84,8 +95,12 @@ class Plan:
     units: list[_Unit] = field(default_factory=list)
     unit_of: dict[SaState, _Unit] = field(default_factory=dict)
     seq64: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
-    iv: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
-    iv_bytes: npt.NDArray[np.uint8] = field(default_factory=lambda: np.zeros((0, 8), np.uint8))
+    iv: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))  # a wide IV's fold
+    iv_bytes: npt.NDArray[np.uint8] = field(  # _WIDE bytes after the ESP header
+        default_factory=lambda: np.zeros((0, _WIDE), np.uint8)
+    )
+    iv_wide: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))
+    end: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # where the datagram ends
     counter: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))
     # per position: the ICV (the digest), in the first icv_len bytes of a row
     icv: npt.NDArray[np.uint8] = field(default_factory=lambda: np.zeros((0, 16), np.uint8))
@@ -141,21 +156,26 @@ class SteadyLane:
         plan.cand[rows] = np.arange(len(rows))
         at = batch.start[rows] + wire.l3[rows] + wire.esp_offset[rows]
         end = batch.start[rows] + wire.l3[rows] + wire.total_len[rows]
-        sealed_at = at + ESP_HEADER_LEN + IV_LEN
-        nothing = Opening(plan, (), np.zeros(0, np.intp), sealed_at, end)
+        nothing = Opening(plan, (), np.zeros(0, np.intp), at + ESP_HEADER_LEN + IV_LEN, end)
         if not len(rows):
             return nothing
         plan.flows, plan.flow = self._flows(wire, rows)
         self._units(plan)
         if not plan.units:
             return nothing
-        view = np.frombuffer(batch.buf, np.uint8)
-        plan.iv_bytes = view[(at + ESP_HEADER_LEN)[:, None] + np.arange(IV_LEN)]
-        plan.iv = plan.iv_bytes.copy().view(">u8").ravel().astype(np.uint64)
+        ctxs = [f.state.ctx for f in plan.flows]
+        iv_len = np.array([IV_LEN if c is None else c.iv_len for c in ctxs], np.int64)[plan.flow]
+        sealed_at = at + ESP_HEADER_LEN + iv_len
+        plan.end = end
+        view = np.frombuffer(batch.buf, np.uint8)  # 16 zero bytes end it: _WIDE may overrun
+        plan.iv_bytes = view[(at + ESP_HEADER_LEN)[:, None] + np.arange(_WIDE)]
+        halves = plan.iv_bytes.copy().view(">u8").astype(np.uint64)
+        plan.iv_wide = iv_len == _WIDE
+        plan.iv = np.where(plan.iv_wide, halves[:, 0] ^ halves[:, 1], halves[:, 0])
         plan.counter = np.zeros(len(rows), np.bool_)
         plan.seq64 = np.zeros(len(rows), np.uint64)
         for unit in plan.units:
-            unit.cut = self._prefix(unit, plan, wire, end - sealed_at)
+            unit.cut = self._prefix(unit, plan, wire, view, (sealed_at, end))
         parts: list[Index] = []
         jobs: list[OpenJob] = []
         mv = memoryview(batch.buf)
@@ -166,9 +186,9 @@ class SteadyLane:
                 own = pos[flow == f]
                 spans = zip(sealed_at[own].tolist(), end[own].tolist(), strict=True)
                 sealed_views = [mv[a:b] for a, b in spans]
-                jobs.append(
-                    (_ctx(plan.flows[f]), plan.seq64[own], plan.iv_bytes[own], sealed_views)
-                )
+                ctx = _ctx(plan.flows[f])
+                ivs = plan.iv_bytes[own, : ctx.iv_len]
+                jobs.append((ctx, plan.seq64[own], ivs, sealed_views))
                 parts.append(own)
         opened = np.concatenate(parts) if parts else np.zeros(0, np.intp)
         return Opening(plan, tuple(jobs), opened, sealed_at, end)
@@ -189,11 +209,13 @@ class SteadyLane:
         # Per flow, then per row: the outer names, GMAC (clear by design) and the ICV length.
         ctxs = [f.state.ctx for f in plan.flows]
         names = np.array([(f.src, f.dst) for f in plan.flows], dtype=object)[plan.flow[at_good]]
-        gmac = np.array([c is not None and c.gmac for c in ctxs], np.bool_)[plan.flow[at_good]]
-        plan.columns = decode_plaintexts(texts, names[:, 0], names[:, 1], plan.cts, gmac)
+        clear = np.array([c is not None and c.clear for c in ctxs], np.bool_)[plan.flow[at_good]]
+        plan.columns = decode_plaintexts(texts, names[:, 0], names[:, 1], plan.cts, clear)
         icv_len = np.array([0 if c is None else c.icv_len for c in ctxs], np.int64)
         plan.icv_len = icv_len[plan.flow]
-        plan.icv = view[(opening.end - plan.icv_len)[:, None] + np.arange(HEAD_LEN)]
+        width = max(HEAD_LEN, int(icv_len.max()))  # an HMAC-SHA-512 ICV is 32 bytes
+        icv_at = (opening.end - plan.icv_len)[:, None] + np.arange(width)
+        plan.icv = view[np.minimum(icv_at, len(view) - 1)]  # past an ICV: bytes not read
         for unit in plan.units:
             unit.cut = self._verified(unit, plan)
             for p in unit.rows[: unit.cut]:
@@ -239,24 +261,45 @@ class SteadyLane:
                 plan.units[u].rows.append(pos)
 
     def _eligible(self, flow: Flow) -> IvGroup | None:
-        """The key group of a flow whose SA is in the steady state, else None."""
-        state = flow.state
+        """The key group of a flow whose SA is in the steady state, else None.
+
+        Counter IVs (the AEADs, AES-CTR) and CBC's 16-byte IVs; not 3DES's 8-byte
+        CBC IVs (random, yet too narrow to fold), nor NULL (no IV).
+        """
+        state, ctx = flow.state, flow.state.ctx
         if (
-            not isinstance(state.ctx, AeadContext)  # CBC, CTR, NULL: the per-frame path
+            ctx is None
             or state.sa is None
             or not state.proven
             or state.tentative is not None
             or not state.tracker.placed
             or not self._key.steady_known(state)
-            or self._ivd.steady_sa(flow) is None
             or self._seq.steady_sa(flow) is None
         ):
             return None
-        return self._ivr.steady_group(state)
+        if ctx.counter and ctx.iv_len == IV_LEN:
+            known = self._ivd.steady_sa(flow) is not None
+        elif ctx.iv_len == _WIDE and not ctx.clear:
+            known = self._ivd.steady_cbc(flow) is not None
+        else:
+            return None
+        return self._ivr.steady_group(state) if known else None
 
-    def _prefix(self, unit: _Unit, plan: Plan, wire: WireColumns, sealed: I64) -> int:
-        """How many of the unit's rows pass the tests that need no decryption."""
+    def _prefix(
+        self,
+        unit: _Unit,
+        plan: Plan,
+        wire: WireColumns,
+        view: npt.NDArray[np.uint8],
+        spans: tuple[I64, I64],
+    ) -> int:
+        """How many of the unit's rows pass the tests that need no decryption.
+
+        ``spans``: per candidate, where its ciphertext starts and its datagram ends.
+        """
         pos = np.asarray(unit.rows, np.intp)
+        sealed_at, end = spans
+        sealed = end - sealed_at
         flow = plan.flow[pos]
         seq = wire.seq[plan.rows[pos]].astype(np.uint64)
         bad = np.zeros(len(pos), np.bool_)
@@ -276,23 +319,61 @@ class SteadyLane:
             mine = flow == f
             fl = plan.flows[f]
             cand = plan.seq64[pos[mine]]
-            seq_sa, ivd = self._seq.steady_sa(fl), self._ivd.steady_sa(fl)
-            assert seq_sa is not None and ivd is not None  # _eligible
+            seq_sa = self._seq.steady_sa(fl)
+            assert seq_sa is not None  # _eligible
             top64 = np.uint64(seq_sa.top)  # >= 0: the flow has been seen
             prev = np.concatenate(([top64], cand[:-1]))
             # No duplicate, no reorder, no wrap: the sequence check's plain case.
             wrong = (cand <= prev) | (cand >> np.uint64(32) != top64 >> np.uint64(32))
-            constant = IvDerivationCheck.steady_constant(ivd)
-            if constant is not None:  # the IV built from its own number
-                c, m = np.uint64(constant[0]), np.uint64(constant[1])
-                wrong |= ((plan.iv[pos[mine]] & m) ^ c) != (cand & m)
-                plan.counter[pos[mine]] = True
+            if unit.wide:
+                wrong |= self._chained(fl, plan, pos[mine], view, end)
+            else:
+                ivd = self._ivd.steady_sa(fl)
+                assert ivd is not None  # _eligible
+                constant = IvDerivationCheck.steady_constant(ivd)
+                if constant is not None:  # the IV built from its own number
+                    c, m = np.uint64(constant[0]), np.uint64(constant[1])
+                    wrong |= ((plan.iv[pos[mine]] & m) ^ c) != (cand & m)
+                    plan.counter[pos[mine]] = True
             bad[np.flatnonzero(mine)[wrong]] = True
-        value = plan.iv[pos] ^ np.uint64(unit.group.const)
-        prev_v = np.concatenate(([np.uint64(unit.group.runs.top())], value[:-1]))
-        bad |= value <= prev_v  # maybe a reuse: the IV reuse check's case
+        if unit.wide:
+            bad |= self._folds_seen(unit, plan.iv[pos])
+            icv_len = np.array([_ctx(plan.flows[f]).icv_len for f in flow.tolist()], np.int64)
+            ct_len = sealed[pos] - icv_len
+            bad |= (ct_len < _BLOCK) | (ct_len % _BLOCK != 0)  # else the trailer check's case
+        else:
+            value = plan.iv[pos] ^ np.uint64(unit.group.const)
+            prev_v = np.concatenate(([np.uint64(unit.group.runs.top())], value[:-1]))
+            bad |= value <= prev_v  # maybe a reuse: the IV reuse check's case
         bad |= sealed[pos] < _SEALED
         return int(np.argmax(bad)) if bad.any() else len(pos)
+
+    def _chained(
+        self, flow: Flow, plan: Plan, own: Index, view: npt.NDArray[np.uint8], end: I64
+    ) -> Mask:
+        """Which of a CBC flow's rows carry the previous packet's last ciphertext block as IV."""
+        cbc = self._ivd.steady_cbc(flow)
+        assert cbc is not None  # _eligible
+        icv_len = _ctx(flow).icv_len
+        last = view[(end[own] - icv_len - _WIDE)[:, None] + np.arange(_WIDE)]
+        before = np.empty_like(last)
+        before[1:] = last[:-1]
+        before[0] = np.frombuffer(cbc.last.ljust(_WIDE, b"\0"), np.uint8)
+        same: Mask = (plan.iv_bytes[own] == before).all(axis=1)
+        if len(cbc.last) != _WIDE:
+            same[0] = False  # no packet of the flow had a whole block yet
+        return same
+
+    @staticmethod
+    def _folds_seen(unit: _Unit, folds: U64) -> Mask:
+        """Which folds the group's hash set holds, or an earlier row of the unit has."""
+        hashed = unit.group.hashed
+        assert hashed is not None  # a wide group hashes from its first packet
+        seen = hashed.contains_many(folds)
+        _, first = np.unique(folds, return_index=True)
+        again = np.ones(len(folds), np.bool_)
+        again[first] = False
+        return seen | again
 
     def _verified(self, unit: _Unit, plan: Plan) -> int:
         """How many of the unit's planned rows verified and decode as the plain case."""
@@ -303,6 +384,8 @@ class SteadyLane:
             return 0
         at = plan.plain_at[pos]
         bad = (at < 0) | ~cols.plain[np.where(at < 0, 0, at)]
+        if unit.wide:  # hashed: no runs to make room for
+            return int(np.argmax(bad)) if bad.any() else len(pos)
         value = plan.iv[pos] ^ np.uint64(unit.group.const)
         runs = unit.group.runs
         fresh = np.concatenate(([value[0] != np.uint64(runs.top() + 1)], np.diff(value) != 1))
@@ -328,19 +411,36 @@ class SteadyLane:
             flow = plan.flows[f]
             seq64s = plan.seq64[own]
             flow.state.tracker.commit(int(seq64s[-1]))
-            seq_sa, ivd = self._seq.steady_sa(flow), self._ivd.steady_sa(flow)
-            assert seq_sa is not None and ivd is not None
+            seq_sa = self._seq.steady_sa(flow)
+            assert seq_sa is not None
             SequenceCheck.observe_steady(seq_sa, seq64s, plan.icv[own, : plan.icv_len[own[0]]])
-            IvDerivationCheck.observe_steady(ivd, len(own))
+            self._derivation(batch, plan, flow, own)
             self._key.observe_steady(flow.state, len(own))
         return self._columns(batch, wire, plan, rows, pos, records)
+
+    def _derivation(self, batch: FrameBatch, plan: Plan, flow: Flow, own: I64) -> None:
+        """The IV derivation check's bulk update: a counter SA's, or a CBC SA's last block."""
+        if _ctx(flow).iv_len != _WIDE:
+            ivd = self._ivd.steady_sa(flow)
+            assert ivd is not None  # _eligible
+            IvDerivationCheck.observe_steady(ivd, len(own))
+            return
+        cbc = self._ivd.steady_cbc(flow)
+        assert cbc is not None  # _eligible
+        last = int(own[-1])
+        cut = int(plan.end[last]) - int(plan.icv_len[last])  # the ciphertext's end
+        block = bytes(memoryview(batch.buf)[cut - _WIDE : cut])
+        frame = int(batch.number[plan.rows[last]])
+        IvDerivationCheck.observe_steady_cbc(cbc, len(own), block, frame)
 
     def _commit_unit(self, batch: FrameBatch, plan: Plan, unit: _Unit, pos: I64) -> None:
         cols = plan.columns
         assert cols is not None
         at = plan.plain_at[pos]
+        width = _WIDE if unit.wide else IV_LEN
         uses = Uses(
             batch.number[plan.rows[pos]],
+            plan.iv_bytes[pos, :width],
             plan.spi[pos],
             plan.seq64[pos],
             (plan.icv[pos], plan.icv_len[pos]),
@@ -348,7 +448,10 @@ class SteadyLane:
             cols.heads[at],
         )
         ivs = plan.iv[pos]
-        IvReuseCheck.observe_steady(unit.group, ivs, ivs ^ np.uint64(unit.group.const), uses)
+        if unit.wide:
+            IvReuseCheck.observe_steady_wide(unit.group, ivs, uses)  # ivs: the folds
+        else:
+            IvReuseCheck.observe_steady(unit.group, ivs, ivs ^ np.uint64(unit.group.const), uses)
 
     def _columns(
         self,
@@ -383,6 +486,7 @@ class SteadyLane:
             seq64=plan.seq64[pos],
             esn=esn[flow_idx.ravel()],
             iv=plan.iv_bytes[pos],
+            iv_wide=plan.iv_wide[pos],
             esp_offset=wire.esp_offset[idx],
             esp_len=wire.total_len[idx] - wire.esp_offset[idx],
             pad_len=cols.pad_len[at],
@@ -398,9 +502,9 @@ class SteadyLane:
         )
 
 
-def _ctx(flow: Flow) -> AeadContext:
+def _ctx(flow: Flow) -> CipherContext:
     ctx = flow.state.ctx
-    assert isinstance(ctx, AeadContext)  # the lane takes only AEAD SAs with a usable key
+    assert ctx is not None  # the lane takes only SAs with a usable key
     return ctx
 
 

@@ -1,0 +1,74 @@
+"""The compact sets: ``U64Set``'s bulk probe and bulk insert agree with its scalar ``add``.
+
+The steady lane asks ``contains_many`` which CBC IV folds a key group has
+seen and puts the new ones in with ``add_new``; the per-frame path uses
+``add``. Both must leave the same set, or the lane and the reference would
+disagree on a reuse.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from espforensics.intervals import IntervalSet, U64Set
+
+ALL_ONES = 0xFFFFFFFFFFFFFFFF  # the table's free-slot marker, kept aside as a value
+
+
+def _values(rng: random.Random, n: int) -> list[int]:
+    values = {rng.getrandbits(64) for _ in range(n)}
+    if rng.random() < 0.5:
+        values.add(ALL_ONES)
+    out = sorted(values)
+    rng.shuffle(out)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_bulk_insert_and_probe_agree_with_scalar_add(seed: int) -> None:
+    rng = random.Random(seed)
+    values = _values(rng, rng.randrange(1, 30_000))
+    cut = rng.randrange(len(values) + 1)
+    scalar, bulk = U64Set(), U64Set()
+    for v in values:
+        assert not scalar.add(v)
+    for v in values[:cut]:
+        bulk.add(v)
+    bulk.add_new(np.array(values[cut:], np.uint64))  # grows the table past several loads
+    assert len(bulk) == len(scalar) == len(values)
+    strangers = [v for v in (rng.getrandbits(64) for _ in range(2000)) if v not in set(values)]
+    probe = np.array(values + strangers, np.uint64)
+    expected = np.array([True] * len(values) + [False] * len(strangers))
+    assert (bulk.contains_many(probe) == expected).all()
+    assert (scalar.contains_many(probe) == expected).all()
+    assert all(bulk.add(v) for v in values)  # the scalar probe finds what add_new placed
+
+
+def test_probe_of_an_empty_set_and_of_nothing() -> None:
+    empty = U64Set()
+    assert empty.contains_many(np.array([0, 5, ALL_ONES], np.uint64)).tolist() == [False] * 3
+    empty.add(7)
+    assert empty.contains_many(np.zeros(0, np.uint64)).tolist() == []
+
+
+def test_values_colliding_on_one_home_slot_all_land() -> None:
+    """Many values whose home slot is the same probe past each other, in both paths."""
+    s = U64Set(capacity=16)
+    home = s._slots(np.arange(1, 200_000, dtype=np.uint64))
+    same = np.flatnonzero(home == home[0])[:6] + 1  # values 1.. with the first one's home slot
+    assert len(same) == 6
+    s.add_new(same.astype(np.uint64))
+    assert s.contains_many(same.astype(np.uint64)).all()
+    assert all(s.add(int(v)) for v in same)
+
+
+def test_interval_set_counts_runs_not_values() -> None:
+    runs = IntervalSet()
+    for v in [*range(100, 200), *range(300, 301), *range(201, 250)]:
+        assert not runs.add(v)
+    assert runs.add(150)
+    assert list(runs.runs()) == [(100, 199), (201, 249), (300, 300)]
+    assert list(runs.gaps()) == [(200, 200), (250, 299)]
