@@ -138,3 +138,78 @@ def test_the_clean_capture_has_echainiv_ivs_and_no_reuse() -> None:
     assert all("as echainiv makes them" in f.detail for f in derivation)
     assert result.summary.findings[FindingKind.IV_REUSE] == 0
     assert result.summary.verdicts["ok"] == 525
+
+
+def _misplace(frame: Frame) -> Frame:
+    """The frame with a clear 20-byte IPv4 header between the outer header and ESP."""
+    data = frame.data
+    inner_len = len(data) - ESP_AT + 20
+    clear = bytes([0x45, 0]) + inner_len.to_bytes(2) + bytes(5) + b"\x32" + bytes(10)
+    outer = bytearray(data[14:ESP_AT])
+    outer[2:4] = (len(outer) + len(clear) + len(data) - ESP_AT).to_bytes(2)
+    outer[10:12] = b"\0\0"
+    words = sum(int.from_bytes(outer[i : i + 2]) for i in range(0, 20, 2))
+    while words >> 16:
+        words = (words & 0xFFFF) + (words >> 16)
+    outer[10:12] = (~words & 0xFFFF).to_bytes(2)
+    data = data[:14] + bytes(outer) + clear + data[ESP_AT:]
+    return frame._replace(data=data, caplen=len(data), wirelen=len(data))
+
+
+def test_a_cbc_esp_header_20_bytes_late_is_proven_misplaced_by_decryption(tmp_path: Path) -> None:
+    frames = _frames()
+    mine = [f for f in frames if _esp(f) is not None]
+    moved = [mine[5].number, mine[6].number]
+    for number in moved:
+        frames[number - 1] = _misplace(frames[number - 1])
+    result = analyze(_write(tmp_path, frames), [FOLDER / "xfrm-state.txt"])
+    rows = result.packets.set_index("frame").loc[moved]
+    assert list(rows["verdict"]) == ["esp_misplaced"] * 2
+    assert list(rows["expected_offset"]) == [20, 20]
+    assert list(rows["esp_offset"]) == [40, 40]
+    assert list(rows["leaked"]) == [20, 20]
+    assert all("proven by decryption there" in d for d in rows["detail"])
+    assert list(rows["inner_proto"]) == ["tcp", "tcp"]  # the plaintext decoded from there
+    (finding,) = [f for f in result.summary.finding_list if f.kind is FindingKind.ESP_MISPLACED]
+    assert (finding.severity, finding.frames, finding.count) == (Severity.CRITICAL, tuple(moved), 2)
+    assert "20 -> 40" in finding.detail and "2 proven by decryption" in finding.detail
+
+
+def test_cbc_with_esn_verifies_the_high_half_and_names_a_packet_sealed_with_the_next(
+    tmp_path: Path,
+) -> None:
+    """ESN on for SPI 0x1001: every packet sealed again with the high half 0 in its ICV
+    (RFC 4303 s2.2.1), one with the high half 1: that one is esn_mismatch."""
+    frames, plain_ctx = _frames(), _context()
+    keys = tmp_path / "esn.txt"
+    text = (FOLDER / "xfrm-state.txt").read_text()
+    keys.write_text(
+        text.replace(
+            "spi 0x00001001 reqid 1 mode transport\n",
+            "spi 0x00001001 reqid 1 mode transport\n\tflag esn\n",
+        )
+    )
+    (esn_sa,) = [sa for sa in load_sas([keys]) if sa.spi == SPI]
+    assert esn_sa.esn
+    esn_ctx = EncAuthContext(esn_sa)
+    mine = [f for f in frames if _esp(f) is not None]
+    odd = mine[30].number
+    for frame in mine:
+        esp = _esp(frame)
+        assert esp is not None
+        body = frame.data[ESP_AT + 8 :]
+        plain = plain_ctx.open(esp.seq, body[:16], body[16:])
+        assert plain is not None
+        seq64 = esp.seq + ((1 << 32) if frame.number == odd else 0)
+        data = frame.data[: ESP_AT + 8] + esp.iv + esn_ctx.seal(seq64, esp.iv, plain)
+        frames[frame.number - 1] = frame._replace(data=data)
+    result = analyze(_write(tmp_path, frames), [keys])
+    packets = result.packets
+    mine_rows = packets[packets["spi"] == SPI]
+    assert mine_rows.loc[mine_rows["frame"] == odd, "verdict"].tolist() == ["esn_mismatch"]
+    others = mine_rows[mine_rows["frame"] != odd]
+    assert set(others["verdict"]) == {"ok"} and len(others) == 317
+    assert set(others["seq_hi_verified"]) == {0}
+    row = packets.set_index("frame").loc[odd]
+    assert row["seq_hi_verified"] == 1
+    assert "ICV verifies only with ESN high half 0x1" in row["detail"]
