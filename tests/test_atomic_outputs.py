@@ -27,6 +27,7 @@ FINAL = [
     "findings.csv",
     "packets.csv",
     "packets.parquet",
+    "report.html",
     "report.md",
     "report.txt",
     "sas.csv",
@@ -165,6 +166,7 @@ def test_a_batch_killed_at_its_tables_keeps_them_aside(
     assert _names(out) == [
         ".partial-captures.csv",
         ".partial-captures.parquet",
+        ".partial-report.html",
         ".partial-report.txt",
         "captures",
         "manifest.json",

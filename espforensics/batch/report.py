@@ -1,19 +1,23 @@
 """The batch report: which captures show what, worst first.
 
-In: the batch's result rows. Out: ASCII text of at most 72 columns:
-totals, then the captures that could not be analyzed, then those with
-findings (most severe first), then the clean ones; a capture analyzed
-without any key says so on its line, and the totals count them. Raises
-nothing; reads no clock and no environment.
+In: the batch's result rows. Out: report.txt, ASCII text of at most 72
+columns: totals, then the captures that could not be analyzed, then
+those with findings (most severe first), then the clean ones; a capture
+analyzed without any key says so on its line, and the totals count them.
+And report.html: the same totals, and one row per capture in that order
+(sortable), linking to each capture's own report.html. Raises nothing;
+reads no clock and no environment.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from html import escape
 from pathlib import PurePath
 
 from espforensics.batch.task import CaptureResult
 from espforensics.model import SEVERITY_RANK, Severity
+from espforensics.render.html import Cell, Link, page, table
 from espforensics.render.text import wrap
 
 
@@ -39,25 +43,34 @@ def _counts(r: CaptureResult) -> str:
     return f"{r.frames} frames, {r.esp_packets} ESP packets" + (f"; {keys}" if keys else "")
 
 
-def render_batch_report(rows: Sequence[CaptureResult], skipped: int) -> str:
-    """report.txt of a batch."""
+def _groups(
+    rows: Sequence[CaptureResult],
+) -> tuple[list[CaptureResult], list[CaptureResult], list[CaptureResult]]:
+    """Not analyzed, with findings (most severe first), clean."""
     errors = [r for r in rows if r.status == "error"]
     flagged = sorted(
         (r for r in rows if r.status != "error" and r.worst), key=lambda r: (-_rank(r), r.name)
     )
     clean = [r for r in rows if r.status != "error" and not r.worst]
-    lines = [
-        "espforensics batch report",
-        "",
-        *wrap(
-            f"{len(rows)} captures: {len(flagged)} with findings, {len(clean)} clean, "
-            f"{len(errors)} not analyzed; "
-            f"{sum(r.keyless for r in rows if r.status != 'error')} analyzed without keys; "
-            f"{skipped} taken from an earlier run; "
-            f"{sum(r.frames for r in rows)} frames, "
-            f"{sum(r.esp_packets for r in rows)} ESP packets"
-        ),
-    ]
+    return errors, flagged, clean
+
+
+def _totals(rows: Sequence[CaptureResult], skipped: int) -> str:
+    errors, flagged, clean = _groups(rows)
+    return (
+        f"{len(rows)} captures: {len(flagged)} with findings, {len(clean)} clean, "
+        f"{len(errors)} not analyzed; "
+        f"{sum(r.keyless for r in rows if r.status != 'error')} analyzed without keys; "
+        f"{skipped} taken from an earlier run; "
+        f"{sum(r.frames for r in rows)} frames, "
+        f"{sum(r.esp_packets for r in rows)} ESP packets"
+    )
+
+
+def render_batch_report(rows: Sequence[CaptureResult], skipped: int) -> str:
+    """report.txt of a batch."""
+    errors, flagged, clean = _groups(rows)
+    lines = ["espforensics batch report", "", *wrap(_totals(rows, skipped))]
     if errors:
         lines += ["", "Not analyzed (or only in part):"]
         for r in errors:
@@ -73,3 +86,33 @@ def render_batch_report(rows: Sequence[CaptureResult], skipped: int) -> str:
         for r in clean:
             lines += wrap(f"{r.path}: {_counts(r)}", "  ")
     return "\n".join(lines) + "\n"
+
+
+def _row(r: CaptureResult) -> list[Cell]:
+    name: Cell = Link(r.name, f"captures/{r.name}/report.html") if r.status != "error" else r.name
+    return [
+        name,
+        r.path,
+        r.status if r.status != "error" else f"error: {r.error}",
+        (r.worst or "-", _rank(r)),
+        _findings(r),
+        r.frames,
+        r.esp_packets,
+        _keys(r) or r.key_source,
+    ]
+
+
+def render_batch_html(rows: Sequence[CaptureResult], skipped: int) -> str:
+    """report.html of a batch: one row per capture, each linking to its own report."""
+    errors, flagged, clean = _groups(rows)
+    body = [
+        "<h1>espforensics batch report</h1>",
+        f"<p>{escape(_totals(rows, skipped))}</p>",
+        table(
+            ["capture", "path", "status", "worst", "findings", "frames", "ESP packets", "keys"],
+            [_row(r) for r in [*errors, *flagged, *clean]],
+            sortable=True,
+            name="captures",
+        ),
+    ]
+    return page("espforensics batch report", body)

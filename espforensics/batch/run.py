@@ -5,7 +5,7 @@ run (local pool of ``jobs`` processes, or a Dask scheduler). Out: a
 ``BatchResult`` (one row per capture, sorted by name) and, in the output
 folder, ``captures/NAME/`` per capture, the partitioned dataset
 ``packets/capture=NAME/``, ``captures.csv``/``captures.parquet``,
-``report.txt`` and ``manifest.json``. Raises ``InputError`` for PATHs
+``report.txt``, ``report.html`` and ``manifest.json``. Raises ``InputError`` for PATHs
 that name nothing and bad global key files; a bad capture is a row.
 Every file is written under a ``.partial-`` name and renamed into place,
 so a killed batch leaves no half-written file under a final name.
@@ -23,7 +23,7 @@ from espforensics.analysis import sha256_file
 from espforensics.batch.discover import Job, discover
 from espforensics.batch.executor import run_dask, run_local
 from espforensics.batch.manifest import Manifest, entry_key
-from espforensics.batch.report import render_batch_report
+from espforensics.batch.report import render_batch_html, render_batch_report
 from espforensics.batch.task import PARTIAL, CaptureResult, CaptureTask, key_source
 from espforensics.errors import TRACEBACK_FILE, CaptureError
 from espforensics.keys import load_sas
@@ -78,14 +78,17 @@ def _prepare(out: Path) -> None:
 
 
 def _write_tables(out: Path, batch: BatchResult) -> None:
-    """captures.csv/.parquet and report.txt, each written aside and renamed into place."""
+    """captures.csv/.parquet, report.txt and report.html, each written aside and renamed."""
     staged = out / f"{PARTIAL}captures"  # write_rows adds .csv and .parquet
     write_rows(staged, capture_columns(), [capture_row(r) for r in batch.rows])
     report = out / f"{PARTIAL}report.txt"
     report.write_text(render_batch_report(batch.rows, batch.skipped))
+    html = out / f"{PARTIAL}report.html"
+    html.write_text(render_batch_html(batch.rows, batch.skipped), encoding="utf-8")
     for ext in (".csv", ".parquet"):
         os.replace(staged.with_suffix(ext), (out / "captures").with_suffix(ext))
     os.replace(report, out / "report.txt")
+    os.replace(html, out / "report.html")
 
 
 def _plan(

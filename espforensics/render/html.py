@@ -9,14 +9,16 @@ style sheet, font or image, and a Content-Security-Policy that forbids
 any. Every text taken from the capture, the key files or the summary is
 HTML-escaped. Raises nothing; reads no clock and no environment.
 
-``page`` and ``table`` are shared with the batch's report.html.
+``page``, ``table`` and ``Link`` are shared with the batch's report.html.
 """
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
+from urllib.parse import quote
 
 from espforensics.render.content import Report
 
@@ -70,10 +72,21 @@ window.addEventListener("load", function () {
 });
 """
 
-Cell = str | int | tuple[str, int]  # text, a number, or (text, the number it sorts by)
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A cell that links to another file of the output folder."""
+
+    text: str
+    href: str  # a relative path, quoted here
+
+
+Cell = str | int | tuple[str, int] | Link  # text, a number, (text, its sort key), a link
 
 
 def _td(cell: Cell) -> str:
+    if isinstance(cell, Link):
+        return f'<td><a href="{escape(quote(cell.href))}">{escape(cell.text)}</a></td>'
     if isinstance(cell, tuple):
         text, key = cell
         return f'<td data-sort="{key}">{escape(text)}</td>'
