@@ -86,6 +86,13 @@ def test_the_table_names_only_facts_that_exist() -> None:
         assert "likely" not in entry.why  # the report's label says it: "why likely"
 
 
+def test_every_cause_is_documented() -> None:
+    docs = (ROOT / "docs" / "outputs.md").read_text()
+    table = docs[docs.index("## Likely causes") :]
+    for entry in CAUSES:
+        assert f"| `{entry.id}` |" in table, entry.id
+
+
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_each_scenario_shows_exactly_its_causes(tmp_path: Path, scenario: str) -> None:
     summary = _summary(tmp_path, build_scenario(scenario, seed=1))
