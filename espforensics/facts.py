@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 from espforensics.model import Finding, FindingKind
@@ -75,6 +75,16 @@ def as_dict(facts: SaFacts) -> dict[str, Any]:
 
 
 _SaKey = tuple[int, str, str]
+# The finding kinds whose counts, frames or details the facts are made of.
+READ = frozenset(
+    {
+        FindingKind.ESP_MISPLACED,
+        FindingKind.IV_REUSE,
+        FindingKind.IV_DERIVATION,
+        FindingKind.SEQ_DUPLICATE,
+        FindingKind.ESN_MISMATCH,
+    }
+)
 _FAR = 1 << 62  # a delta no pattern accepts
 # The checks' finding details this module reads (checks/iv_derivation.py,
 # checks/sequence.py, checks/esn_mismatch.py).
@@ -115,6 +125,8 @@ def sa_facts(summary: Summary) -> tuple[SaFacts, ...]:
     by_sa: dict[_SaKey, list[Finding]] = {}
     by_spi: dict[int, list[Finding]] = {}
     for f in summary.finding_list:
+        if f.kind not in READ:
+            continue  # a scan's tens of thousands of seq_gap findings: no fact
         if f.spi is not None and f.src:
             by_sa.setdefault((f.spi, f.src, f.dst), []).append(f)
         elif f.spi is not None:
@@ -135,7 +147,7 @@ def sa_facts(summary: Summary) -> tuple[SaFacts, ...]:
 def _facts(
     sa: SaSummary, version: int, found: list[Finding], layouts: list[MisplacedLayout]
 ) -> SaFacts:
-    base = SaFacts(
+    return SaFacts(
         sa.spi,
         f"{sa.spi:#010x}",
         sa.src,
@@ -147,9 +159,9 @@ def _facts(
         -1 if sa.first_seq64 is None else sa.first_seq64,
         iv_reused=sa.iv_reused,
         iv_deviating=sa.iv_deviating,
-    )
-    return replace(
-        base, **_layout_facts(layouts, found), **_iv_facts(found), **_sequence_facts(found)
+        **_layout_facts(layouts, found),
+        **_iv_facts(found),
+        **_sequence_facts(found),
     )
 
 
