@@ -148,7 +148,7 @@ CAUSES: tuple[CauseEntry, ...] = (
         "with the IV of seq+1, which the next packet then uses too",
         why="seqiv makes every IV from its packet's own sequence number; IVs that fit seq+1 "
         "and nothing else, on an IPv6 SA, each followed by a packet repeating it, are what "
-        "every IPv6 SA measured on Linux 6.1 to 7.3 showed (2 to 28 reused IVs per run)",
+        "every IPv6 SA measured on Linux 6.1 to 7.3 showed",
         rule_out="the same deviations on IPv4 SAs of the same host and traffic, IVs still "
         "repeated with GSO off (ethtool -K DEV gso off tso off), or deviations other than "
         "seq+1",
@@ -173,8 +173,8 @@ CAUSES: tuple[CauseEntry, ...] = (
         "later segment overwrites the shared xo->seq before an earlier one is encrypted",
         why="several segments sealed with one shared sequence number give repeated IVs 1 to "
         "4 packets ahead while the ESP sequence numbers stay distinct, as measured with "
-        "vxlan over a tunnel-mode SA under netem or tbf (59 to 138 reused "
-        "IVs per run); receivers accept them, only a capture shows it",
+        "vxlan over a tunnel-mode SA under netem or tbf (and never with noqueue); "
+        "receivers accept them, only a capture shows it",
         rule_out="repeated IVs that stay with a noqueue qdisc on the underlay (tc qdisc "
         "replace dev DEV root noqueue), or IVs more than 4 sequence numbers ahead",
     ),
