@@ -67,7 +67,9 @@ print(time.perf_counter() - t, s.capture.frames, resource.getrusage(resource.RUS
 
 # The floor: what a bare Python loop costs per frame (walk, parse, verify and decrypt).
 # AEADs: one AEAD object per SA. cbc: RFC 4303 s3.4.4, the HMAC-SHA-256-128 of header, IV
-# and ciphertext first, then AES-CBC of the ciphertext under the packet's IV (RFC 3602).
+# and ciphertext first (a copy of a keyed HMAC per packet), then AES-CBC of the ciphertext
+# under the packet's IV, with one decryptor per SA fed IV || ciphertext and the first block
+# dropped (RFC 3602 s2.3: each block is XORed with the one before), the fastest way we know.
 _FLOOR = """
 import hashlib, hmac, mmap, resource, struct, sys, time
 import yaml
@@ -77,7 +79,9 @@ sas = {}
 for e in yaml.safe_load(open(sys.argv[2]))["sas"]:
     k = bytes.fromhex(str(e["key"])[2:])
     if "enc" in e:  # cbc(aes) + hmac(sha256) 128
-        sas[int(str(e["spi"]), 16)] = (algorithms.AES(k), bytes.fromhex(str(e["auth_key"])[2:]))
+        mac = hmac.new(bytes.fromhex(str(e["auth_key"])[2:]), digestmod=hashlib.sha256)
+        dec = Cipher(algorithms.AES(k), modes.CBC(bytes(16))).decryptor()
+        sas[int(str(e["spi"]), 16)] = (dec, mac)
         continue
     aead = str(e.get("aead", "rfc4106"))
     if aead.startswith("rfc4309"):  # CCM: 3-byte salt, 11-byte nonce
@@ -90,7 +94,6 @@ for e in yaml.safe_load(open(sys.argv[2]))["sas"]:
 t = time.perf_counter()
 rec = struct.Struct("<IIII"); esp = struct.Struct(">II")
 n = ok = 0
-sha256, digest = hashlib.sha256, hmac.digest
 with open(sys.argv[1], "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
     off, end = 24, len(m)
     while off + 16 <= end:
@@ -105,10 +108,12 @@ with open(sys.argv[1], "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS
         e = 14 + ihl
         spi, seq = esp.unpack_from(frame, e)
         cipher, extra = sas[spi]
-        if isinstance(cipher, algorithms.AES):
-            if not hmac.compare_digest(digest(extra, frame[e:-16], sha256)[:16], frame[-16:]):
-                continue
-            Cipher(cipher, modes.CBC(frame[e + 8:e + 24])).decryptor().update(frame[e + 24:-16])
+        if isinstance(extra, hmac.HMAC):
+            mac = extra.copy()
+            mac.update(frame[e:-16])
+            if not hmac.compare_digest(mac.digest()[:16], frame[-16:]):
+                raise SystemExit("floor: an ICV does not verify")  # as AESGCM raises
+            cipher.update(frame[e + 8:-16])[16:]
         else:
             cipher.decrypt(extra + frame[e + 8:e + 16], frame[e + 16:], esp.pack(spi, seq))
         ok += 1
