@@ -3,7 +3,7 @@
     python -m espforensics.synth SCENARIO OUTDIR [--seed N] [--stem NAME]
                                  [--format pcap|pcapng] [--compression KIND]
     python -m espforensics.synth bench N OUT [--seed N] [--mean-size BYTES]
-                                 [--algorithm gcm|ccm|chacha20]
+                                 [--algorithm gcm|ccm|chacha20|cbc]
                                  [--format pcap|pcapng] [--compression KIND]
     python -m espforensics.synth list
 
@@ -67,7 +67,10 @@ def _bench_parser() -> argparse.ArgumentParser:
     parser.add_argument("out", type=Path, help="capture file to write")
     parser.add_argument("--mean-size", type=int, default=1289, help="mean frame length (1289)")
     parser.add_argument(
-        "--algorithm", choices=sorted(BENCH_ALGORITHMS), default="gcm", help="the SAs' AEAD (gcm)"
+        "--algorithm",
+        choices=sorted(BENCH_ALGORITHMS),
+        default="gcm",
+        help="the SAs' algorithm (gcm; cbc: cbc(aes) + hmac(sha256))",
     )
     _common(parser)
     return parser
