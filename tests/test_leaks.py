@@ -12,7 +12,8 @@ from espforensics.checks.leaks import clear_ip_header, name_fields
 from espforensics.crypto import AeadContext
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable, SecurityAssociation
-from espforensics.model import FindingKind, Frame, Verdict
+from espforensics.keys.sa import NULL_CIPHER
+from espforensics.model import FindingKind, Frame, Severity, Verdict
 from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import build_scenario
 
@@ -83,3 +84,29 @@ def test_field_names_and_header_test() -> None:
     assert clear_ip_header(header + bytes(20), 0, 40) == 20
     broken = header[:10] + b"\x00\x00" + header[12:]
     assert clear_ip_header(broken + bytes(20), 0, 40) == 0
+
+
+def test_keyless_null_packets_are_clear_not_proven_leaks_and_have_no_iv() -> None:
+    """ecb(cipher_null) sends its payload in clear right after the ESP header (RFC 2410).
+
+    Without a key that cannot be told from a leak: one high finding per such SA
+    that says so, never critical; and the bytes after the header are no IV, so
+    no IV reuse or derivation finding names those SAs. With the key, nothing.
+    """
+    sc = build_scenario("encauth", seed=1)
+    null = {sa.spi for sa in sc.sas if sa.algorithm == NULL_CIPHER}
+    packets = {spi: sum(1 for t in sc.truth if t.spi == spi) for spi in null}
+    assert len(null) == 10 and all(packets.values())
+    keyless = FrameAnalyzer(SaTable(), Options(), "encauth")
+    records = list(iter_records(sc.frames, keyless))
+    mine = [f for f in keyless.findings if f.spi in null]
+    leaks = {f.spi: f for f in mine if f.kind is FindingKind.CLEARTEXT_LEAK}
+    assert set(leaks) == null  # tunnel (an IP header) and transport (a TCP/UDP checksum)
+    for spi, f in leaks.items():
+        assert (f.severity, f.count) == (Severity.HIGH, packets[spi])
+        assert "unless the SA uses NULL encryption or GMAC" in f.detail
+    assert {f.kind for f in mine} == {FindingKind.CLEARTEXT_LEAK}  # no IV finding
+    assert {r.leaked for r in records if r.spi in null} <= {8, 20, 32, 40}  # the headers
+    keyed = FrameAnalyzer(SaTable(sc.sas), Options(), "encauth")
+    list(iter_records(sc.frames, keyed))
+    assert [f for f in keyed.findings if f.kind is FindingKind.CLEARTEXT_LEAK] == []

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from math import prod
 
 from espforensics.checks.context import Flow, Holds, PacketContext, PerFlow
+from espforensics.checks.leaks import clear_from_header
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 
@@ -147,6 +148,8 @@ class IvDerivationCheck:
         rec = pkt.rec
         if pkt.iv is None or rec.seq64 is None or not pkt.header_is_evidence:
             return  # an auth_fail header under a key that verifies others may be forged
+        if clear_from_header(pkt):
+            return  # a clear packet right after the header (NULL): no IV to judge
         ctx = pkt.flow.state.ctx
         if ctx is not None and not ctx.counter:
             self._chaining(pkt, ctx.iv_len, ctx.icv_len)

@@ -10,9 +10,12 @@ plaintexts and the GHASH key: with a counter-mode algorithm (the AEADs,
 AES-CTR) a reuse is critical. With CBC (RFC 3602) a repeated IV under one
 key shows which packets start with equal plaintext blocks, and as Linux's
 echainiv computes the IV from the sequence number, a repeat means two
-packets were built from one sequence number: high. IVs are in clear, so reuse is visible
-without keys: packets are grouped by key material when the key is known
-(two SAs with one key are one group) and by (destination, SPI) when not.
+packets were built from one sequence number: high. Without a key the
+algorithm is unknown: a group whose IVs follow a counter (seqiv) is taken
+as counter mode, critical; one whose IVs look random (CBC's do) is high.
+IVs are in clear, so reuse is visible without keys: packets are grouped
+by key material when the key is known (two SAs with one key are one
+group) and by (destination, SPI) when not.
 
 Memory: IVs are mapped through ``iv xor c`` (c fixed per group from its
 first packet), which turns Linux seqiv IVs into the sequence counter, so
@@ -33,6 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from espforensics.checks.context import HEAD_LEN, PacketContext, SaState
+from espforensics.checks.leaks import clear_from_header
 from espforensics.crypto import IV_LEN, key_fingerprint
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.intervals import I64, U8, U64, IntervalSet, U64Set
@@ -62,7 +66,7 @@ class _Use:
 class _Group:
     const: int
     iv_len: int = IV_LEN
-    counter: bool = True  # a counter-mode nonce (keystream reuse), not a CBC IV
+    counter: bool | None = True  # a counter-mode nonce (keystream reuse); None: no key says
     runs: IntervalSet = field(default_factory=IntervalSet)
     hashed: U64Set | None = None
     packets: int = 0
@@ -72,6 +76,13 @@ class _Group:
     events: dict[int, list[_Use]] = field(default_factory=dict)
     dropped: int = 0
     unconfirmed: int = 0  # a wide IV's fold seen before, its earlier use out of the window
+
+    @property
+    def nonce(self) -> bool:
+        """Is a repeat a nonce reuse? Known from the algorithm, else from the IVs' pattern."""
+        if self.counter is not None:
+            return self.counter
+        return self.hashed is None and 2 * len(self.runs) <= self.packets
 
     @property
     def wide(self) -> bool:
@@ -149,7 +160,7 @@ class IvReuseCheck:
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
         iv, seq64 = pkt.iv, rec.seq64
-        if iv is None or seq64 is None or not pkt.header_is_evidence:
+        if iv is None or seq64 is None or not pkt.header_is_evidence or clear_from_header(pkt):
             return
         group = self._by_state.get(pkt.flow.state) or self._group(pkt, iv ^ seq64)
         group.packets += 1
@@ -221,7 +232,7 @@ class IvReuseCheck:
             group = self._groups[key] = _Group(
                 const=const if iv_len <= IV_LEN else 0,
                 iv_len=iv_len,
-                counter=ctx is None or ctx.counter,
+                counter=None if ctx is None else ctx.counter,
             )
             if iv_len > IV_LEN:
                 group.hashed = U64Set()  # random 16-byte IVs: no runs to grow
@@ -255,7 +266,7 @@ class IvReuseCheck:
             if group.dropped:
                 yield Finding(
                     FindingKind.IV_REUSE,
-                    Severity.CRITICAL if group.counter else Severity.HIGH,
+                    Severity.CRITICAL if group.nonce else Severity.HIGH,
                     None,
                     (),
                     group.dropped,
@@ -270,21 +281,26 @@ class IvReuseCheck:
         if len(uses) >= 2:
             a, b = uses[0], uses[1]
             text += f"; ciphertext XOR {_xor(a.ct, b.ct)}"
-            if a.pt is not None and b.pt is not None and group.counter:
+            if a.pt is not None and b.pt is not None and group.nonce:
                 text += f"; plaintext XOR {_xor(a.pt, b.pt)} (equal: same keystream)"
             elif a.pt is not None and b.pt is not None:
                 text += f"; plaintext XOR {_xor(a.pt, b.pt)}"
         else:
             text += " (first use before the evidence window)"
-        if not group.counter:
+        if group.counter is False:
             text += (
                 "; CBC: equal leading plaintext blocks give equal ciphertext blocks, and "
                 "echainiv IVs come from the sequence number, so two packets were built from "
                 "one sequence number"
             )
+        elif not group.nonce:
+            text += (
+                "; no key: the SA's IVs follow no counter (as CBC's do), so a repeated IV, "
+                "a nonce reuse only if the SA is an AEAD or CTR"
+            )
         return Finding(
             FindingKind.IV_REUSE,
-            Severity.CRITICAL if group.counter else Severity.HIGH,
+            Severity.CRITICAL if group.nonce else Severity.HIGH,
             uses[-1].spi,
             tuple(u.frame for u in uses[:6]),
             len(uses),

@@ -33,7 +33,10 @@ from espforensics.keys.sa import CLEAR_BY_DESIGN
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 from espforensics.trailer import parse_trailer
 
-KEYLESS_ICV_LENS = (16, 12, 8)  # RFC 4106 s6: the ICV lengths an unknown SA may use
+# The ICV lengths an unknown SA may use: RFC 4106 s6 (8, 12, 16), HMAC-SHA-384-192 and
+# HMAC-SHA-512-256 (RFC 4868: 24, 32).
+KEYLESS_ICV_LENS = (32, 24, 16, 12, 8)
+_TRANSPORT = (6, 17)  # TCP, UDP: their checksums cover a pseudo-header of the outer addresses
 MIN_RUN = 8  # equal ciphertext/plaintext bytes that count as "not encrypted" (2^-64 by chance)
 IPV4_FIELDS = (
     (1, "version+IHL"),
@@ -119,6 +122,59 @@ def clear_ip_header(data: bytes, start: int, end: int) -> int:
     return 0
 
 
+def clear_from_header(pkt: PacketContext) -> bool:
+    """Does a keyless packet carry a whole clear IP packet right after its ESP header?
+
+    That is how ``ecb(cipher_null)`` (RFC 2410) sends a tunnel packet: no IV,
+    the payload, an ESP trailer and an ICV. Without a key it cannot be told
+    from a leak; what is sure is that the 8 bytes after the header are no IV,
+    so the IV checks leave such packets alone.
+    """
+    rec, data = pkt.rec, pkt.data
+    if pkt.flow.state.ctx is not None or pkt.plain_head is not None or rec.esp_offset is None:
+        return False
+    body = rec.esp_offset + ESP_HEADER_LEN
+    if clear_ip_header(data, body, len(data)):
+        return trailer_follows(data, body, KEYLESS_ICV_LENS)
+    return bool(clear_transport(data, body, pkt.ip.src, pkt.ip.dst, KEYLESS_ICV_LENS)[1])
+
+
+def clear_transport(
+    data: bytes, start: int, src: bytes, dst: bytes, icv_lens: tuple[int, ...]
+) -> tuple[str, int]:
+    """A clear TCP or UDP segment at ``start``, a trailer and an ICV after it: (name, header).
+
+    In transport mode the segment's checksum covers the outer addresses (RFC
+    793 s3.1, RFC 768, RFC 8200 s8.1); with a sound trailer after it, random
+    ciphertext passes by chance with a probability near 2^-31. ("", 0) if not.
+    """
+    for icv in icv_lens:
+        trailer = parse_trailer(data[start : len(data) - icv])
+        nh = trailer.next_header
+        if trailer.problem or nh not in _TRANSPORT or trailer.payload_len < 8:
+            continue
+        segment = data[start : start + trailer.payload_len]
+        header = 8 if nh == 17 else (segment[12] >> 4) * 4
+        if nh == 17 and int.from_bytes(segment[4:6]) != len(segment):
+            continue
+        if 8 <= header <= len(segment) and _l4_checksum_ok(src, dst, nh, segment):
+            return ("UDP" if nh == 17 else "TCP"), header
+    return "", 0
+
+
+def _l4_checksum_ok(src: bytes, dst: bytes, proto: int, segment: bytes) -> bool:
+    n = len(segment)
+    if len(src) == 4:
+        pseudo = src + dst + bytes([0, proto]) + n.to_bytes(2)
+    else:
+        pseudo = src + dst + n.to_bytes(4) + bytes([0, 0, 0, proto])
+    words = pseudo + segment + (b"\0" if n % 2 else b"")
+    total = sum(memoryview(words).cast("H"))  # native order: the ones' complement sum is
+    while total >> 16:  # the same byte-swapped, and so is its all-ones result
+        total = (total & 0xFFFF) + (total >> 16)
+    return total == 0xFFFF
+
+
 @dataclass(slots=True)
 class _PerSpi:
     frames: list[int] = field(default_factory=list)
@@ -134,6 +190,7 @@ class LeakCheck:
     def __init__(self) -> None:
         self._per_spi: dict[int, _PerSpi] = {}
         self._possible_per_spi: dict[int, _PerSpi] = {}
+        self._keyless_per_spi: dict[int, _PerSpi] = {}  # proven clear, algorithm unknown
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
@@ -162,20 +219,32 @@ class LeakCheck:
         if rec.verdict is Verdict.TRUNCATED:
             return
         icv_lens = (ctx.icv_len,) if ctx is not None else KEYLESS_ICV_LENS
+        into = None if pkt.flow.state.sa is not None else self._keyless_per_spi
         for start in (body + iv_len, body):
             n = clear_ip_header(data, start, len(data))
             if n and trailer_follows(data, start, icv_lens):
-                self._report(pkt, data[start : start + n])
+                self._report(pkt, data[start : start + n], into)
                 return
             if n:
                 self._possible(pkt, data[start : start + n])
                 return
+        for start in (body + iv_len, body):
+            proto, n = clear_transport(data, start, pkt.ip.src, pkt.ip.dst, icv_lens)
+            if n:
+                self._report(pkt, data[start : start + n], into, f"{proto} header")
+                return
 
-    def _report(self, pkt: PacketContext, leaked: bytes) -> None:
+    def _report(
+        self,
+        pkt: PacketContext,
+        leaked: bytes,
+        into: dict[int, _PerSpi] | None = None,
+        fields: str = "",
+    ) -> None:
         rec = pkt.rec
         rec.leaked, rec.leaked_hex = len(leaked), leaked.hex(" ")
-        rec.leaked_fields = name_fields(leaked)
-        self._count(rec.spi, rec.frame, rec.leaked_fields)
+        rec.leaked_fields = fields or name_fields(leaked)
+        self._count(rec.spi, rec.frame, rec.leaked_fields, into)
 
     def _possible(self, pkt: PacketContext, clear: bytes) -> None:
         """Bytes that look like a clear inner header but that nothing else proves."""
@@ -200,6 +269,13 @@ class LeakCheck:
             Severity.CRITICAL,
             "{n} packets carry inner header bytes in clear: {fields}",
         )
+        keyless = (
+            self._keyless_per_spi,
+            Severity.HIGH,
+            "{n} packets carry a whole clear IP packet after the ESP header, then an ESP "
+            "trailer and ICV ({fields}): a leak, unless the SA uses NULL encryption or GMAC "
+            "(clear by design, RFC 2410 / RFC 4543), which only its key file can say",
+        )
         possible = (
             self._possible_per_spi,
             Severity.INFO,
@@ -207,7 +283,7 @@ class LeakCheck:
             "bytes that parse as a clear IP header but are not followed by an ESP trailer and "
             "ICV; random ciphertext looks like this now and then",
         )
-        for per_spi, severity, words in (proven, possible):
+        for per_spi, severity, words in (proven, keyless, possible):
             for spi, acc in sorted(per_spi.items()):
                 yield Finding(
                     FindingKind.CLEARTEXT_LEAK,
