@@ -318,10 +318,10 @@ class FrameAnalyzer:
             rec.verdict = Verdict.UNKNOWN_SA
             rec.detail = f"no key for SPI {rec.spi:#010x}"
             return
-        rec.algorithm = sa.algorithm
+        rec.algorithm = sa.suite
         if ctx is None and not sa.supported:
             rec.verdict = Verdict.UNSUPPORTED
-            rec.detail = f"not checked: {sa.algorithm} is not decrypted by this version"
+            rec.detail = f"not checked: {sa.suite} is not decrypted by this version"
             return
         if ctx is None:  # loaded, but no length its algorithm takes (keys/validate.py)
             rec.verdict = Verdict.AUTH_FAIL

@@ -113,7 +113,9 @@ def test_every_combination_decrypts_every_packet() -> None:
     # A TCP session: the client sends SYN, ACK, 4 segments, FIN, ACK; the server 4.
     want = {spi: 8 for spi, *_ in combinations()} | {spi + 0x100: 4 for spi, *_ in combinations()}
     assert per_spi == want | {0x7480: 6}
-    per_cipher = Counter(r.algorithm for r in records)
+    suite = {sa.spi: f"{sa.algorithm} + {sa.auth_algorithm}" for sa in sc.sas}
+    assert [r.algorithm for r in records] == [suite[r.spi or 0] for r in records]
+    per_cipher = Counter(r.algorithm.split(" + ")[0] for r in records)
     assert per_cipher == {
         "cbc(aes)": 186,
         "cbc(des3_ede)": 60,
@@ -239,6 +241,9 @@ def test_fault_verdicts_frame_by_frame() -> None:
     assert "ciphertext of 52 bytes is not a whole number of 8-byte cipher blocks" in detail[31]
     assert "pad byte 1 is 0x00, expected 0x01" in detail[27]
     assert "pad byte 1 is 0x00, expected 0x01" in detail[32]
+    trailer = {r.frame: (r.pad_len, r.next_header) for r in records}
+    assert trailer[25] == trailer[31] == (None, None)  # not whole blocks: nothing to read
+    assert trailer[27][0] is not None and trailer[32][0] is not None  # bad padding: read
     tagged = {t.frame for t in sc.truth if {"ragged_ciphertext", "bad_padding"} & set(t.tags)}
     assert tagged == {25, 27, 31, 32}
     assert {t.frame for t in sc.truth if "bad_icv" in t.tags} == {36, 42}

@@ -113,6 +113,8 @@ class PacketContext:
         rec = self.rec
         self.plain_head = plain[:HEAD_LEN]
         trailer = parse_trailer(plain, block)
+        if block > 4 and len(plain) % block:
+            return trailer.problem  # not whole blocks: no trailer byte is readable
         rec.pad_len, rec.next_header = trailer.pad_len, trailer.next_header
         rec.payload_len = trailer.payload_len
         if trailer.problem:

@@ -193,9 +193,9 @@ class LeakCheck:
         self._keyless_per_spi: dict[int, _PerSpi] = {}  # proven clear, algorithm unknown
 
     def observe(self, pkt: PacketContext) -> None:
-        rec = pkt.rec
-        if rec.algorithm in CLEAR_BY_DESIGN or rec.esp_offset is None:  # GMAC, NULL
-            return
+        rec, sa = pkt.rec, pkt.flow.state.sa
+        if (sa is not None and sa.algorithm in CLEAR_BY_DESIGN) or rec.esp_offset is None:
+            return  # GMAC, NULL: clear by design
         if rec.verdict is Verdict.ESP_MISPLACED:
             if rec.leaked:
                 self._report(pkt, bytes.fromhex(rec.leaked_hex))

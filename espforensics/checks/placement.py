@@ -88,7 +88,7 @@ class PlacementCheck:
             for flow in self._other_flows(pkt):
                 if self._prove(pkt, flow):
                     pkt.flow = flow  # the packet belongs to the SA whose header was found
-                    rec.algorithm = flow.state.sa.algorithm if flow.state.sa else ""
+                    rec.algorithm = flow.state.sa.suite if flow.state.sa else ""
                     return
         self._recognise(pkt)  # no usable key: the layout alone, reported unproven
 

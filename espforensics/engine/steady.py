@@ -498,7 +498,7 @@ class SteadyLane:
             inner_sport=cols.inner_sport[at],
             inner_dport=cols.inner_dport[at],
             counter=plan.counter[pos],
-            algorithm=tuple(f.state.sa.algorithm if f.state.sa else "" for f in flows),
+            algorithm=tuple(f.state.sa.suite if f.state.sa else "" for f in flows),
         )
 
 

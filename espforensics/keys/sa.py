@@ -111,6 +111,15 @@ class SecurityAssociation:
     auth_key: Secret | None = field(default=None, compare=False)
 
     @property
+    def suite(self) -> str:
+        """The algorithm as the tables name it: ``cbc(aes) + hmac(sha256)`` for enc + auth."""
+        return (
+            self.algorithm
+            if self.auth_algorithm is None
+            else (f"{self.algorithm} + {self.auth_algorithm}")
+        )
+
+    @property
     def supported(self) -> bool:
         """True when this version of espforensics can decrypt the SA."""
         if self.auth_algorithm is None:
