@@ -191,11 +191,21 @@ def test_cbc_sa_across_the_wrap() -> None:
     assert wrap.count == sc.facts["esn_wraps"] == 1
 
 
-def test_cbc_ivs_are_not_counter_derived_and_not_a_fault() -> None:
-    _, _, findings = run("encauth")
-    derivation = [f for f in findings if f.kind is FindingKind.IV_DERIVATION]
-    assert derivation and {f.severity for f in derivation} == {Severity.INFO}
-    assert all("not counter-derived" in f.detail for f in derivation)
+def test_every_iv_follows_its_generator_from_its_own_sequence_number() -> None:
+    """CBC's echainiv (read back with the key), CTR's seqiv: every IV built from its own
+    seq64, so iv_seq_delta is 0 and no iv_derivation finding is made; NULL has no IV."""
+    sc, records, findings = run("encauth")
+    cipher = {sa.spi: sa.algorithm for sa in sc.sas}
+    deltas: dict[str, set[int | None]] = {}
+    for r in records:
+        deltas.setdefault(cipher[r.spi or 0], set()).add(r.iv_seq_delta)
+    assert deltas == {
+        "cbc(aes)": {0},
+        "cbc(des3_ede)": {0},
+        "rfc3686(ctr(aes))": {0},
+        "ecb(cipher_null)": {None},
+    }
+    assert not [f for f in findings if f.kind is FindingKind.IV_DERIVATION]
     assert not [f for f in findings if f.kind is FindingKind.IV_REUSE]
 
 

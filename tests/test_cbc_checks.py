@@ -113,11 +113,18 @@ def test_cbc_ivs_chained_from_the_previous_ciphertext_are_named(tmp_path: Path) 
         for f in result.summary.finding_list
         if f.kind is FindingKind.IV_DERIVATION and f.spi == SPI
     ]
-    (finding,) = derivation
+    # Two proofs: each IV is the block before it, and none decodes to its own seq64.
+    finding, deviating = sorted(derivation, key=lambda f: "chained" not in f.detail)
     assert finding.severity is Severity.HIGH
     assert finding.frames == tuple(chained)
     assert finding.count == 4
     assert "4 of 318 CBC IVs are chained" in finding.detail
+    assert (deviating.severity, deviating.frames, deviating.count) == (
+        Severity.HIGH,
+        tuple(chained),
+        4,
+    )
+    assert "4 of 318 IVs not built from their own sequence number" in deviating.detail
     details = packets.set_index("frame").loc[chained, "detail"]
     for number, detail in zip(chained, details, strict=True):
         assert f"IV is the last ciphertext block of frame {frame_before(mine, number)}" in detail
@@ -128,16 +135,36 @@ def frame_before(mine: list[Frame], number: int) -> int:
     return numbers[numbers.index(number) - 1]
 
 
-def test_the_clean_capture_has_echainiv_ivs_and_no_reuse() -> None:
+def test_the_clean_capture_has_echainiv_ivs_each_built_from_its_own_seq() -> None:
+    """Linux 6.1 made every CBC IV with echainiv: decrypted, its words are seq64 x (salt|1)."""
     result = analyze(FOLDER / "capture.pcap", [FOLDER / "xfrm-state.txt"])
     derivation = [f for f in result.summary.finding_list if f.kind is FindingKind.IV_DERIVATION]
-    assert [(f.spi, f.severity, f.count) for f in derivation] == [
-        (0x1001, Severity.INFO, 318),
-        (0x1002, Severity.INFO, 207),
-    ]
-    assert all("as echainiv makes them" in f.detail for f in derivation)
+    assert derivation == []
+    esp = result.packets[result.packets["proto"] == "esp"]
+    assert len(esp) == 525 and set(esp["iv_seq_delta"]) == {0}
     assert result.summary.findings[FindingKind.IV_REUSE] == 0
     assert result.summary.verdicts["ok"] == 525
+
+
+def test_a_cbc_iv_built_from_the_next_sequence_number_is_named(tmp_path: Path) -> None:
+    """The esp6 GSO fault's pattern under CBC: a packet sealed with the IV echainiv makes for
+    seq + 1. Nothing repeats, so only the IV generator read back with the key shows it."""
+    frames, ctx = _frames(), _context()
+    mine = [f for f in frames if _esp(f) is not None]
+    # The IVs of two packets of the SA, each of which the next packet's: built from seq + 1.
+    early, late = mine[50], mine[90]
+    for frame in (early, late):
+        after = next(f for f in mine if _esp(f).seq == _esp(frame).seq + 1)  # type: ignore[union-attr]
+        frames[frame.number - 1] = _reseal(frame, ctx, _esp(after).iv)  # type: ignore[union-attr]
+        frames[after.number - 1] = _reseal(after, ctx, _esp(frame).iv)  # type: ignore[union-attr]
+    result = analyze(_write(tmp_path, frames), [FOLDER / "xfrm-state.txt"])
+    rows = result.packets.set_index("frame")
+    assert rows.loc[early.number, "iv_seq_delta"] == 1
+    assert rows.loc[late.number, "iv_seq_delta"] == 1
+    (finding,) = [f for f in result.summary.finding_list if f.kind is FindingKind.IV_DERIVATION]
+    assert finding.severity is Severity.HIGH and finding.count == 4  # the pairs' other halves
+    assert "4 of 318 IVs not built from their own sequence number" in finding.detail
+    assert "seq+1 x2" in finding.detail and "seq-1 x2" in finding.detail
 
 
 def _misplace(frame: Frame) -> Frame:

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from espforensics.capture import open_capture
 from espforensics.checks.context import Flow, Holds, PacketContext, SaState
-from espforensics.checks.iv_derivation import SPAN, WINDOW, IvDerivationCheck, choose_constant
+from espforensics.checks.iv_derivation import WINDOW, IvDerivationCheck, choose_constant
+from espforensics.checks.ivmath import SPAN
 from espforensics.decode.ip import OuterIp
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable, Secret, SecurityAssociation, load_sas

@@ -37,46 +37,21 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from math import prod
 
+from espforensics.checks import echainiv
 from espforensics.checks.context import Flow, Holds, PacketContext, PerFlow
+from espforensics.checks.ivmath import AGREE, SPAN, rank, signed_delta
 from espforensics.checks.leaks import clear_from_header
+from espforensics.crypto import EncAuthContext
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 
-AGREE = 2  # packets that must share a delta for IVs to count as counter-derived
-SPAN = 4  # offsets tried: the measured faults are seq+1, seq-1 and 1-4 packets off (primer s7)
 WINDOW = 64  # packets of an SA that decide its constant
 NEARBY = 1 << 32  # a larger difference means the IV is unrelated to the packet's number
 EXAMPLES = 5
 _MASK64 = (1 << 64) - 1
 _MASK32 = (1 << 32) - 1  # keyless: the low halves only, the high half being a guess
 _NOT_COUNTER = -1
-
-
-def signed_delta(built_from: int, seq64: int, mask: int = _MASK64) -> int:
-    """``built_from - seq64`` in 64-bit (or ``mask``-wide) arithmetic, as a signed number."""
-    sign = (mask >> 1) + 1
-    return ((built_from - seq64 + sign) & mask) - sign
-
-
-def _rank(c: int, per_delta: dict[int, int]) -> tuple[int, int, int, int, int, int]:
-    """How well the constant ``c`` explains the window; larger is better.
-
-    ``per_delta`` counts the window's packets per delta within SPAN under ``c``.
-    First the concentration of the histogram, the product of n^n over its
-    bins (the least entropy, computed exactly): on 64 packets of deltas mixed
-    uniformly over -2..+2 it picks the true constant in 99.9% of mixes, where
-    counting pairs of packets that share a delta did in about 96%.
-    """
-    return (
-        prod(n**n for n in per_delta.values()),
-        sum(per_delta.values()),  # packets within SPAN of their own number
-        -max(map(abs, per_delta)),  # the largest deviation: the faults are small
-        per_delta.get(0, 0),  # built from their own number: accuse no more than proven
-        -sum(abs(d) * n for d, n in per_delta.items()),
-        -c,  # an exact tie: any fixed choice keeps the answer order-independent
-    )
 
 
 def choose_constant(samples: Sequence[tuple[int, int]], mask: int = _MASK64) -> int | None:
@@ -95,7 +70,7 @@ def choose_constant(samples: Sequence[tuple[int, int]], mask: int = _MASK64) -> 
         for d in range(-SPAN, SPAN + 1):
             per_delta = votes.setdefault(iv ^ ((seq64 + d) & mask), {})
             per_delta[d] = per_delta.get(d, 0) + 1
-    best = max(votes, key=lambda c: _rank(c, votes[c]), default=None)
+    best = max(votes, key=lambda c: rank(c, votes[c]), default=None)
     if best is None or max(votes[best].values()) < AGREE:
         return None
     return best
@@ -115,7 +90,8 @@ class _Cbc:
 @dataclass(slots=True, eq=False)  # identity hash: a key of the probing queue
 class _Sa:
     mask: int = _MASK64  # _MASK32 for an SA whose high halves are not authenticated
-    const: int | None = None
+    words: int = 0  # CBC with its key: echainiv, the IV decrypted to this many words
+    const: int | None = None  # seqiv's c; echainiv's packed inverse multipliers
     probe: list[tuple[PacketRecord, int, int]] = field(default_factory=list)  # rec, seq64, IV
     packets: int = 0
     deviating: int = 0
@@ -151,14 +127,18 @@ class IvDerivationCheck:
         if clear_from_header(pkt):
             return  # a clear packet right after the header (NULL): no IV to judge
         ctx = pkt.flow.state.ctx
-        if ctx is not None and not ctx.counter:
-            self._chaining(pkt, ctx.iv_len, ctx.icv_len)
-            return
         sa = self._sas.get(pkt.flow)
-        if not sa.packets and not pkt.flow.state.proven:
-            sa.mask = _MASK32
+        if isinstance(ctx, EncAuthContext) and not ctx.counter:  # CBC: echainiv
+            self._chaining(pkt, ctx.iv_len, ctx.icv_len)
+            start = (rec.esp_offset or 0) + ESP_HEADER_LEN
+            words = ctx.iv_words(pkt.data[start : start + ctx.iv_len])
+            sa.words = words.shape[1]
+            iv = echainiv.pack(words[0].tolist())
+        else:
+            if not sa.packets and not pkt.flow.state.proven:
+                sa.mask = _MASK32
+            iv = pkt.iv & sa.mask
         sa.packets += 1
-        iv = pkt.iv & sa.mask
         if sa.const is not None:
             self._judge(sa, rec, iv)
             return
@@ -203,8 +183,17 @@ class IvDerivationCheck:
 
     @staticmethod
     def steady_constant(sa: _Sa) -> tuple[int, int] | None:
-        """(constant, mask) of a counter-derived SA; None when its IVs follow no counter."""
-        return None if sa.const == _NOT_COUNTER or sa.const is None else (sa.const, sa.mask)
+        """(constant, mask) of a seqiv SA; None when its IVs follow no counter."""
+        if sa.words or sa.const == _NOT_COUNTER or sa.const is None:
+            return None
+        return sa.const, sa.mask
+
+    @staticmethod
+    def steady_multipliers(sa: _Sa) -> tuple[int, ...] | None:
+        """An echainiv SA's inverse multipliers, one per IV word; None if it has none."""
+        if not sa.words or sa.const == _NOT_COUNTER or sa.const is None:
+            return None
+        return tuple((sa.const >> (64 * i)) & _MASK64 for i in range(sa.words))
 
     @staticmethod
     def observe_steady(sa: _Sa, packets: int) -> None:
@@ -225,7 +214,11 @@ class IvDerivationCheck:
             self._settle(sa)
 
     def _settle(self, sa: _Sa) -> None:
-        const = choose_constant([(seq64, iv) for _, seq64, iv in sa.probe], sa.mask)
+        samples = [(seq64, iv) for _, seq64, iv in sa.probe]
+        if sa.words:
+            const = echainiv.choose_multipliers(samples, sa.words)
+        else:
+            const = choose_constant(samples, sa.mask)
         sa.const = _NOT_COUNTER if const is None else const
         self._probing.pop(sa, None)
         for rec, _, iv in sa.probe:
@@ -238,7 +231,9 @@ class IvDerivationCheck:
         if const is None or const == _NOT_COUNTER or seq64 is None:
             return
         seq64 &= sa.mask
-        built_from = iv ^ const  # the number the IV encodes
+        # The number the IV encodes: seqiv's IV xor c; echainiv's words times 1/multiplier.
+        built = echainiv.built_from(iv, const, sa.words) if sa.words else iv ^ const
+        built_from = built if built is not None else seq64 + NEARBY  # words disagree
         delta = signed_delta(built_from, seq64, sa.mask)
         if not delta:
             rec.iv_seq_delta = 0
@@ -260,35 +255,30 @@ class IvDerivationCheck:
             self._settle(next(iter(self._probing)))
         for (spi, src, dst), sa in self._sas.items():
             if sa.const == _NOT_COUNTER:
+                how = (
+                    "CBC IVs not derived from the sequence number by echainiv (no multiplier "
+                    "makes their decrypted words seq64 x (salt | 1))"
+                    if sa.words
+                    else "IVs not counter-derived (no common IV xor seq)"
+                )
                 yield Finding(
                     FindingKind.IV_DERIVATION,
                     Severity.INFO,
                     spi,
                     (),
                     sa.packets,
-                    f"{src} -> {dst}: IVs not counter-derived (no common IV xor seq)",
+                    f"{src} -> {dst}: {how}",
                     src,
                     dst,
                 )
             elif sa.deviating:
                 yield self._deviating(spi, src, dst, sa)
         for (spi, src, dst), cbc in self._cbc.items():
-            yield self._cbc_finding(spi, src, dst, cbc)
+            if cbc.chained:
+                yield self._cbc_finding(spi, src, dst, cbc)
 
     @staticmethod
     def _cbc_finding(spi: int, src: str, dst: str, cbc: _Cbc) -> Finding:
-        if not cbc.chained:
-            return Finding(
-                FindingKind.IV_DERIVATION,
-                Severity.INFO,
-                spi,
-                (),
-                cbc.packets,
-                f"{src} -> {dst}: CBC IVs not counter-derived, as echainiv makes them (not a "
-                f"fault); none is the previous packet's last ciphertext block",
-                src,
-                dst,
-            )
         return Finding(
             FindingKind.IV_DERIVATION,
             Severity.HIGH,

@@ -163,6 +163,23 @@ class EncAuthContext:
             dec = self._local.dec = self._cipher(bytes(self.iv_len)).decryptor()
         return dec.update(iv + bytes(blocks))[self.iv_len :]
 
+    def iv_words(self, ivs: bytes) -> npt.NDArray[np.uint64]:
+        """CBC IVs (``iv_len`` bytes each, concatenated) decrypted as blocks: their 64-bit words.
+
+        Linux's echainiv (crypto/echainiv.c) makes a CBC IV by writing, into
+        each 8-byte word, ``(salt_i | 1) * seq64`` (little endian, x86) and
+        encrypting that block with the SA's key; decrypting the IV gives the
+        words back, one row per IV. Only for CBC SAs (not ``counter``, an IV).
+        """
+        dec = getattr(self._local, "ecb", None)
+        if dec is None:
+            cipher = (
+                TripleDES(self._key) if self._algorithm == CBC_DES3 else algorithms.AES(self._key)
+            )
+            dec = self._local.ecb = Cipher(cipher, modes.ECB()).decryptor()
+        words = np.frombuffer(dec.update(ivs), "<u8").astype(np.uint64)
+        return words.reshape(-1, self.iv_len // 8)
+
     def open_many(
         self, seq64: npt.NDArray[np.uint64], ivs: npt.NDArray[np.uint8], sealed: list[memoryview]
     ) -> list[bytes | None]:

@@ -43,7 +43,7 @@ from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.checks.iv_reuse import RUNS_BEFORE_HASH, IvGroup, IvReuseCheck, Uses
 from espforensics.checks.keys import KeyCheck
 from espforensics.checks.sequence import SequenceCheck
-from espforensics.crypto import IV_LEN, CipherContext
+from espforensics.crypto import IV_LEN, CipherContext, EncAuthContext
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.engine.plain import PlainColumns, decode_plaintexts
 from espforensics.engine.rows import SteadyRows
@@ -280,7 +280,7 @@ class SteadyLane:
         if ctx.counter and ctx.iv_len == IV_LEN:
             known = self._ivd.steady_sa(flow) is not None
         elif ctx.iv_len == _WIDE and not ctx.clear:
-            known = self._ivd.steady_cbc(flow) is not None
+            known = self._ivd.steady_cbc(flow) is not None and self._ivd.steady_sa(flow) is not None
         else:
             return None
         return self._ivr.steady_group(state) if known else None
@@ -327,6 +327,7 @@ class SteadyLane:
             wrong = (cand <= prev) | (cand >> np.uint64(32) != top64 >> np.uint64(32))
             if unit.wide:
                 wrong |= self._chained(fl, plan, pos[mine], view, end)
+                wrong |= self._not_echainiv(fl, plan, pos[mine], cand)
             else:
                 ivd = self._ivd.steady_sa(fl)
                 assert ivd is not None  # _eligible
@@ -363,6 +364,27 @@ class SteadyLane:
         if len(cbc.last) != _WIDE:
             same[0] = False  # no packet of the flow had a whole block yet
         return same
+
+    def _not_echainiv(self, flow: Flow, plan: Plan, own: Index, seq64: U64) -> Mask:
+        """Which of a CBC flow's rows have an IV echainiv did not build from their own seq64.
+
+        The IVs decrypted as blocks give words that, times the SA's inverse
+        multipliers (mod 2^64), must all be the packet's seq64 (checks/echainiv.py).
+        """
+        ivd = self._ivd.steady_sa(flow)
+        assert ivd is not None  # _eligible
+        inverses = IvDerivationCheck.steady_multipliers(ivd)
+        if inverses is None:  # not echainiv's IVs: nothing to compare with
+            return np.zeros(len(own), np.bool_)
+        ctx = _ctx(flow)
+        assert isinstance(ctx, EncAuthContext)  # a CBC flow
+        words = ctx.iv_words(plan.iv_bytes[own].tobytes())
+        wrong = np.zeros(len(own), np.bool_)
+        with np.errstate(over="ignore"):
+            for i, inverse in enumerate(inverses):
+                wrong |= words[:, i] * np.uint64(inverse) != seq64
+        plan.counter[own] = True  # iv_seq_delta 0, as the per-frame path sets it
+        return wrong
 
     @staticmethod
     def _folds_seen(unit: _Unit, folds: U64) -> Mask:
@@ -419,11 +441,11 @@ class SteadyLane:
         return self._columns(batch, wire, plan, rows, pos, records)
 
     def _derivation(self, batch: FrameBatch, plan: Plan, flow: Flow, own: I64) -> None:
-        """The IV derivation check's bulk update: a counter SA's, or a CBC SA's last block."""
+        """The IV derivation check's bulk update: its counts, and a CBC SA's last block."""
+        ivd = self._ivd.steady_sa(flow)
+        assert ivd is not None  # _eligible
+        IvDerivationCheck.observe_steady(ivd, len(own))
         if _ctx(flow).iv_len != _WIDE:
-            ivd = self._ivd.steady_sa(flow)
-            assert ivd is not None  # _eligible
-            IvDerivationCheck.observe_steady(ivd, len(own))
             return
         cbc = self._ivd.steady_cbc(flow)
         assert cbc is not None  # _eligible

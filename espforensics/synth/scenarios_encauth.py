@@ -137,16 +137,17 @@ def _udp_flow(rng: random.Random, spi: int, cipher: str, auth: str, v6: bool = F
 def encauth_faults(seed: int = 1) -> Scenario:
     """CBC IV reuse, chained CBC IVs, ragged ciphertexts, bad padding, bad ICVs."""
     rng, cb = random.Random(seed), CaptureBuilder(seed)
-    # 0x7501, IPv6: seq 6 and 10 are built from the sequence number before them (the esp6
-    # GSO fault, primer s7), so echainiv gives them the IV of seq 5 and 9; each carries
-    # the same datagram as the packet whose IV it repeats: equal first cipher blocks.
+    # 0x7501, IPv6: seq 5 and 9 are built from the sequence number after them (the esp6
+    # GSO fault, primer s7: esp6_xmit takes the IV's number after the GSO increment), so
+    # echainiv gives them the IVs of seq 6 and 10, which seq 6 and 10 then use again; each
+    # of those carries the same datagram as the packet before: equal first cipher blocks.
     reuse = _udp_flow(rng, 0x7501, CBC_AES, "hmac(sha256)", v6=True)
     for seq in range(1, 13):
         fault = NO_FAULT
         if seq in (5, 9):
-            fault = Fault(tags=("iv_reused_later",))
+            fault = Fault(iv=IvSeqOffset(1), tags=("iv_reused_later",))
         elif seq in (6, 10):
-            fault = Fault(iv=IvSeqOffset(-1), tags=("iv_reuse",))
+            fault = Fault(tags=("iv_reuse",))
         payload = filler(64, 8 * (seq - 1 if seq in (6, 10) else seq))
         send_udp(cb, reuse, seq, payload, fault)
     # 0x7502: every IV after the first is the last cipher block of the packet before.
