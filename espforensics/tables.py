@@ -95,6 +95,15 @@ def _hex(rows: np.ndarray) -> pa.Array:
     return pa.array(text, pa.binary(width)).cast(pa.string())
 
 
+def _iv_hex(ivs: np.ndarray, wide: np.ndarray) -> pa.Array:
+    """The IV column: 16 bytes of a row where ``wide`` (CBC), else its first 8."""
+    if not wide.any():
+        return _hex(ivs[:, :IV_LEN])
+    if wide.all():
+        return _hex(ivs)
+    return pc.if_else(wide, _hex(ivs), _hex(ivs[:, :IV_LEN]))
+
+
 def _repeat(value: str, n: int) -> pa.Array:
     return pa.array([value], pa.string()).take(np.zeros(n, np.int64))
 
@@ -126,7 +135,7 @@ def steady_table(rows: SteadyRows) -> pa.Table:
         "seq": pa.array(rows.seq, pa.int64()),
         "seq64": pa.array(seq64, pa.uint64()),
         "seq_hi_verified": _nullable((seq64 >> np.uint64(32)).astype(np.int64), rows.esn),
-        "iv": pc.if_else(rows.iv_wide, _hex(rows.iv), _hex(rows.iv[:, :IV_LEN])),
+        "iv": _iv_hex(rows.iv, rows.iv_wide),
         "esp_offset": pa.array(rows.esp_offset, pa.int64()),
         "expected_offset": pa.array(rows.esp_offset, pa.int64()),
         "esp_len": pa.array(rows.esp_len, pa.int64()),
