@@ -8,8 +8,9 @@ untouched packets it must report nothing.
 
 from __future__ import annotations
 
-from espforensics.checks.leaks import clear_ip_header, name_fields
+from espforensics.checks.leaks import name_fields
 from espforensics.crypto import AeadContext
+from espforensics.decode.clear import clear_ip_header
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.keys.sa import NULL_CIPHER

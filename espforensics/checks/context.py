@@ -15,6 +15,13 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from espforensics.crypto import CipherContext, context_for
+from espforensics.decode.clear import (
+    KEYLESS_ICV_LENS,
+    clear_ip_header,
+    clear_transport,
+    trailer_follows,
+)
+from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.inner import parse_inner
 from espforensics.decode.ip import OuterIp
 from espforensics.errors import MalformedPacket
@@ -73,6 +80,7 @@ class PacketContext:
     iv: int | None = None  # the explicit IV as an integer, when all 8 bytes were captured
     plain_head: bytes | None = None  # the first HEAD_LEN plaintext bytes, once the ICV verified
     _digest: bytes | None = None
+    _clear: bool | None = None
 
     @property
     def state(self) -> SaState:
@@ -103,6 +111,33 @@ class PacketContext:
                 start = self.rec.esp_offset or 0
                 self._digest = hashlib.blake2b(self.data[start:], digest_size=16).digest()
         return self._digest
+
+    @property
+    def clear_from_header(self) -> bool:
+        """Is this keyless packet a whole clear packet from right after its ESP header on?
+
+        That is how ``ecb(cipher_null)`` (RFC 2410) sends: no IV, the payload,
+        an ESP trailer and an ICV (decode/clear.py tests the bytes). Without a
+        key it cannot be told from a leak; what is sure is that the 8 bytes
+        after the header are no IV, so the IV checks leave such packets alone.
+        Asked once per packet, after decryption (a key or a plaintext: False).
+        """
+        if self._clear is None:
+            rec, data = self.rec, self.data
+            clear = False
+            if (
+                self.flow.state.ctx is None
+                and self.plain_head is None
+                and rec.esp_offset is not None
+            ):
+                body = rec.esp_offset + ESP_HEADER_LEN
+                if clear_ip_header(data, body, len(data)):
+                    clear = trailer_follows(data, body, KEYLESS_ICV_LENS)
+                else:
+                    found = clear_transport(data, body, self.ip.src, self.ip.dst, KEYLESS_ICV_LENS)
+                    clear = bool(found[1])
+            self._clear = clear
+        return self._clear
 
     def apply_plaintext(self, plain: bytes, block: int = 4) -> str:
         """Fill the trailer and inner-packet columns from a verified plaintext.

@@ -20,11 +20,13 @@ which ``AGREE`` packets share a delta: the SA's IVs are not
 counter-derived (echainiv's random IVs with CBC), which is not a fault.
 
 CBC (RFC 3602 s2.1) needs IVs no one can predict, and Linux makes them
-with echainiv: computed from the sequence number but random-looking, so a
-CBC SA is not tested against a counter. Its IVs are tested for chaining
-instead: an IV equal to the last ciphertext block of the SA's previous
-packet (the chained, predictable IVs of CVE-2022-46397) is a finding; a
-chance match of a 128-bit (3DES: 64-bit) block is not a possibility.
+with echainiv: random-looking on the wire, but decrypted with the SA's key
+each IV block holds ``(salt | 1) * seq64`` per word (echainiv.py), so with
+the key a CBC SA is judged like a seqiv one, its multipliers in place of
+c. Its IVs are also tested for chaining: an IV equal to the last
+ciphertext block of the SA's previous packet (the chained, predictable
+IVs of CVE-2022-46397) is a finding; a chance match of a 128-bit (3DES:
+64-bit) block is not a possibility.
 
 Without a usable key the high half of seq64 is the ESN inference's guess
 (RFC 4303 A2: the wire carries the low 32 bits, and the first packet's
@@ -41,7 +43,6 @@ from dataclasses import dataclass, field
 from espforensics.checks import echainiv
 from espforensics.checks.context import Flow, Holds, PacketContext, PerFlow
 from espforensics.checks.ivmath import AGREE, SPAN, rank, signed_delta
-from espforensics.checks.leaks import clear_from_header
 from espforensics.crypto import EncAuthContext
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
@@ -76,17 +77,6 @@ def choose_constant(samples: Sequence[tuple[int, int]], mask: int = _MASK64) -> 
     return best
 
 
-@dataclass(slots=True)
-class _Cbc:
-    """A CBC SA: its previous packet's last ciphertext block, and the chained IVs seen."""
-
-    last: bytes = b""
-    last_frame: int = 0
-    packets: int = 0
-    chained: int = 0
-    frames: list[int] = field(default_factory=list)
-
-
 @dataclass(slots=True, eq=False)  # identity hash: a key of the probing queue
 class _Sa:
     mask: int = _MASK64  # _MASK32 for an SA whose high halves are not authenticated
@@ -98,6 +88,11 @@ class _Sa:
     deltas: Counter[int] = field(default_factory=Counter)
     unrelated: int = 0
     frames: list[int] = field(default_factory=list)
+    # CBC: the previous packet's last ciphertext block, and the IVs equal to it
+    last: bytes = b""
+    last_frame: int = 0
+    chained: int = 0
+    chained_frames: list[int] = field(default_factory=list)
 
 
 def _sealed_with(rec: PacketRecord, seq64: int) -> int:
@@ -116,7 +111,6 @@ class IvDerivationCheck:
         self._holds = holds
         holds.on_force(self._force)
         self._sas: PerFlow[_Sa] = PerFlow(_Sa)
-        self._cbc: PerFlow[_Cbc] = PerFlow(_Cbc)
         # SAs still choosing their constant, by their first held frame (capture order).
         self._probing: OrderedDict[_Sa, int] = OrderedDict()
 
@@ -124,16 +118,16 @@ class IvDerivationCheck:
         rec = pkt.rec
         if pkt.iv is None or rec.seq64 is None or not pkt.header_is_evidence:
             return  # an auth_fail header under a key that verifies others may be forged
-        if clear_from_header(pkt):
+        if pkt.clear_from_header:
             return  # a clear packet right after the header (NULL): no IV to judge
         ctx = pkt.flow.state.ctx
         sa = self._sas.get(pkt.flow)
         if isinstance(ctx, EncAuthContext) and not ctx.counter:  # CBC: echainiv
-            self._chaining(pkt, ctx.iv_len, ctx.icv_len)
             start = (rec.esp_offset or 0) + ESP_HEADER_LEN
-            words = ctx.iv_words(pkt.data[start : start + ctx.iv_len])
-            sa.words = words.shape[1]
-            iv = echainiv.pack(words[0].tolist())
+            raw = pkt.data[start : start + ctx.iv_len]
+            self._chaining(sa, pkt, raw, ctx.icv_len)
+            sa.words = ctx.iv_len // 8
+            iv = echainiv.pack(ctx.iv_words(raw)[0].tolist())
         else:
             if not sa.packets and not pkt.flow.state.proven:
                 sa.mask = _MASK32
@@ -149,32 +143,24 @@ class IvDerivationCheck:
         if len(sa.probe) >= WINDOW:
             self._settle(sa)
 
-    def _chaining(self, pkt: PacketContext, iv_len: int, icv_len: int) -> None:
+    @staticmethod
+    def _chaining(sa: _Sa, pkt: PacketContext, iv: bytes, icv_len: int) -> None:
         """A CBC packet: is its IV the last ciphertext block of the SA's previous packet?"""
         rec, data = pkt.rec, pkt.data
-        cbc = self._cbc.get(pkt.flow)
-        cbc.packets += 1
-        start = (rec.esp_offset or 0) + ESP_HEADER_LEN
-        iv = data[start : start + iv_len]
-        if cbc.last and iv == cbc.last:
-            cbc.chained += 1
-            note = f"IV is the last ciphertext block of frame {cbc.last_frame} (chained)"
+        if sa.last and iv == sa.last:
+            sa.chained += 1
+            note = f"IV is the last ciphertext block of frame {sa.last_frame} (chained)"
             rec.detail = f"{rec.detail}; {note}" if rec.detail else note
-            if len(cbc.frames) < EXAMPLES:
-                cbc.frames.append(rec.frame)
-        end = len(data) - icv_len
-        if rec.verdict is not Verdict.TRUNCATED and end - iv_len >= start + iv_len:
-            cbc.last, cbc.last_frame = bytes(data[end - iv_len : end]), rec.frame
-
-    def steady_cbc(self, flow: Flow) -> _Cbc | None:
-        """A CBC flow's chaining state once a packet of it was seen (the steady lane's case)."""
-        return self._cbc.known(flow)
+            if len(sa.chained_frames) < EXAMPLES:
+                sa.chained_frames.append(rec.frame)
+        end, body = len(data) - icv_len, (rec.esp_offset or 0) + ESP_HEADER_LEN + len(iv)
+        if rec.verdict is not Verdict.TRUNCATED and end - len(iv) >= body:
+            sa.last, sa.last_frame = bytes(data[end - len(iv) : end]), rec.frame
 
     @staticmethod
-    def observe_steady_cbc(cbc: _Cbc, packets: int, last: bytes, last_frame: int) -> None:
+    def observe_steady_cbc(sa: _Sa, last: bytes, last_frame: int) -> None:
         """``_chaining`` for packets none of whose IVs is its predecessor's last block."""
-        cbc.packets += packets
-        cbc.last, cbc.last_frame = last, last_frame
+        sa.last, sa.last_frame = last, last_frame
 
     def steady_sa(self, flow: Flow) -> _Sa | None:
         """The flow's state once its constant is settled (the steady lane's case), else None."""
@@ -231,15 +217,16 @@ class IvDerivationCheck:
         if const is None or const == _NOT_COUNTER or seq64 is None:
             return
         seq64 &= sa.mask
-        # The number the IV encodes: seqiv's IV xor c; echainiv's words times 1/multiplier.
-        built = echainiv.built_from(iv, const, sa.words) if sa.words else iv ^ const
-        built_from = built if built is not None else seq64 + NEARBY  # words disagree
-        delta = signed_delta(built_from, seq64, sa.mask)
-        if not delta:
+        # The number the IV encodes: seqiv's IV xor c; echainiv's words times 1/multiplier
+        # (None when the words disagree: the IV encodes no number at all).
+        built_from = echainiv.built_from(iv, const, sa.words) if sa.words else iv ^ const
+        delta = 0 if built_from is None else signed_delta(built_from, seq64, sa.mask)
+        if built_from is not None and not delta:
             rec.iv_seq_delta = 0
             return
         sa.deviating += 1
-        if abs(signed_delta(built_from, _sealed_with(rec, seq64), sa.mask)) < NEARBY:
+        sealed = _sealed_with(rec, seq64)
+        if built_from is not None and abs(signed_delta(built_from, sealed, sa.mask)) < NEARBY:
             rec.iv_seq_delta = delta
             sa.deltas[delta] += 1
             note = f"IV built from seq {built_from} (seq{delta:+d})"
@@ -273,19 +260,19 @@ class IvDerivationCheck:
                 )
             elif sa.deviating:
                 yield self._deviating(spi, src, dst, sa)
-        for (spi, src, dst), cbc in self._cbc.items():
-            if cbc.chained:
-                yield self._cbc_finding(spi, src, dst, cbc)
+        for (spi, src, dst), sa in self._sas.items():
+            if sa.chained:
+                yield self._chained(spi, src, dst, sa)
 
     @staticmethod
-    def _cbc_finding(spi: int, src: str, dst: str, cbc: _Cbc) -> Finding:
+    def _chained(spi: int, src: str, dst: str, sa: _Sa) -> Finding:
         return Finding(
             FindingKind.IV_DERIVATION,
             Severity.HIGH,
             spi,
-            tuple(cbc.frames),
-            cbc.chained,
-            f"{src} -> {dst}: {cbc.chained} of {cbc.packets} CBC IVs are chained: each equals "
+            tuple(sa.chained_frames),
+            sa.chained,
+            f"{src} -> {dst}: {sa.chained} of {sa.packets} CBC IVs are chained: each equals "
             f"the last ciphertext block of the SA's previous packet, so the next IV is known "
             f"before the packet is sent (predictable IVs, as in CVE-2022-46397; RFC 3602 s2.1 "
             f"wants them unpredictable)",

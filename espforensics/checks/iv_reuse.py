@@ -36,7 +36,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from espforensics.checks.context import HEAD_LEN, PacketContext, SaState
-from espforensics.checks.leaks import clear_from_header
 from espforensics.crypto import IV_LEN, key_fingerprint
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.intervals import I64, U8, U64, IntervalSet, U64Set
@@ -160,11 +159,12 @@ class IvReuseCheck:
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
         iv, seq64 = pkt.iv, rec.seq64
-        if iv is None or seq64 is None or not pkt.header_is_evidence or clear_from_header(pkt):
+        if iv is None or seq64 is None or not pkt.header_is_evidence or pkt.clear_from_header:
             return
         group = self._by_state.get(pkt.flow.state) or self._group(pkt, iv ^ seq64)
         group.packets += 1
-        reused = group.seen(group.value(iv))
+        value = group.value(iv)
+        reused = group.seen(value)
         start = (rec.esp_offset or 0) + ESP_HEADER_LEN + group.iv_len
         use = _Use(
             rec.frame,
@@ -176,7 +176,7 @@ class IvReuseCheck:
             pkt.plain_head,  # already the first EVIDENCE bytes
         )
         recent = group.recent
-        key = group.value(iv) if group.wide else iv  # the window's key
+        key = value if group.wide else iv  # the window's key
         if reused:
             first = recent.get(key)
             if group.wide and (first is None or first.iv != iv):

@@ -214,14 +214,13 @@ class KeyCheck:
                 yield _cipher_mismatch(acc)
         for acc in self._unsupported.values():
             sa = acc.sa
-            alg = sa.algorithm + (f" + {sa.auth_algorithm}" if sa.auth_algorithm else "")
             yield Finding(
                 FindingKind.UNSUPPORTED,
                 Severity.HIGH,
                 sa.spi,
                 tuple(acc.frames),
                 acc.packets,
-                f"{acc.packets} ESP packets of SPI {sa.spi:#010x} not checked: {alg} is not "
+                f"{acc.packets} ESP packets of SPI {sa.spi:#010x} not checked: {sa.suite} is not "
                 "decrypted by this version, so nothing was proven about them",
                 str(sa.src or ""),
                 str(sa.dst or ""),

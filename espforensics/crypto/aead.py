@@ -4,7 +4,7 @@ In: an SA's key material (revealed here and nowhere else), the ESP header
 fields and the bytes after the IV. Out: the plaintext (payload, padding,
 pad length, next header), or ``None`` when the ICV does not verify.
 ``seal`` is the inverse, used by the fixture builder. Raises nothing of
-its own; ``cryptography`` is imported by this module only.
+its own.
 
 RFC 4106 s4: nonce = salt (4) || explicit IV (8); RFC 4309 s4 (CCM): salt
 (3) || IV (8); RFC 7634 s2 (ChaCha20-Poly1305): salt (4) || IV (8).
@@ -76,7 +76,7 @@ class AeadContext:
     seq (|| with ESN the high half first): RFC 4106 s5, RFC 4309 s5, RFC 7634 s2.1.
     """
 
-    __slots__ = ("_aead", "_key", "_salt", "clear", "esn", "gmac", "icv_len", "spi")
+    __slots__ = ("_aead", "_key", "_salt", "clear", "esn", "icv_len", "spi")
 
     counter = True  # the IV is a nonce a counter fills (seqiv): a repeat reuses keystream
     iv_len = IV_LEN
@@ -95,7 +95,7 @@ class AeadContext:
         self._aead = _aead(sa.algorithm, self._key, self.icv_len)
         # RFC 4543 s3.2: integrity only; the AAD is the ESP header's, then the IV and the
         # payload with its trailer, which travel in clear; the ICV is GMAC's 16-byte tag.
-        self.gmac = self.clear = sa.algorithm == RFC4543
+        self.clear = sa.algorithm == RFC4543  # GMAC
 
     def open(
         self, seq64: int, iv: bytes, sealed: bytes | memoryview, esn: bool | None = None
@@ -108,7 +108,7 @@ class AeadContext:
         nonce = self._salt + iv
         if len(sealed) < self.icv_len:
             return None
-        if self.gmac and self._aead is not None:
+        if self.clear and self._aead is not None:
             clear = bytes(sealed[: -self.icv_len])
             try:
                 self._aead.decrypt(nonce, sealed[-self.icv_len :], aad + iv + clear)
@@ -134,7 +134,7 @@ class AeadContext:
         self, seq64: npt.NDArray[np.uint64], ivs: npt.NDArray[np.uint8], sealed: list[memoryview]
     ) -> list[bytes | None]:
         """``open`` for many packets of the SA (seq64s, rows of IVs): nonces and AADs at once."""
-        if self._aead is None or self.gmac:
+        if self._aead is None or self.clear:
             rows = zip(seq64.tolist(), ivs, sealed, strict=True)
             return [self.open(q, iv.tobytes(), s) for q, iv, s in rows]
         k = len(sealed)
@@ -162,7 +162,7 @@ class AeadContext:
         """Encrypt ``plaintext``; returns ciphertext || ICV (truncated per SA)."""
         aad = build_aad(self.spi, seq64, self.esn)
         nonce = self._salt + iv
-        if self.gmac and self._aead is not None:
+        if self.clear and self._aead is not None:
             return plaintext + self._aead.encrypt(nonce, b"", aad + iv + plaintext)
         if self._aead is not None:
             return self._aead.encrypt(nonce, plaintext, aad)

@@ -60,7 +60,6 @@ _HALF = 1 << 31
 OpenJob = tuple[CipherContext, npt.NDArray[np.uint64], npt.NDArray[np.uint8], list[memoryview]]
 _SEALED = HEAD_LEN  # ciphertext and ICV bytes the lane needs at the least (the evidence)
 _WIDE = 16  # CBC's IV (RFC 3602): the lane reads this many bytes after every ESP header
-_BLOCK = 16
 
 
 @dataclass(slots=True, eq=False)
@@ -131,7 +130,6 @@ class Opening:
     jobs: tuple[OpenJob, ...]
     opened: Index  # the candidate position of each packet of the jobs, in job order
     sealed_at: I64  # per candidate: where its ciphertext starts in the batch buffer
-    end: I64  # per candidate: where its datagram ends
 
 
 class SteadyLane:
@@ -156,7 +154,7 @@ class SteadyLane:
         plan.cand[rows] = np.arange(len(rows))
         at = batch.start[rows] + wire.l3[rows] + wire.esp_offset[rows]
         end = batch.start[rows] + wire.l3[rows] + wire.total_len[rows]
-        nothing = Opening(plan, (), np.zeros(0, np.intp), at + ESP_HEADER_LEN + IV_LEN, end)
+        nothing = Opening(plan, (), np.zeros(0, np.intp), at + ESP_HEADER_LEN + IV_LEN)
         if not len(rows):
             return nothing
         plan.flows, plan.flow = self._flows(wire, rows)
@@ -165,6 +163,7 @@ class SteadyLane:
             return nothing
         ctxs = [f.state.ctx for f in plan.flows]
         iv_len = np.array([IV_LEN if c is None else c.iv_len for c in ctxs], np.int64)[plan.flow]
+        plan.icv_len = np.array([0 if c is None else c.icv_len for c in ctxs], np.int64)[plan.flow]
         sealed_at = at + ESP_HEADER_LEN + iv_len
         plan.end = end
         view = np.frombuffer(batch.buf, np.uint8)  # 16 zero bytes end it: _WIDE may overrun
@@ -191,7 +190,7 @@ class SteadyLane:
                 jobs.append((ctx, plan.seq64[own], ivs, sealed_views))
                 parts.append(own)
         opened = np.concatenate(parts) if parts else np.zeros(0, np.intp)
-        return Opening(plan, tuple(jobs), opened, sealed_at, end)
+        return Opening(plan, tuple(jobs), opened, sealed_at)
 
     def settle(self, opening: Opening, batch: FrameBatch, opened: list[list[bytes | None]]) -> Plan:
         """The plan, once its packets are opened (one list per job, as ``prepare`` made them)."""
@@ -211,10 +210,8 @@ class SteadyLane:
         names = np.array([(f.src, f.dst) for f in plan.flows], dtype=object)[plan.flow[at_good]]
         clear = np.array([c is not None and c.clear for c in ctxs], np.bool_)[plan.flow[at_good]]
         plan.columns = decode_plaintexts(texts, names[:, 0], names[:, 1], plan.cts, clear)
-        icv_len = np.array([0 if c is None else c.icv_len for c in ctxs], np.int64)
-        plan.icv_len = icv_len[plan.flow]
-        width = max(HEAD_LEN, int(icv_len.max()))  # an HMAC-SHA-512 ICV is 32 bytes
-        icv_at = (opening.end - plan.icv_len)[:, None] + np.arange(width)
+        width = max(HEAD_LEN, int(plan.icv_len.max()))  # an HMAC-SHA-512 ICV is 32 bytes
+        icv_at = (plan.end - plan.icv_len)[:, None] + np.arange(width)
         plan.icv = view[np.minimum(icv_at, len(view) - 1)]  # past an ICV: bytes not read
         for unit in plan.units:
             unit.cut = self._verified(unit, plan)
@@ -275,15 +272,12 @@ class SteadyLane:
             or not state.tracker.placed
             or not self._key.steady_known(state)
             or self._seq.steady_sa(flow) is None
+            or self._ivd.steady_sa(flow) is None
         ):
             return None
-        if ctx.counter and ctx.iv_len == IV_LEN:
-            known = self._ivd.steady_sa(flow) is not None
-        elif ctx.iv_len == _WIDE and not ctx.clear:
-            known = self._ivd.steady_cbc(flow) is not None and self._ivd.steady_sa(flow) is not None
-        else:
-            return None
-        return self._ivr.steady_group(state) if known else None
+        counter = ctx.counter and ctx.iv_len == IV_LEN  # the AEADs, AES-CTR
+        cbc = ctx.iv_len == _WIDE  # cbc(aes)
+        return self._ivr.steady_group(state) if counter or cbc else None
 
     def _prefix(
         self,
@@ -339,9 +333,8 @@ class SteadyLane:
             bad[np.flatnonzero(mine)[wrong]] = True
         if unit.wide:
             bad |= self._folds_seen(unit, plan.iv[pos])
-            icv_len = np.array([_ctx(plan.flows[f]).icv_len for f in flow.tolist()], np.int64)
-            ct_len = sealed[pos] - icv_len
-            bad |= (ct_len < _BLOCK) | (ct_len % _BLOCK != 0)  # else the trailer check's case
+            ct_len = sealed[pos] - plan.icv_len[pos]  # whole AES blocks, as long as the IV:
+            bad |= (ct_len < _WIDE) | (ct_len % _WIDE != 0)  # else the trailer check's case
         else:
             value = plan.iv[pos] ^ np.uint64(unit.group.const)
             prev_v = np.concatenate(([np.uint64(unit.group.runs.top())], value[:-1]))
@@ -353,15 +346,15 @@ class SteadyLane:
         self, flow: Flow, plan: Plan, own: Index, view: npt.NDArray[np.uint8], end: I64
     ) -> Mask:
         """Which of a CBC flow's rows carry the previous packet's last ciphertext block as IV."""
-        cbc = self._ivd.steady_cbc(flow)
-        assert cbc is not None  # _eligible
+        ivd = self._ivd.steady_sa(flow)
+        assert ivd is not None  # _eligible
         icv_len = _ctx(flow).icv_len
         last = view[(end[own] - icv_len - _WIDE)[:, None] + np.arange(_WIDE)]
         before = np.empty_like(last)
         before[1:] = last[:-1]
-        before[0] = np.frombuffer(cbc.last.ljust(_WIDE, b"\0"), np.uint8)
+        before[0] = np.frombuffer(ivd.last.ljust(_WIDE, b"\0"), np.uint8)
         same: Mask = (plan.iv_bytes[own] == before).all(axis=1)
-        if len(cbc.last) != _WIDE:
+        if len(ivd.last) != _WIDE:
             same[0] = False  # no packet of the flow had a whole block yet
         return same
 
@@ -447,13 +440,10 @@ class SteadyLane:
         IvDerivationCheck.observe_steady(ivd, len(own))
         if _ctx(flow).iv_len != _WIDE:
             return
-        cbc = self._ivd.steady_cbc(flow)
-        assert cbc is not None  # _eligible
         last = int(own[-1])
         cut = int(plan.end[last]) - int(plan.icv_len[last])  # the ciphertext's end
         block = bytes(memoryview(batch.buf)[cut - _WIDE : cut])
-        frame = int(batch.number[plan.rows[last]])
-        IvDerivationCheck.observe_steady_cbc(cbc, len(own), block, frame)
+        IvDerivationCheck.observe_steady_cbc(ivd, block, int(batch.number[plan.rows[last]]))
 
     def _commit_unit(self, batch: FrameBatch, plan: Plan, unit: _Unit, pos: I64) -> None:
         cols = plan.columns

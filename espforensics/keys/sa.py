@@ -113,11 +113,9 @@ class SecurityAssociation:
     @property
     def suite(self) -> str:
         """The algorithm as the tables name it: ``cbc(aes) + hmac(sha256)`` for enc + auth."""
-        return (
-            self.algorithm
-            if self.auth_algorithm is None
-            else (f"{self.algorithm} + {self.auth_algorithm}")
-        )
+        if self.auth_algorithm is None:
+            return self.algorithm
+        return f"{self.algorithm} + {self.auth_algorithm}"
 
     @property
     def supported(self) -> bool:

@@ -1,0 +1,107 @@
+"""Clear bytes where ciphertext should be: tests on the bytes of an ESP datagram.
+
+In: a datagram's bytes, an offset in it, the ICV lengths to try and (for
+transport mode) the outer addresses. Out: ``clear_ip_header`` (the length
+of a plausible clear IPv4/IPv6 header there), ``trailer_follows`` (is that
+clear IP packet followed exactly by an ESP trailer and an ICV) and
+``clear_transport`` (a clear TCP/UDP segment there, whose checksum over the
+outer addresses verifies, with a trailer and ICV after it). Raises nothing.
+
+Used by the leak check (checks/leaks.py) and by ``PacketContext``, which
+asks once per packet whether a keyless packet is in clear from its ESP
+header on (``ecb(cipher_null)``, RFC 2410), so that the IV checks do not
+take its payload for an IV.
+"""
+
+from __future__ import annotations
+
+from espforensics.trailer import parse_trailer
+
+# The ICV lengths an unknown SA may use: RFC 4106 s6 (8, 12, 16), HMAC-SHA-384-192 and
+# HMAC-SHA-512-256 (RFC 4868: 24, 32).
+KEYLESS_ICV_LENS = (32, 24, 16, 12, 8)
+_TRANSPORT = (6, 17)  # TCP, UDP: their checksums cover a pseudo-header of the outer addresses
+
+
+def trailer_follows(data: bytes, start: int, icv_lens: tuple[int, ...]) -> bool:
+    """Is the clear IP packet at ``start`` followed exactly by an ESP trailer and an ICV?
+
+    RFC 4303 s2.4: pad bytes 1, 2, 3, ..., the pad length, and the next header
+    that an IP packet takes (4 or 41, RFC 4303 s3.1), 4-byte aligned, then the
+    ICV up to the end of the datagram. Together with the header test, random
+    ciphertext passes this by chance with a probability below 2^-32.
+    """
+    version = data[start] >> 4
+    if version == 4:
+        total = int.from_bytes(data[start + 2 : start + 4], "big")
+    else:
+        total = 40 + int.from_bytes(data[start + 4 : start + 6], "big")
+    proto = 4 if version == 4 else 41
+    for icv in icv_lens:
+        trailer = parse_trailer(data[start : len(data) - icv])
+        if not trailer.problem and trailer.payload_len == total and trailer.next_header == proto:
+            return True
+    return False
+
+
+def _ipv4_checksum_ok(hdr: bytes) -> bool:
+    total = sum(int.from_bytes(hdr[i : i + 2], "big") for i in range(0, len(hdr), 2))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total == 0xFFFF
+
+
+def clear_ip_header(data: bytes, start: int, end: int) -> int:
+    """Length of a plausible clear IP header at ``start`` (0 if none)."""
+    if end - start < 20:
+        return 0
+    first = data[start]
+    if first >> 4 == 4 and first & 0x0F >= 5:
+        ihl = (first & 0x0F) * 4
+        total = int.from_bytes(data[start + 2 : start + 4], "big")
+        hdr = data[start : start + ihl]
+        if len(hdr) == ihl and ihl <= total <= end - start and _ipv4_checksum_ok(hdr):
+            return ihl
+    elif first >> 4 == 6 and end - start >= 40:
+        plen = int.from_bytes(data[start + 4 : start + 6], "big")
+        if 0 < 40 + plen <= end - start and end - start - 40 - plen <= 16 + 255 + 2:
+            return 40
+    return 0
+
+
+def clear_transport(
+    data: bytes, start: int, src: bytes, dst: bytes, icv_lens: tuple[int, ...]
+) -> tuple[str, int]:
+    """A clear TCP or UDP segment at ``start``, a trailer and an ICV after it: (name, header).
+
+    In transport mode the segment's checksum covers the outer addresses (RFC
+    793 s3.1, RFC 768, RFC 8200 s8.1); with a sound trailer after it, random
+    ciphertext passes by chance with a probability near 2^-31. ("", 0) if not.
+    """
+    for icv in icv_lens:
+        if len(data) - icv - start < 10 or data[len(data) - icv - 1] not in _TRANSPORT:
+            continue  # no room, or no TCP/UDP next header: decided without a copy
+        trailer = parse_trailer(data[start : len(data) - icv])
+        nh = trailer.next_header
+        if trailer.problem or trailer.payload_len < 8:
+            continue
+        segment = data[start : start + trailer.payload_len]
+        header = 8 if nh == 17 else (segment[12] >> 4) * 4
+        if nh == 17 and int.from_bytes(segment[4:6]) != len(segment):
+            continue
+        if 8 <= header <= len(segment) and _l4_checksum_ok(src, dst, nh, segment):
+            return ("UDP" if nh == 17 else "TCP"), header
+    return "", 0
+
+
+def _l4_checksum_ok(src: bytes, dst: bytes, proto: int, segment: bytes) -> bool:
+    n = len(segment)
+    if len(src) == 4:
+        pseudo = src + dst + bytes([0, proto]) + n.to_bytes(2)
+    else:
+        pseudo = src + dst + n.to_bytes(4) + bytes([0, 0, 0, proto])
+    words = pseudo + segment + (b"\0" if n % 2 else b"")
+    total = sum(memoryview(words).cast("H"))  # native order: the ones' complement sum is
+    while total >> 16:  # the same byte-swapped, and so is its all-ones result
+        total = (total & 0xFFFF) + (total >> 16)
+    return total == 0xFFFF
