@@ -40,7 +40,8 @@ from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
 from espforensics.decode.reassembly import Completed, Expired, Reassembler
 from espforensics.errors import MalformedPacket, Truncated
 from espforensics.esn import EsnTracker
-from espforensics.keys import SaTable, parse_esp_sa
+from espforensics.keys import SaTable
+from espforensics.keys.wireshark import secrets_block_sas
 from espforensics.model import (
     DecryptionSecrets,
     Finding,
@@ -49,7 +50,6 @@ from espforensics.model import (
     Verdict,
 )
 
-ESP_SECRETS_TYPE = 0x45535053  # pcapng DSB "ESPS": Wireshark esp_sa lines
 # Records waiting behind a held one (a fragment, an SA's first IVs) at the most:
 # past this the oldest hold is given up, so memory stays bounded by it.
 MAX_WAITING = 65536
@@ -145,10 +145,10 @@ class FrameAnalyzer:
     # -- keys inside the capture -------------------------------------------
     def add_secrets(self, item: DecryptionSecrets) -> None:
         """Load the SAs of a pcapng Decryption Secrets Block of ESP type."""
-        if item.secrets_type != ESP_SECRETS_TYPE:
+        found = secrets_block_sas(item.secrets_type, item.data, self.origin)
+        if not found:
             return
-        text = item.data.decode("utf-8", errors="replace")
-        for sa in parse_esp_sa(text, f"{self.origin} (decryption secrets block)"):
+        for sa in found:
             self.sas.add(sa)
         self._flows.clear()
         self._natt_ports = self._ports()

@@ -9,6 +9,7 @@ import pytest
 from espforensics import pipeline
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
+from espforensics.keys.wireshark import ESP_SA_SECRETS_TYPE
 from espforensics.model import Frame, Verdict
 from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import build_scenario
@@ -146,7 +147,7 @@ def test_a_bad_secrets_block_still_yields_the_held_records() -> None:
     )
     frames = [sc.frames[lone - 1]._replace(number=1)]
     frames += [f._replace(number=i + 2) for i, f in enumerate(sc.frames[:4]) if f is not frames[0]]
-    bad = DecryptionSecrets(pipeline.ESP_SECRETS_TYPE, b'"IPv4","x","y","0x1","nope"\n')
+    bad = DecryptionSecrets(ESP_SA_SECRETS_TYPE, b'"IPv4","x","y","0x1","nope"\n')
     analyzer = FrameAnalyzer(SaTable(sc.sas), Options(), "dsb")
     got: list[int] = []
     with pytest.raises(KeyFileError):

@@ -21,9 +21,9 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from espforensics.cli import app
+from espforensics.keys.wireshark import ESP_SA_SECRETS_TYPE
 from espforensics.model import DecryptionSecrets
 from espforensics.synth import build_scenario, write_capture
-from espforensics.synth.keytext import ESP_SA_SECRETS_TYPE
 
 runner = CliRunner()
 SCENARIO = build_scenario("ipv4-transport-tcp", seed=1)

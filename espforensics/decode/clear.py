@@ -15,6 +15,8 @@ take its payload for an IV.
 
 from __future__ import annotations
 
+import dpkt
+
 from espforensics.trailer import parse_trailer
 
 # The ICV lengths an unknown SA may use: RFC 4106 s6 (8, 12, 16), HMAC-SHA-384-192 and
@@ -44,11 +46,19 @@ def trailer_follows(data: bytes, start: int, icv_lens: tuple[int, ...]) -> bool:
     return False
 
 
-def _ipv4_checksum_ok(hdr: bytes) -> bool:
-    total = sum(int.from_bytes(hdr[i : i + 2], "big") for i in range(0, len(hdr), 2))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return total == 0xFFFF
+def internet_checksum(data: bytes) -> int:
+    """RFC 1071: the ones' complement of the ones' complement sum (0 over a sound header)."""
+    return int(dpkt.in_cksum(data))
+
+
+def l4_checksum_ok(src: bytes, dst: bytes, proto: int, segment: bytes) -> bool:
+    """Does a TCP or UDP segment's checksum verify over its pseudo-header (RFC 768, 8200 s8.1)?"""
+    n = len(segment)
+    if len(src) == 4:
+        pseudo = src + dst + bytes([0, proto]) + n.to_bytes(2)
+    else:
+        pseudo = src + dst + n.to_bytes(4) + bytes([0, 0, 0, proto])
+    return internet_checksum(pseudo + segment) == 0
 
 
 def clear_ip_header(data: bytes, start: int, end: int) -> int:
@@ -60,7 +70,7 @@ def clear_ip_header(data: bytes, start: int, end: int) -> int:
         ihl = (first & 0x0F) * 4
         total = int.from_bytes(data[start + 2 : start + 4], "big")
         hdr = data[start : start + ihl]
-        if len(hdr) == ihl and ihl <= total <= end - start and _ipv4_checksum_ok(hdr):
+        if len(hdr) == ihl and ihl <= total <= end - start and internet_checksum(hdr) == 0:
             return ihl
     elif first >> 4 == 6 and end - start >= 40:
         plen = int.from_bytes(data[start + 4 : start + 6], "big")
@@ -86,22 +96,10 @@ def clear_transport(
         if trailer.problem or trailer.payload_len < 8:
             continue
         segment = data[start : start + trailer.payload_len]
-        header = 8 if nh == 17 else (segment[12] >> 4) * 4
-        if nh == 17 and int.from_bytes(segment[4:6]) != len(segment):
-            continue
-        if 8 <= header <= len(segment) and _l4_checksum_ok(src, dst, nh, segment):
+        if nh == 17:
+            header = 8 if int.from_bytes(segment[4:6]) == len(segment) else 0
+        else:  # the TCP data offset, once the segment holds a whole basic header
+            header = (segment[12] >> 4) * 4 if len(segment) >= 20 else 0
+        if 8 <= header <= len(segment) and l4_checksum_ok(src, dst, nh, segment):
             return ("UDP" if nh == 17 else "TCP"), header
     return "", 0
-
-
-def _l4_checksum_ok(src: bytes, dst: bytes, proto: int, segment: bytes) -> bool:
-    n = len(segment)
-    if len(src) == 4:
-        pseudo = src + dst + bytes([0, proto]) + n.to_bytes(2)
-    else:
-        pseudo = src + dst + n.to_bytes(4) + bytes([0, 0, 0, proto])
-    words = pseudo + segment + (b"\0" if n % 2 else b"")
-    total = sum(memoryview(words).cast("H"))  # native order: the ones' complement sum is
-    while total >> 16:  # the same byte-swapped, and so is its all-ones result
-        total = (total & 0xFFFF) + (total >> 16)
-    return total == 0xFFFF

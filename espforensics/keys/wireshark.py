@@ -82,6 +82,20 @@ def is_esp_sa(text: str) -> bool:
     return bool(lines) and all(line[0] in '#"' for line in lines)
 
 
+ESP_SA_SECRETS_TYPE = 0x45535053  # pcapng Decryption Secrets Block "ESPS": esp_sa lines
+
+
+def secrets_block_sas(secrets_type: int, data: bytes, origin: str) -> list[SecurityAssociation]:
+    """The SAs of a capture's Decryption Secrets Block (none if it holds no ESP keys).
+
+    ``origin`` names the capture; raises ``KeyFileError`` as ``parse_esp_sa`` does.
+    """
+    if secrets_type != ESP_SA_SECRETS_TYPE:
+        return []
+    text = data.decode("utf-8", errors="replace")
+    return parse_esp_sa(text, f"{origin} (decryption secrets block)")
+
+
 def parse_esp_sa(text: str, origin: str) -> list[SecurityAssociation]:
     """Every SA of an ``esp_sa`` table; ``origin`` names the file (or block)."""
     sas = []

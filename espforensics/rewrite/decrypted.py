@@ -43,7 +43,8 @@ from espforensics.crypto import CipherContext, context_for
 from espforensics.decode.ip import PROTO_UDP, OuterIp, parse_ip
 from espforensics.decode.link import parse_link
 from espforensics.errors import MalformedPacket, OutputError
-from espforensics.keys import SaTable, SecurityAssociation, parse_esp_sa
+from espforensics.keys import SaTable, SecurityAssociation
+from espforensics.keys.wireshark import secrets_block_sas
 from espforensics.model import DecryptionSecrets, Frame, PacketRecord, Verdict, new_tuple
 from espforensics.rewrite.rebuild import (
     PROTO_IPIP,
@@ -57,7 +58,6 @@ from espforensics.rewrite.rebuild import (
 from espforensics.tables import iter_packet_records
 from espforensics.trailer import NO_NEXT_HEADER, parse_trailer
 
-ESP_SECRETS_TYPE = 0x45535053  # pcapng DSB "ESPS" (pipeline.py loads the same)
 COLUMNS = (
     "verdict",
     "spi",
@@ -86,10 +86,10 @@ class _Keys:
         self._found: dict[tuple[int, bytes, bytes], Found] = {}
 
     def add_secrets(self, item: DecryptionSecrets) -> None:
-        if item.secrets_type == ESP_SECRETS_TYPE:
-            text = item.data.decode("utf-8", errors="replace")
-            for sa in parse_esp_sa(text, f"{self._origin} (decryption secrets block)"):
-                self.table.add(sa)
+        found = secrets_block_sas(item.secrets_type, item.data, self._origin)
+        for sa in found:
+            self.table.add(sa)
+        if found:
             self._found.clear()
 
     def find(self, spi: int, ip: OuterIp) -> tuple[SecurityAssociation, CipherContext] | None:

@@ -17,8 +17,7 @@ IPv4 header checksum (RFC 791 s3.1) are fixed; an IPv6 header has none
 
 from __future__ import annotations
 
-import struct
-
+from espforensics.decode.clear import internet_checksum, l4_checksum_ok
 from espforensics.decode.link import (
     ETH_IPV4,
     ETH_IPV6,
@@ -35,16 +34,6 @@ from espforensics.errors import MalformedPacket
 PROTO_IPIP, PROTO_IPV6, PROTO_TCP, PROTO_UDP = 4, 41, 6, 17
 _EXT = frozenset({0, 43, 60})  # RFC 8200 s4: hop-by-hop, routing, destination options
 _AF_INET, _AF_INET6_BSD = 2, 24
-
-
-def checksum(data: bytes) -> int:
-    """RFC 1071 internet checksum (one's complement of the one's complement sum)."""
-    if len(data) % 2:
-        data += b"\x00"
-    total = sum(struct.unpack(f">{len(data) // 2}H", data))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return int(~total & 0xFFFF)
 
 
 def ip_length(packet: bytes) -> int | None:
@@ -72,7 +61,7 @@ def _v4_header(head: bytes, proto: int, total: int) -> bytes:
     out[9] = proto
     out[2:4] = total.to_bytes(2)
     out[10:12] = b"\x00\x00"
-    out[10:12] = checksum(bytes(out)).to_bytes(2)
+    out[10:12] = internet_checksum(bytes(out)).to_bytes(2)
     return bytes(out)
 
 
@@ -104,8 +93,7 @@ def l4_verifies(inner: bytes) -> bool:
     proto, segment = inner[9], inner[20:]
     if proto not in (PROTO_TCP, PROTO_UDP) or len(segment) < 8:
         return False
-    pseudo = inner[12:20] + struct.pack(">BBH", 0, proto, len(segment))
-    return checksum(pseudo + segment) == 0
+    return l4_checksum_ok(inner[12:16], inner[16:20], proto, segment)
 
 
 def misplaced_ipv4(clear: bytes, template: bytes, segment: bytes) -> bytes:
@@ -126,7 +114,7 @@ def misplaced_ipv4(clear: bytes, template: bytes, segment: bytes) -> bytes:
         raise MalformedPacket(f"inner total length {total} differs from 20 + {len(segment)}")
     head = bytearray(clear + template[4:])
     head[10:12] = b"\x00\x00"
-    head[10:12] = checksum(bytes(head)).to_bytes(2)
+    head[10:12] = internet_checksum(bytes(head)).to_bytes(2)
     inner = bytes(head) + segment
     if not l4_verifies(inner):
         raise MalformedPacket("the inner checksum does not verify with the SA's inner addresses")

@@ -22,9 +22,8 @@ from espforensics.keys.sa import (
     RFC7539ESP,
     SecurityAssociation,
 )
+from espforensics.keys.wireshark import ESP_SA_SECRETS_TYPE
 from espforensics.model import DecryptionSecrets
-
-ESP_SA_SECRETS_TYPE = 0x45535053  # pcapng DSB type "ESPS", Wireshark esp_sa lines
 
 
 def _key_hex(sa: SecurityAssociation) -> str:
