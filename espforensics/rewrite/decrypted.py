@@ -40,6 +40,7 @@ from typing import BinaryIO
 from espforensics.capture import open_capture
 from espforensics.capture.writer import PcapngStream, PcapStream
 from espforensics.crypto import CipherContext, context_for
+from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import PROTO_UDP, OuterIp, parse_ip
 from espforensics.decode.link import parse_link
 from espforensics.errors import MalformedPacket, OutputError
@@ -82,7 +83,7 @@ class _Keys:
         self.table = SaTable()
         self.table.merge(sas)
         self._origin = origin
-        self._contexts: dict[int, CipherContext | None] = {}
+        self._contexts: dict[int, CipherContext] = {}
         self._found: dict[tuple[int, bytes, bytes], Found] = {}
 
     def add_secrets(self, item: DecryptionSecrets) -> None:
@@ -106,8 +107,7 @@ class _Keys:
             return None
         if id(sa) not in self._contexts:
             self._contexts[id(sa)] = context_for(sa)
-        ctx = self._contexts[id(sa)]
-        return None if ctx is None else (sa, ctx)
+        return sa, self._contexts[id(sa)]
 
 
 def _verified_seq(rec: PacketRecord) -> int:
@@ -131,32 +131,32 @@ class Decryptor:
         self._keys = keys
         self._templates: dict[int, bytes] = {}  # id(sa) -> its last inner IPv4 header
 
-    def rebuild(self, frame: Frame, rec: PacketRecord) -> Frame | str:
-        """The frame with the inner packet, or why it is kept as it was."""
+    def rebuild(self, frame: Frame, rec: PacketRecord) -> Frame:
+        """The frame with the inner packet; ``MalformedPacket`` says why it is kept as it was."""
         link = parse_link(frame.linktype, frame.data)
         ip = parse_ip(frame.data[link.offset :])
         datagram = frame.data[link.offset : link.offset + ip.total_len]
         found = self._keys.find(rec.spi or 0, ip)
         at = rec.esp_offset
         if found is None or at is None or len(datagram) < ip.total_len:
-            return "no usable key for its SA"
+            raise MalformedPacket("no usable key for its SA")
         sa, ctx = found
-        body = at + 8
+        body = at + ESP_HEADER_LEN
         plain = ctx.open(
             _verified_seq(rec), datagram[body : body + ctx.iv_len], datagram[body + ctx.iv_len :]
         )
         if plain is None:
-            return "its ICV does not verify again"
+            raise MalformedPacket("its ICV does not verify again")
         trailer = parse_trailer(plain, ctx.block)
         payload, nh = plain[: trailer.payload_len], trailer.next_header
         if trailer.problem and not _confirmed(payload, nh):
-            return f"the payload's end is not proven ({trailer.problem})"
+            raise MalformedPacket(f"the payload's end is not proven ({trailer.problem})")
         if nh == NO_NEXT_HEADER:
-            return "a dummy packet (next header 59, RFC 4303 s2.6)"
+            raise MalformedPacket("a dummy packet (next header 59, RFC 4303 s2.6)")
         packet = self._packet(sa, rec, datagram[: ip.header_len], datagram[:at], payload, nh)
         header = relink(frame.linktype, frame.data[: link.offset], packet[0] >> 4)
         if header is None:
-            return f"link type {frame.linktype} cannot carry the inner IP version"
+            raise MalformedPacket(f"link type {frame.linktype} cannot carry the inner IP version")
         data = header + packet
         return new_tuple(
             Frame, (frame.number, frame.ts_ns, len(data), len(data), frame.linktype, data)
@@ -199,9 +199,7 @@ class Decryptor:
         try:
             out = self.rebuild(frame, rec)
         except MalformedPacket as exc:
-            out = str(exc)
-        if isinstance(out, str):
-            return frame, f"espforensics: kept as captured: {out}"
+            return frame, f"espforensics: kept as captured: {exc}"
         note = "" if rec.verdict is Verdict.OK else f" ({rec.verdict.value})"
         return out, (
             f"espforensics: decrypted from frame {frame.number}: "
