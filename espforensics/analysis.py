@@ -212,7 +212,15 @@ def _run(
     finally:
         engine.close()
     message = _stop_message(error)
-    return builder.finish(info(), analyzer.findings, _modes(analyzer.sas, builder), message), error
+    summary = builder.finish(
+        info(),
+        analyzer.findings,
+        _modes(analyzer.sas, builder),
+        message,
+        unused_sas=analyzer.unused_sas,
+        key_notes=tuple(analyzer.sas.notes),
+    )
+    return summary, error
 
 
 def summarize(

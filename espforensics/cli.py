@@ -319,6 +319,8 @@ def analyze(
         )
     finally:
         stop()
+    for note in summary.key_notes:  # a key file's line skipped, policy blocks ignored
+        typer.echo(f"espforensics: warning: {note}", err=True)
     if not quiet:
         _show(summary, fmt, fail_on)
         if fmt is Format.SUMMARY:

@@ -73,6 +73,8 @@ class FindingKind(StrEnum):
     ESN_MISMATCH = "esn_mismatch"
     KEY_MISMATCH = "key_mismatch"
     UNSUPPORTED = "unsupported"
+    UNUSED_SA = "unused_sa"  # a key file's SA no packet used, with the likely reason
+    HMAC_KEY_LENGTH = "hmac_key_length"  # an HMAC key not of the length its RFC gives
 
 
 class Severity(StrEnum):
@@ -172,3 +174,32 @@ class PlotOutcome:
     name: str
     files: tuple[str, ...]  # paths relative to the output folder, e.g. "plots/verdicts.png"
     skipped: str = ""  # non-empty: the reason no plot was drawn
+
+
+class UnusedReason(StrEnum):
+    """Why a key file's SA likely saw no packet (checks/keys.py says how it is told)."""
+
+    OTHER_DIRECTION = "other_direction"  # its SPI, or ESP, only from its dst to its src
+    OTHER_PORT = "other_port"  # UDP payloads on another port start with its SPI
+    OTHER_ADDRESSES = "other_addresses"  # its SPI between other addresses
+    NO_SUCH_SPI = "no_such_spi"  # its SPI nowhere in the capture
+    NOT_CLAIMED = "not_claimed"  # a wildcard entry: every packet had an SA of its own SPI
+
+
+@dataclass(frozen=True, slots=True)
+class UnusedSa:
+    """A key file's SA that no packet of the capture used, and the likely reason.
+
+    ``spi`` 0 is a wildcard entry (any SPI); ``src``/``dst`` "" mean any
+    address; ``port`` is the UDP port to give ``--natt-port`` for
+    ``other_port``; ``packets`` how many packets the reason rests on.
+    """
+
+    spi: int
+    src: str
+    dst: str
+    origin: str
+    reason: UnusedReason
+    packets: int
+    detail: str
+    port: int | None = None

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from espforensics.checks import Check, Flow, Holds, PacketContext, SaState, make_checks
+from espforensics.checks.keys import KeyCheck
 from espforensics.crypto import IV_LEN
 from espforensics.decode.esp import (
     ESP_HEADER_LEN,
@@ -47,6 +48,7 @@ from espforensics.model import (
     Finding,
     Frame,
     PacketRecord,
+    UnusedSa,
     Verdict,
 )
 
@@ -125,6 +127,7 @@ class FrameAnalyzer:
         self._fragments: dict[int, PacketRecord] = {}
         self._holds = Holds()
         self.checks: tuple[Check, ...] = make_checks(self.sas, self._holds, self.flow_for)
+        self._keys = next(c for c in self.checks if isinstance(c, KeyCheck))
         # ESN SAs whose first packet verified only with a neighbour of esn_hi, by frame.
         self._tentative: OrderedDict[SaState, PacketContext] = OrderedDict()
         self._holds.on_force(self._force_tentative)
@@ -187,6 +190,11 @@ class FrameAnalyzer:
             return self._reasm.expire_frame(head, why)
         self._holds.force(head)
         return []
+
+    @property
+    def unused_sas(self) -> tuple[UnusedSa, ...]:
+        """The key files' SAs no packet used, with the likely reason (after ``finish``)."""
+        return self._keys.unused
 
     def finish(self) -> Iterator[PacketRecord]:
         """Yield the records still held at the end; collect every check's findings."""
@@ -289,6 +297,9 @@ class FrameAnalyzer:
         loc = locate_esp(ip, data, self._natt_ports)
         if isinstance(loc, NotEsp):
             rec.detail, rec.udp_sport, rec.udp_dport = loc.reason, loc.udp_sport, loc.udp_dport
+            if loc.payload_word is not None and loc.payload_word in self.sas.spis:
+                # ESP-in-UDP on a port not given? (checks/keys.py names the SA's likely port)
+                self._keys.observe_udp(loc.payload_word, loc.udp_sport, loc.udp_dport)
             return None
         rec.proto, rec.udp_sport, rec.udp_dport = loc.proto, loc.udp_sport, loc.udp_dport
         rec.expected_offset = rec.esp_offset = loc.offset

@@ -28,6 +28,8 @@ from espforensics.model import (
     PlotOutcome,
     Proto,
     Severity,
+    UnusedReason,
+    UnusedSa,
     Verdict,
 )
 
@@ -117,6 +119,10 @@ class Summary:
     plots: tuple[PlotOutcome, ...] = ()
     error: str | None = None
     schema: int = SCHEMA
+    # Key files' SAs no packet used, with the likely reason (checks/unused.py).
+    unused_sas: tuple[UnusedSa, ...] = ()
+    # Warnings of loading the key files: lines skipped, policy blocks ignored ("FILE: what").
+    key_notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The ``summary.json`` document.
@@ -134,6 +140,11 @@ class Summary:
         doc["finding_list"] = [_finding_json(f) for f in self.finding_list]
         doc["layouts"] = [{**_fields(x), "spi": f"{x.spi:#010x}"} for x in self.layouts]
         doc["plots"] = [{**_fields(p), "files": list(p.files)} for p in self.plots]
+        doc["unused_sas"] = [
+            {**_fields(u), "spi": "any" if u.spi == 0 else f"{u.spi:#010x}"}
+            for u in self.unused_sas
+        ]
+        doc["key_notes"] = list(self.key_notes)
         return {"schema": doc.pop("schema"), **doc}
 
     @classmethod
@@ -157,6 +168,17 @@ class Summary:
             ),
             error=doc.get("error"),
             schema=doc["schema"],
+            unused_sas=tuple(
+                UnusedSa(
+                    **{
+                        **u,
+                        "spi": 0 if u["spi"] == "any" else int(u["spi"], 16),
+                        "reason": UnusedReason(u["reason"]),
+                    }
+                )
+                for u in doc.get("unused_sas", ())
+            ),
+            key_notes=tuple(doc.get("key_notes", ())),
         )
 
 
@@ -412,6 +434,8 @@ class SummaryBuilder:
         findings: list[Finding],
         modes: dict[tuple[int, str, str], str] | None = None,
         error: str | None = None,
+        unused_sas: tuple[UnusedSa, ...] = (),
+        key_notes: tuple[str, ...] = (),
     ) -> Summary:
         """The summary of everything observed, with the checks' findings.
 
@@ -446,4 +470,6 @@ class SummaryBuilder:
                 for k, a in sorted(self._layouts.items())
             ),
             error=error,
+            unused_sas=unused_sas,
+            key_notes=key_notes,
         )

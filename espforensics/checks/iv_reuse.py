@@ -313,7 +313,7 @@ class IvReuseCheck:
         for sa in self._sas:
             if sa.supported and len(sa.key):  # ecb(cipher_null) has no key to share
                 fp = key_fingerprint(sa)
-                by_key.setdefault(fp, []).append(f"SPI {sa.spi:#010x} ({sa.origin})")
+                by_key.setdefault(fp, []).append(f"SPI {sa.spi_text} ({sa.origin})")
                 spis.setdefault(fp, sa.spi)
         for fp, names in by_key.items():
             if len(names) > 1:

@@ -21,11 +21,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from espforensics.checks.context import PacketContext, SaState
+from espforensics.checks.unused import UnusedSaTracker
 from espforensics.crypto import context_for, leading_zero, salt_first
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.esn import EsnTracker
-from espforensics.keys.sa import CTR_AES, HMAC_DIGESTS, ICV_BITS, SaTable, SecurityAssociation
-from espforensics.model import Finding, FindingKind, Severity, Verdict
+from espforensics.keys.sa import (
+    AEAD_KEY_LAYOUT,
+    CTR_AES,
+    HMAC_DIGESTS,
+    ICV_BITS,
+    SaTable,
+    SecurityAssociation,
+)
+from espforensics.model import Finding, FindingKind, Severity, UnusedSa, Verdict
 
 SAMPLES = 4
 MISMATCH = 0.1  # an SA of which fewer than this share of the packets verify has a wrong key
@@ -124,7 +132,7 @@ def variants(sa: SecurityAssociation, table: SaTable) -> Iterator[Variant]:
             and not other.key.same_as(sa.key)
         ):
             yield Variant(
-                f"the key given for SPI {other.spi:#010x} ({other.src or 'any'} -> "
+                f"the key given for SPI {other.spi_text} ({other.src or 'any'} -> "
                 f"{other.dst or 'any'}): the directions' keys swapped?",
                 replace(sa, key=other.key, auth_key=other.auth_key),
             )
@@ -152,9 +160,16 @@ class KeyCheck:
         self._table = sas
         self._sas: dict[SaState, _Sa] = {}
         self._unsupported: dict[SaState, _Sa] = {}
+        self._usage = UnusedSaTracker(sas)
+        self.unused: tuple[UnusedSa, ...] = ()  # set by ``finish``
+
+    def observe_udp(self, spi: int, sport: int | None, dport: int | None) -> None:
+        """A UDP payload on a port not taken as ESP-in-UDP starts with a key file's SPI."""
+        self._usage.observe_udp(spi, sport, dport)
 
     def observe(self, pkt: PacketContext) -> None:
         state, rec = pkt.flow.state, pkt.rec
+        self._usage.observe(pkt.flow, pkt.ip.src, pkt.ip.dst)
         if state.sa is None:
             return
         if rec.verdict is Verdict.UNSUPPORTED:
@@ -205,6 +220,7 @@ class KeyCheck:
         acc.cure, acc.cured, acc.samples = best, best_n, []
 
     def finish(self) -> Iterator[Finding]:
+        yield from self._key_notes()
         for acc in self._sas.values():
             if acc.failed and acc.verified < MISMATCH * acc.packets:
                 if not acc.diagnosed:
@@ -214,14 +230,50 @@ class KeyCheck:
                 yield _cipher_mismatch(acc)
         for acc in self._unsupported.values():
             sa = acc.sa
+            why = (
+                "its ICV has no key (the key file gives only its length), and "
+                if sa.icv_unchecked
+                else ""
+            )
             yield Finding(
                 FindingKind.UNSUPPORTED,
                 Severity.HIGH,
                 sa.spi,
                 tuple(acc.frames),
                 acc.packets,
-                f"{acc.packets} ESP packets of SPI {sa.spi:#010x} not checked: {sa.suite} is not "
-                "decrypted by this version, so nothing was proven about them",
+                f"{acc.packets} ESP packets of SPI {sa.spi:#010x} not checked: {why}{sa.suite} "
+                "is not decrypted by this version, so nothing was proven about them",
+                str(sa.src or ""),
+                str(sa.dst or ""),
+            )
+        self.unused = self._usage.unused()
+        for unused in self.unused:
+            yield Finding(
+                FindingKind.UNUSED_SA,
+                Severity.INFO,
+                unused.spi or None,
+                (),
+                unused.packets,
+                unused.detail,
+                unused.src,
+                unused.dst,
+            )
+
+    def _key_notes(self) -> Iterator[Finding]:
+        """An HMAC key not of its RFC's length: used as given (RFC 2104 s3), and said."""
+        for sa in self._table:
+            wanted = sa.rfc_hmac_key_len
+            if wanted is None or sa.auth_key is None:
+                continue
+            yield Finding(
+                FindingKind.HMAC_KEY_LENGTH,
+                Severity.INFO,
+                sa.spi or None,
+                (),
+                1,
+                f"SPI {sa.spi_text} ({sa.origin}): the {sa.auth_algorithm} key is "
+                f"{len(sa.auth_key)} bytes; {_HMAC_RFC[sa.auth_algorithm or '']} asks for "
+                f"{wanted} (RFC 2104 s3 takes any length: it is used as given)",
                 str(sa.src or ""),
                 str(sa.dst or ""),
             )
@@ -230,7 +282,13 @@ class KeyCheck:
 def _mismatch(acc: _Sa) -> Finding:
     sa = acc.sa
     text = f"{acc.verified} of {acc.packets} packets verify with the given key"
-    if acc.cure is None:
+    if acc.cure is None and not sa.key_usable:
+        text += (
+            f"; the key is {len(sa.key)} bytes where {sa.algorithm} needs {_key_lengths(sa)}, "
+            "and a 00 byte put in front (a leading zero lost in a copy-paste) does not make "
+            "them verify either: is a byte missing elsewhere in the key?"
+        )
+    elif acc.cure is None:
         text += (
             "; none of the usual mistakes makes them verify (ICV length 64/96/128, ESN off/on "
             "and high halves near the start, the salt at the other end, the other SAs' keys): "
@@ -271,6 +329,26 @@ def _cipher_mismatch(acc: _Sa) -> Finding:
         str(sa.src or ""),
         str(sa.dst or ""),
     )
+
+
+def _key_lengths(sa: SecurityAssociation) -> str:
+    """The key lengths an AEAD takes, for a message: "20, 28 or 36 (AES key + 4-byte salt)"."""
+    sizes, salt = AEAD_KEY_LAYOUT.get(sa.algorithm, ((), 0))
+    lengths = [str(n + salt) for n in sizes]
+    if not lengths:
+        return "another length"
+    words = lengths[0] if len(lengths) == 1 else f"{', '.join(lengths[:-1])} or {lengths[-1]}"
+    return f"{words} ({salt}-byte salt included)" if salt else words
+
+
+# The RFC that gives each verified HMAC its key length.
+_HMAC_RFC = {
+    "hmac(md5)": "RFC 2403 s3",
+    "hmac(sha1)": "RFC 2404 s3",
+    "hmac(sha256)": "RFC 4868 s2.1.1",
+    "hmac(sha384)": "RFC 4868 s2.1.1",
+    "hmac(sha512)": "RFC 4868 s2.1.1",
+}
 
 
 def _keep(frames: list[int], frame: int) -> None:

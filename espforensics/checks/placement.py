@@ -98,6 +98,7 @@ class PlacementCheck:
         for sa in self._sas:
             if (
                 sa.supported
+                and not sa.any_spi  # a wildcard names no SPI to search for
                 and sa.spi != pkt.flow.spi
                 and (
                     (sa.src is None or sa.src.packed == src)

@@ -49,11 +49,17 @@ class EspLocation(NamedTuple):
 
 
 class NotEsp(NamedTuple):
-    """A datagram that does not carry ESP, and what it carries instead."""
+    """A datagram that does not carry ESP, and what it carries instead.
+
+    ``payload_word``: for UDP on ports that are not ESP-in-UDP ones, the
+    first 4 bytes of its payload, where an SPI would be if it were ESP-in-UDP
+    on another port (RFC 3948 s2: the SPI follows the UDP header).
+    """
 
     reason: str
     udp_sport: int | None = None
     udp_dport: int | None = None
+    payload_word: int | None = None
 
 
 def protocol_name(proto: int) -> str:
@@ -71,9 +77,10 @@ def locate_esp(ip: OuterIp, data: bytes, natt_ports: frozenset[int]) -> EspLocat
     if len(data) < off + UDP_HEADER_LEN:
         raise Truncated("UDP header cut short")
     sport, dport = _UDP.unpack_from(data, off)
-    if sport not in natt_ports and dport not in natt_ports:
-        return NotEsp(f"UDP {sport} -> {dport}", sport, dport)
     body = off + UDP_HEADER_LEN
+    if sport not in natt_ports and dport not in natt_ports:
+        word = int.from_bytes(data[body : body + 4]) if len(data) >= body + 4 else None
+        return NotEsp(f"UDP {sport} -> {dport}", sport, dport, word)
     end = min(len(data), ip.total_len)
     if end - body == 1 and data[body] == 0xFF:
         return NotEsp("NAT-keepalive (RFC 3948 s2.3)", sport, dport)

@@ -11,7 +11,13 @@ detectors of ``FORMATS`` tried in order:
 - ``keys.yaml`` (the project's own; a top-level ``sas:`` key),
 - ``ip xfrm state`` / ``ip -s xfrm state`` output (a ``src A dst B`` line),
 - Wireshark's ``esp_sa`` table, also written by strongSwan's save-keys
-  plugin (only ``#`` comments and lines of quoted fields).
+  plugin (only ``#`` comments and lines of quoted fields),
+- tcpdump's ``-E`` secrets (``spi@addr algo:secret`` or ``algo:secret``).
+
+A line of an ``esp_sa`` or tcpdump file that cannot be read is skipped with
+a warning in ``SaTable.notes`` while other lines load; the file is refused
+(its first bad line's error) only when none does. ``load_sas`` also takes
+tcpdump ``-E`` text in place of a path, when no such file exists.
 
 ``docs/keys.md`` documents every format and message.
 """
@@ -24,6 +30,8 @@ from typing import NamedTuple
 
 from espforensics.errors import KeyFileError
 from espforensics.keys.sa import SaTable, Secret, SecurityAssociation
+from espforensics.keys.tcpdump import is_tcpdump_secrets, parse_tcpdump_secrets
+from espforensics.keys.validate import LoadLog
 from espforensics.keys.wireshark import is_esp_sa, parse_esp_sa
 from espforensics.keys.xfrm_text import is_xfrm_text, parse_xfrm_text
 from espforensics.keys.yaml_file import is_keys_yaml, parse_keys_yaml
@@ -37,46 +45,95 @@ __all__ = [
     "load_sas",
     "parse_esp_sa",
     "parse_sas",
+    "read_sas",
 ]
 
 
 class KeyFormat(NamedTuple):
-    """One key-file format: its name, a content detector and its parser."""
+    """One key-file format: its name, a content detector and its parser.
+
+    The parser takes the text, the name for messages and a ``LoadLog``: a
+    format whose entries are independent lines logs a bad line there and goes on.
+    """
 
     name: str
     detect: Callable[[str], bool]
-    parse: Callable[[str, str], list[SecurityAssociation]]
+    parse: Callable[[str, str, LoadLog], list[SecurityAssociation]]
+
+
+def _yaml(text: str, origin: str, log: LoadLog) -> list[SecurityAssociation]:
+    return parse_keys_yaml(text, origin)  # one document: an error in it stops it
 
 
 # The one registry of formats, tried in this order.
 FORMATS: tuple[KeyFormat, ...] = (
-    KeyFormat("keys.yaml", is_keys_yaml, parse_keys_yaml),
+    KeyFormat("keys.yaml", is_keys_yaml, _yaml),
     KeyFormat("ip xfrm state", is_xfrm_text, parse_xfrm_text),
     KeyFormat("esp_sa", is_esp_sa, parse_esp_sa),
+    KeyFormat("tcpdump -E", is_tcpdump_secrets, parse_tcpdump_secrets),
 )
+ARGUMENT_ORIGIN = "--sa (tcpdump -E text)"  # names a secret given in place of a path
 
 
 def load_sas(paths: Sequence[str | os.PathLike[str]]) -> SaTable:
-    """Read every file, detect its format by content, merge all SAs into one table."""
+    """Read every file, detect its format by content, merge all SAs into one table.
+
+    A path that names no file but reads as tcpdump ``-E`` text is that text
+    (named ``--sa (tcpdump -E text)`` in messages, never quoted: it holds a key).
+    """
     table = SaTable()
     for path in paths:
         name = os.fspath(path)
-        for sa in parse_sas(_read(name), name):
+        if not os.path.lexists(name) and is_tcpdump_secrets(name):
+            text, name = name, ARGUMENT_ORIGIN
+        else:
+            text = _read(name)
+        sas, log = read_sas(text, name)
+        for sa in sas:
             table.add(sa)  # raises KeyFileError naming both entries of a duplicate
+        table.notes.extend(warnings(log))
     return table
 
 
 def parse_sas(text: str, origin: str) -> list[SecurityAssociation]:
-    """The SAs in ``text``, whatever its format; ``origin`` names it in messages."""
+    """The SAs in ``text``, whatever its format; ``origin`` names it in messages.
+
+    Strict: any line that cannot be read raises its ``KeyFileError``.
+    """
+    sas, log = read_sas(text, origin)
+    if log.errors:
+        raise log.errors[0]
+    return sas
+
+
+def read_sas(text: str, origin: str) -> tuple[list[SecurityAssociation], LoadLog]:
+    """The SAs in ``text``, and what reading it skipped (``LoadLog``).
+
+    Raises ``KeyFileError`` when the text is empty, of no known format, or
+    gives no SA (the first bad line's error when there was one).
+    """
     if not text.strip():
         raise KeyFileError(origin, "file is empty")
     for key_format in FORMATS:
         if key_format.detect(text):
-            sas = key_format.parse(text, origin)
+            log = LoadLog()
+            sas = key_format.parse(text, origin, log)
+            if not sas and log.errors:
+                raise log.errors[0]
             if not sas:
                 raise KeyFileError(origin, f"no ESP SA in this {key_format.name} file")
-            return sas
-    raise KeyFileError(origin, "not a keys.yaml, `ip xfrm state` output or Wireshark esp_sa file")
+            return sas, log
+    raise KeyFileError(
+        origin, "not a keys.yaml, `ip xfrm state` output, Wireshark esp_sa or tcpdump -E file"
+    )
+
+
+def warnings(log: LoadLog) -> list[str]:
+    """The warning lines of a load: its notes, then each skipped line ("FILE: line N: ...")."""
+    return [
+        *log.notes,
+        *(f"{e.path}: {e.message} (skipped; the other lines loaded)" for e in log.errors),
+    ]
 
 
 def _read(path: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from espforensics.errors import KeyFileError
 
@@ -57,6 +57,13 @@ HMAC_DIGESTS: dict[str, tuple[str, int]] = {
     "hmac(sha512)": ("sha512", 64),
 }
 ICV_BITS = frozenset({64, 96, 128})
+# The SPI of an SA that names none (tcpdump's ``algo:secret`` without ``spi@addr``,
+# Wireshark's ``*``): it matches a packet of any SPI no SA of its own SPI claims.
+# RFC 4303 s2.1 reserves SPI 0, so no SA on the wire has it.
+ANY_SPI = 0
+# The integrity algorithm of an SA whose source gives only the ICV's length: the ICV
+# is skipped, not checked (Wireshark's "ANY n bit", tcpdump's ``-hmac96``).
+ANY_AUTH = "any"
 _CACHE_MAX = 65536  # lookups remembered; a capture of a scan meets millions of (SPI, addresses)
 
 
@@ -139,6 +146,39 @@ class SecurityAssociation:
     def icv_len(self) -> int:
         return self.icv_bits // 8
 
+    @property
+    def any_spi(self) -> bool:
+        """Does this entry stand for every SPI no other entry claims (a wildcard)?"""
+        return self.spi == ANY_SPI
+
+    @property
+    def spi_text(self) -> str:
+        """The SPI for a message: ``0x00001001``, or ``any`` for a wildcard entry."""
+        return "any" if self.any_spi else f"{self.spi:#010x}"
+
+    @property
+    def icv_unchecked(self) -> bool:
+        """Is there an ICV on the wire that no key given can check?
+
+        True for an SA whose source names the ICV's length only (Wireshark's
+        ``ANY n bit authentication [no checking]``, tcpdump's ``-hmac96`` forms,
+        which carry only the cipher's secret): its packets can be decrypted,
+        their ICV bytes skipped, never verified.
+        """
+        return self.auth_algorithm == ANY_AUTH and self.icv_bits > 0
+
+    @property
+    def rfc_hmac_key_len(self) -> int | None:
+        """The key length RFC 2403/2404/4868 s2.1.1 gives when the SA's HMAC key differs.
+
+        RFC 2104 s3 takes any key length (Linux, Wireshark and scapy do too), so
+        such a key is used as given; this only says it is not the RFC's length.
+        """
+        digest = HMAC_DIGESTS.get(self.auth_algorithm or "")
+        if digest is None or self.auth_key is None or len(self.auth_key) == digest[1]:
+            return None
+        return digest[1]
+
 
 def _same_keying(a: SecurityAssociation, b: SecurityAssociation) -> bool:
     """Do two SAs decrypt alike (same algorithms, ICV, ESN and keys)?"""
@@ -162,13 +202,23 @@ class SaTable:
 
     A lookup prefers an SA that names both addresses, then one naming the
     destination only, then the source only, then neither (RFC 4301 s4.1:
-    an SA is identified by SPI and destination). Results are cached per
-    (spi, src, dst) because lookups run once per packet.
+    an SA is identified by SPI and destination). An entry of any SPI
+    (``ANY_SPI``: a wildcard) matches only when no entry of the packet's SPI
+    does, with the same order of addresses; each SPI it matches gets an SA
+    of its own (its own sequence numbers, ESN and IV state), made once.
+    Results are cached per (spi, src, dst) because lookups run once per packet.
+
+    ``notes`` are the warnings of loading (a line skipped, policy blocks
+    ignored): ``FILE: what``, for the user to see.
     """
 
     def __init__(self, sas: tuple[SecurityAssociation, ...] = ()) -> None:
         self._by_key: dict[tuple[int, bytes | None, bytes | None], SecurityAssociation] = {}
         self._cache: dict[tuple[int, bytes, bytes], SecurityAssociation | None] = {}
+        self._made: dict[tuple[int, int], SecurityAssociation] = {}  # (id(entry), spi) -> SA
+        self._entry_of: dict[int, SecurityAssociation] = {}  # id(made SA) -> its wildcard entry
+        self.notes: list[str] = []
+        self._spis: frozenset[int] | None = None
         for sa in sas:
             self.add(sa)
 
@@ -186,16 +236,18 @@ class SaTable:
             path, _, entry = sa.origin.rpartition(":")
             raise KeyFileError(
                 path or "<keys>",
-                f"{entry}: duplicate SA: SPI {sa.spi:#010x} "
+                f"{entry}: duplicate SA: SPI {sa.spi_text} "
                 f"src {sa.src or 'any'} dst {sa.dst or 'any'} is also given by {other.origin}",
             )
         self._by_key[key] = sa
         self._cache.clear()
+        self._spis = None
 
     def merge(self, other: SaTable) -> None:
-        """Add every SA of ``other``."""
+        """Add every SA of ``other``, and its notes."""
         for sa in other:
             self.add(sa)
+        self.notes.extend(n for n in other.notes if n not in self.notes)
 
     def lookup(self, spi: int, src: bytes, dst: bytes) -> SecurityAssociation | None:
         """The SA for a packet with this SPI and packed outer addresses, if any."""
@@ -204,15 +256,44 @@ class SaTable:
             return self._cache[ck]
         except KeyError:
             pass
-        found = None
-        for key in ((spi, src, dst), (spi, None, dst), (spi, src, None), (spi, None, None)):
-            found = self._by_key.get(key)
+        found = self._find(spi, src, dst)
+        if found is None and spi != ANY_SPI:
+            found = self._find(ANY_SPI, src, dst)
             if found is not None:
-                break
+                found = self._made_for(found, spi)
         if len(self._cache) >= _CACHE_MAX:  # a scan's SPIs and addresses: stay bounded
             self._cache.clear()
         self._cache[ck] = found
         return found
+
+    def _find(self, spi: int, src: bytes, dst: bytes) -> SecurityAssociation | None:
+        for key in ((spi, src, dst), (spi, None, dst), (spi, src, None), (spi, None, None)):
+            found = self._by_key.get(key)
+            if found is not None:
+                return found
+        return None
+
+    def _made_for(self, entry: SecurityAssociation, spi: int) -> SecurityAssociation:
+        """The SA a wildcard entry stands for at ``spi``: the same one every time."""
+        made = self._made.get((id(entry), spi))
+        if made is None:
+            if len(self._made) >= _CACHE_MAX:  # bounded; a packet's flow keeps its SA alive
+                self._made.clear()
+                self._entry_of.clear()
+            made = self._made[(id(entry), spi)] = replace(entry, spi=spi)
+            self._entry_of[id(made)] = entry
+        return made
+
+    @property
+    def spis(self) -> frozenset[int]:
+        """The SPIs the entries name (not the wildcards'): a set the per-frame path tests."""
+        if self._spis is None:
+            self._spis = frozenset(spi for spi, _, _ in self._by_key if spi != ANY_SPI)
+        return self._spis
+
+    def entry_of(self, sa: SecurityAssociation) -> SecurityAssociation:
+        """The table's entry an SA of ``lookup`` came from (itself, or its wildcard entry)."""
+        return self._entry_of.get(id(sa), sa)
 
     def has_usable_key(self) -> bool:
         """Is there an SA whose packets this version decrypts?"""

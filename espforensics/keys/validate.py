@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from espforensics.errors import KeyFileError
 from espforensics.keys.sa import (
     AEAD_KEY_LAYOUT,
+    ANY_AUTH,
+    ANY_SPI,
     HMAC_DIGESTS,
     RFC4106,
     IpAddress,
@@ -106,6 +108,19 @@ class Where:
         return KeyFileError(self.path, f"{self.fields.get(name, self.entry)}: {problem}")
 
 
+@dataclass(slots=True)
+class LoadLog:
+    """What a loader skipped and still went on: lines it could not read, and notes.
+
+    A loader given one collects a bad line's ``KeyFileError`` here instead of
+    raising it (esp_sa, tcpdump: one line per SA), and says what it ignored on
+    purpose in ``notes`` ("FILE: what"); ``keys.read_sas`` decides what stops a run.
+    """
+
+    errors: list[KeyFileError] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
 @dataclass(frozen=True, slots=True)
 class RawSa:
     """One SA as a loader read it, before any check. Keys never show in repr."""
@@ -124,6 +139,7 @@ class RawSa:
     auth_algorithm: str | None = None
     auth_key: object = field(default=None, repr=False)
     origin: str = ""
+    any_spi: bool = False  # a wildcard: the SA of every SPI no other entry names
 
 
 def shown(value: object) -> str:
@@ -157,7 +173,7 @@ def _bits(icv: int) -> str:
 
 def build_sa(raw: RawSa, where: Where) -> SecurityAssociation:
     """Check every field of ``raw`` and return the SA it describes."""
-    spi = check_spi(raw.spi, where)
+    spi = ANY_SPI if raw.any_spi else check_spi(raw.spi, where)
     src = check_address(raw.src, where, "src")
     dst = check_address(raw.dst, where, "dst")
     if src is not None and dst is not None and src.version != dst.version:
@@ -166,12 +182,13 @@ def build_sa(raw: RawSa, where: Where) -> SecurityAssociation:
     esn_hi = _check_uint(raw.esn_hi, where, "esn_hi", MAX_U32)
     if esn_hi and not esn:
         raise where.error("esn_hi", "esn_hi is set but esn is false")
+    keyed = _with_spi(where, spi)
     if raw.aead:
-        key, icv_bits = _check_aead(raw, where)
+        key, icv_bits = _check_aead(raw, keyed)
         auth_algorithm, auth_key = None, None
     else:
-        key = _check_cipher(raw, where)
-        auth_algorithm, auth_key, icv_bits = _check_integrity(raw, where)
+        key = _check_cipher(raw, keyed)
+        auth_algorithm, auth_key, icv_bits = _check_integrity(raw, keyed)
     return SecurityAssociation(
         spi=spi,
         algorithm=raw.algorithm,
@@ -187,6 +204,15 @@ def build_sa(raw: RawSa, where: Where) -> SecurityAssociation:
         auth_algorithm=auth_algorithm,
         auth_key=auth_key,
     )
+
+
+def _with_spi(where: Where, spi: int) -> Where:
+    """``where`` with the SPI named on the key fields' lines (a text format's "line 4")."""
+    named = {}
+    for name in ("key", "auth_key"):
+        at = where.fields.get(name, where.entry)
+        named[name] = at if "spi" in at else f"{at} (spi {spi:#010x})" if spi else at
+    return Where(where.path, where.entry, {**where.fields, **named})
 
 
 def check_spi(value: object, where: Where) -> int:
@@ -296,11 +322,15 @@ def _check_integrity(raw: RawSa, where: Where) -> tuple[str | None, Secret | Non
         why = f"ICV is {_bits(icv)}; {name} takes a multiple of 8 up to {most}"
         raise where.error("icv_bits", why)
     if raw.auth_key is None:
+        if name == ANY_AUTH:  # only the ICV's length is known (tcpdump's -hmac96): skipped
+            return name, None, icv
         raise where.error("auth_key", "auth key is missing")
     auth_key = decode_hex(raw.auth_key, where, "auth_key")
-    if digest is not None and len(auth_key) != digest[1]:  # RFC 2403, 2404, 4868 s2.1.1
-        why = f"auth key is {len(auth_key)} bytes; {name} takes {digest[1]}"
-        raise where.error("auth_key", why)
+    if digest is not None and not auth_key:
+        raise where.error("auth_key", f"auth key is empty; {name} takes {digest[1]} bytes")
+    # RFC 2104 s3 takes a key of any length; RFC 2403, 2404 and 4868 s2.1.1 ask for the
+    # hash's length. Linux, Wireshark and scapy use other lengths as given, and so do we
+    # (SecurityAssociation.rfc_hmac_key_len; the key doctor notes it).
     return name, Secret(auth_key), icv
 
 

@@ -24,7 +24,7 @@ import re
 
 from espforensics.errors import KeyFileError
 from espforensics.keys.sa import RFC4106, SecurityAssociation
-from espforensics.keys.validate import RawSa, Where, build_sa, shown
+from espforensics.keys.validate import LoadLog, RawSa, Where, build_sa, shown
 
 # Encryption column -> (our algorithm name, AEAD?, ICV bits; None: from the
 # Authentication column). Looked up case-insensitively: strongSwan writes
@@ -96,13 +96,22 @@ def secrets_block_sas(secrets_type: int, data: bytes, origin: str) -> list[Secur
     return parse_esp_sa(text, f"{origin} (decryption secrets block)")
 
 
-def parse_esp_sa(text: str, origin: str) -> list[SecurityAssociation]:
-    """Every SA of an ``esp_sa`` table; ``origin`` names the file (or block)."""
+def parse_esp_sa(text: str, origin: str, log: LoadLog | None = None) -> list[SecurityAssociation]:
+    """Every SA of an ``esp_sa`` table; ``origin`` names the file (or block).
+
+    With a ``log``, a line that cannot be read is logged and skipped (the
+    others still load); without one it raises ``KeyFileError``.
+    """
     sas = []
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
-            sas.append(_parse_record(_fields(stripped, number, origin), number, origin))
+            try:
+                sas.append(_parse_record(_fields(stripped, number, origin), number, origin))
+            except KeyFileError as exc:
+                if log is None:
+                    raise
+                log.errors.append(exc)
     return sas
 
 
@@ -134,13 +143,15 @@ def _parse_record(fields: list[str], number: int, origin: str) -> SecurityAssoci
     if protocol.strip().casefold() not in _FAMILIES:
         raise where.error("protocol", f"protocol {shown(protocol)} is not IPv4, IPv6 or Any")
     family = _FAMILIES[protocol.strip().casefold()]
-    if "*" in spi:
-        raise where.error("spi", f"SPI {shown(spi)} has a wildcard; give one SPI per line")
+    wildcard = spi.strip() == "*"  # any SPI no other line names (packet-esp.c filter_spi_match)
+    if "*" in spi and not wildcard:
+        raise where.error("spi", f"SPI {shown(spi)} has a partial wildcard; give '*' or one SPI")
     name, aead, icv, auth_name = _algorithms(encryption, authentication, where)
     esn, esn_hi = _esn(fields[8:], where)
     return build_sa(
         RawSa(
-            spi=spi,
+            spi=None if wildcard else spi,
+            any_spi=wildcard,
             algorithm=name,
             key=_key(enc_key, where, "key"),
             aead=aead,

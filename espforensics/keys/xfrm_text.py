@@ -22,15 +22,20 @@ from dataclasses import dataclass, field, replace
 
 from espforensics.errors import KeyFileError
 from espforensics.keys.sa import SecurityAssociation
-from espforensics.keys.validate import RawSa, Where, build_sa
+from espforensics.keys.validate import LoadLog, RawSa, Where, build_sa
 
 _DETECT = re.compile(r"^src \S+ dst \S+", re.MULTILINE)
-_SRC_LINE = re.compile(r"src (\S+) dst (\S+)")
+# ``ip xfrm policy`` selectors may go on: "src A/16 dst B/16 proto udp dport 500".
+_SRC_LINE = re.compile(r"src (\S+) dst (\S+)(?P<extra> .*)?")
+# Lines only an ``ip xfrm policy`` block has (ip/xfrm_policy.c): its direction (or a
+# socket policy's), and the templates of the SAs it asks for.
+_POLICY_WORDS = frozenset({"dir", "socket", "tmpl"})
 # With ``ip -s`` each key is followed by its size, e.g. "(160 bits)".
 _BITS = r"(?:\s+\(\d+ bits\))?"
 _LINE_FORMS = {
     "aead": re.compile(rf"aead\s+(?P<name>\S+)\s+(?P<key>\S+){_BITS}\s+(?P<icv>\d+)"),
-    "enc": re.compile(rf"enc\s+(?P<name>\S+)\s+(?P<key>\S+){_BITS}"),
+    # iproute2 prints ecb(cipher_null)'s empty key as nothing: "enc ecb(cipher_null) "
+    "enc": re.compile(rf"enc\s+(?P<name>\S+)(?:\s+(?P<key>\S+){_BITS})?"),
     "auth-trunc": re.compile(rf"auth-trunc\s+(?P<name>\S+)\s+(?P<key>\S+){_BITS}\s+(?P<icv>\d+)"),
     "auth": re.compile(rf"auth\s+(?P<name>\S+)\s+(?P<key>\S+){_BITS}"),
     "encap": re.compile(r"encap type \S+ sport (?P<sport>\d+) dport (?P<dport>\d+)(?: addr \S+)?"),
@@ -60,6 +65,7 @@ class _Block:
     src: str
     dst: str
     lines: tuple[tuple[int, str], ...]  # (line number, stripped text)
+    extra: bool = False  # words after ``dst B``: only a policy's selector has them
 
 
 def is_xfrm_text(text: str) -> bool:
@@ -67,33 +73,59 @@ def is_xfrm_text(text: str) -> bool:
     return _DETECT.search(text) is not None
 
 
-def parse_xfrm_text(text: str, origin: str) -> list[SecurityAssociation]:
-    """Every ESP SA in ``ip xfrm state`` text; ``origin`` names the file."""
-    sas = []
+def parse_xfrm_text(
+    text: str, origin: str, log: LoadLog | None = None
+) -> list[SecurityAssociation]:
+    """Every ESP SA in ``ip xfrm state`` text; ``origin`` names the file.
+
+    ``ip xfrm policy`` blocks pasted with the states hold no keys: they are
+    skipped, and ``log`` (if given) gets a note saying how many and where.
+    """
+    sas, policies = [], []
     for block in _blocks(text, origin):
+        if any(line.split(maxsplit=1)[0] in _POLICY_WORDS for _, line in block.lines):
+            policies.append(block.number)
+            continue
+        if block.extra:
+            where = f"line {block.number}"
+            raise KeyFileError(origin, f"{where}: expected a `src ADDRESS dst ADDRESS` line")
         sa = _parse_block(block, origin)
         if sa is not None:
             sas.append(sa)
+    if policies and not sas:
+        raise KeyFileError(
+            origin,
+            f"line {policies[0]}: `ip xfrm policy` output, which holds no keys "
+            "(give `ip xfrm state` output)",
+        )
+    if policies and log is not None:
+        lines = ", ".join(str(n) for n in policies[:5]) + (", ..." if len(policies) > 5 else "")
+        blocks = "block" if len(policies) == 1 else "blocks"
+        log.notes.append(
+            f"{origin}: skipped {len(policies)} `ip xfrm policy` {blocks} "
+            f"(line{'s' if len(policies) > 1 else ''} {lines}): a policy holds no keys"
+        )
     return sas
 
 
 def _blocks(text: str, origin: str) -> Iterator[_Block]:
     head: tuple[int, str, str] | None = None
     lines: list[tuple[int, str]] = []
+    extra = False
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         match = None if line[0] in " \t" else _SRC_LINE.fullmatch(line.rstrip())
         if match is not None:
             if head is not None:
-                yield _Block(*head, tuple(lines))
-            head, lines = (number, match[1], match[2]), []
+                yield _Block(*head, tuple(lines), extra)
+            head, lines, extra = (number, match[1], match[2]), [], bool(match["extra"])
         elif head is not None and line[0] in " \t":
             lines.append((number, line.strip()))
         else:
             raise KeyFileError(origin, f"line {number}: expected a `src ADDRESS dst ADDRESS` line")
     if head is not None:
-        yield _Block(*head, tuple(lines))
+        yield _Block(*head, tuple(lines), extra)
 
 
 def _parse_block(block: _Block, origin: str) -> SecurityAssociation | None:
@@ -154,7 +186,8 @@ def _algorithms(
     at, line = found[kind]
     main = _match(kind, line, at, origin)
     fields.update(algorithm=f"line {at}", key=f"line {at}", icv_bits=f"line {at}")
-    algo = _Algorithms(main["name"], main["key"], kind == "aead", main.groupdict().get("icv"))
+    key = main["key"] or ""  # no key printed: ecb(cipher_null)'s, empty
+    algo = _Algorithms(main["name"], key, kind == "aead", main.groupdict().get("icv"))
     if "auth" not in found:
         return algo
     at, line = found["auth"]

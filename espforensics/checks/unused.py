@@ -1,0 +1,214 @@
+"""Key-file SAs that no packet used, and the likely reason for each.
+
+In: the ``SaTable``, every ESP packet's flow (``observe``, from the key
+check) and every UDP datagram on a port that is not an ESP-in-UDP one whose
+first 4 payload bytes are a key-file SPI (``observe_udp``, from the
+per-frame path: every such datagram passes there, keyed run or not). Out:
+``unused()``, one ``UnusedSa`` per table entry no packet matched, and
+``unused_note``, a sentence for the first screen. Raises nothing.
+
+The reasons, tried in this order; each rests on packets of the capture:
+
+1. ``other_direction``: the SA's SPI is seen only with its addresses swapped
+   (or, without its SPI at all, ESP goes only from the SA's destination to
+   its source): the key file holds the other direction's SA;
+2. ``other_addresses``: the SA's SPI is seen between other addresses;
+3. ``other_port``: UDP payloads on a port other than the ESP-in-UDP ones
+   start with the SA's SPI: ESP-in-UDP (RFC 3948 s2) on a port not given,
+   so ``--natt-port`` names it;
+4. ``no_such_spi``: none of the above: the SPI is nowhere in the capture;
+5. ``not_claimed``: a wildcard entry (any SPI) that every packet's own SPI
+   entry took first.
+
+State is bounded: at most ``MAX_FLOWS`` flows are noted, ``MAX_PER_KEY``
+address pairs per SPI and per source.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import Counter
+from collections.abc import Sequence
+from typing import TypeVar
+
+from espforensics.checks.context import Flow
+from espforensics.keys.sa import SaTable, SecurityAssociation
+from espforensics.model import UnusedReason, UnusedSa
+
+MAX_FLOWS = 65536
+MAX_PER_KEY = 16
+MAX_UDP_KEYS = 4096
+Pair = tuple[bytes, bytes]
+K = TypeVar("K")
+
+
+def _text(addr: bytes) -> str:
+    return str(ipaddress.ip_address(addr))
+
+
+class UnusedSaTracker:
+    """Which table entries packets used, and what else the capture had for the others."""
+
+    def __init__(self, table: SaTable) -> None:
+        self._table = table
+        self._used: set[int] = set()  # id() of the table's entries
+        self._flows: set[Flow] = set()
+        self._by_spi: dict[int, Counter[Pair]] = {}  # unkeyed packets of a key file's SPI
+        self._from: dict[bytes, Counter[tuple[bytes, int]]] = {}  # ESP from an SA's dst
+        self._udp: Counter[tuple[int, int, int]] = Counter()  # (spi, sport, dport)
+        self._watch: tuple[int, frozenset[bytes]] = (-1, frozenset())
+
+    def observe(self, flow: Flow, src: bytes, dst: bytes) -> None:
+        """Note one ESP packet of ``flow`` (outer addresses packed)."""
+        if flow not in self._flows:
+            if len(self._flows) >= MAX_FLOWS:
+                return
+            self._flows.add(flow)
+            sa = flow.state.sa
+            if sa is not None:
+                self._used.add(id(self._table.entry_of(sa)))
+        if flow.state.sa is None and flow.spi in self._table.spis:
+            _count(self._by_spi.setdefault(flow.spi, Counter()), (src, dst))
+        if src in self._watched():
+            _count(self._from.setdefault(src, Counter()), (dst, flow.spi))
+
+    def observe_udp(self, spi: int, sport: int | None, dport: int | None) -> None:
+        """A UDP payload on a port that is not ESP-in-UDP's starts with SPI ``spi``."""
+        key = (spi, sport or 0, dport or 0)
+        if key in self._udp or len(self._udp) < MAX_UDP_KEYS:
+            self._udp[key] += 1
+
+    def _watched(self) -> frozenset[bytes]:
+        """Sources whose ESP may be an SA's other direction: every entry's destination."""
+        size, watched = self._watch
+        if size != len(self._table):  # a secrets block in the capture added SAs
+            watched = frozenset(sa.dst.packed for sa in self._table if sa.dst is not None)
+            self._watch = (len(self._table), watched)
+        return watched
+
+    def unused(self) -> tuple[UnusedSa, ...]:
+        """Every entry of the table no packet used, with its likely reason."""
+        out = []
+        for sa in self._table:
+            if id(sa) not in self._used:
+                reason, packets, detail, port = self._reason(sa)
+                out.append(
+                    UnusedSa(
+                        sa.spi,
+                        str(sa.src or ""),
+                        str(sa.dst or ""),
+                        sa.origin,
+                        reason,
+                        packets,
+                        f"SPI {sa.spi_text} ({sa.origin}) saw no packet: {detail}",
+                        port,
+                    )
+                )
+        return tuple(out)
+
+    def _reason(self, sa: SecurityAssociation) -> tuple[UnusedReason, int, str, int | None]:
+        if sa.any_spi:
+            return (
+                UnusedReason.NOT_CLAIMED,
+                0,
+                "a wildcard entry, and every ESP packet had an SA of its own SPI (or none was "
+                "between its addresses)",
+                None,
+            )
+        seen = self._by_spi.get(sa.spi, Counter())
+        swapped = [p for p in seen if _is_reverse(sa, p)]
+        if swapped:
+            n = sum(seen[p] for p in swapped)
+            src, dst = swapped[0]
+            return (
+                UnusedReason.OTHER_DIRECTION,
+                n,
+                f"its SPI goes from {_text(src)} to {_text(dst)} ({n} packets), the other "
+                "direction: swap src and dst, or give that direction's SA",
+                None,
+            )
+        if seen:
+            (src, dst), n = seen.most_common(1)[0]
+            total = sum(seen.values())
+            return (
+                UnusedReason.OTHER_ADDRESSES,
+                total,
+                f"its SPI goes from {_text(src)} to {_text(dst)} ({total} packets in all), "
+                "not between the key file's addresses: NAT, or another pair of hosts?",
+                None,
+            )
+        return self._port_or_direction(sa)
+
+    def _port_or_direction(
+        self, sa: SecurityAssociation
+    ) -> tuple[UnusedReason, int, str, int | None]:
+        hits = Counter[int]()
+        for (spi, _, dport), n in self._udp.items():
+            if spi == sa.spi:
+                hits[dport] += n  # RFC 3948 s2: the receiver knows ESP-in-UDP by the port
+        if hits:
+            port, _ = hits.most_common(1)[0]
+            n = sum(n for (spi, _, _), n in self._udp.items() if spi == sa.spi)
+            return (
+                UnusedReason.OTHER_PORT,
+                n,
+                f"{n} UDP payloads on port {port} start with its SPI: ESP-in-UDP on a port "
+                f"not given; run with --natt-port {port}",
+                port,
+            )
+        back = self._from.get(sa.dst.packed, Counter()) if sa.dst is not None else Counter()
+        back_pairs = [(d, s) for (d, s) in back if sa.src is None or d == sa.src.packed]
+        if back_pairs and sa.dst is not None:
+            n = sum(back[k] for k in back_pairs)
+            spi = back_pairs[0][1]
+            return (
+                UnusedReason.OTHER_DIRECTION,
+                n,
+                f"no packet has its SPI; ESP goes from {sa.dst} to {_text(back_pairs[0][0])} "
+                f"(SPI {spi:#010x}, {n} packets), the other direction: the key file's SA "
+                "is the other direction's",
+                None,
+            )
+        return (
+            UnusedReason.NO_SUCH_SPI,
+            0,
+            "its SPI is nowhere in the capture (not as ESP, nor at the start of a UDP payload)",
+            None,
+        )
+
+
+def _is_reverse(sa: SecurityAssociation, pair: Pair) -> bool:
+    """Is ``pair`` (src, dst) the SA's addresses swapped (those the SA names)?"""
+    src, dst = pair
+    if sa.src is None and sa.dst is None:
+        return False
+    return (sa.dst is None or src == sa.dst.packed) and (sa.src is None or dst == sa.src.packed)
+
+
+def _count(counter: Counter[K], key: K) -> None:
+    if key in counter or len(counter) < MAX_PER_KEY:
+        counter[key] += 1
+
+
+def unused_note(unused: Sequence[UnusedSa], total: int) -> str | None:
+    """One sentence for the first screen: how many key-file SAs saw no packet, and why."""
+    if not unused:
+        return None
+    head = (
+        f"none of the {total} SAs of the key files matched a packet"
+        if len(unused) == total
+        else f"{len(unused)} of the {total} SAs of the key files saw no packet"
+    )
+    ports = sorted({u.port for u in unused if u.port is not None})
+    if ports:
+        return f"{head}: ESP-in-UDP on another port; run with --natt-port {ports[0]}"
+    reasons = Counter(u.reason for u in unused)
+    words = {
+        UnusedReason.OTHER_DIRECTION: "the other direction's",
+        UnusedReason.OTHER_ADDRESSES: "their SPIs between other addresses",
+        UnusedReason.NO_SUCH_SPI: "their SPIs nowhere in the capture",
+        UnusedReason.NOT_CLAIMED: "wildcards no packet was left for",
+    }
+    return (
+        f"{head} ({', '.join(f'{n} {words[r]}' for r, n in reasons.most_common() if r in words)})"
+    )
