@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from espforensics.checks.context import Flow
-from espforensics.keys.sa import SaTable, SecurityAssociation
+from espforensics.keys.sa import IpAddress, SaTable, SecurityAssociation
 from espforensics.model import UnusedReason, UnusedSa
 
 MAX_FLOWS = 65536
@@ -54,7 +54,7 @@ class UnusedSaTracker:
         self._used: set[int] = set()  # id() of the table's entries
         self._flows: set[Flow] = set()
         self._by_spi: dict[int, Counter[Pair]] = {}  # unkeyed packets of a key file's SPI
-        self._from: dict[bytes, Counter[tuple[bytes, int]]] = {}  # ESP from an SA's dst
+        self._from: dict[bytes, Counter[tuple[bytes, int]]] = {}  # ESP from an SA's end
         self._udp: Counter[tuple[int, int, int]] = Counter()  # (spi, sport, dport)
         self._watch: tuple[int, frozenset[bytes]] = (-1, frozenset())
 
@@ -69,7 +69,7 @@ class UnusedSaTracker:
                 self._used.add(id(self._table.entry_of(sa)))
         if flow.state.sa is None and flow.spi in self._table.spis:
             _count(self._by_spi.setdefault(flow.spi, Counter()), (src, dst))
-        if src in self._watched():
+        if src in self._watched():  # per flow: the steady lane's packets do not come here
             _count(self._from.setdefault(src, Counter()), (dst, flow.spi))
 
     def observe_udp(self, spi: int, sport: int | None, dport: int | None) -> None:
@@ -79,10 +79,11 @@ class UnusedSaTracker:
             self._udp[key] += 1
 
     def _watched(self) -> frozenset[bytes]:
-        """Sources whose ESP may be an SA's other direction: every entry's destination."""
+        """Sources whose ESP tells an SA's direction: every entry's addresses."""
         size, watched = self._watch
         if size != len(self._table):  # a secrets block in the capture added SAs
-            watched = frozenset(sa.dst.packed for sa in self._table if sa.dst is not None)
+            ends = [end for sa in self._table for end in (sa.src, sa.dst) if end is not None]
+            watched = frozenset(end.packed for end in ends)
             self._watch = (len(self._table), watched)
         return watched
 
@@ -156,25 +157,39 @@ class UnusedSaTracker:
                 f"not given; run with --natt-port {port}",
                 port,
             )
-        back = self._from.get(sa.dst.packed, Counter()) if sa.dst is not None else Counter()
-        back_pairs = [(d, s) for (d, s) in back if sa.src is None or d == sa.src.packed]
-        if back_pairs and sa.dst is not None:
-            n = sum(back[k] for k in back_pairs)
-            spi = back_pairs[0][1]
+        nowhere = (
+            "its SPI is nowhere in the capture (not as ESP, nor at the start of a UDP payload)"
+        )
+        ahead = self._esp_between(sa.src, sa.dst)
+        if ahead is not None:  # its own direction has ESP, of another SPI: a later SA?
+            (src, dst), spi = ahead
             return (
-                UnusedReason.OTHER_DIRECTION,
-                n,
-                f"no packet has its SPI; ESP goes from {sa.dst} to {_text(back_pairs[0][0])} "
-                f"(SPI {spi:#010x}, {n} packets), the other direction: the key file's SA "
-                "is the other direction's",
+                UnusedReason.NO_SUCH_SPI,
+                0,
+                f"{nowhere}; ESP from {_text(src)} to {_text(dst)} has SPI {spi:#010x} "
+                "(rekeyed, or a key file of another run?)",
                 None,
             )
-        return (
-            UnusedReason.NO_SUCH_SPI,
-            0,
-            "its SPI is nowhere in the capture (not as ESP, nor at the start of a UDP payload)",
-            None,
-        )
+        back = self._esp_between(sa.dst, sa.src)
+        if back is not None:
+            (src, dst), spi = back
+            return (
+                UnusedReason.OTHER_DIRECTION,
+                0,
+                f"no packet has its SPI, and ESP goes only from {_text(src)} to {_text(dst)} "
+                f"(SPI {spi:#010x}): the capture has the other direction only",
+                None,
+            )
+        return (UnusedReason.NO_SUCH_SPI, 0, nowhere, None)
+
+    def _esp_between(self, src: IpAddress | None, dst: IpAddress | None) -> tuple[Pair, int] | None:
+        """An ESP flow (its addresses and SPI) from ``src`` to ``dst``, if one was seen."""
+        if src is None:
+            return None
+        for (to, spi), _ in self._from.get(src.packed, Counter()).most_common():
+            if dst is None or to == dst.packed:
+                return (src.packed, to), spi
+        return None
 
 
 def _is_reverse(sa: SecurityAssociation, pair: Pair) -> bool:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from espforensics.errors import KeyFileError
-from espforensics.keys.sa import SaTable, Secret, SecurityAssociation
+from espforensics.keys.sa import ANY_SPI, SaTable, Secret, SecurityAssociation
 from espforensics.keys.tcpdump import is_tcpdump_secrets, parse_tcpdump_secrets
 from espforensics.keys.validate import LoadLog
 from espforensics.keys.wireshark import is_esp_sa, parse_esp_sa
@@ -37,6 +37,7 @@ from espforensics.keys.xfrm_text import is_xfrm_text, parse_xfrm_text
 from espforensics.keys.yaml_file import is_keys_yaml, parse_keys_yaml
 
 __all__ = [
+    "ANY_SPI",
     "FORMATS",
     "KeyFormat",
     "SaTable",

@@ -71,6 +71,7 @@ CIPHERS: dict[str, _Cipher] = {
     "camellia-256": _Cipher("cbc(camellia)", 32),
 }
 HMAC96_ICV_BITS = 96  # tcpdump's "-hmac96": authlen 12
+_OTHER_FORMS = frozenset({"file", "ikev2"})  # tcpdump items that hold no ESP SA
 
 # One item, loosely: what detection and the parser both start from.
 _ITEM = re.compile(
@@ -101,8 +102,8 @@ def _cipher_of(algo: str) -> tuple[_Cipher | None, bool]:
 
 def is_tcpdump_secrets(text: str) -> bool:
     """True when every item looks like ``[spi@addr ]algo:secret`` and one names a known cipher."""
-    items = _items(text)
-    matches = [_ITEM.fullmatch(item) for _, item in items]
+    items = [item for _, item in _items(text) if item.split()[0].casefold() not in _OTHER_FORMS]
+    matches = [_ITEM.fullmatch(item) for item in items]
     if not items or not all(matches):
         return False
     return any(m is not None and _cipher_of(m["algo"])[0] is not None for m in matches)
