@@ -126,7 +126,8 @@ SaOption = Annotated[
     typer.Option(
         "--sa",
         metavar="KEYS",
-        help="Key file: keys.yaml, `ip xfrm state` text or esp_sa. Repeatable.",
+        help="Key file: keys.yaml, `ip xfrm state` text, esp_sa or tcpdump -E secrets "
+        "(or tcpdump -E text itself). Repeatable.",
     ),
 ]
 NattOption = Annotated[

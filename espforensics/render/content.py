@@ -169,7 +169,15 @@ CHECKS: tuple[tuple[str, tuple[FindingKind, ...]], ...] = (
         ),
     ),
     ("esn_mismatch", (FindingKind.ESN_MISMATCH,)),
-    ("keys", (FindingKind.KEY_MISMATCH, FindingKind.UNSUPPORTED)),
+    (
+        "keys",
+        (
+            FindingKind.KEY_MISMATCH,
+            FindingKind.UNSUPPORTED,
+            FindingKind.UNUSED_SA,
+            FindingKind.HMAC_KEY_LENGTH,
+        ),
+    ),
 )
 NOUNS: dict[FindingKind, tuple[str, str]] = {
     FindingKind.ESP_MISPLACED: ("ESP header misplaced", "ESP headers misplaced"),
@@ -198,6 +206,15 @@ NOUNS: dict[FindingKind, tuple[str, str]] = {
     FindingKind.UNSUPPORTED: (
         "packet of an algorithm not decrypted",
         "packets of an algorithm not decrypted",
+    ),
+    # what their count counts: the packets the reason rests on; the SAs with such a key
+    FindingKind.UNUSED_SA: (
+        "packet pointing at a key file's unused SA",
+        "packets pointing at a key file's unused SA",
+    ),
+    FindingKind.HMAC_KEY_LENGTH: (
+        "SA with an HMAC key not of its RFC's length",
+        "SAs with an HMAC key not of its RFC's length",
     ),
 }
 
