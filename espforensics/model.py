@@ -74,7 +74,7 @@ class FindingKind(StrEnum):
     KEY_MISMATCH = "key_mismatch"
     UNSUPPORTED = "unsupported"
     UNUSED_SA = "unused_sa"  # a key file's SA no packet used, with the likely reason
-    HMAC_KEY_LENGTH = "hmac_key_length"  # an HMAC key not of the length its RFC gives
+    HMAC_KEY_SIZE = "hmac_key_size"  # an HMAC key not of the length its RFC gives
 
 
 class Severity(StrEnum):

@@ -148,6 +148,17 @@ def test_tcpdump_text_given_in_place_of_a_path() -> None:
     )
 
 
+def test_a_secret_with_an_unknown_cipher_is_never_quoted_as_a_path() -> None:
+    with pytest.raises(KeyFileError) as info:
+        load_sas([f"0x1001@192.0.2.2 rc5-cbc:0x{AES128}"])
+    assert str(info.value).startswith(
+        "--sa (tcpdump -E text): line 1: unknown tcpdump algorithm 'rc5-cbc'; known: 3des"
+    )
+    with pytest.raises(KeyFileError) as missing:  # a path that is no secret: named as before
+        load_sas(["no/such/keys.yaml"])
+    assert str(missing.value) == "no/such/keys.yaml: cannot open: No such file or directory"
+
+
 def test_an_existing_file_is_read_even_if_its_name_looks_like_a_secret(tmp_path: Path) -> None:
     name = tmp_path / "des-cbc:0x0123456789abcdef"
     name.write_text(f"0x7@10.0.0.1 aes128-cbc:0x{AES128}\n")

@@ -311,7 +311,7 @@ def test_hmac_key_of_another_length_is_an_info_finding(tmp_path: Path) -> None:
         f"    auth_key: 0x{auth[:32]}\n    icv: 128\n"
     )
     s = summarize(CBC / "capture.pcap", [keys])
-    [f] = [f for f in s.finding_list if f.kind is FindingKind.HMAC_KEY_LENGTH]
+    [f] = [f for f in s.finding_list if f.kind is FindingKind.HMAC_KEY_SIZE]
     assert (f.severity, f.spi, f.detail) == (
         "info",
         0x1001,

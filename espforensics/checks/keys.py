@@ -266,7 +266,7 @@ class KeyCheck:
             if wanted is None or sa.auth_key is None:
                 continue
             yield Finding(
-                FindingKind.HMAC_KEY_LENGTH,
+                FindingKind.HMAC_KEY_SIZE,
                 Severity.INFO,
                 sa.spi or None,
                 (),

@@ -30,7 +30,11 @@ from typing import NamedTuple
 
 from espforensics.errors import KeyFileError
 from espforensics.keys.sa import ANY_SPI, SaTable, Secret, SecurityAssociation
-from espforensics.keys.tcpdump import is_tcpdump_secrets, parse_tcpdump_secrets
+from espforensics.keys.tcpdump import (
+    is_tcpdump_secrets,
+    looks_like_secrets,
+    parse_tcpdump_secrets,
+)
 from espforensics.keys.validate import LoadLog
 from espforensics.keys.wireshark import is_esp_sa, parse_esp_sa
 from espforensics.keys.xfrm_text import is_xfrm_text, parse_xfrm_text
@@ -85,15 +89,23 @@ def load_sas(paths: Sequence[str | os.PathLike[str]]) -> SaTable:
     table = SaTable()
     for path in paths:
         name = os.fspath(path)
-        if not os.path.lexists(name) and is_tcpdump_secrets(name):
-            text, name = name, ARGUMENT_ORIGIN
+        if not os.path.lexists(name) and looks_like_secrets(name):
+            sas, log = _argument(name)  # never named by its text: it holds a key
         else:
-            text = _read(name)
-        sas, log = read_sas(text, name)
+            sas, log = read_sas(_read(name), name)
         for sa in sas:
             table.add(sa)  # raises KeyFileError naming both entries of a duplicate
         table.notes.extend(warnings(log))
     return table
+
+
+def _argument(text: str) -> tuple[list[SecurityAssociation], LoadLog]:
+    """The SAs of tcpdump ``-E`` text given in place of a path (``ARGUMENT_ORIGIN``)."""
+    log = LoadLog()
+    sas = parse_tcpdump_secrets(text, ARGUMENT_ORIGIN, log)
+    if log.errors:  # one argument, typed by hand: every item of it must read
+        raise log.errors[0]
+    return sas, log
 
 
 def parse_sas(text: str, origin: str) -> list[SecurityAssociation]:

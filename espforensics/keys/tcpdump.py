@@ -100,6 +100,12 @@ def _cipher_of(algo: str) -> tuple[_Cipher | None, bool]:
     return CIPHERS.get(name), hmac96
 
 
+def looks_like_secrets(text: str) -> bool:
+    """True when every item has the shape ``[spi@addr ]name:secret``, whatever the name."""
+    items = _items(text)
+    return bool(items) and all(_ITEM.fullmatch(item) for _, item in items)
+
+
 def is_tcpdump_secrets(text: str) -> bool:
     """True when every item looks like ``[spi@addr ]algo:secret`` and one names a known cipher."""
     items = [item for _, item in _items(text) if item.split()[0].casefold() not in _OTHER_FORMS]

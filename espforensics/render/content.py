@@ -175,7 +175,7 @@ CHECKS: tuple[tuple[str, tuple[FindingKind, ...]], ...] = (
             FindingKind.KEY_MISMATCH,
             FindingKind.UNSUPPORTED,
             FindingKind.UNUSED_SA,
-            FindingKind.HMAC_KEY_LENGTH,
+            FindingKind.HMAC_KEY_SIZE,
         ),
     ),
 )
@@ -212,7 +212,7 @@ NOUNS: dict[FindingKind, tuple[str, str]] = {
         "packet pointing at a key file's unused SA",
         "packets pointing at a key file's unused SA",
     ),
-    FindingKind.HMAC_KEY_LENGTH: (
+    FindingKind.HMAC_KEY_SIZE: (
         "SA with an HMAC key not of its RFC's length",
         "SAs with an HMAC key not of its RFC's length",
     ),
