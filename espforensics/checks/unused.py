@@ -67,10 +67,10 @@ class UnusedSaTracker:
             sa = flow.state.sa
             if sa is not None:
                 self._used.add(id(self._table.entry_of(sa)))
-        if flow.state.sa is None and flow.spi in self._table.spis:
+            if src in self._watched():  # once per flow, its first packet (never the lane's)
+                _count(self._from.setdefault(src, Counter()), (dst, flow.spi))
+        if flow.state.sa is None and flow.spi in self._table.spis:  # never the steady lane's
             _count(self._by_spi.setdefault(flow.spi, Counter()), (src, dst))
-        if src in self._watched():  # per flow: the steady lane's packets do not come here
-            _count(self._from.setdefault(src, Counter()), (dst, flow.spi))
 
     def observe_udp(self, spi: int, sport: int | None, dport: int | None) -> None:
         """A UDP payload on a port that is not ESP-in-UDP's starts with SPI ``spi``."""
