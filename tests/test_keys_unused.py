@@ -320,3 +320,40 @@ def test_hmac_key_of_another_length_is_an_info_finding(tmp_path: Path) -> None:
     )
     # the capture's real key is 32 bytes: its first 16 verify nothing, and the doctor says so
     assert by_spi(s)[0x1001] == {"auth_fail": 318}
+
+
+@real
+def test_unused_reasons_are_the_same_with_the_steady_lane_on_and_off(tmp_path: Path) -> None:
+    keys = cbc_keys()
+    e2, a2 = keys[0x1002]
+    path = tmp_path / "esp_sa"
+    path.write_text(
+        f'"IPv4","192.0.2.2","192.0.2.1","0x00001002","AES-CBC [RFC3602]","0x{e2}",'
+        f'"HMAC-SHA-256-128 [RFC4868]","0x{a2}"\n'
+        f'"IPv4","192.0.2.2","192.0.2.1","0x00009998","AES-CBC [RFC3602]","0x{e2}",'
+        f'"HMAC-SHA-256-128 [RFC4868]","0x{a2}"\n'
+        f'"IPv4","192.0.2.1","192.0.2.2","0x00009999","AES-CBC [RFC3602]","0x{e2}",'
+        f'"HMAC-SHA-256-128 [RFC4868]","0x{a2}"\n'
+    )
+    got = []
+    for options in (Options(batch_frames=64), Options(steady_lane=False)):
+        s = summarize(CBC / "capture.pcap", [path], options)
+        assert by_spi(s)[0x1002] == {"ok": 207}
+        got.append(s.unused_sas)
+    assert got[0] == got[1]
+    assert [(u.spi, u.reason, u.detail.split(": ", 1)[1]) for u in got[0]] == [
+        (
+            0x9998,
+            UnusedReason.NO_SUCH_SPI,
+            "its SPI is nowhere in the capture (not as ESP, nor at the start of a UDP payload); "
+            "ESP from 192.0.2.2 to 192.0.2.1 has SPI 0x00001002 (rekeyed, or a key file of "
+            "another run?)",
+        ),
+        (
+            0x9999,
+            UnusedReason.NO_SUCH_SPI,
+            "its SPI is nowhere in the capture (not as ESP, nor at the start of a UDP payload); "
+            "ESP from 192.0.2.1 to 192.0.2.2 has SPI 0x00001001 (rekeyed, or a key file of "
+            "another run?)",
+        ),
+    ]
