@@ -151,8 +151,13 @@ def test_tcpdump_text_given_in_place_of_a_path() -> None:
 def test_a_secret_with_an_unknown_cipher_is_never_quoted_as_a_path() -> None:
     with pytest.raises(KeyFileError) as info:
         load_sas([f"0x1001@192.0.2.2 rc5-cbc:0x{AES128}"])
-    assert str(info.value).startswith(
-        "--sa (tcpdump -E text): line 1: unknown tcpdump algorithm 'rc5-cbc'; known: 3des"
+    assert str(info.value) == (
+        "--sa (59 characters): no such file, nor tcpdump -E text of a cipher espforensics knows"
+    )
+    with pytest.raises(KeyFileError) as typo:
+        load_sas(["keys:v2.yaml"])
+    assert str(typo.value) == (
+        "--sa 'keys:v2.yaml': no such file, nor tcpdump -E text of a cipher espforensics knows"
     )
     with pytest.raises(KeyFileError) as missing:  # a path that is no secret: named as before
         load_sas(["no/such/keys.yaml"])

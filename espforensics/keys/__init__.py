@@ -35,7 +35,7 @@ from espforensics.keys.tcpdump import (
     looks_like_secrets,
     parse_tcpdump_secrets,
 )
-from espforensics.keys.validate import LoadLog
+from espforensics.keys.validate import LoadLog, shown
 from espforensics.keys.wireshark import is_esp_sa, parse_esp_sa
 from espforensics.keys.xfrm_text import is_xfrm_text, parse_xfrm_text
 from espforensics.keys.yaml_file import is_keys_yaml, parse_keys_yaml
@@ -90,7 +90,7 @@ def load_sas(paths: Sequence[str | os.PathLike[str]]) -> SaTable:
     for path in paths:
         name = os.fspath(path)
         if not os.path.lexists(name) and looks_like_secrets(name):
-            sas, log = _argument(name)  # never named by its text: it holds a key
+            sas, log = _argument(name)  # never named by its text: it may hold a key
         else:
             sas, log = read_sas(_read(name), name)
         for sa in sas:
@@ -101,6 +101,9 @@ def load_sas(paths: Sequence[str | os.PathLike[str]]) -> SaTable:
 
 def _argument(text: str) -> tuple[list[SecurityAssociation], LoadLog]:
     """The SAs of tcpdump ``-E`` text given in place of a path (``ARGUMENT_ORIGIN``)."""
+    if not is_tcpdump_secrets(text):  # "name:rest" of no cipher tcpdump knows: a path?
+        why = "no such file, nor tcpdump -E text of a cipher espforensics knows"
+        raise KeyFileError(f"--sa {shown(text)}", why)
     log = LoadLog()
     sas = parse_tcpdump_secrets(text, ARGUMENT_ORIGIN, log)
     if log.errors:  # one argument, typed by hand: every item of it must read

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections import Counter
 from typing import NamedTuple
 
 from espforensics.errors import KeyFileError
@@ -121,11 +122,12 @@ def parse_tcpdump_secrets(
     """Every SA of tcpdump ``-E`` text; ``origin`` names the file (or argument)."""
     sas = []
     items = _items(text)
-    several = {n for n, _ in items if sum(1 for m, _ in items if m == n) > 1}
+    per_line = Counter(number for number, _ in items)
     position: dict[int, int] = {}
     for number, item in items:
         position[number] = position.get(number, 0) + 1
-        where = f"line {number}" + (f" item {position[number]}" if number in several else "")
+        item_at = f" item {position[number]}" if per_line[number] > 1 else ""
+        where = f"line {number}{item_at}"
         try:
             sas.append(_parse_item(item, origin, where))
         except KeyFileError as exc:
