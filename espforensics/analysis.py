@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from espforensics.capture import open_capture
+from espforensics.coverage import unused_sas
 from espforensics.engine import Engine, Row
 from espforensics.errors import (
     TRACEBACK_FILE,
@@ -212,7 +213,9 @@ def _run(
     finally:
         engine.close()
     message = _stop_message(error)
-    return builder.finish(info(), analyzer.findings, _modes(analyzer.sas, builder), message), error
+    unused = unused_sas(analyzer.sas, builder.sa_keys())
+    modes = _modes(analyzer.sas, builder)
+    return builder.finish(info(), analyzer.findings, modes, message, unused), error
 
 
 def summarize(

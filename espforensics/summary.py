@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from espforensics.coverage import CheckCoverage, UnusedSa, check_coverage
 from espforensics.engine import SteadyRows
 from espforensics.model import (
     SEVERITY_RANK,
@@ -117,6 +118,8 @@ class Summary:
     plots: tuple[PlotOutcome, ...] = ()
     error: str | None = None
     schema: int = SCHEMA
+    coverage: tuple[CheckCoverage, ...] = ()  # one per check, in the order they run
+    unused_sas: tuple[UnusedSa, ...] = ()  # SAs of the key files no packet matched
 
     def to_json(self) -> dict[str, Any]:
         """The ``summary.json`` document.
@@ -134,6 +137,8 @@ class Summary:
         doc["finding_list"] = [_finding_json(f) for f in self.finding_list]
         doc["layouts"] = [{**_fields(x), "spi": f"{x.spi:#010x}"} for x in self.layouts]
         doc["plots"] = [{**_fields(p), "files": list(p.files)} for p in self.plots]
+        doc["coverage"] = [{**_fields(c), "skipped": dict(c.skipped)} for c in self.coverage]
+        doc["unused_sas"] = [{**_fields(u), "spi": f"{u.spi:#010x}"} for u in self.unused_sas]
         return {"schema": doc.pop("schema"), **doc}
 
     @classmethod
@@ -157,6 +162,16 @@ class Summary:
             ),
             error=doc.get("error"),
             schema=doc["schema"],
+            coverage=(
+                tuple(
+                    CheckCoverage(**{**c, "skipped": dict(c["skipped"])}) for c in doc["coverage"]
+                )
+                if "coverage" in doc  # else a summary.json written before coverage: derive it
+                else check_coverage(sas, doc["esp_packets"])
+            ),
+            unused_sas=tuple(
+                UnusedSa(**{**u, "spi": int(u["spi"], 16)}) for u in doc.get("unused_sas", [])
+            ),
         )
 
 
@@ -412,11 +427,13 @@ class SummaryBuilder:
         findings: list[Finding],
         modes: dict[tuple[int, str, str], str] | None = None,
         error: str | None = None,
+        unused: tuple[UnusedSa, ...] = (),
     ) -> Summary:
         """The summary of everything observed, with the checks' findings.
 
         ``capture`` gives path, sha256 and size; frames and times are counted
-        here. ``modes`` are the SA modes the key files state.
+        here. ``modes`` are the SA modes the key files state; ``unused`` their SAs
+        that no packet matched (coverage.unused_sas).
         """
         missing: Counter[tuple[int, str, str]] = Counter()
         per_kind: Counter[str] = Counter()
@@ -446,4 +463,6 @@ class SummaryBuilder:
                 for k, a in sorted(self._layouts.items())
             ),
             error=error,
+            coverage=check_coverage(sas, self.esp_packets),
+            unused_sas=unused,
         )
