@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from espforensics.checks.coverage import NO_KEY
 from espforensics.coverage import Tally, tally
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity
 from espforensics.narrative import FindingGroup, finding_groups, group_unit, plural
@@ -63,15 +64,14 @@ def _checked(summary: Summary, t: Tally) -> str:
     if t.proven == esp:
         return f"all {esp} ESP packets verified with their keys ({sas})"
     why = "; ".join(
-        f"{n} {reason} ({spi_list(t.untried_spis[reason])})"
+        f"{n} {reason}" + (f" ({spi_list(spis)})" if (spis := t.untried_spis.get(reason)) else "")
         for reason, n in t.untried.items()
-        if t.untried_spis.get(reason)
-    ) or ", ".join(f"{n} {reason}" for reason, n in t.untried.items())
+    )
     failing = t.tried - t.proven
     fails = f"{failing} fail their ICV" if failing else ""
     rest = "; ".join(x for x in (fails, why) if x)
     if t.proven == 0:
-        if not t.tried and len(t.untried) == 1 and next(iter(t.untried)) == "without a key":
+        if not t.tried and len(t.untried) == 1 and next(iter(t.untried)) == NO_KEY:
             return f"{esp} ESP packets, none decrypted: no key ({sas})"
         return f"{esp} ESP packets, none verified: {rest}"
     return f"{t.proven} of {esp} ESP packets verified with their keys; not: {rest}"

@@ -30,6 +30,7 @@ CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-
 TCP = CAPTURES / "tcp-transport-v4"
 ESN = CAPTURES / "esn-wrap-v4"
 TSO = CAPTURES / "ip6tnl-transport-tso-on"
+NATT = CAPTURES / "natt-espinudp-v4"
 real = pytest.mark.skipif(not CAPTURES.is_dir(), reason="shared/captures not beside the project")
 runner = CliRunner()
 NAMES = [name for name, _ in CHECKS]
@@ -89,6 +90,23 @@ def _no_esp(work: Path) -> Path:
         for ts, buf in reader:
             if not (buf[12:14] == b"\x08\x00" and buf[14 + 9] == 50):
                 writer.writepkt(buf, ts)
+    return path
+
+
+def _natt_on_4501(work: Path) -> Path:
+    """natt-espinudp-v4 with its ESP-in-UDP moved from port 4500 to 4501 (UDP checksums 0)."""
+    path = work / "natt-4501.pcap"
+    with (NATT / "capture.pcap").open("rb") as src, path.open("wb") as dst:
+        reader = dpkt.pcap.Reader(src)
+        writer = dpkt.pcap.Writer(dst, linktype=reader.datalink(), snaplen=262144)
+        for ts, buf in reader:
+            frame = bytearray(buf)
+            if frame[12:14] == b"\x08\x00" and frame[14 + 9] == 17:
+                udp = 14 + (frame[14] & 15) * 4
+                for at in (udp, udp + 2):
+                    if frame[at : at + 2] == (4500).to_bytes(2):
+                        frame[at : at + 2] = (4501).to_bytes(2)
+            writer.writepkt(bytes(frame), ts)
     return path
 
 
@@ -362,3 +380,39 @@ def test_batch_exit_follows_the_same_precedence(work: Path) -> None:
     assert res.exit_code == 4, res.stderr
     res = runner.invoke(app, [*args, "--out", str(work / "batch-b"), "--unchecked", "ignore"])
     assert res.exit_code == 0, res.stderr
+
+
+@real
+def test_esp_in_udp_on_another_port_names_the_unused_keys_and_exits_4(work: Path) -> None:
+    """No `encap` in the key file, ESP-in-UDP on 4501: the keys matched nothing; say so."""
+    keys = _keys(
+        work, "no-encap", "".join(x for x in _state(NATT).splitlines(True) if "encap" not in x)
+    )
+    code, out = _analyze(work, _natt_on_4501(work), keys)
+    assert code == 4
+    summary = _report(out, "--format", "summary")[1]
+    assert summary[1:5] == [
+        "  no ESP packet in this capture: nothing was checked; 2 SAs of the key",
+        "      file matched no packet",
+        "  nothing to find without ESP packets",
+        "  594 frames, 0 ESP packets, 0 SAs",
+    ]
+    assert "try --natt-port" in " ".join(summary)
+    args = ["analyze", str(work / "natt-4501.pcap"), "--sa", str(keys), "--natt-port", "4501"]
+    res = runner.invoke(app, [*args, "--out", str(work / "natt-4501-out"), "--no-plots", "-q"])
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads((work / "natt-4501-out" / "summary.json").read_text())
+    assert (doc["verdicts"]["ok"], doc["unused_sas"]) == (590, [])
+
+
+@real
+def test_a_summary_json_written_before_coverage_still_reports_it(work: Path) -> None:
+    keys = _keys(work, "a-to-b", _one_sa(_state(TCP), "0x00001001"))
+    _, out = _analyze(work, TCP / "capture.pcap", keys)
+    old = work / "old-summary"
+    old.mkdir()
+    doc = json.loads((out / "summary.json").read_text())
+    (old / "summary.json").write_text(
+        json.dumps({k: v for k, v in doc.items() if k not in ("coverage", "unused_sas")})
+    )
+    assert _report(old, "--format", "ktap") == _report(out, "--format", "ktap")
