@@ -30,6 +30,7 @@ _CURE = re.compile(
     r"; (?:all|(?P<cured>\d+) of the) (?P<failed>\d+) that fail verify with (?P<what>.+)$"
 )
 _NO_CURE = "none of the usual mistakes"
+_SWAPPED = "the key given for SPI"  # checks/keys.py variants: the other direction's key
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,14 @@ def _key_sentence(summary: Summary) -> str:
     """The key file's fault, proven or not, or "" when the key doctor found none."""
     esp = summary.esp_packets
     fixes = _fixes(summary.finding_list)
+    swapped = [x for x in fixes if x.what.startswith(_SWAPPED)]
+    if len(swapped) > 1 and len(swapped) == len(fixes):  # each verifies with the other's key
+        spis = tuple(sorted(s for x in swapped for s in x.spis))
+        return (
+            f"{sum(x.packets for x in swapped)} of {esp} ESP packets fail their ICV with the key "
+            f"file and verify with the key given for the other direction: the directions' keys "
+            f"are swapped, fix the key file for {spi_list(spis)}"
+        )
     if fixes:
         return "; ".join(
             f"{x.packets} of {esp} ESP packets fail their ICV with the key file and verify "
