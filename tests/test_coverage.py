@@ -416,3 +416,19 @@ def test_a_summary_json_written_before_coverage_still_reports_it(work: Path) -> 
         json.dumps({k: v for k, v in doc.items() if k not in ("coverage", "unused_sas")})
     )
     assert _report(old, "--format", "ktap") == _report(out, "--format", "ktap")
+
+
+@real
+def test_swapped_keys_lead_as_one_fix(work: Path) -> None:
+    text = _state(TCP)
+    a, b = re.findall(r"0x[0-9a-f]{40}", text)
+    keys = _keys(work, "swapped-keys", text.replace(a, "KEY").replace(b, a).replace("KEY", b))
+    code, out = _analyze(work, TCP / "capture.pcap", keys)
+    assert code == 3
+    assert _report(out, "--format", "summary")[1][1:6] == [
+        "  447 ESP packets, none verified: 447 under a key that verifies none of",
+        "      them (SPIs 0x00001001, 0x00001002)",
+        "  447 of 447 ESP packets fail their ICV with the key file and verify",
+        "      with the key given for the other direction: the directions' keys",
+        "      are swapped, fix the key file for SPIs 0x00001001, 0x00001002",
+    ]
