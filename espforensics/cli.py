@@ -1,9 +1,11 @@
 """The ``espforensics`` command line: parse options, call the library, map errors.
 
 In: argv. Out: files in the output folder, text on stdout, progress on
-stderr when it is a terminal. Exit codes: 0 done and no finding at or
-above ``--fail-on``, 1 such a finding, 2 usage or input error (one line
-``espforensics: error: <file>: <what>``), 70 a bug in espforensics (one
+stderr when it is a terminal. Exit codes (gate.py): 0 done and clean, 1 a
+finding at or above ``--fail-on``, 2 usage or input error (one line
+``espforensics: error: <file>: <what>``), 3 the key file is wrong (only
+``key_mismatch`` findings fail), 4 no ESP packet verified (``--unchecked``
+chooses when), 70 a bug in espforensics (one
 line naming the file that holds its traceback, without any value), 130
 Ctrl-C. Nothing imports this module; it is the only module that imports
 typer and rich.
@@ -41,6 +43,7 @@ from espforensics.errors import (
     InternalError,
     bug_report,
 )
+from espforensics.gate import Unchecked, exit_code, worst_code
 from espforensics.model import SEVERITY_RANK, Severity
 from espforensics.narrative import worst_severity
 from espforensics.pipeline import Options
@@ -147,6 +150,15 @@ FailOnOption = Annotated[
         "info or never.",
     ),
 ]
+UncheckedOption = Annotated[
+    Unchecked,
+    typer.Option(
+        "--unchecked",
+        metavar="POLICY",
+        help="Exit 4 when no ESP packet was verified (skip), also when any went unverified "
+        "(fail), or never (ignore).",
+    ),
+]
 FORMATS_HELP = "summary, text, markdown, json or ktap"
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress, nothing on stdout.")]
 NoPlotsOption = Annotated[bool, typer.Option("--no-plots", help="Do not draw the plots.")]
@@ -216,10 +228,22 @@ def _exit_for(worst: Severity | None, fail_on: FailOn) -> None:
         raise typer.Exit(1)
 
 
+def _threshold(fail_on: FailOn) -> Severity | None:
+    return None if fail_on is FailOn.NEVER else Severity(fail_on.value)
+
+
+def _exit_gate(summary: Summary, fail_on: FailOn, unchecked: Unchecked) -> None:
+    """Exit with gate.py's code: 1 a finding, 3 the key file, 4 nothing verified."""
+    code = exit_code(summary, _threshold(fail_on), unchecked)
+    if code:
+        raise typer.Exit(code)
+
+
 def _show(summary: Summary, fmt: Format, fail_on: FailOn = FailOn.HIGH) -> None:
     """Print the report as ``fmt``; ``fail_on`` decides which KTAP lines are ``not ok``."""
-    threshold = None if fail_on is FailOn.NEVER else Severity(fail_on.value)
-    typer.echo(RENDERERS[fmt.value].render(report_content(summary, fail_on=threshold)), nl=False)
+    typer.echo(
+        RENDERERS[fmt.value].render(report_content(summary, fail_on=_threshold(fail_on))), nl=False
+    )
 
 
 def _progress(capture: Path, quiet: bool) -> tuple[Progress | None, Callable[[], None]]:
@@ -264,6 +288,7 @@ def analyze(
         ),
     ] = Format.SUMMARY,
     fail_on: FailOnOption = FailOn.HIGH,
+    unchecked: UncheckedOption = Unchecked.SKIP,
     no_plots: NoPlotsOption = False,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress bar, nothing on stdout.")
@@ -328,7 +353,7 @@ def analyze(
             typer.echo(f"  outputs: {out_dir}/")
             for name, target in copies.targets():
                 typer.echo(f"  {name}: {target}")
-    _exit_for(worst_severity(summary), fail_on)
+    _exit_gate(summary, fail_on, unchecked)
 
 
 @app.command(cls=_Command)
@@ -339,9 +364,13 @@ def report(
     fmt: Annotated[
         Format, typer.Option("--format", metavar="FORMAT", help=f"What to print: {FORMATS_HELP}.")
     ] = Format.TEXT,
+    fail_on: FailOnOption = FailOn.HIGH,
+    unchecked: UncheckedOption = Unchecked.SKIP,
 ) -> None:
-    """Print the report of an earlier analysis again."""
-    _show(_guarded(lambda: load_summary(folder)), fmt)
+    """Print the report of an earlier analysis again; exit as `analyze` did."""
+    summary = _guarded(lambda: load_summary(folder))
+    _show(summary, fmt, fail_on)
+    _exit_gate(summary, fail_on, unchecked)
 
 
 @app.command(cls=_Command)
@@ -411,6 +440,7 @@ def batch(
     ] = None,
     natt_port: NattOption = None,
     fail_on: FailOnOption = FailOn.HIGH,
+    unchecked: UncheckedOption = Unchecked.SKIP,
     no_plots: NoPlotsOption = False,
     quiet: QuietOption = False,
 ) -> None:
@@ -437,8 +467,10 @@ def batch(
         typer.echo((out / "report.txt").read_text(), nl=False)
     if any(r.status == "error" for r in result.rows):
         raise typer.Exit(2)
-    worst = [Severity(r.worst) for r in result.rows if r.worst]
-    _exit_for(max(worst, key=SEVERITY_RANK.__getitem__, default=None), fail_on)
+    summaries = _guarded(lambda: [load_summary(out / "captures" / r.name) for r in result.rows])
+    code = worst_code(exit_code(s, _threshold(fail_on), unchecked) for s in summaries)
+    if code:
+        raise typer.Exit(code)
 
 
 def _batch_progress(quiet: bool) -> tuple[BatchProgress | None, Callable[[], None]]:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import PurePath
 
 from espforensics.checks.leaks import name_fields
+from espforensics.coverage import tally
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
 from espforensics.summary import MisplacedLayout, SaSummary, Summary
 
@@ -135,37 +136,36 @@ def finding_groups(summary: Summary) -> tuple[FindingGroup, ...]:
     return tuple(sorted(groups, key=lambda g: (-SEVERITY_RANK[g.severity], g.kind.value)))
 
 
-# Why an ESP packet was not checked by decryption, in the order the report names them.
-UNCHECKED = (
-    (Verdict.UNKNOWN_SA, "without a key"),
-    (Verdict.UNSUPPORTED, "of an algorithm this version does not decrypt"),
-    (Verdict.TRUNCATED, "cut short by the capture"),
-)
+# Verdicts of packets a key was tried on that did not decrypt at the expected offset.
 NOT_AT_OFFSET_0 = (Verdict.ESP_MISPLACED, Verdict.AUTH_FAIL, Verdict.BAD_TRAILER)
 
 
 def verdict_sentences(summary: Summary) -> tuple[str, ...]:
-    """What a reviewer wants to read first: what was not checked, placement, clear text, IVs."""
+    """What a reviewer wants to read first: what was not checked, placement, clear text, IVs.
+
+    Only packets a key was tried on are said to decrypt or not; the rest are
+    "not checked", with why (coverage.tally): without a key nothing was tried.
+    """
     v, esp = summary.verdicts, summary.esp_packets
+    unused = unused_sentences(summary)
     if esp == 0:
-        return ("no ESP packet in this capture",)
-    out = []
-    unchecked = [(v[k], why) for k, why in UNCHECKED if v.get(k)]
-    checked = esp - sum(n for n, _ in unchecked)
-    if unchecked:
-        whys = ", ".join(f"{n} {why}" for n, why in unchecked)
-        out.append(f"{esp - checked} of {esp} ESP packets were not checked ({whys})")
-    ok, esn = v.get(Verdict.OK, 0), v.get(Verdict.ESN_MISMATCH, 0)
+        return ("no ESP packet in this capture", *unused)
+    out = list(unused)
+    t = tally(summary.sas, esp)
+    if t.untried:
+        whys = ", ".join(f"{n} {why}" for why, n in t.untried.items())
+        out.append(f"{esp - t.tried} of {esp} ESP packets were not checked ({whys})")
+    checked, tv = t.tried, t.verdicts
+    bad_n = sum(tv.get(k, 0) for k in NOT_AT_OFFSET_0)
+    esn = v.get(Verdict.ESN_MISMATCH, 0)
     if not checked:
         out.append("no ESP packet was checked by decryption")
-    elif ok + esn == checked:
+    elif not bad_n:
         every = "every ESP packet" if checked == esp else "every checked ESP packet"
         out.append(f"{every} decrypts at offset 0 ({checked} of {checked})")
     else:
-        bad = ", ".join(f"{v[k]} {k}" for k in NOT_AT_OFFSET_0 if v.get(k))
-        out.append(
-            f"{checked - ok - esn} of {checked} ESP packets do not decrypt at offset 0 ({bad})"
-        )
+        bad = ", ".join(f"{tv[k]} {k}" for k in NOT_AT_OFFSET_0 if tv.get(k))
+        out.append(f"{bad_n} of {checked} ESP packets do not decrypt at offset 0 ({bad})")
     if esn:
         verb, its, it = ("verifies", "its", "it") if esn == 1 else ("verify", "their", "them")
         out.append(
@@ -183,6 +183,19 @@ def verdict_sentences(summary: Summary) -> tuple[str, ...]:
     else:
         packets = summary.findings.get(FindingKind.IV_REUSE.value, 0)
         out.append(f"{summary.reused_ivs} IVs reused under one key ({packets} packets)")
+    return tuple(out)
+
+
+UNUSED_SHOWN = 3  # unused SAs of the key files a report names; summary.json has every one
+
+
+def unused_sentences(summary: Summary) -> tuple[str, ...]:
+    """The key files' SAs that matched no packet, each with the likely reason."""
+    unused = summary.unused_sas
+    out = [u.detail for u in unused[:UNUSED_SHOWN]]
+    if len(unused) > UNUSED_SHOWN:
+        rest = plural(len(unused) - UNUSED_SHOWN, "more SA")
+        out.append(f"{rest} of the key file matched no packet (summary.json: unused_sas)")
     return tuple(out)
 
 

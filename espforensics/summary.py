@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from espforensics.coverage import CheckCoverage, check_coverage
 from espforensics.engine import SteadyRows
 from espforensics.model import (
     SEVERITY_RANK,
@@ -123,6 +124,7 @@ class Summary:
     unused_sas: tuple[UnusedSa, ...] = ()
     # Warnings of loading the key files: lines skipped, policy blocks ignored ("FILE: what").
     key_notes: tuple[str, ...] = ()
+    coverage: tuple[CheckCoverage, ...] = ()  # one per check, in the order they run
 
     def to_json(self) -> dict[str, Any]:
         """The ``summary.json`` document.
@@ -145,6 +147,7 @@ class Summary:
             for u in self.unused_sas
         ]
         doc["key_notes"] = list(self.key_notes)
+        doc["coverage"] = [{**_fields(c), "skipped": dict(c.skipped)} for c in self.coverage]
         return {"schema": doc.pop("schema"), **doc}
 
     @classmethod
@@ -179,6 +182,13 @@ class Summary:
                 for u in doc.get("unused_sas", ())
             ),
             key_notes=tuple(doc.get("key_notes", ())),
+            coverage=(
+                tuple(
+                    CheckCoverage(**{**c, "skipped": dict(c["skipped"])}) for c in doc["coverage"]
+                )
+                if "coverage" in doc  # else a summary.json written before coverage: derive it
+                else check_coverage(sas, doc["esp_packets"])
+            ),
         )
 
 
@@ -440,7 +450,8 @@ class SummaryBuilder:
         """The summary of everything observed, with the checks' findings.
 
         ``capture`` gives path, sha256 and size; frames and times are counted
-        here. ``modes`` are the SA modes the key files state.
+        here. ``modes`` are the SA modes the key files state; ``unused`` their SAs
+        that no packet matched (checks/unused.py).
         """
         missing: Counter[tuple[int, str, str]] = Counter()
         per_kind: Counter[str] = Counter()
@@ -472,4 +483,5 @@ class SummaryBuilder:
             error=error,
             unused_sas=unused_sas,
             key_notes=key_notes,
+            coverage=check_coverage(sas, self.esp_packets),
         )

@@ -43,11 +43,14 @@ def test_a_clean_capture(tmp_path: Path) -> None:
     assert code == 0
     assert lines == [
         *_head(capture),
+        "# all 36 ESP packets verified with their keys (2 SAs)",
+        "# nothing wrong found in what was checked",
         "# 40 frames, 36 ESP packets in 2 SAs; verdicts: ok 36, not_esp 4",
         "# every ESP packet decrypts at offset 0 (36 of 36)",
         "# no inner header byte in clear",
         "# no IV reused",
         *(f"ok {n} {name}" for n, name in enumerate(CHECKS, 1)),
+        "# Totals: pass:7 fail:0 xfail:0 xpass:0 skip:0 error:0",
     ]
 
 
@@ -114,11 +117,12 @@ def test_a_damaged_capture_is_an_error_on_every_line(tmp_path: Path) -> None:
     assert res.exit_code == 2
     assert json.loads((out / "summary.json").read_text())["error"]
     res = runner.invoke(app, ["report", str(out), "--format", "ktap"])
-    assert res.exit_code == 0
+    assert res.exit_code == 2  # as analyze exited
     results = _results(res.stdout.splitlines())
     assert results == [
         f"not ok {n} {name} # ERROR the capture is damaged" for n, name in enumerate(CHECKS, 1)
     ]
+    assert res.stdout.splitlines()[-1] == "# Totals: pass:0 fail:0 xfail:0 xpass:0 skip:0 error:7"
     assert "# The capture is damaged: cut.pcap: " in res.stdout
 
 

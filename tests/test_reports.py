@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from espforensics.analysis import analyze_to_dir
+from espforensics.analysis import analyze_to_dir, load_summary
 from espforensics.capture import open_capture
 from espforensics.cli import app
-from espforensics.model import Frame, PacketRecord, Proto, Verdict
+from espforensics.gate import exit_code
+from espforensics.model import Frame, PacketRecord, Proto, Severity, Verdict
 from espforensics.synth import build_scenario, write_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +61,8 @@ def test_reports_are_ascii_72_and_deterministic(tmp_path: Path, scenario: str) -
         assert (first / name).read_text() == (second / name).read_text()
     _ascii_72((first / "report.txt").read_text())
     res = runner.invoke(app, ["report", str(first)])
-    assert res.exit_code == 0 and res.stdout == (first / "report.txt").read_text()
+    assert res.stdout == (first / "report.txt").read_text()
+    assert res.exit_code == exit_code(load_summary(first), Severity.HIGH)  # as analyze's
 
 
 def test_golden_report(gso_v6: Path) -> None:
@@ -331,7 +333,12 @@ def test_damaged_capture_says_so_first(tmp_path: Path) -> None:
     assert md[md.index("## Verdict") + 2] == f"- **{damage}**"
     short = runner.invoke(app, ["report", str(out), "--format", "summary"]).stdout.splitlines()
     assert " ".join(x.strip() for x in short[1:4]) == damage
-    assert short[4] == "  24 frames, 24 ESP packets, 2 SAs"
+    assert short[4:8] == [  # the lead: what was checked (of what was read), what is wrong
+        "  all 24 ESP packets verified with their keys (2 SAs)",
+        "  found: critical cleartext_leak (12 packets); critical esp_misplaced",
+        "      (12 packets)",
+        "  24 frames, 24 ESP packets, 2 SAs",
+    ]
 
 
 def test_whole_capture_has_no_damage_line(gso_v6: Path) -> None:

@@ -11,10 +11,20 @@ checks read (and the verdict the key check counts).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
+from espforensics.checks import (
+    esn_mismatch,
+    iv_derivation,
+    iv_reuse,
+    keys,
+    leaks,
+    placement,
+    sequence,
+)
 from espforensics.checks.context import Flow, Holds, PacketContext, SaState
+from espforensics.checks.coverage import Seen
 from espforensics.checks.esn_mismatch import EsnMismatchCheck
 from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.checks.iv_reuse import IvReuseCheck
@@ -49,4 +59,16 @@ def make_checks(sas: SaTable, holds: Holds, flow_for: FlowFor) -> tuple[Check, .
     )
 
 
-__all__ = ["Check", "Flow", "Holds", "PacketContext", "SaState", "make_checks"]
+# What each check examined (the KTAP names of render/content.py), in the order
+# they run: each module's ``coverage(seen)`` says None (examined) or why not.
+COVERAGE: tuple[tuple[str, Callable[[Seen], str | None]], ...] = (
+    ("esp_placement", placement.coverage),
+    ("cleartext_leak", leaks.coverage),
+    ("iv_reuse", iv_reuse.coverage),
+    ("iv_derivation", iv_derivation.coverage),
+    ("sequence", sequence.coverage),
+    ("esn_mismatch", esn_mismatch.coverage),
+    ("keys", keys.coverage),
+)
+
+__all__ = ["COVERAGE", "Check", "Flow", "Holds", "PacketContext", "SaState", "make_checks"]

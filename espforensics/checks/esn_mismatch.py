@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from espforensics.checks.context import PacketContext, PerFlow
+from espforensics.checks.coverage import Seen
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 
 EXAMPLES = 5
@@ -110,3 +111,8 @@ class EsnMismatchCheck:
                 src,
                 dst,
             )
+
+
+def coverage(seen: Seen) -> str | None:
+    """Examined: packets whose ICV verified (only a verified ICV proves a high half)."""
+    return None if seen.verified else seen.why

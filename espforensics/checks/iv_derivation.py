@@ -40,11 +40,14 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from espforensics.checks import coverage as coverage_reasons
 from espforensics.checks import echainiv
 from espforensics.checks.context import Flow, Holds, PacketContext, PerFlow
+from espforensics.checks.coverage import Seen
 from espforensics.checks.ivmath import AGREE, SPAN, rank, signed_delta
 from espforensics.crypto import EncAuthContext
 from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.keys.sa import NULL_CIPHER
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 
 WINDOW = 64  # packets of an SA that decide its constant
@@ -297,3 +300,10 @@ class IvDerivationCheck:
             src,
             dst,
         )
+
+
+def coverage(seen: Seen) -> str | None:
+    """Examined: packets whose clear IV is evidence (keyless ones too, taken as AEAD-shaped)."""
+    if seen.algorithm.split(" + ")[0] == NULL_CIPHER:
+        return coverage_reasons.NO_IV
+    return None if seen.evidence else seen.why

@@ -35,11 +35,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from espforensics.checks import coverage as coverage_reasons
 from espforensics.checks.context import HEAD_LEN, PacketContext, SaState
+from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN, key_fingerprint
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.intervals import I64, U8, U64, IntervalSet, U64Set
-from espforensics.keys.sa import SaTable
+from espforensics.keys.sa import NULL_CIPHER, SaTable
 from espforensics.model import Finding, FindingKind, Severity
 from espforensics.window import RecentWindow
 
@@ -326,3 +328,10 @@ class IvReuseCheck:
                     f"{len(names)} SAs share one key; their IVs are checked as one "
                     f"group: {'; '.join(names)}",
                 )
+
+
+def coverage(seen: Seen) -> str | None:
+    """Examined: packets whose clear IV is evidence (keyless ones too, taken as AEAD-shaped)."""
+    if seen.algorithm.split(" + ")[0] == NULL_CIPHER:
+        return coverage_reasons.NO_IV
+    return None if seen.evidence else seen.why

@@ -20,7 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
+from espforensics.checks import coverage as coverage_reasons
 from espforensics.checks.context import PacketContext, SaState
+from espforensics.checks.coverage import Seen
 from espforensics.checks.unused import UnusedSaTracker
 from espforensics.crypto import context_for, leading_zero, salt_first
 from espforensics.decode.esp import ESP_HEADER_LEN
@@ -354,3 +356,12 @@ _HMAC_RFC = {
 def _keep(frames: list[int], frame: int) -> None:
     if len(frames) < 5:
         frames.append(frame)
+
+
+def coverage(seen: Seen) -> str | None:
+    """Examined: packets its SA's key was tried on; nothing without a key."""
+    if seen.verified or seen.decrypted:
+        return None
+    return (
+        None if seen.keyed and seen.whole and seen.why != coverage_reasons.UNSUPPORTED else seen.why
+    )

@@ -26,7 +26,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from espforensics.checks import coverage as coverage_reasons
 from espforensics.checks.context import PacketContext
+from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN
 from espforensics.decode.clear import (
     KEYLESS_ICV_LENS,
@@ -195,3 +197,10 @@ class LeakCheck:
                     acc.count,
                     words.format(n=acc.count, fields="; ".join(sorted(acc.fields))),
                 )
+
+
+def coverage(seen: Seen) -> str | None:
+    """Examined: every whole ESP packet of an SA that encrypts; else why not."""
+    if seen.algorithm.split(" + ")[0] in CLEAR_BY_DESIGN:
+        return coverage_reasons.CLEAR_BY_DESIGN
+    return None if seen.whole else seen.why

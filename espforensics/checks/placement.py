@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from espforensics.checks.context import Flow, PacketContext
+from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.keys.sa import SaTable
@@ -190,3 +191,8 @@ class PlacementCheck:
                 f"{acc.count} packets carry the ESP header later than the outer headers "
                 f"(expected -> found offset: {where}); {acc.proven} proven by decryption",
             )
+
+
+def coverage(seen: Seen) -> str | None:
+    """Examined: every whole ESP packet (decrypted at its offset, or searched); else why not."""
+    return None if seen.whole else seen.why

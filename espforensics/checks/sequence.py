@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from espforensics.checks.context import Flow, PacketContext, PerFlow
+from espforensics.checks.coverage import Seen
 from espforensics.intervals import U8, U64, IntervalSet
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 from espforensics.window import RecentWindow
@@ -173,3 +174,8 @@ class SequenceCheck:
 def _keep(frames: list[int], frame: int) -> None:
     if len(frames) < 5:
         frames.append(frame)
+
+
+def coverage(seen: Seen) -> str | None:
+    """Examined: packets whose clear sequence number is evidence; else why not."""
+    return None if seen.evidence else seen.why

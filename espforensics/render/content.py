@@ -22,6 +22,8 @@ from pathlib import PurePath
 
 from espforensics import narrative
 from espforensics.causes import CAUSES, LikelyCause, likely_causes
+from espforensics.coverage import CheckCoverage
+from espforensics.lead import lead
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
 from espforensics.render.tcpdump import misplaced_filter
 from espforensics.summary import MisplacedLayout, SaSummary, Summary
@@ -118,6 +120,8 @@ class CheckResult:
     directive: str  # "" or "ERROR" (a damaged capture: the check saw only part of it)
     data: str  # diagnostic data of the result line, "12 ESP headers misplaced"
     notes: tuple[str, ...]  # one line per finding kind of the check
+    coverage: str = ""  # "esp_placement: examined 122 of 447 ESP packets (...)"; "" for all
+    skip: str = ""  # the reason, when the check examined no ESP packet (KTAP SKIP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +154,7 @@ class Report:
     causes_note: str  # when findings match no cause: says so; else ""
     checks: tuple[CheckResult, ...]
     plots: tuple[PlotRow, ...]
+    lead: tuple[str, ...] = ()  # what was checked, what is wrong: right after the capture's name
 
 
 # The checks as tests (KTAP), in the order they run (checks/__init__.py), with
@@ -248,6 +253,7 @@ def report_content(
         causes_note=_causes_note(summary, causes),
         checks=_checks(summary, fail_on),
         plots=tuple(_plot_row(p.name, p.files, p.skipped, images or {}) for p in summary.plots),
+        lead=lead(summary),
     )
 
 
@@ -365,6 +371,7 @@ def _checks(summary: Summary, fail_on: Severity | None) -> tuple[CheckResult, ..
         if _failing(f, fail_on):
             by_kind.setdefault(f.kind, []).append(f)
     damaged = bool(summary.error)
+    coverage = {c.name: c for c in summary.coverage}
     out = []
     for name, kinds in CHECKS:
         failing = [_phrase(k, by_kind[k]) for k in kinds if k in by_kind]
@@ -374,10 +381,45 @@ def _checks(summary: Summary, fail_on: Severity | None) -> tuple[CheckResult, ..
             for k in kinds
             if k in groups
         )
+        cov = coverage.get(name)
         out.append(
-            CheckResult(name, not failing and not damaged, "ERROR" if damaged else "", data, notes)
+            CheckResult(
+                name,
+                not failing and not damaged,
+                "ERROR" if damaged else "",
+                data,
+                notes,
+                coverage_line(cov) if cov is not None else "",
+                skip_reason(cov) if cov is not None else "",
+            )
         )
     return tuple(out)
+
+
+def coverage_line(c: CheckCoverage) -> str:
+    """ "iv_reuse: examined 122 of 447 ESP packets (325 without a key)"; "" for all, with a key."""
+    if c.examined == c.esp_packets and not c.keyless:
+        return ""
+    whys = ", ".join(f"{n} {why}" for why, n in c.skipped.items())
+    head = (
+        f"examined all {c.esp_packets} ESP packets"
+        if c.examined == c.esp_packets
+        else f"examined {c.examined} of {c.esp_packets} ESP packets ({whys})"
+    )
+    if c.keyless:
+        them = "all" if c.keyless == c.examined else f"{c.keyless}"
+        head += f"; {them} of them without a key, by their clear bytes only"
+    return f"{c.name}: {head}"
+
+
+def skip_reason(c: CheckCoverage) -> str:
+    """Why the check examined nothing ("" when it examined a packet)."""
+    if c.examined:
+        return ""
+    if not c.esp_packets:
+        return "no ESP packet in the capture"
+    whys = ", ".join(f"{n} {why}" for why, n in c.skipped.items())
+    return f"examined none of {c.esp_packets} ESP packets: {whys}"
 
 
 def _plot_row(

@@ -7,12 +7,18 @@ esp_placement`` or ``not ok 3 iv_reuse # 9 IVs reused``; what the capture
 is and the likely causes as diagnostic lines. A check is ``not ok`` when
 it made a finding at or above ``--fail-on`` (``Report.checks``), so the
 result lines agree with the exit code; a damaged capture makes every line
-``not ok ... # ERROR``. ASCII, one line per line. Raises nothing.
+``not ok ... # ERROR``. As kselftest does (tools/testing/selftests/
+kselftest.h): a check that examined no ESP packet is ``ok N name # SKIP
+reason``, one that examined part of them says how many in a diagnostic
+line before its result, and the document ends with ``# Totals: pass:P
+fail:F xfail:0 xpass:0 skip:S error:E``. The lead (what was checked, what
+is wrong) follows the capture's name. ASCII, one line per line. Raises
+nothing.
 """
 
 from __future__ import annotations
 
-from espforensics.render.content import Report
+from espforensics.render.content import CheckResult, Report
 from espforensics.render.text import ascii_only
 
 
@@ -36,15 +42,40 @@ def format_ktap(report: Report) -> str:
             f"verdicts: {h.verdicts}"
         )
     )
+    lines[3:3] = [_diagnostic(s) for s in report.lead]
     if report.damage:
         lines.append(_diagnostic(report.damage))
     lines += [_diagnostic(s) for s in report.verdict]
+    totals = dict.fromkeys(("pass", "fail", "skip", "error"), 0)
     for number, check in enumerate(report.checks, 1):
         lines += [_diagnostic(note) for note in check.notes]
-        tail = " ".join(x for x in (check.directive, check.data) if x)
-        result = f"{'ok' if check.ok else 'not ok'} {number} {check.name}"
-        lines.append(_line(f"{result} # {tail}" if tail else result))
+        if check.coverage and not check.skip:
+            lines.append(_diagnostic(check.coverage))
+        lines.append(_line(_result(number, check)))
+        totals[_outcome(check)] += 1
     for cause in report.causes:
         lines.append(_diagnostic(f"likely cause: {cause.title} ({cause.id})"))
         lines += [_diagnostic(f"  matched: {e}") for e in cause.evidence]
+    lines.append(
+        f"# Totals: pass:{totals['pass']} fail:{totals['fail']} xfail:0 xpass:0 "
+        f"skip:{totals['skip']} error:{totals['error']}"
+    )
     return "\n".join(lines) + "\n"
+
+
+def _outcome(check: CheckResult) -> str:
+    """kselftest's counter for the check: an ERROR (damaged capture) is an error, not a fail."""
+    if check.directive == "ERROR":
+        return "error"
+    if not check.ok:
+        return "fail"
+    return "skip" if check.skip else "pass"
+
+
+def _result(number: int, check: CheckResult) -> str:
+    """``ok 1 esp_placement``, ``not ok 3 iv_reuse # 9 IVs reused``, ``ok 7 keys # SKIP ...``."""
+    result = f"{'ok' if check.ok else 'not ok'} {number} {check.name}"
+    if check.ok and check.skip:
+        return f"{result} # SKIP {check.skip}"
+    tail = " ".join(x for x in (check.directive, check.data) if x)
+    return f"{result} # {tail}" if tail else result

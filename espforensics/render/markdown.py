@@ -23,6 +23,18 @@ def table(head: list[str], rows: list[list[object]]) -> list[str]:
     return out
 
 
+def _coverage(report: Report) -> list[str]:
+    """One row per check: SKIP and why, or what it examined."""
+    rows: list[list[object]] = [
+        [
+            c.name,
+            f"SKIP: {c.skip}" if c.skip else c.coverage.split(": ", 1)[-1] or "all, with a key",
+        ]
+        for c in report.checks
+    ]
+    return ["", "## Coverage", "", *table(["check", "examined"], rows)]
+
+
 def format_markdown(report: Report) -> str:
     """report.md."""
     h = report.header
@@ -31,6 +43,8 @@ def format_markdown(report: Report) -> str:
         ["capture", "bytes", "sha256", "first", "last", "frames", "ESP packets"],
         [[h.name, h.size, f"`{h.sha256}`", h.first, h.last, h.frames, h.esp_packets]],
     )
+    for sentence in report.lead:
+        lines += ["", f"**{_cell(sentence)}.**"]
     lines += ["", "## Verdict", ""] + ([f"- **{report.damage}.**"] if report.damage else [])
     lines += [f"- {s}." for s in report.verdict]
     lines += ["", "## SAs", ""]
@@ -71,6 +85,7 @@ def format_markdown(report: Report) -> str:
         )
     else:
         lines.append("None.")
+    lines += _coverage(report)
     lines += _causes(report)
     lines += _misplaced(report)
     if report.plots:

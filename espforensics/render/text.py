@@ -39,6 +39,7 @@ def format_summary(report: Report) -> str:
     lines = [
         *wrap(h.path),
         *(wrap(report.damage + ".", "  ") if report.damage else []),
+        *(x for sentence in report.lead for x in wrap(sentence, "  ")),
         f"  {h.frames} frames, {h.esp_packets} ESP packets, {h.sa_count} SAs",
         *wrap(f"verdicts: {h.verdicts}", "  "),
     ]
@@ -61,6 +62,7 @@ def _header(report: Report) -> list[str]:
         h.title,
         "",
         *wrap(f"file:   {h.name} ({h.size:,} bytes)"),
+        *(x for sentence in report.lead for x in wrap(sentence, "  ")),
         f"sha256: {h.sha256}",
         f"first:  {h.first}",
         f"last:   {h.last} ({h.span})",
@@ -88,6 +90,19 @@ def _findings(report: Report) -> list[str]:
             lines += wrap("frames " + " ".join(map(str, g.frames)), "    ")
         lines += wrap(g.detail, "    ")
     return lines
+
+
+def _coverage(report: Report) -> list[str]:
+    """What each check examined: those that skipped ESP packets, and why."""
+    lines = []
+    for c in report.checks:
+        if c.skip:
+            lines += wrap(f"{c.name}: SKIP, {c.skip}", "  ")
+        elif c.coverage:
+            lines += wrap(c.coverage, "  ")
+    if not lines:
+        return ["", "Coverage: every check examined every ESP packet with its key"]
+    return ["", "Coverage:", *lines]
 
 
 def _causes(report: Report) -> list[str]:
@@ -136,7 +151,7 @@ def format_text(report: Report) -> str:
     lines += ["", "SAs:" if report.sas else "SAs: none"]
     lines += [x for sa in report.sas for x in _sa_lines(sa)]
     lines += wrap(report.sas_rest, "  ") if report.sas_rest else []
-    lines += ["", *_findings(report), *_causes(report), *_misplaced(report)]
+    lines += ["", *_findings(report), *_coverage(report), *_causes(report), *_misplaced(report)]
     return "\n".join(lines) + "\n"
 
 

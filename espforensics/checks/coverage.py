@@ -1,0 +1,95 @@
+"""What a run saw of each ESP packet, for the checks to declare what they examined.
+
+In: a verdict (the ``verdict`` column) and what the run knows of its SA
+(``SaFacts``: was a key given, did one of its packets verify, which
+algorithm). Out: ``seen(verdict, facts) -> Seen``, the facts a check's
+``coverage(seen)`` needs to say whether it examined such a packet, and if
+not, why. Raises nothing; pure.
+
+``SEEN`` is the one table from verdict to what was seen: adding a verdict
+is one line here, and every check's coverage follows. It is keyed by the
+verdict's string so that verdicts other stages add (``decrypted_no_icv``,
+``authentic_not_decrypted``) have their line before the enum has them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+# Why a check did not examine a packet: each reads after a count,
+# "325 without a key", in the reports, summary.json and KTAP.
+NO_KEY = "without a key"
+UNSUPPORTED = "of an algorithm this version does not decrypt"
+TRUNCATED = "cut short by the capture"
+ICV_FAILS = "whose ICV fails under a key that verifies others"
+NOT_DECRYPTED = "not decrypted"
+NOT_VERIFIED = "under a key that verifies none of them"
+NO_IV = "of an algorithm without IV (ecb(cipher_null))"
+CLEAR_BY_DESIGN = "of an algorithm that does not encrypt (GMAC, NULL)"
+NO_SPI = "cut before their SPI"
+UNKNOWN_VERDICT = "of a verdict this version does not know"
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What the run had of a packet of one verdict."""
+
+    keyed: bool  # a key for its SA was given (and tried on it)
+    whole: bool  # the whole ESP datagram was captured
+    decrypted: bool  # the checks saw its plaintext
+    verified: bool  # its ICV verified (RFC 4303 s3.4.4)
+    evidence: bool  # its clear SPI, sequence number and IV count (not a failed ICV)
+    why: str  # why it was not decrypted or verified ("" when it was)
+    algorithm: str = ""  # the SA's, "" without a key
+
+
+# verdict -> what was seen, for a packet of an SA whose key verified others.
+# keyed whole  decrypted verified evidence why
+SEEN: dict[str, Seen] = {
+    "ok": Seen(True, True, True, True, True, ""),
+    "bad_trailer": Seen(True, True, True, True, True, ""),
+    "esn_mismatch": Seen(True, True, True, True, True, ""),
+    "esp_misplaced": Seen(True, True, True, True, True, ""),
+    "auth_fail": Seen(True, True, False, False, False, ICV_FAILS),
+    "unknown_sa": Seen(False, True, False, False, True, NO_KEY),
+    "unsupported": Seen(True, True, False, False, True, UNSUPPORTED),
+    "truncated": Seen(True, False, False, False, True, TRUNCATED),
+    "decrypted_no_icv": Seen(True, True, True, False, True, ""),
+    "authentic_not_decrypted": Seen(True, True, False, True, True, UNSUPPORTED),
+}
+_UNKNOWN = Seen(False, False, False, False, False, UNKNOWN_VERDICT)
+
+
+@dataclass(frozen=True, slots=True)
+class SaFacts:
+    """What the run knows of one SA, from its row in the summary."""
+
+    algorithm: str  # "" without a key
+    proven: bool  # a packet of the SA verified or decrypted: its key is the right one
+
+
+def proven(verdicts: dict[str, int]) -> bool:
+    """Did a packet of these verdicts verify or decrypt at the expected offset?
+
+    ``esp_misplaced`` does not count: without a proven key its header was
+    found by layout only (checks/placement.py).
+    """
+    return any(
+        n and v != "esp_misplaced" and (s.decrypted or s.verified)
+        for v, n in verdicts.items()
+        if (s := SEEN.get(v)) is not None
+    )
+
+
+def seen(verdict: str, facts: SaFacts) -> Seen:
+    """What was seen of a packet of ``verdict`` in an SA of ``facts``."""
+    s = SEEN.get(verdict)
+    if s is None:
+        return replace(_UNKNOWN, algorithm=facts.algorithm)
+    if not facts.algorithm:  # keyless: esp_misplaced found by layout, unproven
+        s = replace(s, keyed=False, decrypted=False, verified=False, why=NO_KEY)
+    elif not facts.proven and s.why in ("", ICV_FAILS):
+        # A key that verified nothing proves nothing (checks/context.py
+        # header_is_evidence): its failures are headers as good as keyless ones.
+        s = replace(s, decrypted=False, verified=False, evidence=True, why=NOT_VERIFIED)
+    return replace(s, algorithm=facts.algorithm)

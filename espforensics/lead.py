@@ -1,0 +1,163 @@
+"""The first two sentences of every report: what was checked, and what is wrong.
+
+In: a ``Summary``. Out: ``lead(summary) -> (checked, wrong)``, the two
+sentences the short summary, report.txt, report.md and the KTAP
+diagnostics give right after the capture's name. Raises nothing; reads no
+clock and no environment.
+
+What is wrong starts with the key doctor's proven fix when it has one
+(checks/keys.py: a variant of the key file whose ICVs verify), because a
+wrong key file makes every later sentence about the packets moot; then
+the worst findings. Without a key nothing is said to "not decrypt": what
+was not tried is only counted, with why.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from espforensics.checks.coverage import NO_KEY
+from espforensics.coverage import Tally, tally
+from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity
+from espforensics.narrative import FindingGroup, finding_groups, group_unit, plural
+from espforensics.summary import Summary
+
+SPIS_NAMED = 3  # SPIs a sentence names before "and N more"
+GROUPS_NAMED = 2  # finding kinds the second sentence names
+# checks/keys.py _mismatch: "...; all 325 that fail verify with a 128-bit ICV (...)"
+_CURE = re.compile(
+    r"; (?:all|(?P<cured>\d+) of the) (?P<failed>\d+) that fail verify with (?P<what>.+)$"
+)
+_NO_CURE = "none of the usual mistakes"
+_SWAPPED = "the key given for SPI"  # checks/keys.py variants: the other direction's key
+
+
+@dataclass(frozen=True, slots=True)
+class _Fix:
+    what: str  # "a 128-bit ICV (the key file says 96)"
+    packets: int  # packets that verify with it
+    spis: tuple[int, ...]
+
+
+def spi_list(spis: tuple[int, ...]) -> str:
+    """ "SPI 0x00001001", "SPIs 0x00001001, 0x00001002", "... and 3 more"."""
+    shown = ", ".join(f"{s:#010x}" for s in spis[:SPIS_NAMED])
+    more = f" and {len(spis) - SPIS_NAMED} more" if len(spis) > SPIS_NAMED else ""
+    return f"{'SPI' if len(spis) == 1 else 'SPIs'} {shown}{more}"
+
+
+def checked_sentence(summary: Summary, t: Tally) -> str:
+    """What was checked, and the key file's SAs that matched nothing when nothing verified."""
+    text = _checked(summary, t)
+    n = len(summary.unused_sas)
+    if n and not t.proven:
+        text += f"; {plural(n, 'SA')} of the key file matched no packet"
+        ports = sorted({u.port for u in summary.unused_sas if u.port is not None})
+        if ports:  # checks/unused.py saw their SPIs at the start of UDP payloads
+            text += f": ESP-in-UDP on port {ports[0]}; run with --natt-port {ports[0]}"
+    return text
+
+
+def _checked(summary: Summary, t: Tally) -> str:
+    """How many ESP packets a key proved, and why not the rest."""
+    esp = summary.esp_packets
+    if esp == 0:
+        return "no ESP packet in this capture: nothing was checked"
+    sas = plural(len(summary.sas), "SA")
+    if t.proven == esp:
+        return f"all {esp} ESP packets verified with their keys ({sas})"
+    why = "; ".join(
+        f"{n} {reason}" + (f" ({spi_list(spis)})" if (spis := t.untried_spis.get(reason)) else "")
+        for reason, n in t.untried.items()
+    )
+    failing = t.tried - t.proven
+    fails = f"{failing} fail their ICV" if failing else ""
+    rest = "; ".join(x for x in (fails, why) if x)
+    if t.proven == 0:
+        if not t.tried and len(t.untried) == 1 and next(iter(t.untried)) == NO_KEY:
+            return f"{esp} ESP packets, none decrypted: no key ({sas})"
+        return f"{esp} ESP packets, none verified: {rest}"
+    return f"{t.proven} of {esp} ESP packets verified with their keys; not: {rest}"
+
+
+def _fixes(findings: tuple[Finding, ...]) -> list[_Fix]:
+    """The key doctor's proven variants, one per variant with the SPIs it fixes."""
+    by_what: dict[str, tuple[int, list[int]]] = {}
+    for f in findings:
+        if f.kind is not FindingKind.KEY_MISMATCH or f.spi is None:
+            continue
+        m = _CURE.search(f.detail)
+        if m is None:
+            continue
+        cured = int(m["cured"] or m["failed"])
+        n, spis = by_what.get(m["what"], (0, []))
+        by_what[m["what"]] = (n + cured, [*spis, f.spi])
+    return [_Fix(what, n, tuple(sorted(spis))) for what, (n, spis) in by_what.items()]
+
+
+def _key_sentence(summary: Summary) -> str:
+    """The key file's fault, proven or not, or "" when the key doctor found none."""
+    esp = summary.esp_packets
+    fixes = _fixes(summary.finding_list)
+    swapped = [x for x in fixes if x.what.startswith(_SWAPPED)]
+    if len(swapped) > 1 and len(swapped) == len(fixes):  # each verifies with the other's key
+        spis = tuple(sorted(s for x in swapped for s in x.spis))
+        return (
+            f"{sum(x.packets for x in swapped)} of {esp} ESP packets fail their ICV with the key "
+            f"file and verify with the key given for the other direction: the directions' keys "
+            f"are swapped, fix the key file for {spi_list(spis)}"
+        )
+    if fixes:
+        return "; ".join(
+            f"{x.packets} of {esp} ESP packets fail their ICV with the key file and verify "
+            f"with {x.what}: fix the key file for {spi_list(x.spis)}"
+            for x in fixes
+        )
+    other = [f for f in summary.finding_list if f.kind is FindingKind.KEY_MISMATCH]
+    if not other:
+        return ""
+    spis = tuple(sorted({f.spi for f in other if f.spi is not None}))
+    if all(_NO_CURE in f.detail for f in other):
+        n = sum(f.count for f in other)
+        return (
+            f"{n} of {esp} ESP packets verify with no key of the key file, nor with its usual "
+            f"mistakes ({spi_list(spis)}): is the key file this capture's?"
+        )
+    return other[0].detail
+
+
+def wrong_sentence(summary: Summary) -> str:
+    """What is wrong: the key file's proven fix first, then the worst findings of the capture."""
+    key = _key_sentence(summary)
+    low = SEVERITY_RANK[Severity.LOW]
+    groups = [
+        g
+        for g in finding_groups(summary)
+        if SEVERITY_RANK[g.severity] >= low and g.kind is not FindingKind.KEY_MISMATCH
+    ]
+    if key:
+        return key + (f"; also found: {_named(groups[:1])}" if groups else "")
+    if not groups:
+        return (
+            "nothing wrong found in what was checked"
+            if summary.esp_packets
+            else "nothing to find without ESP packets"
+        )
+    more = len(groups) - GROUPS_NAMED
+    return f"found: {_named(groups[:GROUPS_NAMED])}" + (
+        f"; {plural(more, 'more kind')} of finding" if more > 0 else ""
+    )
+
+
+def _named(groups: list[FindingGroup]) -> str:
+    return "; ".join(
+        f"{g.severity.value} {g.kind.value} ({g.count} {group_unit(g)})" for g in groups
+    )
+
+
+def lead(summary: Summary) -> tuple[str, str]:
+    """The two sentences that follow the capture's name in every report."""
+    return checked_sentence(summary, tally(summary.sas, summary.esp_packets)), wrong_sentence(
+        summary
+    )
