@@ -230,6 +230,7 @@ def _causes(report: Report) -> list[str]:
         out += [f"<li>matched: {escape(e)}</li>" for e in c.evidence]
         out.append(f"<li>kernel path: {escape(c.kernel_path)}</li>")
         out.append(f"<li>why likely: {escape(c.why)}</li>")
+        out.append(f"<li>would confirm it: {escape(c.confirm)}</li>")
         out.append(f"<li>rules it out: {escape(c.rule_out)}</li>\n</ul>")
     return out
 

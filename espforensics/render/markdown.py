@@ -98,6 +98,7 @@ def _causes(report: Report) -> list[str]:
         lines += [
             f"- kernel path: {_cell(c.kernel_path)}",
             f"- why likely: {_cell(c.why)}",
+            f"- would confirm it: {_cell(c.confirm)}",
             f"- rules it out: {_cell(c.rule_out)}",
         ]
     return lines

@@ -105,6 +105,7 @@ def _causes(report: Report) -> list[str]:
             lines += wrap(f"matched: {evidence}", "    ")
         lines += wrap(f"kernel path: {c.kernel_path}", "    ")
         lines += wrap(f"why likely: {c.why}", "    ")
+        lines += wrap(f"would confirm it: {c.confirm}", "    ")
         lines += wrap(f"rules it out: {c.rule_out}", "    ")
     return lines
 
