@@ -15,7 +15,9 @@ from matplotlib.axes import Axes
 from matplotlib.colors import to_hex
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
+from matplotlib.scale import SymmetricalLogTransform
 
+from espforensics.captions import CAPTIONS, caption
 from espforensics.model import PlotOutcome
 from espforensics.plots import (
     PLOTS,
@@ -439,8 +441,8 @@ def _esn_iv_df() -> pd.DataFrame:
     return pd.DataFrame(
         {
             "sa": [SA1] * 8 + [SA2] * 2,
-            "seq64": seqs + [wrap - 1, wrap],
-            "delta": deltas + [0.0, 0.0],
+            "seq64": [*seqs, wrap - 1, wrap],
+            "delta": [*deltas, 0.0, 0.0],
             "reused": [False] * 10,
         }
     )
@@ -455,7 +457,8 @@ def test_iv_esn_deltas_on_a_symlog_axis_labelled_hi_lo_nothing_clipped() -> None
     fig.canvas.draw()
     for ax in fig.axes:
         assert ax.get_yscale() == "symlog"
-        assert ax.yaxis.get_transform().linthresh == 1.0
+        scale = ax.yaxis.get_transform()
+        assert isinstance(scale, SymmetricalLogTransform) and scale.linthresh == 1.0
         labels = [t.get_text() for t in ax.get_yticklabels()]
         assert labels == ["-1", "0", "+1", "+0x1:00000000"]
         ticks = {int(t.get_position()[0]): t.get_text() for t in ax.get_xticklabels()}
@@ -497,3 +500,11 @@ def test_iv_more_than_8_deltas_on_symlog_get_power_of_2_ticks() -> None:
 )  # fmt: skip
 def test_delta_labels_are_hi_lo_past_16_bits(value: int, text: str) -> None:
     assert delta_label(float(value)) == text
+
+
+def test_every_plot_has_a_caption_saying_how_to_read_it() -> None:
+    assert sorted(CAPTIONS) == sorted(spec.name for spec in PLOTS)
+    for name, c in CAPTIONS.items():
+        assert c.title and c.shows and c.reading, name
+        assert name not in c.title  # the plot's subject, not its file stem
+    assert caption("verdicts").title == "Packets per verdict over time"

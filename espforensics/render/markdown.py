@@ -7,8 +7,9 @@ Markdown tables. Raises nothing; reads no clock and no environment.
 
 from __future__ import annotations
 
+from espforensics.captions import caption
 from espforensics.compare import Comparison
-from espforensics.render.content import Report, report_content
+from espforensics.render.content import PlotRow, Report, report_content
 from espforensics.summary import Summary
 
 
@@ -75,11 +76,16 @@ def format_markdown(report: Report) -> str:
     lines += _misplaced(report)
     if report.plots:
         lines += ["", "## Plots", ""]
-        lines += [
-            f"- {p.name}: {p.skipped}" if p.skipped else f"- {p.name}: ![{p.name}]({p.file})"
-            for p in report.plots
-        ]
+        lines += [_plot_line(p) for p in report.plots]
     return "\n".join(lines) + "\n"
+
+
+def _plot_line(p: PlotRow) -> str:
+    """A plot with its caption (captions.py): what it shows and how to read it."""
+    c = caption(p.name)
+    if p.skipped:
+        return f"- {c.title}: {p.skipped}"
+    return f"- ![{c.title}]({p.file})\n  **{c.title}.** {c.shows} *How to read it:* {c.reading}"
 
 
 def render_report_md(summary: Summary) -> str:
