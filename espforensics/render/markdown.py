@@ -8,7 +8,6 @@ Markdown tables. Raises nothing; reads no clock and no environment.
 from __future__ import annotations
 
 from espforensics.captions import caption
-from espforensics.compare import Comparison
 from espforensics.render.content import PlotRow, Report, report_content
 from espforensics.summary import Summary
 
@@ -141,15 +140,3 @@ def _misplaced(report: Report) -> list[str]:
             f"    {report.tcpdump}",
         ]
     return lines
-
-
-def render_comparison_md(cmp: Comparison) -> str:
-    """The before/after table as Markdown, then what changed."""
-    lines = [f"before: `{cmp.before}`, after: `{cmp.after}`", ""]
-    lines += table(
-        ["", "before", "after", "change"],
-        [[r.label, r.before, r.after, r.change] for r in cmp.rows],
-    )
-    changed = [r.sentence for r in cmp.rows if r.sentence]
-    lines += [""] + ([f"- {s}" for s in changed] if changed else ["Nothing changed."])
-    return "\n".join(lines) + "\n"
