@@ -70,6 +70,7 @@ class CauseEntry:
     kernel_path: str
     why: str  # why the pattern points there (the "likely")
     rule_out: str  # what would show it is not this
+    confirm: str  # what would show it is this: a test on the sender
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,7 @@ class LikelyCause:
     kernel_path: str
     why: str
     rule_out: str
+    confirm: str
     evidence: tuple[str, ...]  # one sentence per SA that matched
     spis: tuple[int, ...]
     frames: tuple[int, ...]
@@ -93,6 +95,7 @@ class LikelyCause:
             "kernel_path": self.kernel_path,
             "why": self.why,
             "rule_out": self.rule_out,
+            "confirm": self.confirm,
             "evidence": list(self.evidence),
             "spis": [f"{s:#010x}" for s in self.spis],
             "frames": list(self.frames),
@@ -100,6 +103,9 @@ class LikelyCause:
 
 
 _NOT_TUNNEL = frozenset({"transport", "unknown"})
+# A duplicated packet leaves at most one queue after its original: Linux's default
+# txqueuelen and netem's default limit are 1,000 packets.
+QUEUE_FRAMES = 1000
 
 CAUSES: tuple[CauseEntry, ...] = (
     CauseEntry(
@@ -129,6 +135,9 @@ CAUSES: tuple[CauseEntry, ...] = (
         rule_out="misplaced headers that stay with TSO and GSO off on the tunnel device "
         "(ethtool -K DEV tso off gso off) or without esp4_offload/esp6_offload loaded, or "
         "on a kernel without commit 0aae2867aa60",
+        confirm="the misplaced packets vanish with TSO and GSO off on the tunnel device and "
+        "come back with them on, and the receiver's XfrmInStateProtoError "
+        "(/proc/net/xfrm_stat) rises by their count",
     ),
     CauseEntry(
         id="esp6-iv-after-gso-increment",
@@ -152,6 +161,8 @@ CAUSES: tuple[CauseEntry, ...] = (
         rule_out="the same deviations on IPv4 SAs of the same host and traffic, IVs still "
         "repeated with GSO off (ethtool -K DEV gso off tso off), or deviations other than "
         "seq+1",
+        confirm="the repeated IVs vanish with GSO off (ethtool -K DEV gso off tso off) "
+        "while IPv4 SAs of the same host and traffic never show them",
     ),
     CauseEntry(
         id="gso-segments-share-xo-seq",
@@ -177,6 +188,8 @@ CAUSES: tuple[CauseEntry, ...] = (
         "receivers accept them, only a capture shows it",
         rule_out="repeated IVs that stay with a noqueue qdisc on the underlay (tc qdisc "
         "replace dev DEV root noqueue), or IVs more than 4 sequence numbers ahead",
+        confirm="the repeated IVs vanish with a noqueue qdisc on the underlay and come back "
+        "with netem or tbf",
     ),
     CauseEntry(
         id="esn-gso-wrap-early",
@@ -195,6 +208,8 @@ CAUSES: tuple[CauseEntry, ...] = (
         rule_out="the packet with seq low 0xffffffff still verifying only with hi+1 when "
         "the SA crosses the wrap with GSO off (ethtool -K DEV gso off tso off); packets that "
         "verify with hi-1 after the wrap are another fault",
+        confirm="the packet with seq low 0xffffffff verifies with hi, and a receiver keeps "
+        "it, when the SA crosses the wrap with GSO off (ethtool -K DEV gso off tso off)",
     ),
     CauseEntry(
         id="first-seq-zero",
@@ -211,23 +226,55 @@ CAUSES: tuple[CauseEntry, ...] = (
         "so the first packet carries 1 and 0 is never sent",
         rule_out="a capture from the SA's first packet on that shows 1 there; or, without "
         "a key, an ESN SA whose guessed high half makes a low half 0 after a wrap look like 0",
+        confirm="with a key, the packet verifies with sequence number 0 in its AAD; a capture "
+        "from the SA's installation on (ip xfrm monitor) shows it as the first packet",
+    ),
+    CauseEntry(
+        id="qdisc-duplicate-after-seq",
+        title="a qdisc duplicated packets after their ESP sequence number was assigned",
+        when=(
+            Condition("dup_same_iv", Op.GE, 1),
+            Condition("dup_new_iv", Op.EQ, 0),
+            Condition("dup_lag", Op.LE, QUEUE_FRAMES),
+        ),
+        evidence="{dup_same_iv:sequence number} of SPI {spi_hex} ({src} -> {dst}) sent "
+        "again by a different packet under the same IV as the first (one nonce twice), at "
+        "most {dup_lag} frames later; no repeat under another IV; frames {dup_iv_frames}",
+        frames="dup_iv_frames",
+        kernel_path="with ESP offload (esp4_offload/esp6_offload) xfrm_output takes the "
+        "sequence number (xo->seq) before the qdisc and esp_xmit seals the packet after it "
+        "(validate_xmit_xfrm); a qdisc that duplicates (netem duplicate clones the skb and "
+        "enqueues the copy again) hands over a second packet with the same xo->seq, which "
+        "is sealed with the same IV over whatever data the copy holds by then",
+        why="the repeats carry their original's IV as well as its number, so one transform "
+        "sealed both (seqiv draws its IV constant at random per transform: a reinstalled SA "
+        "or a second sender would use other IVs), and each repeat follows its original "
+        "within one queue's length",
+        rule_out="no qdisc that duplicates on the sender's egress (tc -s qdisc show dev "
+        "DEV), repeats that stay without one, or an output counter that went back (ip xfrm "
+        "state -s showing oseq below the highest number captured)",
+        confirm="tc -s qdisc show dev DEV on the sender listing netem with duplicate, and "
+        "the repeats vanishing with it removed (tc qdisc replace dev DEV root noqueue)",
     ),
     CauseEntry(
         id="seq-duplicate-new-ciphertext",
-        title="one sequence number sealed twice with different contents",
-        when=(Condition("dup_different", Op.GE, 1),),
-        evidence="{dup_different:sequence number} of SPI {spi_hex} ({src} -> {dst}) sent "
-        "again by a different packet (not a retransmission of the same bytes); frames "
-        "{dup_frames}",
+        title="one sequence number sealed twice with different contents under another IV",
+        when=(Condition("dup_new_iv", Op.GE, 1),),
+        evidence="{dup_new_iv:sequence number} of SPI {spi_hex} ({src} -> {dst}) sent "
+        "again by a different packet with another IV (not a retransmission of the same "
+        "bytes); frames {dup_frames}",
         frames="dup_frames",
-        kernel_path="no single kernel path: the SA's output counter was reset or shared, e.g. "
-        "the SA installed again with the same SPI and key (an IKE daemon restart, an HA "
-        "failover without its replay state), or two senders using one SA",
-        why="a sender takes every sequence number once (RFC 4303 s3.3.3); two different "
-        "packets with one number mean two counters, or one that went back, and with seqiv "
-        "IVs the same number also means the same nonce",
-        rule_out="repeats that are byte-identical (a replay, or a frame captured twice), or "
-        "a counter that restarts at 1 under a new SPI (a rekey)",
+        kernel_path="no single kernel path: a second transform numbering the SA's packets, "
+        "e.g. the SA installed again with the same SPI and key (an IKE daemon restart, an "
+        "HA failover without its replay state), or two senders using one SA",
+        why="a sender takes every sequence number once (RFC 4303 s3.3.3); one number under "
+        "two IVs means two transforms (seqiv and echainiv draw their IV constant at random "
+        "for each), so two counters, or one that started again",
+        rule_out="repeats that are byte-identical (a replay, or a frame captured twice), a "
+        "counter that restarts at 1 under a new SPI (a rekey), or an SA whose IVs follow no "
+        "per-transform constant (IV = seq), where two senders give the same IVs",
+        confirm="ip xfrm monitor on the sender showing the SA deleted and added again at the "
+        "time of the repeats, or ip xfrm state on a second host holding the same SPI and key",
     ),
     CauseEntry(
         id="cbc-iv-chained",
@@ -245,6 +292,8 @@ CAUSES: tuple[CauseEntry, ...] = (
         rule_out="a single match (by chance one in 2^128 per packet for AES, 2^64 for "
         "3DES); or the sender's /proc/crypto naming echainiv for the SA's algorithm, which "
         "moves the fault from the IV generator's choice to its code",
+        confirm="the sender's IV generator for the SA's algorithm (/proc/crypto, or the IPsec "
+        "stack's or offload's documentation) chaining from the previous ciphertext",
     ),
 )
 
@@ -265,6 +314,7 @@ def likely_causes(summary: Summary) -> tuple[LikelyCause, ...]:
                 entry.kernel_path,
                 entry.why,
                 entry.rule_out,
+                entry.confirm,
                 tuple(_TEMPLATE.vformat(entry.evidence, (), as_dict(f)) for f in matched),
                 tuple(sorted({f.spi for f in matched})),
                 tuple(sorted(frames)),

@@ -47,11 +47,13 @@ from espforensics.gate import Unchecked, exit_code, worst_code
 from espforensics.model import SEVERITY_RANK, Severity
 from espforensics.narrative import worst_severity
 from espforensics.pipeline import Options
+from espforensics.render.compare import (
+    render_comparison,
+    render_comparison_json,
+    render_comparison_md,
+)
 from espforensics.render.content import report_content
-from espforensics.render.json import render_comparison_json
-from espforensics.render.markdown import render_comparison_md
 from espforensics.render.registry import RENDERERS
-from espforensics.render.text import render_comparison
 from espforensics.rewrite import CaptureCopies
 from espforensics.summary import TOOL_VERSION, Summary
 

@@ -62,6 +62,12 @@ class SaFacts:
     # Sequence numbers (seq_duplicate, esn_mismatch findings)
     dup_different: int = 0  # repeated sequence numbers carried by different packets
     dup_frames: str = ""
+    # Of those, the repeats whose IV is their original's (iv_reuse findings whose uses
+    # all carry one sequence number): the same transform sealed that number twice
+    dup_same_iv: int = 0
+    dup_new_iv: int = 0  # dup_different - dup_same_iv: repeats under another IV
+    dup_lag: int = 0  # the most frames between a packet and its same-IV repeat
+    dup_iv_frames: str = ""
     esn_early: int = 0  # seq low 0xffffffff verified only with the next high half
     esn_frames: str = ""
 
@@ -90,6 +96,7 @@ _FAR = 1 << 62  # a delta no pattern accepts
 # checks/sequence.py, checks/esn_mismatch.py).
 _DELTA = re.compile(r"seq([+-]\d+) x(\d+)")
 _USE = re.compile(r"frame \d+ seq (\d+)")
+_USES = re.compile(r"frame (\d+) seq (\d+)")
 _CHAINED = re.compile(r"(\d+) of \d+ CBC IVs are chained")
 _DIFFERENT = re.compile(r"(\d+) different packets")
 _ESN_EARLY = re.compile(
@@ -162,6 +169,7 @@ def _facts(
         **_layout_facts(layouts, found),
         **_iv_facts(found),
         **_sequence_facts(found),
+        **_repeat_facts(found),
     )
 
 
@@ -234,3 +242,35 @@ def _sequence_facts(found: list[Finding]) -> dict[str, Any]:
         facts["esn_early"] = len(early)
         facts["esn_frames"] = _frames(early)
     return facts
+
+
+def _repeat_facts(found: list[Finding]) -> dict[str, Any]:
+    """Repeated sequence numbers split by IV: the same IV as the original, or another.
+
+    An iv_reuse finding whose uses all carry one sequence number is a number
+    sealed twice under one IV (checks/iv_reuse.py lists up to 6 uses as
+    "frame F seq S"; ``count`` is every use). A byte-identical repeat is no
+    reuse there, as it is no "different packet" in the seq_duplicate finding;
+    only as many repeats as that finding counts are this SA's own.
+    """
+    same, lag, frames = 0, 0, []
+    for f in _of(found, FindingKind.IV_REUSE):
+        uses = [(int(frame), int(seq)) for frame, seq in _USES.findall(f.detail)]
+        if len(uses) >= 2 and len({seq for _, seq in uses}) == 1:
+            same += f.count - 1
+            lag = max(lag, max(n for n, _ in uses) - min(n for n, _ in uses))
+            frames += [n for n, _ in uses]
+    different = sum(
+        int(m.group(1))
+        for f in _of(found, FindingKind.SEQ_DUPLICATE)
+        if (m := _DIFFERENT.search(f.detail))
+    )
+    if not different:
+        return {}  # a reuse across SAs of one key (shared_key) repeats no number of this SA
+    same = min(same, different)
+    return {
+        "dup_same_iv": same,
+        "dup_new_iv": different - same,
+        "dup_lag": lag,
+        "dup_iv_frames": _frames(frames),
+    }

@@ -31,9 +31,14 @@ from espforensics.capture import open_compressed_writer
 from espforensics.compare import compare
 from espforensics.errors import CaptureError, InputError
 from espforensics.keys import SaTable, load_sas
-from espforensics.render.json import render_comparison_json, render_json
-from espforensics.render.markdown import render_comparison_md, render_report_md
-from espforensics.render.text import render_comparison, render_report, render_summary
+from espforensics.render.compare import (
+    render_comparison,
+    render_comparison_json,
+    render_comparison_md,
+)
+from espforensics.render.json import render_json
+from espforensics.render.markdown import render_report_md
+from espforensics.render.text import render_report, render_summary
 from espforensics.summary import Summary
 from fuzz.inputs import FuzzInput
 from fuzz.leaks import find_leak

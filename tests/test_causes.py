@@ -36,14 +36,16 @@ from espforensics.synth.builder import (
     make_sa,
     sa_pair,
 )
-from espforensics.synth.esp import IvSeqOffset
+from espforensics.synth.esp import IvFixed, IvSeqOffset
 from espforensics.synth.scenarios_crypto import send_udp
 from espforensics.synth.traffic import session, tunnel
 from espforensics.synth.truth import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "captures" / "linux-6.1"
+REAL7 = ROOT.parent / "shared" / "captures" / "linux-7.3.4"
 needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="shared/captures not beside the project")
+needs_real7 = pytest.mark.skipif(not REAL7.is_dir(), reason="shared/captures/linux-7.3.4 absent")
 
 GSO = "transport-gso-inner-tunnel"
 ESP6 = "esp6-iv-after-gso-increment"
@@ -51,6 +53,7 @@ QDISC = "gso-segments-share-xo-seq"
 ESN = "esn-gso-wrap-early"
 SEQ0 = "first-seq-zero"
 DUP = "seq-duplicate-new-ciphertext"
+COPY = "qdisc-duplicate-after-seq"
 CHAINED = "cbc-iv-chained"
 
 # The causes each scenario shows; every other scenario shows none.
@@ -77,13 +80,14 @@ def _cause(summary: Summary, cause_id: str) -> LikelyCause:
 
 def test_the_table_names_only_facts_that_exist() -> None:
     """A typo in a condition or a template would match nothing, silently."""
-    assert len({e.id for e in CAUSES}) == len(CAUSES) == 7
+    assert len({e.id for e in CAUSES}) == len(CAUSES) == 8
     for entry in CAUSES:
         assert {c.fact for c in entry.when} <= FACT_NAMES, entry.id
         fields = {name for _, name, _, _ in string.Formatter().parse(entry.evidence) if name}
         assert fields <= FACT_NAMES, entry.id
         assert entry.frames in FACT_NAMES | {""}, entry.id
         assert "likely" not in entry.why  # the report's label says it: "why likely"
+        assert entry.confirm and entry.rule_out, entry.id  # a hypothesis: how to test it
 
 
 def test_every_cause_is_documented() -> None:
@@ -207,8 +211,9 @@ def test_a_first_sequence_number_0(tmp_path: Path) -> None:
     assert likely_causes(_summary(tmp_path / "one", _first_seq(1))) == ()
 
 
-def _duplicate(different: bool, seed: int = 1) -> Scenario:
-    """Seq 1-11; seq 5 sent again: the same bytes, or another datagram."""
+def _duplicate(different: bool, seed: int = 1, other_iv: bool = False) -> Scenario:
+    """Seq 1-11; seq 5 sent again after seq 8: the same bytes, or another datagram
+    (under seq 5's own IV, or ``other_iv``: under another transform's IV)."""
     rng, cb = random.Random(seed), CaptureBuilder(seed)
     flow = SaFlow(make_sa(rng, 0xD101, V4_A, V4_B), V4_A, V4_B)
     for seq in range(1, 9):
@@ -216,7 +221,8 @@ def _duplicate(different: bool, seed: int = 1) -> Scenario:
         if seq == 5 and not different:
             again = packet
     if different:
-        send_udp(cb, flow, 5, size=40)
+        fault = Fault(iv=IvFixed(bytes.fromhex("5eed5eed5eed5eed"))) if other_iv else Fault()
+        send_udp(cb, flow, 5, fault, size=40)
     else:
         cb.emit_ip(again, cb.truth[4])
     for seq in range(9, 12):
@@ -224,11 +230,30 @@ def _duplicate(different: bool, seed: int = 1) -> Scenario:
     return cb.scenario("duplicate", "seq 5 twice", (flow.sealer,))
 
 
-def test_one_sequence_number_sealed_twice(tmp_path: Path) -> None:
-    summary = _summary(tmp_path, _duplicate(different=True))
+def test_one_sequence_number_sealed_twice_under_another_iv(tmp_path: Path) -> None:
+    summary = _summary(tmp_path, _duplicate(different=True, other_iv=True))
+    assert summary.reused_ivs == 0
     (cause,) = likely_causes(summary)
     assert cause.id == DUP and cause.frames == (9,)
-    assert cause.evidence[0].startswith("1 sequence number of SPI 0x0000d101 (192.0.2.1 ->")
+    assert cause.evidence == (
+        "1 sequence number of SPI 0x0000d101 (192.0.2.1 -> 192.0.2.2) sent again by a "
+        "different packet with another IV (not a retransmission of the same bytes); frames 9",
+    )
+
+
+def test_one_sequence_number_sealed_twice_under_its_own_iv_is_a_duplicating_qdisc(
+    tmp_path: Path,
+) -> None:
+    """Seq 5 again, 4 frames later, under seq 5's IV: one transform sealed it twice."""
+    summary = _summary(tmp_path, _duplicate(different=True))
+    assert summary.reused_ivs == 1
+    (cause,) = likely_causes(summary)
+    assert cause.id == COPY and cause.frames == (5, 9)
+    assert cause.evidence == (
+        "1 sequence number of SPI 0x0000d101 (192.0.2.1 -> 192.0.2.2) sent again by a "
+        "different packet under the same IV as the first (one nonce twice), at most 4 "
+        "frames later; no repeat under another IV; frames 5 9",
+    )
     replayed = _summary(tmp_path / "same", _duplicate(different=False))
     assert replayed.findings["seq_duplicate"] == 1
     assert likely_causes(replayed) == ()
@@ -259,7 +284,8 @@ def test_likely_causes_in_summary_json_and_the_reports(tmp_path: Path) -> None:
     doc = json.loads((out / "summary.json").read_text())
     (entry,) = doc["likely_causes"]
     assert entry == _cause(summary, GSO).to_json()
-    keys = ["id", "title", "kernel_path", "why", "rule_out", "evidence", "spis", "frames"]
+    keys = ["id", "title", "kernel_path", "why", "rule_out", "confirm", "evidence", "spis"]
+    keys.append("frames")
     assert list(entry) == keys
     assert entry["spis"] == ["0x00001001"] and entry["frames"] == [4, 5, 6, 8, 9]
     assert list(doc).index("likely_causes") == list(doc).index("layouts") + 1
@@ -275,25 +301,25 @@ def test_likely_causes_in_summary_json_and_the_reports(tmp_path: Path) -> None:
 def test_high_findings_no_entry_explains_say_so(tmp_path: Path) -> None:
     summary = _summary(tmp_path, build_scenario("iv-reuse", seed=1))
     text = " ".join(format_text(report_content(summary)).split())
-    assert "Likely cause: None of the 7 known fault patterns matches these findings" in text
+    assert "Likely cause: None of the 8 known fault patterns matches these findings" in text
 
 
 @needs_real
 @pytest.mark.parametrize(("folder", "expected"), [
-    ("ip6tnl-transport-tso-on", {GSO, ESP6}),  # an IPv6 SA with TSO on shows both
-    ("ip6tnl-transport-tso-off", set()),
-    ("tcp-transport-v4", set()),
-    ("tcp-tunnel-4in4", set()),
-    ("esn-wrap-v4", {ESN}),  # the receiver dropped the one sealed with hi+1
-    ("natt-espinudp-v4", set()),
-    ("rfc4309-ccm-v4", set()),
-    ("cbc-aes-hmac-sha256-v4", set()),
+    ("ip6tnl-transport-tso-on", [GSO, ESP6]),  # an IPv6 SA with TSO on shows both
+    ("ip6tnl-transport-tso-off", []),
+    ("tcp-transport-v4", []),
+    ("tcp-tunnel-4in4", []),
+    ("esn-wrap-v4", [ESN]),  # the receiver dropped the one sealed with hi+1
+    ("natt-espinudp-v4", []),
+    ("rfc4309-ccm-v4", []),
+    ("cbc-aes-hmac-sha256-v4", []),
 ])  # fmt: skip
-def test_real_captures(folder: str, expected: set[str]) -> None:
+def test_real_captures(folder: str, expected: list[str]) -> None:
     where = REAL / folder
     summary = summarize(where / "capture.pcap", [where / "xfrm-state.txt"])
     causes = likely_causes(summary)
-    assert {c.id for c in causes} == expected
+    assert [c.id for c in causes] == expected
     if GSO in expected:
         gso = _cause(summary, GSO).evidence[0]
         assert gso.startswith(f"{summary.verdicts['esp_misplaced']} packets of SPI 0x00001001")
@@ -301,3 +327,34 @@ def test_real_captures(folder: str, expected: set[str]) -> None:
     if ESP6 in expected:
         esp6 = _cause(summary, ESP6).evidence[0]
         assert esp6.startswith(f"{summary.reused_ivs} IVs of SPI 0x00001001")
+
+
+@pytest.mark.skipif(not (REAL7 / "tfc-tunnel-6in6").is_dir(), reason="capture absent")
+def test_real_tfc_capture_has_no_cause() -> None:
+    where = REAL7 / "tfc-tunnel-6in6"
+    assert likely_causes(summarize(where / "capture.pcap", [where / "xfrm-state.txt"])) == ()
+
+
+@needs_real7
+def test_real_netem_duplicate_is_the_duplicating_qdisc_not_a_counter_reset() -> None:
+    """Linux 7.3.4, netem duplicate 5% on the sender's egress, one SA, no reinstall:
+    frames 121-124 repeat seqs 90-93 of frames 117-120 under the same IVs, with other
+    TCP data (ground-truth.json: both ICVs verify, the same keystream); frame 10 is a
+    byte-identical copy, which is no nonce reuse."""
+    where = REAL7 / "netem-duplicate-v4"
+    truth = json.loads((where / "ground-truth.json").read_text())["summary"]["seq"]["0x1001"]
+    assert truth["duplicate_frames_different"] == [121, 122, 123, 124]
+    summary = summarize(where / "capture.pcap", [where / "xfrm-state.txt"])
+    causes = likely_causes(summary)
+    assert [c.id for c in causes] == [COPY]
+    (cause,) = causes
+    assert cause.spis == (0x1001,)
+    assert cause.frames == (117, 118, 119, 120, 121, 122, 123, 124)
+    assert cause.evidence == (
+        "4 sequence numbers of SPI 0x00001001 (192.0.2.1 -> 192.0.2.2) sent again by a "
+        "different packet under the same IV as the first (one nonce twice), at most 4 frames "
+        "later; no repeat under another IV; frames 117 118 119 120 121 122 123 124",
+    )
+    text = " ".join(format_text(report_content(summary)).split())
+    assert "reset" not in text.split("Likely cause:")[1].split("kernel path:")[0]
+    assert "would confirm it: tc -s qdisc show dev DEV on the sender listing netem" in text

@@ -15,12 +15,15 @@ from matplotlib.axes import Axes
 from matplotlib.colors import to_hex
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
+from matplotlib.scale import SymmetricalLogTransform
 
+from espforensics.captions import CAPTIONS, caption
 from espforensics.model import PlotOutcome
 from espforensics.plots import (
     PLOTS,
     VERDICT_COLOURS,
     PlotData,
+    delta_label,
     plot_iv_derivation,
     plot_offsets,
     plot_sequence,
@@ -427,3 +430,81 @@ def test_plot_data_does_not_depend_on_the_batch_size(
         for s, a, b in zip(esp["spi"], esp["src"], esp["dst"], strict=True)
     }
     assert set(whole["throughput"]["sa"]) == want
+
+
+def _esn_iv_df() -> pd.DataFrame:
+    """An ESN SA across the wrap: seq low 0xffffffff sealed with hi+1 (delta +2^32),
+    one IV from seq+1 and one from seq-1; a second SA all at 0."""
+    wrap = 1 << 32
+    seqs = list(range(wrap - 4, wrap + 4))
+    deltas = [0.0, 1.0, 0.0, float(wrap), 0.0, -1.0, 0.0, 0.0]
+    return pd.DataFrame(
+        {
+            "sa": [SA1] * 8 + [SA2] * 2,
+            "seq64": [*seqs, wrap - 1, wrap],
+            "delta": [*deltas, 0.0, 0.0],
+            "reused": [False] * 10,
+        }
+    )
+
+
+def test_iv_esn_deltas_on_a_symlog_axis_labelled_hi_lo_nothing_clipped() -> None:
+    """+-1 and +2^32 readable on one axis (ESN capture: the packet sealed with hi+1)."""
+    fig = plot_iv_derivation(_esn_iv_df())
+    assert fig is not None
+    assert fig.get_supylabel() == "IV built from seq + n (symmetric log scale)"
+    assert fig.axes[-1].get_xlabel() == "64-bit sequence number (hi:lo)"
+    fig.canvas.draw()
+    for ax in fig.axes:
+        assert ax.get_yscale() == "symlog"
+        scale = ax.yaxis.get_transform()
+        assert isinstance(scale, SymmetricalLogTransform) and scale.linthresh == 1.0
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        assert labels == ["-1", "0", "+1", "+0x1:00000000"]
+        ticks = {int(t.get_position()[0]): t.get_text() for t in ax.get_xticklabels()}
+        assert ticks[1 << 32] == "0x1:00000000"
+        assert ticks[(1 << 32) - 2] == "0x0:fffffffe"
+        # every point inside the axes, at least a marker's width (8 px) from its edges
+        box = ax.get_window_extent()
+        points = ax.transData.transform(np.asarray(ax.collections[0].get_offsets()))
+        assert (points[:, 1] > box.y0 + 8).all() and (points[:, 1] < box.y1 - 8).all()
+    # 0 and +1 are rows apart (> 15 px), as are +1 and +2^32
+    ax = fig.axes[0]
+    y0, y1, y32 = ax.transData.transform([(0, 0), (0, 1), (0, 1 << 32)])[:, 1]
+    assert y1 - y0 > 15 and y32 - y1 > 60
+    bottom, top = ax.get_ylim()
+    assert bottom < -1 and top > 1 << 32
+
+
+def test_iv_more_than_8_deltas_on_symlog_get_power_of_2_ticks() -> None:
+    deltas = [0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 300.0, 70000.0]
+    df = pd.DataFrame({"sa": SA1, "seq64": range(1, 11), "delta": deltas, "reused": False})
+    fig = plot_iv_derivation(df)
+    assert fig is not None
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        "-1",
+        "0",
+        "+1",
+        "+256",
+        "+0x0:00010000",
+    ]
+    bottom, top = ax.get_ylim()
+    assert bottom < -1 and top > 70000
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(0, "0"), (1, "+1"), (-3, "-3"), (65535, "+65535"), (1 << 32, "+0x1:00000000"),
+     (-(1 << 32), "-0x1:00000000"), ((1 << 32) + 5, "+0x1:00000005")],
+)  # fmt: skip
+def test_delta_labels_are_hi_lo_past_16_bits(value: int, text: str) -> None:
+    assert delta_label(float(value)) == text
+
+
+def test_every_plot_has_a_caption_saying_how_to_read_it() -> None:
+    assert sorted(CAPTIONS) == sorted(spec.name for spec in PLOTS)
+    for name, c in CAPTIONS.items():
+        assert c.title and c.shows and c.reading, name
+        assert name not in c.title  # the plot's subject, not its file stem
+    assert caption("verdicts").title == "Packets per verdict over time"

@@ -4,7 +4,7 @@ One ``Report`` per scenario (render/content.py) is laid out by every
 renderer; each output must carry the capture's frame and ESP counts,
 every verdict count, and every finding kind with its count, in its own
 form: ASCII lines of 72 columns, Markdown, JSON equal to the summary,
-HTML whose finding table has one row per finding, KTAP with one result
+HTML whose finding tables (one per kind) have one row per finding, KTAP with one result
 per check.
 """
 
@@ -50,7 +50,7 @@ class _Text(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "table":
             self._table = dict(attrs).get("id") or ""
-        if tag == "tr" and self._table == "finding-list":
+        if tag == "tr" and self._table.startswith("findings-"):  # one table per kind
             self.rows += 1
 
     def handle_data(self, data: str) -> None:
@@ -117,7 +117,7 @@ def _check_html(report: Report, out: str) -> None:
     parser.feed(out)
     text = " ".join(" ".join(parser.text).split())
     n = len(s.finding_list)
-    assert parser.rows == (1 + n if n else 0)  # its header row and one per finding, or none
+    assert parser.rows == n + len(report.groups)  # a header row per kind, a row per finding
     for sentence in report.verdict:
         assert " ".join(sentence.split()) in text
     for kind in _kinds(s):

@@ -17,8 +17,11 @@ import pytest
 
 from espforensics.analysis import analyze_to_dir
 from espforensics.batch.run import run_batch
+from espforensics.captions import caption
+from espforensics.render.html import frames_html
 from espforensics.synth import build_scenario, write_scenario
 
+REAL = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no headless chromium installed")
 
@@ -88,19 +91,102 @@ def test_report_html_has_the_content_of_report_md(gso: Path) -> None:
     dom = _dom((gso / "report.html").read_text())
     text = dom.flat()
     sections = [h["id"] for h in dom.all("h2")]
-    assert sections == ["verdict", "sas", "findings", "causes", "misplaced", "plots"]
+    # what is wrong, why, the pictures, then the details
+    assert sections == ["verdict", "causes", "plots", "findings", "sas", "misplaced"]
+    assert [a["href"] for a in dom.all("a")][:6] == [f"#{s}" for s in sections]  # the toc
     assert "12 of 25 ESP packets do not decrypt at offset 0 (12 esp_misplaced)." in text
     assert "transport-mode GSO of an inner tunnel" in text
+    assert "would confirm it: the misplaced packets vanish with TSO and GSO off" in text
     assert "ip6 proto 50 and ip6[56:2] = 0x4500 and ip6[60:4] = 0x1001" in text
-    findings = dom.tables["finding-list"]
-    assert findings[0] == ["severity", "kind", "SPI", "src", "dst", "count", "frames", "detail"]
-    assert [row[:3] + row[5:7] for row in findings[1:]] == [
-        ["critical", "cleartext_leak", "0x00001001", "12", "4 5 6 8 9"],
-        ["critical", "esp_misplaced", "0x00001001", "12", "4 5 6 8 9"],
-    ]
+    kinds = [d["id"] for d in dom.all("details") if d.get("class") == "kind"]
+    assert kinds == ["kind-cleartext_leak", "kind-esp_misplaced"]
+    for kind in ("cleartext_leak", "esp_misplaced"):
+        heads, *rows = dom.tables[f"findings-{kind}"]
+        assert heads == ["SPI", "count", "frames", "detail"]  # no flow named: no src, dst
+        assert [row[:3] for row in rows] == [["0x00001001", "12", "4 5 6 8 9"]]
     md = (gso / "report.md").read_text()
-    for row in dom.tables["#1"][1:]:  # the SA table: each SA row of report.md, cell by cell
+    for row in dom.tables["sa-list"][1:]:  # each SA row of report.md, cell by cell
         assert "| " + " | ".join(row) + " |" in md
+
+
+class _Unfolded(HTMLParser):
+    """The text a reader sees before opening any <details> (their summaries included)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth, self.summary = 0, False
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.depth += tag == "details"
+        self.summary |= tag == "summary"
+
+    def handle_endtag(self, tag: str) -> None:
+        self.depth -= tag == "details"
+        self.summary &= tag != "summary"
+
+    def handle_data(self, data: str) -> None:
+        if self.depth == 0 or (self.depth == 1 and self.summary):
+            self.text.append(data)
+
+
+def _open_text(html: str) -> str:
+    parser = _Unfolded()
+    parser.feed(html)
+    return " ".join(" ".join(parser.text).split())
+
+
+@pytest.fixture(scope="module")
+def tso_on_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not (REAL / "ip6tnl-transport-tso-on").is_dir():
+        pytest.skip("shared/captures not beside the project")
+    out = tmp_path_factory.mktemp("tso") / "out"
+    folder = REAL / "ip6tnl-transport-tso-on"
+    analyze_to_dir(folder / "capture.pcap", [folder / "xfrm-state.txt"], out)
+    return out / "report.html"
+
+
+def test_real_tso_on_findings_fold_one_line_per_kind(tso_on_html: Path) -> None:
+    """32 iv_reuse findings of long hex: one summary line, its table folded below the plots."""
+    html = tso_on_html.read_text()
+    dom = _dom(html)
+    summaries = [_dom(part.split("</summary>")[0]).flat() for part in html.split("<summary>")[1:]]
+    assert summaries[:4] == [
+        "critical cleartext_leak: 1 finding, 94 packets, SPI 0x00001001",
+        "critical esp_misplaced: 1 finding, 94 packets, SPI 0x00001001",
+        "critical iv_reuse: 32 findings, 64 packets, SPI 0x00001001",
+        "high iv_derivation: 1 finding, 94 packets, SPI 0x00001001",
+    ]
+    heads, *rows = dom.tables["findings-iv_reuse"]
+    assert heads == ["SPI", "count", "frames", "detail"]  # iv_reuse names a key, no flow
+    assert len(rows) == 32 and rows[0][:3] == ["0x00001001", "2", "27 28"]
+    order = [html.index(f'id="{key}"') for key in ("causes", "plots", "kind-iv_reuse")]
+    assert order == sorted(order)
+    assert "ceda14dff6890ee2b0ae69618a1101e7" in html  # in the folded table
+    assert "ceda14dff6890ee2b0ae69618a1101e7" not in _open_text(html)  # but not shown
+
+
+def test_long_frame_lists_fold() -> None:
+    assert frames_html(list(range(1, 11))) == "1 2 3 4 5 6 7 8 9 10"
+    assert frames_html(list(range(1, 14))) == (
+        "1 2 3 4 5 6 7 8 9 10 <details><summary>and 3 more</summary>11 12 13</details>"
+    )
+
+
+def test_plot_captions_say_what_a_plot_shows_and_how_to_read_it(gso: Path) -> None:
+    html = (gso / "report.html").read_text()
+    captions = {}
+    for part in html.split('<figure id="plot-')[1:]:
+        name = part.split('"', 1)[0]
+        captions[name] = _dom(part.split("<figcaption>")[1].split("</figcaption>")[0]).flat()
+    assert sorted(captions) == ["iv_derivation", "offsets", "throughput", "verdicts"]
+    assert captions["offsets"].startswith("ESP header offset: expected vs found. Packets per ESP")
+    for name, text in captions.items():
+        assert text.startswith(caption(name).title + ". ")
+        assert " How to read it: " in text and name not in text.split("How to read it")[0]
+    assert "Sequence number gaps, duplicates and reorders per SA: no sequence gaps" in (
+        _dom(html).flat()
+    )
 
 
 def test_report_html_is_self_contained(gso: Path) -> None:
@@ -109,11 +195,12 @@ def test_report_html_is_self_contained(gso: Path) -> None:
     imgs = dom.all("img")
     drawn = sorted(p.name for p in (gso / "plots").glob("*.png"))
     assert len(imgs) == len(drawn) == 4
-    for attrs in imgs:
+    figures = [a.get("id") or "" for t, a in dom.tags if t == "figure"]
+    for figure, attrs in zip(figures, imgs, strict=True):
         src = attrs["src"] or ""
         assert src.startswith("data:image/png;base64,")
         png = base64.b64decode(src.split(",", 1)[1])
-        assert png == (gso / "plots" / f"{attrs['alt']}.png").read_bytes()
+        assert png == (gso / "plots" / f"{figure.removeprefix('plot-')}.png").read_bytes()
     assert not dom.all("link") and not dom.all("iframe") and not dom.all("object")
     assert all("src" not in attrs for attrs in dom.all("script"))  # inline scripts only
     assert not [a for a in dom.all("a") if ":" in (a.get("href") or "")]
@@ -143,11 +230,12 @@ def test_everything_from_the_inputs_is_escaped(tmp_path: Path) -> None:
     assert len(_dom(html).all("script")) == 1  # the page's own
 
 
-def _chromium(page: Path) -> str:
-    """The DOM after the page loaded and its scripts ran."""
+def _chromium(page: Path, fragment: str = "") -> str:
+    """The DOM after the page (at ``fragment``) loaded and its scripts ran."""
     assert CHROMIUM is not None
+    url = page.as_uri() + fragment
     res = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", url],
         capture_output=True,
         text=True,
         timeout=120,
@@ -168,27 +256,36 @@ def test_chromium_shows_every_plot(gso: Path) -> None:
 
 
 @needs_chromium
-@pytest.mark.parametrize(("header", "clicks", "column", "first"), [
-    ("kind", 1, 1, ["iv_derivation", "iv_reuse", "iv_reuse", "iv_reuse", "iv_reuse", "iv_reuse"]),
-    ("severity", 1, 0, ["high", "critical", "critical", "critical", "critical", "critical"]),
-    ("count", 2, 5, ["5", "2", "2", "2", "2", "2"]),
-    ("frames", 2, 6, ["61 62", "49 50", "37 38", "25 26", "14 26 38 50 62", "13 14"]),
+@pytest.mark.parametrize(("header", "clicks", "frames"), [
+    ("frames", 2, ["61 62", "49 50", "37 38", "25 26", "13 14"]),
+    ("frames", 3, ["13 14", "25 26", "37 38", "49 50", "61 62"]),
+    ("detail", 2, ["61 62", "49 50", "37 38", "25 26", "13 14"]),  # IV ...68 first
 ])  # fmt: skip
-def test_chromium_sorts_the_findings_by_a_clicked_header(
-    tmp_path: Path, header: str, clicks: int, column: int, first: list[str]
+def test_chromium_sorts_a_kinds_findings_by_a_clicked_header(
+    tmp_path: Path, header: str, clicks: int, frames: list[str]
 ) -> None:
     """iv-seq-minus-1: five iv_reuse findings (2 packets each), one iv_derivation (5)."""
     out = _analyzed(tmp_path, "iv-seq-minus-1", plots=False)
     html = (out / "report.html").read_text()
-    heads, *before = _dom(html).tables["finding-list"]
-    assert [row[1] for row in before] == ["iv_reuse"] * 5 + ["iv_derivation"]
+    heads, *before = _dom(html).tables["findings-iv_reuse"]
+    assert [row[2] for row in before] == ["13 14", "25 26", "37 38", "49 50", "61 62"]
     index = heads.index(header) + 1
-    click = f'document.querySelector("#finding-list th:nth-child({index})").click();' * clicks
+    click = f'document.querySelector("#findings-iv_reuse th:nth-child({index})").click();'
     page = tmp_path / "clicked.html"
-    page.write_text(html.replace("</body>", f"<script>{click}</script>\n</body>"))
-    after = _dom(_chromium(page)).tables["finding-list"]
-    assert [row[column] for row in after[1:]] == first
+    page.write_text(html.replace("</body>", f"<script>{click * clicks}</script>\n</body>"))
+    after = _dom(_chromium(page)).tables["findings-iv_reuse"]
+    assert [row[2] for row in after[1:]] == frames
     assert sorted(map(tuple, after[1:])) == sorted(map(tuple, before))  # the same rows
+
+
+@needs_chromium
+def test_chromium_opens_the_kind_a_link_points_at(tmp_path: Path) -> None:
+    out = _analyzed(tmp_path, "iv-seq-minus-1", plots=False)
+    dom = _dom(_chromium(out / "report.html", "#kind-iv_reuse"))
+    kinds = {d["id"]: "open" in d for d in dom.all("details") if d.get("class") == "kind"}
+    assert kinds == {"kind-iv_reuse": True, "kind-iv_derivation": False}
+    links = [a["href"] for a in dom.all("a") if (a.get("href") or "").startswith("#kind-")]
+    assert links == ["#kind-iv_reuse", "#kind-iv_derivation"]  # from the verdict
 
 
 def test_batch_writes_one_report_html_with_a_row_per_capture(tmp_path: Path) -> None:

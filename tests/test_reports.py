@@ -418,7 +418,8 @@ def test_plot_paths_only_in_report_md(gso_v6: Path) -> None:
     text = (gso_v6 / "report.txt").read_text()
     assert "plots/" not in text and "Plots" not in text
     md = (gso_v6 / "report.md").read_text()
-    assert "- iv_derivation: ![iv_derivation](plots/iv_derivation.png)" in md
+    title = "Sequence number each ESP IV was built from"
+    assert f"- ![{title}](plots/iv_derivation.png)\n  **{title}.** One panel per SA" in md
 
 
 def test_misplaced_section_in_markdown(gso_v6: Path) -> None:

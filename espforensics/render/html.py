@@ -2,12 +2,15 @@
 
 In: a ``Report`` (render/content.py), with the plot images when the
 caller gave them. Out: one HTML5 document with the content of report.md
-plus the plots (PNG as ``data:`` URIs), every finding with its frames in
-a table that sorts by any column (a few lines of inline script), and the
-likely causes. Nothing is loaded from elsewhere: no external script,
-style sheet, font or image, and a Content-Security-Policy that forbids
-any. Every text taken from the capture, the key files or the summary is
-HTML-escaped. Raises nothing; reads no clock and no environment.
+in the order a reviewer needs it (``SECTIONS``: verdict, likely cause,
+plots with captions that say how to read them, then the details), the
+plots as PNG ``data:`` URIs, and the findings folded one ``<details>``
+per kind, each with a table of its findings that sorts by any column (a
+few lines of inline script); long frame lists fold too. Nothing is
+loaded from elsewhere: no external script, style sheet, font or image,
+and a Content-Security-Policy that forbids any. Every text taken from
+the capture, the key files or the summary is HTML-escaped. Raises
+nothing; reads no clock and no environment.
 
 ``page``, ``table`` and ``Link`` are shared with the batch's report.html.
 """
@@ -20,7 +23,8 @@ from dataclasses import dataclass
 from html import escape
 from urllib.parse import quote
 
-from espforensics.render.content import Report
+from espforensics.captions import caption
+from espforensics.render.content import FindingRow, Report
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
 STYLE = """
@@ -35,10 +39,18 @@ td.num { text-align: right; }
 code, pre { font-family: ui-monospace, monospace; }
 figure { margin: 1em 0; }
 figure img { max-width: 100%; }
+figcaption { max-width: 60em; color: #333; }
+#capture td:nth-child(3) { overflow-wrap: anywhere; min-width: 16em; }
+details.kind td:last-child { overflow-wrap: anywhere; min-width: 24em; }
+td details, td summary { display: inline; }
+nav.toc { margin: 0.5em 0 1em; }
+details.kind { margin: 0.3em 0; }
+details.kind > summary { cursor: pointer; }
 """
 # Click a header to sort its table by that column (again: the other way). A
-# cell's data-sort, when it has one, is the number it sorts by. Once the page
-# has loaded, each image says whether it could be shown.
+# cell's data-sort, when it has one, is the number it sorts by. A link to a
+# folded finding kind (#kind-...) opens it. Once the page has loaded, each
+# image says whether it could be shown.
 SCRIPT = """
 function sortKey(cell) {
   var v = cell.getAttribute("data-sort");
@@ -61,6 +73,12 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
     });
   });
 });
+function openTarget() {
+  var target = location.hash && document.getElementById(location.hash.slice(1));
+  if (target && target.tagName === "DETAILS") { target.open = true; }
+}
+window.addEventListener("hashchange", openTarget);
+openTarget();
 window.addEventListener("load", function () {
   document.querySelectorAll("figure img").forEach(function (img) {
     if (img.naturalWidth) {
@@ -81,10 +99,20 @@ class Link:
     href: str  # a relative path, quoted here
 
 
-Cell = str | int | tuple[str, int] | Link  # text, a number, (text, its sort key), a link
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """A cell of HTML made here from escaped parts, with the number it sorts by."""
+
+    html: str
+    key: int
+
+
+Cell = str | int | tuple[str, int] | Link | Raw  # text, a number, (text, sort key), a link
 
 
 def _td(cell: Cell) -> str:
+    if isinstance(cell, Raw):
+        return f'<td data-sort="{cell.key}">{cell.html}</td>'
     if isinstance(cell, Link):
         return f'<td><a href="{escape(quote(cell.href))}">{escape(cell.text)}</a></td>'
     if isinstance(cell, tuple):
@@ -131,6 +159,19 @@ def _p(text: str) -> str:
     return f"<p>{escape(text)}</p>"
 
 
+# The report's sections in the order a reviewer needs them: what is wrong, why,
+# the pictures, then the details (house style: the first screen tells the story).
+SECTIONS: tuple[tuple[str, str], ...] = (
+    ("verdict", "Verdict"),
+    ("causes", "Likely cause"),
+    ("plots", "Plots"),
+    ("findings", "Findings"),
+    ("sas", "SAs"),
+    ("misplaced", "Misplaced ESP headers"),
+)
+FRAMES_INLINE = 10  # frames a cell lists before the rest fold away
+
+
 def _sections(report: Report) -> list[str]:
     h = report.header
     out = [f"<h1>{escape(h.title)}</h1>"]
@@ -138,14 +179,42 @@ def _sections(report: Report) -> list[str]:
         table(
             ["capture", "bytes", "sha256", "first", "last", "frames", "ESP packets"],
             [[h.name, h.size, h.sha256, h.first, h.last, h.frames, h.esp_packets]],
+            name="capture",
         )
     )
-    out.append('<h2 id="verdict">Verdict</h2>\n<ul>')
+    parts = {
+        "verdict": _verdict(report),
+        "causes": _causes(report),
+        "plots": _plots(report),
+        "findings": _findings(report),
+        "sas": _sas(report),
+        "misplaced": _misplaced(report),
+    }
+    shown = [(key, title) for key, title in SECTIONS if parts[key]]
+    links = " | ".join(f'<a href="#{key}">{escape(title)}</a>' for key, title in shown)
+    out.append(f'<nav class="toc">{links}</nav>')
+    return out + [line for key, _ in shown for line in parts[key]]
+
+
+def _verdict(report: Report) -> list[str]:
+    out = ['<h2 id="verdict">Verdict</h2>\n<ul>']
     if report.damage:
         out.append(f"<li><strong>{escape(report.damage)}.</strong></li>")
     out += [f"<li>{escape(s)}.</li>" for s in report.verdict]
     out.append("</ul>")
-    out.append('<h2 id="sas">SAs</h2>')
+    if report.groups:  # one line per finding kind, linking to its details below
+        out.append('<ul class="kinds">')
+        out += [
+            f'<li><a href="#kind-{escape(g.kind)}"><strong>{escape(g.severity)}</strong> '
+            f"{escape(g.kind)}</a>: {escape(g.line.split(': ', 1)[-1])}</li>"
+            for g in report.groups
+        ]
+        out.append("</ul>")
+    return out
+
+
+def _sas(report: Report) -> list[str]:
+    out = ['<h2 id="sas">SAs</h2>']
     out.append(
         table(
             ["SPI", "src", "dst", "algorithm", "mode", "packets", "ok", "other", "Mbit/s"],
@@ -164,57 +233,64 @@ def _sections(report: Report) -> list[str]:
                 for s in report.sas
             ],
             sortable=True,
+            name="sa-list",
         )
     )
-    out += [_p(report.sas_rest)] if report.sas_rest else []
-    return out + _findings(report) + _causes(report) + _misplaced(report) + _plots(report)
+    return out + ([_p(report.sas_rest)] if report.sas_rest else [])
+
+
+def frames_html(frames: Sequence[int]) -> str:
+    """Frame numbers, escaped; past ``FRAMES_INLINE`` the rest fold into a <details>."""
+    head = " ".join(map(str, frames[:FRAMES_INLINE]))
+    rest = frames[FRAMES_INLINE:]
+    if not rest:
+        return head
+    return (
+        f"{head} <details><summary>and {len(rest)} more</summary>"
+        f"{' '.join(map(str, rest))}</details>"
+    )
 
 
 def _findings(report: Report) -> list[str]:
+    """One folded block per finding kind: its line, then a sortable table of its findings."""
     out = ['<h2 id="findings">Findings</h2>']
     if not report.groups:
         return [*out, _p("None.")]
-    out.append(
-        table(
-            ["severity", "kind", "findings", "concerned", "SPI", "frames", "detail"],
-            [
-                [
-                    g.severity,
-                    g.kind,
-                    g.rows,
-                    (f"{g.count} {g.unit}", g.count),
-                    " ".join(g.spis),
-                    " ".join(map(str, g.frames)),
-                    g.detail,
-                ]
-                for g in report.groups
-            ],
+    out.append(_p("One line per kind; open one for its findings (click a header to sort)."))
+    by_kind: dict[str, list[FindingRow]] = {}
+    for f in report.findings:
+        by_kind.setdefault(f.kind, []).append(f)
+    for g in report.groups:
+        rows = by_kind.get(g.kind, [])
+        spis = f", SPI {' '.join(g.spis)}" if g.spis else ""
+        out.append(
+            f'<details class="kind" id="kind-{escape(g.kind)}">'
+            f"<summary><strong>{escape(g.severity)}</strong> {escape(g.kind)}: "
+            f"{escape(g.line.split(': ', 1)[-1])}{escape(spis)}</summary>"
         )
-    )
-    out.append("<h3>Every finding, with its frames (click a header to sort)</h3>")
-    out.append(
-        table(
-            ["severity", "kind", "SPI", "src", "dst", "count", "frames", "detail"],
-            [
-                [
-                    (f.severity, f.rank),
-                    f.kind,
-                    f.spi,
-                    f.src,
-                    f.dst,
-                    f.count,
-                    (" ".join(map(str, f.frames)), f.frames[0] if f.frames else 0),
-                    f.detail,
-                ]
-                for f in report.findings
-            ],
-            sortable=True,
-            name="finding-list",
-        )
-    )
+        out.append(_kind_table(g.kind, rows))
+        out.append("</details>")
     if report.findings_rest:
         out.append(_p(f"And {report.findings_rest} more findings: findings.csv has them all."))
     return out
+
+
+def _kind_table(kind: str, rows: list[FindingRow]) -> str:
+    """The findings of one kind; src and dst only when some finding names them
+    (an iv_reuse finding is about a key, not a flow)."""
+    flows = any(f.src or f.dst for f in rows)
+    head = ["SPI", *(["src", "dst"] if flows else []), "count", "frames", "detail"]
+    cells: list[list[Cell]] = [
+        [
+            f.spi,
+            *([f.src, f.dst] if flows else []),
+            f.count,
+            Raw(frames_html(f.frames), f.frames[0] if f.frames else 0),
+            f.detail,
+        ]
+        for f in rows
+    ]
+    return table(head, cells, sortable=True, name=f"findings-{kind}")
 
 
 def _causes(report: Report) -> list[str]:
@@ -225,11 +301,13 @@ def _causes(report: Report) -> list[str]:
             else []
         )
     out = ['<h2 id="causes">Likely cause</h2>']
+    out.append(_p("Hypotheses that fit the findings, each with what would confirm or exclude it."))
     for c in report.causes:
         out.append(f"<h3>{escape(c.title)} (<code>{escape(c.id)}</code>)</h3>\n<ul>")
         out += [f"<li>matched: {escape(e)}</li>" for e in c.evidence]
         out.append(f"<li>kernel path: {escape(c.kernel_path)}</li>")
         out.append(f"<li>why likely: {escape(c.why)}</li>")
+        out.append(f"<li>would confirm it: {escape(c.confirm)}</li>")
         out.append(f"<li>rules it out: {escape(c.rule_out)}</li>\n</ul>")
     return out
 
@@ -277,20 +355,24 @@ def _misplaced(report: Report) -> list[str]:
 
 
 def _plots(report: Report) -> list[str]:
+    """Each plot with a caption saying what it shows and how to read it."""
     if not report.plots:
         return []
     out = ['<h2 id="plots">Plots</h2>']
     for p in report.plots:
+        c = caption(p.name)
         if p.skipped:
-            out.append(_p(f"{p.name}: {p.skipped}"))
+            out.append(_p(f"{c.title}: {p.skipped}"))
         elif p.png:
             data = base64.b64encode(p.png).decode("ascii")
             out.append(
-                f'<figure><img alt="{escape(p.name)}" src="data:image/png;base64,{data}">'
-                f"<figcaption>{escape(p.name)}</figcaption></figure>"
+                f'<figure id="plot-{escape(p.name)}"><img alt="{escape(c.title)}" '
+                f'src="data:image/png;base64,{data}">'
+                f"<figcaption><strong>{escape(c.title)}.</strong> {escape(c.shows)} "
+                f"<em>How to read it:</em> {escape(c.reading)}</figcaption></figure>"
             )
         else:
-            out.append(_p(f"{p.name}: {p.file} (not embedded)"))
+            out.append(_p(f"{c.title}: {p.file} (not embedded)"))
     return out
 
 

@@ -9,9 +9,7 @@ trailing newline. Raises nothing.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 
-from espforensics.compare import Comparison
 from espforensics.render.content import Report, report_content
 from espforensics.summary import Summary
 
@@ -46,14 +44,3 @@ def format_json(report: Report) -> str:
 def render_json(summary: Summary) -> str:
     """``format_json`` of the summary's report."""
     return format_json(report_content(summary))
-
-
-def render_comparison_json(cmp: Comparison) -> str:
-    """The comparison rows as JSON."""
-    return (
-        json.dumps(
-            {"before": cmp.before, "after": cmp.after, "rows": [asdict(r) for r in cmp.rows]},
-            indent=2,
-        )
-        + "\n"
-    )

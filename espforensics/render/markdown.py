@@ -7,8 +7,8 @@ Markdown tables. Raises nothing; reads no clock and no environment.
 
 from __future__ import annotations
 
-from espforensics.compare import Comparison
-from espforensics.render.content import Report, report_content
+from espforensics.captions import caption
+from espforensics.render.content import PlotRow, Report, report_content
 from espforensics.summary import Summary
 
 
@@ -90,11 +90,16 @@ def format_markdown(report: Report) -> str:
     lines += _misplaced(report)
     if report.plots:
         lines += ["", "## Plots", ""]
-        lines += [
-            f"- {p.name}: {p.skipped}" if p.skipped else f"- {p.name}: ![{p.name}]({p.file})"
-            for p in report.plots
-        ]
+        lines += [_plot_line(p) for p in report.plots]
     return "\n".join(lines) + "\n"
+
+
+def _plot_line(p: PlotRow) -> str:
+    """A plot with its caption (captions.py): what it shows and how to read it."""
+    c = caption(p.name)
+    if p.skipped:
+        return f"- {c.title}: {p.skipped}"
+    return f"- ![{c.title}]({p.file})\n  **{c.title}.** {c.shows} *How to read it:* {c.reading}"
 
 
 def render_report_md(summary: Summary) -> str:
@@ -113,6 +118,7 @@ def _causes(report: Report) -> list[str]:
         lines += [
             f"- kernel path: {_cell(c.kernel_path)}",
             f"- why likely: {_cell(c.why)}",
+            f"- would confirm it: {_cell(c.confirm)}",
             f"- rules it out: {_cell(c.rule_out)}",
         ]
     return lines
@@ -149,15 +155,3 @@ def _misplaced(report: Report) -> list[str]:
             f"    {report.tcpdump}",
         ]
     return lines
-
-
-def render_comparison_md(cmp: Comparison) -> str:
-    """The before/after table as Markdown, then what changed."""
-    lines = [f"before: `{cmp.before}`, after: `{cmp.after}`", ""]
-    lines += table(
-        ["", "before", "after", "change"],
-        [[r.label, r.before, r.after, r.change] for r in cmp.rows],
-    )
-    changed = [r.sentence for r in cmp.rows if r.sentence]
-    lines += [""] + ([f"- {s}" for s in changed] if changed else ["Nothing changed."])
-    return "\n".join(lines) + "\n"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import textwrap
 
-from espforensics.compare import Comparison
 from espforensics.render.content import Report, SaRow, report_content
 from espforensics.summary import Summary
 
@@ -120,6 +119,7 @@ def _causes(report: Report) -> list[str]:
             lines += wrap(f"matched: {evidence}", "    ")
         lines += wrap(f"kernel path: {c.kernel_path}", "    ")
         lines += wrap(f"why likely: {c.why}", "    ")
+        lines += wrap(f"would confirm it: {c.confirm}", "    ")
         lines += wrap(f"rules it out: {c.rule_out}", "    ")
     return lines
 
@@ -158,25 +158,3 @@ def format_text(report: Report) -> str:
 def render_report(summary: Summary) -> str:
     """``format_text`` of the summary's report."""
     return format_text(report_content(summary))
-
-
-def render_comparison(cmp: Comparison) -> str:
-    """The before/after table as text (72 columns), then what changed."""
-    label_w = max(len(r.label) for r in cmp.rows)
-    cols = [label_w, 12, 12, 9]
-    head = ("", "before", "after", "change")
-    lines = wrap(f"before: {cmp.before}") + wrap(f"after:  {cmp.after}") + [""]
-    lines.append(
-        f"{head[0]:<{cols[0]}}  {head[1]:>{cols[1]}}  {head[2]:>{cols[2]}}  "
-        f"{head[3]:>{cols[3]}}".rstrip()
-    )
-    for r in cmp.rows:
-        lines.append(
-            f"{r.label:<{cols[0]}}  {r.before:>{cols[1]}}  {r.after:>{cols[2]}}  "
-            f"{r.change:>{cols[3]}}".rstrip()
-        )
-    changed = [r.sentence for r in cmp.rows if r.sentence]
-    lines += ["", "What changed:" if changed else "Nothing changed."]
-    for sentence in changed:
-        lines += wrap(sentence, "  ")
-    return "\n".join(lines) + "\n"
