@@ -73,7 +73,6 @@ class FindingKind(StrEnum):
     ESN_MISMATCH = "esn_mismatch"
     KEY_MISMATCH = "key_mismatch"
     UNSUPPORTED = "unsupported"
-    UNUSED_SA = "unused_sa"  # a key file's SA no packet used, with the likely reason
     HMAC_KEY_SIZE = "hmac_key_size"  # an HMAC key not of the length its RFC gives
 
 

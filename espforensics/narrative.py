@@ -150,8 +150,9 @@ def verdict_sentences(summary: Summary) -> tuple[str, ...]:
     unused = unused_sentences(summary)
     if esp == 0:
         return ("no ESP packet in this capture", *unused)
-    out = list(unused)
     t = tally(summary.sas, esp)
+    # the key files' unused SAs matter where they may explain packets left unverified
+    out = list(unused) if t.proven < esp else []
     if t.untried:
         whys = ", ".join(f"{n} {why}" for why, n in t.untried.items())
         out.append(f"{esp - t.tried} of {esp} ESP packets were not checked ({whys})")

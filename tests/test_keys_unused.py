@@ -68,10 +68,8 @@ def test_natt_on_a_port_not_given_names_the_port(tmp_path: Path) -> None:
         "none of the 2 SAs of the key files matched a packet: ESP-in-UDP on another port; "
         "run with --natt-port 4500"
     )
-    infos = [f for f in s.finding_list if f.kind is FindingKind.UNUSED_SA]
-    assert [(f.spi, f.count, f.detail) for f in infos] == [
-        (u.spi, u.packets, u.detail) for u in sorted(s.unused_sas, key=lambda u: u.spi)
-    ]
+    # a fact of the key file, not of the capture: no finding
+    assert [f.kind.value for f in s.finding_list if "saw no packet" in f.detail] == []
     # summary.json keeps them, and reads them back
     assert Summary.from_json(json.loads(json.dumps(s.to_json()))).unused_sas == s.unused_sas
 

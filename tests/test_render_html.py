@@ -92,8 +92,8 @@ def test_report_html_has_the_content_of_report_md(gso: Path) -> None:
     text = dom.flat()
     sections = [h["id"] for h in dom.all("h2")]
     # what is wrong, why, the pictures, then the details
-    assert sections == ["verdict", "causes", "plots", "findings", "sas", "misplaced"]
-    assert [a["href"] for a in dom.all("a")][:6] == [f"#{s}" for s in sections]  # the toc
+    assert sections == ["verdict", "coverage", "causes", "plots", "findings", "sas", "misplaced"]
+    assert [a["href"] for a in dom.all("a")][:7] == [f"#{s}" for s in sections]  # the toc
     assert "12 of 25 ESP packets do not decrypt at offset 0 (12 esp_misplaced)." in text
     assert "transport-mode GSO of an inner tunnel" in text
     assert "would confirm it: the misplaced packets vanish with TSO and GSO off" in text
@@ -106,6 +106,26 @@ def test_report_html_has_the_content_of_report_md(gso: Path) -> None:
         assert [row[:3] for row in rows] == [["0x00001001", "12", "4 5 6 8 9"]]
     md = (gso / "report.md").read_text()
     for row in dom.tables["sa-list"][1:]:  # each SA row of report.md, cell by cell
+        assert "| " + " | ".join(row) + " |" in md
+    # the lead (what was checked, what is wrong) and the coverage table, as report.md says them
+    lead = [line[2:-2] for line in md.splitlines() if line.startswith("**")]  # **X.**
+    assert lead == [
+        "all 25 ESP packets verified with their keys (2 SAs).",
+        "found: critical cleartext_leak (12 packets); critical esp_misplaced (12 packets).",
+    ]
+    assert all(sentence in text for sentence in lead)
+    heads, *rows = dom.tables["coverage-table"]
+    assert heads == ["check", "examined"]
+    assert [r[0] for r in rows] == [
+        "esp_placement",
+        "cleartext_leak",
+        "iv_reuse",
+        "iv_derivation",
+        "sequence",
+        "esn_mismatch",
+        "keys",
+    ]
+    for row in rows:
         assert "| " + " | ".join(row) + " |" in md
 
 

@@ -248,18 +248,10 @@ class KeyCheck:
                 str(sa.src or ""),
                 str(sa.dst or ""),
             )
+        # Not findings: they are facts of the key files, not of the capture (a batch
+        # gives every capture the whole archive's keys); summary.json and the reports
+        # name them (narrative.unused_sentences).
         self.unused = self._usage.unused()
-        for unused in self.unused:
-            yield Finding(
-                FindingKind.UNUSED_SA,
-                Severity.INFO,
-                unused.spi or None,
-                (),
-                unused.packets,
-                unused.detail,
-                unused.src,
-                unused.dst,
-            )
 
     def _key_notes(self) -> Iterator[Finding]:
         """An HMAC key not of its RFC's length: used as given (RFC 2104 s3), and said."""

@@ -157,6 +157,17 @@ class Report:
     lead: tuple[str, ...] = ()  # what was checked, what is wrong: right after the capture's name
 
 
+def coverage_rows(report: Report) -> list[tuple[str, str]]:
+    """One row per check for the reports' Coverage tables: SKIP and why, or what it examined."""
+    return [
+        (
+            c.name,
+            f"SKIP: {c.skip}" if c.skip else c.coverage.split(": ", 1)[-1] or "all, with a key",
+        )
+        for c in report.checks
+    ]
+
+
 # The checks as tests (KTAP), in the order they run (checks/__init__.py), with
 # the finding kinds each makes and, per kind, what its count counts.
 CHECKS: tuple[tuple[str, tuple[FindingKind, ...]], ...] = (
@@ -179,7 +190,6 @@ CHECKS: tuple[tuple[str, tuple[FindingKind, ...]], ...] = (
         (
             FindingKind.KEY_MISMATCH,
             FindingKind.UNSUPPORTED,
-            FindingKind.UNUSED_SA,
             FindingKind.HMAC_KEY_SIZE,
         ),
     ),
@@ -212,11 +222,7 @@ NOUNS: dict[FindingKind, tuple[str, str]] = {
         "packet of an algorithm not decrypted",
         "packets of an algorithm not decrypted",
     ),
-    # what their count counts: the packets the reason rests on; the SAs with such a key
-    FindingKind.UNUSED_SA: (
-        "packet pointing at a key file's unused SA",
-        "packets pointing at a key file's unused SA",
-    ),
+    # what their count counts: the SAs with such a key
     FindingKind.HMAC_KEY_SIZE: (
         "SA with an HMAC key not of its RFC's length",
         "SAs with an HMAC key not of its RFC's length",

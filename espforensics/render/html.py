@@ -24,7 +24,7 @@ from html import escape
 from urllib.parse import quote
 
 from espforensics.captions import caption
-from espforensics.render.content import FindingRow, Report
+from espforensics.render.content import FindingRow, Report, coverage_rows
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
 STYLE = """
@@ -163,6 +163,7 @@ def _p(text: str) -> str:
 # the pictures, then the details (house style: the first screen tells the story).
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("verdict", "Verdict"),
+    ("coverage", "Coverage"),
     ("causes", "Likely cause"),
     ("plots", "Plots"),
     ("findings", "Findings"),
@@ -182,8 +183,10 @@ def _sections(report: Report) -> list[str]:
             name="capture",
         )
     )
+    out += [f"<p><strong>{escape(sentence)}.</strong></p>" for sentence in report.lead]
     parts = {
         "verdict": _verdict(report),
+        "coverage": _coverage(report),
         "causes": _causes(report),
         "plots": _plots(report),
         "findings": _findings(report),
@@ -211,6 +214,15 @@ def _verdict(report: Report) -> list[str]:
         ]
         out.append("</ul>")
     return out
+
+
+def _coverage(report: Report) -> list[str]:
+    """What each check examined (render/content.py coverage_rows), as the other reports say."""
+    rows: list[list[Cell]] = [list(row) for row in coverage_rows(report)]
+    return [
+        '<h2 id="coverage">Coverage</h2>',
+        table(["check", "examined"], rows, name="coverage-table"),
+    ]
 
 
 def _sas(report: Report) -> list[str]:

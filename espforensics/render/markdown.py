@@ -8,7 +8,7 @@ Markdown tables. Raises nothing; reads no clock and no environment.
 from __future__ import annotations
 
 from espforensics.captions import caption
-from espforensics.render.content import PlotRow, Report, report_content
+from espforensics.render.content import PlotRow, Report, coverage_rows, report_content
 from espforensics.summary import Summary
 
 
@@ -25,13 +25,7 @@ def table(head: list[str], rows: list[list[object]]) -> list[str]:
 
 def _coverage(report: Report) -> list[str]:
     """One row per check: SKIP and why, or what it examined."""
-    rows: list[list[object]] = [
-        [
-            c.name,
-            f"SKIP: {c.skip}" if c.skip else c.coverage.split(": ", 1)[-1] or "all, with a key",
-        ]
-        for c in report.checks
-    ]
+    rows: list[list[object]] = [list(row) for row in coverage_rows(report)]
     return ["", "## Coverage", "", *table(["check", "examined"], rows)]
 
 
