@@ -3,7 +3,8 @@
 In: a path. Out: ``check_regular(path)`` returns None for a regular file
 (or a symlink to one) and raises ``CaptureError`` for anything else, with
 what it is: ``not a regular file: character device`` (``/dev/zero``, a
-tty), ``... FIFO``, ``... socket``, ``... block device``, ``... folder``;
+tty), ``... FIFO``, ``... socket``, ``... block device``; for a folder
+``cannot open: Is a directory``, as the system says it;
 ``cannot open: Too many levels of symbolic links`` for a symlink loop and
 the system's reason for a path that cannot be looked at.
 ``not_regular(path)`` gives that reason as text (None for a regular file),
@@ -19,6 +20,7 @@ swapped for a FIFO in between cannot block either.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -30,7 +32,6 @@ _KINDS: tuple[tuple[int, str], ...] = (
     (stat.S_IFBLK, "block device"),
     (stat.S_IFIFO, "FIFO"),
     (stat.S_IFSOCK, "socket"),
-    (stat.S_IFDIR, "folder"),
 )
 
 
@@ -47,6 +48,8 @@ def not_regular(path: str | os.PathLike[str]) -> str | None:
         mode = os.stat(path).st_mode  # follows symlinks: a link to a capture is a capture
     except OSError as exc:
         return f"cannot open: {exc.strerror or exc}"
+    if stat.S_ISDIR(mode):
+        return f"cannot open: {os.strerror(errno.EISDIR)}"
     kind = kind_of(mode)
     return None if kind is None else f"not a regular file: {kind}"
 
