@@ -13,6 +13,8 @@ import builtins
 import json
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ from typer.testing import CliRunner
 from espforensics.analysis import analyze_to_dir
 from espforensics.batch.discover import Skipped, discover_all
 from espforensics.batch.run import run_batch
-from espforensics.capture import open_capture, write_pcapng
+from espforensics.capture import open_capture, write_pcap, write_pcapng
 from espforensics.cli import app
 from espforensics.errors import CaptureError
 from espforensics.model import DecryptionSecrets, Frame
@@ -266,3 +268,27 @@ def test_force_keeps_the_earlier_outputs_until_new_ones_replace_them(
     assert _names(out) == sorted([*FINAL, "plots"])
     analyze_to_dir(files["capture"], [files["keys"]], out, force=True, plots=False)
     assert _names(out) == FINAL  # the earlier run's plots/ is not this run's: removed
+
+
+# --- no warning on stderr: an IPv6 fragment that never completes, then one valid packet -------
+
+
+def test_a_lone_fragment_then_one_packet_prints_nothing_on_stderr(tmp_path: Path) -> None:
+    """The issue's capture, with plots, under -W error: exit 0, stderr empty."""
+    sc = build_scenario("fragments-v6", seed=1)
+    first = next(i for i, t in enumerate(sc.truth) if t.verdict.value == "fragment")
+    keys = write_scenario(sc, tmp_path / "full")["keys"]
+    capture = tmp_path / "lone.pcap"
+    with open(capture, "wb") as fh:
+        frames = [sc.frames[first]._replace(number=1), sc.frames[0]._replace(number=2)]
+        write_pcap(fh, frames, linktype=frames[0].linktype)
+    out = tmp_path / "out"
+    args = ["analyze", str(capture), "--sa", str(keys), "--out", str(out)]
+    env = {**os.environ, "PYTHONWARNINGS": "error"}
+    run = subprocess.run(
+        [sys.executable, "-W", "error", "-m", "espforensics", *args],
+        check=False, capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert (run.returncode, run.stderr) == (0, "")
+    assert "  verdicts: ok 1, fragment 1" in run.stdout.splitlines()
+    assert sorted(p.name for p in (out / "plots").iterdir())  # the plots were drawn
