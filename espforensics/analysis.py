@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from espforensics.capture import open_capture
+from espforensics.capture.regular import check_regular
 from espforensics.engine import Engine, Row
 from espforensics.errors import (
     TRACEBACK_FILE,
@@ -73,6 +74,7 @@ class Analysis:
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
     """Hex SHA-256 of a file's bytes as stored (compressed or not)."""
+    check_regular(path)  # /dev/zero would be hashed forever, a FIFO would block
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as fh:
@@ -200,6 +202,7 @@ def _run(
     jobs: int = 1,
 ) -> tuple[Summary, Exception | None]:
     """Stream the capture through the pipeline into ``sink``; the summary and the error, if any."""
+    check_regular(path)  # before the hashing thread starts: it would never end on /dev/zero
     table = _table(sas)
     info = _info_later(path, sha256)
     builder = SummaryBuilder()
@@ -281,9 +284,11 @@ def default_out_dir(path: str | os.PathLike[str]) -> Path:
 def prepare_out_dir(out: Path, force: bool) -> None:
     """Create ``out``; refuse an existing one unless ``force``.
 
-    With ``force`` only the files espforensics writes are removed (with
-    the ``.partial`` ones of an unfinished run and a bug's traceback),
-    never anything else a user keeps in that folder.
+    With ``force`` only the ``.partial`` files of an unfinished run and a
+    bug's traceback are removed now; the earlier outputs stay until this
+    run's replace them (``_publish``), so a run that stops early (a bad
+    input, a bug, Ctrl-C) never leaves the folder with nothing in it.
+    Nothing else a user keeps in that folder is touched.
     """
     if out.exists() and not out.is_dir():
         raise OutputExistsError(str(out), "exists and is not a folder")
@@ -291,7 +296,6 @@ def prepare_out_dir(out: Path, force: bool) -> None:
         if not force:
             raise OutputExistsError(str(out), "output folder exists; use --force to overwrite it")
         for name in OUTPUT_FILES:
-            _remove(out / name)
             _remove(partial(out, name))
         _remove(out / TRACEBACK_FILE)
     try:
@@ -328,10 +332,43 @@ def _plot_images(out: Path, summary: Summary) -> dict[str, bytes]:
 
 
 def _publish(out: Path) -> None:
-    """Rename every output written into place, in ``OUTPUT_FILES`` order (summary.json last)."""
+    """Rename every output written into place, in ``OUTPUT_FILES`` order (summary.json last).
+
+    An earlier run's outputs (``--force``) are replaced here, not before:
+    its summary.json goes first, so a stop midway leaves no summary.json
+    (an unfinished run, docs/outputs.md), and an earlier output this run
+    did not write (``plots`` after ``--no-plots``) is removed.
+    """
+    _remove(out / "summary.json")
     for name in OUTPUT_FILES:
         if partial(out, name).exists():
+            if (out / name).is_dir():  # os.replace cannot replace a folder that holds files
+                shutil.rmtree(out / name)
             os.replace(partial(out, name), out / name)
+        else:
+            _remove(out / name)
+
+
+def _write_copies(
+    copies: CaptureCopies,
+    path: Path,
+    parquet: Path,
+    summary: Summary,
+    table: SaTable,
+    error: Exception | None,
+) -> Exception | None:
+    """Write the copies; the error to raise once every output is written, if any.
+
+    A copy that cannot be written (its file system refuses it, or the
+    capture changed since the analysis) is left out, and the analysis's
+    own outputs are still written and published: a run never stops with
+    only ``.partial`` files where an earlier run's outputs were.
+    """
+    try:
+        write_copies(copies, path, parquet, summary.finding_list, table, error is not None)
+    except InputError as exc:  # the copy's .partial file is already discarded
+        return error or exc
+    return error
 
 
 def analyze_to_dir(
@@ -361,6 +398,7 @@ def analyze_to_dir(
     ``copies``: the annotated and decrypted captures to write too (rewrite/),
     from a second pass over the capture; staged and renamed like the rest.
     """
+    check_regular(path)  # refused before the output folder is touched
     table = _table(sas)
     copies = copies or CaptureCopies()
     check_targets(copies, Path(path), force)
@@ -370,7 +408,7 @@ def analyze_to_dir(
         with tables as writer:
             summary, error = _run(path, table, options, writer.write_rows, progress, sha256, jobs)
         parquet = partial(out, "packets.parquet")
-        write_copies(copies, Path(path), parquet, summary.finding_list, table, error is not None)
+        error = _write_copies(copies, Path(path), parquet, summary, table, error)
         if plots:
             summary = _draw(out, summary)
         _write_reports(out, summary)

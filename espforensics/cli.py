@@ -465,6 +465,8 @@ def batch(
         )
     finally:
         stop()
+    for skip in result.passed_over:  # one line each, even with --quiet: a capture not read
+        typer.echo(f"espforensics: skipped: {skip.path}: {skip.reason}", err=True)
     if not quiet:
         typer.echo((out / "report.txt").read_text(), nl=False)
     if any(r.status == "error" for r in result.rows):

@@ -3,14 +3,20 @@
 In: the PATH arguments of ``espforensics batch`` (files, folders searched
 recursively, glob patterns). Out: ``Job`` values, one per capture, in a
 stable order, each with its sidecar key files and a folder name unique in
-the batch. Raises ``InputError`` for a PATH that names nothing. Reads the
-file system: names, and the text of small files beside a capture that is
-alone in its folder (never capture contents).
+the batch; ``discover_all`` also gives the ``Skipped`` paths. Raises
+``InputError`` for a PATH that names nothing. Reads the file system:
+names, file types (``os.stat``), and the text of small files beside a
+capture that is alone in its folder (never capture contents).
 
 A file named explicitly is always a job, capture or not (what it is turns
-out when it is read, and a bad one is reported, not skipped). In folders
-and globs, files named like captures are jobs: ``.pcap``, ``.pcapng``,
-``.cap``, optionally followed by ``.gz``, ``.bz2``, ``.xz`` or ``.zst``.
+out when it is read, and a bad one is reported, not skipped): a FIFO or
+``/dev/zero`` named so is a row with its error, "not a regular file:
+FIFO". In folders and globs, regular files named like captures are jobs:
+``.pcap``, ``.pcapng``, ``.cap``, optionally followed by ``.gz``, ``.bz2``,
+``.xz`` or ``.zst``; any other file so named (a FIFO, a device, a symlink
+to one, a symlink loop or a dangling symlink) is ``Skipped`` with its
+reason, without being opened (a FIFO would block the batch forever,
+``/dev/zero`` would be read forever), and the other captures run.
 
 Sidecar keys of ``NAME.pcap`` (or ``NAME.pcapng``, or either compressed):
 ``NAME.keys.yaml``, ``NAME.xfrm``, ``NAME.esp_sa`` beside it, or the same
@@ -31,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from espforensics.capture.regular import not_regular
 from espforensics.errors import InputError, KeyFileError
 from espforensics.keys import parse_sas
 
@@ -49,6 +56,33 @@ class Job:
     sidecars: tuple[Path, ...]
     name: str  # the capture's folder name under the batch's output, unique in the batch
     folder_keys: tuple[Path, ...] = ()  # no sidecar: key files found by content beside it
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A path named like a capture, in a folder or a glob, that is not a regular file."""
+
+    path: Path
+    reason: str  # "not a regular file: FIFO", "cannot open: Too many levels of symbolic links"
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """What the PATH arguments name: the captures, and the paths passed over."""
+
+    jobs: list[Job]
+    skipped: list[Skipped]
+
+
+def _resolved(path: Path) -> Path:
+    """The absolute path without symlinks; for a symlink loop, the absolute path as named.
+
+    ``Path.resolve`` raises RuntimeError on a loop in Python 3.11 (OSError in 3.13).
+    """
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):
+        return Path(os.path.abspath(path))
 
 
 def capture_stem(path: Path) -> str | None:
@@ -109,27 +143,46 @@ def _walk(folder: Path) -> list[Path]:
 
 
 def _expand(arg: str) -> list[Path]:
+    """The paths ARG names: itself (even a FIFO or a symlink loop), a folder's, a glob's."""
     path = Path(arg)
     if path.is_dir():
         return _walk(path)
-    if path.exists():
+    if _named(arg):  # a job whatever it is (a symlink loop does not "exist")
         return [path]
     if glob.has_magic(arg):
         matches = sorted(Path(m) for m in glob.glob(arg, recursive=True))
-        files = [m for m in matches if m.is_file() and capture_stem(m) is not None]
+        files = [m for m in matches if not m.is_dir() and capture_stem(m) is not None]
         dirs = [f for m in matches if m.is_dir() for f in _walk(m)]
         if files or dirs:
             return files + dirs
     raise InputError(arg, "no such file or folder, and no capture matches it as a pattern")
 
 
+def _named(arg: str) -> bool:
+    """Does ARG name one file itself (not a folder, not a pattern)?"""
+    return not os.path.isdir(arg) and os.path.lexists(arg)
+
+
+def _sorted_out(paths: list[Path]) -> tuple[list[Path], list[Skipped]]:
+    """The regular files among ``paths``, and the others with their reason."""
+    kept: list[Path] = []
+    skipped: list[Skipped] = []
+    for path in paths:
+        reason = not_regular(path)  # os.stat only: never opened
+        if reason is None:
+            kept.append(path)
+        else:
+            skipped.append(Skipped(path, reason))
+    return kept, skipped
+
+
 def _names(captures: list[Path]) -> list[str]:
     """Folder names: the path below the inputs' common folder, made safe and unique."""
-    parents = [str(c.resolve().parent) for c in captures]
+    parents = [str(_resolved(c).parent) for c in captures]
     root = os.path.commonpath(parents) if parents else ""
     names, seen = [], set()
     for capture in captures:
-        rel = os.path.relpath(capture.resolve(), root)
+        rel = os.path.relpath(_resolved(capture), root)
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", rel.replace(os.sep, "__"))
         base, n = name, 2
         while name in seen:
@@ -141,11 +194,20 @@ def _names(captures: list[Path]) -> list[str]:
 
 def discover(paths: Sequence[str]) -> list[Job]:
     """Every capture the PATH arguments name, once each, in a stable order."""
+    return discover_all(paths).jobs
+
+
+def discover_all(paths: Sequence[str]) -> Discovery:
+    """The captures the PATH arguments name, and the paths named like one that are not files."""
     captures: list[Path] = []
+    skipped: list[Skipped] = []
     seen: set[Path] = set()
     for arg in paths:
-        for path in _expand(arg):
-            key = path.resolve()
+        found = _expand(arg)
+        kept, passed = (found, []) if _named(arg) else _sorted_out(found)
+        skipped += [s for s in passed if s not in skipped]
+        for path in kept:
+            key = _resolved(path)
             if key not in seen:
                 seen.add(key)
                 captures.append(path)
@@ -153,4 +215,4 @@ def discover(paths: Sequence[str]) -> list[Job]:
     for capture, name in zip(captures, _names(captures), strict=True):
         own = sidecars(capture)
         jobs.append(Job(capture, own, name, () if own else folder_keys(capture)))
-    return jobs
+    return Discovery(jobs, skipped)

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from espforensics.analysis import sha256_file
-from espforensics.batch.discover import Job, discover
+from espforensics.batch.discover import Job, Skipped, discover_all
 from espforensics.batch.executor import run_dask, run_local
 from espforensics.batch.manifest import Manifest, entry_key
 from espforensics.batch.report import render_batch_html, render_batch_report
@@ -40,6 +40,7 @@ class BatchResult:
     rows: tuple[CaptureResult, ...]
     skipped: int  # captures whose results came from the manifest
     analyzed: int
+    passed_over: tuple[Skipped, ...] = ()  # named like captures, not regular files: not read
 
 
 def capture_columns() -> list[str]:
@@ -149,7 +150,8 @@ def run_batch(
     progress: BatchProgress | None = None,
 ) -> BatchResult:
     """Analyze every capture PATHs name into ``out``; resume what an earlier run did."""
-    found = discover(paths)
+    discovery = discover_all(paths)
+    found = discovery.jobs
     if sas:
         load_sas(list(sas))  # a bad global key file stops the batch before it starts
     _prepare(out)
@@ -172,6 +174,11 @@ def run_batch(
     else:
         run_local(tasks, jobs, done)
     rows = tuple(sorted([*reused, *results], key=lambda r: r.name))
-    batch = BatchResult(rows, len(reused) - sum(1 for r in reused if not r.sha256), len(results))
+    batch = BatchResult(
+        rows,
+        len(reused) - sum(1 for r in reused if not r.sha256),
+        len(results),
+        tuple(discovery.skipped),
+    )
     _write_tables(out, batch)
     return batch

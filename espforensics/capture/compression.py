@@ -6,8 +6,8 @@ recognized by the first bytes of the file, never by its name. The source also
 carries the progress counters (``bytes_read``, ``frames_read``) that the record
 walkers advance, so every error can say how far the read got.
 
-Raises ``CaptureError`` (cannot open, empty file, read failure, damaged
-compressed stream) and ``CaptureTruncated`` (compressed stream cut short).
+Raises ``CaptureError`` (cannot open, not a regular file, empty file, read
+failure, damaged compressed stream) and ``CaptureTruncated`` (compressed stream cut short).
 Every foreign exception of the decompressors is wrapped here.
 
 This is the only module that imports ``zstandard`` (house style rule 6). Its
@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import lzma
+import os
 import zlib
 from typing import BinaryIO, Protocol, cast
 
 import zstandard
 
+from espforensics.capture.regular import check_regular, kind_of
 from espforensics.errors import CaptureError, CaptureTruncated
 
 CHUNK_SIZE = 1 << 20  # bytes asked of the stream per read: few calls, bounded memory
@@ -201,12 +204,29 @@ class ByteSource:
             self._raw.close()
 
 
-def open_source(path: str) -> ByteSource:
-    """Open ``path`` and sniff its compression from its first bytes."""
+def _open_regular(path: str) -> io.BufferedReader:
+    """``path`` opened for reading, if it is a regular file (capture/regular.py says why).
+
+    Opened with ``O_NONBLOCK`` (no effect on a regular file) so that a path
+    swapped for a FIFO after the check cannot block; its descriptor is
+    checked again with ``fstat`` before anything is read.
+    """
+    check_regular(path)
     try:
-        raw = open(path, "rb")  # noqa: SIM115 -- owned and closed by the ByteSource
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise CaptureError(path, f"cannot open: {exc.strerror or exc}") from exc
+    kind = kind_of(os.fstat(fd).st_mode)
+    if kind is not None:
+        os.close(fd)
+        raise CaptureError(path, f"not a regular file: {kind}")
+    os.set_blocking(fd, True)
+    return open(fd, "rb")  # owned and closed by the ByteSource
+
+
+def open_source(path: str) -> ByteSource:
+    """Open ``path`` (a regular file only) and sniff its compression from its first bytes."""
+    raw = _open_regular(path)
     try:
         head = raw.peek(6)[:6]
     except OSError as exc:

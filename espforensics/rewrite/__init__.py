@@ -8,8 +8,8 @@ that stops leaves no file under a final name). ``check_targets`` refuses,
 before the analysis starts, a target it would have to refuse at the end.
 Raises ``OutputError`` naming the file (exists without ``force``, folder
 missing, the file system refused it, a pcap asked to hold two link types);
-``CaptureError`` when the capture is damaged, after writing what was read
-before the damage.
+``CaptureError`` when the capture is damaged and ``KeyFileError`` for a bad
+Decryption Secrets Block, after writing what was read before it.
 
 The registry of copies is ``WRITERS``: one entry per option, each a
 function (capture, packets table, findings, SAs, stream) -> frames written.
@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import BinaryIO
 
-from espforensics.errors import CaptureError, EspForensicsError, OutputError
+from espforensics.errors import CaptureError, EspForensicsError, KeyFileError, OutputError
 from espforensics.keys import SaTable
 from espforensics.model import Finding
 from espforensics.rewrite.annotate import write_annotated
@@ -110,9 +110,11 @@ def write_copies(
 ) -> None:
     """Write every copy asked for under its ``.partial`` name.
 
-    ``damaged``: the analysis stopped at a damaged capture (and raises
-    that error itself); each copy then ends at the same frame. A capture
-    found damaged only now (changed since the analysis) raises here.
+    ``damaged``: the analysis stopped at a damaged capture or a bad
+    Decryption Secrets Block (and raises that error itself); each copy
+    then ends at the same frame, where its own read of the capture stops
+    with the same error. A capture found damaged only now (changed since
+    the analysis) raises here.
     """
     for name, target in copies.targets():
         partial = partial_path(target)
@@ -120,7 +122,7 @@ def write_copies(
             with open(partial, "wb") as out:
                 try:
                     WRITERS[name](capture, parquet, findings, sas, target, out)
-                except CaptureError:
+                except (CaptureError, KeyFileError):
                     if not damaged:
                         raise
         except OSError as exc:

@@ -1,0 +1,83 @@
+"""``batch --jobs 2``: the worker processes die with the batch process, even after a SIGKILL.
+
+The batch is stopped at a known point by tests/stop_at.py (its first
+result being recorded in the manifest: the pool is up, its workers
+alive), its workers are read from /proc, and only the batch process is
+killed. The test then polls the process table until no worker is left,
+up to a generous bound (a loaded 2-core machine), never a fixed sleep;
+any worker still there at the bound fails the test and is killed.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from espforensics.batch.executor import EXIT_ORPHANED, _watch
+from espforensics.synth import build_scenario, write_scenario
+from tests.stop_at import run_until_stopped
+
+BOUND = 60.0  # seconds; PDEATHSIG acts at once, the watchdog within 0.5 s
+
+
+def _children(pid: int) -> list[int]:
+    """Live processes whose parent is ``pid`` (from /proc/PID/stat)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _stat(int(entry.name))[1] == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def _stat(pid: int) -> tuple[str, int]:
+    """(state, parent pid) of a process; ("X", 0) once it is gone."""
+    try:
+        text = (Path("/proc") / str(pid) / "stat").read_text()
+    except OSError:
+        return "X", 0
+    fields = text[text.rindex(")") + 2 :].split()  # after "PID (comm) "
+    return fields[0], int(fields[1])
+
+
+def _alive(pid: int) -> bool:
+    return _stat(pid)[0] not in ("X", "Z")  # a zombie has run its last instruction
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_workers_die_with_a_killed_batch(tmp_path: Path) -> None:
+    for seed in range(1, 5):
+        write_scenario(build_scenario("kernel-gso-v4", seed=seed), tmp_path / "in", stem=f"c{seed}")
+    out = tmp_path / "batch"
+    args = ["batch", str(tmp_path / "in"), "--out", str(out), "--jobs", "2", "--no-plots"]
+    proc = run_until_stopped("espforensics.batch.manifest", "Manifest.record", "True", args)
+    workers = _children(proc.pid)
+    try:
+        assert len(workers) == 2, workers
+        os.kill(proc.pid, signal.SIGKILL)  # the batch process only, not its group
+        deadline = time.monotonic() + BOUND
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)  # a poll interval, not a wait for something to happen
+        assert [w for w in workers if _alive(w)] == []
+        stdout, _ = proc.communicate(timeout=BOUND)  # no worker holds the pipe open
+        assert stdout == b""
+        assert proc.returncode == -signal.SIGKILL
+    finally:
+        for w in workers:
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
+
+
+def test_the_watchdog_ends_a_worker_whose_parent_is_gone() -> None:
+    """The portable fallback alone: a worker told of a parent that is not its own exits 75."""
+    process = multiprocessing.get_context("spawn").Process(target=_watch, args=(-1,))
+    process.start()
+    process.join(BOUND)
+    if process.exitcode is None:
+        process.kill()
+    assert process.exitcode == EXIT_ORPHANED == 75
