@@ -327,3 +327,26 @@ def test_xfrm_policy_output_alone_is_refused() -> None:
     assert str(info.value) == (
         "p: line 1: `ip xfrm policy` output, which holds no keys (give `ip xfrm state` output)"
     )
+
+
+def test_a_device_as_key_file_is_one_line_and_a_fifo_is_read(tmp_path: Path) -> None:
+    """`--sa /dev/zero` never ended; `--sa <(ip xfrm state)` (a FIFO) must still be read."""
+    import os
+    import threading
+
+    from espforensics.errors import KeyFileError
+    from espforensics.keys import load_sas
+
+    with pytest.raises(KeyFileError) as err:
+        load_sas(["/dev/zero"])
+    assert str(err.value) == "/dev/zero: not a regular file: character device"
+    fifo = tmp_path / "keys.fifo"
+    os.mkfifo(fifo)
+    text = "sas:\n  - spi: 0x1001\n    aead: rfc4106(gcm(aes))\n    key: 0x" + "11" * 20 + "\n"
+    writer = threading.Thread(target=fifo.write_text, args=(text,))  # a process substitution
+    writer.start()
+    try:
+        table = load_sas([fifo])
+    finally:
+        writer.join()
+    assert [sa.spi for sa in table] == [0x1001]

@@ -28,6 +28,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from espforensics.capture.regular import kind_of
 from espforensics.errors import KeyFileError
 from espforensics.keys.sa import ANY_SPI, SaTable, Secret, SecurityAssociation
 from espforensics.keys.tcpdump import (
@@ -152,15 +153,37 @@ def warnings(log: LoadLog) -> list[str]:
     ]
 
 
+# A key file larger than this is no key file (a gateway's esp_sa of 100,000 SAs is
+# about 20 MB); reading stops here, so /dev/zero-like inputs end.
+MAX_KEY_FILE = 64 << 20
+
+
 def _read(path: str) -> str:
+    """The file's bytes as text. A FIFO is read (``--sa <(ip xfrm state)`` is one);
+    a device is refused before it is opened (``/dev/zero`` never ends)."""
+    kind = _device(path)
+    if kind is not None:
+        raise KeyFileError(path, f"not a regular file: {kind}")
     try:
         with open(path, "rb") as file:
-            data = file.read()
+            data = file.read(MAX_KEY_FILE + 1)
     except OSError as exc:
         raise KeyFileError(path, f"cannot open: {exc.strerror or exc}") from None
+    if len(data) > MAX_KEY_FILE:
+        raise KeyFileError(path, f"larger than {MAX_KEY_FILE >> 20} MiB: not a key file")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         where = exc.start + 1
     # Raised outside the handler: a chained UnicodeDecodeError holds the whole file.
     raise KeyFileError(path, f"not UTF-8 text (byte {where})")
+
+
+def _device(path: str) -> str | None:
+    """What ``path`` is when it is a device or socket (not read as keys); else None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # open() says why
+    kind = kind_of(mode)
+    return None if kind in (None, "FIFO") else kind
