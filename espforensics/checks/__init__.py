@@ -16,6 +16,7 @@ from typing import Protocol
 
 from espforensics.checks.context import Flow, Holds, PacketContext, SaState
 from espforensics.checks.esn_mismatch import EsnMismatchCheck
+from espforensics.checks.integrity import IntegrityCheck
 from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.checks.iv_reuse import IvReuseCheck
 from espforensics.checks.keys import KeyCheck
@@ -46,6 +47,7 @@ def make_checks(sas: SaTable, holds: Holds, flow_for: FlowFor) -> tuple[Check, .
         SequenceCheck(),
         EsnMismatchCheck(),
         KeyCheck(sas),
+        IntegrityCheck(),
     )
 
 

@@ -170,6 +170,7 @@ CHECKS: tuple[tuple[str, tuple[FindingKind, ...]], ...] = (
     ),
     ("esn_mismatch", (FindingKind.ESN_MISMATCH,)),
     ("keys", (FindingKind.KEY_MISMATCH, FindingKind.UNSUPPORTED)),
+    ("integrity", (FindingKind.NO_INTEGRITY,)),
 )
 NOUNS: dict[FindingKind, tuple[str, str]] = {
     FindingKind.ESP_MISPLACED: ("ESP header misplaced", "ESP headers misplaced"),
@@ -198,6 +199,10 @@ NOUNS: dict[FindingKind, tuple[str, str]] = {
     FindingKind.UNSUPPORTED: (
         "packet of an algorithm not decrypted",
         "packets of an algorithm not decrypted",
+    ),
+    FindingKind.NO_INTEGRITY: (
+        "packet decrypted without an ICV check",
+        "packets decrypted without an ICV check",
     ),
 }
 
