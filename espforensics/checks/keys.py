@@ -164,7 +164,9 @@ class KeyCheck:
             return
         acc = self._sas.get(state) or self._sas.setdefault(state, _Sa(state.sa))
         acc.packets += 1
-        if rec.verdict in _VERIFIED and pkt.plain_head is not None:  # not found by layout only
+        if rec.verdict is Verdict.AUTHENTIC_NOT_DECRYPTED:  # its ICV verified: no plaintext
+            acc.verified += 1
+        elif rec.verdict in _VERIFIED and pkt.plain_head is not None:  # not by layout only
             acc.verified += 1
             if rec.verdict is Verdict.BAD_TRAILER and state.sa.auth_algorithm is not None:
                 acc.garbled += 1
