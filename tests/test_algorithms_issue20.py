@@ -22,6 +22,7 @@ back, and tshark 4.0's reading of the same capture compared frame by frame.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shutil
 import subprocess
@@ -31,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from espforensics.capture.writer import write_pcap
 from espforensics.crypto import EncAuthContext
 from espforensics.crypto.macs import AesCmac, AesXcbc, Hmac
 from espforensics.engine.run import iter_records
@@ -38,6 +40,8 @@ from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import CBC_AES, NULL_CIPHER, Secret, SecurityAssociation
 from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Severity, Verdict
 from espforensics.pipeline import FrameAnalyzer, Options
+from espforensics.synth.esp import EspSealer
+from espforensics.synth.packets import ipv4_packet, udp_bytes
 from tests.test_vectors import LINKTYPE_RAW, RFC3602_ESP, _hex, _ipv4
 
 DATA = Path(__file__).parent / "data" / "scapy"
@@ -413,3 +417,90 @@ def test_tshark_reads_the_scapy_capture_as_we_do() -> None:
             assert got["udp.srcport"] == ""  # tshark refuses the 40-bit CAST5 key
             continue
         assert (int(got["udp.srcport"]), int(got["esp.pad_len"])) == (rec.inner_sport, rec.pad_len)
+
+
+# -- what scapy does not seal: Camellia, SM4, XCBC, RIPEMD-160 (our sealer, tshark for RIPEMD) --
+
+SRC, DST = ipaddress.IPv4Address("192.0.2.1"), ipaddress.IPv4Address("192.0.2.2")
+SEALED = [  # (spi, cipher, key bytes, integrity, key bytes, ICV bits)
+    (0xB001, "cbc(camellia)", 32, "hmac(sha256)", 32, 128),
+    (0xB002, "cbc(sm4)", 16, "xcbc(aes)", 16, 96),
+    (0xB003, "cbc(aes)", 16, "hmac(rmd160)", 20, 96),
+    (0xB004, "cbc(blowfish)", 7, "cmac(aes)", 32, 96),
+    (0xB005, "cbc(des)", 8, "hmac(rmd160)", 20, 96),
+]
+
+
+def _sealed_sas() -> tuple[SecurityAssociation, ...]:
+    return tuple(
+        SecurityAssociation(
+            spi=spi, algorithm=enc, key=Secret(bytes((spi + i) & 0xFF for i in range(klen))),
+            src=SRC, dst=DST, icv_bits=icv, auth_algorithm=auth,
+            auth_key=Secret(bytes((spi * 3 + i) & 0xFF for i in range(alen))), origin="sealed",
+        )
+        for spi, enc, klen, auth, alen, icv in SEALED
+    )  # fmt: skip
+
+
+def _sealed_frames() -> list[Frame]:
+    frames: list[Frame] = []
+    for sa in _sealed_sas():
+        sealer = EspSealer(sa, bytes(range(16))[: EncAuthContext(sa).iv_len])
+        for seq in range(1, 5):
+            udp = udp_bytes(SRC, DST, 3000 + seq, 4000, b"y" * (9 * seq))
+            esp = sealer.seal(udp, 17, seq)
+            data = ipv4_packet(SRC, DST, 50, esp)
+            frames.append(
+                Frame(len(frames) + 1, 10**18 + len(frames), len(data), len(data), 101, data)
+            )
+    return frames
+
+
+@pytest.mark.skipif(not HAS_RIPEMD, reason="this Python's hashlib has no ripemd160")
+def test_camellia_sm4_xcbc_ripemd_sealed_and_opened(tmp_path: Path) -> None:
+    """Each packet opens (``ok``) to the UDP datagram sealed; the plaintext is also read
+    here with ``cryptography``'s own Camellia/SM4/Blowfish/DES in CBC; tshark 4.0 checks
+    the HMAC-RIPEMD-160-96 ICVs of 0xB003 and 0xB005 (Wireshark's MAC-RIPEMD-160-96) as
+    good and decrypts them to the same ports; it has no Camellia, SM4, XCBC or CMAC."""
+    from cryptography.hazmat.primitives.ciphers import Cipher, modes
+
+    from espforensics.crypto.ciphers import block_cipher
+
+    sas, frames = _sealed_sas(), _sealed_frames()
+    records, findings = _run(SaTable(sas), frames)
+    assert [(r.spi, r.seq, r.verdict, r.inner_sport) for r in records] == [
+        (spi, seq, Verdict.OK, 3000 + seq) for spi, *_ in SEALED for seq in range(1, 5)
+    ]
+    assert [r.payload_len for r in records] == [8 + 9 * seq for _ in SEALED for seq in range(1, 5)]
+    for rec, frame in zip(records, frames, strict=True):
+        sa = next(s for s in sas if s.spi == rec.spi)
+        iv_len, icv_len = EncAuthContext(sa).iv_len, sa.icv_len
+        body = frame.data[28:-icv_len]
+        dec = Cipher(block_cipher(sa.algorithm, sa.key.reveal()), modes.CBC(body[:iv_len]))
+        plain = dec.decryptor().update(body[iv_len:])
+        assert plain[: rec.payload_len or 0] == udp_bytes(
+            SRC, DST, rec.inner_sport or 0, 4000, b"y" * (9 * (rec.seq or 0))
+        )
+    assert not [
+        f for f in findings if f.kind in (FindingKind.KEY_MISMATCH, FindingKind.NO_INTEGRITY)
+    ]
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark is not installed")
+    path = tmp_path / "sealed.pcap"
+    with path.open("wb") as out:
+        write_pcap(out, frames, linktype=LINKTYPE_RAW)
+    opts = ["-o", "esp.enable_encryption_decode:TRUE", "-o", "esp.enable_authentication_check:TRUE"]
+    for sa in sas:
+        if sa.auth_algorithm == "hmac(rmd160)":
+            row = ["IPv4", str(SRC), str(DST), f"0x{sa.spi:08x}", WIRESHARK[sa.algorithm],
+                   "0x" + sa.key.reveal().hex(), "MAC-RIPEMD-160-96 [RFC2857]",
+                   "0x" + (sa.auth_key.reveal().hex() if sa.auth_key else "")]  # fmt: skip
+            opts += ["-o", "uat:esp_sa:" + ",".join(f'"{c}"' for c in row)]
+    res = subprocess.run(
+        ["tshark", "-n", "-r", str(path), *opts, "-T", "fields", "-e", "frame.number",
+         "-e", "esp.icv_good", "-e", "udp.srcport"],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    rows = [line.split("\t") for line in res.stdout.splitlines()]
+    checked = [(int(n), port) for n, good, port in rows if good in ("1", "True")]
+    assert checked == [(r.frame, str(r.inner_sport)) for r in records if r.spi in (0xB003, 0xB005)]

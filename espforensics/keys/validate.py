@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from espforensics.errors import KeyFileError
 from espforensics.keys.sa import (
     AEAD_KEY_LAYOUT,
+    AES_MACS,
     HMAC_DIGESTS,
     RFC4106,
     IpAddress,
@@ -292,6 +293,8 @@ def _check_integrity(raw: RawSa, where: Where) -> tuple[str | None, Secret | Non
         raise where.error("icv_bits", f"integrity algorithm {name} needs an ICV length")
     digest = HMAC_DIGESTS.get(name)
     most = 512 if digest is None else 8 * digest[1]  # an HMAC's ICV is its hash, truncated
+    if name in AES_MACS:
+        most = 128  # RFC 3566 s2.2, RFC 4494 s2.1: one AES block, truncated
     if icv % 8 or not 0 <= icv <= most or (icv == 0) != (name == "digest_null"):
         why = f"ICV is {_bits(icv)}; {name} takes a multiple of 8 up to {most}"
         raise where.error("icv_bits", why)
@@ -300,6 +303,10 @@ def _check_integrity(raw: RawSa, where: Where) -> tuple[str | None, Secret | Non
     auth_key = decode_hex(raw.auth_key, where, "auth_key")
     if digest is not None and len(auth_key) != digest[1]:  # RFC 2403, 2404, 4868 s2.1.1
         why = f"auth key is {len(auth_key)} bytes; {name} takes {digest[1]}"
+        raise where.error("auth_key", why)
+    macs = AES_MACS.get(name)
+    if macs is not None and len(auth_key) not in macs:  # RFC 3566 s2.1, RFC 4494 s2
+        why = f"auth key is {len(auth_key)} bytes; {name} takes {_choices(macs)}"
         raise where.error("auth_key", why)
     return name, Secret(auth_key), icv
 
