@@ -169,8 +169,8 @@ CHECKS: tuple[tuple[str, tuple[FindingKind, ...]], ...] = (
         ),
     ),
     ("esn_mismatch", (FindingKind.ESN_MISMATCH,)),
-    ("keys", (FindingKind.KEY_MISMATCH, FindingKind.UNSUPPORTED)),
-    ("integrity", (FindingKind.NO_INTEGRITY,)),
+    # keys: the keying, and what it let the run check (no_integrity: checks/integrity.py)
+    ("keys", (FindingKind.KEY_MISMATCH, FindingKind.UNSUPPORTED, FindingKind.NO_INTEGRITY)),
 )
 NOUNS: dict[FindingKind, tuple[str, str]] = {
     FindingKind.ESP_MISPLACED: ("ESP header misplaced", "ESP headers misplaced"),
