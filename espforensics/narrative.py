@@ -140,6 +140,8 @@ UNCHECKED = (
     (Verdict.UNKNOWN_SA, "without a key"),
     (Verdict.UNSUPPORTED, "of an algorithm this version does not decrypt"),
     (Verdict.TRUNCATED, "cut short by the capture"),
+    (Verdict.DECRYPTED_NO_ICV, "decrypted with no ICV to check (no_integrity)"),
+    (Verdict.AUTHENTIC_NOT_DECRYPTED, "whose ICV verifies but whose cipher is not opened"),
 )
 NOT_AT_OFFSET_0 = (Verdict.ESP_MISPLACED, Verdict.AUTH_FAIL, Verdict.BAD_TRAILER)
 

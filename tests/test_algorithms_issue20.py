@@ -560,3 +560,32 @@ def test_real_capture_hmac_not_verified_decrypts_and_says_so(tmp_path: Path) -> 
     assert sorted((f.spi, f.count) for f in found) == sorted(
         (sa.spi, sa.packets) for sa in given.summary.sas if sa.packets
     )
+
+
+def test_keys_yaml_without_integrity_and_with_digest_null(tmp_path: Path) -> None:
+    """An ``enc`` without ``auth``, and ``auth: digest_null`` without a key: both are ESP
+    without integrity (RFC 4303 s3.2); an AES MAC key of a length it does not take is
+    refused at load with the lengths it takes."""
+    from espforensics.errors import KeyFileError
+
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(
+        "sas:\n"
+        "- {spi: 0x1, enc: cbc(aes), key: '0x00112233445566778899aabbccddeeff'}\n"
+        "- {spi: 0x2, enc: cbc(des), key: '0x0011223344556677', auth: digest_null}\n",
+        encoding="ascii",
+    )
+    first, second = sorted(load_sas([keys]), key=lambda sa: sa.spi)
+    assert (first.auth_algorithm, first.icv_bits, first.is_aead) == (None, 0, False)
+    assert (second.auth_algorithm, second.auth_key, second.icv_bits) == ("digest_null", None, 0)
+    for sa in (first, second):
+        ctx = EncAuthContext(sa)
+        assert (sa.supported, ctx.decrypts, ctx.verifies) == (True, True, False)
+        assert ctx.unchecked == "no integrity: the SA has no ICV (RFC 4303 s3.2)"
+    keys.write_text(
+        "sas:\n- {spi: 0x3, enc: cbc(aes), key: '0x00112233445566778899aabbccddeeff',"
+        " auth: xcbc(aes), auth_key: '0x0011223344556677'}\n",
+        encoding="ascii",
+    )
+    with pytest.raises(KeyFileError, match=r"auth key is 8 bytes; xcbc\(aes\) takes 16$"):
+        load_sas([keys])

@@ -27,6 +27,7 @@ from espforensics.keys.sa import (
     AEAD_KEY_LAYOUT,
     AES_MACS,
     HMAC_DIGESTS,
+    NO_INTEGRITY,
     RFC4106,
     IpAddress,
     Secret,
@@ -298,6 +299,8 @@ def _check_integrity(raw: RawSa, where: Where) -> tuple[str | None, Secret | Non
     if icv % 8 or not 0 <= icv <= most or (icv == 0) != (name == "digest_null"):
         why = f"ICV is {_bits(icv)}; {name} takes a multiple of 8 up to {most}"
         raise where.error("icv_bits", why)
+    if raw.auth_key is None and name in NO_INTEGRITY:  # digest_null: nothing to key
+        return name, None, 0
     if raw.auth_key is None:
         raise where.error("auth_key", "auth key is missing")
     auth_key = decode_hex(raw.auth_key, where, "auth_key")
