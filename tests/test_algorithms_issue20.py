@@ -589,3 +589,25 @@ def test_keys_yaml_without_integrity_and_with_digest_null(tmp_path: Path) -> Non
     )
     with pytest.raises(KeyFileError, match=r"auth key is 8 bytes; xcbc\(aes\) takes 16$"):
         load_sas([keys])
+
+
+@pytest.mark.parametrize(
+    ("cipher", "key", "auth", "lane"),
+    [
+        ("cbc(aes)", 16, "hmac(sha256)", True),
+        ("rfc3686(ctr(aes))", 20, "hmac(sha1)", True),
+        ("cbc(aes)", 16, "hmac(rmd160)", False),
+        ("cbc(aes)", 16, "cmac(aes)", False),
+        ("cbc(camellia)", 16, "hmac(sha256)", False),
+        ("cbc(des)", 8, "hmac(sha1)", False),
+        ("cbc(aes)", 16, None, False),
+        ("cbc(twofish)", 16, "hmac(sha1)", False),
+    ],
+)
+def test_only_the_old_suites_take_the_steady_lane(
+    cipher: str, key: int, auth: str | None, lane: bool
+) -> None:
+    """engine/steady.py takes an SA's packets only when its context's ``lane`` is set."""
+    auth_key = {"hmac(sha256)": 32, "hmac(sha1)": 20, "hmac(rmd160)": 20, "cmac(aes)": 16}
+    sa = _sa(cipher, bytes(key), auth, bytes(auth_key.get(auth or "", 0)))
+    assert EncAuthContext(sa).lane is lane
