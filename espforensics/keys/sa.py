@@ -54,7 +54,7 @@ CIPHER_LAYOUT: dict[str, tuple[tuple[int, ...], int, int, int]] = {
     "cbc(sm4)": ((16,), 0, 16, 16),  # Linux's cbc(sm4): a 128-bit block cipher, 16-byte IV
 }
 # Ciphers Linux offers whose names are read but that no maintained implementation
-# in the package registries opens -> the reason (docs/checks.md "Algorithms").
+# in the package registries opens -> the reason (docs/checks.md "Per algorithm").
 # Their packets are still proven authentic when their integrity algorithm is one of ours.
 UNOPENED_CIPHERS: dict[str, tuple[int, str]] = {  # name -> (explicit IV bytes, why)
     "cbc(twofish)": (16, "no maintained Twofish implementation in the package registries"),
@@ -75,11 +75,23 @@ AES_MACS: dict[str, tuple[int, ...]] = {
     "xcbc(aes)": (16,),  # RFC 3566 s2.1: a 128-bit key
     "cmac(aes)": (16, 24, 32),  # RFC 4494 s2 names AES-128; Linux takes any AES key
 }
-# Integrity that proves nothing: none (RFC 4303 s3.2 allows it) or one not named.
+# The kernel's name for no integrity (RFC 4303 s3.2 allows ESP without it).
 NO_INTEGRITY = frozenset({"digest_null"})
 ICV_BITS = frozenset({64, 96, 128})
 NON_AEAD_CIPHERS = frozenset(CIPHER_LAYOUT) | frozenset(UNOPENED_CIPHERS)
-_HASHES = hashlib.algorithms_available  # ripemd160 only where OpenSSL or Python has it
+
+
+def _runs(name: str) -> bool:
+    """Can this runtime's hashlib compute ``name``? (RIPEMD-160 needs OpenSSL's legacy
+    provider, or a Python that carries its own.)"""
+    try:
+        hashlib.new(name)
+    except ValueError:
+        return False
+    return True
+
+
+_HASHES = frozenset(name for name, _ in HMAC_DIGESTS.values() if _runs(name))
 _CACHE_MAX = 65536  # lookups remembered; a capture of a scan meets millions of (SPI, addresses)
 
 
