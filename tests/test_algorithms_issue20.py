@@ -611,3 +611,28 @@ def test_only_the_old_suites_take_the_steady_lane(
     auth_key = {"hmac(sha256)": 32, "hmac(sha1)": 20, "hmac(rmd160)": 20, "cmac(aes)": 16}
     sa = _sa(cipher, bytes(key), auth, bytes(auth_key.get(auth or "", 0)))
     assert EncAuthContext(sa).lane is lane
+
+
+def test_wireshark_esp_sa_rows_open_the_scapy_capture(tmp_path: Path) -> None:
+    """The same SAs as Wireshark's esp_sa rows (its names for DES, CAST5, Blowfish; "ANY 96
+    bit authentication [no checking]" for CMAC, which Wireshark lacks): the same verdicts,
+    except that the CMAC SA's ICVs are now skipped, as Wireshark skips them."""
+    rows = tmp_path / "esp_sa"
+    rows.write_text("\n".join(_esp_sa_rows()) + "\n", encoding="ascii")
+    records, findings = _run(load_sas([rows]), _scapy_frames())
+    want = {spi: verdict for spi, (_, verdict) in SCAPY_SUITES.items()}
+    want[0xA005] = Verdict.DECRYPTED_NO_ICV
+    assert [r.verdict for r in records] == [want[0xA001 + i // 5] for i in range(45)]
+    assert [r.inner_sport for r in records] == [1001 + i % 5 for i in range(45)]
+    cmac = next(r for r in records if r.spi == 0xA005)
+    assert cmac.detail == (
+        "trailer and inner header sound; ICV not checked: the key source does not name the "
+        "integrity algorithm"
+    )
+    assert sorted(f.spi or 0 for f in findings if f.kind is FindingKind.NO_INTEGRITY) == [
+        0xA005,
+        0xA006,
+        0xA007,
+        0xA008,
+        0xA009,
+    ]
