@@ -56,6 +56,11 @@ class Verdict(StrEnum):
     ESP_MISPLACED = "esp_misplaced"
     ESN_MISMATCH = "esn_mismatch"  # ICV verifies only with a high half its place rules out
     UNSUPPORTED = "unsupported"  # the SA's key was given, its algorithm is not decrypted yet
+    # Decrypted with a sound trailer and inner header, but no ICV was checked: the SA has
+    # none (RFC 4303 s3.2) or none this version can check (no integrity key given).
+    DECRYPTED_NO_ICV = "decrypted_no_icv"
+    # The ICV verified (RFC 4303 s3.4.4: checked before decryption); the cipher is not opened.
+    AUTHENTIC_NOT_DECRYPTED = "authentic_not_decrypted"
 
 
 class FindingKind(StrEnum):
@@ -74,6 +79,7 @@ class FindingKind(StrEnum):
     KEY_MISMATCH = "key_mismatch"
     UNSUPPORTED = "unsupported"
     HMAC_KEY_SIZE = "hmac_key_size"  # an HMAC key not of the length its RFC gives
+    NO_INTEGRITY = "no_integrity"  # an SA whose ICVs are absent or not checked
 
 
 class Severity(StrEnum):

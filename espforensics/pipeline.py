@@ -10,7 +10,9 @@ The engine (engine/run.py) sends here every frame its steady lane does not
 take, and with ``Options(steady_lane=False)`` every frame: the reference.
 
 Stages per frame: link -> outer IP -> (reassembly) -> ESP location ->
-SA lookup -> ESN -> AEAD open -> trailer -> inner decode. Fragments that
+SA lookup -> ESN -> open (AEAD, or cipher and ICV) -> trailer -> inner
+decode; unverified.py for an SA whose ICV is absent or not checked, or
+whose cipher is not opened. Fragments that
 do not complete a datagram are held back (bounded by the reassembler's
 limits) so that their ``detail`` can say what became of the datagram,
 and records still leave in capture order.
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 
 from espforensics.checks import Check, Flow, Holds, PacketContext, SaState, make_checks
 from espforensics.checks.keys import KeyCheck
-from espforensics.crypto import IV_LEN
+from espforensics.crypto import IV_LEN, opener
 from espforensics.decode.esp import (
     ESP_HEADER_LEN,
     NotEsp,
@@ -51,6 +53,7 @@ from espforensics.model import (
     UnusedSa,
     Verdict,
 )
+from espforensics.unverified import no_icv
 
 # Records waiting behind a held one (a fragment, an SA's first IVs) at the most:
 # past this the oldest hold is given up, so memory stays bounded by it.
@@ -343,11 +346,15 @@ class FrameAnalyzer:
             rec.detail = f"captured {len(data) - (rec.esp_offset or 0)} of {rec.esp_len} ESP bytes"
             return
         sealed = data[sealed_at:]
-        verified, plain = seq64, ctx.open(seq64, iv, sealed)
+        if not ctx.verifies:  # no ICV to check: the trailer and inner header are the evidence
+            no_icv(pkt, seq64, ctx.open(seq64, iv, sealed), ctx.block, ctx.unchecked)
+            return
+        opened = opener(ctx)
+        verified, plain = seq64, opened(seq64, iv, sealed)
         if plain is None and ctx.esn:
             # RFC 4303 A2.3: the inferred high half may be off by one; try its neighbours.
             for alt in state.tracker.alternatives(seq64):
-                plain = ctx.open(alt, iv, sealed)
+                plain = opened(alt, iv, sealed)
                 if plain is not None:
                     verified = alt
                     break
@@ -366,6 +373,10 @@ class FrameAnalyzer:
             return
         rec.seq64 = verified
         state.tracker.commit(verified)
+        if not ctx.decrypts:
+            rec.verdict = Verdict.AUTHENTIC_NOT_DECRYPTED
+            rec.detail = f"ICV verified; {ctx.unchecked}"
+            return
         problem = pkt.apply_plaintext(plain, ctx.block)
         rec.verdict = Verdict.BAD_TRAILER if problem else Verdict.OK
         if problem:
@@ -450,6 +461,8 @@ class FrameAnalyzer:
         rec.verdict = Verdict.ESN_MISMATCH
         rec.detail = FrameAnalyzer._mismatch_words(placed, verified >> 32)
         ctx = pkt.state.ctx
+        if ctx is not None and not ctx.decrypts:
+            return  # authentic under the other high half; no plaintext to read
         problem = pkt.apply_plaintext(plain, 4 if ctx is None else ctx.block)
         if problem:
             rec.detail += f"; trailer: {problem}"

@@ -374,6 +374,8 @@ _SEQ_EVIDENCE = (
     "unknown_sa",
     "truncated",
     "unsupported",
+    "decrypted_no_icv",
+    "authentic_not_decrypted",
 )
 IV_POINTS = 2000  # conforming IVs drawn at most per capture (all deviating ones are drawn)
 # Rows per pandas batch of the plot pass: each batch costs ~28 ms of pandas overhead. On the

@@ -73,7 +73,12 @@ def test_tcpdump_secrets_parse_to_exact_sas() -> None:
         "secrets:line 5",
         "secrets:line 6",
     ]
-    assert not any(sa.supported for sa in sas[:2])  # an ICV with no key: not verified
+    # an ICV with no key: decrypted, the ICV skipped (verdict decrypted_no_icv)
+    assert [(sa.supported, sa.icv_unchecked) for sa in sas[:3]] == [
+        (True, True),
+        (True, True),
+        (True, False),
+    ]
 
 
 def test_tcpdump_ascii_secret_is_its_bytes() -> None:

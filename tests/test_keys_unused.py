@@ -211,6 +211,15 @@ def test_tcpdump_hmac96_secrets_claim_the_real_packets_with_the_icv_unchecked(
         0x1002: ("cbc(aes) + any", 207),
     }
     assert s.verdicts[Verdict.UNKNOWN_SA] == 0 and s.unused_sas == ()
+    # 96 of the 128 ICV bits: the last 4 ICV bytes are read as ciphertext, so no trailer holds
+    assert s.verdicts[Verdict.BAD_TRAILER] == 525
+    mismatch = [f.detail for f in s.finding_list if f.kind is FindingKind.KEY_MISMATCH]
+    assert mismatch == [
+        f"SPI {spi:#010x}: {n} of {n} packets decrypt to no sound ESP trailer, and no ICV was "
+        "checked (no integrity key): the cbc(aes) key, or the ICV length the key file gives "
+        "(96 bits), is likely wrong"
+        for spi, n in ((0x1001, 318), (0x1002, 207))
+    ]
     detail = " ".join(f.detail for f in s.finding_list)
     assert e1 not in detail and e2 not in detail
 

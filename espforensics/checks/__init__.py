@@ -26,6 +26,7 @@ from espforensics.checks import (
 from espforensics.checks.context import Flow, Holds, PacketContext, SaState
 from espforensics.checks.coverage import Seen
 from espforensics.checks.esn_mismatch import EsnMismatchCheck
+from espforensics.checks.integrity import IntegrityCheck
 from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.checks.iv_reuse import IvReuseCheck
 from espforensics.checks.keys import KeyCheck
@@ -56,6 +57,7 @@ def make_checks(sas: SaTable, holds: Holds, flow_for: FlowFor) -> tuple[Check, .
         SequenceCheck(),
         EsnMismatchCheck(),
         KeyCheck(sas),
+        IntegrityCheck(),
     )
 
 

@@ -105,7 +105,7 @@ class PacketContext:
         """
         if self._digest is None:
             ctx = self.flow.state.ctx
-            if self.plain_head is not None and ctx is not None:
+            if self.plain_head is not None and ctx is not None and ctx.verifies:
                 self._digest = self.data[-ctx.icv_len :]
             else:
                 start = self.rec.esp_offset or 0

@@ -181,7 +181,9 @@ class KeyCheck:
             return
         acc = self._sas.get(state) or self._sas.setdefault(state, _Sa(state.sa))
         acc.packets += 1
-        if rec.verdict in _VERIFIED and pkt.plain_head is not None:  # not found by layout only
+        if rec.verdict is Verdict.AUTHENTIC_NOT_DECRYPTED:  # its ICV verified: no plaintext
+            acc.verified += 1
+        elif rec.verdict in _VERIFIED and pkt.plain_head is not None:  # not by layout only
             acc.verified += 1
             if rec.verdict is Verdict.BAD_TRAILER and state.sa.auth_algorithm is not None:
                 acc.garbled += 1
@@ -311,15 +313,25 @@ def _cipher_mismatch(acc: _Sa) -> Finding:
     sender, is likely what is wrong.
     """
     sa = acc.sa
+    if sa.integrity_checked:
+        text = (
+            f"{acc.verified} of {acc.packets} packets verify their {sa.auth_algorithm} ICV, but "
+            f"{acc.garbled} of them decrypt to no sound ESP trailer: the integrity key is right "
+            f"and the {sa.algorithm} key is likely wrong"
+        )
+    else:  # nothing verified: the ICV's length is as open a question as the key
+        text = (
+            f"{acc.garbled} of {acc.packets} packets decrypt to no sound ESP trailer, and no ICV "
+            f"was checked (no integrity key): the {sa.algorithm} key, or the ICV length the key "
+            f"file gives ({sa.icv_bits} bits), is likely wrong"
+        )
     return Finding(
         FindingKind.KEY_MISMATCH,
         Severity.HIGH,
         sa.spi,
         tuple(acc.garbled_frames),
         acc.garbled,
-        f"SPI {sa.spi:#010x}: {acc.verified} of {acc.packets} packets verify their "
-        f"{sa.auth_algorithm} ICV, but {acc.garbled} of them decrypt to no sound ESP trailer: "
-        f"the integrity key is right and the {sa.algorithm} key is likely wrong",
+        f"SPI {sa.spi:#010x}: {text}",
         str(sa.src or ""),
         str(sa.dst or ""),
     )

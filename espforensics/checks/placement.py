@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from espforensics.checks.context import Flow, PacketContext
 from espforensics.checks.coverage import Seen
-from espforensics.crypto import IV_LEN
+from espforensics.crypto import IV_LEN, opener
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.keys.sa import SaTable
 from espforensics.model import Finding, FindingKind, Severity, Verdict
@@ -111,8 +111,8 @@ class PlacementCheck:
     def _prove(self, pkt: PacketContext, flow: Flow) -> bool:
         rec, data, state = pkt.rec, pkt.data, flow.state
         ctx = state.ctx
-        if ctx is None or state.sa is None or rec.expected_offset is None:
-            return False
+        if ctx is None or not ctx.verifies or state.sa is None or rec.expected_offset is None:
+            return False  # no ICV proves a header found elsewhere (RFC 4303 s3.2)
         needle = state.sa.spi.to_bytes(4, "big")
         at = data.find(needle, rec.expected_offset + 1)
         for _ in range(MAX_CANDIDATES):
@@ -121,11 +121,11 @@ class PlacementCheck:
             seq = int.from_bytes(data[at + 4 : at + 8], "big")
             seq64 = state.tracker.infer(seq)
             body = data[at + ESP_HEADER_LEN :]
-            plain = ctx.open(seq64, body[: ctx.iv_len], body[ctx.iv_len :])
+            plain = opener(ctx)(seq64, body[: ctx.iv_len], body[ctx.iv_len :])
             if plain is not None:
                 state.tracker.commit(seq64)
                 state.proven = True
-                problem = pkt.apply_plaintext(plain, ctx.block)
+                problem = pkt.apply_plaintext(plain, ctx.block) if ctx.decrypts else ""
                 self._mark(pkt, at, seq, seq64, proven=True, iv_len=ctx.iv_len)
                 if problem:
                     rec.detail += f"; trailer: {problem}"

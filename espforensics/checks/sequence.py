@@ -39,6 +39,8 @@ _EVIDENCE = frozenset(
         Verdict.UNKNOWN_SA,
         Verdict.UNSUPPORTED,
         Verdict.TRUNCATED,
+        Verdict.DECRYPTED_NO_ICV,  # no ICV: its header counts as a keyless one does
+        Verdict.AUTHENTIC_NOT_DECRYPTED,  # its ICV verified the header
     }
 )
 

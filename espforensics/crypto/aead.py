@@ -79,6 +79,8 @@ class AeadContext:
     __slots__ = ("_aead", "_key", "_salt", "clear", "esn", "icv_len", "spi")
 
     counter = True  # the IV is a nonce a counter fills (seqiv): a repeat reuses keystream
+    decrypts = verifies = lane = True  # every AEAD here is opened and checked, in the lane too
+    unchecked = ""
     iv_len = IV_LEN
     block = 4  # RFC 4303 s2.4: stream-like, the trailer ends on a 4-byte boundary
 

@@ -1,124 +1,143 @@
-"""ESP with a cipher and a separate integrity algorithm: CBC, CTR or NULL with an HMAC.
+"""ESP with a cipher and a separate integrity algorithm, either of them possibly absent.
 
 In: a non-AEAD SA (``algorithm``/``key`` the cipher, ``auth_algorithm``/
-``auth_key`` the HMAC) and, per packet, the ESP header fields and the
-bytes after the IV. Out: the plaintext (payload, padding, pad length,
-next header), or ``None`` when the ICV does not verify. ``seal`` is the
-inverse, used by the fixture builder. Raises nothing of its own.
+``auth_key`` the integrity algorithm) and, per packet, the ESP header fields
+and the bytes after the IV. Out: the plaintext (payload, padding, pad
+length, next header), or ``None`` when the ICV does not verify. ``seal`` is
+the inverse, used by the fixture builder. Raises nothing of its own.
 
 RFC 4303 s3.3.2 / s3.4.4: the ICV is computed over the ESP packet without
 the ICV (SPI, sequence number, IV, ciphertext), checked before decryption;
 with ESN the high 32 bits of the sequence number are appended after the
-packet for the ICV only (RFC 4303 s2.2.1), never sent. RFC 2404 / RFC
-4868: HMAC-SHA-1-96, HMAC-SHA-256-128, -384-192, -512-256 (truncated to
-``icv_bits``). RFC 3602: AES-CBC with a 16-byte IV; RFC 2451: 3DES-CBC
-with an 8-byte IV; RFC 3686 s4: AES-CTR's counter block is nonce (4) ||
-IV (8) || 32-bit block counter from 1; RFC 2410: the NULL cipher, no IV.
+packet for the ICV only (RFC 4303 s2.2.1), never sent. RFC 2404 / RFC 4868 /
+RFC 2857 (HMACs), RFC 3566 (AES-XCBC-MAC-96), RFC 4494 (AES-CMAC-96), all
+truncated to ``icv_bits``. Ciphers: crypto/ciphers.py (CBC with the
+cipher's block as explicit IV, RFC 3602, 2405, 2451, 4312); RFC 3686 s4:
+AES-CTR's counter block is nonce (4) || IV (8) || 32-bit block counter
+from 1; RFC 2410: the NULL cipher, no IV.
+
+Two partial SAs have a context too. Without integrity (RFC 4303 s3.2
+allows confidentiality only) or with an ICV on the wire this version cannot
+check (no key given, ``any``, an algorithm it lacks), ``verifies`` is False:
+``open`` skips the ICV bytes and decrypts, and says nothing of authenticity
+(``unchecked`` says why). With a cipher it does not open but an integrity
+algorithm it verifies, ``decrypts`` is False: ``authentic`` checks the ICV
+(before any decryption, as a receiver does) and ``open`` returns ``None``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import struct
 import threading
 
 import numpy as np
 import numpy.typing as npt
-from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.ciphers import Cipher, modes
 
+from espforensics.crypto.ciphers import OPENED, block_cipher
+from espforensics.crypto.macs import Mac, make_mac
 from espforensics.keys.sa import (
     CBC_AES,
     CBC_DES3,
     CIPHER_LAYOUT,
     CTR_AES,
-    HMAC_DIGESTS,
+    NO_INTEGRITY,
     NULL_CIPHER,
+    UNOPENED_CIPHERS,
     SecurityAssociation,
 )
 
+# The suites the engine's steady lane may take (engine/steady.py): the rest, the
+# algorithms added for issue 20 among them, always take the per-frame path.
+_LANE_CIPHERS = frozenset({CBC_AES, CBC_DES3, CTR_AES, NULL_CIPHER})
+_LANE_MACS = frozenset({"hmac(md5)", "hmac(sha1)", "hmac(sha256)", "hmac(sha384)", "hmac(sha512)"})
 _HEADER = struct.Struct(">II")
 _HI = struct.Struct(">I")
-_COUNTER_ONE = b"\x00\x00\x00\x01"  # RFC 3686 s4: the block counter starts at 1
-
-
-def _keyed(name: str, key: bytes) -> tuple[hashlib._Hash, hashlib._Hash]:
-    """HMAC's inner and outer hashes with the key absorbed (RFC 2104 s2)."""
-    block = hashlib.new(name).block_size
-    if len(key) > block:
-        key = hashlib.new(name, key).digest()
-    key = key.ljust(block, b"\0")
-    inner = hashlib.new(name, bytes(b ^ 0x36 for b in key))
-    outer = hashlib.new(name, bytes(b ^ 0x5C for b in key))
-    return inner, outer
+_ONE = b"\x00\x00\x00\x01"  # RFC 3686 s4: the block counter starts at 1
 
 
 class EncAuthContext:
-    """One non-AEAD SA's cipher and HMAC, built once and used for every packet of the SA.
+    """One non-AEAD SA's cipher and integrity algorithm, built once for every packet of the SA.
 
-    ``iv_len`` is the explicit IV on the wire (16 for AES-CBC, 8 for 3DES-CBC
-    and AES-CTR, 0 for NULL), ``block`` the length the ciphertext must be a
+    ``iv_len`` is the explicit IV on the wire (the cipher's block for CBC, 8
+    for AES-CTR, 0 for NULL), ``block`` the length the ciphertext must be a
     multiple of (RFC 4303 s2.4: the cipher's block, else 4), ``counter``
     whether the IV is a counter nonce (seqiv, CTR) rather than a CBC IV
-    (echainiv), and ``clear`` whether the payload travels in clear (NULL).
+    (echainiv), ``clear`` whether the payload travels in clear (NULL);
+    ``decrypts``/``verifies`` whether the cipher is opened and the ICV
+    checked, ``unchecked`` why not when either is False, and ``lane``
+    whether the engine's steady lane may take the SA's packets.
     """
 
     __slots__ = (
         "_algorithm",
-        "_inner",
         "_key",
         "_local",
+        "_mac",
         "_nonce",
-        "_outer",
         "block",
         "clear",
         "counter",
+        "decrypts",
         "esn",
         "icv_len",
         "iv_len",
+        "lane",
         "spi",
+        "unchecked",
+        "verifies",
     )
 
     def __init__(self, sa: SecurityAssociation) -> None:
-        if sa.algorithm not in CIPHER_LAYOUT or sa.auth_algorithm not in HMAC_DIGESTS:
-            raise ValueError(f"no context for {sa.algorithm} with {sa.auth_algorithm}")
-        if sa.auth_key is None:
-            raise ValueError("an integrity key is needed")
+        layout = CIPHER_LAYOUT.get(sa.algorithm)
+        if layout is None and sa.algorithm not in UNOPENED_CIPHERS:
+            raise ValueError(f"no context for {sa.algorithm}")
+        self._mac = _mac_of(sa)
+        if layout is None and self._mac is None:
+            raise ValueError(f"no context for {sa.suite}: neither decrypted nor verified")
         material = sa.key.reveal()
-        _, nonce_len, self.iv_len, self.block = CIPHER_LAYOUT[sa.algorithm]
+        _, nonce_len, self.iv_len, self.block = layout or (
+            (),
+            0,
+            UNOPENED_CIPHERS[sa.algorithm][0],
+            UNOPENED_CIPHERS[sa.algorithm][0],
+        )
         self._key = material[: len(material) - nonce_len]
         self._nonce = material[len(material) - nonce_len :]
         self._algorithm = sa.algorithm
-        # RFC 2104 by hand: the inner and outer hashes keyed once and copied per packet,
-        # 2.3 us for a 1,464-byte ICV with SHA-256 where hmac.HMAC.copy took 2.8: the
-        # standard library's HMAC object adds Python calls around the same C.
-        digest = HMAC_DIGESTS[sa.auth_algorithm][0]
-        self._inner, self._outer = _keyed(digest, sa.auth_key.reveal())
         self._local = threading.local()  # a CBC decryptor per thread (--jobs), kept
         self.icv_len = sa.icv_len
         self.esn = sa.esn
         self.spi = sa.spi
         self.counter = sa.algorithm == CTR_AES
         self.clear = sa.algorithm == NULL_CIPHER
+        self.decrypts = sa.algorithm in OPENED or self.clear
+        self.verifies = self._mac is not None
+        self.unchecked = _unchecked(sa, self.decrypts, self.verifies)
+        self.lane = sa.algorithm in _LANE_CIPHERS and sa.auth_algorithm in _LANE_MACS
 
     def _icv(self, seq64: int, iv: bytes, ciphertext: bytes | memoryview, esn: bool) -> bytes:
-        inner = self._inner.copy()
-        inner.update(_HEADER.pack(self.spi, seq64 & 0xFFFFFFFF))
-        inner.update(iv)
-        inner.update(ciphertext)
+        assert self._mac is not None
+        parts = [_HEADER.pack(self.spi, seq64 & 0xFFFFFFFF), iv, ciphertext]
         if esn:
-            inner.update(_HI.pack(seq64 >> 32))  # RFC 4303 s2.2.1: after the packet, not sent
-        outer = self._outer.copy()
-        outer.update(inner.digest())
-        return outer.digest()[: self.icv_len]
+            parts.append(_HI.pack(seq64 >> 32))  # RFC 4303 s2.2.1: after the packet, not sent
+        return self._mac.tag(parts)[: self.icv_len]
 
     def _cipher(self, iv: bytes) -> Cipher[modes.CBC] | Cipher[modes.CTR]:
-        if self._algorithm == CBC_AES:
-            return Cipher(algorithms.AES(self._key), modes.CBC(iv))
-        if self._algorithm == CBC_DES3:
-            return Cipher(TripleDES(self._key), modes.CBC(iv))
-        return Cipher(algorithms.AES(self._key), modes.CTR(self._nonce + iv + _COUNTER_ONE))
+        if self.counter:
+            return Cipher(block_cipher(CTR_AES, self._key), modes.CTR(self._nonce + iv + _ONE))
+        return Cipher(block_cipher(self._algorithm, self._key), modes.CBC(iv))
+
+    def authentic(
+        self, seq64: int, iv: bytes, sealed: bytes | memoryview, esn: bool | None = None
+    ) -> bool:
+        """Does the ICV verify over header, IV and ciphertext? (False when none is checked.)"""
+        if self._mac is None or len(sealed) < self.icv_len or len(iv) != self.iv_len:
+            return False
+        cut = len(sealed) - self.icv_len
+        icv = self._icv(seq64, iv, sealed[:cut], self.esn if esn is None else esn)
+        return hmac.compare_digest(icv, bytes(sealed[cut:]))
 
     def open(
         self, seq64: int, iv: bytes, sealed: bytes | memoryview, esn: bool | None = None
@@ -129,14 +148,15 @@ class EncAuthContext:
         CBC ciphertext that is not a whole number of blocks decrypts its whole
         blocks and keeps its last bytes as they are, so the trailer check
         (RFC 4303 s2.4, ``block``) reports it rather than the packet failing.
+        Without a checked ICV (``verifies`` False) its bytes are only cut off;
+        without an opened cipher (``decrypts`` False) there is no plaintext.
         """
-        if len(sealed) < self.icv_len or len(iv) != self.iv_len:
+        if not self.decrypts or len(sealed) < self.icv_len or len(iv) != self.iv_len:
+            return None
+        if self.verifies and not self.authentic(seq64, iv, sealed, esn):
             return None
         cut = len(sealed) - self.icv_len
         ciphertext = sealed[:cut]
-        icv = self._icv(seq64, iv, ciphertext, self.esn if esn is None else esn)
-        if not hmac.compare_digest(icv, bytes(sealed[cut:])):
-            return None
         if self.clear:
             return bytes(ciphertext)
         if self.counter:
@@ -166,13 +186,12 @@ class EncAuthContext:
         Linux's echainiv (crypto/echainiv.c) makes a CBC IV by writing, into
         each 8-byte word, ``(salt_i | 1) * seq64`` (little endian, x86) and
         encrypting that block with the SA's key; decrypting the IV gives the
-        words back, one row per IV. Only for CBC SAs (not ``counter``, an IV).
+        words back, one row per IV. Only for CBC SAs whose cipher is opened
+        (``decrypts``, not ``counter``).
         """
         dec = getattr(self._local, "ecb", None)
         if dec is None:
-            cipher = (
-                TripleDES(self._key) if self._algorithm == CBC_DES3 else algorithms.AES(self._key)
-            )
+            cipher = block_cipher(self._algorithm, self._key)
             dec = self._local.ecb = Cipher(cipher, modes.ECB()).decryptor()
         words = np.frombuffer(dec.update(ivs), "<u8").astype(np.uint64)
         return words.reshape(-1, self.iv_len // 8)
@@ -185,10 +204,39 @@ class EncAuthContext:
         return [self.open(q, iv.tobytes(), s) for q, iv, s in rows]
 
     def seal(self, seq64: int, iv: bytes, plaintext: bytes) -> bytes:
-        """Encrypt ``plaintext`` (whole blocks for CBC); returns ciphertext || ICV."""
+        """Encrypt ``plaintext`` (whole blocks for CBC); returns ciphertext || ICV.
+
+        Without a checked integrity algorithm the ICV bytes are zeros (the
+        fixture builder's stand-in for an ICV nobody can check).
+        """
         if self.clear:
             ciphertext = plaintext
         else:
             enc = self._cipher(iv).encryptor()
             ciphertext = enc.update(plaintext) + enc.finalize()
+        if self._mac is None:
+            return ciphertext + bytes(self.icv_len)
         return ciphertext + self._icv(seq64, iv, ciphertext, self.esn)
+
+
+def _mac_of(sa: SecurityAssociation) -> Mac | None:
+    """The SA's integrity algorithm keyed, or None when its ICV is not checked."""
+    if not sa.integrity_checked or sa.auth_algorithm is None or sa.auth_key is None:
+        return None
+    return make_mac(sa.auth_algorithm, sa.auth_key.reveal())
+
+
+def _unchecked(sa: SecurityAssociation, decrypts: bool, verifies: bool) -> str:
+    """Why the SA's packets are not both decrypted and verified ("" when they are)."""
+    if not decrypts:
+        reason = UNOPENED_CIPHERS.get(sa.algorithm, (0, "not opened by this version"))[1]
+        return f"{sa.algorithm} not decrypted: {reason}"
+    if verifies:
+        return ""
+    if sa.auth_algorithm is None or sa.auth_algorithm in NO_INTEGRITY or not sa.icv_len:
+        return "no integrity: the SA has no ICV (RFC 4303 s3.2)"
+    if sa.auth_key is None:
+        return "ICV not checked: no integrity key"
+    if sa.auth_algorithm == "any":
+        return "ICV not checked: the key source does not name the integrity algorithm"
+    return f"ICV not checked: {sa.auth_algorithm} is not verified by this version"

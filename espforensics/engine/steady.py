@@ -266,6 +266,7 @@ class SteadyLane:
         state, ctx = flow.state, flow.state.ctx
         if (
             ctx is None
+            or not ctx.lane  # issue 20 algorithms (crypto/encauth.py): the per-frame path
             or state.sa is None
             or not state.proven
             or state.tentative is not None

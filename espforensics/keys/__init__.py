@@ -25,6 +25,7 @@ tcpdump ``-E`` text in place of a path, when no such file exists.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -185,5 +186,7 @@ def _device(path: str) -> str | None:
         mode = os.stat(path).st_mode
     except OSError:
         return None  # open() says why
+    if stat.S_ISDIR(mode):
+        return None  # open() says "Is a directory"
     kind = kind_of(mode)
     return None if kind in (None, "FIFO") else kind

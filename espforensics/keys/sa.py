@@ -10,6 +10,7 @@ Key material lives in ``Secret``, whose repr and str never show it; only
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 from collections.abc import Iterator
@@ -46,6 +47,18 @@ CIPHER_LAYOUT: dict[str, tuple[tuple[int, ...], int, int, int]] = {
     CBC_DES3: ((24,), 0, 8, 8),
     CTR_AES: ((16, 24, 32), 4, 8, 4),
     NULL_CIPHER: ((0,), 0, 0, 4),
+    "cbc(des)": ((8,), 0, 8, 8),  # RFC 2405: 8-byte IV
+    "cbc(blowfish)": (tuple(range(5, 57)), 0, 8, 8),  # RFC 2451 s2.2: 40 to 448 bits
+    "cbc(cast5)": (tuple(range(5, 17)), 0, 8, 8),  # RFC 2451 s2.2, RFC 2144: 40 to 128 bits
+    "cbc(camellia)": ((16, 24, 32), 0, 16, 16),  # RFC 4312 s2: 16-byte IV
+    "cbc(sm4)": ((16,), 0, 16, 16),  # Linux's cbc(sm4): a 128-bit block cipher, 16-byte IV
+}
+# Ciphers Linux offers whose names are read but that no maintained implementation
+# in the package registries opens -> the reason (docs/checks.md "Per algorithm").
+# Their packets are still proven authentic when their integrity algorithm is one of ours.
+UNOPENED_CIPHERS: dict[str, tuple[int, str]] = {  # name -> (explicit IV bytes, why)
+    "cbc(twofish)": (16, "no maintained Twofish implementation in the package registries"),
+    "cbc(serpent)": (16, "no maintained Serpent implementation in the package registries"),
 }
 # HMACs that are verified -> (hashlib name, key bytes the RFC gives). RFC 2403,
 # RFC 2404, RFC 4868 s2.1.1 (the key is as long as the hash's output).
@@ -55,7 +68,15 @@ HMAC_DIGESTS: dict[str, tuple[str, int]] = {
     "hmac(sha256)": ("sha256", 32),
     "hmac(sha384)": ("sha384", 48),
     "hmac(sha512)": ("sha512", 64),
+    "hmac(rmd160)": ("ripemd160", 20),  # RFC 2857 s2 (when the runtime's hashlib has it)
 }
+# Integrity algorithms built on AES, not HMACs -> the key lengths they take.
+AES_MACS: dict[str, tuple[int, ...]] = {
+    "xcbc(aes)": (16,),  # RFC 3566 s2.1: a 128-bit key
+    "cmac(aes)": (16, 24, 32),  # RFC 4494 s2 names AES-128; Linux takes any AES key
+}
+# The kernel's name for no integrity (RFC 4303 s3.2 allows ESP without it).
+NO_INTEGRITY = frozenset({"digest_null"})
 ICV_BITS = frozenset({64, 96, 128})
 # The SPI of an SA that names none (tcpdump's ``algo:secret`` without ``spi@addr``,
 # Wireshark's ``*``): it matches a packet of any SPI no SA of its own SPI claims.
@@ -64,6 +85,20 @@ ANY_SPI = 0
 # The integrity algorithm of an SA whose source gives only the ICV's length: the ICV
 # is skipped, not checked (Wireshark's "ANY n bit", tcpdump's ``-hmac96``).
 ANY_AUTH = "any"
+NON_AEAD_CIPHERS = frozenset(CIPHER_LAYOUT) | frozenset(UNOPENED_CIPHERS)
+
+
+def _runs(name: str) -> bool:
+    """Can this runtime's hashlib compute ``name``? (RIPEMD-160 needs OpenSSL's legacy
+    provider, or a Python that carries its own.)"""
+    try:
+        hashlib.new(name)
+    except ValueError:
+        return False
+    return True
+
+
+_HASHES = frozenset(name for name, _ in HMAC_DIGESTS.values() if _runs(name))
 _CACHE_MAX = 65536  # lookups remembered; a capture of a scan meets millions of (SPI, addresses)
 
 
@@ -126,18 +161,32 @@ class SecurityAssociation:
 
     @property
     def supported(self) -> bool:
-        """True when this version of espforensics can decrypt the SA."""
-        if self.auth_algorithm is None:
+        """True when this version can decrypt the SA's packets or verify their ICVs."""
+        if self.is_aead:
             return self.algorithm in SUPPORTED_ALGORITHMS
-        return self.algorithm in CIPHER_LAYOUT and self.auth_algorithm in HMAC_DIGESTS
+        return self.algorithm in CIPHER_LAYOUT or self.integrity_checked
+
+    @property
+    def is_aead(self) -> bool:
+        """An AEAD SA (one algorithm, one key), not a cipher with or without integrity."""
+        return self.auth_algorithm is None and self.algorithm not in NON_AEAD_CIPHERS
+
+    @property
+    def integrity_checked(self) -> bool:
+        """Does a non-AEAD SA have an integrity algorithm this version verifies, and its key?"""
+        return self.auth_key is not None and (
+            self.auth_algorithm in AES_MACS
+            or HMAC_DIGESTS.get(self.auth_algorithm or "", ("", 0))[0] in _HASHES
+        )
 
     @property
     def key_usable(self) -> bool:
         """False when the key material has no length its algorithm takes (one byte short)."""
-        if self.auth_algorithm is not None:
+        if not self.is_aead:
             cipher = CIPHER_LAYOUT.get(self.algorithm)
-            return self.auth_key is not None and (
-                cipher is None or len(self.key) - cipher[1] in cipher[0]
+            macs = AES_MACS.get(self.auth_algorithm or "")
+            return (cipher is None or len(self.key) - cipher[1] in cipher[0]) and (
+                macs is None or self.auth_key is None or len(self.auth_key) in macs
             )
         layout = AEAD_KEY_LAYOUT.get(self.algorithm)
         return layout is None or len(self.key) - layout[1] in layout[0]

@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 from espforensics.errors import KeyFileError
 from espforensics.keys.sa import (
     AEAD_KEY_LAYOUT,
+    AES_MACS,
     ANY_AUTH,
     ANY_SPI,
     HMAC_DIGESTS,
+    NO_INTEGRITY,
     RFC4106,
     IpAddress,
     Secret,
@@ -318,9 +320,13 @@ def _check_integrity(raw: RawSa, where: Where) -> tuple[str | None, Secret | Non
         raise where.error("icv_bits", f"integrity algorithm {name} needs an ICV length")
     digest = HMAC_DIGESTS.get(name)
     most = 512 if digest is None else 8 * digest[1]  # an HMAC's ICV is its hash, truncated
+    if name in AES_MACS:
+        most = 128  # RFC 3566 s2.2, RFC 4494 s2.1: one AES block, truncated
     if icv % 8 or not 0 <= icv <= most or (icv == 0) != (name == "digest_null"):
         why = f"ICV is {_bits(icv)}; {name} takes a multiple of 8 up to {most}"
         raise where.error("icv_bits", why)
+    if raw.auth_key is None and name in NO_INTEGRITY:  # digest_null: nothing to key
+        return name, None, 0
     if raw.auth_key is None:
         if name == ANY_AUTH:  # only the ICV's length is known (tcpdump's -hmac96): skipped
             return name, None, icv
@@ -331,6 +337,10 @@ def _check_integrity(raw: RawSa, where: Where) -> tuple[str | None, Secret | Non
     # RFC 2104 s3 takes a key of any length; RFC 2403, 2404 and 4868 s2.1.1 ask for the
     # hash's length. Linux, Wireshark and scapy use other lengths as given, and so do we
     # (SecurityAssociation.rfc_hmac_key_len; the key doctor notes it).
+    macs = AES_MACS.get(name)
+    if macs is not None and len(auth_key) not in macs:  # RFC 3566 s2.1, RFC 4494 s2
+        why = f"auth key is {len(auth_key)} bytes; {name} takes {_choices(macs)}"
+        raise where.error("auth_key", why)
     return name, Secret(auth_key), icv
 
 

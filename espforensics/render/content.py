@@ -185,11 +185,13 @@ CHECKS: tuple[tuple[str, tuple[FindingKind, ...]], ...] = (
         ),
     ),
     ("esn_mismatch", (FindingKind.ESN_MISMATCH,)),
+    # keys: the keying, and what it let the run check (no_integrity: checks/integrity.py)
     (
         "keys",
         (
             FindingKind.KEY_MISMATCH,
             FindingKind.UNSUPPORTED,
+            FindingKind.NO_INTEGRITY,
             FindingKind.HMAC_KEY_SIZE,
         ),
     ),
@@ -226,6 +228,10 @@ NOUNS: dict[FindingKind, tuple[str, str]] = {
     FindingKind.HMAC_KEY_SIZE: (
         "SA with an HMAC key not of its RFC's length",
         "SAs with an HMAC key not of its RFC's length",
+    ),
+    FindingKind.NO_INTEGRITY: (
+        "packet decrypted without an ICV check",
+        "packets decrypted without an ICV check",
     ),
 }
 

@@ -38,6 +38,7 @@ _ROW_KINDS = frozenset(
         FindingKind.SEQ_REORDER,
         FindingKind.ESN_MISMATCH,
         FindingKind.UNSUPPORTED,
+        FindingKind.NO_INTEGRITY,
     }
 )
 
