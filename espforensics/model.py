@@ -73,6 +73,17 @@ class FindingKind(StrEnum):
     ESN_MISMATCH = "esn_mismatch"
     KEY_MISMATCH = "key_mismatch"
     UNSUPPORTED = "unsupported"
+    INNER_CHECKSUM = "inner_checksum"  # a decrypted packet's own checksum does not verify
+
+
+class InnerChecksum(StrEnum):
+    """The inner packet's checksums, as verified; the value is written to ``inner_checksum``."""
+
+    OK = "ok"  # every checksum of the inner packet verifies
+    BAD = "bad"  # one does not verify: damaged before encryption
+    PARTIAL = "partial"  # the pseudo-header sum alone (CHECKSUM_PARTIAL, left for offload)
+    NONE = "none"  # nothing to verify: UDP checksum 0 (RFC 768), a dummy packet
+    NOT_CHECKED = "not_checked"  # could not be verified; ``detail`` says why
 
 
 class Severity(StrEnum):
@@ -160,6 +171,8 @@ class PacketRecord:
     iv_seq_delta: int | None = None
     seq_anomaly: str = ""
     detail: str = ""
+    inner_checksum: str = ""  # an InnerChecksum value; empty: no verified plaintext
+    tfc_len: int | None = None  # TFC padding after the inner IP packet (RFC 4303 s2.7)
 
 
 PACKET_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PacketRecord))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
+from espforensics.checks.checksum import InnerChecksumCheck
 from espforensics.checks.context import Flow, Holds, PacketContext, SaState
 from espforensics.checks.esn_mismatch import EsnMismatchCheck
 from espforensics.checks.iv_derivation import IvDerivationCheck
@@ -46,6 +47,7 @@ def make_checks(sas: SaTable, holds: Holds, flow_for: FlowFor) -> tuple[Check, .
         SequenceCheck(),
         EsnMismatchCheck(),
         KeyCheck(sas),
+        InnerChecksumCheck(),
     )
 
 
