@@ -18,6 +18,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pandas.testing import assert_frame_equal
 
 from espforensics.analysis import Analysis, analyze
@@ -136,6 +138,16 @@ def test_check_inner_on_built_packets() -> None:
     partial = 0xFFFF ^ internet_checksum(pseudo_header(A4, B4, 17, len(udp)))
     found = check_inner(17, udp[:6] + partial.to_bytes(2) + udp[8:], A4, B4, "")
     assert found.status is InnerChecksum.PARTIAL
+
+
+@given(st.sampled_from([4, 41, 6, 17, 1, 58, 59, 47]), st.binary(max_size=120), st.booleans())
+@settings(max_examples=400, deadline=None)
+def test_check_inner_never_raises(nh: int, body: bytes, v6: bool) -> None:
+    """Random bytes get a status (what cannot be verified is not_checked), never an error."""
+    src, dst = (bytes(16), bytes(15) + b"\x01") if v6 else (A4, B4)
+    found = check_inner(nh, body, src, dst, "")
+    assert found.status in InnerChecksum
+    assert (found.detail == "") == (found.status in (InnerChecksum.OK, InnerChecksum.NONE))
 
 
 # -- TFC padding: the 7.3.4 tunnel capture -----------------------------------------------

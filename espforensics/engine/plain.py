@@ -17,6 +17,7 @@ extension headers, say) go through decode/inner.py one by one.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +46,7 @@ _MAX_PAD = 255
 _VALID_NH = np.array([valid_next_header(nh) for nh in range(256)])
 _PORTS = np.array([has_ports(p) for p in range(256)])
 Strs = npt.NDArray[np.object_]
+_LITTLE = sys.byteorder == "little"
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,19 +222,29 @@ def _words(view: U8, at: I64, rows: Mask, width: int) -> npt.NDArray[np.uint64]:
 
 
 def _spans(view: U8, at: I64, end: I64, rows: Mask) -> npt.NDArray[np.uint64]:
-    """The sum of the 16-bit words of bytes ``at:end`` of each row (``at`` even, end > at)."""
+    """The folded sum of the 16-bit words of bytes ``at:end`` of each row (``at`` even).
+
+    RFC 1071 s2(B): the ones' complement sum is independent of byte order, so
+    the words are summed in the machine's order (a byte-swapping view costs
+    twice as much) and the folded sum is swapped back once per row. A row is
+    at most 65,535 bytes: its sum fits 32 bits.
+    """
     out = np.zeros(len(at), np.uint64)
     pick = np.flatnonzero(rows)
     if not len(pick):
         return out
     a, e = at[pick], end[pick]
-    u16 = view[: len(view) // 2 * 2].view(">u2")
+    words = view[: len(view) // 2 * 2].view(np.uint16)  # native order
     bounds = np.empty(2 * len(pick), np.int64)
     bounds[0::2], bounds[1::2] = a // 2, e // 2
-    sums = np.add.reduceat(u16, bounds, dtype=np.uint64)[0::2]
-    odd = (e - a) % 2 == 1  # RFC 1071: the last byte of an odd length is a word's high half
-    sums += np.where(odd, view[e - 1].astype(np.uint64) << np.uint64(8), np.uint64(0))
-    out[pick] = sums
+    sums = np.add.reduceat(words, bounds, dtype=np.uint32)[0::2].astype(np.uint64)
+    # An odd length's last byte is a word's high half (RFC 1071), padded with zero.
+    tail = np.where((e - a) % 2 == 1, view[e - 1].astype(np.uint64), np.uint64(0))
+    if _LITTLE:
+        folded = _fold(sums + tail)
+        out[pick] = (folded & np.uint64(0xFF)) << np.uint64(8) | folded >> np.uint64(8)
+    else:
+        out[pick] = _fold(sums + (tail << np.uint64(8)))
     return out
 
 

@@ -171,6 +171,7 @@ CHECKS: tuple[tuple[str, tuple[FindingKind, ...]], ...] = (
     ),
     ("esn_mismatch", (FindingKind.ESN_MISMATCH,)),
     ("keys", (FindingKind.KEY_MISMATCH, FindingKind.UNSUPPORTED)),
+    ("inner_checksum", (FindingKind.INNER_CHECKSUM,)),
 )
 NOUNS: dict[FindingKind, tuple[str, str]] = {
     FindingKind.ESP_MISPLACED: ("ESP header misplaced", "ESP headers misplaced"),
@@ -199,6 +200,10 @@ NOUNS: dict[FindingKind, tuple[str, str]] = {
     FindingKind.UNSUPPORTED: (
         "packet of an algorithm not decrypted",
         "packets of an algorithm not decrypted",
+    ),
+    FindingKind.INNER_CHECKSUM: (
+        "packet whose inner checksum does not verify",
+        "packets whose inner checksum does not verify",
     ),
 }
 
