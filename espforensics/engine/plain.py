@@ -216,9 +216,12 @@ def _fold(total: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
 
 def _words(view: U8, at: I64, rows: Mask, width: int) -> npt.NDArray[np.uint64]:
     """The sum of the 16-bit words of the ``width`` (even) bytes at ``at`` of each row."""
-    idx = np.where(rows, at, 0)[:, None] + np.arange(0, width, 2)
-    words = view[idx].astype(np.uint64) << np.uint64(8) | view[idx + 1]
-    return np.where(rows, words.sum(axis=1), np.uint64(0))
+    out = np.zeros(len(at), np.uint64)
+    pick = np.flatnonzero(rows)
+    if len(pick):
+        idx = at[pick, None] + np.arange(0, width, 2)
+        out[pick] = (view[idx].astype(np.uint64) << np.uint64(8) | view[idx + 1]).sum(axis=1)
+    return out
 
 
 def _spans(view: U8, at: I64, end: I64, rows: Mask) -> npt.NDArray[np.uint64]:
