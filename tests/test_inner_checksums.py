@@ -274,18 +274,29 @@ def test_a_tcp_segment_damaged_before_encryption_is_named_on_its_frame(tmp_path:
     """The netem ``corrupt`` case: the ICV verifies, the TCP checksum does not."""
     number = _esp_frames(TRANSPORT, 0x1001)[200]  # deep in the lane's steady state
 
+    seen: dict[str, int] = {}
+
     def damage(plain: bytearray) -> bytearray:
-        plain[30] ^= 0x40  # a byte of the TCP data (after the 20-byte header and options)
+        plain[30] ^= 0x40  # a byte of the TCP header's options or data (after 20 bytes)
+        seg = bytes(plain[: len(plain) - 2 - plain[-2]])  # before padding and trailer
+        pseudo = pseudo_header(bytes([192, 0, 2, 1]), bytes([192, 0, 2, 2]), 6, len(seg))
+        seen["stored"] = int.from_bytes(seg[16:18])
+        seen["expected"] = internet_checksum(pseudo + seg[:16] + bytes(2) + seg[18:])
         return plain
 
     result = _analyze(TRANSPORT, _forge(TRANSPORT, tmp_path, number, damage))
+    # Byte 30 is the high half of its 16-bit word: the sum moves by 0x4000 (RFC 1071).
+    assert (seen["stored"] - seen["expected"]) % 0xFFFF in (0x4000, 0xFFFF - 0x4000)
     pkts = result.packets
     flagged = pkts[pkts.inner_checksum != "ok"]
     assert flagged[flagged.verdict == "ok"].frame.tolist() == [number]
     row = pkts[pkts.frame == number].iloc[0]
-    assert row.verdict == "ok" and row.inner_checksum == "bad"
-    assert row.detail.startswith("inner TCP checksum 0x")
-    assert row.detail.endswith("expected: damaged before encryption")
+    assert (row.verdict, row.inner_checksum, row.detail) == (
+        "ok",
+        "bad",
+        f"inner TCP checksum {seen['stored']:#06x}, {seen['expected']:#06x} expected:"
+        " damaged before encryption",
+    )
     (finding,) = [f for f in result.summary.finding_list if f.kind is FindingKind.INNER_CHECKSUM]
     assert (finding.severity, finding.spi, finding.frames, finding.count) == (
         Severity.HIGH,

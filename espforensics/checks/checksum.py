@@ -120,32 +120,41 @@ class InnerChecksumCheck:
                     Severity.HIGH,
                     (spi, src, dst),
                     sa.bad,
-                    "verify their ICV but carry an inner packet whose checksum does not: "
-                    "damaged before encryption, which the ICV cannot show; "
-                    "a receiver drops them after decrypting",
+                    ("carries", "carry"),
+                    "an inner packet whose checksum does not verify: it was damaged before "
+                    "encryption, which the ICV cannot show, and a receiver drops it after "
+                    "decrypting it",
                 )
             if sa.partial.count:
                 yield _finding(
                     Severity.MEDIUM,
                     (spi, src, dst),
                     sa.partial,
-                    "carry a partial inner checksum, the pseudo-header sum alone that "
-                    "checksum offload leaves (CHECKSUM_PARTIAL): not damage, a checksum "
-                    "never completed, sealed before any NIC could complete it; a receiver "
-                    "that verifies it drops them",
+                    ("carries", "carry"),
+                    "a partial inner checksum, the pseudo-header sum alone that checksum "
+                    "offload leaves (CHECKSUM_PARTIAL): not damage, a checksum never "
+                    "completed and sealed as it was, so no NIC completed it later; a "
+                    "receiver that verifies it drops the packet",
                 )
 
 
-def _finding(severity: Severity, key: tuple[int, str, str], kind: _Kind, what: str) -> Finding:
+def _finding(
+    severity: Severity,
+    key: tuple[int, str, str],
+    kind: _Kind,
+    verb: tuple[str, str],
+    what: str,
+) -> Finding:
     spi, src, dst = key
     n = kind.count
+    subject = "1 packet whose ICV verifies" if n == 1 else f"{n} packets whose ICV verifies"
     return Finding(
         FindingKind.INNER_CHECKSUM,
         severity,
         spi,
         tuple(kind.frames),
         n,
-        f"{src} -> {dst}: {n} packet{'s' if n > 1 else ''} {what}. First: {kind.first}",
+        f"{src} -> {dst}: {subject} {verb[n > 1]} {what}. First: {kind.first}",
         src,
         dst,
     )
