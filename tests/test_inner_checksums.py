@@ -350,3 +350,76 @@ def test_an_inner_ipv4_header_damaged_before_encryption_is_named(tmp_path: Path)
     assert row.detail.startswith("inner IPv4 header checksum 0x")
     (finding,) = [f for f in result.summary.finding_list if f.kind is FindingKind.INNER_CHECKSUM]
     assert (finding.severity, finding.frames) == (Severity.HIGH, (number,))
+
+
+# -- the steady lane's columns against decode/inner.py, row by row ---------------------------
+
+
+def _sealed_form(payload: bytes, nh: int) -> bytes:
+    """``payload`` with the RFC 4303 s2.4 padding and trailer, 4-byte aligned."""
+    pad = (-(len(payload) + 2)) % 4
+    return payload + bytes(range(1, pad + 1)) + bytes([pad, nh])
+
+
+def _tcp(src: bytes, dst: bytes, data: bytes, checksum: int | None = None) -> bytes:
+    seg = bytearray(20 + len(data))
+    seg[0:4] = (40000).to_bytes(2) + (5201).to_bytes(2)
+    seg[12] = 5 << 4
+    seg[20:] = data
+    if checksum is None:
+        checksum = internet_checksum(pseudo_header(src, dst, 6, len(seg)) + bytes(seg))
+    seg[16:18] = checksum.to_bytes(2)
+    return bytes(seg)
+
+
+def test_the_lane_columns_are_check_inners_and_it_leaves_bad_and_partial_alone() -> None:
+    """engine/plain.py's vectorised sums give what decode/inner.py gives, row by row."""
+    import numpy as np
+
+    from espforensics.engine.plain import Outer, decode_plaintexts
+
+    partial = 0xFFFF ^ internet_checksum(pseudo_header(A4, B4, 6, 20 + 7))
+    v6_src, v6_dst = bytes(15) + b"\1", bytes(15) + b"\2"
+    inner6 = bytearray(40)
+    inner6[0], inner6[6], inner6[7] = 0x60, 17, 64
+    udp6 = _udp(b"over six", v6_src, v6_dst)
+    inner6[4:6] = len(udp6).to_bytes(2)
+    inner6[8:24], inner6[24:40] = v6_src, v6_dst
+    rows = [  # (next header, payload, NAT-T, the lane takes it)
+        (6, _tcp(A4, B4, b"payload"), False, True),
+        (6, _tcp(A4, B4, b"payload!"), True, True),  # NAT-T transport: not_checked
+        (17, _udp(b"zero", A4, B4, zero=True), False, True),
+        (4, _ipv4(17, _udp(b"tunnel", A4, B4)) + bytes(100), False, True),  # TFC 100
+        (4, _ipv4(17, _udp(b"frag", A4, B4), frag=0x2000), False, True),
+        (4, _ipv4(47, b"gre!"), False, True),
+        (41, bytes(inner6) + udp6 + bytes(37), False, True),  # TFC 37, odd length
+        (4, _ipv4(1, _icmp_echo()), False, True),
+        (59, bytes(20), False, True),  # a dummy packet (RFC 4303 s2.6), 16 bytes or more
+        (6, _tcp(A4, B4, b"damaged", checksum=0x1234), False, False),
+        (6, _tcp(A4, B4, b"offload", checksum=partial), False, False),
+    ]
+    plains = [_sealed_form(p, nh) for nh, p, _, _ in rows]
+    m = len(plains)
+    outer_words = sum(int.from_bytes((A4 + B4)[k : k + 2]) for k in range(0, 8, 2))
+    outer = Outer(
+        np.full(m, outer_words, np.int64),
+        np.ones(m, np.bool_),
+        np.array([natt for _, _, natt, _ in rows]),
+    )
+    names = np.array(["10.0.0.1"] * m, dtype=object), np.array(["10.0.0.2"] * m, dtype=object)
+    cols = decode_plaintexts(
+        plains, *names, np.full((m, 16), 0xEE, np.uint8), np.zeros(m, np.bool_), outer
+    )
+    assert cols.plain.tolist() == [takes for _, _, _, takes in rows]
+    for i, (nh, payload, natt, takes) in enumerate(rows):
+        want = check_inner(nh, payload, A4, B4, NATT_TRANSPORT if natt else "")
+        if not takes:
+            assert want.status in (InnerChecksum.BAD, InnerChecksum.PARTIAL)
+            continue
+        tfc = int(cols.tfc_len[i])
+        got = (cols.checksum[i], cols.checksum_detail[i], None if tfc < 0 else tfc)
+        assert got == (want.status.value, want.detail, want.tfc_len), i
+    statuses = [str(s) for s, (_, _, _, t) in zip(cols.checksum, rows, strict=True) if t]
+    nc = "not_checked"
+    assert statuses == ["ok", nc, "none", "ok", nc, nc, "ok", "ok", "none"]
+    assert cols.tfc_len[:9].tolist() == [-1, -1, -1, 100, 0, 0, 37, 0, -1]
