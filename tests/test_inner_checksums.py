@@ -192,6 +192,13 @@ def test_tfc_padding_is_in_sas_csv_summary_json_and_the_report(tmp_path: Path) -
     report = (out / "report.txt").read_text()
     assert "\n    TFC padding: 27 of 147 packets padded to 1,400 bytes (33,822 bytes)\n" in report
     assert "\n    TFC padding: 96 of 96 packets padded to 1,400 bytes (125,621 bytes)\n" in report
+    markdown = (out / "report.md").read_text()
+    assert (
+        "- SPI 0x00001001: TFC padding: 27 of 147 packets padded to 1,400 bytes (33,822 bytes)\n"
+        "- SPI 0x00001002: TFC padding: 96 of 96 packets padded to 1,400 bytes (125,621 bytes)\n"
+    ) in markdown
+    html = (out / "report.html").read_text()
+    assert "<p>SPI 0x00001002: TFC padding: 96 of 96 packets padded to 1,400 bytes" in html
 
 
 # -- inner checksums of the real captures ---------------------------------------------------

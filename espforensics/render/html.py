@@ -167,6 +167,7 @@ def _sections(report: Report) -> list[str]:
         )
     )
     out += [_p(report.sas_rest)] if report.sas_rest else []
+    out += [_p(f"SPI {sa.spi}: {note}") for sa in report.sas for note in sa.notes]
     return out + _findings(report) + _causes(report) + _misplaced(report) + _plots(report)
 
 
