@@ -47,6 +47,7 @@ _VALID_NH = np.array([valid_next_header(nh) for nh in range(256)])
 _PORTS = np.array([has_ports(p) for p in range(256)])
 Strs = npt.NDArray[np.object_]
 _LITTLE = sys.byteorder == "little"
+_SUM_ROWS = 256  # rows summed per reduceat call (_spans)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +241,14 @@ def _spans(view: U8, at: I64, end: I64, rows: Mask) -> npt.NDArray[np.uint64]:
     words = view[: len(view) // 2 * 2].view(np.uint16)  # native order
     bounds = np.empty(2 * len(pick), np.int64)
     bounds[0::2], bounds[1::2] = a // 2, e // 2
-    sums = np.add.reduceat(words, bounds, dtype=np.uint32)[0::2].astype(np.uint64)
+    sums = np.empty(len(pick), np.uint64)
+    # reduceat casts what it sums to the wider type first: a slice of rows at a time
+    # keeps that copy small (the whole batch would add twice its plaintexts to the peak).
+    for i in range(0, len(pick), _SUM_ROWS):
+        part = bounds[2 * i : 2 * (i + _SUM_ROWS)]
+        low = int(part[0])
+        span = words[low : int(part[-1]) + 1]
+        sums[i : i + _SUM_ROWS] = np.add.reduceat(span, part - low, dtype=np.uint32)[0::2]
     # An odd length's last byte is a word's high half (RFC 1071), padded with zero.
     tail = np.where((e - a) % 2 == 1, view[e - 1].astype(np.uint64), np.uint64(0))
     if _LITTLE:
