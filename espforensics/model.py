@@ -80,6 +80,17 @@ class FindingKind(StrEnum):
     UNSUPPORTED = "unsupported"
     HMAC_KEY_SIZE = "hmac_key_size"  # an HMAC key not of the length its RFC gives
     NO_INTEGRITY = "no_integrity"  # an SA whose ICVs are absent or not checked
+    INNER_CHECKSUM = "inner_checksum"  # a decrypted packet's own checksum does not verify
+
+
+class InnerChecksum(StrEnum):
+    """The inner packet's checksums, as verified; the value is written to ``inner_checksum``."""
+
+    OK = "ok"  # every checksum of the inner packet verifies
+    BAD = "bad"  # one does not verify: damaged before encryption
+    PARTIAL = "partial"  # the pseudo-header sum alone (CHECKSUM_PARTIAL, left for offload)
+    NONE = "none"  # nothing to verify: UDP checksum 0 (RFC 768), a dummy packet
+    NOT_CHECKED = "not_checked"  # could not be verified; ``detail`` says why
 
 
 class Severity(StrEnum):
@@ -167,6 +178,8 @@ class PacketRecord:
     iv_seq_delta: int | None = None
     seq_anomaly: str = ""
     detail: str = ""
+    inner_checksum: str = ""  # an InnerChecksum value; empty: no verified plaintext
+    tfc_len: int | None = None  # TFC padding after the inner IP packet (RFC 4303 s2.7)
 
 
 PACKET_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PacketRecord))

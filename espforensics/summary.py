@@ -25,6 +25,7 @@ from espforensics.model import (
     SEVERITY_RANK,
     Finding,
     FindingKind,
+    InnerChecksum,
     PacketRecord,
     PlotOutcome,
     Proto,
@@ -75,6 +76,12 @@ class SaSummary:
     reordered: int = 0
     missing: int = 0  # sequence numbers never seen between first and last
     mode: str = ""  # from the key file, else guessed from the next headers ("... (guess)")
+    tfc_packets: int = 0  # packets with TFC padding after their inner IP packet (RFC 4303 s2.7)
+    tfc_bytes: int = 0  # bytes of TFC padding in all
+    # the payload lengths padded packets were padded to, with their packets: {"1400": 27}
+    tfc_padded_to: dict[str, int] = field(default_factory=dict)
+    # packets per inner_checksum value of the SA's decrypted packets: {"ok": 140, ...}
+    inner_checksums: dict[str, int] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[int, str, str]:
@@ -270,6 +277,10 @@ class _SaAcc:
     reordered: int = 0
     ip_payloads: int = 0  # verified packets whose next header is 4 or 41 (an inner IP packet)
     l4_payloads: int = 0  # verified packets with any other next header
+    tfc_packets: int = 0
+    tfc_bytes: int = 0
+    tfc_to: Counter[int] = field(default_factory=Counter)  # payload_len of padded packets
+    checksums: Counter[str] = field(default_factory=Counter)
 
     def observe(self, rec: PacketRecord) -> None:
         self.packets += 1
@@ -289,6 +300,12 @@ class _SaAcc:
             self.ip_payloads += 1
         elif rec.next_header is not None and rec.next_header != 59:
             self.l4_payloads += 1
+        if rec.tfc_len:
+            self.tfc_packets += 1
+            self.tfc_bytes += rec.tfc_len
+            self.tfc_to[rec.payload_len or 0] += 1
+        if rec.inner_checksum:
+            self.checksums[rec.inner_checksum] += 1
 
     def mode_guess(self) -> str:
         """RFC 4303 s3.1: tunnel mode carries IP packets (as do ipip/ip6tnl over transport)."""
@@ -319,7 +336,18 @@ class _SaAcc:
             self.reordered,
             missing,
             mode or self.mode_guess(),
+            self.tfc_packets,
+            self.tfc_bytes,
+            {str(k): n for k, n in sorted(self.tfc_to.items(), key=_most)[:PADDED_TO_KEPT]},
+            {c.value: self.checksums[c.value] for c in InnerChecksum if self.checksums[c.value]},
         )
+
+
+PADDED_TO_KEPT = 8  # padded-to lengths listed per SA, the most common first
+
+
+def _most(item: tuple[int, int]) -> tuple[int, int]:
+    return (-item[1], item[0])
 
 
 _LayoutKey = tuple[int, str, int, int, str, int, int]
@@ -413,6 +441,15 @@ class SummaryBuilder:
         ip = int(np.isin(nh, (4, 41)).sum())
         acc.ip_payloads += ip
         acc.l4_payloads += len(idx) - ip - int((nh == 59).sum())
+        tfc = rows.tfc_len[idx]
+        padded = tfc > 0
+        if padded.any():
+            acc.tfc_packets += int(padded.sum())
+            acc.tfc_bytes += int(tfc[padded].sum())
+            lengths, counts = np.unique(rows.payload_len[idx][padded], return_counts=True)
+            acc.tfc_to.update(dict(zip(lengths.tolist(), counts.tolist(), strict=True)))
+        values, counts = np.unique(rows.inner_checksum[idx].astype(str), return_counts=True)
+        acc.checksums.update(dict(zip(values.tolist(), counts.tolist(), strict=True)))
 
     def sa_keys(self) -> list[tuple[int, str, str]]:
         """The (spi, src, dst) of every SA seen so far."""

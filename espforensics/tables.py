@@ -51,6 +51,7 @@ _INT_COLUMNS = frozenset(
         "leaked",
         "iv_seq_delta",
         "seq_hi_verified",
+        "tfc_len",
     }
 )
 _UINT64_COLUMNS = frozenset({"seq64"})
@@ -149,8 +150,11 @@ def steady_table(rows: SteadyRows) -> pa.Table:
         "inner_dport": _nullable(rows.inner_dport, rows.inner_dport >= 0),
         "iv_reused": pa.array(np.zeros(n, np.bool_), pa.bool_()),
         "iv_seq_delta": _nullable(np.zeros(n, np.int64), rows.counter),
+        "inner_checksum": pa.array(rows.inner_checksum, pa.string()),
+        "detail": pa.array(rows.checksum_detail, pa.string()),
+        "tfc_len": _nullable(rows.tfc_len, rows.tfc_len >= 0),
     }
-    for name in ("leaked_hex", "leaked_fields", "seq_anomaly", "detail"):
+    for name in ("leaked_hex", "leaked_fields", "seq_anomaly"):
         cols[name] = _repeat("", n)
     cols["verdict"] = _repeat("ok", n)
     arrays = [
@@ -282,6 +286,10 @@ SA_COLUMNS = (
     "duplicates",
     "reordered",
     "missing",
+    "tfc_packets",
+    "tfc_bytes",
+    "tfc_padded_to",
+    "inner_checksums",
 )
 
 
@@ -315,6 +323,10 @@ def write_sas_csv(path: Path, summary: Summary) -> None:
                     sa.duplicates,
                     sa.reordered,
                     sa.missing,
+                    sa.tfc_packets,
+                    sa.tfc_bytes,
+                    ";".join(f"{k}={v}" for k, v in sa.tfc_padded_to.items()),
+                    ";".join(f"{k}={v}" for k, v in sa.inner_checksums.items()),
                 ]
             )
 

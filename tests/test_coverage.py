@@ -146,7 +146,7 @@ def test_right_keys_exit_0_and_every_check_passes(work: Path) -> None:
     assert ktap_code == 0
     assert _ktap_tail(lines) == [
         *(f"ok {n} {name}" for n, name in enumerate(NAMES, 1)),
-        "# Totals: pass:7 fail:0 xfail:0 xpass:0 skip:0 error:0",
+        "# Totals: pass:8 fail:0 xfail:0 xpass:0 skip:0 error:0",
     ]
     assert _report(out, "--unchecked", "fail")[0] == 0  # every packet verified
     text = (out / "report.txt").read_text()
@@ -186,7 +186,9 @@ def test_wrong_icv_leads_with_the_fix_and_exits_3(work: Path) -> None:
         "ok 6 esn_mismatch # SKIP examined none of 447 ESP packets: 447 under a key that "
         "verifies none of them",
         "not ok 7 keys # 447 packets not verifying with their key",
-        "# Totals: pass:5 fail:1 xfail:0 xpass:0 skip:1 error:0",
+        "ok 8 inner_checksum # SKIP examined none of 447 ESP packets: 447 under a key that "
+        "verifies none of them",
+        "# Totals: pass:5 fail:1 xfail:0 xpass:0 skip:2 error:0",
     ]
     assert _report(out, "--fail-on", "never")[0] == 4  # the key file passes: nothing verified
     assert _report(out, "--fail-on", "never", "--unchecked", "ignore")[0] == 0
@@ -249,7 +251,8 @@ def test_no_key_says_what_was_seen_and_exits_4(work: Path) -> None:
         "ok 5 sequence",
         "ok 6 esn_mismatch # SKIP examined none of 447 ESP packets: 447 without a key",
         "ok 7 keys # SKIP examined none of 447 ESP packets: 447 without a key",
-        "# Totals: pass:5 fail:0 xfail:0 xpass:0 skip:2 error:0",
+        "ok 8 inner_checksum # SKIP examined none of 447 ESP packets: 447 without a key",
+        "# Totals: pass:5 fail:0 xfail:0 xpass:0 skip:3 error:0",
     ]
     assert not any("do not decrypt" in x for x in lines)
     assert _report(out, "--unchecked", "ignore")[0] == 0
@@ -287,16 +290,16 @@ def test_one_direction_partial_coverage_and_the_unchecked_policies(work: Path) -
     lines = _report(out, "--format", "ktap")[1]
     assert "# esn_mismatch: examined 325 of 447 ESP packets (122 without a key)" in lines
     assert "# keys: examined 325 of 447 ESP packets (122 without a key)" in lines
-    assert lines[-1] == "# Totals: pass:7 fail:0 xfail:0 xpass:0 skip:0 error:0"
+    assert lines[-1] == "# Totals: pass:8 fail:0 xfail:0 xpass:0 skip:0 error:0"
     doc = json.loads((out / "summary.json").read_text())
-    assert doc["coverage"][-1] == {
+    assert doc["coverage"][6] == {
         "name": "keys",
         "esp_packets": 447,
         "examined": 325,
         "keyless": 0,
         "skipped": {"without a key": 122},
     }
-    assert [c["examined"] for c in doc["coverage"]] == [447, 447, 447, 447, 447, 325, 325]
+    assert [c["examined"] for c in doc["coverage"]] == [447, 447, 447, 447, 447, 325, 325, 325]
     text = (out / "report.txt").read_text()
     assert "  keys: examined 325 of 447 ESP packets (122 without a key)\n" in text, text
     md = (out / "report.md").read_text()
@@ -335,7 +338,7 @@ def test_no_esp_at_all_skips_every_check_and_exits_4(work: Path) -> None:
     assert ktap_code == 4
     assert _ktap_tail(lines) == [
         *(f"ok {n} {name} # SKIP no ESP packet in the capture" for n, name in enumerate(NAMES, 1)),
-        "# Totals: pass:0 fail:0 xfail:0 xpass:0 skip:7 error:0",
+        "# Totals: pass:0 fail:0 xfail:0 xpass:0 skip:8 error:0",
     ]
     assert _report(out, "--format", "summary")[1][1:4] == [
         "  no ESP packet in this capture: nothing was checked; 2 SAs of the key",

@@ -14,7 +14,7 @@ from espforensics.synth import build_scenario, write_scenario
 
 runner = CliRunner()
 CHECKS = ["esp_placement", "cleartext_leak", "iv_reuse", "iv_derivation", "sequence"]
-CHECKS += ["esn_mismatch", "keys"]
+CHECKS += ["esn_mismatch", "keys", "inner_checksum"]
 
 
 def _run(tmp: Path, scenario: str, *args: str) -> tuple[int, list[str], Path]:
@@ -29,7 +29,7 @@ def _head(capture: Path) -> list[str]:
     sha = hashlib.sha256(capture.read_bytes()).hexdigest()
     return [
         "KTAP version 1",
-        "1..7",
+        "1..8",
         f"# espforensics {TOOL_VERSION} report: {capture.name}, sha256 {sha}",
     ]
 
@@ -66,6 +66,7 @@ def test_the_kernel_gso_fault(tmp_path: Path) -> None:
         "ok 5 sequence",
         "ok 6 esn_mismatch",
         "ok 7 keys",
+        "ok 8 inner_checksum",
     ]
     at = lines.index("not ok 1 esp_placement # 12 ESP headers misplaced")
     assert lines[at - 1].startswith(

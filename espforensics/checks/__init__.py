@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from espforensics.checks import (
+    checksum,
     esn_mismatch,
     iv_derivation,
     iv_reuse,
@@ -23,6 +24,7 @@ from espforensics.checks import (
     placement,
     sequence,
 )
+from espforensics.checks.checksum import InnerChecksumCheck
 from espforensics.checks.context import Flow, Holds, PacketContext, SaState
 from espforensics.checks.coverage import Seen
 from espforensics.checks.esn_mismatch import EsnMismatchCheck
@@ -58,6 +60,7 @@ def make_checks(sas: SaTable, holds: Holds, flow_for: FlowFor) -> tuple[Check, .
         EsnMismatchCheck(),
         KeyCheck(sas),
         IntegrityCheck(),
+        InnerChecksumCheck(),
     )
 
 
@@ -71,6 +74,7 @@ COVERAGE: tuple[tuple[str, Callable[[Seen], str | None]], ...] = (
     ("sequence", sequence.coverage),
     ("esn_mismatch", esn_mismatch.coverage),
     ("keys", keys.coverage),
+    ("inner_checksum", checksum.coverage),
 )
 
 __all__ = ["COVERAGE", "Check", "Flow", "Holds", "PacketContext", "SaState", "make_checks"]

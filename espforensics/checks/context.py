@@ -79,6 +79,7 @@ class PacketContext:
     flow: Flow
     iv: int | None = None  # the explicit IV as an integer, when all 8 bytes were captured
     plain_head: bytes | None = None  # the first HEAD_LEN plaintext bytes, once the ICV verified
+    payload: bytes | None = None  # the plaintext before its trailer, once the trailer is sound
     _digest: bytes | None = None
     _clear: bool | None = None
 
@@ -154,8 +155,9 @@ class PacketContext:
         rec.payload_len = trailer.payload_len
         if trailer.problem:
             return trailer.problem
+        payload = self.payload = plain[: trailer.payload_len]
         try:
-            inner = parse_inner(trailer.next_header, plain[: trailer.payload_len], rec.src, rec.dst)
+            inner = parse_inner(trailer.next_header, payload, rec.src, rec.dst)
         except MalformedPacket as exc:
             rec.detail = f"inner packet: {exc}"
             return ""

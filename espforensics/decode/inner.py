@@ -8,6 +8,12 @@ name, addresses as text, ports or None). Raises ``Truncated`` or
 Next header 4/41 is a whole inner IPv4/IPv6 packet (tunnel mode, or an
 ipip/ip6tnl device over a transport-mode SA, RFC 2003 / RFC 2473); 59 is a
 dummy packet (RFC 4303 s2.6); anything else is the upper-layer header.
+
+``check_inner`` verifies the inner packet's own checksums (the inner IPv4
+header's, RFC 791 s3.1; TCP's, UDP's, ICMPv6's over their pseudo-header,
+RFC 9293 s3.1, RFC 768, RFC 8200 s8.1; ICMP's, RFC 792) and measures the
+TFC padding after an inner IP packet (RFC 4303 s2.7): ``Checked``. It
+raises nothing: what it cannot verify is ``not_checked`` with the reason.
 """
 
 from __future__ import annotations
@@ -15,10 +21,11 @@ from __future__ import annotations
 import socket
 from typing import NamedTuple
 
+from espforensics.decode.clear import internet_checksum
 from espforensics.decode.esp import protocol_name
 from espforensics.decode.ip import parse_ip
 from espforensics.errors import Truncated
-from espforensics.model import new_tuple
+from espforensics.model import InnerChecksum, new_tuple
 
 _NAMES = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmpv6", 132: "sctp", 59: "none"}
 _PORTS = frozenset({6, 17, 132, 136})  # TCP, UDP, SCTP, UDP-Lite: ports lead
@@ -72,3 +79,135 @@ def parse_inner(next_header: int, payload: bytes, outer_src: str, outer_dst: str
             return Inner(fragment_name(ip.proto), ntop(ip.src), ntop(ip.dst), None, None)
         return _l4(ip.proto, payload[ip.header_len : ip.total_len], ntop(ip.src), ntop(ip.dst))
     return _l4(next_header, payload, outer_src, outer_dst)
+
+
+# -- inner checksums and TFC padding ------------------------------------------------
+
+# Where each protocol keeps its checksum, and its name in a detail; ICMP (1) has no
+# pseudo-header (RFC 792) and is checked inside IPv4 only.
+CHECKSUM_AT = {6: 16, 17: 6, 58: 2, 1: 2}
+_CHECKSUM_NAMES = {6: "TCP", 17: "UDP", 58: "ICMPv6", 1: "ICMP"}
+_MIN_LEN = {6: 20, 17: 8, 58: 4, 1: 4}
+_OFFLOADED = frozenset({6, 17})  # the protocols checksum offload leaves partial (Linux)
+NOT_CHECKED = "inner checksum not checked: "
+NATT_TRANSPORT = NOT_CHECKED + (
+    "NAT-T transport mode, whose checksums cover addresses a NAT may change (RFC 3948 s3.1.2)"
+)
+OUTER_EXTENSIONS = (
+    NOT_CHECKED
+    + "outer IPv6 extension headers (a routing header changes the pseudo-header, RFC 8200 s8.1)"
+)
+INNER_FRAGMENT = NOT_CHECKED + "an inner IPv4 fragment (its checksum covers the whole datagram)"
+_OK = InnerChecksum.OK
+_VERSION = {4: 4, 41: 6}  # next header -> the IP version of the packet it announces
+
+
+class Checked(NamedTuple):
+    """The inner packet's checksums and its TFC padding."""
+
+    status: InnerChecksum
+    detail: str  # empty when ok or none; else what does not verify, or why not checked
+    tfc_len: int | None  # bytes after the inner IP packet; None: no inner IP packet
+
+
+def unchecked_protocol(proto: int) -> str:
+    """The detail of an inner protocol whose checksum is not verified."""
+    return NOT_CHECKED + f"{l4_name(proto)} ({proto}) has no checksum this version verifies"
+
+
+def _not_checked(detail: str, tfc: int | None = None) -> Checked:
+    return Checked(InnerChecksum.NOT_CHECKED, detail, tfc)
+
+
+def pseudo_header(src: bytes, dst: bytes, proto: int, length: int) -> bytes:
+    """The pseudo-header of a TCP/UDP/ICMPv6 checksum (RFC 9293 s3.1, RFC 8200 s8.1)."""
+    if len(src) == 4:
+        return src + dst + bytes([0, proto]) + length.to_bytes(2)
+    return src + dst + length.to_bytes(4) + bytes([0, 0, 0, proto])
+
+
+def check_l4(proto: int, seg: bytes, src: bytes, dst: bytes) -> Checked:
+    """Verify the checksum of an upper-layer segment whose addresses are ``src``, ``dst``."""
+    at = CHECKSUM_AT.get(proto)
+    if at is None or (proto == 1 and len(src) != 4):
+        return _not_checked(unchecked_protocol(proto))
+    name = _CHECKSUM_NAMES[proto]
+    if len(seg) < _MIN_LEN[proto]:
+        return _not_checked(NOT_CHECKED + f"inner {name} header cut at {len(seg)} bytes")
+    if proto == 17:  # RFC 768: the UDP length bounds what the checksum covers
+        ulen = int.from_bytes(seg[4:6])
+        if not 8 <= ulen <= len(seg):
+            return _not_checked(NOT_CHECKED + f"UDP length {ulen} in {len(seg)} bytes")
+        seg = seg[:ulen]
+    stored = int.from_bytes(seg[at : at + 2])
+    if proto == 17 and stored == 0:  # no checksum sent (RFC 768; RFC 6935 for IPv6)
+        return Checked(InnerChecksum.NONE, "", None)
+    pseudo = b"" if proto == 1 else pseudo_header(src, dst, proto, len(seg))
+    if internet_checksum(pseudo + seg) == 0:
+        return Checked(_OK, "", None)
+    if proto in _OFFLOADED and stored == 0xFFFF ^ internet_checksum(pseudo):
+        return Checked(
+            InnerChecksum.PARTIAL,
+            f"inner {name} checksum {stored:#06x} is the pseudo-header sum alone"
+            " (CHECKSUM_PARTIAL: left for checksum offload, never completed)",
+            None,
+        )
+    expected = internet_checksum(pseudo + seg[:at] + bytes(2) + seg[at + 2 :])
+    return Checked(
+        InnerChecksum.BAD,
+        f"inner {name} checksum {stored:#06x}, {expected:#06x} expected: damaged before encryption",
+        None,
+    )
+
+
+def _check_v4(payload: bytes) -> Checked:
+    ihl = (payload[0] & 0x0F) * 4
+    total = int.from_bytes(payload[2:4])
+    if ihl < 20 or len(payload) < ihl or total < ihl:
+        return _not_checked(NOT_CHECKED + "inner IPv4 header cut or impossible")
+    if internet_checksum(payload[:ihl]):
+        stored = int.from_bytes(payload[10:12])
+        expected = internet_checksum(payload[:10] + bytes(2) + payload[12:ihl])
+        detail = f"inner IPv4 header checksum {stored:#06x}, {expected:#06x} expected:"
+        return Checked(InnerChecksum.BAD, detail + " damaged before encryption", None)
+    if total > len(payload):
+        return _not_checked(NOT_CHECKED + f"inner IPv4 length {total} in {len(payload)} bytes")
+    tfc = len(payload) - total
+    if int.from_bytes(payload[6:8]) & 0x3FFF:  # MF or a fragment offset (RFC 791 s3.1)
+        return _not_checked(INNER_FRAGMENT, tfc)
+    return check_l4(payload[9], payload[ihl:total], payload[12:16], payload[16:20])._replace(
+        tfc_len=tfc
+    )
+
+
+def _check_v6(payload: bytes) -> Checked:
+    if len(payload) < 40:
+        return _not_checked(NOT_CHECKED + "inner IPv6 header cut")
+    plen, nxt = int.from_bytes(payload[4:6]), payload[6]
+    total = 40 + plen
+    if total > len(payload):
+        return _not_checked(NOT_CHECKED + f"inner IPv6 length {total} in {len(payload)} bytes")
+    if plen == 0 and nxt == 0:  # a jumbogram's length is in its hop-by-hop option
+        return _not_checked(unchecked_protocol(nxt))
+    found = check_l4(nxt, payload[40:total], payload[8:24], payload[24:40])
+    return found._replace(tfc_len=len(payload) - total)
+
+
+def check_inner(next_header: int, payload: bytes, src: bytes, dst: bytes, why_not: str) -> Checked:
+    """Verify the checksums of the inner packet ``payload`` carries (next header ``next_header``).
+
+    Transport mode: the pseudo-header takes the outer addresses ``src`` and
+    ``dst``, unless ``why_not`` gives the reason they cannot be trusted
+    (NAT-T, outer extension headers). Tunnel mode: the inner header's.
+    """
+    if next_header == 59:  # a dummy packet (RFC 4303 s2.6): nothing in it to verify
+        return Checked(InnerChecksum.NONE, "", None)
+    if next_header in (4, 41) and (not payload or payload[0] >> 4 != _VERSION[next_header]):
+        return _not_checked(NOT_CHECKED + "the inner IP version is not the next header's")
+    if next_header == 4:
+        return _check_v4(payload)
+    if next_header == 41:
+        return _check_v6(payload)
+    if why_not:
+        return _not_checked(why_not)
+    return check_l4(next_header, payload, src, dst)

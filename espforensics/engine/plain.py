@@ -17,6 +17,7 @@ extension headers, say) go through decode/inner.py one by one.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,20 +26,28 @@ import numpy.typing as npt
 from espforensics.checks.context import HEAD_LEN
 from espforensics.checks.leaks import MIN_RUN
 from espforensics.decode.inner import (
+    CHECKSUM_AT,
+    INNER_FRAGMENT,
+    NATT_TRANSPORT,
+    check_inner,
     fragment_name,
     has_ports,
     l4_name,
     ntop,
     parse_inner,
+    unchecked_protocol,
 )
-from espforensics.engine.wire import I64, Mask, read_be
+from espforensics.engine.wire import I64, U8, Mask, read_be
 from espforensics.errors import MalformedPacket
+from espforensics.model import InnerChecksum
 from espforensics.trailer import valid_next_header
 
 _MAX_PAD = 255
 _VALID_NH = np.array([valid_next_header(nh) for nh in range(256)])
 _PORTS = np.array([has_ports(p) for p in range(256)])
 Strs = npt.NDArray[np.object_]
+_LITTLE = sys.byteorder == "little"
+_SUM_ROWS = 256  # rows summed per reduceat call (_spans)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +64,33 @@ class PlainColumns:
     inner_sport: I64  # -1: empty
     inner_dport: I64
     heads: npt.NDArray[np.uint8]  # rows of each plaintext's first HEAD_LEN bytes
+    checksum: Strs  # inner_checksum: ok, none or not_checked (the lane takes no other)
+    checksum_detail: Strs  # the detail of a not_checked row, else ""
+    tfc_len: I64  # -1: empty
+
+
+@dataclass(frozen=True, slots=True)
+class Outer:
+    """Per row, what a transport-mode checksum takes from the outer header."""
+
+    words: I64  # the sum of the outer addresses' 16-bit words (RFC 1071)
+    v4: Mask  # the outer header is IPv4
+    natt: Mask  # ESP in UDP: NAT-T transport checksums are not checked (RFC 3948 s3.1.2)
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where the inner packet of each row sits in the joined plaintexts."""
+
+    view: U8
+    start: I64
+    payload: I64
+    nh: I64
+    v4: Mask
+    v6: Mask
+    proto: I64
+    l4_at: I64
+    l4_end: I64
 
 
 def _names(values: I64, ok: Mask, name: object) -> Strs:
@@ -84,6 +120,7 @@ def decode_plaintexts(
     outer_dst: Strs,
     cipher_heads: npt.NDArray[np.uint8],
     clear: Mask,
+    outer: Outer,
 ) -> PlainColumns:
     """The trailer and inner columns of each plaintext, and which rows are the plain case."""
     m = len(plains)
@@ -136,6 +173,9 @@ def decode_plaintexts(
         dst = np.where(mask, _addresses(view, start + at + width, mask, width), dst)
         del version
     src, dst, name = src.astype(object), dst.astype(object), name.astype(object)
+    layout = _Layout(view, start, payload, nh, v4 & fast, v6 & fast, proto, l4_at, l4_end)
+    status, detail, tfc = _checksums(layout, ok & fast, outer)
+    ok &= (status != "") | ~fast
     for row in np.flatnonzero(ok & ~fast).tolist():  # the layouts decoded one by one
         body = plains[row][: int(payload[row])]
         try:
@@ -146,4 +186,145 @@ def decode_plaintexts(
         name[row], src[row], dst[row] = inner.proto, inner.src, inner.dst
         sport[row] = -1 if inner.sport is None else inner.sport
         dport[row] = -1 if inner.dport is None else inner.dport
-    return PlainColumns(ok, payload, pad, nh, name, src, dst, sport, dport, heads)
+        ok[row] = _one_by_one(row, body, int(nh[row]), (status, detail, tfc))
+    checks = (status, detail, tfc)
+    return PlainColumns(ok, payload, pad, nh, name, src, dst, sport, dport, heads, *checks)
+
+
+def _one_by_one(row: int, body: bytes, nh: int, out: tuple[Strs, Strs, I64]) -> bool:
+    """A row of a layout not vectorised: its inner packet checked by decode/inner.py.
+
+    Tunnel mode only (a transport row here is a cut header: the per-frame
+    path's); a bad or partial checksum is the per-frame path's too.
+    """
+    if nh not in (4, 41):
+        return False
+    found = check_inner(nh, body, b"", b"", "")
+    if found.status in (InnerChecksum.BAD, InnerChecksum.PARTIAL):
+        return False
+    status, detail, tfc = out
+    status[row], detail[row] = found.status.value, found.detail
+    tfc[row] = -1 if found.tfc_len is None else found.tfc_len
+    return True
+
+
+def _fold(total: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """RFC 1071: a sum of 16-bit words folded to 16 bits (0xffff when the checksum verifies)."""
+    for _ in range(3):
+        total = (total & np.uint64(0xFFFF)) + (total >> np.uint64(16))
+    return total
+
+
+def _words(view: U8, at: I64, rows: Mask, width: int) -> npt.NDArray[np.uint64]:
+    """The sum of the 16-bit words of the ``width`` (even) bytes at ``at`` of each row."""
+    out = np.zeros(len(at), np.uint64)
+    pick = np.flatnonzero(rows)
+    if len(pick):
+        idx = at[pick, None] + np.arange(0, width, 2)
+        out[pick] = (view[idx].astype(np.uint64) << np.uint64(8) | view[idx + 1]).sum(axis=1)
+    return out
+
+
+def _spans(view: U8, at: I64, end: I64, rows: Mask) -> npt.NDArray[np.uint64]:
+    """The folded sum of the 16-bit words of bytes ``at:end`` of each row (``at`` even).
+
+    RFC 1071 s2(B): the ones' complement sum is independent of byte order, so
+    the words are summed in the machine's order (a byte-swapping view costs
+    twice as much) and the folded sum is swapped back once per row. A row is
+    at most 65,535 bytes: its sum fits 32 bits.
+    """
+    out = np.zeros(len(at), np.uint64)
+    pick = np.flatnonzero(rows)
+    if not len(pick):
+        return out
+    a, e = at[pick], end[pick]
+    words = view[: len(view) // 2 * 2].view(np.uint16)  # native order
+    bounds = np.empty(2 * len(pick), np.int64)
+    bounds[0::2], bounds[1::2] = a // 2, e // 2
+    sums = np.empty(len(pick), np.uint64)
+    # reduceat casts what it sums to the wider type first: a slice of rows at a time
+    # keeps that copy small (the whole batch would add twice its plaintexts to the peak).
+    for i in range(0, len(pick), _SUM_ROWS):
+        part = bounds[2 * i : 2 * (i + _SUM_ROWS)]
+        low = int(part[0])
+        span = words[low : int(part[-1]) + 1]
+        sums[i : i + _SUM_ROWS] = np.add.reduceat(span, part - low, dtype=np.uint32)[0::2]
+    # An odd length's last byte is a word's high half (RFC 1071), padded with zero.
+    tail = np.where((e - a) % 2 == 1, view[e - 1].astype(np.uint64), np.uint64(0))
+    if _LITTLE:
+        folded = _fold(sums + tail)
+        out[pick] = (folded & np.uint64(0xFF)) << np.uint64(8) | folded >> np.uint64(8)
+    else:
+        out[pick] = _fold(sums + (tail << np.uint64(8)))
+    return out
+
+
+def _checksums(x: _Layout, rows: Mask, outer: Outer) -> tuple[Strs, Strs, I64]:
+    """inner_checksum, its detail and tfc_len of the vectorised rows, as check_inner gives them.
+
+    A row left "" is not the lane's: a bad or partial checksum (the checks'
+    finding), or a case whose detail carries numbers (cut headers, lengths that
+    do not fit, IPv4 options), left to the per-frame path.
+    """
+    m = len(rows)
+    status = np.full(m, "", dtype=object)
+    detail = np.full(m, "", dtype=object)
+    view, start = x.view, x.start
+    rows = rows & (start % 2 == 0)  # an odd start: its words straddle the buffer's
+    ip = rows & (x.v4 | x.v6)
+    transport = rows & ~ip & (x.nh != 4) & (x.nh != 41)
+    total = np.where(
+        x.v4, read_be(view, start + 2, x.v4, 2), 40 + read_be(view, start + 4, x.v6, 2)
+    )
+    tfc = np.where(ip, x.payload - total, -1)
+    version = np.where(x.v4, 4, 6)
+    fits = (total <= x.payload) & (version == np.where(x.nh == 4, 4, 6))
+    ihl20 = x.v4 & (view[np.where(x.v4, start, 0)] == 0x45)
+    header_ok = _fold(_words(view, start, ihl20 & rows, 20)) == np.uint64(0xFFFF)
+    ip &= fits & (x.v6 | (ihl20 & header_ok))
+    frag = ip & x.v4 & (read_be(view, start + 6, ip & x.v4, 2) & 0x3FFF != 0)
+    # -- the cases with nothing to compute
+    status[transport & (x.nh == 59)] = InnerChecksum.NONE.value
+    natt = transport & outer.natt & (x.nh != 59)
+    status[natt], detail[natt] = InnerChecksum.NOT_CHECKED.value, NATT_TRANSPORT
+    status[frag], detail[frag] = InnerChecksum.NOT_CHECKED.value, INNER_FRAGMENT
+    v4_addrs = np.where(ip, x.v4, outer.v4)
+    known = np.isin(x.proto, list(CHECKSUM_AT)) & ((x.proto != 1) | v4_addrs)
+    todo = ((transport & ~natt) | (ip & ~frag)) & (x.nh != 59)
+    for p in np.unique(x.proto[todo & ~known]).tolist():
+        other = todo & ~known & (x.proto == p)
+        status[other], detail[other] = InnerChecksum.NOT_CHECKED.value, unchecked_protocol(p)
+    todo &= known
+    _l4_sums(x, todo, outer, status)
+    return status, detail, np.where(status != "", tfc, -1)
+
+
+def _l4_sums(x: _Layout, todo: Mask, outer: Outer, status: Strs) -> None:
+    """Mark ``ok`` (or ``none``: UDP checksum 0) the rows of ``todo`` whose checksum verifies."""
+    view, proto = x.view, x.proto
+    seg_len = x.l4_end - x.l4_at
+    udp = todo & (proto == 17)
+    ulen = read_be(view, x.l4_at + 4, udp & (seg_len >= 8), 2)
+    todo &= np.where(udp, (ulen >= 8) & (ulen <= seg_len), True)
+    seg_len = np.where(udp, ulen, seg_len)
+    todo &= seg_len >= np.where(proto == 6, 20, np.where(udp, 8, 4))
+    at = np.zeros(len(proto), np.int64)
+    for p, offset in CHECKSUM_AT.items():
+        at[proto == p] = offset
+    stored = read_be(view, x.l4_at + at, todo, 2)
+    zero = udp & todo & (stored == 0)  # no checksum sent (RFC 768)
+    status[zero] = InnerChecksum.NONE.value
+    todo &= ~zero
+    inner = (x.v4 | x.v6) & todo
+    addrs = np.where(
+        x.v4,
+        _words(view, x.start + 12, inner & x.v4, 8),
+        _words(view, x.start + 8, inner & x.v6, 32),
+    )
+    addrs = np.where(inner, addrs, outer.words.astype(np.uint64))
+    pseudo = np.where(
+        proto == 1, np.uint64(0), addrs + proto.astype(np.uint64) + seg_len.astype(np.uint64)
+    )
+    total = pseudo + _spans(view, x.l4_at, x.l4_at + seg_len, todo)
+    good = todo & (_fold(total) == np.uint64(0xFFFF))
+    status[good] = InnerChecksum.OK.value

@@ -56,6 +56,9 @@ class SteadyRows:
     inner_dst: Strs
     inner_sport: I64  # -1: empty
     inner_dport: I64
+    inner_checksum: Strs  # ok, none or not_checked: the lane takes no packet of another
+    checksum_detail: Strs  # a not_checked packet's reason (its detail), else ""
+    tfc_len: I64  # -1: empty
     counter: Mask  # iv_seq_delta is 0 (else empty: the SA's IVs follow no counter)
     algorithm: tuple[str, ...]  # per flow
 

@@ -45,7 +45,7 @@ from espforensics.checks.keys import KeyCheck
 from espforensics.checks.sequence import SequenceCheck
 from espforensics.crypto import IV_LEN, CipherContext, EncAuthContext
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.engine.plain import PlainColumns, decode_plaintexts
+from espforensics.engine.plain import Outer, PlainColumns, decode_plaintexts
 from espforensics.engine.rows import SteadyRows
 from espforensics.engine.wire import ADDR_LEN, I64, FrameBatch, Mask, WireColumns
 from espforensics.model import PacketRecord
@@ -60,6 +60,15 @@ _HALF = 1 << 31
 OpenJob = tuple[CipherContext, npt.NDArray[np.uint64], npt.NDArray[np.uint8], list[memoryview]]
 _SEALED = HEAD_LEN  # ciphertext and ICV bytes the lane needs at the least (the evidence)
 _WIDE = 16  # CBC's IV (RFC 3602): the lane reads this many bytes after every ESP header
+
+
+def _outer_of(
+    addrs: npt.NDArray[np.uint8], v4: Mask | None = None, udp: Mask | None = None
+) -> Outer:
+    """Per row: the outer addresses' 16-bit word sum (RFC 1071; IPv4's zero-padded), the rest."""
+    words = addrs.copy().view(">u2").sum(axis=1, dtype=np.int64)
+    empty = np.zeros(len(addrs), np.bool_)
+    return Outer(words, empty if v4 is None else v4, empty if udp is None else udp)
 
 
 @dataclass(slots=True, eq=False)
@@ -109,6 +118,7 @@ class Plan:
         default_factory=lambda: np.zeros((0, HEAD_LEN), np.uint8)
     )
     columns: PlainColumns | None = None  # per opened
+    outer: Outer = field(default_factory=lambda: _outer_of(np.zeros((0, 2 * ADDR_LEN), np.uint8)))
 
     def unit_of_row(self, row: int) -> _Unit | None:
         pos = int(self.cand[row])
@@ -151,6 +161,7 @@ class SteadyLane:
         rows = np.flatnonzero(wire.steady)
         plan.rows = rows
         plan.spi = wire.spi[rows]
+        plan.outer = _outer_of(wire.addrs[rows], wire.ip_version[rows] == 4, wire.udp[rows])
         plan.cand[rows] = np.arange(len(rows))
         at = batch.start[rows] + wire.l3[rows] + wire.esp_offset[rows]
         end = batch.start[rows] + wire.l3[rows] + wire.total_len[rows]
@@ -209,7 +220,8 @@ class SteadyLane:
         ctxs = [f.state.ctx for f in plan.flows]
         names = np.array([(f.src, f.dst) for f in plan.flows], dtype=object)[plan.flow[at_good]]
         clear = np.array([c is not None and c.clear for c in ctxs], np.bool_)[plan.flow[at_good]]
-        plan.columns = decode_plaintexts(texts, names[:, 0], names[:, 1], plan.cts, clear)
+        outer = Outer(plan.outer.words[at_good], plan.outer.v4[at_good], plan.outer.natt[at_good])
+        plan.columns = decode_plaintexts(texts, names[:, 0], names[:, 1], plan.cts, clear, outer)
         width = max(HEAD_LEN, int(plan.icv_len.max()))  # an HMAC-SHA-512 ICV is 32 bytes
         icv_at = (plan.end - plan.icv_len)[:, None] + np.arange(width)
         plan.icv = view[np.minimum(icv_at, len(view) - 1)]  # past an ICV: bytes not read
@@ -510,6 +522,9 @@ class SteadyLane:
             inner_dst=cols.inner_dst[at],
             inner_sport=cols.inner_sport[at],
             inner_dport=cols.inner_dport[at],
+            inner_checksum=cols.checksum[at],
+            checksum_detail=cols.checksum_detail[at],
+            tfc_len=cols.tfc_len[at],
             counter=plan.counter[pos],
             algorithm=tuple(f.state.sa.suite if f.state.sa else "" for f in flows),
         )

@@ -63,6 +63,7 @@ class SaRow:
     others: str  # the verdicts other than ok, "esp_misplaced 12", or ""
     verdicts: str  # every verdict seen, "ok 6, esp_misplaced 12"
     mbit: str  # "39.07", or "-"
+    notes: tuple[str, ...] = ()  # TFC padding, inner checksums that do not verify
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +196,7 @@ CHECKS: tuple[tuple[str, tuple[FindingKind, ...]], ...] = (
             FindingKind.HMAC_KEY_SIZE,
         ),
     ),
+    ("inner_checksum", (FindingKind.INNER_CHECKSUM,)),
 )
 NOUNS: dict[FindingKind, tuple[str, str]] = {
     FindingKind.ESP_MISPLACED: ("ESP header misplaced", "ESP headers misplaced"),
@@ -232,6 +234,10 @@ NOUNS: dict[FindingKind, tuple[str, str]] = {
     FindingKind.NO_INTEGRITY: (
         "packet decrypted without an ICV check",
         "packets decrypted without an ICV check",
+    ),
+    FindingKind.INNER_CHECKSUM: (
+        "packet whose inner checksum does not verify",
+        "packets whose inner checksum does not verify",
     ),
 }
 
@@ -304,7 +310,25 @@ def _sa_row(sa: SaSummary) -> SaRow:
         narrative.others(sa),
         _counts(sa.verdicts),
         narrative.mbit(sa),
+        _sa_notes(sa),
     )
+
+
+def _sa_notes(sa: SaSummary) -> tuple[str, ...]:
+    """TFC padding (RFC 4303 s2.7) and inner checksums that do not verify, when there are."""
+    notes = []
+    if sa.tfc_packets:
+        to = " or ".join(f"{int(k):,}" for k in sa.tfc_padded_to)
+        notes.append(
+            f"TFC padding: {sa.tfc_packets:,} of {sa.packets:,} packets padded to {to} bytes"
+            f" ({sa.tfc_bytes:,} bytes)"
+        )
+    wrong = [
+        f"{sa.inner_checksums[k]:,} {k}" for k in ("bad", "partial") if k in sa.inner_checksums
+    ]
+    if wrong:
+        notes.append(f"inner checksums: {', '.join(wrong)} (inner_checksum findings)")
+    return tuple(notes)
 
 
 def _group_row(g: narrative.FindingGroup) -> GroupRow:

@@ -248,7 +248,8 @@ def _sas(report: Report) -> list[str]:
             name="sa-list",
         )
     )
-    return out + ([_p(report.sas_rest)] if report.sas_rest else [])
+    out += [_p(report.sas_rest)] if report.sas_rest else []
+    return out + [_p(f"SPI {sa.spi}: {note}") for sa in report.sas for note in sa.notes]
 
 
 def frames_html(frames: Sequence[int]) -> str:

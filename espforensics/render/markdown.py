@@ -60,6 +60,8 @@ def format_markdown(report: Report) -> str:
         ],
     )
     lines += ["", report.sas_rest] if report.sas_rest else []
+    notes = [f"- SPI {sa.spi}: {note}" for sa in report.sas for note in sa.notes]
+    lines += ["", *notes] if notes else []
     lines += ["", "## Findings", ""]
     if report.groups:
         lines += table(

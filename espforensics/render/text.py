@@ -76,6 +76,8 @@ def _sa_lines(sa: SaRow) -> list[str]:
         "    ",
     )
     lines += wrap(f"ok {sa.ok}" + (f", {sa.others}" if sa.others else ""), "    ")
+    for note in sa.notes:
+        lines += wrap(note, "    ")
     return lines
 
 
