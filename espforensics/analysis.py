@@ -60,7 +60,9 @@ if TYPE_CHECKING:  # pandas and pyarrow are imported by tables.py only (house st
     import pyarrow as pa
 
 Progress = Callable[[int], None]  # called with uncompressed bytes read so far
-KeysArg = SaTable | Sequence[str | os.PathLike[str]] | None
+KeyPath = str | os.PathLike[str]
+# One key file path or several, as the standard library takes paths (a str is one path).
+KeysArg = SaTable | KeyPath | Sequence[KeyPath] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +90,7 @@ def _table(sas: KeysArg) -> SaTable:
         return SaTable()
     if isinstance(sas, SaTable):
         return sas
-    return load_sas(list(sas))
+    return load_sas(sas if isinstance(sas, str | os.PathLike) else list(sas))
 
 
 def _stream(
@@ -329,7 +331,7 @@ def _publish(out: Path) -> None:
 def analyze_to_dir(
     path: str | os.PathLike[str],
     sas: KeysArg,
-    out: Path,
+    out: str | os.PathLike[str],
     *,
     force: bool = False,
     options: Options | None = None,
@@ -354,6 +356,7 @@ def analyze_to_dir(
     from a second pass over the capture; staged and renamed like the rest.
     """
     table = _table(sas)
+    out = Path(out)
     copies = copies or CaptureCopies()
     check_targets(copies, Path(path), force)
     prepare_out_dir(out, force)
@@ -375,9 +378,9 @@ def analyze_to_dir(
     return summary
 
 
-def load_summary(folder: Path) -> Summary:
+def load_summary(folder: str | os.PathLike[str]) -> Summary:
     """The summary of an earlier ``analyze`` in ``folder``."""
-    path = folder / "summary.json"
+    path = Path(folder) / "summary.json"
     try:
         return Summary.from_json(json.loads(path.read_text()))
     except OSError as exc:
@@ -388,6 +391,8 @@ def load_summary(folder: Path) -> Summary:
         raise InputError(str(path), f"not a summary.json of this version: {exc}") from exc
 
 
-def summary_of(path: Path, sas: KeysArg = None, options: Options | None = None) -> Summary:
+def summary_of(
+    path: str | os.PathLike[str], sas: KeysArg = None, options: Options | None = None
+) -> Summary:
     """A capture's summary, or an output folder's stored one."""
-    return load_summary(path) if path.is_dir() else summarize(path, sas, options)
+    return load_summary(path) if Path(path).is_dir() else summarize(path, sas, options)

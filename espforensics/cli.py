@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from typer.core import TyperCommand
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+from typer.core import TyperCommand, TyperGroup
 
 from espforensics.analysis import (
     Progress,
@@ -51,11 +52,55 @@ from espforensics.render.registry import RENDERERS
 from espforensics.render.text import render_comparison
 from espforensics.rewrite import CaptureCopies
 from espforensics.summary import TOOL_VERSION, Summary
+from espforensics.workers import cap_workers, usable_cores
 
 if TYPE_CHECKING:  # typer vendors its own click: the help types come from there
     from typer._click import Context, HelpFormatter
 
+
+class _UsageLine(ClickException):
+    """A usage error as one line, like every other error (Click prints usage, hint, error)."""
+
+    exit_code = 2
+
+    def show(self, file: object = None) -> None:
+        typer.echo(f"espforensics: error: {self.message}", err=True)
+
+
+def _one_line(exc: UsageError) -> _UsageLine:
+    """``analyze: No such option: --bogus (see espforensics analyze --help)``."""
+    what = exc.format_message().rstrip(".")
+    if exc.ctx is None:
+        return _UsageLine(what)
+    path = exc.ctx.command_path
+    command = exc.ctx.command.name if exc.ctx.parent is not None else None
+    return _UsageLine(
+        f"{command}: {what}; see {path} --help" if command else f"{what}; see {path} --help"
+    )
+
+
+class _Group(TyperGroup):
+    """typer's group, its usage errors (and its commands') printed as one line, exit 2."""
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except NoArgsIsHelpError:
+            raise  # `espforensics` alone prints the help
+        except UsageError as exc:
+            raise _one_line(exc) from None
+
+    def invoke(self, ctx: Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as exc:
+            raise _one_line(exc) from None
+
+
 app = typer.Typer(
+    cls=_Group,
     add_completion=False,
     pretty_exceptions_enable=False,  # never print locals: they may hold keys
     no_args_is_help=True,
@@ -221,6 +266,19 @@ def _show(summary: Summary, fmt: Format, fail_on: FailOn = FailOn.HIGH) -> None:
     typer.echo(RENDERERS[fmt.value].render(report_content(summary, fail_on=threshold)), nl=False)
 
 
+def _notice(line: str) -> None:
+    """A line on stderr that is neither an error nor progress (a capped --jobs)."""
+    typer.echo(f"espforensics: {line}", err=True)
+
+
+def _threads(jobs: int, quiet: bool) -> int:
+    """``analyze --jobs``, capped at the usable cores: more threads only wait for one."""
+    workers = cap_workers(jobs, None, usable_cores())
+    if workers.why and not quiet:
+        _notice(workers.notice())
+    return workers.count
+
+
 def _progress(capture: Path, quiet: bool) -> tuple[Progress | None, Callable[[], None]]:
     """A progress bar on stderr for terminals; a no-op otherwise."""
     if quiet or not sys.stderr.isatty():
@@ -237,8 +295,21 @@ def _progress(capture: Path, quiet: bool) -> tuple[Progress | None, Callable[[],
     return (lambda n: bar.update(task, completed=min(n, total or n))), bar.stop
 
 
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"espforensics {TOOL_VERSION}")
+        raise typer.Exit()
+
+
 @app.callback()
-def main_callback() -> None:
+def main_callback(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     """Offline forensic analysis of IPsec ESP captures."""
 
 
@@ -312,7 +383,7 @@ def analyze(
                 options=options,
                 progress=update,
                 plots=not no_plots,
-                jobs=jobs,
+                jobs=_threads(jobs, quiet),
                 copies=copies,
             ),
             out_dir,
@@ -396,7 +467,11 @@ def batch(
     jobs: Annotated[
         int | None,
         typer.Option(
-            "--jobs", "-j", min=1, metavar="N", help="Worker processes [default: one per core]."
+            "--jobs",
+            "-j",
+            min=1,
+            metavar="N",
+            help="Worker processes, at most one per capture and core [default: one per core].",
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Redo captures already done.")] = False,
@@ -419,12 +494,13 @@ def batch(
                 paths,
                 [str(p) for p in sa or []],
                 out,
-                jobs=jobs or os.cpu_count() or 1,
+                jobs=jobs,
                 force=force,
                 scheduler=scheduler,
                 natt_ports=tuple(natt_port or (4500,)),
                 plots=not no_plots,
                 progress=update,
+                notice=None if quiet else _notice,
             ),
             out,
         )

@@ -56,9 +56,16 @@ FORMATS: tuple[KeyFormat, ...] = (
 )
 
 
-def load_sas(paths: Sequence[str | os.PathLike[str]]) -> SaTable:
-    """Read every file, detect its format by content, merge all SAs into one table."""
+def load_sas(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+) -> SaTable:
+    """Read every file, detect its format by content, merge all SAs into one table.
+
+    ``paths``: one path (a ``str`` is one path, not its characters) or several.
+    """
     table = SaTable()
+    if isinstance(paths, str | os.PathLike):
+        paths = [paths]
     for path in paths:
         name = os.fspath(path)
         for sa in parse_sas(_read(name), name):
