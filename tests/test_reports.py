@@ -49,7 +49,8 @@ def tso_on(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _ascii_72(text: str) -> None:
     assert text.isascii()
-    assert max(len(line) for line in text.splitlines()) <= 72
+    # Over 72 columns only a word that is longer than a line: a path is never broken.
+    assert [line for line in text.splitlines() if len(line) > 72 and len(line.split()) > 1] == []
 
 
 @pytest.mark.parametrize("scenario", ["kernel-gso-v4", "sequence", "iv-reuse", "natt", "snaplen"])

@@ -22,22 +22,39 @@ def ascii_only(text: str) -> str:
     return text.encode("ascii", "backslashreplace").decode("ascii")
 
 
-def wrap(text: str, indent: str = "", hanging: str = "    ") -> list[str]:
-    """Lines of at most 72 columns; long words are broken too."""
-    return textwrap.wrap(
-        ascii_only(text),
+_KEEP = "\x00"  # stands for a space of a path kept whole: textwrap never breaks there
+
+
+def wrap(
+    text: str, indent: str = "", hanging: str = "    ", whole: tuple[str, ...] = ()
+) -> list[str]:
+    """Lines of at most 72 columns, broken only between words.
+
+    A word longer than a line (a path, a number, a hex string) stays whole on
+    a line of its own, longer than 72 columns: grep and copy-paste must find
+    it (``.../tso-on/captu`` + ``re.pcap`` found neither). The strings in
+    ``whole`` (paths, which may hold spaces) are not broken at their spaces
+    either.
+    """
+    text = ascii_only(text)
+    for keep in sorted({ascii_only(w) for w in whole if " " in w}, key=len, reverse=True):
+        text = text.replace(keep, keep.replace(" ", _KEEP))
+    lines = textwrap.wrap(
+        text,
         WIDTH,
         initial_indent=indent,
         subsequent_indent=indent + hanging,
+        break_long_words=False,
         break_on_hyphens=False,
-    ) or [""]
+    )
+    return [line.replace(_KEEP, " ") for line in lines] or [""]
 
 
 def format_summary(report: Report) -> str:
     """A few lines after ``analyze``: what the capture holds and how it verified."""
     h = report.header
     lines = [
-        *wrap(h.path),
+        *wrap(h.path, whole=(h.path,)),
         *(wrap(report.damage + ".", "  ") if report.damage else []),
         f"  {h.frames} frames, {h.esp_packets} ESP packets, {h.sa_count} SAs",
         *wrap(f"verdicts: {h.verdicts}", "  "),
@@ -60,7 +77,7 @@ def _header(report: Report) -> list[str]:
     return [
         h.title,
         "",
-        *wrap(f"file:   {h.name} ({h.size:,} bytes)"),
+        *wrap(f"file:   {h.name} ({h.size:,} bytes)", whole=(h.name,)),
         f"sha256: {h.sha256}",
         f"first:  {h.first}",
         f"last:   {h.last} ({h.span})",
@@ -150,7 +167,8 @@ def render_comparison(cmp: Comparison) -> str:
     label_w = max(len(r.label) for r in cmp.rows)
     cols = [label_w, 12, 12, 9]
     head = ("", "before", "after", "change")
-    lines = wrap(f"before: {cmp.before}") + wrap(f"after:  {cmp.after}") + [""]
+    lines = wrap(f"before: {cmp.before}", whole=(cmp.before,))
+    lines += [*wrap(f"after:  {cmp.after}", whole=(cmp.after,)), ""]
     lines.append(
         f"{head[0]:<{cols[0]}}  {head[1]:>{cols[1]}}  {head[2]:>{cols[2]}}  "
         f"{head[3]:>{cols[3]}}".rstrip()
