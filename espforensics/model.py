@@ -125,7 +125,7 @@ class PacketRecord:
     """
 
     frame: int
-    time: float
+    time: int  # capture timestamp, ns since the epoch (UTC), exactly as captured
     caplen: int
     len: int
     verdict: Verdict = Verdict.NOT_ESP

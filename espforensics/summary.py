@@ -242,7 +242,7 @@ class _SaAcc:
     def observe(self, rec: PacketRecord) -> None:
         self.packets += 1
         self.wire_bytes += rec.len
-        self.last_time = rec.time
+        self.last_time = rec.time / 1e9
         self.verdicts[rec.verdict] += 1
         if rec.seq64 is not None:
             if self.first_seq64 is None:
@@ -328,8 +328,8 @@ class SummaryBuilder:
         """Count one record."""
         self.frames += 1
         if self.first_time is None:
-            self.first_time = rec.time
-        self.last_time = rec.time
+            self.first_time = rec.time / 1e9
+        self.last_time = rec.time / 1e9
         self.verdicts[rec.verdict] += 1
         if rec.proto is Proto.OTHER:
             return
@@ -339,7 +339,7 @@ class SummaryBuilder:
         key = (rec.spi, rec.src, rec.dst)
         acc = self._sas.get(key)
         if acc is None:
-            acc = self._sas[key] = _SaAcc(rec.algorithm, rec.time, rec.time)
+            acc = self._sas[key] = _SaAcc(rec.algorithm, rec.time / 1e9, rec.time / 1e9)
         acc.observe(rec)
         if rec.verdict is Verdict.ESP_MISPLACED:
             self._layout(rec)

@@ -344,7 +344,7 @@ def _misplaced_record(frame: int, clear: str) -> PacketRecord:
     """An esp_misplaced record of the IPv4 GSO layout: clear bytes at 36, ESP at 40."""
     n = len(clear.split())
     return PacketRecord(
-        frame, float(frame), 100, 100, Verdict.ESP_MISPLACED, Proto.ESP, 4, "192.0.2.1",
+        frame, frame * 10**9, 100, 100, Verdict.ESP_MISPLACED, Proto.ESP, 4, "192.0.2.1",
         "192.0.2.2", spi=0x1001, esp_offset=36 + n, expected_offset=20, leaked=n,
         leaked_hex=clear,
     )  # fmt: skip
