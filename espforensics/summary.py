@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from espforensics.engine import SteadyRows
+from espforensics.frames import frame_runs, from_runs
 from espforensics.model import (
     SEVERITY_RANK,
     Finding,
@@ -187,7 +188,7 @@ def _finding_json(f: Finding) -> dict[str, Any]:
         "src": f.src,
         "dst": f.dst,
         "count": f.count,
-        "frames": list(f.frames),
+        "frames": frame_runs(f.frames),  # [[first, last], ...]: every frame, in runs
         "detail": f.detail,
     }
 
@@ -197,7 +198,7 @@ def _finding_from_json(d: dict[str, Any]) -> Finding:
         FindingKind(d["kind"]),
         Severity(d["severity"]),
         None if d["spi"] is None else int(d["spi"], 16),
-        tuple(d["frames"]),
+        from_runs(d["frames"]),
         d["count"],
         d["detail"],
         d["src"],

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from espforensics.crypto import IV_LEN
 from espforensics.engine import Row, SteadyRows
+from espforensics.frames import runs_text
 from espforensics.model import PACKET_COLUMNS, Finding, PacketRecord, Proto, Verdict
 from espforensics.summary import Summary
 
@@ -122,6 +123,8 @@ def _ns_to_seconds(time: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArr
 
 def _time_ns(ns: int) -> int | None:
     return ns if _NS_MIN <= ns <= _NS_MAX else None
+
+
 ROW_GROUP = 8192
 _QUEUED = 2  # row groups waiting for the writer thread at the most
 
@@ -404,7 +407,7 @@ def write_findings_csv(path: Path, findings: Sequence[Finding]) -> None:
                     f.src,
                     f.dst,
                     f.count,
-                    " ".join(map(str, f.frames)),
+                    runs_text(f.frames),
                     f.detail,
                 ]
             )

@@ -84,6 +84,10 @@ def gso(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _analyzed(tmp_path_factory.mktemp("gso"), "kernel-gso-v6")
 
 
+# Five frames, how many more, and the filter that selects all 12 (findings.csv lists them).
+SHORTENED = "4 5 6 8 9 ... and 7 more (Wireshark: frame.number in {4..6 8..10 12..14 16..18})"
+
+
 def test_report_html_has_the_content_of_report_md(gso: Path) -> None:
     dom = _dom((gso / "report.html").read_text())
     text = dom.flat()
@@ -95,8 +99,8 @@ def test_report_html_has_the_content_of_report_md(gso: Path) -> None:
     findings = dom.tables["finding-list"]
     assert findings[0] == ["severity", "kind", "SPI", "src", "dst", "count", "frames", "detail"]
     assert [row[:3] + row[5:7] for row in findings[1:]] == [
-        ["critical", "cleartext_leak", "0x00001001", "12", "4 5 6 8 9"],
-        ["critical", "esp_misplaced", "0x00001001", "12", "4 5 6 8 9"],
+        ["critical", "cleartext_leak", "0x00001001", "12", SHORTENED],
+        ["critical", "esp_misplaced", "0x00001001", "12", SHORTENED],
     ]
     md = (gso / "report.md").read_text()
     for row in dom.tables["#1"][1:]:  # the SA table: each SA row of report.md, cell by cell

@@ -24,6 +24,7 @@ from espforensics.checks.context import PacketContext, SaState
 from espforensics.crypto import context_for, leading_zero, salt_first
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.esn import EsnTracker
+from espforensics.frames import FrameRuns
 from espforensics.keys.sa import CTR_AES, HMAC_DIGESTS, ICV_BITS, SaTable, SecurityAssociation
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 
@@ -75,8 +76,8 @@ class _Sa:
     verified: int = 0
     failed: int = 0
     garbled: int = 0  # verified ICV, unsound trailer: with enc + auth, a wrong cipher key
-    frames: list[int] = field(default_factory=list)
-    garbled_frames: list[int] = field(default_factory=list)
+    frames: FrameRuns = field(default_factory=FrameRuns)  # every one
+    garbled_frames: FrameRuns = field(default_factory=FrameRuns)
     samples: list[_Sample] = field(default_factory=list)
     cure: _Cure | None = None
     cured: int = 0  # failed packets that verify with the cure
@@ -160,7 +161,7 @@ class KeyCheck:
         if rec.verdict is Verdict.UNSUPPORTED:
             acc = self._unsupported.get(state) or self._unsupported.setdefault(state, _Sa(state.sa))
             acc.packets += 1
-            _keep(acc.frames, rec.frame)
+            acc.frames.add(rec.frame)
             return
         acc = self._sas.get(state) or self._sas.setdefault(state, _Sa(state.sa))
         acc.packets += 1
@@ -168,10 +169,10 @@ class KeyCheck:
             acc.verified += 1
             if rec.verdict is Verdict.BAD_TRAILER and state.sa.auth_algorithm is not None:
                 acc.garbled += 1
-                _keep(acc.garbled_frames, rec.frame)
+                acc.garbled_frames.add(rec.frame)
         elif rec.verdict is Verdict.AUTH_FAIL and rec.esp_offset is not None:
             acc.failed += 1
-            _keep(acc.frames, rec.frame)
+            acc.frames.add(rec.frame)
             self._doctor(acc, pkt, rec.esp_offset)
 
     def steady_known(self, state: SaState) -> bool:
@@ -218,7 +219,7 @@ class KeyCheck:
                 FindingKind.UNSUPPORTED,
                 Severity.HIGH,
                 sa.spi,
-                tuple(acc.frames),
+                acc.frames.freeze(),
                 acc.packets,
                 f"{acc.packets} ESP packets of SPI {sa.spi:#010x} not checked: {sa.suite} is not "
                 "decrypted by this version, so nothing was proven about them",
@@ -243,7 +244,7 @@ def _mismatch(acc: _Sa) -> Finding:
         FindingKind.KEY_MISMATCH,
         Severity.HIGH,
         sa.spi,
-        tuple(acc.frames),
+        acc.frames.freeze(),
         acc.failed,
         f"SPI {sa.spi:#010x}: {text}",
         str(sa.src or ""),
@@ -263,7 +264,7 @@ def _cipher_mismatch(acc: _Sa) -> Finding:
         FindingKind.KEY_MISMATCH,
         Severity.HIGH,
         sa.spi,
-        tuple(acc.garbled_frames),
+        acc.garbled_frames.freeze(),
         acc.garbled,
         f"SPI {sa.spi:#010x}: {acc.verified} of {acc.packets} packets verify their "
         f"{sa.auth_algorithm} ICV, but {acc.garbled} of them decrypt to no sound ESP trailer: "
@@ -271,8 +272,3 @@ def _cipher_mismatch(acc: _Sa) -> Finding:
         str(sa.src or ""),
         str(sa.dst or ""),
     )
-
-
-def _keep(frames: list[int], frame: int) -> None:
-    if len(frames) < 5:
-        frames.append(frame)

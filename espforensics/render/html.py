@@ -184,7 +184,7 @@ def _findings(report: Report) -> list[str]:
                     g.rows,
                     (f"{g.count} {g.unit}", g.count),
                     " ".join(g.spis),
-                    " ".join(map(str, g.frames)),
+                    g.frames_text,
                     g.detail,
                 ]
                 for g in report.groups
@@ -203,7 +203,7 @@ def _findings(report: Report) -> list[str]:
                     f.src,
                     f.dst,
                     f.count,
-                    (" ".join(map(str, f.frames)), f.frames[0] if f.frames else 0),
+                    (f.frames_text, f.frames[0] if f.frames else 0),
                     f.detail,
                 ]
                 for f in report.findings

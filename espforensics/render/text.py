@@ -8,6 +8,7 @@ Raises nothing; reads no clock and no environment.
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 from espforensics.compare import Comparison
@@ -102,7 +103,8 @@ def _findings(report: Report) -> list[str]:
     for g in report.groups:
         lines += wrap(f"{g.line}, SPI {' '.join(g.spis) or '-'}", "  ")
         if g.frames:
-            lines += wrap("frames " + " ".join(map(str, g.frames)), "    ")
+            keep = tuple(re.findall(r"frame\.number in \{[^}]*\}", g.frames_text))
+            lines += wrap("frames " + g.frames_text, "    ", whole=keep)
         lines += wrap(g.detail, "    ")
     return lines
 
