@@ -47,6 +47,7 @@ from espforensics.render.registry import FILE_RENDERERS
 from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
 from espforensics.summary import CaptureInfo, Summary, SummaryBuilder
 from espforensics.tables import (
+    CSV_ROWS,
     PacketTableWriter,
     RowGroups,
     packets_frame,
@@ -340,6 +341,7 @@ def analyze_to_dir(
     sha256: str | None = None,
     jobs: int = 1,
     copies: CaptureCopies | None = None,
+    packets_csv: bool | None = None,
 ) -> Summary:
     """Analyze a capture into ``out``; every file is written even if the capture is damaged.
 
@@ -354,6 +356,8 @@ def analyze_to_dir(
     The outputs are the same for every value.
     ``copies``: the annotated and decrypted captures to write too (rewrite/),
     from a second pass over the capture; staged and renamed like the rest.
+    ``packets_csv``: write packets.csv (True), not (False), or only for a
+    capture of at most ``CSV_ROWS`` frames (None); packets.parquet always.
     """
     table = _table(sas)
     out = Path(out)
@@ -361,7 +365,10 @@ def analyze_to_dir(
     check_targets(copies, Path(path), force)
     prepare_out_dir(out, force)
     try:
-        tables = PacketTableWriter(partial(out, "packets.parquet"), partial(out, "packets.csv"))
+        csv_rows = {True: None, False: 0, None: CSV_ROWS}[packets_csv]
+        tables = PacketTableWriter(
+            partial(out, "packets.parquet"), partial(out, "packets.csv"), csv_rows
+        )
         with tables as writer:
             summary, error = _run(path, table, options, writer.write_rows, progress, sha256, jobs)
         parquet = partial(out, "packets.parquet")

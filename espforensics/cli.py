@@ -52,6 +52,7 @@ from espforensics.render.registry import RENDERERS
 from espforensics.render.text import render_comparison
 from espforensics.rewrite import CaptureCopies
 from espforensics.summary import TOOL_VERSION, Summary
+from espforensics.tables import CSV_ROWS
 from espforensics.workers import cap_workers, usable_cores
 
 if TYPE_CHECKING:  # typer vendors its own click: the help types come from there
@@ -367,6 +368,14 @@ def analyze(
             "packet (pcap; pcapng if FILE ends in .pcapng).",
         ),
     ] = None,
+    packets_csv: Annotated[
+        bool | None,
+        typer.Option(
+            "--csv/--no-csv",
+            help="Write packets.csv beside packets.parquet always, or never "
+            f"[default: for captures of at most {CSV_ROWS:,} frames].",
+        ),
+    ] = None,
 ) -> None:
     """Decrypt and check every ESP packet of CAPTURE; write tables, plots and reports to --out."""
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
@@ -385,11 +394,17 @@ def analyze(
                 plots=not no_plots,
                 jobs=_threads(jobs, quiet),
                 copies=copies,
+                packets_csv=packets_csv,
             ),
             out_dir,
         )
     finally:
         stop()
+    if packets_csv is None and not quiet and not (out_dir / "packets.csv").exists():
+        _notice(
+            f"packets.csv not written: {summary.capture.frames:,} frames, more than "
+            f"{CSV_ROWS:,}; packets.parquet has every row (--csv writes it anyway)"
+        )
     if not quiet:
         _show(summary, fmt, fail_on)
         if fmt is Format.SUMMARY:

@@ -273,6 +273,11 @@ class RowGroups:
             self._parts, self._rows = [], 0
 
 
+# packets.csv by default only up to this many frames: 2M frames made a 433 MB CSV beside
+# a Parquet file that holds the same rows; past it the CSV is dropped (``--csv`` keeps it).
+CSV_ROWS = 1_000_000
+
+
 class PacketTableWriter(RowGroups):
     """Streams records to packets.parquet and packets.csv in row groups.
 
@@ -280,11 +285,16 @@ class PacketTableWriter(RowGroups):
     there: 3.4 us per frame taken off the analyzing thread). At most
     ``_QUEUED`` row groups wait for it, so memory stays bounded. The
     caller names the files (analysis.py writes them under temporary names).
+    ``csv_rows``: packets.csv is written while the capture has at most that
+    many frames, and removed once it has more (``csv_dropped``); None: always
+    written; 0: never.
     """
 
-    def __init__(self, parquet: Path, csv_path: Path) -> None:
+    def __init__(self, parquet: Path, csv_path: Path, csv_rows: int | None = None) -> None:
         self._parquet = pq.ParquetWriter(parquet, PACKET_SCHEMA)
-        self._csv = pacsv.CSVWriter(str(csv_path), CSV_SCHEMA)
+        self._csv_path, self._csv_rows, self._csv_written = csv_path, csv_rows, 0
+        self._csv = None if csv_rows == 0 else pacsv.CSVWriter(str(csv_path), CSV_SCHEMA)
+        self.csv_dropped = False
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="espforensics-tables")
         self._pending: deque[Future[None]] = deque()
         super().__init__(self._submit)
@@ -296,6 +306,15 @@ class PacketTableWriter(RowGroups):
 
     def _write_both(self, table: pa.Table) -> None:
         self._parquet.write_table(table)
+        if self._csv is None:
+            return
+        self._csv_written += table.num_rows
+        if self._csv_rows is not None and self._csv_written > self._csv_rows:
+            self._csv.close()
+            self._csv = None
+            self._csv_path.unlink()
+            self.csv_dropped = True
+            return
         self._csv.write_table(csv_table(table))
 
     def close(self) -> None:
@@ -307,7 +326,8 @@ class PacketTableWriter(RowGroups):
         finally:
             self._pool.shutdown()
             self._parquet.close()
-            self._csv.close()
+            if self._csv is not None:
+                self._csv.close()
 
     def __enter__(self) -> PacketTableWriter:
         return self
