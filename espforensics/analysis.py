@@ -42,6 +42,7 @@ from espforensics.errors import (
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import PacketRecord
 from espforensics.pipeline import FrameAnalyzer, Options, fewer_collections
+from espforensics.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
 from espforensics.render.content import report_content
 from espforensics.render.registry import FILE_RENDERERS
 from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
@@ -95,16 +96,24 @@ def _table(sas: KeysArg) -> SaTable:
 
 
 def _stream(
-    path: str | os.PathLike[str], engine: Engine, progress: Progress | None
+    path: str | os.PathLike[str],
+    engine: Engine,
+    progress: Progress | None,
+    meter: Meter | None = None,
 ) -> Iterator[Row]:
     with open_capture(path) as capture:
         frames = shown = 0
         for row in engine.iter_rows(capture):
             frames += 1 if isinstance(row, PacketRecord) else row.rows
-            if progress is not None and frames - shown >= 4096:
+            if frames - shown >= 4096:
                 shown = frames
-                progress(capture.bytes_read)
+                if progress is not None:
+                    progress(capture.bytes_read)
+                if meter is not None:
+                    meter.reading(frames, capture.bytes_read)
             yield row
+        if meter is not None:
+            meter.reading(frames, capture.bytes_read)
 
 
 def _consume(
@@ -201,6 +210,7 @@ def _run(
     progress: Progress | None = None,
     sha256: str | None = None,
     jobs: int = 1,
+    meter: Meter | None = None,
 ) -> tuple[Summary, Exception | None]:
     """Stream the capture through the pipeline into ``sink``; the summary and the error, if any."""
     table = _table(sas)
@@ -211,7 +221,7 @@ def _run(
     engine = Engine(analyzer, options, jobs)
     try:
         with fewer_collections():
-            error = _consume(_stream(path, engine, progress), builder, sink)
+            error = _consume(_stream(path, engine, progress, meter), builder, sink)
     finally:
         engine.close()
     message = _stop_message(error)
@@ -342,6 +352,7 @@ def analyze_to_dir(
     jobs: int = 1,
     copies: CaptureCopies | None = None,
     packets_csv: bool | None = None,
+    meter: Meter | None = None,
 ) -> Summary:
     """Analyze a capture into ``out``; every file is written even if the capture is damaged.
 
@@ -358,7 +369,9 @@ def analyze_to_dir(
     from a second pass over the capture; staged and renamed like the rest.
     ``packets_csv``: write packets.csv (True), not (False), or only for a
     capture of at most ``CSV_ROWS`` frames (None); packets.parquet always.
+    ``meter``: told the frames read and each phase after (progress.py).
     """
+    stage = meter.phase if meter is not None else lambda name: None
     table = _table(sas)
     out = Path(out)
     copies = copies or CaptureCopies()
@@ -370,14 +383,22 @@ def analyze_to_dir(
             partial(out, "packets.parquet"), partial(out, "packets.csv"), csv_rows
         )
         with tables as writer:
-            summary, error = _run(path, table, options, writer.write_rows, progress, sha256, jobs)
+            summary, error = _run(
+                path, table, options, writer.write_rows, progress, sha256, jobs, meter
+            )
+            stage(TABLES)  # the last row groups are written as the block ends
         parquet = partial(out, "packets.parquet")
+        if copies.targets():
+            stage(COPIES)
         write_copies(copies, Path(path), parquet, summary.finding_list, table, error is not None)
         if plots:
+            stage(PLOTS)
             summary = _draw(out, summary)
+        stage(REPORTS)
         _write_reports(out, summary)
         publish_copies(copies)
         _publish(out)
+        stage(DONE)
         if error is not None:
             raise error
     except OSError as exc:  # the capture's are CaptureError: this is an output refused

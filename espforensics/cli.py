@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
+from time import monotonic
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
@@ -25,7 +26,6 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageErro
 from typer.core import TyperCommand, TyperGroup
 
 from espforensics.analysis import (
-    Progress,
     analyze_to_dir,
     default_out_dir,
     load_summary,
@@ -45,6 +45,7 @@ from espforensics.errors import (
 from espforensics.model import SEVERITY_RANK, Severity
 from espforensics.narrative import worst_severity
 from espforensics.pipeline import Options
+from espforensics.progress import DONE, READING, LineMeter, Meter, rate
 from espforensics.render.content import report_content
 from espforensics.render.json import render_comparison_json
 from espforensics.render.markdown import render_comparison_md
@@ -280,20 +281,59 @@ def _threads(jobs: int, quiet: bool) -> int:
     return workers.count
 
 
-def _progress(capture: Path, quiet: bool) -> tuple[Progress | None, Callable[[], None]]:
-    """A progress bar on stderr for terminals; a no-op otherwise."""
-    if quiet or not sys.stderr.isatty():
-        return None, lambda: None
-    from rich.progress import Progress as Bar  # noqa: PLC0415 (only for terminals)
+class _BarMeter:
+    """A bar on a terminal's stderr: the phase, the capture read, frames and frames/s."""
 
+    def __init__(self, size: int | None) -> None:
+        from rich.progress import (  # noqa: PLC0415 (only for terminals)
+            BarColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+        from rich.progress import Progress as Bar  # noqa: PLC0415
+
+        columns = ("{task.description}", "{task.fields[frames]} frames, {task.fields[rate]}")
+        self._bar = Bar(
+            TextColumn(columns[0]),
+            BarColumn(),
+            TextColumn(columns[1]),
+            TimeElapsedColumn(),
+            transient=True,
+        )
+        self._size, self._start = size, monotonic()
+        self._task = self._bar.add_task(READING, total=size, frames="0", rate="")
+        self._bar.start()
+
+    def reading(self, frames: int, bytes_read: int) -> None:
+        self._bar.update(
+            self._task,
+            completed=min(bytes_read, self._size or bytes_read),
+            frames=f"{frames:,}",
+            rate=rate(frames, monotonic() - self._start),
+        )
+
+    def phase(self, name: str) -> None:
+        self._bar.update(self._task, description=name)
+        if name == DONE:
+            self.stop()
+
+    def stop(self) -> None:
+        self._bar.stop()
+
+
+def _meter(capture: Path, quiet: bool) -> tuple[Meter | None, Callable[[], None]]:
+    """Progress on stderr: a bar on a terminal, else a line every 10 s (CI logs keep it)."""
+    if quiet:
+        return None, lambda: None
     try:
-        total: int | None = os.path.getsize(capture)
+        size: int | None = os.path.getsize(capture)
     except OSError:
-        total = None
-    bar = Bar(transient=True)
-    task = bar.add_task("analyzing", total=total)
-    bar.start()
-    return (lambda n: bar.update(task, completed=min(n, total or n))), bar.stop
+        size = None
+    if not sys.stderr.isatty():
+        line = LineMeter(lambda text: typer.echo(text, err=True), monotonic, size)
+        return line, lambda: None
+    bar = _BarMeter(size)
+    return bar, bar.stop
 
 
 def _version(value: bool) -> None:
@@ -381,7 +421,7 @@ def analyze(
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
     copies = CaptureCopies(annotate=annotate, decrypted=decrypted)
     out_dir = out if out is not None else default_out_dir(capture)
-    update, stop = _progress(capture, quiet)
+    meter, stop = _meter(capture, quiet)
     try:
         summary = _guarded(
             lambda: analyze_to_dir(
@@ -390,7 +430,7 @@ def analyze(
                 out_dir,
                 force=force,
                 options=options,
-                progress=update,
+                meter=meter,
                 plots=not no_plots,
                 jobs=_threads(jobs, quiet),
                 copies=copies,

@@ -23,6 +23,12 @@ KEYS = FIXTURES / "example.keys.yaml"
 runner = CliRunner()
 
 
+@pytest.fixture(autouse=True)
+def _frozen_progress_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off a terminal a progress line comes every 10 s: none on a frozen clock."""
+    monkeypatch.setattr("espforensics.cli.monotonic", lambda: 0.0)
+
+
 def test_version_prints_the_package_version() -> None:
     res = runner.invoke(app, ["--version"], prog_name="espforensics")
     assert res.exit_code == 0

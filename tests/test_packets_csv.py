@@ -16,6 +16,12 @@ from espforensics.tables import CSV_ROWS
 runner = CliRunner()
 
 
+@pytest.fixture(autouse=True)
+def _frozen_progress_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off a terminal a progress line comes every 10 s: none on a frozen clock."""
+    monkeypatch.setattr("espforensics.cli.monotonic", lambda: 0.0)
+
+
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """98 frames."""
