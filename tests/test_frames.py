@@ -101,3 +101,25 @@ def test_text_reports_shorten_and_say_where_all_are(gso: Path) -> None:
     assert (
         "| 4 5 6 8 9 ... and 7 more (Wireshark: frame.number in {4..6 8..10 12..14 16..18}) |" in md
     )
+
+
+REAL = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="needs ../shared/captures")
+def test_real_tso_capture_lists_all_94_misplaced_frames(tmp_path: Path) -> None:
+    """The issue's case: `frames 20 21 22 23 24` was all a finding of 94 gave."""
+    folder = REAL / "ip6tnl-transport-tso-on"
+    out = tmp_path / "out"
+    analyze_to_dir(folder / "capture.pcap", folder / "xfrm-state.txt", out, plots=False)
+    packets = pd.read_parquet(out / "packets.parquet")
+    misplaced = packets.loc[packets["verdict"] == "esp_misplaced", "frame"].tolist()
+    assert len(misplaced) == 94
+    (finding,) = [f for f in load_summary(out).finding_list if f.kind is FindingKind.ESP_MISPLACED]
+    assert list(finding.frames) == misplaced
+    with (out / "findings.csv").open() as fh:
+        (row,) = [r for r in csv.DictReader(fh) if r["kind"] == "esp_misplaced"]
+    assert row["frames"] == runs_text(Frames.of(misplaced))
+    assert row["frames"].startswith("20-27 32-33 40-41 ")
+    text = (out / "report.txt").read_text()
+    assert "    frames 20 21 22 23 24 ... and 89 more (findings.csv lists them)\n" in text
