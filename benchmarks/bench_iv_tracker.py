@@ -41,7 +41,7 @@ def feed(n: int, iv_of: str) -> dict[str, float]:
         iv = seq ^ CONST if iv_of == "counter" else rng.getrandbits(64)
         rec = PacketRecord(
             seq,
-            0.0,
+            0,
             1314,
             1314,
             Verdict.UNKNOWN_SA,

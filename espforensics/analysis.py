@@ -43,11 +43,13 @@ from espforensics.errors import (
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import PacketRecord
 from espforensics.pipeline import FrameAnalyzer, Options, fewer_collections
+from espforensics.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
 from espforensics.render.content import report_content
 from espforensics.render.registry import FILE_RENDERERS
 from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
 from espforensics.summary import CaptureInfo, Summary, SummaryBuilder
 from espforensics.tables import (
+    CSV_ROWS,
     PacketTableWriter,
     RowGroups,
     packets_frame,
@@ -61,7 +63,9 @@ if TYPE_CHECKING:  # pandas and pyarrow are imported by tables.py only (house st
     import pyarrow as pa
 
 Progress = Callable[[int], None]  # called with uncompressed bytes read so far
-KeysArg = SaTable | Sequence[str | os.PathLike[str]] | None
+KeyPath = str | os.PathLike[str]
+# One key file path or several, as the standard library takes paths (a str is one path).
+KeysArg = SaTable | KeyPath | Sequence[KeyPath] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,20 +94,28 @@ def _table(sas: KeysArg) -> SaTable:
         return SaTable()
     if isinstance(sas, SaTable):
         return sas
-    return load_sas(list(sas))
+    return load_sas(sas if isinstance(sas, str | os.PathLike) else list(sas))
 
 
 def _stream(
-    path: str | os.PathLike[str], engine: Engine, progress: Progress | None
+    path: str | os.PathLike[str],
+    engine: Engine,
+    progress: Progress | None,
+    meter: Meter | None = None,
 ) -> Iterator[Row]:
     with open_capture(path) as capture:
         frames = shown = 0
         for row in engine.iter_rows(capture):
             frames += 1 if isinstance(row, PacketRecord) else row.rows
-            if progress is not None and frames - shown >= 4096:
+            if frames - shown >= 4096:
                 shown = frames
-                progress(capture.bytes_read)
+                if progress is not None:
+                    progress(capture.bytes_read)
+                if meter is not None:
+                    meter.reading(frames, capture.bytes_read)
             yield row
+        if meter is not None:
+            meter.reading(frames, capture.bytes_read)
 
 
 def _consume(
@@ -200,6 +212,7 @@ def _run(
     progress: Progress | None = None,
     sha256: str | None = None,
     jobs: int = 1,
+    meter: Meter | None = None,
 ) -> tuple[Summary, Exception | None]:
     """Stream the capture through the pipeline into ``sink``; the summary and the error, if any."""
     check_regular(path)  # before the hashing thread starts: it would never end on /dev/zero
@@ -211,7 +224,7 @@ def _run(
     engine = Engine(analyzer, options, jobs)
     try:
         with fewer_collections():
-            error = _consume(_stream(path, engine, progress), builder, sink)
+            error = _consume(_stream(path, engine, progress, meter), builder, sink)
     finally:
         engine.close()
     message = _stop_message(error)
@@ -374,7 +387,7 @@ def _write_copies(
 def analyze_to_dir(
     path: str | os.PathLike[str],
     sas: KeysArg,
-    out: Path,
+    out: str | os.PathLike[str],
     *,
     force: bool = False,
     options: Options | None = None,
@@ -383,6 +396,8 @@ def analyze_to_dir(
     sha256: str | None = None,
     jobs: int = 1,
     copies: CaptureCopies | None = None,
+    packets_csv: bool | None = None,
+    meter: Meter | None = None,
 ) -> Summary:
     """Analyze a capture into ``out``; every file is written even if the capture is damaged.
 
@@ -397,23 +412,39 @@ def analyze_to_dir(
     The outputs are the same for every value.
     ``copies``: the annotated and decrypted captures to write too (rewrite/),
     from a second pass over the capture; staged and renamed like the rest.
+    ``packets_csv``: write packets.csv (True), not (False), or only for a
+    capture of at most ``CSV_ROWS`` frames (None); packets.parquet always.
+    ``meter``: told the frames read and each phase after (progress.py).
     """
     check_regular(path)  # refused before the output folder is touched
+    stage = meter.phase if meter is not None else lambda name: None
     table = _table(sas)
+    out = Path(out)
     copies = copies or CaptureCopies()
     check_targets(copies, Path(path), force)
     prepare_out_dir(out, force)
     try:
-        tables = PacketTableWriter(partial(out, "packets.parquet"), partial(out, "packets.csv"))
+        csv_rows = {True: None, False: 0, None: CSV_ROWS}[packets_csv]
+        tables = PacketTableWriter(
+            partial(out, "packets.parquet"), partial(out, "packets.csv"), csv_rows
+        )
         with tables as writer:
-            summary, error = _run(path, table, options, writer.write_rows, progress, sha256, jobs)
+            summary, error = _run(
+                path, table, options, writer.write_rows, progress, sha256, jobs, meter
+            )
+            stage(TABLES)  # the last row groups are written as the block ends
         parquet = partial(out, "packets.parquet")
+        if copies.targets():
+            stage(COPIES)
         error = _write_copies(copies, Path(path), parquet, summary, table, error)
         if plots:
+            stage(PLOTS)
             summary = _draw(out, summary)
+        stage(REPORTS)
         _write_reports(out, summary)
         publish_copies(copies)
         _publish(out)
+        stage(DONE)
         if error is not None:
             raise error
     except OSError as exc:  # the capture's are CaptureError: this is an output refused
@@ -421,9 +452,9 @@ def analyze_to_dir(
     return summary
 
 
-def load_summary(folder: Path) -> Summary:
+def load_summary(folder: str | os.PathLike[str]) -> Summary:
     """The summary of an earlier ``analyze`` in ``folder``."""
-    path = folder / "summary.json"
+    path = Path(folder) / "summary.json"
     try:
         return Summary.from_json(json.loads(path.read_text()))
     except OSError as exc:
@@ -434,6 +465,8 @@ def load_summary(folder: Path) -> Summary:
         raise InputError(str(path), f"not a summary.json of this version: {exc}") from exc
 
 
-def summary_of(path: Path, sas: KeysArg = None, options: Options | None = None) -> Summary:
+def summary_of(
+    path: str | os.PathLike[str], sas: KeysArg = None, options: Options | None = None
+) -> Summary:
     """A capture's summary, or an output folder's stored one."""
-    return load_summary(path) if path.is_dir() else summarize(path, sas, options)
+    return load_summary(path) if Path(path).is_dir() else summarize(path, sas, options)

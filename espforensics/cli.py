@@ -20,13 +20,14 @@ import tempfile
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
+from time import monotonic
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from typer.core import TyperCommand
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+from typer.core import TyperCommand, TyperGroup
 
 from espforensics.analysis import (
-    Progress,
     analyze_to_dir,
     default_out_dir,
     load_summary,
@@ -47,6 +48,7 @@ from espforensics.gate import Unchecked, exit_code, worst_code
 from espforensics.model import SEVERITY_RANK, Severity
 from espforensics.narrative import worst_severity
 from espforensics.pipeline import Options
+from espforensics.progress import DONE, READING, LineMeter, Meter, rate
 from espforensics.render.compare import (
     render_comparison,
     render_comparison_json,
@@ -56,11 +58,56 @@ from espforensics.render.content import report_content
 from espforensics.render.registry import RENDERERS
 from espforensics.rewrite import CaptureCopies
 from espforensics.summary import TOOL_VERSION, Summary
+from espforensics.tables import CSV_ROWS
+from espforensics.workers import cap_workers, usable_cores
 
 if TYPE_CHECKING:  # typer vendors its own click: the help types come from there
     from typer._click import Context, HelpFormatter
 
+
+class _UsageLine(ClickException):
+    """A usage error as one line, like every other error (Click prints usage, hint, error)."""
+
+    exit_code = 2
+
+    def show(self, file: object = None) -> None:
+        typer.echo(f"espforensics: error: {self.message}", err=True)
+
+
+def _one_line(exc: UsageError) -> _UsageLine:
+    """``analyze: No such option: --bogus (see espforensics analyze --help)``."""
+    what = exc.format_message().rstrip(".")
+    if exc.ctx is None:
+        return _UsageLine(what)
+    path = exc.ctx.command_path
+    command = exc.ctx.command.name if exc.ctx.parent is not None else None
+    return _UsageLine(
+        f"{command}: {what}; see {path} --help" if command else f"{what}; see {path} --help"
+    )
+
+
+class _Group(TyperGroup):
+    """typer's group, its usage errors (and its commands') printed as one line, exit 2."""
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except NoArgsIsHelpError:
+            raise  # `espforensics` alone prints the help
+        except UsageError as exc:
+            raise _one_line(exc) from None
+
+    def invoke(self, ctx: Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as exc:
+            raise _one_line(exc) from None
+
+
 app = typer.Typer(
+    cls=_Group,
     add_completion=False,
     pretty_exceptions_enable=False,  # never print locals: they may hold keys
     no_args_is_help=True,
@@ -248,24 +295,89 @@ def _show(summary: Summary, fmt: Format, fail_on: FailOn = FailOn.HIGH) -> None:
     )
 
 
-def _progress(capture: Path, quiet: bool) -> tuple[Progress | None, Callable[[], None]]:
-    """A progress bar on stderr for terminals; a no-op otherwise."""
-    if quiet or not sys.stderr.isatty():
-        return None, lambda: None
-    from rich.progress import Progress as Bar  # noqa: PLC0415 (only for terminals)
+def _notice(line: str) -> None:
+    """A line on stderr that is neither an error nor progress (a capped --jobs)."""
+    typer.echo(f"espforensics: {line}", err=True)
 
+
+def _threads(jobs: int, quiet: bool) -> int:
+    """``analyze --jobs``, capped at the usable cores: more threads only wait for one."""
+    workers = cap_workers(jobs, None, usable_cores())
+    if workers.why and not quiet:
+        _notice(workers.notice())
+    return workers.count
+
+
+class _BarMeter:
+    """A bar on a terminal's stderr: the phase, the capture read, frames and frames/s."""
+
+    def __init__(self, size: int | None) -> None:
+        from rich.progress import (  # noqa: PLC0415 (only for terminals)
+            BarColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+        from rich.progress import Progress as Bar  # noqa: PLC0415
+
+        columns = ("{task.description}", "{task.fields[frames]} frames, {task.fields[rate]}")
+        self._bar = Bar(
+            TextColumn(columns[0]),
+            BarColumn(),
+            TextColumn(columns[1]),
+            TimeElapsedColumn(),
+            transient=True,
+        )
+        self._size, self._start = size, monotonic()
+        self._task = self._bar.add_task(READING, total=size, frames="0", rate="")
+        self._bar.start()
+
+    def reading(self, frames: int, bytes_read: int) -> None:
+        self._bar.update(
+            self._task,
+            completed=min(bytes_read, self._size or bytes_read),
+            frames=f"{frames:,}",
+            rate=rate(frames, monotonic() - self._start),
+        )
+
+    def phase(self, name: str) -> None:
+        self._bar.update(self._task, description=name)
+        if name == DONE:
+            self.stop()
+
+    def stop(self) -> None:
+        self._bar.stop()
+
+
+def _meter(capture: Path, quiet: bool) -> tuple[Meter | None, Callable[[], None]]:
+    """Progress on stderr: a bar on a terminal, else a line every 10 s (CI logs keep it)."""
+    if quiet:
+        return None, lambda: None
     try:
-        total: int | None = os.path.getsize(capture)
+        size: int | None = os.path.getsize(capture)
     except OSError:
-        total = None
-    bar = Bar(transient=True)
-    task = bar.add_task("analyzing", total=total)
-    bar.start()
-    return (lambda n: bar.update(task, completed=min(n, total or n))), bar.stop
+        size = None
+    if not sys.stderr.isatty():
+        line = LineMeter(lambda text: typer.echo(text, err=True), monotonic, size)
+        return line, lambda: None
+    bar = _BarMeter(size)
+    return bar, bar.stop
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"espforensics {TOOL_VERSION}")
+        raise typer.Exit()
 
 
 @app.callback()
-def main_callback() -> None:
+def main_callback(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     """Offline forensic analysis of IPsec ESP captures."""
 
 
@@ -324,12 +436,20 @@ def analyze(
             "packet (pcap; pcapng if FILE ends in .pcapng).",
         ),
     ] = None,
+    packets_csv: Annotated[
+        bool | None,
+        typer.Option(
+            "--csv/--no-csv",
+            help="Write packets.csv beside packets.parquet always, or never "
+            f"[default: for captures of at most {CSV_ROWS:,} frames].",
+        ),
+    ] = None,
 ) -> None:
     """Decrypt and check every ESP packet of CAPTURE; write tables, plots and reports to --out."""
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
     copies = CaptureCopies(annotate=annotate, decrypted=decrypted)
     out_dir = out if out is not None else default_out_dir(capture)
-    update, stop = _progress(capture, quiet)
+    meter, stop = _meter(capture, quiet)
     try:
         summary = _guarded(
             lambda: analyze_to_dir(
@@ -338,10 +458,11 @@ def analyze(
                 out_dir,
                 force=force,
                 options=options,
-                progress=update,
+                meter=meter,
                 plots=not no_plots,
-                jobs=jobs,
+                jobs=_threads(jobs, quiet),
                 copies=copies,
+                packets_csv=packets_csv,
             ),
             out_dir,
         )
@@ -349,6 +470,11 @@ def analyze(
         stop()
     for note in summary.key_notes:  # a key file's line skipped, policy blocks ignored
         typer.echo(f"espforensics: warning: {note}", err=True)
+    if packets_csv is None and not quiet and not (out_dir / "packets.csv").exists():
+        _notice(
+            f"packets.csv not written: {summary.capture.frames:,} frames, more than "
+            f"{CSV_ROWS:,}; packets.parquet has every row (--csv writes it anyway)"
+        )
     if not quiet:
         _show(summary, fmt, fail_on)
         if fmt is Format.SUMMARY:
@@ -430,7 +556,11 @@ def batch(
     jobs: Annotated[
         int | None,
         typer.Option(
-            "--jobs", "-j", min=1, metavar="N", help="Worker processes [default: one per core]."
+            "--jobs",
+            "-j",
+            min=1,
+            metavar="N",
+            help="Worker processes, at most one per capture and core [default: one per core].",
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Redo captures already done.")] = False,
@@ -454,12 +584,13 @@ def batch(
                 paths,
                 [str(p) for p in sa or []],
                 out,
-                jobs=jobs or os.cpu_count() or 1,
+                jobs=jobs,
                 force=force,
                 scheduler=scheduler,
                 natt_ports=tuple(natt_port or (4500,)),
                 plots=not no_plots,
                 progress=update,
+                notice=None if quiet else _notice,
             ),
             out,
         )

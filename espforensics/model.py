@@ -13,6 +13,7 @@ stage by stage and each check fills its own columns (house style rule 8).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import NamedTuple, NewType
@@ -119,7 +120,7 @@ class Finding:
     kind: FindingKind
     severity: Severity
     spi: int | None
-    frames: tuple[int, ...]  # the first few frames concerned
+    frames: Sequence[int]  # every frame concerned, lowest first (frames.Frames: runs)
     count: int  # how many frames (or values) in all
     detail: str
     src: str = ""  # the SA's outer addresses, when the finding is about one SA
@@ -143,7 +144,7 @@ class PacketRecord:
     """
 
     frame: int
-    time: float
+    time: int  # capture timestamp, ns since the epoch (UTC), exactly as captured
     caplen: int
     len: int
     verdict: Verdict = Verdict.NOT_ESP

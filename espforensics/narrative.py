@@ -15,6 +15,7 @@ from pathlib import PurePath
 
 from espforensics.checks.leaks import name_fields
 from espforensics.coverage import tally
+from espforensics.frames import Frames, first_frames
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
 from espforensics.summary import MisplacedLayout, SaSummary, Summary
 
@@ -120,7 +121,7 @@ def finding_groups(summary: Summary) -> tuple[FindingGroup, ...]:
     groups = []
     for kind, items in by_kind.items():
         worst = max(items, key=lambda f: SEVERITY_RANK[f.severity]).severity
-        frames = sorted({n for f in items for n in f.frames})[:EXAMPLES]
+        frames = first_frames([Frames.of(f.frames) for f in items], EXAMPLES)
         spis = tuple(sorted({f.spi for f in items if f.spi is not None}))
         groups.append(
             FindingGroup(

@@ -167,7 +167,7 @@ class FrameAnalyzer:
     # -- frames -------------------------------------------------------------
     def process(self, frame: Frame) -> Released:
         """Analyze one frame; the records now released (its own, unless records are held)."""
-        rec = PacketRecord(frame.number, frame.ts_ns / 1e9, frame.caplen, frame.wirelen)
+        rec = PacketRecord(frame.number, frame.ts_ns, frame.caplen, frame.wirelen)
         return self._emit(rec, self._analyze(frame, rec), frame.ts_ns)
 
     def _emit(self, rec: PacketRecord, pkt: PacketContext | None, ts_ns: int) -> Released:

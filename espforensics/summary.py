@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from espforensics.coverage import CheckCoverage, check_coverage
 from espforensics.engine import SteadyRows
+from espforensics.frames import frame_runs, from_runs
 from espforensics.model import (
     SEVERITY_RANK,
     Finding,
@@ -226,7 +227,7 @@ def _finding_json(f: Finding) -> dict[str, Any]:
         "src": f.src,
         "dst": f.dst,
         "count": f.count,
-        "frames": list(f.frames),
+        "frames": frame_runs(f.frames),  # [[first, last], ...]: every frame, in runs
         "detail": f.detail,
     }
 
@@ -236,7 +237,7 @@ def _finding_from_json(d: dict[str, Any]) -> Finding:
         FindingKind(d["kind"]),
         Severity(d["severity"]),
         None if d["spi"] is None else int(d["spi"], 16),
-        tuple(d["frames"]),
+        from_runs(d["frames"]),
         d["count"],
         d["detail"],
         d["src"],
@@ -285,7 +286,7 @@ class _SaAcc:
     def observe(self, rec: PacketRecord) -> None:
         self.packets += 1
         self.wire_bytes += rec.len
-        self.last_time = rec.time
+        self.last_time = rec.time / 1e9
         self.verdicts[rec.verdict] += 1
         if rec.seq64 is not None:
             if self.first_seq64 is None:
@@ -388,8 +389,8 @@ class SummaryBuilder:
         """Count one record."""
         self.frames += 1
         if self.first_time is None:
-            self.first_time = rec.time
-        self.last_time = rec.time
+            self.first_time = rec.time / 1e9
+        self.last_time = rec.time / 1e9
         self.verdicts[rec.verdict] += 1
         if rec.proto is Proto.OTHER:
             return
@@ -399,7 +400,7 @@ class SummaryBuilder:
         key = (rec.spi, rec.src, rec.dst)
         acc = self._sas.get(key)
         if acc is None:
-            acc = self._sas[key] = _SaAcc(rec.algorithm, rec.time, rec.time)
+            acc = self._sas[key] = _SaAcc(rec.algorithm, rec.time / 1e9, rec.time / 1e9)
         acc.observe(rec)
         if rec.verdict is Verdict.ESP_MISPLACED:
             self._layout(rec)

@@ -10,6 +10,7 @@ that imports pyarrow and pandas.
 from __future__ import annotations
 
 import csv
+import json
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,6 +27,7 @@ import pyarrow.parquet as pq
 
 from espforensics.crypto import IV_LEN
 from espforensics.engine import Row, SteadyRows
+from espforensics.frames import runs_text
 from espforensics.model import PACKET_COLUMNS, Finding, PacketRecord, Proto, Verdict
 from espforensics.summary import Summary
 
@@ -56,7 +58,9 @@ _INT_COLUMNS = frozenset(
 )
 _UINT64_COLUMNS = frozenset({"seq64"})
 _BOOL_COLUMNS = frozenset({"iv_reused"})
-_FLOAT_COLUMNS = frozenset({"time"})
+TIME_TYPE = pa.timestamp("ns", tz="UTC")  # what the capture stores: ns since the epoch, UTC
+# The ns an int64 holds (1677-09-21 to 2262-04-11); a frame stamped outside has no ``time``.
+_NS_MIN, _NS_MAX = -(2**63), 2**63 - 1
 
 
 def _arrow_type(name: str) -> pa.DataType:
@@ -64,14 +68,64 @@ def _arrow_type(name: str) -> pa.DataType:
         return pa.int64()
     if name in _UINT64_COLUMNS:
         return pa.uint64()
-    if name in _FLOAT_COLUMNS:
-        return pa.float64()
+    if name == "time":
+        return TIME_TYPE
     if name in _BOOL_COLUMNS:
         return pa.bool_()
     return pa.string()
 
 
-PACKET_SCHEMA = pa.schema([pa.field(n, _arrow_type(n)) for n in PACKET_COLUMNS])
+def _pandas_dtype(name: str) -> str:
+    """The pandas dtype a column reads back as: nullable integers stay integers.
+
+    Without this ``pd.read_parquet`` makes an int64 column with empty cells
+    float64 (``spi`` 4097.0), and ``packets.merge(sas, on="spi")`` fails.
+    """
+    if name in _INT_COLUMNS:
+        return "Int64"
+    if name in _UINT64_COLUMNS:
+        return "UInt64"
+    if name == "time":
+        return "datetime64[ns, UTC]"
+    if name in _BOOL_COLUMNS:
+        return "boolean"
+    return "object"
+
+
+def _with_pandas_dtypes(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with the pandas metadata pyarrow reads the dtypes above from."""
+    empty = pd.DataFrame({n: pd.Series([], dtype=_pandas_dtype(n)) for n in schema.names})
+    meta = json.loads(pa.Schema.from_pandas(empty, preserve_index=False).metadata[b"pandas"])
+    for column in meta["columns"]:
+        if column["pandas_type"] == "empty":
+            column["pandas_type"] = "unicode"
+    return schema.with_metadata({b"pandas": json.dumps(meta).encode()})
+
+
+PACKET_SCHEMA = _with_pandas_dtypes(
+    pa.schema([pa.field(n, _arrow_type(n)) for n in PACKET_COLUMNS])
+)
+# packets.csv: ``time`` as seconds since the epoch (what sas.csv's times are), not ISO text.
+CSV_SCHEMA = PACKET_SCHEMA.set(
+    PACKET_COLUMNS.index("time"), pa.field("time", pa.float64())
+).remove_metadata()
+_TIME = PACKET_COLUMNS.index("time")
+
+
+def csv_table(table: pa.Table) -> pa.Table:
+    """The packets table as packets.csv writes it: ``time`` in seconds (ns / 1e9)."""
+    return table.set_column(_TIME, CSV_SCHEMA.field(_TIME), _ns_to_seconds(table.column(_TIME)))
+
+
+def _ns_to_seconds(time: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """ns / 1e9 as Python computes it: the int rounded to a float, then divided."""
+    return pc.divide(pc.cast(pc.cast(time, pa.int64()), pa.float64(), safe=False), 1e9)
+
+
+def _time_ns(ns: int) -> int | None:
+    return ns if _NS_MIN <= ns <= _NS_MAX else None
+
+
 ROW_GROUP = 8192
 _QUEUED = 2  # row groups waiting for the writer thread at the most
 
@@ -81,6 +135,8 @@ def records_to_table(records: Sequence[PacketRecord]) -> pa.Table:
     columns = []
     for name in PACKET_COLUMNS:
         values = [getattr(r, name) for r in records]
+        if name == "time":
+            values = [_time_ns(ns) for ns in values]
         columns.append(pa.array(values, type=PACKET_SCHEMA.field(name).type))
     return pa.Table.from_arrays(columns, schema=PACKET_SCHEMA)
 
@@ -122,7 +178,7 @@ def steady_table(rows: SteadyRows) -> pa.Table:
     seq64 = rows.seq64
     cols: dict[str, pa.Array] = {
         "frame": pa.array(rows.frame, pa.int64()),
-        "time": pa.array(rows.ts_ns / 1e9, pa.float64()),
+        "time": pa.array(rows.ts_ns, TIME_TYPE),
         "caplen": pa.array(rows.caplen, pa.int64()),
         "len": pa.array(rows.wirelen, pa.int64()),
         "proto": _pick(["esp", "esp-udp"], rows.udp.astype(np.int64)),
@@ -221,6 +277,11 @@ class RowGroups:
             self._parts, self._rows = [], 0
 
 
+# packets.csv by default only up to this many frames: 2M frames made a 433 MB CSV beside
+# a Parquet file that holds the same rows; past it the CSV is dropped (``--csv`` keeps it).
+CSV_ROWS = 1_000_000
+
+
 class PacketTableWriter(RowGroups):
     """Streams records to packets.parquet and packets.csv in row groups.
 
@@ -228,11 +289,16 @@ class PacketTableWriter(RowGroups):
     there: 3.4 us per frame taken off the analyzing thread). At most
     ``_QUEUED`` row groups wait for it, so memory stays bounded. The
     caller names the files (analysis.py writes them under temporary names).
+    ``csv_rows``: packets.csv is written while the capture has at most that
+    many frames, and removed once it has more (``csv_dropped``); None: always
+    written; 0: never.
     """
 
-    def __init__(self, parquet: Path, csv_path: Path) -> None:
+    def __init__(self, parquet: Path, csv_path: Path, csv_rows: int | None = None) -> None:
         self._parquet = pq.ParquetWriter(parquet, PACKET_SCHEMA)
-        self._csv = pacsv.CSVWriter(str(csv_path), PACKET_SCHEMA)
+        self._csv_path, self._csv_rows, self._csv_written = csv_path, csv_rows, 0
+        self._csv = None if csv_rows == 0 else pacsv.CSVWriter(str(csv_path), CSV_SCHEMA)
+        self.csv_dropped = False
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="espforensics-tables")
         self._pending: deque[Future[None]] = deque()
         super().__init__(self._submit)
@@ -244,7 +310,16 @@ class PacketTableWriter(RowGroups):
 
     def _write_both(self, table: pa.Table) -> None:
         self._parquet.write_table(table)
-        self._csv.write_table(table)
+        if self._csv is None:
+            return
+        self._csv_written += table.num_rows
+        if self._csv_rows is not None and self._csv_written > self._csv_rows:
+            self._csv.close()
+            self._csv = None
+            self._csv_path.unlink()
+            self.csv_dropped = True
+            return
+        self._csv.write_table(csv_table(table))
 
     def close(self) -> None:
         """Flush and close both files."""
@@ -255,7 +330,8 @@ class PacketTableWriter(RowGroups):
         finally:
             self._pool.shutdown()
             self._parquet.close()
-            self._csv.close()
+            if self._csv is not None:
+                self._csv.close()
 
     def __enter__(self) -> PacketTableWriter:
         return self
@@ -268,6 +344,7 @@ class PacketTableWriter(RowGroups):
 
 SA_COLUMNS = (
     "spi",
+    "spi_hex",
     "src",
     "dst",
     "algorithm",
@@ -304,6 +381,7 @@ def write_sas_csv(path: Path, summary: Summary) -> None:
             )
             out.writerow(
                 [
+                    sa.spi,
                     f"{sa.spi:#010x}",
                     sa.src,
                     sa.dst,
@@ -331,7 +409,19 @@ def write_sas_csv(path: Path, summary: Summary) -> None:
             )
 
 
-FINDING_COLUMNS = ("kind", "severity", "spi", "src", "dst", "count", "frames", "detail")
+# ``spi`` an integer in every table (the key packets, sas and findings join on), ``spi_hex``
+# the same as people read it (0x00001001).
+FINDING_COLUMNS = (
+    "kind",
+    "severity",
+    "spi",
+    "spi_hex",
+    "src",
+    "dst",
+    "count",
+    "frames",
+    "detail",
+)
 
 
 def write_findings_csv(path: Path, findings: Sequence[Finding]) -> None:
@@ -344,11 +434,12 @@ def write_findings_csv(path: Path, findings: Sequence[Finding]) -> None:
                 [
                     f.kind.value,
                     f.severity.value,
+                    "" if f.spi is None else f.spi,
                     "" if f.spi is None else f"{f.spi:#010x}",
                     f.src,
                     f.dst,
                     f.count,
-                    " ".join(map(str, f.frames)),
+                    runs_text(f.frames),
                     f.detail,
                 ]
             )
@@ -436,17 +527,35 @@ def _throughput_bins(reader: pq.ParquetFile, t0: float) -> _Bins:
 
 
 def _time_range(reader: pq.ParquetFile, t0: float) -> tuple[float, float]:
-    """The earliest and latest frame time: the row groups' statistics, else a read."""
+    """The earliest and latest frame time in s: the row groups' statistics, else a read.
+
+    A frame without a time (stamped outside what int64 ns holds) counts as ``t0``.
+    """
     meta = reader.metadata
     column = meta.schema.names.index("time")
     stats = [meta.row_group(i).column(column).statistics for i in range(meta.num_row_groups)]
     if not stats:
         return t0, t0
-    if all(st is not None and st.has_min_max for st in stats):
-        return min(float(st.min) for st in stats), max(float(st.max) for st in stats)
-    times = reader.read(columns=["time"], use_threads=False).column("time")
+    if all(st is not None and st.has_min_max and not st.null_count for st in stats):
+        return min(st.min_raw for st in stats) / 1e9, max(st.max_raw for st in stats) / 1e9
+    times = _seconds(reader.read(columns=["time"], use_threads=False).column("time"), t0)
     low, high = pc.min_max(times).values()
     return float(low.as_py()), float(high.as_py())
+
+
+def _seconds(time: pa.Array | pa.ChunkedArray, missing: float) -> pa.Array | pa.ChunkedArray:
+    """A ``time`` column as float seconds since the epoch; ``missing`` where it is empty."""
+    return pc.fill_null(_ns_to_seconds(time), missing)
+
+
+def _plot_batch(batch: pa.RecordBatch, t0: float) -> pd.DataFrame:
+    """A batch of packets.parquet as the plot pass reads it: ``time`` in seconds,
+    nullable integers as float64 (pandas' defaults, not the file's dtypes)."""
+    at = batch.schema.get_field_index("time")
+    columns = batch.columns
+    columns[at] = _seconds(columns[at], t0)
+    frame: pd.DataFrame = pa.RecordBatch.from_arrays(columns, batch.schema.names).to_pandas()
+    return frame
 
 
 class _PlotAcc:
@@ -572,7 +681,7 @@ def plot_frames(parquet: Path, summary: Summary) -> dict[str, pd.DataFrame]:
     bins = _throughput_bins(reader, t0)
     acc = _PlotAcc(t0, width, summary.esp_packets, bins)
     for batch in reader.iter_batches(_PLOT_BATCH, columns=_PLOT_COLUMNS, use_threads=False):
-        acc.add(batch.to_pandas())
+        acc.add(_plot_batch(batch, t0))
     verdicts = _cat(acc.verdicts, ["t", "verdict", "packets"])
     verdicts = verdicts.groupby(["t", "verdict"])["packets"].sum().reset_index()
     offsets = _cat(acc.offsets, ["offset", "packets", "kind"])
@@ -603,7 +712,9 @@ def iter_packet_records(parquet: Path, columns: Sequence[str]) -> Iterator[Packe
     names = list(dict.fromkeys([*_ALWAYS, *columns]))
     reader = pq.ParquetFile(parquet, pre_buffer=False)
     for batch in reader.iter_batches(_RECORD_BATCH, columns=names, use_threads=False):
-        for row in batch.to_pylist():
+        at = batch.schema.get_field_index("time")
+        ns = pc.fill_null(pc.cast(batch.column(at), pa.int64()), 0)  # not read by rewrite/
+        for row in batch.set_column(at, "time", ns).to_pylist():
             if "verdict" in row:
                 row["verdict"] = Verdict(row["verdict"])
             if "proto" in row:

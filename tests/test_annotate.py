@@ -193,7 +193,7 @@ def test_a_damaged_capture_keeps_the_frames_read(tmp_path: Path) -> None:
 
 
 def _record(**fields: object) -> PacketRecord:
-    return PacketRecord(7, 0.0, 100, 100, **fields)  # type: ignore[arg-type]
+    return PacketRecord(7, 0, 100, 100, **fields)  # type: ignore[arg-type]
 
 
 COMMENT_CASES = [

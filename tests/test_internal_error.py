@@ -185,8 +185,13 @@ def test_a_bug_in_a_batch_worker_process(
         raise _leaky_bug(key)
 
     monkeypatch.setattr("espforensics.batch.task.analyze_to_dir", buggy)
+    # Two captures and two cores: --jobs 2 is capped at neither, so a worker process runs.
+    monkeypatch.setattr("espforensics.batch.run.usable_cores", lambda: 2)
+    second = tmp_path / "second.pcap"
+    second.write_bytes(cap.read_bytes())
     out = tmp_path / "batch"
-    args = ["batch", str(cap), "--sa", str(keys), "--out", str(out), "--no-plots", "-q"]
+    args = ["batch", str(cap), str(second), "--sa", str(keys), "--out", str(out), "--no-plots"]
+    args.append("-q")
     res = runner.invoke(cli.app, [*args, "--jobs", "2"])
     assert res.exit_code == EXIT_INTERNAL
     assert _line(res.stderr) == ("RuntimeError", out / TRACEBACK)

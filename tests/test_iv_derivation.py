@@ -48,7 +48,7 @@ def _seqiv(seqs: range | list[int], deltas: list[int], c: int) -> list[Sample]:
 
 
 def _record(frame: int, seq64: int, verdict: Verdict = Verdict.UNKNOWN_SA) -> PacketRecord:
-    return PacketRecord(frame, 0.0, 0, 0, verdict, spi=0x1001, seq=seq64 & 0xFFFFFFFF, seq64=seq64)
+    return PacketRecord(frame, 0, 0, 0, verdict, spi=0x1001, seq=seq64 & 0xFFFFFFFF, seq64=seq64)
 
 
 def _keyed() -> SaState:

@@ -79,7 +79,9 @@ def _kinds(summary: Summary) -> dict[str, int]:
 
 def _check_text(report: Report, out: str) -> None:
     s = report.summary
-    assert out.isascii() and max(len(line) for line in out.splitlines()) <= 72
+    assert out.isascii()
+    # Over 72 columns only a word that is longer than a line: a path is never broken.
+    assert [line for line in out.splitlines() if len(line) > 72 and len(line.split()) > 1] == []
     flat = " ".join(out.split())
     assert f"frames: {s.capture.frames}; ESP packets: {s.esp_packets} in {len(s.sas)} SAs" in flat
     for kind in _kinds(s):

@@ -143,7 +143,7 @@ def test_real_esn_wrap_capture_names_the_dropped_packet() -> None:
     assert bad["seq_hi_verified"].tolist() == [1]
     assert (p.verdict == "ok").sum() == 476  # every other ESP packet of the 477
     findings = result.summary.finding_list
-    wraps = sorted(f.frames for f in findings if f.kind is FindingKind.ESN_WRAP)
+    wraps = sorted(tuple(f.frames) for f in findings if f.kind is FindingKind.ESN_WRAP)
     assert wraps == [(156,), (374,)]
     assert not [f for f in findings if f.kind in (FindingKind.SEQ_GAP, FindingKind.SEQ_REORDER)]
     [f] = [f for f in findings if f.kind is FindingKind.ESN_MISMATCH]
@@ -474,7 +474,7 @@ def test_a_wrong_key_hides_nothing_a_keyless_run_shows(name: str) -> None:
 
     def shown(findings: list[Finding]) -> set[tuple[str, str, int | None, tuple[int, ...]]]:
         return {
-            (f.kind.value, f.severity.value, f.spi, f.frames)
+            (f.kind.value, f.severity.value, f.spi, tuple(f.frames))
             for f in findings
             if f.kind not in (FindingKind.KEY_MISMATCH, FindingKind.SHARED_KEY)
         }

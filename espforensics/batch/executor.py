@@ -74,7 +74,12 @@ def _worker_init(parent: int) -> None:
 
 
 def run_local(tasks: Sequence[CaptureTask], jobs: int, done: Done) -> None:
-    """Run the tasks on ``jobs`` worker processes (in this process when 1)."""
+    """Run the tasks on ``jobs`` worker processes (in this process when 1).
+
+    Never more processes than tasks: a worker without a task to take only
+    costs memory (run.py also caps ``jobs`` at the cores, workers.py).
+    """
+    jobs = min(jobs, len(tasks))
     if jobs <= 1:
         for task in tasks:
             done(run_task(task))

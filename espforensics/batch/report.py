@@ -74,17 +74,17 @@ def render_batch_report(rows: Sequence[CaptureResult], skipped: int) -> str:
     if errors:
         lines += ["", "Not analyzed (or only in part):"]
         for r in errors:
-            lines += wrap(r.path, "  ") + wrap(r.error, "    ")
+            lines += wrap(r.path, "  ", whole=(r.path,)) + wrap(r.error, "    ", whole=(r.path,))
     if flagged:
         lines += ["", "With findings (most severe first):"]
         for r in flagged:
-            lines += wrap(f"{r.path}: worst {r.worst}", "  ")
+            lines += wrap(f"{r.path}: worst {r.worst}", "  ", whole=(r.path,))
             lines += wrap(f"{_counts(r)}; {_findings(r)}", "    ")
             lines += wrap(f"details: captures/{r.name}/report.txt", "    ")
     if clean:
         lines += ["", "Clean:"]
         for r in clean:
-            lines += wrap(f"{r.path}: {_counts(r)}", "  ")
+            lines += wrap(f"{r.path}: {_counts(r)}", "  ", whole=(r.path,))
     return "\n".join(lines) + "\n"
 
 

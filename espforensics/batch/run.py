@@ -29,6 +29,7 @@ from espforensics.errors import TRACEBACK_FILE, CaptureError
 from espforensics.keys import load_sas
 from espforensics.model import FindingKind, Verdict
 from espforensics.tables import write_rows
+from espforensics.workers import cap_workers, usable_cores
 
 BatchProgress = Callable[[CaptureResult, int, int], None]  # result, done so far, total
 
@@ -142,14 +143,20 @@ def run_batch(
     sas: Sequence[str],
     out: Path,
     *,
-    jobs: int = 1,
+    jobs: int | None = 1,
     force: bool = False,
     scheduler: str | None = None,
     natt_ports: tuple[int, ...] = (4500,),
     plots: bool = True,
     progress: BatchProgress | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> BatchResult:
-    """Analyze every capture PATHs name into ``out``; resume what an earlier run did."""
+    """Analyze every capture PATHs name into ``out``; resume what an earlier run did.
+
+    ``jobs``: worker processes, None for one per usable core; never more than
+    the captures to analyze or the cores (``notice`` is told when ``jobs`` was
+    capped: workers.py).
+    """
     discovery = discover_all(paths)
     found = discovery.jobs
     if sas:
@@ -172,7 +179,10 @@ def run_batch(
     if scheduler:
         run_dask(tasks, scheduler, done)
     else:
-        run_local(tasks, jobs, done)
+        workers = cap_workers(jobs or usable_cores(), len(tasks), usable_cores())
+        if notice is not None and jobs is not None and workers.why:
+            notice(workers.notice())
+        run_local(tasks, workers.count, done)
     rows = tuple(sorted([*reused, *results], key=lambda r: r.name))
     batch = BatchResult(
         rows,

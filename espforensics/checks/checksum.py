@@ -35,6 +35,7 @@ from espforensics.decode.inner import (
     Checked,
     check_inner,
 )
+from espforensics.frames import FrameRuns
 from espforensics.model import (
     Finding,
     FindingKind,
@@ -45,7 +46,6 @@ from espforensics.model import (
     Verdict,
 )
 
-FRAMES_KEPT = 1 << 16  # frames listed per finding; the count goes on past them
 _REASONS = {
     Verdict.ESP_MISPLACED: NOT_CHECKED + "the ESP header is misplaced (the plaintext may not "
     "start where its next header says)",
@@ -57,13 +57,12 @@ _REASONS = {
 @dataclass(slots=True)
 class _Kind:
     count: int = 0
-    frames: list[int] = field(default_factory=list)
+    frames: FrameRuns = field(default_factory=FrameRuns)  # every frame, as runs
     first: str = ""  # the first packet's detail, as evidence
 
     def add(self, rec: PacketRecord, detail: str) -> None:
         self.count += 1
-        if len(self.frames) < FRAMES_KEPT:
-            self.frames.append(rec.frame)
+        self.frames.add(rec.frame)
         if not self.first:
             self.first = f"frame {rec.frame} (seq {rec.seq}): {detail}"
 
@@ -153,7 +152,7 @@ def _finding(
         FindingKind.INNER_CHECKSUM,
         severity,
         spi,
-        tuple(kind.frames),
+        kind.frames.freeze(),
         n,
         f"{src} -> {dst}: {subject} {verb[n > 1]} {what}. First: {kind.first}",
         src,

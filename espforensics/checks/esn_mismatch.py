@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from espforensics.checks.context import PacketContext, PerFlow
 from espforensics.checks.coverage import Seen
+from espforensics.frames import FrameRuns
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 
 EXAMPLES = 5
@@ -47,6 +48,7 @@ class _Event:
 class _Sa:
     count: int = 0
     events: list[_Event] = field(default_factory=list)
+    frames: FrameRuns = field(default_factory=FrameRuns)  # every one, not only the events'
 
 
 def _hl(seq64: int) -> str:
@@ -84,6 +86,7 @@ class EsnMismatchCheck:
             return
         sa = self._sas.get(pkt.flow)
         sa.count += 1
+        sa.frames.add(rec.frame)
         if len(sa.events) < EXAMPLES and rec.seq_hi_verified is not None:
             verified = rec.seq_hi_verified << 32 | rec.seq64 & 0xFFFFFFFF
             sa.events.append(_Event(rec, rec.seq64, verified))
@@ -103,7 +106,7 @@ class EsnMismatchCheck:
                 FindingKind.ESN_MISMATCH,
                 Severity.HIGH,
                 spi,
-                tuple(e.rec.frame for e in sa.events),
+                sa.frames.freeze(),
                 sa.count,
                 f"{src} -> {dst}: {sa.count} packet{'s' if sa.count > 1 else ''} sealed with "
                 f"the wrong ESN high half, which a receiver drops (RFC 4303 A2.2): "

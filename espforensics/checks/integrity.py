@@ -17,10 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from espforensics.checks.context import PacketContext, SaState
+from espforensics.frames import FrameRuns
 from espforensics.keys.sa import SecurityAssociation
 from espforensics.model import Finding, FindingKind, Severity, Verdict
-
-EXAMPLES = 6  # frames named in a finding
 
 
 @dataclass(slots=True)
@@ -29,7 +28,7 @@ class _Sa:
     why: str
     packets: int = 0
     sound: int = 0  # decrypted_no_icv: trailer and inner header sound
-    frames: list[int] = field(default_factory=list)
+    frames: FrameRuns = field(default_factory=FrameRuns)  # every frame, as runs
 
 
 class IntegrityCheck:
@@ -51,8 +50,7 @@ class IntegrityCheck:
         acc.packets += 1
         if pkt.rec.verdict is Verdict.DECRYPTED_NO_ICV:
             acc.sound += 1
-        if len(acc.frames) < EXAMPLES:
-            acc.frames.append(pkt.rec.frame)
+        acc.frames.add(pkt.rec.frame)
 
     def finish(self) -> Iterator[Finding]:
         for acc in self._sas.values():
@@ -69,7 +67,7 @@ class IntegrityCheck:
                 FindingKind.NO_INTEGRITY,
                 Severity.HIGH,
                 sa.spi,
-                tuple(acc.frames),
+                acc.frames.freeze(),
                 acc.packets,
                 f"{what}; {acc.sound} of {acc.packets} packets decrypted to a sound trailer "
                 "and inner header, none proven authentic",

@@ -47,6 +47,7 @@ from espforensics.checks.coverage import Seen
 from espforensics.checks.ivmath import AGREE, SPAN, rank, signed_delta
 from espforensics.crypto import EncAuthContext
 from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.frames import FrameRuns
 from espforensics.keys.sa import NULL_CIPHER
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 
@@ -90,12 +91,12 @@ class _Sa:
     deviating: int = 0
     deltas: Counter[int] = field(default_factory=Counter)
     unrelated: int = 0
-    frames: list[int] = field(default_factory=list)
+    frames: FrameRuns = field(default_factory=FrameRuns)  # every one
     # CBC: the previous packet's last ciphertext block, and the IVs equal to it
     last: bytes = b""
     last_frame: int = 0
     chained: int = 0
-    chained_frames: list[int] = field(default_factory=list)
+    chained_frames: FrameRuns = field(default_factory=FrameRuns)
 
 
 def _sealed_with(rec: PacketRecord, seq64: int) -> int:
@@ -156,8 +157,7 @@ class IvDerivationCheck:
             sa.chained += 1
             note = f"IV is the last ciphertext block of frame {sa.last_frame} (chained)"
             rec.detail = f"{rec.detail}; {note}" if rec.detail else note
-            if len(sa.chained_frames) < EXAMPLES:
-                sa.chained_frames.append(rec.frame)
+            sa.chained_frames.add(rec.frame)
         end, body = len(data) - icv_len, (rec.esp_offset or 0) + ESP_HEADER_LEN + len(iv)
         if rec.verdict is not Verdict.TRUNCATED and end - len(iv) >= body:
             sa.last, sa.last_frame = bytes(data[end - len(iv) : end]), rec.frame
@@ -239,8 +239,7 @@ class IvDerivationCheck:
             sa.unrelated += 1  # the IV encodes no sequence number near this one
             note = "IV built from no nearby sequence number"
         rec.detail = f"{rec.detail}; {note}" if rec.detail else note
-        if len(sa.frames) < EXAMPLES:
-            sa.frames.append(rec.frame)
+        sa.frames.add(rec.frame)
 
     def finish(self) -> Iterator[Finding]:
         while self._probing:  # SAs with fewer packets than the window
@@ -275,7 +274,7 @@ class IvDerivationCheck:
             FindingKind.IV_DERIVATION,
             Severity.HIGH,
             spi,
-            tuple(sa.chained_frames),
+            sa.chained_frames.freeze(),
             sa.chained,
             f"{src} -> {dst}: {sa.chained} of {sa.packets} CBC IVs are chained: each equals "
             f"the last ciphertext block of the SA's previous packet, so the next IV is known "
@@ -295,7 +294,7 @@ class IvDerivationCheck:
             FindingKind.IV_DERIVATION,
             Severity.HIGH,
             spi,
-            tuple(sa.frames),
+            sa.frames.freeze(),
             sa.deviating,
             f"{src} -> {dst}: {sa.deviating} of {sa.packets} IVs not built from their own "
             f"sequence number (IV built from {common})",

@@ -40,6 +40,7 @@ from espforensics.checks.context import HEAD_LEN, PacketContext, SaState
 from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN, key_fingerprint
 from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.frames import Frames
 from espforensics.intervals import I64, U8, U64, IntervalSet, U64Set
 from espforensics.keys.sa import NULL_CIPHER, SaTable
 from espforensics.model import Finding, FindingKind, Severity
@@ -304,7 +305,7 @@ class IvReuseCheck:
             FindingKind.IV_REUSE,
             Severity.CRITICAL if group.nonce else Severity.HIGH,
             uses[-1].spi,
-            tuple(u.frame for u in uses[:6]),
+            Frames.of(u.frame for u in uses),  # every use the check kept
             len(uses),
             text,
         )

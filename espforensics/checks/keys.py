@@ -27,6 +27,7 @@ from espforensics.checks.unused import UnusedSaTracker
 from espforensics.crypto import context_for, leading_zero, salt_first
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.esn import EsnTracker
+from espforensics.frames import FrameRuns
 from espforensics.keys.sa import (
     AEAD_KEY_LAYOUT,
     CTR_AES,
@@ -85,8 +86,8 @@ class _Sa:
     verified: int = 0
     failed: int = 0
     garbled: int = 0  # verified ICV, unsound trailer: with enc + auth, a wrong cipher key
-    frames: list[int] = field(default_factory=list)
-    garbled_frames: list[int] = field(default_factory=list)
+    frames: FrameRuns = field(default_factory=FrameRuns)  # every one
+    garbled_frames: FrameRuns = field(default_factory=FrameRuns)
     samples: list[_Sample] = field(default_factory=list)
     cure: _Cure | None = None
     cured: int = 0  # failed packets that verify with the cure
@@ -177,7 +178,7 @@ class KeyCheck:
         if rec.verdict is Verdict.UNSUPPORTED:
             acc = self._unsupported.get(state) or self._unsupported.setdefault(state, _Sa(state.sa))
             acc.packets += 1
-            _keep(acc.frames, rec.frame)
+            acc.frames.add(rec.frame)
             return
         acc = self._sas.get(state) or self._sas.setdefault(state, _Sa(state.sa))
         acc.packets += 1
@@ -187,10 +188,10 @@ class KeyCheck:
             acc.verified += 1
             if rec.verdict is Verdict.BAD_TRAILER and state.sa.auth_algorithm is not None:
                 acc.garbled += 1
-                _keep(acc.garbled_frames, rec.frame)
+                acc.garbled_frames.add(rec.frame)
         elif rec.verdict is Verdict.AUTH_FAIL and rec.esp_offset is not None:
             acc.failed += 1
-            _keep(acc.frames, rec.frame)
+            acc.frames.add(rec.frame)
             self._doctor(acc, pkt, rec.esp_offset)
 
     def steady_known(self, state: SaState) -> bool:
@@ -243,7 +244,7 @@ class KeyCheck:
                 FindingKind.UNSUPPORTED,
                 Severity.HIGH,
                 sa.spi,
-                tuple(acc.frames),
+                acc.frames.freeze(),
                 acc.packets,
                 f"{acc.packets} ESP packets of SPI {sa.spi:#010x} not checked: {why}{sa.suite} "
                 "is not decrypted by this version, so nothing was proven about them",
@@ -297,7 +298,7 @@ def _mismatch(acc: _Sa) -> Finding:
         FindingKind.KEY_MISMATCH,
         Severity.HIGH,
         sa.spi,
-        tuple(acc.frames),
+        acc.frames.freeze(),
         acc.failed,
         f"SPI {sa.spi:#010x}: {text}",
         str(sa.src or ""),
@@ -329,7 +330,7 @@ def _cipher_mismatch(acc: _Sa) -> Finding:
         FindingKind.KEY_MISMATCH,
         Severity.HIGH,
         sa.spi,
-        tuple(acc.garbled_frames),
+        acc.garbled_frames.freeze(),
         acc.garbled,
         f"SPI {sa.spi:#010x}: {text}",
         str(sa.src or ""),
@@ -355,11 +356,6 @@ _HMAC_RFC = {
     "hmac(sha384)": "RFC 4868 s2.1.1",
     "hmac(sha512)": "RFC 4868 s2.1.1",
 }
-
-
-def _keep(frames: list[int], frame: int) -> None:
-    if len(frames) < 5:
-        frames.append(frame)
 
 
 def coverage(seen: Seen) -> str | None:

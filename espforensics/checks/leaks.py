@@ -37,6 +37,7 @@ from espforensics.decode.clear import (
     trailer_follows,
 )
 from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.frames import FrameRuns
 from espforensics.keys.sa import CLEAR_BY_DESIGN
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 
@@ -81,7 +82,7 @@ def name_fields(leaked: bytes) -> str:
 
 @dataclass(slots=True)
 class _PerSpi:
-    frames: list[int] = field(default_factory=list)
+    frames: FrameRuns = field(default_factory=FrameRuns)  # every one
     count: int = 0
     fields: set[str] = field(default_factory=set)
 
@@ -164,8 +165,7 @@ class LeakCheck:
         acc = per_spi.setdefault(spi if spi is not None else -1, _PerSpi())
         acc.count += 1
         acc.fields.add(fields)
-        if len(acc.frames) < 5:
-            acc.frames.append(frame)
+        acc.frames.add(frame)
 
     def finish(self) -> Iterator[Finding]:
         proven = (
@@ -193,7 +193,7 @@ class LeakCheck:
                     FindingKind.CLEARTEXT_LEAK,
                     severity,
                     spi if spi >= 0 else None,
-                    tuple(acc.frames),
+                    acc.frames.freeze(),
                     acc.count,
                     words.format(n=acc.count, fields="; ".join(sorted(acc.fields))),
                 )

@@ -29,6 +29,7 @@ from espforensics.checks.context import Flow, PacketContext
 from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN, opener
 from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.frames import FrameRuns
 from espforensics.keys.sa import SaTable
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 
@@ -41,7 +42,7 @@ _SEARCHED = frozenset({Verdict.AUTH_FAIL, Verdict.UNKNOWN_SA, Verdict.UNSUPPORTE
 
 @dataclass(slots=True)
 class _PerSpi:
-    frames: list[int] = field(default_factory=list)
+    frames: FrameRuns = field(default_factory=FrameRuns)  # every one
     count: int = 0
     proven: int = 0
     offsets: set[tuple[int, int]] = field(default_factory=set)
@@ -176,8 +177,7 @@ class PlacementCheck:
         acc.count += 1
         acc.proven += proven
         acc.offsets.add((rec.expected_offset, at))
-        if len(acc.frames) < 5:
-            acc.frames.append(rec.frame)
+        acc.frames.add(rec.frame)
 
     def finish(self) -> Iterator[Finding]:
         for spi, acc in sorted(self._per_spi.items()):
@@ -186,7 +186,7 @@ class PlacementCheck:
                 FindingKind.ESP_MISPLACED,
                 Severity.CRITICAL,
                 spi,
-                tuple(acc.frames),
+                acc.frames.freeze(),
                 acc.count,
                 f"{acc.count} packets carry the ESP header later than the outer headers "
                 f"(expected -> found offset: {where}); {acc.proven} proven by decryption",

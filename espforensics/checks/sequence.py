@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from espforensics.checks.context import Flow, PacketContext, PerFlow
 from espforensics.checks.coverage import Seen
+from espforensics.frames import FrameRuns
 from espforensics.intervals import U8, U64, IntervalSet
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 from espforensics.window import RecentWindow
@@ -50,10 +51,10 @@ class _Sa:
     seen: IntervalSet = field(default_factory=IntervalSet)
     top: int = -1
     digests: RecentWindow[bytes] = field(default_factory=lambda: RecentWindow(WINDOW))
-    dup_frames: list[int] = field(default_factory=list)
+    dup_frames: FrameRuns = field(default_factory=FrameRuns)  # every one
     duplicates: int = 0
     identical: int = 0
-    reorder_frames: list[int] = field(default_factory=list)
+    reorder_frames: FrameRuns = field(default_factory=FrameRuns)
     reordered: int = 0
     max_late: int = 0  # how far below the top the latest arrival was
     wraps: list[tuple[int, int]] = field(default_factory=list)  # (frame, new high half)
@@ -83,12 +84,12 @@ class SequenceCheck:
             rec.seq_anomaly = "duplicate-identical" if identical else "duplicate"
             sa.duplicates += 1
             sa.identical += identical
-            _keep(sa.dup_frames, rec.frame)
+            sa.dup_frames.add(rec.frame)
         elif seq64 < sa.top:
             rec.seq_anomaly = "reordered"
             sa.reordered += 1
             sa.max_late = max(sa.max_late, sa.top - seq64)
-            _keep(sa.reorder_frames, rec.frame)
+            sa.reorder_frames.add(rec.frame)
         if sa.top >= 0 and seq64 >> 32 > sa.top >> 32:
             sa.wraps.append((rec.frame, seq64 >> 32))
         sa.top = max(sa.top, seq64)
@@ -123,7 +124,7 @@ class SequenceCheck:
                     FindingKind.SEQ_DUPLICATE,
                     Severity.MEDIUM,
                     spi,
-                    tuple(sa.dup_frames),
+                    sa.dup_frames.freeze(),
                     sa.duplicates,
                     f"{where}: {sa.duplicates} repeated sequence numbers "
                     f"({sa.identical} byte-identical retransmissions, "
@@ -153,7 +154,7 @@ class SequenceCheck:
                     FindingKind.SEQ_REORDER,
                     sev,
                     spi,
-                    tuple(sa.reorder_frames),
+                    sa.reorder_frames.freeze(),
                     sa.reordered,
                     f"{where}: {sa.reordered} packets arrived after a "
                     f"higher sequence number, at most {sa.max_late} below it",
@@ -171,11 +172,6 @@ class SequenceCheck:
                     src,
                     dst,
                 )
-
-
-def _keep(frames: list[int], frame: int) -> None:
-    if len(frames) < 5:
-        frames.append(frame)
 
 
 def coverage(seen: Seen) -> str | None:

@@ -82,13 +82,19 @@ FORMATS: tuple[KeyFormat, ...] = (
 ARGUMENT_ORIGIN = "--sa (tcpdump -E text)"  # names a secret given in place of a path
 
 
-def load_sas(paths: Sequence[str | os.PathLike[str]]) -> SaTable:
+def load_sas(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+) -> SaTable:
     """Read every file, detect its format by content, merge all SAs into one table.
+
+    ``paths``: one path (a ``str`` is one path, not its characters) or several.
 
     A path that names no file but reads as tcpdump ``-E`` text is that text
     (named ``--sa (tcpdump -E text)`` in messages, never quoted: it holds a key).
     """
     table = SaTable()
+    if isinstance(paths, str | os.PathLike):
+        paths = [paths]
     for path in paths:
         name = os.fspath(path)
         if not os.path.lexists(name) and looks_like_secrets(name):

@@ -16,19 +16,35 @@ so all five say the same.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import PurePath
 
 from espforensics import narrative
 from espforensics.causes import CAUSES, LikelyCause, likely_causes
 from espforensics.coverage import CheckCoverage
+from espforensics.frames import Frames, display_filter
 from espforensics.lead import lead
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
 from espforensics.render.tcpdump import misplaced_filter
 from espforensics.summary import MisplacedLayout, SaSummary, Summary
 
 FINDINGS_SHOWN = 2000  # finding rows a report lists one by one; findings.csv has every one
+FILTER_SHOWN = 60  # a Wireshark filter longer than this is left to findings.csv
+
+
+def frames_text(frames: Sequence[int], shown: int = narrative.EXAMPLES) -> str:
+    """The first frames, then how many more and where all of them are listed:
+    ``20 21 22 23 24 ... and 89 more (findings.csv lists them)``, or the Wireshark
+    filter selecting them all when it is short."""
+    every = Frames.of(frames)
+    text = " ".join(map(str, every[:shown]))
+    if len(every) <= shown:
+        return text
+    where = display_filter(every)
+    where = f"Wireshark: {where}" if len(where) <= FILTER_SHOWN else "findings.csv lists them"
+    return f"{text} ... and {len(every) - shown} more ({where})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +95,7 @@ class GroupRow:
     spis: tuple[str, ...]
     frames: tuple[int, ...]  # a few example frames
     detail: str  # the first finding's
+    frames_text: str = ""  # those, how many more and where all are (frames_text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +109,9 @@ class FindingRow:
     src: str
     dst: str
     count: int
-    frames: tuple[int, ...]
+    frames: tuple[int, ...]  # the first few (findings.csv and summary.json have every one)
     detail: str
+    frames_text: str = ""  # those, how many more and where all are (frames_text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +279,7 @@ def report_content(
         verdict=narrative.verdict_sentences(summary),
         sas=tuple(_sa_row(sa) for sa in shown),
         sas_rest=rest,
-        groups=tuple(_group_row(g) for g in groups),
+        groups=tuple(_group_row(g, _kind_frames(summary, g.kind)) for g in groups),
         findings=tuple(_finding_row(f) for f in summary.finding_list[:FINDINGS_SHOWN]),
         findings_rest=max(0, len(summary.finding_list) - FINDINGS_SHOWN),
         layouts=tuple(_layout_row(x) for x in layouts),
@@ -331,7 +349,12 @@ def _sa_notes(sa: SaSummary) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def _group_row(g: narrative.FindingGroup) -> GroupRow:
+def _kind_frames(summary: Summary, kind: FindingKind) -> Frames:
+    """Every frame the findings of ``kind`` list, each once."""
+    return Frames.of(chain.from_iterable(f.frames for f in summary.finding_list if f.kind is kind))
+
+
+def _group_row(g: narrative.FindingGroup, frames: Frames) -> GroupRow:
     return GroupRow(
         g.kind.value,
         g.severity.value,
@@ -342,6 +365,7 @@ def _group_row(g: narrative.FindingGroup) -> GroupRow:
         tuple(f"{s:#010x}" for s in g.spis),
         g.frames,
         g.detail,
+        frames_text(frames),
     )
 
 
@@ -354,8 +378,9 @@ def _finding_row(f: Finding) -> FindingRow:
         f.src,
         f.dst,
         f.count,
-        f.frames,
+        tuple(f.frames[: narrative.EXAMPLES]),
         f.detail,
+        frames_text(f.frames),
     )
 
 

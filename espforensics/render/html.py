@@ -99,20 +99,10 @@ class Link:
     href: str  # a relative path, quoted here
 
 
-@dataclass(frozen=True, slots=True)
-class Raw:
-    """A cell of HTML made here from escaped parts, with the number it sorts by."""
-
-    html: str
-    key: int
-
-
-Cell = str | int | tuple[str, int] | Link | Raw  # text, a number, (text, sort key), a link
+Cell = str | int | tuple[str, int] | Link  # text, a number, (text, sort key), a link
 
 
 def _td(cell: Cell) -> str:
-    if isinstance(cell, Raw):
-        return f'<td data-sort="{cell.key}">{cell.html}</td>'
     if isinstance(cell, Link):
         return f'<td><a href="{escape(quote(cell.href))}">{escape(cell.text)}</a></td>'
     if isinstance(cell, tuple):
@@ -170,7 +160,6 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("sas", "SAs"),
     ("misplaced", "Misplaced ESP headers"),
 )
-FRAMES_INLINE = 10  # frames a cell lists before the rest fold away
 
 
 def _sections(report: Report) -> list[str]:
@@ -252,18 +241,6 @@ def _sas(report: Report) -> list[str]:
     return out + [_p(f"SPI {sa.spi}: {note}") for sa in report.sas for note in sa.notes]
 
 
-def frames_html(frames: Sequence[int]) -> str:
-    """Frame numbers, escaped; past ``FRAMES_INLINE`` the rest fold into a <details>."""
-    head = " ".join(map(str, frames[:FRAMES_INLINE]))
-    rest = frames[FRAMES_INLINE:]
-    if not rest:
-        return head
-    return (
-        f"{head} <details><summary>and {len(rest)} more</summary>"
-        f"{' '.join(map(str, rest))}</details>"
-    )
-
-
 def _findings(report: Report) -> list[str]:
     """One folded block per finding kind: its line, then a sortable table of its findings."""
     out = ['<h2 id="findings">Findings</h2>']
@@ -298,7 +275,7 @@ def _kind_table(kind: str, rows: list[FindingRow]) -> str:
             f.spi,
             *([f.src, f.dst] if flows else []),
             f.count,
-            Raw(frames_html(f.frames), f.frames[0] if f.frames else 0),
+            (f.frames_text, f.frames[0] if f.frames else 0),
             f.detail,
         ]
         for f in rows

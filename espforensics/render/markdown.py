@@ -73,7 +73,7 @@ def format_markdown(report: Report) -> str:
                     g.rows,
                     f"{g.count} {g.unit}",
                     " ".join(g.spis),
-                    " ".join(map(str, g.frames)),
+                    g.frames_text,
                     g.detail,
                 ]
                 for g in report.groups

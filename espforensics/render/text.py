@@ -8,6 +8,7 @@ Raises nothing; reads no clock and no environment.
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 from espforensics.render.content import Report, SaRow, report_content
@@ -21,22 +22,39 @@ def ascii_only(text: str) -> str:
     return text.encode("ascii", "backslashreplace").decode("ascii")
 
 
-def wrap(text: str, indent: str = "", hanging: str = "    ") -> list[str]:
-    """Lines of at most 72 columns; long words are broken too."""
-    return textwrap.wrap(
-        ascii_only(text),
+_KEEP = "\x00"  # stands for a space of a path kept whole: textwrap never breaks there
+
+
+def wrap(
+    text: str, indent: str = "", hanging: str = "    ", whole: tuple[str, ...] = ()
+) -> list[str]:
+    """Lines of at most 72 columns, broken only between words.
+
+    A word longer than a line (a path, a number, a hex string) stays whole on
+    a line of its own, longer than 72 columns: grep and copy-paste must find
+    it (``.../tso-on/captu`` + ``re.pcap`` found neither). The strings in
+    ``whole`` (paths, which may hold spaces) are not broken at their spaces
+    either.
+    """
+    text = ascii_only(text)
+    for keep in sorted({ascii_only(w) for w in whole if " " in w}, key=len, reverse=True):
+        text = text.replace(keep, keep.replace(" ", _KEEP))
+    lines = textwrap.wrap(
+        text,
         WIDTH,
         initial_indent=indent,
         subsequent_indent=indent + hanging,
+        break_long_words=False,
         break_on_hyphens=False,
-    ) or [""]
+    )
+    return [line.replace(_KEEP, " ") for line in lines] or [""]
 
 
 def format_summary(report: Report) -> str:
     """A few lines after ``analyze``: what the capture holds and how it verified."""
     h = report.header
     lines = [
-        *wrap(h.path),
+        *wrap(h.path, whole=(h.path,)),
         *(wrap(report.damage + ".", "  ") if report.damage else []),
         *(x for sentence in report.lead for x in wrap(sentence, "  ")),
         f"  {h.frames} frames, {h.esp_packets} ESP packets, {h.sa_count} SAs",
@@ -60,7 +78,7 @@ def _header(report: Report) -> list[str]:
     return [
         h.title,
         "",
-        *wrap(f"file:   {h.name} ({h.size:,} bytes)"),
+        *wrap(f"file:   {h.name} ({h.size:,} bytes)", whole=(h.name,)),
         *(x for sentence in report.lead for x in wrap(sentence, "  ")),
         f"sha256: {h.sha256}",
         f"first:  {h.first}",
@@ -88,7 +106,8 @@ def _findings(report: Report) -> list[str]:
     for g in report.groups:
         lines += wrap(f"{g.line}, SPI {' '.join(g.spis) or '-'}", "  ")
         if g.frames:
-            lines += wrap("frames " + " ".join(map(str, g.frames)), "    ")
+            keep = tuple(re.findall(r"frame\.number in \{[^}]*\}", g.frames_text))
+            lines += wrap("frames " + g.frames_text, "    ", whole=keep)
         lines += wrap(g.detail, "    ")
     return lines
 

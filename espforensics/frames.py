@@ -1,0 +1,137 @@
+"""Every frame a finding concerns, kept as runs of consecutive frame numbers.
+
+In: frame numbers, one at a time (``FrameRuns.add``, in any order) or all at
+once (``Frames.of``). Out: ``Frames``, an immutable ``Sequence[int]`` of the
+distinct frames, lowest first, and their texts: ``runs_text`` for
+findings.csv (``20-24 30``), ``display_filter`` for Wireshark
+(``frame.number in {20..24 30}``), ``frame_runs``/``from_runs`` for
+summary.json (``[[20, 24], [30, 30]]``). Raises nothing.
+
+Memory: per run of consecutive frames, not per frame (intervals.py): a
+finding over a million back-to-back packets costs one run. A finding whose
+frames never touch (every other frame) costs one run per frame, two ints;
+that is the bound, and what findings.csv must list anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from heapq import merge
+from itertools import islice
+from typing import overload
+
+from espforensics.intervals import IntervalSet
+
+
+class Frames(Sequence[int]):
+    """Distinct frame numbers, lowest first, stored as runs ``(first, last)``."""
+
+    __slots__ = ("_len", "_runs")
+
+    def __init__(self, runs: Iterable[tuple[int, int]] = ()) -> None:
+        self._runs = tuple((int(a), int(b)) for a, b in runs)
+        self._len = sum(b - a + 1 for a, b in self._runs)
+
+    @classmethod
+    def of(cls, frames: Iterable[int]) -> Frames:
+        """The frames of any iterable (repeats and order do not matter)."""
+        if isinstance(frames, Frames):
+            return frames
+        runs = FrameRuns()
+        for frame in frames:
+            runs.add(frame)
+        return runs.freeze()
+
+    @property
+    def runs(self) -> tuple[tuple[int, int], ...]:
+        return self._runs
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[int]:
+        for a, b in self._runs:
+            yield from range(a, b + 1)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[int, ...]: ...
+    def __getitem__(self, index: int | slice) -> int | tuple[int, ...]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._len)
+            if step == 1 and start == 0:
+                return tuple(islice(self, stop))
+            return tuple(self)[index]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError("frame index out of range")
+        for a, b in self._runs:
+            if index <= b - a:
+                return a + index
+            index -= b - a + 1
+        raise IndexError("frame index out of range")  # unreachable: _len counts the runs
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Frames):
+            return self._runs == other._runs
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return len(other) == self._len and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._runs)
+
+    def __repr__(self) -> str:
+        return f"Frames({runs_text(self) or 'none'})"
+
+
+class FrameRuns:
+    """A check's growing set of frames for one finding; ``freeze`` gives its ``Frames``."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = IntervalSet()
+
+    def add(self, frame: int) -> None:
+        self._set.add(frame)
+
+    def freeze(self) -> Frames:
+        return Frames(self._set.runs())
+
+
+def _runs_of(frames: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    return (frames if isinstance(frames, Frames) else Frames.of(frames)).runs
+
+
+def runs_text(frames: Sequence[int], sep: str = " ", dash: str = "-") -> str:
+    """``20-24 30``: every frame, a run of two or more as FIRST-LAST."""
+    return sep.join(f"{a}" if a == b else f"{a}{dash}{b}" for a, b in _runs_of(frames))
+
+
+def display_filter(frames: Sequence[int]) -> str:
+    """Wireshark's display filter selecting exactly these frames."""
+    return f"frame.number in {{{runs_text(frames, dash='..')}}}"
+
+
+def frame_runs(frames: Sequence[int]) -> list[list[int]]:
+    """summary.json's ``frames``: ``[[first, last], ...]``, every frame in a run."""
+    return [[a, b] for a, b in _runs_of(frames)]
+
+
+def from_runs(items: Iterable[int | Sequence[int]]) -> Frames:
+    """``frame_runs`` read back; a plain frame number (summary.json before runs) is a run too."""
+    return Frames((i, i) if isinstance(i, int) else (i[0], i[1]) for i in items)
+
+
+def first_frames(groups: Iterable[Sequence[int]], n: int) -> tuple[int, ...]:
+    """The ``n`` lowest distinct frames of several findings, without listing them all."""
+    out: list[int] = []
+    for frame in merge(*groups):
+        if not out or frame != out[-1]:
+            out.append(frame)
+            if len(out) == n:
+                break
+    return tuple(out)
