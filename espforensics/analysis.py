@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from espforensics.capture import open_capture
+from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.engine import Engine, Row
 from espforensics.errors import (
     TRACEBACK_FILE,
@@ -190,6 +191,14 @@ def _modes(table: SaTable, builder: SummaryBuilder) -> dict[tuple[int, str, str]
     return modes
 
 
+def _iv_schemes(analyzer: FrameAnalyzer) -> dict[tuple[int, str, str], str]:
+    """Each SA's IV scheme as the IV derivation check named it, by (spi, src, dst)."""
+    for check in analyzer.checks:
+        if isinstance(check, IvDerivationCheck):
+            return {key: str(scheme) for key, scheme in check.schemes().items()}
+    return {}
+
+
 def _run(
     path: str | os.PathLike[str],
     sas: KeysArg,
@@ -212,7 +221,9 @@ def _run(
     finally:
         engine.close()
     message = _stop_message(error)
-    return builder.finish(info(), analyzer.findings, _modes(analyzer.sas, builder), message), error
+    schemes = _iv_schemes(analyzer)
+    modes = _modes(analyzer.sas, builder)
+    return builder.finish(info(), analyzer.findings, modes, message, schemes), error
 
 
 def summarize(

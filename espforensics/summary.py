@@ -72,6 +72,7 @@ class SaSummary:
     reordered: int = 0
     missing: int = 0  # sequence numbers never seen between first and last
     mode: str = ""  # from the key file, else guessed from the next headers ("... (guess)")
+    iv_scheme: str = ""  # how the sender builds its IVs (model.IvScheme), "" if not asked
 
     @property
     def key(self) -> tuple[int, str, str]:
@@ -266,7 +267,9 @@ class _SaAcc:
             return "transport (guess)"
         return "mixed (guess)" if self.ip_payloads else ""
 
-    def summary(self, key: tuple[int, str, str], missing: int, mode: str) -> SaSummary:
+    def summary(
+        self, key: tuple[int, str, str], missing: int, mode: str, iv_scheme: str = ""
+    ) -> SaSummary:
         spi, src, dst = key
         return SaSummary(
             spi,
@@ -287,6 +290,7 @@ class _SaAcc:
             self.reordered,
             missing,
             mode or self.mode_guess(),
+            iv_scheme,
         )
 
 
@@ -412,11 +416,13 @@ class SummaryBuilder:
         findings: list[Finding],
         modes: dict[tuple[int, str, str], str] | None = None,
         error: str | None = None,
+        iv_schemes: dict[tuple[int, str, str], str] | None = None,
     ) -> Summary:
         """The summary of everything observed, with the checks' findings.
 
         ``capture`` gives path, sha256 and size; frames and times are counted
-        here. ``modes`` are the SA modes the key files state.
+        here. ``modes`` are the SA modes the key files state; ``iv_schemes`` each SA's
+        IV scheme as the IV derivation check named it (an SA it never saw: "unknown").
         """
         missing: Counter[tuple[int, str, str]] = Counter()
         per_kind: Counter[str] = Counter()
@@ -426,7 +432,13 @@ class SummaryBuilder:
                 missing[(f.spi, f.src, f.dst)] += f.count
         modes = modes or {}
         sas = tuple(
-            a.summary(key, missing[key], modes.get(key, "")) for key, a in sorted(self._sas.items())
+            a.summary(
+                key,
+                missing[key],
+                modes.get(key, ""),
+                "" if iv_schemes is None else iv_schemes.get(key, "unknown"),
+            )
+            for key, a in sorted(self._sas.items())
         )
         return Summary(
             tool_version=TOOL_VERSION,

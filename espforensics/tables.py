@@ -282,6 +282,7 @@ SA_COLUMNS = (
     "duplicates",
     "reordered",
     "missing",
+    "iv_scheme",
 )
 
 
@@ -315,6 +316,7 @@ def write_sas_csv(path: Path, summary: Summary) -> None:
                     sa.duplicates,
                     sa.reordered,
                     sa.missing,
+                    sa.iv_scheme,
                 ]
             )
 

@@ -28,6 +28,14 @@ ciphertext block of the SA's previous packet (the chained, predictable
 IVs of CVE-2022-46397) is a finding; a chance match of a 128-bit (3DES:
 64-bit) block is not a possibility.
 
+Other senders follow other schemes (ivscheme.py): an additive counter
+(``IV = seq64 + c``), random IVs, or worse. The window names each SA's
+scheme (``schemes()``, the ``iv_scheme`` column of sas.csv); packets are
+judged only against a counter scheme their SA follows, and a finding is
+made only where the scheme itself is unsound (a constant IV, chained or
+counter CBC IVs) or where a packet breaks its SA's own scheme. NULL
+encryption has no IV: its SAs are ``none`` and nothing is read as an IV.
+
 Without a usable key the high half of seq64 is the ESN inference's guess
 (RFC 4303 A2: the wire carries the low 32 bits, and the first packet's
 high half is unknown), so for such an SA only the low 32 bits of the IV
@@ -43,9 +51,17 @@ from dataclasses import dataclass, field
 from espforensics.checks import echainiv
 from espforensics.checks.context import Flow, Holds, PacketContext, PerFlow
 from espforensics.checks.ivmath import AGREE, SPAN, rank, signed_delta
+from espforensics.checks.ivscheme import MIN_SCHEME, Candidate, Reading, followed, read_ivs
 from espforensics.crypto import EncAuthContext
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
+from espforensics.model import (
+    Finding,
+    FindingKind,
+    IvScheme,
+    PacketRecord,
+    Severity,
+    Verdict,
+)
 
 WINDOW = 64  # packets of an SA that decide its constant
 NEARBY = 1 << 32  # a larger difference means the IV is unrelated to the packet's number
@@ -82,8 +98,13 @@ class _Sa:
     mask: int = _MASK64  # _MASK32 for an SA whose high halves are not authenticated
     words: int = 0  # CBC with its key: echainiv, the IV decrypted to this many words
     const: int | None = None  # seqiv's c; echainiv's packed inverse multipliers
-    probe: list[tuple[PacketRecord, int, int]] = field(default_factory=list)  # rec, seq64, IV
+    additive: bool = False  # const is an additive counter's: IV = seq64 + c
+    alt: Candidate | None = None  # another constant that reads every packet so far alike
+    scheme: IvScheme | None = None  # named when the window is settled
+    reading: Reading | None = None
+    probe: list[tuple[PacketRecord, int, int, int]] = field(default_factory=list)
     packets: int = 0
+    no_iv: int = 0  # packets of an algorithm without IV (NULL), or clear from the header on
     deviating: int = 0
     deltas: Counter[int] = field(default_factory=Counter)
     unrelated: int = 0
@@ -93,6 +114,8 @@ class _Sa:
     last_frame: int = 0
     chained: int = 0
     chained_frames: list[int] = field(default_factory=list)
+    repeated: int = 0  # packets of a constant-IV SA that carry its constant IV
+    repeated_frames: list[int] = field(default_factory=list)
 
 
 def _sealed_with(rec: PacketRecord, seq64: int) -> int:
@@ -116,11 +139,14 @@ class IvDerivationCheck:
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
-        if pkt.iv is None or rec.seq64 is None or not pkt.header_is_evidence:
+        if rec.seq64 is None or not pkt.header_is_evidence:
             return  # an auth_fail header under a key that verifies others may be forged
-        if pkt.clear_from_header:
-            return  # a clear packet right after the header (NULL): no IV to judge
         ctx = pkt.flow.state.ctx
+        if pkt.iv is None or pkt.clear_from_header:
+            # NULL (RFC 2410) has no IV, keyed or keyless (clear from the header on)
+            if (ctx is not None and not ctx.iv_len) or pkt.clear_from_header:
+                self._sas.get(pkt.flow).no_iv += 1
+            return
         sa = self._sas.get(pkt.flow)
         if isinstance(ctx, EncAuthContext) and not ctx.counter:  # CBC: echainiv
             start = (rec.esp_offset or 0) + ESP_HEADER_LEN
@@ -128,20 +154,32 @@ class IvDerivationCheck:
             self._chaining(sa, pkt, raw, ctx.icv_len)
             sa.words = ctx.iv_len // 8
             iv = echainiv.pack(ctx.iv_words(raw)[0].tolist())
+            wire = int.from_bytes(raw) & _MASK64
         else:
             if not sa.packets and not pkt.flow.state.proven:
                 sa.mask = _MASK32
-            iv = pkt.iv & sa.mask
+            iv = wire = pkt.iv & sa.mask
         sa.packets += 1
-        if sa.const is not None:
+        if sa.scheme is not None:
             self._judge(sa, rec, iv)
+            self._repeat(sa, rec, wire)
             return
         if not sa.probe:
             self._probing[sa] = rec.frame
-        sa.probe.append((rec, rec.seq64 & sa.mask, iv))
+        sa.probe.append((rec, rec.seq64 & sa.mask, iv, wire))
         self._holds.hold(rec.frame)
         if len(sa.probe) >= WINDOW:
             self._settle(sa)
+
+    @staticmethod
+    def _repeat(sa: _Sa, rec: PacketRecord, wire: int) -> None:
+        """A packet of a constant-IV SA: count it if it carries the constant IV."""
+        reading = sa.reading
+        if reading is None or reading.constant_iv is None or wire != reading.constant_iv:
+            return
+        sa.repeated += 1
+        if len(sa.repeated_frames) < EXAMPLES:
+            sa.repeated_frames.append(rec.frame)
 
     @staticmethod
     def _chaining(sa: _Sa, pkt: PacketContext, iv: bytes, icv_len: int) -> None:
@@ -165,14 +203,16 @@ class IvDerivationCheck:
     def steady_sa(self, flow: Flow) -> _Sa | None:
         """The flow's state once its constant is settled (the steady lane's case), else None."""
         sa = self._sas.known(flow)
-        return sa if sa is not None and sa.const is not None else None
+        if sa is None or sa.scheme is None or sa.alt is not None:
+            return None  # not settled, or xor and add not told apart yet: per frame
+        return sa
 
     @staticmethod
-    def steady_constant(sa: _Sa) -> tuple[int, int] | None:
-        """(constant, mask) of a seqiv SA; None when its IVs follow no counter."""
+    def steady_constant(sa: _Sa) -> tuple[int, int, bool] | None:
+        """(constant, mask, additive) of a seqiv or counter SA; None when it follows neither."""
         if sa.words or sa.const == _NOT_COUNTER or sa.const is None:
             return None
-        return sa.const, sa.mask
+        return sa.const, sa.mask, sa.additive
 
     @staticmethod
     def steady_multipliers(sa: _Sa) -> tuple[int, ...] | None:
@@ -200,26 +240,49 @@ class IvDerivationCheck:
             self._settle(sa)
 
     def _settle(self, sa: _Sa) -> None:
-        samples = [(seq64, iv) for _, seq64, iv in sa.probe]
-        if sa.words:
-            const = echainiv.choose_multipliers(samples, sa.words)
-        else:
-            const = choose_constant(samples, sa.mask)
-        sa.const = _NOT_COUNTER if const is None else const
+        reading = self._read(sa)
+        sa.reading, sa.scheme = reading, reading.scheme
+        sa.const = _NOT_COUNTER
+        if reading.scheme in (IvScheme.SEQIV, IvScheme.COUNTER) and not sa.words:
+            first = reading.candidates[0]
+            sa.const, sa.additive = first.const, first.additive
+            sa.alt = reading.candidates[1] if len(reading.candidates) > 1 else None
+        elif reading.scheme is IvScheme.ECHAINIV and reading.candidates:
+            sa.const = reading.candidates[0].const
         self._probing.pop(sa, None)
-        for rec, _, iv in sa.probe:
+        for rec, _, iv, wire in sa.probe:
             self._judge(sa, rec, iv)
+            self._repeat(sa, rec, wire)
             self._holds.release(rec.frame)
         sa.probe = []
+
+    @staticmethod
+    def _read(sa: _Sa) -> Reading:
+        """The SA's scheme from its window (ivscheme.py; CBC: chained, then echainiv)."""
+        n = len(sa.probe)
+        if not sa.words:
+            return read_ivs([(seq64, iv) for _, seq64, iv, _ in sa.probe], sa.mask)
+        if n >= MIN_SCHEME and 2 * sa.chained >= n - 1 and sa.chained >= MIN_SCHEME - 1:
+            return Reading(IvScheme.CHAINED)  # the first packet has no predecessor
+        samples = [(seq64, iv) for _, seq64, iv, _ in sa.probe]
+        found = echainiv.choose_multipliers(samples, sa.words) if n >= MIN_SCHEME else None
+        if found is not None and followed(echainiv.score(found, samples, sa.words), n):
+            return Reading(IvScheme.ECHAINIV, (Candidate(False, found),))
+        return read_ivs([(seq64, wire) for _, seq64, _, wire in sa.probe])  # on the wire
 
     def _judge(self, sa: _Sa, rec: PacketRecord, iv: int) -> None:
         const, seq64 = sa.const, rec.seq64
         if const is None or const == _NOT_COUNTER or seq64 is None:
             return
         seq64 &= sa.mask
-        # The number the IV encodes: seqiv's IV xor c; echainiv's words times 1/multiplier
-        # (None when the words disagree: the IV encodes no number at all).
-        built_from = echainiv.built_from(iv, const, sa.words) if sa.words else iv ^ const
+        # The number the IV encodes: seqiv's IV xor c, a counter's IV - c; echainiv's words
+        # times 1/multiplier (None when the words disagree: the IV encodes no number at all).
+        if sa.words:
+            built_from = echainiv.built_from(iv, const, sa.words)
+        else:
+            built_from = Candidate(sa.additive, const).built_from(iv, sa.mask)
+            if sa.alt is not None and self._tell(sa, built_from == seq64, iv, seq64):
+                built_from = seq64  # the other constant reads it at its own number
         delta = 0 if built_from is None else signed_delta(built_from, seq64, sa.mask)
         if built_from is not None and not delta:
             rec.iv_seq_delta = 0
@@ -237,32 +300,77 @@ class IvDerivationCheck:
         if len(sa.frames) < EXAMPLES:
             sa.frames.append(rec.frame)
 
+    @staticmethod
+    def _tell(sa: _Sa, fits: bool, iv: int, seq64: int) -> bool:
+        """xor or add: a packet that only one of the two constants reads at its own number
+        decides (every packet before it read alike). True when it switched to the other."""
+        alt = sa.alt
+        assert alt is not None
+        other = alt.built_from(iv, sa.mask) == seq64
+        if fits == other:
+            return False  # both or neither: still undecided
+        sa.alt = None
+        if fits:
+            return False
+        sa.const, sa.additive = alt.const, alt.additive
+        sa.scheme = alt.scheme
+        return True
+
     def finish(self) -> Iterator[Finding]:
         while self._probing:  # SAs with fewer packets than the window
             self._settle(next(iter(self._probing)))
         for (spi, src, dst), sa in self._sas.items():
-            if sa.const == _NOT_COUNTER:
-                how = (
-                    "CBC IVs not derived from the sequence number by echainiv (no multiplier "
-                    "makes their decrypted words seq64 x (salt | 1))"
-                    if sa.words
-                    else "IVs not counter-derived (no common IV xor seq)"
-                )
-                yield Finding(
-                    FindingKind.IV_DERIVATION,
-                    Severity.INFO,
-                    spi,
-                    (),
-                    sa.packets,
-                    f"{src} -> {dst}: {how}",
-                    src,
-                    dst,
-                )
+            if sa.scheme is IvScheme.CONSTANT:
+                yield self._constant(spi, src, dst, sa)
+            elif sa.words and sa.scheme in (IvScheme.SEQIV, IvScheme.COUNTER):
+                yield self._predictable(spi, src, dst, sa)
             elif sa.deviating:
                 yield self._deviating(spi, src, dst, sa)
         for (spi, src, dst), sa in self._sas.items():
             if sa.chained:
                 yield self._chained(spi, src, dst, sa)
+
+    def schemes(self) -> dict[tuple[int, str, str], IvScheme]:
+        """Each SA's IV scheme by (SPI, src, dst), once ``finish`` settled every window."""
+        out = {}
+        for key, sa in self._sas.items():
+            if sa.scheme is not None:
+                out[key] = sa.scheme
+            else:
+                out[key] = IvScheme.NONE if sa.no_iv else IvScheme.UNKNOWN
+        return out
+
+    @staticmethod
+    def _constant(spi: int, src: str, dst: str, sa: _Sa) -> Finding:
+        reading = sa.reading
+        assert reading is not None and reading.constant_iv is not None
+        return Finding(
+            FindingKind.IV_DERIVATION,
+            Severity.HIGH,
+            spi,
+            tuple(sa.repeated_frames),
+            sa.repeated,
+            f"{src} -> {dst}: a constant IV: {sa.repeated} of {sa.packets} packets carry IV "
+            f"{reading.constant_iv:x} (an IV must not repeat under one key: RFC 4106 s3.1, "
+            f"RFC 3602 s2.1)",
+            src,
+            dst,
+        )
+
+    @staticmethod
+    def _predictable(spi: int, src: str, dst: str, sa: _Sa) -> Finding:
+        how = "seq64 xor c" if sa.scheme is IvScheme.SEQIV else "seq64 + c"
+        return Finding(
+            FindingKind.IV_DERIVATION,
+            Severity.HIGH,
+            spi,
+            (),
+            sa.packets,
+            f"{src} -> {dst}: CBC IVs on the wire follow a counter (IV = {how}): the next IV "
+            f"is known before the packet is sent (RFC 3602 s2.1 wants them unpredictable)",
+            src,
+            dst,
+        )
 
     @staticmethod
     def _chained(spi: int, src: str, dst: str, sa: _Sa) -> Finding:
@@ -293,7 +401,8 @@ class IvDerivationCheck:
             tuple(sa.frames),
             sa.deviating,
             f"{src} -> {dst}: {sa.deviating} of {sa.packets} IVs not built from their own "
-            f"sequence number (IV built from {common})",
+            f"sequence number (IV built from {common})"
+            + ("; the SA's IVs are an additive counter, IV = seq64 + c" if sa.additive else ""),
             src,
             dst,
         )

@@ -19,7 +19,8 @@ per-frame path, the reference):
   the group has seen (no reuse), the group still counting in runs; or,
   with CBC's 16-byte IVs, its IV's 64-bit fold new to the group's hash set
   and to the batch, and its ciphertext whole 16-byte blocks;
-- its IV was built from its own seq64 (or the SA's IVs follow no counter);
+- its IV was built from its own seq64 by its SA's counter scheme, seqiv's
+  xor or an additive counter (or the SA follows neither, checks/ivscheme.py);
   with CBC, its IV is not the last ciphertext block of the SA's previous
   packet;
 - its ICV verifies, its trailer is sound, its inner headers decode, and
@@ -328,7 +329,10 @@ class SteadyLane:
                 constant = IvDerivationCheck.steady_constant(ivd)
                 if constant is not None:  # the IV built from its own number
                     c, m = np.uint64(constant[0]), np.uint64(constant[1])
-                    wrong |= ((plan.iv[pos[mine]] & m) ^ c) != (cand & m)
+                    ivs = plan.iv[pos[mine]] & m
+                    # seqiv: IV xor c; an additive counter: IV - c (mod 2^64, then the mask)
+                    built = (ivs - c) & m if constant[2] else ivs ^ c
+                    wrong |= built != (cand & m)
                     plan.counter[pos[mine]] = True
             bad[np.flatnonzero(mine)[wrong]] = True
         if unit.wide:

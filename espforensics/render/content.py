@@ -61,6 +61,7 @@ class SaRow:
     others: str  # the verdicts other than ok, "esp_misplaced 12", or ""
     verdicts: str  # every verdict seen, "ok 6, esp_misplaced 12"
     mbit: str  # "39.07", or "-"
+    iv_scheme: str = ""  # how the sender builds its IVs (sas.csv iv_scheme), "" if not known
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +270,7 @@ def _sa_row(sa: SaSummary) -> SaRow:
         narrative.others(sa),
         _counts(sa.verdicts),
         narrative.mbit(sa),
+        sa.iv_scheme,
     )
 
 
