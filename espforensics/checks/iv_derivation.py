@@ -154,11 +154,11 @@ class IvDerivationCheck:
             self._chaining(sa, pkt, raw, ctx.icv_len)
             sa.words = ctx.iv_len // 8
             iv = echainiv.pack(ctx.iv_words(raw)[0].tolist())
-            wire = int.from_bytes(raw) & _MASK64
+            wire = int.from_bytes(raw)
         else:
             if not sa.packets and not pkt.flow.state.proven:
                 sa.mask = _MASK32
-            iv = wire = pkt.iv & sa.mask
+            iv, wire = pkt.iv & sa.mask, pkt.iv
         sa.packets += 1
         if sa.scheme is not None:
             self._judge(sa, rec, iv)
@@ -261,14 +261,16 @@ class IvDerivationCheck:
         """The SA's scheme from its window (ivscheme.py; CBC: chained, then echainiv)."""
         n = len(sa.probe)
         if not sa.words:
-            return read_ivs([(seq64, iv) for _, seq64, iv, _ in sa.probe], sa.mask)
+            whole = [(seq64, wire) for _, seq64, _, wire in sa.probe]
+            return read_ivs([(seq64, iv) for _, seq64, iv, _ in sa.probe], sa.mask, whole)
         if n >= MIN_SCHEME and 2 * sa.chained >= n - 1 and sa.chained >= MIN_SCHEME - 1:
             return Reading(IvScheme.CHAINED)  # the first packet has no predecessor
         samples = [(seq64, iv) for _, seq64, iv, _ in sa.probe]
         found = echainiv.choose_multipliers(samples, sa.words) if n >= MIN_SCHEME else None
         if found is not None and followed(echainiv.score(found, samples, sa.words), n):
             return Reading(IvScheme.ECHAINIV, (Candidate(False, found),))
-        return read_ivs([(seq64, wire) for _, seq64, _, wire in sa.probe])  # on the wire
+        whole = [(seq64, wire) for _, seq64, _, wire in sa.probe]  # the IVs on the wire
+        return read_ivs([(seq64, wire & _MASK64) for seq64, wire in whole], _MASK64, whole)
 
     def _judge(self, sa: _Sa, rec: PacketRecord, iv: int) -> None:
         const, seq64 = sa.const, rec.seq64

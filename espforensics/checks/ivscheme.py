@@ -111,12 +111,20 @@ def _constant(samples: Sequence[tuple[int, int]]) -> Reading | None:
     return None
 
 
-def read_ivs(samples: Sequence[tuple[int, int]], mask: int = _MASK64) -> Reading:
-    """The scheme a window of (seq64, IV) samples follows (the module docstring's rules)."""
+def read_ivs(
+    samples: Sequence[tuple[int, int]],
+    mask: int = _MASK64,
+    whole: Sequence[tuple[int, int]] | None = None,
+) -> Reading:
+    """The scheme a window of (seq64, IV) samples follows (the module docstring's rules).
+
+    ``whole``: the same samples with their whole IVs, when ``samples`` carry only
+    the ``mask`` bits of them (a constant IV is one IV, not one low half).
+    """
     n = len(samples)
     if n < MIN_SCHEME:
         return Reading(IvScheme.UNKNOWN)
-    constant = _constant(samples)
+    constant = _constant(samples if whole is None else whole)
     if constant is not None:
         return constant
     xors = {iv ^ (s & mask) for s, iv in samples}

@@ -271,6 +271,7 @@ class SteadyLane:
             or not state.proven
             or state.tentative is not None
             or not state.tracker.placed
+            or state.tracker.top >> 32 < state.sa.esn_hi  # below the key file's: a finding
             or not self._key.steady_known(state)
             or self._seq.steady_sa(flow) is None
             or self._ivd.steady_sa(flow) is None
