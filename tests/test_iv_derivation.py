@@ -24,7 +24,7 @@ from espforensics.capture import open_capture
 from espforensics.checks.context import Flow, Holds, PacketContext, SaState
 from espforensics.checks.iv_derivation import WINDOW, IvDerivationCheck, choose_constant
 from espforensics.checks.ivmath import SPAN
-from espforensics.checks.ivscheme import MIN_SCHEME
+from espforensics.checks.ivscheme import MIN_SCHEME, read_ivs
 from espforensics.decode.ip import OuterIp
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable, Secret, SecurityAssociation, load_sas
@@ -184,6 +184,9 @@ def test_the_constant_does_not_depend_on_the_packets_order(
     first = choose_constant(samples)
     assert choose_constant(samples[::-1]) == first
     assert choose_constant(samples[1:] + samples[:1]) == first
+    reading = read_ivs(samples)  # the scheme too, xor or add
+    assert read_ivs(samples[::-1]) == reading
+    assert read_ivs(samples[1:] + samples[:1]) == reading
 
 
 @pytest.mark.parametrize("start", [0x3A2C4, 0x3A2C5, (1 << 32) - 3])

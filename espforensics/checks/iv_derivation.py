@@ -11,13 +11,13 @@ Primer s4 and s7: seqiv makes ``IV = seq64 xor c`` with one constant c
 per SA. The first packets of a capture do not give c: when most packets
 are built from seq + 1, two even-seq packets agree on ``c xor 1``. So c
 is chosen from the SA's first ``WINDOW`` packets (held until then, or
-until the pipeline forces them): every ``IV xor (seq64 + d)`` with
-``|d| <= SPAN`` is a candidate, and the one with the most concentrated
-histogram of deltas wins: the largest product of n^n over the deltas'
-counts (``_rank`` gives the full order). This does not depend on which packet
-comes first, only on which packets the window holds. No candidate under
-which ``AGREE`` packets share a delta: the SA's IVs are not
-counter-derived (echainiv's random IVs with CBC), which is not a fault.
+until the pipeline forces them): every ``IV xor (seq64 + d)`` (and, for an
+additive counter, ``IV - (seq64 + d)``) with ``|d| <= SPAN`` is a
+candidate, and the one with the most concentrated histogram of deltas
+wins: the largest product of n^n over the deltas' counts (``ivmath.rank``
+gives the full order). This does not depend on which packet comes first,
+only on which packets the window holds (ivscheme.py says from how many
+packets a scheme is named at all).
 
 CBC (RFC 3602 s2.1) needs IVs no one can predict, and Linux makes them
 with echainiv: random-looking on the wire, but decrypted with the SA's key
@@ -45,13 +45,20 @@ and of the sequence number are compared: a guess must not make a finding.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from espforensics.checks import echainiv
 from espforensics.checks.context import Flow, Holds, PacketContext, PerFlow
-from espforensics.checks.ivmath import AGREE, SPAN, rank, signed_delta
-from espforensics.checks.ivscheme import MIN_SCHEME, Candidate, Reading, followed, read_ivs
+from espforensics.checks.ivmath import signed_delta
+from espforensics.checks.ivscheme import (
+    MIN_SCHEME,
+    Candidate,
+    Reading,
+    choose_constant,
+    followed,
+    read_ivs,
+)
 from espforensics.crypto import EncAuthContext
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.model import (
@@ -63,34 +70,14 @@ from espforensics.model import (
     Verdict,
 )
 
+__all__ = ["WINDOW", "IvDerivationCheck", "choose_constant"]  # choose_constant: seqiv only
+
 WINDOW = 64  # packets of an SA that decide its constant
 NEARBY = 1 << 32  # a larger difference means the IV is unrelated to the packet's number
 EXAMPLES = 5
 _MASK64 = (1 << 64) - 1
 _MASK32 = (1 << 32) - 1  # keyless: the low halves only, the high half being a guess
 _NOT_COUNTER = -1
-
-
-def choose_constant(samples: Sequence[tuple[int, int]], mask: int = _MASK64) -> int | None:
-    """The seqiv constant of (seq64, IV) samples, or None if they are not counter-derived.
-
-    Candidates are ``IV xor (seq64 + d)`` for ``|d| <= SPAN``: every constant
-    that puts some sample within SPAN of its own number. The best by
-    ``_rank`` wins if under it at least two samples share a delta; a single
-    sample gives its own constant (what the ranking gives it).
-    """
-    constants = {iv ^ seq64 for seq64, iv in samples}
-    if len(constants) == 1:  # every packet at delta 0: provably the best, no ranking needed
-        return constants.pop()
-    votes: dict[int, dict[int, int]] = {}
-    for seq64, iv in samples:
-        for d in range(-SPAN, SPAN + 1):
-            per_delta = votes.setdefault(iv ^ ((seq64 + d) & mask), {})
-            per_delta[d] = per_delta.get(d, 0) + 1
-    best = max(votes, key=lambda c: rank(c, votes[c]), default=None)
-    if best is None or max(votes[best].values()) < AGREE:
-        return None
-    return best
 
 
 @dataclass(slots=True, eq=False)  # identity hash: a key of the probing queue
@@ -178,6 +165,8 @@ class IvDerivationCheck:
         if reading is None or reading.constant_iv is None or wire != reading.constant_iv:
             return
         sa.repeated += 1
+        note = "IV built from no sequence number (the SA's one constant IV)"
+        rec.detail = f"{rec.detail}; {note}" if rec.detail else note
         if len(sa.repeated_frames) < EXAMPLES:
             sa.repeated_frames.append(rec.frame)
 

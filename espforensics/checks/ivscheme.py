@@ -146,3 +146,25 @@ def read_ivs(
 
 def _packets(per_delta: dict[int, int]) -> int:
     return sum(per_delta.values())
+
+
+def choose_constant(samples: Sequence[tuple[int, int]], mask: int = _MASK64) -> int | None:
+    """The seqiv constant of (seq64, IV) samples, or None if they are not counter-derived.
+
+    Candidates are ``IV xor (seq64 + d)`` for ``|d| <= SPAN``: every constant
+    that puts some sample within SPAN of its own number. The best by
+    ``_rank`` wins if under it at least two samples share a delta; a single
+    sample gives its own constant (what the ranking gives it).
+    """
+    constants = {iv ^ seq64 for seq64, iv in samples}
+    if len(constants) == 1:  # every packet at delta 0: provably the best, no ranking needed
+        return constants.pop()
+    votes: dict[int, dict[int, int]] = {}
+    for seq64, iv in samples:
+        for d in range(-SPAN, SPAN + 1):
+            per_delta = votes.setdefault(iv ^ ((seq64 + d) & mask), {})
+            per_delta[d] = per_delta.get(d, 0) + 1
+    best = max(votes, key=lambda c: rank(c, votes[c]), default=None)
+    if best is None or max(votes[best].values()) < AGREE:
+        return None
+    return best
