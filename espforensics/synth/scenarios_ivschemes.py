@@ -47,17 +47,15 @@ def iv_counter(seed: int = 1) -> Scenario:
     # Odd constants: xor and add differ from seq 1 on, so the scheme is told at once.
     c1, c2 = rng.getrandbits(64) | 1, rng.getrandbits(64) | 1
     for seq in range(1, PACKETS + 1):
-        send_udp(cb, clean, seq, Fault(iv=IvFixed(counter_iv(seq, c1))))
+        send_udp(cb, clean, seq, Fault(iv=IvFixed(counter_iv(seq, c1)), tags=("iv_counter",)))
         ahead = seq == 20
-        fault = Fault(
-            iv=IvFixed(counter_iv(seq + ahead, c2)),
-            tags=("iv_not_counter", "iv_reuse_later") if ahead else (),
-        )
+        tags = ("iv_counter", "iv_not_counter", "iv_reused_later") if ahead else ("iv_counter",)
+        fault = Fault(iv=IvFixed(counter_iv(seq + ahead, c2)), tags=tags)
         send_udp(cb, broken, seq, fault, outgoing=False)
         if ahead:
             cb.retag(len(cb.frames), iv_seq_delta=1)
         elif seq == 21:
-            cb.retag(len(cb.frames), tags=("iv_reuse",))
+            cb.retag(len(cb.frames), tags=("iv_counter", "iv_reuse"))
     desc = "SAs 0xb001, 0xb002: IV = seq64 + c (additive counter); 0xb002 seq 20 from seq 21"
     facts = {"iv_repeats": 1, "iv_not_counter": 1}
     return cb.scenario("iv-counter", desc, (clean.sealer, broken.sealer), facts=facts)
@@ -68,7 +66,7 @@ def iv_random(seed: int = 1) -> Scenario:
     rng, cb = random.Random(seed), CaptureBuilder(seed)
     flow = SaFlow(make_sa(rng, 0xB101, V4_A, V4_B), V4_A, V4_B)
     for seq in range(1, PACKETS + 1):
-        send_udp(cb, flow, seq, Fault(iv=IvRandom(seed * 7919 + seq)))
+        send_udp(cb, flow, seq, Fault(iv=IvRandom(seed * 7919 + seq), tags=("iv_random",)))
     desc = "SA 0xb101: 40 random IVs"
     return cb.scenario("iv-random", desc, (flow.sealer,))
 
@@ -132,6 +130,6 @@ def esn_below(seed: int = 1) -> Scenario:
     sa = make_sa(rng, 0xB501, V4_A, V4_B, esn=True, esn_hi=ESN_HI_GIVEN)
     flow = SaFlow(sa, V4_A, V4_B)
     for seq in range(1, 13):
-        send_udp(cb, flow, ESN_HI_USED << 32 | seq, Fault(tags=("esn_below",)))
+        send_udp(cb, flow, ESN_HI_USED << 32 | seq, Fault(tags=("esn_below",)))  # sealed as sent
     desc = "ESN SA 0xb501, esn_hi 0x201 in the key file: seq 0x200:00000001 .. 0x200:0000000c"
     return cb.scenario("esn-below", desc, (flow.sealer,), facts={"esn_below": 12})
