@@ -211,10 +211,10 @@ def test_esn_below_the_key_files_high_half_is_reported() -> None:
         "ICV verifies only with ESN high half 0x200, below the key file's 0x201"
     }
     assert [(f.kind, f.severity, f.count, f.frames) for f in findings] == [
-        (FindingKind.ESN_MISMATCH, Severity.HIGH, 12, (1, 2, 3, 4, 5))
+        (FindingKind.ESN_MISMATCH, Severity.HIGH, 100, (1, 2, 3, 4, 5))
     ]
     assert findings[0].detail == (
-        "192.0.2.1 -> 192.0.2.2: 12 packets verify only with ESN high half 0x200, below the "
+        "192.0.2.1 -> 192.0.2.2: 100 packets verify only with ESN high half 0x200, below the "
         "0x201 the key file gives (esn_hi): the key file's high half is wrong, or the sender "
         "seals with one a receiver at 0x201 has left behind and drops (RFC 4303 A2.2)"
     )

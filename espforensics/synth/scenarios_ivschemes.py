@@ -1,13 +1,14 @@
 """Scenarios of senders that are not Linux, and of ESP packets with nothing to check.
 
 In: a seed. Out: ``Scenario`` objects (see docs/synth.md): ``iv-counter``
-(an additive counter, ``IV = seq64 + c``, on two SAs, one packet of the
-second built from seq+1), ``iv-random`` (random IVs), ``iv-constant`` (one
-IV on every packet), ``null-icmp`` (NULL encryption with HMAC-SHA1 carrying
-ICMP echoes: no IV at all), ``esp-header-only`` (an ESP packet of 8 bytes,
-SPI and sequence number only, among sound ones) and ``esn-below`` (an ESN
-SA whose key file says high half 0x201 while its packets are sealed with
-0x200). Raises nothing for valid seeds.
+(an additive counter, ``IV = seq64 + c``, on two SAs of 200 and 40
+packets, one packet of the second built from seq+1), ``iv-random``
+(random IVs), ``iv-constant`` (one IV on every packet), ``null-icmp``
+(NULL encryption with HMAC-SHA1 carrying ICMP echoes: no IV at all),
+``esp-header-only`` (an ESP packet of 8 bytes, SPI and sequence number
+only, among sound ones) and ``esn-below`` (an ESN SA whose key file says
+high half 0x201 while its packets are sealed with 0x200).
+Raises nothing for valid seeds.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from espforensics.synth.truth import FrameTruth, Scenario
 
 _U64 = (1 << 64) - 1
 PACKETS = 40  # per SA: past ivscheme.MIN_RANDOM (16) and MIN_SCHEME (4)
+LONG = 200  # past the IV derivation check's window (64), so the steady lane may take the rest
 
 
 def counter_iv(seq64: int, constant: int) -> bytes:
@@ -40,14 +42,16 @@ def counter_iv(seq64: int, constant: int) -> bytes:
 
 
 def iv_counter(seed: int = 1) -> Scenario:
-    """Two SAs whose IVs are seq64 + c; on the second, seq 20 carries the IV of seq 21."""
+    """Two SAs whose IVs are seq64 + c (200 and 40 packets); 0xb002's seq 20 has seq 21's IV."""
     rng, cb = random.Random(seed), CaptureBuilder(seed)
     clean = SaFlow(make_sa(rng, 0xB001, V4_A, V4_B), V4_A, V4_B)
     broken = SaFlow(make_sa(rng, 0xB002, V4_B, V4_A), V4_B, V4_A)
     # Odd constants: xor and add differ from seq 1 on, so the scheme is told at once.
     c1, c2 = rng.getrandbits(64) | 1, rng.getrandbits(64) | 1
-    for seq in range(1, PACKETS + 1):
+    for seq in range(1, LONG + 1):  # past the 64-packet window: the steady lane's case
         send_udp(cb, clean, seq, Fault(iv=IvFixed(counter_iv(seq, c1)), tags=("iv_counter",)))
+        if seq > PACKETS:
+            continue
         ahead = seq == 20
         tags = ("iv_counter", "iv_not_counter", "iv_reused_later") if ahead else ("iv_counter",)
         fault = Fault(iv=IvFixed(counter_iv(seq + ahead, c2)), tags=tags)
@@ -56,7 +60,7 @@ def iv_counter(seed: int = 1) -> Scenario:
             cb.retag(len(cb.frames), iv_seq_delta=1)
         elif seq == 21:
             cb.retag(len(cb.frames), tags=("iv_counter", "iv_reuse"))
-    desc = "SAs 0xb001, 0xb002: IV = seq64 + c (additive counter); 0xb002 seq 20 from seq 21"
+    desc = "SAs 0xb001 (seq 1..200), 0xb002 (1..40): IV = seq64 + c; 0xb002 seq 20 from seq 21"
     facts = {"iv_repeats": 1, "iv_not_counter": 1}
     return cb.scenario("iv-counter", desc, (clean.sealer, broken.sealer), facts=facts)
 
@@ -125,11 +129,11 @@ ESN_HI_USED = 0x200
 
 
 def esn_below(seed: int = 1) -> Scenario:
-    """An ESN SA whose key file says high half 0x201; its 12 packets are sealed with 0x200."""
+    """An ESN SA whose key file says high half 0x201; its 100 packets are sealed with 0x200."""
     rng, cb = random.Random(seed), CaptureBuilder(seed)
     sa = make_sa(rng, 0xB501, V4_A, V4_B, esn=True, esn_hi=ESN_HI_GIVEN)
     flow = SaFlow(sa, V4_A, V4_B)
-    for seq in range(1, 13):
+    for seq in range(1, 101):  # past the 64-packet window: the steady lane must refuse them
         send_udp(cb, flow, ESN_HI_USED << 32 | seq, Fault(tags=("esn_below",)))  # sealed as sent
-    desc = "ESN SA 0xb501, esn_hi 0x201 in the key file: seq 0x200:00000001 .. 0x200:0000000c"
-    return cb.scenario("esn-below", desc, (flow.sealer,), facts={"esn_below": 12})
+    desc = "ESN SA 0xb501, esn_hi 0x201 in the key file: seq 0x200:00000001 .. 0x200:00000064"
+    return cb.scenario("esn-below", desc, (flow.sealer,), facts={"esn_below": 100})
