@@ -255,3 +255,29 @@ def test_real_captures_keep_their_schemes(folder: Path, keys: bool) -> None:
     want = ("echainiv" if keys else "random") if cbc else "seqiv"
     assert schemes == {0x1001: want, 0x1002: want}
     assert not [f for f in result.summary.finding_list if "constant IV" in f.detail]
+
+
+def test_a_lone_header_only_packet_makes_no_key_mismatch() -> None:
+    """The SA's only packet is 8 bytes: before, auth_fail and a high key_mismatch."""
+    sc = build_scenario("esp-header-only", seed=1)
+    analyzer = FrameAnalyzer(SaTable(sc.sas), Options(), "lone")
+    [rec] = iter_records([sc.frames[8]._replace(number=1)], analyzer)
+    assert (rec.verdict, rec.esp_len) == (Verdict.TRUNCATED, 8)
+    assert analyzer.findings == []
+
+
+def test_clear_icmp_is_told_from_ciphertext() -> None:
+    """decode/clear.py: a NULL packet's ICMP echo is clear; one flipped byte, or GCM, is not."""
+    from espforensics.decode.clear import KEYLESS_ICV_LENS, clear_icmp
+
+    def esp(name: str) -> tuple[bytes, bytes, bytes]:
+        frame = build_scenario(name, seed=1).frames[0].data[14:]  # Ethernet, then IPv4
+        return frame, frame[12:16], frame[16:20]
+
+    data, src, dst = esp("null-icmp")
+    assert clear_icmp(data, 28, src, dst, KEYLESS_ICV_LENS)  # IPv4 20 + ESP header 8
+    broken = data[:40] + bytes([data[40] ^ 1]) + data[41:]  # a byte of the echo's data
+    assert not clear_icmp(broken, 28, src, dst, KEYLESS_ICV_LENS)
+    data, src, dst = esp("iv-random")
+    assert not clear_icmp(data, 28, src, dst, KEYLESS_ICV_LENS)
+    assert not clear_icmp(data, 36, src, dst, KEYLESS_ICV_LENS)  # after an 8-byte IV
