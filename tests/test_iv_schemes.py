@@ -281,3 +281,16 @@ def test_clear_icmp_is_told_from_ciphertext() -> None:
     data, src, dst = esp("iv-random")
     assert not clear_icmp(data, 28, src, dst, KEYLESS_ICV_LENS)
     assert not clear_icmp(data, 36, src, dst, KEYLESS_ICV_LENS)  # after an 8-byte IV
+
+
+@pytest.mark.parametrize("keys", [True, False], ids=["keyed", "keyless"])
+def test_chained_cbc_ivs_are_found_with_and_without_the_key(keys: bool) -> None:
+    """encauth-faults' SA 0x7502 (cbc(aes) + hmac(sha1)) chains 9 of its 10 IVs."""
+    records, findings, schemes = _run("encauth-faults", keys)
+    assert schemes[0x7502] == "chained"
+    chained = [f for f in findings if "chained" in f.detail]
+    assert [(f.spi, f.severity, f.count, f.frames) for f in chained] == [
+        (0x7502, Severity.HIGH, 9, (14, 15, 16, 17, 18))
+    ]
+    noted = [r.frame for r in records if "(chained)" in r.detail]
+    assert noted == list(range(14, 23))

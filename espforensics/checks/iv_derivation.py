@@ -44,12 +44,18 @@ and of the sequence number are compared: a guess must not make a finding.
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 from espforensics.checks import echainiv
 from espforensics.checks.context import Flow, Holds, PacketContext, PerFlow
+from espforensics.checks.iv_sa import (
+    IvSa,
+    chained_finding,
+    constant_finding,
+    deviating_finding,
+    predictable_finding,
+)
 from espforensics.checks.ivmath import signed_delta
 from espforensics.checks.ivscheme import (
     MIN_SCHEME,
@@ -60,13 +66,12 @@ from espforensics.checks.ivscheme import (
     read_ivs,
 )
 from espforensics.crypto import EncAuthContext
+from espforensics.decode.clear import KEYLESS_ICV_LENS
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.model import (
     Finding,
-    FindingKind,
     IvScheme,
     PacketRecord,
-    Severity,
     Verdict,
 )
 
@@ -78,31 +83,6 @@ EXAMPLES = 5
 _MASK64 = (1 << 64) - 1
 _MASK32 = (1 << 32) - 1  # keyless: the low halves only, the high half being a guess
 _NOT_COUNTER = -1
-
-
-@dataclass(slots=True, eq=False)  # identity hash: a key of the probing queue
-class _Sa:
-    mask: int = _MASK64  # _MASK32 for an SA whose high halves are not authenticated
-    words: int = 0  # CBC with its key: echainiv, the IV decrypted to this many words
-    const: int | None = None  # seqiv's c; echainiv's packed inverse multipliers
-    additive: bool = False  # const is an additive counter's: IV = seq64 + c
-    alt: Candidate | None = None  # another constant that reads every packet so far alike
-    scheme: IvScheme | None = None  # named when the window is settled
-    reading: Reading | None = None
-    probe: list[tuple[PacketRecord, int, int, int]] = field(default_factory=list)
-    packets: int = 0
-    no_iv: int = 0  # packets of an algorithm without IV (NULL), or clear from the header on
-    deviating: int = 0
-    deltas: Counter[int] = field(default_factory=Counter)
-    unrelated: int = 0
-    frames: list[int] = field(default_factory=list)
-    # CBC: the previous packet's last ciphertext block, and the IVs equal to it
-    last: bytes = b""
-    last_frame: int = 0
-    chained: int = 0
-    chained_frames: list[int] = field(default_factory=list)
-    repeated: int = 0  # packets of a constant-IV SA that carry its constant IV
-    repeated_frames: list[int] = field(default_factory=list)
 
 
 def _sealed_with(rec: PacketRecord, seq64: int) -> int:
@@ -120,9 +100,9 @@ class IvDerivationCheck:
     def __init__(self, holds: Holds) -> None:
         self._holds = holds
         holds.on_force(self._force)
-        self._sas: PerFlow[_Sa] = PerFlow(_Sa)
+        self._sas: PerFlow[IvSa] = PerFlow(IvSa)
         # SAs still choosing their constant, by their first held frame (capture order).
-        self._probing: OrderedDict[_Sa, int] = OrderedDict()
+        self._probing: OrderedDict[IvSa, int] = OrderedDict()
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
@@ -145,6 +125,8 @@ class IvDerivationCheck:
         else:
             if not sa.packets and not pkt.flow.state.proven:
                 sa.mask = _MASK32
+            if ctx is None:
+                self._chaining_keyless(sa, pkt, pkt.iv)
             iv, wire = pkt.iv & sa.mask, pkt.iv
         sa.packets += 1
         if sa.scheme is not None:
@@ -159,7 +141,7 @@ class IvDerivationCheck:
             self._settle(sa)
 
     @staticmethod
-    def _repeat(sa: _Sa, rec: PacketRecord, wire: int) -> None:
+    def _repeat(sa: IvSa, rec: PacketRecord, wire: int) -> None:
         """A packet of a constant-IV SA: count it if it carries the constant IV."""
         reading = sa.reading
         if reading is None or reading.constant_iv is None or wire != reading.constant_iv:
@@ -171,7 +153,7 @@ class IvDerivationCheck:
             sa.repeated_frames.append(rec.frame)
 
     @staticmethod
-    def _chaining(sa: _Sa, pkt: PacketContext, iv: bytes, icv_len: int) -> None:
+    def _chaining(sa: IvSa, pkt: PacketContext, iv: bytes, icv_len: int) -> None:
         """A CBC packet: is its IV the last ciphertext block of the SA's previous packet?"""
         rec, data = pkt.rec, pkt.data
         if sa.last and iv == sa.last:
@@ -185,11 +167,44 @@ class IvDerivationCheck:
             sa.last, sa.last_frame = bytes(data[end - len(iv) : end]), rec.frame
 
     @staticmethod
-    def observe_steady_cbc(sa: _Sa, last: bytes, last_frame: int) -> None:
+    def _chaining_keyless(sa: IvSa, pkt: PacketContext, iv: int) -> None:
+        """``_chaining`` without a key: the IV and ICV lengths are unknown.
+
+        The 8 IV bytes are looked for where the previous packet's last cipher
+        block (16 or 8 bytes) starts before an ICV of any length an unknown SA
+        may use, never inside its header and first 16 bytes (an IV of up to
+        16): 10 places, so random IVs match by chance with a probability
+        near 10 * 2^-64 per packet.
+        """
+        rec, data = pkt.rec, pkt.data
+        tail, head, ivb = sa.last, sa.last_head, iv.to_bytes(8)
+        found = (
+            ivb in tail[head:]
+            and any(  # the search first: one C call per packet
+                head <= len(tail) - icv - block
+                and tail[len(tail) - icv - block : len(tail) - icv - block + 8] == ivb
+                for icv in KEYLESS_ICV_LENS
+                for block in (16, 8)
+            )
+        )
+        if found:
+            sa.chained += 1
+            note = f"IV is the last ciphertext block of frame {sa.last_frame} (chained)"
+            rec.detail = f"{rec.detail}; {note}" if rec.detail else note
+            if len(sa.chained_frames) < EXAMPLES:
+                sa.chained_frames.append(rec.frame)
+        if rec.verdict is not Verdict.TRUNCATED:
+            body = (rec.esp_offset or 0) + ESP_HEADER_LEN + 16  # past an IV of up to 16 bytes
+            keep = max(KEYLESS_ICV_LENS) + 16
+            sa.last, sa.last_frame = bytes(data[-keep:]), rec.frame
+            sa.last_head = max(0, body - (len(data) - len(sa.last)))  # ciphertext from here on
+
+    @staticmethod
+    def observe_steady_cbc(sa: IvSa, last: bytes, last_frame: int) -> None:
         """``_chaining`` for packets none of whose IVs is its predecessor's last block."""
         sa.last, sa.last_frame = last, last_frame
 
-    def steady_sa(self, flow: Flow) -> _Sa | None:
+    def steady_sa(self, flow: Flow) -> IvSa | None:
         """The flow's state once its constant is settled (the steady lane's case), else None."""
         sa = self._sas.known(flow)
         if sa is None or sa.scheme is None or sa.alt is not None:
@@ -197,21 +212,21 @@ class IvDerivationCheck:
         return sa
 
     @staticmethod
-    def steady_constant(sa: _Sa) -> tuple[int, int, bool] | None:
+    def steady_constant(sa: IvSa) -> tuple[int, int, bool] | None:
         """(constant, mask, additive) of a seqiv or counter SA; None when it follows neither."""
         if sa.words or sa.const == _NOT_COUNTER or sa.const is None:
             return None
         return sa.const, sa.mask, sa.additive
 
     @staticmethod
-    def steady_multipliers(sa: _Sa) -> tuple[int, ...] | None:
+    def steady_multipliers(sa: IvSa) -> tuple[int, ...] | None:
         """An echainiv SA's inverse multipliers, one per IV word; None if it has none."""
         if not sa.words or sa.const == _NOT_COUNTER or sa.const is None:
             return None
         return tuple((sa.const >> (64 * i)) & _MASK64 for i in range(sa.words))
 
     @staticmethod
-    def observe_steady(sa: _Sa, packets: int) -> None:
+    def observe_steady(sa: IvSa, packets: int) -> None:
         """What ``observe`` does for packets whose IV was built from their own seq64 (delta 0)."""
         sa.packets += packets
 
@@ -228,7 +243,7 @@ class IvDerivationCheck:
                 return
             self._settle(sa)
 
-    def _settle(self, sa: _Sa) -> None:
+    def _settle(self, sa: IvSa) -> None:
         reading = self._read(sa)
         sa.reading, sa.scheme = reading, reading.scheme
         sa.const = _NOT_COUNTER
@@ -246,14 +261,14 @@ class IvDerivationCheck:
         sa.probe = []
 
     @staticmethod
-    def _read(sa: _Sa) -> Reading:
+    def _read(sa: IvSa) -> Reading:
         """The SA's scheme from its window (ivscheme.py; CBC: chained, then echainiv)."""
         n = len(sa.probe)
+        if n >= MIN_SCHEME and 2 * sa.chained >= n - 1 and sa.chained >= MIN_SCHEME - 1:
+            return Reading(IvScheme.CHAINED)  # the first packet has no predecessor
         if not sa.words:
             whole = [(seq64, wire) for _, seq64, _, wire in sa.probe]
             return read_ivs([(seq64, iv) for _, seq64, iv, _ in sa.probe], sa.mask, whole)
-        if n >= MIN_SCHEME and 2 * sa.chained >= n - 1 and sa.chained >= MIN_SCHEME - 1:
-            return Reading(IvScheme.CHAINED)  # the first packet has no predecessor
         samples = [(seq64, iv) for _, seq64, iv, _ in sa.probe]
         found = echainiv.choose_multipliers(samples, sa.words) if n >= MIN_SCHEME else None
         if found is not None and followed(echainiv.score(found, samples, sa.words), n):
@@ -261,7 +276,7 @@ class IvDerivationCheck:
         whole = [(seq64, wire) for _, seq64, _, wire in sa.probe]  # the IVs on the wire
         return read_ivs([(seq64, wire & _MASK64) for seq64, wire in whole], _MASK64, whole)
 
-    def _judge(self, sa: _Sa, rec: PacketRecord, iv: int) -> None:
+    def _judge(self, sa: IvSa, rec: PacketRecord, iv: int) -> None:
         const, seq64 = sa.const, rec.seq64
         if const is None or const == _NOT_COUNTER or seq64 is None:
             return
@@ -292,7 +307,7 @@ class IvDerivationCheck:
             sa.frames.append(rec.frame)
 
     @staticmethod
-    def _tell(sa: _Sa, fits: bool, iv: int, seq64: int) -> bool:
+    def _tell(sa: IvSa, fits: bool, iv: int, seq64: int) -> bool:
         """xor or add: a packet that only one of the two constants reads at its own number
         decides (every packet before it read alike). True when it switched to the other."""
         alt = sa.alt
@@ -312,14 +327,14 @@ class IvDerivationCheck:
             self._settle(next(iter(self._probing)))
         for (spi, src, dst), sa in self._sas.items():
             if sa.scheme is IvScheme.CONSTANT:
-                yield self._constant(spi, src, dst, sa)
+                yield constant_finding(spi, src, dst, sa)
             elif sa.words and sa.scheme in (IvScheme.SEQIV, IvScheme.COUNTER):
-                yield self._predictable(spi, src, dst, sa)
+                yield predictable_finding(spi, src, dst, sa)
             elif sa.deviating:
-                yield self._deviating(spi, src, dst, sa)
+                yield deviating_finding(spi, src, dst, sa)
         for (spi, src, dst), sa in self._sas.items():
             if sa.chained:
-                yield self._chained(spi, src, dst, sa)
+                yield chained_finding(spi, src, dst, sa)
 
     def schemes(self) -> dict[tuple[int, str, str], IvScheme]:
         """Each SA's IV scheme by (SPI, src, dst), once ``finish`` settled every window."""
@@ -330,70 +345,3 @@ class IvDerivationCheck:
             else:
                 out[key] = IvScheme.NONE if sa.no_iv else IvScheme.UNKNOWN
         return out
-
-    @staticmethod
-    def _constant(spi: int, src: str, dst: str, sa: _Sa) -> Finding:
-        reading = sa.reading
-        assert reading is not None and reading.constant_iv is not None
-        return Finding(
-            FindingKind.IV_DERIVATION,
-            Severity.HIGH,
-            spi,
-            tuple(sa.repeated_frames),
-            sa.repeated,
-            f"{src} -> {dst}: a constant IV: {sa.repeated} of {sa.packets} packets carry IV "
-            f"{reading.constant_iv:x} (an IV must not repeat under one key: RFC 4106 s3.1, "
-            f"RFC 3602 s2.1)",
-            src,
-            dst,
-        )
-
-    @staticmethod
-    def _predictable(spi: int, src: str, dst: str, sa: _Sa) -> Finding:
-        how = "seq64 xor c" if sa.scheme is IvScheme.SEQIV else "seq64 + c"
-        return Finding(
-            FindingKind.IV_DERIVATION,
-            Severity.HIGH,
-            spi,
-            (),
-            sa.packets,
-            f"{src} -> {dst}: CBC IVs on the wire follow a counter (IV = {how}): the next IV "
-            f"is known before the packet is sent (RFC 3602 s2.1 wants them unpredictable)",
-            src,
-            dst,
-        )
-
-    @staticmethod
-    def _chained(spi: int, src: str, dst: str, sa: _Sa) -> Finding:
-        return Finding(
-            FindingKind.IV_DERIVATION,
-            Severity.HIGH,
-            spi,
-            tuple(sa.chained_frames),
-            sa.chained,
-            f"{src} -> {dst}: {sa.chained} of {sa.packets} CBC IVs are chained: each equals "
-            f"the last ciphertext block of the SA's previous packet, so the next IV is known "
-            f"before the packet is sent (predictable IVs, as in CVE-2022-46397; RFC 3602 s2.1 "
-            f"wants them unpredictable)",
-            src,
-            dst,
-        )
-
-    @staticmethod
-    def _deviating(spi: int, src: str, dst: str, sa: _Sa) -> Finding:
-        common = ", ".join(
-            [f"seq{d:+d} x{n}" for d, n in sa.deltas.most_common(4)]
-            + ([f"no nearby seq x{sa.unrelated}"] if sa.unrelated else [])
-        )
-        return Finding(
-            FindingKind.IV_DERIVATION,
-            Severity.HIGH,
-            spi,
-            tuple(sa.frames),
-            sa.deviating,
-            f"{src} -> {dst}: {sa.deviating} of {sa.packets} IVs not built from their own "
-            f"sequence number (IV built from {common})"
-            + ("; the SA's IVs are an additive counter, IV = seq64 + c" if sa.additive else ""),
-            src,
-            dst,
-        )
