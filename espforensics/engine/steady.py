@@ -11,7 +11,8 @@ case, which the lane proves before it takes it (from the first packet that
 is not, the rest of its key group's packets in the batch go through the
 per-frame path, the reference):
 - its SA has a usable key that verified a packet already, is not waiting
-  for its ESN place, and every check has seen the SA before;
+  for its ESN place, is not below the key file's ESN high half (the ESN
+  mismatch check's case), and every check has seen the SA before;
 - its seq64 is what RFC 4303 A2.2's inference gives from the SA's top,
   for every running top within the batch (one high half, no wrap);
 - its sequence number is above every one its flow has seen (no duplicate,
