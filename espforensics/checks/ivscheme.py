@@ -134,8 +134,11 @@ def read_ivs(
         found += [Candidate(True, c) for c in adds if len(adds) == 1]
         return Reading(found[0].scheme, tuple(found))
     votes = _votes(samples, mask)
-    best = max(votes, key=lambda k: (*rank(k[1], votes[k])[:-1], not k[0], -k[1]))
-    if followed(votes[best], n):
+    # Only a candidate under which AGREE packets share a delta can be followed, and any
+    # such one outranks every other (n^n > 1): rank those alone (random IVs have none).
+    shared = [k for k, per in votes.items() if max(per.values()) >= AGREE]
+    best = max(shared, key=lambda k: (*rank(k[1], votes[k])[:-1], not k[0], -k[1]), default=None)
+    if best is not None and followed(votes[best], n):
         chosen = Candidate(*best)
         return Reading(chosen.scheme, (chosen,))
     distinct = len({iv for _, iv in samples}) == n
