@@ -75,6 +75,7 @@ from espforensics.model import (
     Verdict,
 )
 
+_COUNTERS = (IvScheme.SEQIV, IvScheme.COUNTER)
 __all__ = ["WINDOW", "IvDerivationCheck", "choose_constant"]  # choose_constant: seqiv only
 
 WINDOW = 64  # packets of an SA that decide its constant
@@ -125,13 +126,14 @@ class IvDerivationCheck:
         else:
             if not sa.packets and not pkt.flow.state.proven:
                 sa.mask = _MASK32
-            if ctx is None:
+            if ctx is None and sa.scheme not in _COUNTERS:  # a counter's IVs chain nothing
                 self._chaining_keyless(sa, pkt, pkt.iv)
             iv, wire = pkt.iv & sa.mask, pkt.iv
         sa.packets += 1
         if sa.scheme is not None:
             self._judge(sa, rec, iv)
-            self._repeat(sa, rec, wire)
+            if sa.scheme is IvScheme.CONSTANT:
+                self._repeat(sa, rec, wire)
             return
         if not sa.probe:
             self._probing[sa] = rec.frame
@@ -286,7 +288,7 @@ class IvDerivationCheck:
         if sa.words:
             built_from = echainiv.built_from(iv, const, sa.words)
         else:
-            built_from = Candidate(sa.additive, const).built_from(iv, sa.mask)
+            built_from = (iv - const) & sa.mask if sa.additive else iv ^ const  # Candidate's
             if sa.alt is not None and self._tell(sa, built_from == seq64, iv, seq64):
                 built_from = seq64  # the other constant reads it at its own number
         delta = 0 if built_from is None else signed_delta(built_from, seq64, sa.mask)

@@ -116,10 +116,11 @@ def clear_icmp(data: bytes, start: int, src: bytes, dst: bytes, icv_lens: tuple[
     error, and a sound trailer name it: random ciphertext passes by chance
     with a probability near 2^-27.
     """
+    n = len(data)
     for icv in icv_lens:
-        end = len(data) - icv
+        end = n - icv
         nh = data[end - 1] if end - start >= 10 else -1
-        if nh not in _ICMP_TYPES:
+        if nh not in _ICMP_TYPES:  # the next header an ICMP message takes (most fail here)
             continue
         trailer = parse_trailer(data[start:end])
         if trailer.problem or trailer.payload_len < 8:
