@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from espforensics.capture import open_capture
 from espforensics.capture.regular import check_regular
+from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.engine import Engine, Row
 from espforensics.errors import (
     TRACEBACK_FILE,
@@ -204,6 +205,14 @@ def _modes(table: SaTable, builder: SummaryBuilder) -> dict[tuple[int, str, str]
     return modes
 
 
+def _iv_schemes(analyzer: FrameAnalyzer) -> dict[tuple[int, str, str], str]:
+    """Each SA's IV scheme as the IV derivation check named it, by (spi, src, dst)."""
+    for check in analyzer.checks:
+        if isinstance(check, IvDerivationCheck):
+            return {key: str(scheme) for key, scheme in check.schemes().items()}
+    return {}
+
+
 def _run(
     path: str | os.PathLike[str],
     sas: KeysArg,
@@ -228,11 +237,13 @@ def _run(
     finally:
         engine.close()
     message = _stop_message(error)
+    schemes = _iv_schemes(analyzer)
     summary = builder.finish(
         info(),
         analyzer.findings,
         _modes(analyzer.sas, builder),
         message,
+        iv_schemes=schemes,
         unused_sas=analyzer.unused_sas,
         key_notes=tuple(analyzer.sas.notes),
     )

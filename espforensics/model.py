@@ -94,6 +94,22 @@ class InnerChecksum(StrEnum):
     NOT_CHECKED = "not_checked"  # could not be verified; ``detail`` says why
 
 
+class IvScheme(StrEnum):
+    """How an SA's sender builds its explicit IVs; the value is written to ``iv_scheme``.
+
+    docs/checks.md ("IV schemes") says how each is recognised and from how many packets.
+    """
+
+    SEQIV = "seqiv"  # IV = seq64 xor c (Linux's seqiv)
+    COUNTER = "counter"  # IV = seq64 + c mod 2^64 (an additive counter)
+    ECHAINIV = "echainiv"  # CBC: Linux's echainiv, read back with the SA's key
+    CHAINED = "chained"  # CBC: IV = the previous packet's last ciphertext block
+    RANDOM = "random"  # no structure over at least 16 distinct IVs
+    CONSTANT = "constant"  # one IV on most packets
+    UNKNOWN = "unknown"  # too few packets, or IVs that follow no one scheme
+    NONE = "none"  # the algorithm has no IV (NULL encryption)
+
+
 class Severity(StrEnum):
     """How bad a finding is (documented in docs/checks.md)."""
 

@@ -328,6 +328,8 @@ class FrameAnalyzer:
         """Decrypt at the expected offset and set the verdict (RFC 4303 s3.4)."""
         rec, state, data = pkt.rec, pkt.state, pkt.data
         sa, ctx = state.sa, state.ctx
+        if self._too_short(pkt):
+            return
         if sa is None:
             rec.verdict = Verdict.UNKNOWN_SA
             rec.detail = f"no key for SPI {rec.spi:#010x}"
@@ -381,6 +383,31 @@ class FrameAnalyzer:
         rec.verdict = Verdict.BAD_TRAILER if problem else Verdict.OK
         if problem:
             rec.detail = problem
+
+    @staticmethod
+    def _too_short(pkt: PacketContext) -> bool:
+        """Is the whole ESP packet too short to be one? Then it is ``truncated``.
+
+        RFC 4303 s2: after the header come the IV, at least the pad length and
+        next header, and the ICV. A packet shorter than that for its algorithm
+        (or, without a key, nothing but the 8-byte header and less than 2 bytes)
+        cannot verify under any key: KLIPS drops it as too short, tshark and
+        tcpdump call it truncated. It says nothing about the key.
+        """
+        rec, ctx = pkt.rec, pkt.state.ctx
+        if len(pkt.data) < pkt.ip.total_len or rec.esp_len is None:
+            return False  # cut by the snap length: _verify says so
+        need = ESP_HEADER_LEN + 2 + (0 if ctx is None else ctx.iv_len + ctx.icv_len)
+        if rec.esp_len >= need:
+            return False
+        if pkt.state.sa is not None:
+            rec.algorithm = pkt.state.sa.suite
+        rec.verdict = Verdict.TRUNCATED
+        rec.detail = (
+            f"ESP packet of {rec.esp_len} bytes: shorter than the {need} that the ESP header, "
+            f"IV, pad length, next header and ICV take (RFC 4303 s2)"
+        )
+        return True
 
     def _esn_place(self, pkt: PacketContext, inferred: int, verified: int) -> int:
         """The seq64 a verified ESN packet's place implies (RFC 4303 A2.2).

@@ -83,6 +83,7 @@ class SaSummary:
     tfc_padded_to: dict[str, int] = field(default_factory=dict)
     # packets per inner_checksum value of the SA's decrypted packets: {"ok": 140, ...}
     inner_checksums: dict[str, int] = field(default_factory=dict)
+    iv_scheme: str = ""  # how the sender builds its IVs (model.IvScheme), "" if not asked
 
     @property
     def key(self) -> tuple[int, str, str]:
@@ -316,7 +317,9 @@ class _SaAcc:
             return "transport (guess)"
         return "mixed (guess)" if self.ip_payloads else ""
 
-    def summary(self, key: tuple[int, str, str], missing: int, mode: str) -> SaSummary:
+    def summary(
+        self, key: tuple[int, str, str], missing: int, mode: str, iv_scheme: str = ""
+    ) -> SaSummary:
         spi, src, dst = key
         return SaSummary(
             spi,
@@ -341,6 +344,7 @@ class _SaAcc:
             self.tfc_bytes,
             {str(k): n for k, n in sorted(self.tfc_to.items(), key=_most)[:PADDED_TO_KEPT]},
             {c.value: self.checksums[c.value] for c in InnerChecksum if self.checksums[c.value]},
+            iv_scheme,
         )
 
 
@@ -484,12 +488,14 @@ class SummaryBuilder:
         error: str | None = None,
         unused_sas: tuple[UnusedSa, ...] = (),
         key_notes: tuple[str, ...] = (),
+        iv_schemes: dict[tuple[int, str, str], str] | None = None,
     ) -> Summary:
         """The summary of everything observed, with the checks' findings.
 
         ``capture`` gives path, sha256 and size; frames and times are counted
-        here. ``modes`` are the SA modes the key files state; ``unused`` their SAs
-        that no packet matched (checks/unused.py).
+        here. ``modes`` are the SA modes the key files state; ``iv_schemes`` each SA's
+        IV scheme as the IV derivation check named it (an SA it never saw: "unknown");
+        ``unused_sas`` the key files' SAs that no packet matched (checks/unused.py).
         """
         missing: Counter[tuple[int, str, str]] = Counter()
         per_kind: Counter[str] = Counter()
@@ -499,7 +505,13 @@ class SummaryBuilder:
                 missing[(f.spi, f.src, f.dst)] += f.count
         modes = modes or {}
         sas = tuple(
-            a.summary(key, missing[key], modes.get(key, "")) for key, a in sorted(self._sas.items())
+            a.summary(
+                key,
+                missing[key],
+                modes.get(key, ""),
+                "" if iv_schemes is None else iv_schemes.get(key, "unknown"),
+            )
+            for key, a in sorted(self._sas.items())
         )
         return Summary(
             tool_version=TOOL_VERSION,

@@ -367,6 +367,7 @@ SA_COLUMNS = (
     "tfc_bytes",
     "tfc_padded_to",
     "inner_checksums",
+    "iv_scheme",
 )
 
 
@@ -405,6 +406,7 @@ def write_sas_csv(path: Path, summary: Summary) -> None:
                     sa.tfc_bytes,
                     ";".join(f"{k}={v}" for k, v in sa.tfc_padded_to.items()),
                     ";".join(f"{k}={v}" for k, v in sa.inner_checksums.items()),
+                    sa.iv_scheme,
                 ]
             )
 

@@ -24,11 +24,20 @@ from espforensics.capture import open_capture
 from espforensics.checks.context import Flow, Holds, PacketContext, SaState
 from espforensics.checks.iv_derivation import WINDOW, IvDerivationCheck, choose_constant
 from espforensics.checks.ivmath import SPAN
+from espforensics.checks.ivscheme import MIN_SCHEME, read_ivs
 from espforensics.decode.ip import OuterIp
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable, Secret, SecurityAssociation, load_sas
 from espforensics.keys.sa import RFC4106
-from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Severity, Verdict
+from espforensics.model import (
+    Finding,
+    FindingKind,
+    Frame,
+    IvScheme,
+    PacketRecord,
+    Severity,
+    Verdict,
+)
 from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import SCENARIOS, build_scenario
 
@@ -77,17 +86,38 @@ def _signed(x: int) -> int:
     return ((x + (1 << 63)) & M64) - (1 << 63)
 
 
-def _readings(window: list[Sample]) -> dict[int, tuple[float, int, int, int]]:
-    """Brute force, per candidate constant, counted over the whole window: the entropy
-    of the deltas within SPAN as sum n log n, the packets within SPAN, minus the largest
-    of their deltas, the packets at delta 0 (docs/checks.md, in that order)."""
+def _readings(window: list[Sample]) -> dict[tuple[bool, int], tuple[float, int, int, int]]:
+    """Brute force, per candidate constant of either counter scheme (additive or xor),
+    counted over the whole window: the entropy of the deltas within SPAN as sum n log n,
+    the packets within SPAN, minus the largest of their deltas, the packets at delta 0
+    (docs/checks.md, in that order)."""
     out = {}
-    for c in {iv ^ ((s + d) & M64) for s, iv in window for d in range(-SPAN, SPAN + 1)}:
-        deltas = Counter(_signed((iv ^ c) - s) for s, iv in window)
-        near = {d: n for d, n in deltas.items() if abs(d) <= SPAN}
-        concentration = round(sum(n * math.log(n) for n in near.values()), 9)
-        out[c] = (concentration, sum(near.values()), -max(map(abs, near)), deltas[0])
+    for s0, iv0 in window:
+        for d in range(-SPAN, SPAN + 1):
+            for additive in (False, True):
+                c = (iv0 - s0 - d) & M64 if additive else iv0 ^ ((s0 + d) & M64)
+                if (additive, c) in out:
+                    continue
+                built = [((iv - c) & M64 if additive else iv ^ c, s) for s, iv in window]
+                deltas = Counter(_signed(b - s) for b, s in built)
+                near = {k: n for k, n in deltas.items() if abs(k) <= SPAN}
+                concentration = round(sum(n * math.log(n) for n in near.values()), 9)
+                out[(additive, c)] = (
+                    concentration,
+                    sum(near.values()),
+                    -max(map(abs, near)),
+                    deltas[0],
+                )
     return out
+
+
+def _constant_iv(window: list[Sample]) -> bool:
+    """One IV over at least MIN_SCHEME distinct seqs and half the window (ivscheme.py)."""
+    seqs: dict[int, set[int]] = {}
+    for s, iv in window:
+        seqs.setdefault(iv, set()).add(s)
+    most = max(len(v) for v in seqs.values())
+    return most >= MIN_SCHEME and 2 * most >= len(window)
 
 
 def _expected_finding(deltas: list[int]) -> str:
@@ -112,23 +142,37 @@ def test_every_delta_exact_unless_the_bytes_cannot_tell(
     samples = _seqiv(range(start, start + len(deltas)), deltas, c)
     recs, findings = _drive(samples)
     got = [r.iv_seq_delta for r in recs]
-    readings = _readings(samples[:WINDOW])
-    best = max(readings.values())
-    if best[0] == 0 and len(deltas) > 1:  # no constant makes two packets share a delta
-        assert got == [None] * len(deltas)
-        assert [(f.severity, f.count) for f in findings] == [(Severity.INFO, len(deltas))]
+    window = samples[:WINDOW]
+    if len(window) < MIN_SCHEME:  # no evidence of any scheme: nothing judged, no finding
+        assert got == [None] * len(deltas) and findings == []
         return
-    if all(readings[c] > r for k, r in readings.items() if k != c):
+    if _constant_iv(window):  # e.g. deltas 0, -1, -2, -3: one IV, built from one number
+        assert got == [None] * len(deltas)
+        assert [(f.kind, f.severity) for f in findings] == [
+            (FindingKind.IV_DERIVATION, Severity.HIGH)
+        ]
+        assert "a constant IV" in findings[0].detail
+        return
+    readings = _readings(window)
+    best = max(readings.values())
+    if best[0] == 0 or best[1] < MIN_SCHEME or 2 * best[1] < len(window):  # not followed
+        assert got == [None] * len(deltas)
+        assert findings == []
+        return
+    if all(readings[(False, c)] > r for k, r in readings.items() if k != (False, c)):
         assert got == deltas
         want = [_expected_finding(deltas)] if any(deltas) else []
         assert [f.detail for f in findings] == want
         return
     # Another constant explains the window as well or better: the bytes cannot tell.
-    chosen = {
-        iv ^ ((s + g) & M64) for (s, iv), g in zip(samples, got, strict=True) if g is not None
-    }
-    assert len(chosen) == 1  # one reading of every packet, by one constant
-    assert readings[chosen.pop()] == best  # the best by the documented order
+    judged = [(s, iv, g) for (s, iv), g in zip(samples, got, strict=True) if g is not None]
+    xors = {iv ^ ((s + g) & M64) for s, iv, g in judged}
+    adds = {(iv - s - g) & M64 for s, iv, g in judged}
+    chosen = [(False, x) for x in xors if len(xors) == 1] + [
+        (True, a) for a in adds if len(adds) == 1
+    ]
+    assert chosen  # one reading of every packet, by one constant
+    assert best in [readings[k] for k in chosen if k in readings]  # the best, documented order
 
 
 @settings(max_examples=100, deadline=None)
@@ -140,6 +184,9 @@ def test_the_constant_does_not_depend_on_the_packets_order(
     first = choose_constant(samples)
     assert choose_constant(samples[::-1]) == first
     assert choose_constant(samples[1:] + samples[:1]) == first
+    reading = read_ivs(samples)  # the scheme too, xor or add
+    assert read_ivs(samples[::-1]) == reading
+    assert read_ivs(samples[1:] + samples[:1]) == reading
 
 
 @pytest.mark.parametrize("start", [0x3A2C4, 0x3A2C5, (1 << 32) - 3])
@@ -158,11 +205,12 @@ def test_capture_starting_inside_a_burst_of_seq_plus_one(start: int, lead: int) 
     [
         ([1000, 1002, 1004, 1006], [1, 1, 1, 1], [0, 0, 0, 0]),  # even seqs only, from seq+1
         (list(range(1000, 1016)), [1, -1] * 8, [0, 0] * 8),  # one IV per pair of seqs
-        ([1001], [1], [0]),  # a lone packet gives its own constant
+        ([1001], [1], [None]),  # a lone packet is no evidence of a scheme
+        ([1001, 1002, 1003], [1, 0, 0], [None] * 3),  # nor are three (MIN_SCHEME is 4)
     ],
 )
 def test_what_the_bytes_cannot_tell_is_not_reported(
-    seqs: list[int], deltas: list[int], reported: list[int]
+    seqs: list[int], deltas: list[int], reported: list[int | None]
 ) -> None:
     """Ambiguous bytes: the reading with the most packets built from their own number."""
     recs, findings = _drive(_seqiv(seqs, deltas, 0x0123_4567_89AB_CDEF))
@@ -170,20 +218,24 @@ def test_what_the_bytes_cannot_tell_is_not_reported(
     assert findings == []
 
 
-def test_random_and_fixed_ivs_are_not_counter_derived() -> None:
+def test_random_ivs_are_sound_and_a_fixed_iv_is_a_finding() -> None:
+    """Random IVs follow no counter and need none: no finding. One IV: a constant IV."""
     random_ivs = [(n, (n * 0x9E3779B97F4A7C15 + 0x1234) & M64) for n in range(1, 41)]
-    fixed_iv = [(n, 0x0011223344556677) for n in range(1, 41)]
-    for samples in (random_ivs, fixed_iv):
-        recs, findings = _drive(samples)
-        assert {r.iv_seq_delta for r in recs} == {None}
-        assert [(f.kind, f.severity, f.count, f.detail) for f in findings] == [
-            (
-                FindingKind.IV_DERIVATION,
-                Severity.INFO,
-                40,
-                f"{SRC} -> {DST}: IVs not counter-derived (no common IV xor seq)",
-            )
-        ]
+    recs, findings = _drive(random_ivs)
+    assert {r.iv_seq_delta for r in recs} == {None}
+    assert findings == []
+    recs, findings = _drive([(n, 0x0011223344556677) for n in range(1, 41)])
+    assert {r.iv_seq_delta for r in recs} == {None}
+    assert [(f.kind, f.severity, f.count, f.frames, f.detail) for f in findings] == [
+        (
+            FindingKind.IV_DERIVATION,
+            Severity.HIGH,
+            40,
+            (1, 2, 3, 4, 5),
+            f"{SRC} -> {DST}: a constant IV: 40 of 40 packets carry IV 11223344556677 (an IV "
+            "must not repeat under one key: RFC 4106 s3.1, RFC 3602 s2.1)",
+        )
+    ]
 
 
 def test_esn_mismatch_ivs_are_two_to_the_32_off() -> None:
@@ -225,8 +277,10 @@ def test_force_settles_exactly_the_sas_probing_since_then() -> None:
     for upto in (10, 10, 37, 50):
         holds.force(upto)
         assert [f for f in range(1, 51) if f in holds] == list(range(upto + 1, 51))
-        assert [r.iv_seq_delta for r in recs] == [0] * upto + [None] * (50 - upto)
+        # one packet each: no evidence of a scheme, so none is judged (ivscheme.MIN_SCHEME)
+        assert [r.iv_seq_delta for r in recs] == [None] * 50
     assert list(check.finish()) == []
+    assert set(check.schemes().values()) == {IvScheme.UNKNOWN}
 
 
 # -- through the pipeline: the mid-stream scenarios, with and without keys ------------

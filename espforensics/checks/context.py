@@ -17,6 +17,7 @@ from typing import Generic, TypeVar
 from espforensics.crypto import CipherContext, context_for
 from espforensics.decode.clear import (
     KEYLESS_ICV_LENS,
+    clear_icmp,
     clear_ip_header,
     clear_transport,
     trailer_follows,
@@ -136,7 +137,9 @@ class PacketContext:
                     clear = trailer_follows(data, body, KEYLESS_ICV_LENS)
                 else:
                     found = clear_transport(data, body, self.ip.src, self.ip.dst, KEYLESS_ICV_LENS)
-                    clear = bool(found[1])
+                    clear = bool(found[1]) or clear_icmp(
+                        data, body, self.ip.src, self.ip.dst, KEYLESS_ICV_LENS
+                    )
             self._clear = clear
         return self._clear
 

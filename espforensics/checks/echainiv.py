@@ -55,7 +55,7 @@ def _proposal(iv: int, seq: int, n: int) -> int | None:
     return pack(inverses)
 
 
-def _score(inverses: int, samples: Sequence[tuple[int, int]], n: int) -> dict[int, int]:
+def score(inverses: int, samples: Sequence[tuple[int, int]], n: int) -> dict[int, int]:
     """Samples per delta within SPAN under ``inverses``."""
     per_delta: dict[int, int] = {}
     for seq64, iv in samples:
@@ -82,7 +82,7 @@ def choose_multipliers(samples: Sequence[tuple[int, int]], n: int) -> int | None
                 if c is not None:
                     proposed[c] = proposed.get(c, 0) + 1
     top = sorted(proposed, key=lambda c: (-proposed[c], c))[:_TOP]
-    scored = {c: score for c in top if (score := _score(c, samples, n))}
+    scored = {c: found for c in top if (found := score(c, samples, n))}
     best = max(scored, key=lambda c: rank(c, scored[c]), default=None)
     if best is None:
         return None

@@ -15,6 +15,14 @@ the time findings are made; an SA without one (IVs not counter-derived)
 gets no claim about its IV. When the IV encodes the high half the ICV verified with, the
 SA will use that (key, nonce) pair again when its counter reaches that
 value (hi + 1), or used it already (hi - 1).
+
+A packet that verifies only with a high half below the key file's
+``esn_hi`` (the high half the SA had when its keys were taken, Wireshark's
+"ESN High Bits") is reported too, never silently accepted: either the key
+file's high half is wrong, or the sender sealed with a high half the
+receiver's state has left behind (RFC 4303 A2.2: a receiver at ``esn_hi``
+infers that one and drops the packet). Its ``detail`` names the high half
+it verified with, and the SA gets one ``esn_mismatch`` finding.
 """
 
 from __future__ import annotations
@@ -49,6 +57,10 @@ class _Sa:
     count: int = 0
     events: list[_Event] = field(default_factory=list)
     frames: FrameRuns = field(default_factory=FrameRuns)  # every one, not only the events'
+    below: int = 0  # verified only with a high half below the key file's esn_hi
+    below_frames: FrameRuns = field(default_factory=FrameRuns)
+    below_his: set[int] = field(default_factory=set)
+    esn_hi: int = 0
 
 
 def _hl(seq64: int) -> str:
@@ -82,6 +94,7 @@ class EsnMismatchCheck:
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
+        self._below(pkt)
         if rec.verdict is not Verdict.ESN_MISMATCH or rec.seq64 is None:
             return
         sa = self._sas.get(pkt.flow)
@@ -91,7 +104,27 @@ class EsnMismatchCheck:
             verified = rec.seq_hi_verified << 32 | rec.seq64 & 0xFFFFFFFF
             sa.events.append(_Event(rec, rec.seq64, verified))
 
+    def _below(self, pkt: PacketContext) -> None:
+        """A packet verified with a high half below the key file's ``esn_hi``: say so."""
+        hi, sa_keys = pkt.rec.seq_hi_verified, pkt.flow.state.sa
+        if hi is None or sa_keys is None or hi >= sa_keys.esn_hi:
+            return
+        rec = pkt.rec
+        note = (
+            f"ICV verifies only with ESN high half {hi:#x}, below the key file's "
+            f"{sa_keys.esn_hi:#x}"
+        )
+        rec.detail = f"{rec.detail}; {note}" if rec.detail else note
+        sa = self._sas.get(pkt.flow)
+        sa.below += 1
+        sa.below_his.add(hi)
+        sa.esn_hi = sa_keys.esn_hi
+        sa.below_frames.add(rec.frame)
+
     def finish(self) -> Iterator[Finding]:
+        for (spi, src, dst), sa in self._sas.items():
+            if sa.below:
+                yield self._below_finding(spi, src, dst, sa)
         for (spi, src, dst), sa in self._sas.items():
             if not sa.count:
                 continue
@@ -114,6 +147,24 @@ class EsnMismatchCheck:
                 src,
                 dst,
             )
+
+    @staticmethod
+    def _below_finding(spi: int, src: str, dst: str, sa: _Sa) -> Finding:
+        his = ", ".join(f"{hi:#x}" for hi in sorted(sa.below_his))
+        n = sa.below
+        return Finding(
+            FindingKind.ESN_MISMATCH,
+            Severity.HIGH,
+            spi,
+            sa.below_frames.freeze(),
+            n,
+            f"{src} -> {dst}: {n} packet{'s' if n > 1 else ''} verify only with ESN high half "
+            f"{his}, below the {sa.esn_hi:#x} the key file gives (esn_hi): the key file's "
+            f"high half is wrong, or the sender seals with one a receiver at {sa.esn_hi:#x} "
+            f"has left behind and drops (RFC 4303 A2.2)",
+            src,
+            dst,
+        )
 
 
 def coverage(seen: Seen) -> str | None:

@@ -11,13 +11,13 @@ Primer s4 and s7: seqiv makes ``IV = seq64 xor c`` with one constant c
 per SA. The first packets of a capture do not give c: when most packets
 are built from seq + 1, two even-seq packets agree on ``c xor 1``. So c
 is chosen from the SA's first ``WINDOW`` packets (held until then, or
-until the pipeline forces them): every ``IV xor (seq64 + d)`` with
-``|d| <= SPAN`` is a candidate, and the one with the most concentrated
-histogram of deltas wins: the largest product of n^n over the deltas'
-counts (``_rank`` gives the full order). This does not depend on which packet
-comes first, only on which packets the window holds. No candidate under
-which ``AGREE`` packets share a delta: the SA's IVs are not
-counter-derived (echainiv's random IVs with CBC), which is not a fault.
+until the pipeline forces them): every ``IV xor (seq64 + d)`` (and, for an
+additive counter, ``IV - (seq64 + d)``) with ``|d| <= SPAN`` is a
+candidate, and the one with the most concentrated histogram of deltas
+wins: the largest product of n^n over the deltas' counts (``ivmath.rank``
+gives the full order). This does not depend on which packet comes first,
+only on which packets the window holds (ivscheme.py says from how many
+packets a scheme is named at all).
 
 CBC (RFC 3602 s2.1) needs IVs no one can predict, and Linux makes them
 with echainiv: random-looking on the wire, but decrypted with the SA's key
@@ -28,6 +28,14 @@ ciphertext block of the SA's previous packet (the chained, predictable
 IVs of CVE-2022-46397) is a finding; a chance match of a 128-bit (3DES:
 64-bit) block is not a possibility.
 
+Other senders follow other schemes (ivscheme.py): an additive counter
+(``IV = seq64 + c``), random IVs, or worse. The window names each SA's
+scheme (``schemes()``, the ``iv_scheme`` column of sas.csv); packets are
+judged only against a counter scheme their SA follows, and a finding is
+made only where the scheme itself is unsound (a constant IV, chained or
+counter CBC IVs) or where a packet breaks its SA's own scheme. NULL
+encryption has no IV: its SAs are ``none`` and nothing is read as an IV.
+
 Without a usable key the high half of seq64 is the ESN inference's guess
 (RFC 4303 A2: the wire carries the low 32 bits, and the first packet's
 high half is unknown), so for such an SA only the low 32 bits of the IV
@@ -36,67 +44,48 @@ and of the sequence number are compared: a guess must not make a finding.
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from collections.abc import Iterator
 
 from espforensics.checks import coverage as coverage_reasons
 from espforensics.checks import echainiv
 from espforensics.checks.context import Flow, Holds, PacketContext, PerFlow
 from espforensics.checks.coverage import Seen
-from espforensics.checks.ivmath import AGREE, SPAN, rank, signed_delta
+from espforensics.checks.iv_sa import (
+    IvSa,
+    chained_finding,
+    constant_finding,
+    deviating_finding,
+    predictable_finding,
+)
+from espforensics.checks.ivmath import signed_delta
+from espforensics.checks.ivscheme import (
+    MIN_SCHEME,
+    Candidate,
+    Reading,
+    choose_constant,
+    followed,
+    read_ivs,
+)
 from espforensics.crypto import EncAuthContext
+from espforensics.decode.clear import KEYLESS_ICV_LENS
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.frames import FrameRuns
 from espforensics.keys.sa import NULL_CIPHER
-from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
+from espforensics.model import (
+    Finding,
+    IvScheme,
+    PacketRecord,
+    Verdict,
+)
+
+_COUNTERS = (IvScheme.SEQIV, IvScheme.COUNTER)
+__all__ = ["WINDOW", "IvDerivationCheck", "choose_constant"]  # choose_constant: seqiv only
 
 WINDOW = 64  # packets of an SA that decide its constant
 NEARBY = 1 << 32  # a larger difference means the IV is unrelated to the packet's number
-EXAMPLES = 5
 _MASK64 = (1 << 64) - 1
 _MASK32 = (1 << 32) - 1  # keyless: the low halves only, the high half being a guess
 _NOT_COUNTER = -1
-
-
-def choose_constant(samples: Sequence[tuple[int, int]], mask: int = _MASK64) -> int | None:
-    """The seqiv constant of (seq64, IV) samples, or None if they are not counter-derived.
-
-    Candidates are ``IV xor (seq64 + d)`` for ``|d| <= SPAN``: every constant
-    that puts some sample within SPAN of its own number. The best by
-    ``_rank`` wins if under it at least two samples share a delta; a single
-    sample gives its own constant (what the ranking gives it).
-    """
-    constants = {iv ^ seq64 for seq64, iv in samples}
-    if len(constants) == 1:  # every packet at delta 0: provably the best, no ranking needed
-        return constants.pop()
-    votes: dict[int, dict[int, int]] = {}
-    for seq64, iv in samples:
-        for d in range(-SPAN, SPAN + 1):
-            per_delta = votes.setdefault(iv ^ ((seq64 + d) & mask), {})
-            per_delta[d] = per_delta.get(d, 0) + 1
-    best = max(votes, key=lambda c: rank(c, votes[c]), default=None)
-    if best is None or max(votes[best].values()) < AGREE:
-        return None
-    return best
-
-
-@dataclass(slots=True, eq=False)  # identity hash: a key of the probing queue
-class _Sa:
-    mask: int = _MASK64  # _MASK32 for an SA whose high halves are not authenticated
-    words: int = 0  # CBC with its key: echainiv, the IV decrypted to this many words
-    const: int | None = None  # seqiv's c; echainiv's packed inverse multipliers
-    probe: list[tuple[PacketRecord, int, int]] = field(default_factory=list)  # rec, seq64, IV
-    packets: int = 0
-    deviating: int = 0
-    deltas: Counter[int] = field(default_factory=Counter)
-    unrelated: int = 0
-    frames: FrameRuns = field(default_factory=FrameRuns)  # every one
-    # CBC: the previous packet's last ciphertext block, and the IVs equal to it
-    last: bytes = b""
-    last_frame: int = 0
-    chained: int = 0
-    chained_frames: FrameRuns = field(default_factory=FrameRuns)
 
 
 def _sealed_with(rec: PacketRecord, seq64: int) -> int:
@@ -114,17 +103,20 @@ class IvDerivationCheck:
     def __init__(self, holds: Holds) -> None:
         self._holds = holds
         holds.on_force(self._force)
-        self._sas: PerFlow[_Sa] = PerFlow(_Sa)
+        self._sas: PerFlow[IvSa] = PerFlow(IvSa)
         # SAs still choosing their constant, by their first held frame (capture order).
-        self._probing: OrderedDict[_Sa, int] = OrderedDict()
+        self._probing: OrderedDict[IvSa, int] = OrderedDict()
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
-        if pkt.iv is None or rec.seq64 is None or not pkt.header_is_evidence:
+        if rec.seq64 is None or not pkt.header_is_evidence:
             return  # an auth_fail header under a key that verifies others may be forged
-        if pkt.clear_from_header:
-            return  # a clear packet right after the header (NULL): no IV to judge
         ctx = pkt.flow.state.ctx
+        if pkt.iv is None or pkt.clear_from_header:
+            # NULL (RFC 2410) has no IV, keyed or keyless (clear from the header on)
+            if (ctx is not None and not ctx.iv_len) or pkt.clear_from_header:
+                self._sas.get(pkt.flow).no_iv += 1
+            return
         sa = self._sas.get(pkt.flow)
         if isinstance(ctx, EncAuthContext) and not ctx.counter:  # CBC: echainiv
             start = (rec.esp_offset or 0) + ESP_HEADER_LEN
@@ -134,23 +126,39 @@ class IvDerivationCheck:
                 return  # echainiv's words are read by decrypting the IV: no cipher, no test
             sa.words = ctx.iv_len // 8
             iv = echainiv.pack(ctx.iv_words(raw)[0].tolist())
+            wire = int.from_bytes(raw)
         else:
             if not sa.packets and not pkt.flow.state.proven:
                 sa.mask = _MASK32
-            iv = pkt.iv & sa.mask
+            if ctx is None and sa.scheme not in _COUNTERS:  # a counter's IVs chain nothing
+                self._chaining_keyless(sa, pkt, pkt.iv)
+            iv, wire = pkt.iv & sa.mask, pkt.iv
         sa.packets += 1
-        if sa.const is not None:
+        if sa.scheme is not None:
             self._judge(sa, rec, iv)
+            if sa.scheme is IvScheme.CONSTANT:
+                self._repeat(sa, rec, wire)
             return
         if not sa.probe:
             self._probing[sa] = rec.frame
-        sa.probe.append((rec, rec.seq64 & sa.mask, iv))
+        sa.probe.append((rec, rec.seq64 & sa.mask, iv, wire))
         self._holds.hold(rec.frame)
         if len(sa.probe) >= WINDOW:
             self._settle(sa)
 
     @staticmethod
-    def _chaining(sa: _Sa, pkt: PacketContext, iv: bytes, icv_len: int) -> None:
+    def _repeat(sa: IvSa, rec: PacketRecord, wire: int) -> None:
+        """A packet of a constant-IV SA: count it if it carries the constant IV."""
+        reading = sa.reading
+        if reading is None or reading.constant_iv is None or wire != reading.constant_iv:
+            return
+        sa.repeated += 1
+        note = "IV built from no sequence number (the SA's one constant IV)"
+        rec.detail = f"{rec.detail}; {note}" if rec.detail else note
+        sa.repeated_frames.add(rec.frame)
+
+    @staticmethod
+    def _chaining(sa: IvSa, pkt: PacketContext, iv: bytes, icv_len: int) -> None:
         """A CBC packet: is its IV the last ciphertext block of the SA's previous packet?"""
         rec, data = pkt.rec, pkt.data
         if sa.last and iv == sa.last:
@@ -163,31 +171,65 @@ class IvDerivationCheck:
             sa.last, sa.last_frame = bytes(data[end - len(iv) : end]), rec.frame
 
     @staticmethod
-    def observe_steady_cbc(sa: _Sa, last: bytes, last_frame: int) -> None:
+    def _chaining_keyless(sa: IvSa, pkt: PacketContext, iv: int) -> None:
+        """``_chaining`` without a key: the IV and ICV lengths are unknown.
+
+        The 8 IV bytes are looked for where the previous packet's last cipher
+        block (16 or 8 bytes) starts before an ICV of any length an unknown SA
+        may use, never inside its header and first 16 bytes (an IV of up to
+        16): 10 places, so random IVs match by chance with a probability
+        near 10 * 2^-64 per packet.
+        """
+        rec, data = pkt.rec, pkt.data
+        tail, head, ivb = sa.last, sa.last_head, iv.to_bytes(8)
+        found = (
+            ivb in tail[head:]
+            and any(  # the search first: one C call per packet
+                head <= len(tail) - icv - block
+                and tail[len(tail) - icv - block : len(tail) - icv - block + 8] == ivb
+                for icv in KEYLESS_ICV_LENS
+                for block in (16, 8)
+            )
+        )
+        if found:
+            sa.chained += 1
+            note = f"IV is the last ciphertext block of frame {sa.last_frame} (chained)"
+            rec.detail = f"{rec.detail}; {note}" if rec.detail else note
+            sa.chained_frames.add(rec.frame)
+        if rec.verdict is not Verdict.TRUNCATED:
+            body = (rec.esp_offset or 0) + ESP_HEADER_LEN + 16  # past an IV of up to 16 bytes
+            keep = max(KEYLESS_ICV_LENS) + 16
+            sa.last, sa.last_frame = bytes(data[-keep:]), rec.frame
+            sa.last_head = max(0, body - (len(data) - len(sa.last)))  # ciphertext from here on
+
+    @staticmethod
+    def observe_steady_cbc(sa: IvSa, last: bytes, last_frame: int) -> None:
         """``_chaining`` for packets none of whose IVs is its predecessor's last block."""
         sa.last, sa.last_frame = last, last_frame
 
-    def steady_sa(self, flow: Flow) -> _Sa | None:
+    def steady_sa(self, flow: Flow) -> IvSa | None:
         """The flow's state once its constant is settled (the steady lane's case), else None."""
         sa = self._sas.known(flow)
-        return sa if sa is not None and sa.const is not None else None
+        if sa is None or sa.scheme is None or sa.alt is not None:
+            return None  # not settled, or xor and add not told apart yet: per frame
+        return sa
 
     @staticmethod
-    def steady_constant(sa: _Sa) -> tuple[int, int] | None:
-        """(constant, mask) of a seqiv SA; None when its IVs follow no counter."""
+    def steady_constant(sa: IvSa) -> tuple[int, int, bool] | None:
+        """(constant, mask, additive) of a seqiv or counter SA; None when it follows neither."""
         if sa.words or sa.const == _NOT_COUNTER or sa.const is None:
             return None
-        return sa.const, sa.mask
+        return sa.const, sa.mask, sa.additive
 
     @staticmethod
-    def steady_multipliers(sa: _Sa) -> tuple[int, ...] | None:
+    def steady_multipliers(sa: IvSa) -> tuple[int, ...] | None:
         """An echainiv SA's inverse multipliers, one per IV word; None if it has none."""
         if not sa.words or sa.const == _NOT_COUNTER or sa.const is None:
             return None
         return tuple((sa.const >> (64 * i)) & _MASK64 for i in range(sa.words))
 
     @staticmethod
-    def observe_steady(sa: _Sa, packets: int) -> None:
+    def observe_steady(sa: IvSa, packets: int) -> None:
         """What ``observe`` does for packets whose IV was built from their own seq64 (delta 0)."""
         sa.packets += packets
 
@@ -204,27 +246,52 @@ class IvDerivationCheck:
                 return
             self._settle(sa)
 
-    def _settle(self, sa: _Sa) -> None:
-        samples = [(seq64, iv) for _, seq64, iv in sa.probe]
-        if sa.words:
-            const = echainiv.choose_multipliers(samples, sa.words)
-        else:
-            const = choose_constant(samples, sa.mask)
-        sa.const = _NOT_COUNTER if const is None else const
+    def _settle(self, sa: IvSa) -> None:
+        reading = self._read(sa)
+        sa.reading, sa.scheme = reading, reading.scheme
+        sa.const = _NOT_COUNTER
+        if reading.scheme in (IvScheme.SEQIV, IvScheme.COUNTER) and not sa.words:
+            first = reading.candidates[0]
+            sa.const, sa.additive = first.const, first.additive
+            sa.alt = reading.candidates[1] if len(reading.candidates) > 1 else None
+        elif reading.scheme is IvScheme.ECHAINIV and reading.candidates:
+            sa.const = reading.candidates[0].const
         self._probing.pop(sa, None)
-        for rec, _, iv in sa.probe:
+        for rec, _, iv, wire in sa.probe:
             self._judge(sa, rec, iv)
+            self._repeat(sa, rec, wire)
             self._holds.release(rec.frame)
         sa.probe = []
 
-    def _judge(self, sa: _Sa, rec: PacketRecord, iv: int) -> None:
+    @staticmethod
+    def _read(sa: IvSa) -> Reading:
+        """The SA's scheme from its window (ivscheme.py; CBC: chained, then echainiv)."""
+        n = len(sa.probe)
+        if n >= MIN_SCHEME and 2 * sa.chained >= n - 1 and sa.chained >= MIN_SCHEME - 1:
+            return Reading(IvScheme.CHAINED)  # the first packet has no predecessor
+        if not sa.words:
+            whole = [(seq64, wire) for _, seq64, _, wire in sa.probe]
+            return read_ivs([(seq64, iv) for _, seq64, iv, _ in sa.probe], sa.mask, whole)
+        samples = [(seq64, iv) for _, seq64, iv, _ in sa.probe]
+        found = echainiv.choose_multipliers(samples, sa.words) if n >= MIN_SCHEME else None
+        if found is not None and followed(echainiv.score(found, samples, sa.words), n):
+            return Reading(IvScheme.ECHAINIV, (Candidate(False, found),))
+        whole = [(seq64, wire) for _, seq64, _, wire in sa.probe]  # the IVs on the wire
+        return read_ivs([(seq64, wire & _MASK64) for seq64, wire in whole], _MASK64, whole)
+
+    def _judge(self, sa: IvSa, rec: PacketRecord, iv: int) -> None:
         const, seq64 = sa.const, rec.seq64
         if const is None or const == _NOT_COUNTER or seq64 is None:
             return
         seq64 &= sa.mask
-        # The number the IV encodes: seqiv's IV xor c; echainiv's words times 1/multiplier
-        # (None when the words disagree: the IV encodes no number at all).
-        built_from = echainiv.built_from(iv, const, sa.words) if sa.words else iv ^ const
+        # The number the IV encodes: seqiv's IV xor c, a counter's IV - c; echainiv's words
+        # times 1/multiplier (None when the words disagree: the IV encodes no number at all).
+        if sa.words:
+            built_from = echainiv.built_from(iv, const, sa.words)
+        else:
+            built_from = (iv - const) & sa.mask if sa.additive else iv ^ const  # Candidate's
+            if sa.alt is not None and self._tell(sa, built_from == seq64, iv, seq64):
+                built_from = seq64  # the other constant reads it at its own number
         delta = 0 if built_from is None else signed_delta(built_from, seq64, sa.mask)
         if built_from is not None and not delta:
             rec.iv_seq_delta = 0
@@ -241,66 +308,45 @@ class IvDerivationCheck:
         rec.detail = f"{rec.detail}; {note}" if rec.detail else note
         sa.frames.add(rec.frame)
 
+    @staticmethod
+    def _tell(sa: IvSa, fits: bool, iv: int, seq64: int) -> bool:
+        """xor or add: a packet that only one of the two constants reads at its own number
+        decides (every packet before it read alike). True when it switched to the other."""
+        alt = sa.alt
+        assert alt is not None
+        other = alt.built_from(iv, sa.mask) == seq64
+        if fits == other:
+            return False  # both or neither: still undecided
+        sa.alt = None
+        if fits:
+            return False
+        sa.const, sa.additive = alt.const, alt.additive
+        sa.scheme = alt.scheme
+        return True
+
     def finish(self) -> Iterator[Finding]:
         while self._probing:  # SAs with fewer packets than the window
             self._settle(next(iter(self._probing)))
         for (spi, src, dst), sa in self._sas.items():
-            if sa.const == _NOT_COUNTER:
-                how = (
-                    "CBC IVs not derived from the sequence number by echainiv (no multiplier "
-                    "makes their decrypted words seq64 x (salt | 1))"
-                    if sa.words
-                    else "IVs not counter-derived (no common IV xor seq)"
-                )
-                yield Finding(
-                    FindingKind.IV_DERIVATION,
-                    Severity.INFO,
-                    spi,
-                    (),
-                    sa.packets,
-                    f"{src} -> {dst}: {how}",
-                    src,
-                    dst,
-                )
+            if sa.scheme is IvScheme.CONSTANT:
+                yield constant_finding(spi, src, dst, sa)
+            elif sa.words and sa.scheme in (IvScheme.SEQIV, IvScheme.COUNTER):
+                yield predictable_finding(spi, src, dst, sa)
             elif sa.deviating:
-                yield self._deviating(spi, src, dst, sa)
+                yield deviating_finding(spi, src, dst, sa)
         for (spi, src, dst), sa in self._sas.items():
             if sa.chained:
-                yield self._chained(spi, src, dst, sa)
+                yield chained_finding(spi, src, dst, sa)
 
-    @staticmethod
-    def _chained(spi: int, src: str, dst: str, sa: _Sa) -> Finding:
-        return Finding(
-            FindingKind.IV_DERIVATION,
-            Severity.HIGH,
-            spi,
-            sa.chained_frames.freeze(),
-            sa.chained,
-            f"{src} -> {dst}: {sa.chained} of {sa.packets} CBC IVs are chained: each equals "
-            f"the last ciphertext block of the SA's previous packet, so the next IV is known "
-            f"before the packet is sent (predictable IVs, as in CVE-2022-46397; RFC 3602 s2.1 "
-            f"wants them unpredictable)",
-            src,
-            dst,
-        )
-
-    @staticmethod
-    def _deviating(spi: int, src: str, dst: str, sa: _Sa) -> Finding:
-        common = ", ".join(
-            [f"seq{d:+d} x{n}" for d, n in sa.deltas.most_common(4)]
-            + ([f"no nearby seq x{sa.unrelated}"] if sa.unrelated else [])
-        )
-        return Finding(
-            FindingKind.IV_DERIVATION,
-            Severity.HIGH,
-            spi,
-            sa.frames.freeze(),
-            sa.deviating,
-            f"{src} -> {dst}: {sa.deviating} of {sa.packets} IVs not built from their own "
-            f"sequence number (IV built from {common})",
-            src,
-            dst,
-        )
+    def schemes(self) -> dict[tuple[int, str, str], IvScheme]:
+        """Each SA's IV scheme by (SPI, src, dst), once ``finish`` settled every window."""
+        out = {}
+        for key, sa in self._sas.items():
+            if sa.scheme is not None:
+                out[key] = sa.scheme
+            else:
+                out[key] = IvScheme.NONE if sa.no_iv else IvScheme.UNKNOWN
+        return out
 
 
 def coverage(seen: Seen) -> str | None:

@@ -23,6 +23,8 @@ from espforensics.trailer import parse_trailer
 # HMAC-SHA-512-256 (RFC 4868: 24, 32).
 KEYLESS_ICV_LENS = (32, 24, 16, 12, 8)
 _TRANSPORT = (6, 17)  # TCP, UDP: their checksums cover a pseudo-header of the outer addresses
+# ICMP (RFC 792) and ICMPv6 (RFC 4443) types a clear message is taken for: errors and echoes
+_ICMP_TYPES = {1: frozenset({0, 3, 8, 11}), 58: frozenset({1, 2, 3, 4, 128, 129})}
 
 
 def trailer_follows(data: bytes, start: int, icv_lens: tuple[int, ...]) -> bool:
@@ -103,3 +105,31 @@ def clear_transport(
         if 8 <= header <= len(segment) and l4_checksum_ok(src, dst, nh, segment):
             return ("UDP" if nh == 17 else "TCP"), header
     return "", 0
+
+
+def clear_icmp(data: bytes, start: int, src: bytes, dst: bytes, icv_lens: tuple[int, ...]) -> bool:
+    """A clear ICMP or ICMPv6 message at ``start``, a trailer and an ICV after it?
+
+    How NULL encryption (RFC 2410) carries a ping in transport mode. The
+    message's checksum must verify (RFC 792: over the message; RFC 4443 s2.3:
+    with the outer addresses' pseudo-header), its type be an echo or an
+    error, and a sound trailer name it: random ciphertext passes by chance
+    with a probability near 2^-27.
+    """
+    n = len(data)
+    for icv in icv_lens:
+        end = n - icv
+        nh = data[end - 1] if end - start >= 10 else -1
+        if nh not in _ICMP_TYPES:  # the next header an ICMP message takes (most fail here)
+            continue
+        trailer = parse_trailer(data[start:end])
+        if trailer.problem or trailer.payload_len < 8:
+            continue
+        message = data[start : start + trailer.payload_len]
+        if message[0] not in _ICMP_TYPES[nh]:
+            continue
+        if nh == 1 and internet_checksum(message) == 0:
+            return True
+        if nh == 58 and len(src) == 16 and l4_checksum_ok(src, dst, 58, message):
+            return True
+    return False

@@ -11,7 +11,8 @@ case, which the lane proves before it takes it (from the first packet that
 is not, the rest of its key group's packets in the batch go through the
 per-frame path, the reference):
 - its SA has a usable key that verified a packet already, is not waiting
-  for its ESN place, and every check has seen the SA before;
+  for its ESN place, is not below the key file's ESN high half (the ESN
+  mismatch check's case), and every check has seen the SA before;
 - its seq64 is what RFC 4303 A2.2's inference gives from the SA's top,
   for every running top within the batch (one high half, no wrap);
 - its sequence number is above every one its flow has seen (no duplicate,
@@ -19,7 +20,8 @@ per-frame path, the reference):
   the group has seen (no reuse), the group still counting in runs; or,
   with CBC's 16-byte IVs, its IV's 64-bit fold new to the group's hash set
   and to the batch, and its ciphertext whole 16-byte blocks;
-- its IV was built from its own seq64 (or the SA's IVs follow no counter);
+- its IV was built from its own seq64 by its SA's counter scheme, seqiv's
+  xor or an additive counter (or the SA follows neither, checks/ivscheme.py);
   with CBC, its IV is not the last ciphertext block of the SA's previous
   packet;
 - its ICV verifies, its trailer is sound, its inner headers decode, and
@@ -283,6 +285,7 @@ class SteadyLane:
             or not state.proven
             or state.tentative is not None
             or not state.tracker.placed
+            or state.tracker.top >> 32 < state.sa.esn_hi  # below the key file's: a finding
             or not self._key.steady_known(state)
             or self._seq.steady_sa(flow) is None
             or self._ivd.steady_sa(flow) is None
@@ -341,7 +344,10 @@ class SteadyLane:
                 constant = IvDerivationCheck.steady_constant(ivd)
                 if constant is not None:  # the IV built from its own number
                     c, m = np.uint64(constant[0]), np.uint64(constant[1])
-                    wrong |= ((plan.iv[pos[mine]] & m) ^ c) != (cand & m)
+                    ivs = plan.iv[pos[mine]] & m
+                    # seqiv: IV xor c; an additive counter: IV - c (mod 2^64, then the mask)
+                    built = (ivs - c) & m if constant[2] else ivs ^ c
+                    wrong |= built != (cand & m)
                     plan.counter[pos[mine]] = True
             bad[np.flatnonzero(mine)[wrong]] = True
         if unit.wide:

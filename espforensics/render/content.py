@@ -80,6 +80,7 @@ class SaRow:
     verdicts: str  # every verdict seen, "ok 6, esp_misplaced 12"
     mbit: str  # "39.07", or "-"
     notes: tuple[str, ...] = ()  # TFC padding, inner checksums that do not verify
+    iv_scheme: str = ""  # how the sender builds its IVs (sas.csv iv_scheme), "" if not known
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,6 +330,7 @@ def _sa_row(sa: SaSummary) -> SaRow:
         _counts(sa.verdicts),
         narrative.mbit(sa),
         _sa_notes(sa),
+        sa.iv_scheme,
     )
 
 

@@ -94,6 +94,7 @@ def _sa_lines(sa: SaRow) -> list[str]:
         "    ",
     )
     lines += wrap(f"ok {sa.ok}" + (f", {sa.others}" if sa.others else ""), "    ")
+    lines += wrap(f"IV scheme: {sa.iv_scheme}", "    ") if sa.iv_scheme else []
     for note in sa.notes:
         lines += wrap(note, "    ")
     return lines

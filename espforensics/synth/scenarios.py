@@ -15,6 +15,7 @@ from espforensics.synth import scenarios_crypto as crypto
 from espforensics.synth import scenarios_encauth as encauth
 from espforensics.synth import scenarios_esn as esn
 from espforensics.synth import scenarios_faults as faults
+from espforensics.synth import scenarios_ivschemes as ivschemes
 from espforensics.synth import scenarios_midstream as midstream
 from espforensics.synth.truth import Scenario
 
@@ -73,6 +74,12 @@ SCENARIOS: dict[str, ScenarioBuilder] = {
     "midstream-odd-2": partial(midstream.midstream, parity="odd", lead=2),
     "midstream-odd-10": partial(midstream.midstream, parity="odd", lead=10),
     "midstream-odd-100": partial(midstream.midstream, parity="odd", lead=100),
+    "iv-counter": ivschemes.iv_counter,
+    "iv-random": ivschemes.iv_random,
+    "iv-constant": ivschemes.iv_constant,
+    "null-icmp": ivschemes.null_icmp,
+    "esp-header-only": ivschemes.esp_header_only,
+    "esn-below": ivschemes.esn_below,
 }
 
 

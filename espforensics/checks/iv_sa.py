@@ -1,0 +1,119 @@
+"""The IV derivation check's state per SA, and the findings it makes of it.
+
+In: the ``IvSa`` the check (iv_derivation.py) fills per flow. Out: the
+``iv_derivation`` findings of one SA: ``deviating_finding`` (packets that
+break their SA's counter scheme), ``chained_finding`` (CBC IVs that are the
+previous packet's last cipher block), ``constant_finding`` (one IV on most
+packets) and ``predictable_finding`` (CBC IVs that follow a counter on the
+wire). Raises nothing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from espforensics.checks.ivscheme import Candidate, Reading
+from espforensics.frames import FrameRuns
+from espforensics.model import Finding, FindingKind, IvScheme, PacketRecord, Severity
+
+_MASK64 = (1 << 64) - 1
+
+
+@dataclass(slots=True, eq=False)  # identity hash: a key of the probing queue
+class IvSa:
+    """One SA as the IV derivation check sees it: its window, scheme, counts and CBC tail."""
+
+    mask: int = _MASK64  # _MASK32 for an SA whose high halves are not authenticated
+    words: int = 0  # CBC with its key: echainiv, the IV decrypted to this many words
+    const: int | None = None  # seqiv's c; echainiv's packed inverse multipliers
+    additive: bool = False  # const is an additive counter's: IV = seq64 + c
+    alt: Candidate | None = None  # another constant that reads every packet so far alike
+    scheme: IvScheme | None = None  # named when the window is settled
+    reading: Reading | None = None
+    probe: list[tuple[PacketRecord, int, int, int]] = field(default_factory=list)
+    packets: int = 0
+    no_iv: int = 0  # packets of an algorithm without IV (NULL), or clear from the header on
+    deviating: int = 0
+    deltas: Counter[int] = field(default_factory=Counter)
+    unrelated: int = 0
+    frames: FrameRuns = field(default_factory=FrameRuns)  # every one
+    # CBC: the previous packet's last ciphertext block, and the IVs equal to it
+    last: bytes = b""
+    last_frame: int = 0
+    last_head: int = 0  # keyless: where in ``last`` the previous packet's ciphertext may start
+    chained: int = 0
+    chained_frames: FrameRuns = field(default_factory=FrameRuns)
+    repeated: int = 0  # packets of a constant-IV SA that carry its constant IV
+    repeated_frames: FrameRuns = field(default_factory=FrameRuns)
+
+
+def constant_finding(spi: int, src: str, dst: str, sa: IvSa) -> Finding:
+    """One IV on most of the SA's packets (RFC 4106 s3.1, RFC 3602 s2.1)."""
+    reading = sa.reading
+    assert reading is not None and reading.constant_iv is not None
+    return Finding(
+        FindingKind.IV_DERIVATION,
+        Severity.HIGH,
+        spi,
+        sa.repeated_frames.freeze(),
+        sa.repeated,
+        f"{src} -> {dst}: a constant IV: {sa.repeated} of {sa.packets} packets carry IV "
+        f"{reading.constant_iv:x} (an IV must not repeat under one key: RFC 4106 s3.1, "
+        f"RFC 3602 s2.1)",
+        src,
+        dst,
+    )
+
+
+def predictable_finding(spi: int, src: str, dst: str, sa: IvSa) -> Finding:
+    """CBC IVs that follow a counter on the wire: predictable (RFC 3602 s2.1)."""
+    how = "seq64 xor c" if sa.scheme is IvScheme.SEQIV else "seq64 + c"
+    return Finding(
+        FindingKind.IV_DERIVATION,
+        Severity.HIGH,
+        spi,
+        (),
+        sa.packets,
+        f"{src} -> {dst}: CBC IVs on the wire follow a counter (IV = {how}): the next IV "
+        f"is known before the packet is sent (RFC 3602 s2.1 wants them unpredictable)",
+        src,
+        dst,
+    )
+
+
+def chained_finding(spi: int, src: str, dst: str, sa: IvSa) -> Finding:
+    """CBC IVs that are the previous packet's last cipher block (CVE-2022-46397)."""
+    return Finding(
+        FindingKind.IV_DERIVATION,
+        Severity.HIGH,
+        spi,
+        sa.chained_frames.freeze(),
+        sa.chained,
+        f"{src} -> {dst}: {sa.chained} of {sa.packets} CBC IVs are chained: each equals "
+        f"the last ciphertext block of the SA's previous packet, so the next IV is known "
+        f"before the packet is sent (predictable IVs, as in CVE-2022-46397; RFC 3602 s2.1 "
+        f"wants them unpredictable)",
+        src,
+        dst,
+    )
+
+
+def deviating_finding(spi: int, src: str, dst: str, sa: IvSa) -> Finding:
+    """Packets whose IVs break their SA's counter scheme: the four most common deltas."""
+    common = ", ".join(
+        [f"seq{d:+d} x{n}" for d, n in sa.deltas.most_common(4)]
+        + ([f"no nearby seq x{sa.unrelated}"] if sa.unrelated else [])
+    )
+    return Finding(
+        FindingKind.IV_DERIVATION,
+        Severity.HIGH,
+        spi,
+        sa.frames.freeze(),
+        sa.deviating,
+        f"{src} -> {dst}: {sa.deviating} of {sa.packets} IVs not built from their own "
+        f"sequence number (IV built from {common})"
+        + ("; the SA's IVs are an additive counter, IV = seq64 + c" if sa.additive else ""),
+        src,
+        dst,
+    )
