@@ -127,6 +127,7 @@ def test_report_html_has_the_content_of_report_md(gso: Path) -> None:
         "sequence",
         "esn_mismatch",
         "keys",
+        "inner_checksum",
     ]
     for row in rows:
         assert "| " + " | ".join(row) + " |" in md

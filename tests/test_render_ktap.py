@@ -50,7 +50,7 @@ def test_a_clean_capture(tmp_path: Path) -> None:
         "# no inner header byte in clear",
         "# no IV reused",
         *(f"ok {n} {name}" for n, name in enumerate(CHECKS, 1)),
-        "# Totals: pass:7 fail:0 xfail:0 xpass:0 skip:0 error:0",
+        "# Totals: pass:8 fail:0 xfail:0 xpass:0 skip:0 error:0",
     ]
 
 
@@ -123,7 +123,7 @@ def test_a_damaged_capture_is_an_error_on_every_line(tmp_path: Path) -> None:
     assert results == [
         f"not ok {n} {name} # ERROR the capture is damaged" for n, name in enumerate(CHECKS, 1)
     ]
-    assert res.stdout.splitlines()[-1] == "# Totals: pass:0 fail:0 xfail:0 xpass:0 skip:0 error:7"
+    assert res.stdout.splitlines()[-1] == "# Totals: pass:0 fail:0 xfail:0 xpass:0 skip:0 error:8"
     assert "# The capture is damaged: cut.pcap: " in res.stdout
 
 

@@ -173,8 +173,8 @@ def test_compare_tso_on_and_off() -> None:
     assert rows["finding iv_derivation"] == ("94", "0", "-94")
     text = runner.invoke(app, base).stdout
     _ascii_72(text)
-    # the label column is as wide as its longest label, "verdict authentic_not_decrypted"
-    assert "verdict esp_misplaced                      94             0        -94" in text
+    # the label column is as wide as its longest shown label, "finding cleartext_leak"
+    assert "verdict esp_misplaced             94             0        -94" in text
     assert "  Packets with verdict esp_misplaced fell from 94 to 0." in text
     md = runner.invoke(app, [*base, "--format", "markdown"]).stdout
     assert "| verdict esp_misplaced | 94 | 0 | -94 |" in md
