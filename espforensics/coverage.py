@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from espforensics.checks import COVERAGE
-from espforensics.checks.coverage import ICV_FAILS, NO_SPI, SaFacts, proven, seen
+from espforensics.checks.coverage import ICV_FAILS, NO_SPI, SaFacts, Seen, proven, seen
 
 
 class SaCounts(Protocol):
@@ -54,19 +54,15 @@ def check_coverage(sas: Iterable[SaCounts], esp_packets: int) -> tuple[CheckCove
     examined = dict.fromkeys((name for name, _ in COVERAGE), 0)
     keyless = dict.fromkeys(examined, 0)
     skipped: dict[str, Counter[str]] = {name: Counter() for name in examined}
-    owned = 0
-    for sa in sas:
-        owned += sa.packets
-        facts = SaFacts(sa.algorithm, proven(sa.verdicts))
-        for verdict, n in sa.verdicts.items():
-            s = seen(verdict, facts)
-            for name, declared in COVERAGE:
-                why = declared(s)
-                if why is None:
-                    examined[name] += n
-                    keyless[name] += 0 if s.keyed else n
-                else:
-                    skipped[name][why] += n
+    rows, owned = _seen(sas)
+    for _, _, n, s in rows:
+        for name, declared in COVERAGE:
+            why = declared(s)
+            if why is None:
+                examined[name] += n
+                keyless[name] += 0 if s.keyed else n
+            else:
+                skipped[name][why] += n
     unowned = esp_packets - owned  # ESP packets cut before their SPI
     return tuple(
         CheckCoverage(
@@ -98,18 +94,14 @@ def tally(sas: Iterable[SaCounts], esp_packets: int) -> Tally:
     tried: Counter[str] = Counter()
     untried: Counter[str] = Counter()
     spis: dict[str, set[int]] = {}
-    owned = 0
-    for sa in sas:
-        owned += sa.packets
-        facts = SaFacts(sa.algorithm, proven(sa.verdicts))
-        for verdict, n in sa.verdicts.items():
-            s = seen(verdict, facts)
-            if s.verified or s.decrypted or s.why == ICV_FAILS:
-                tried[verdict] += n
-                proven_n += n if s.verified or s.decrypted else 0
-            else:
-                untried[s.why] += n
-                spis.setdefault(s.why, set()).add(sa.spi)
+    rows, owned = _seen(sas)
+    for sa, verdict, n, s in rows:
+        if s.verified or s.decrypted or s.why == ICV_FAILS:
+            tried[verdict] += n
+            proven_n += n if s.verified or s.decrypted else 0
+        else:
+            untried[s.why] += n
+            spis.setdefault(s.why, set()).add(sa.spi)
     if esp_packets > owned:
         untried[NO_SPI] += esp_packets - owned
     return Tally(
@@ -120,3 +112,13 @@ def tally(sas: Iterable[SaCounts], esp_packets: int) -> Tally:
         dict(untried.most_common()),
         {why: tuple(sorted(spis.get(why, ()))) for why in untried},
     )
+
+
+def _seen(sas: Iterable[SaCounts]) -> tuple[list[tuple[SaCounts, str, int, Seen]], int]:
+    """Per SA and verdict: its packets and what was seen of them; and the packets of all SAs."""
+    rows, owned = [], 0
+    for sa in sas:
+        owned += sa.packets
+        facts = SaFacts(sa.algorithm, proven(sa.verdicts))
+        rows += [(sa, v, n, seen(v, facts)) for v, n in sa.verdicts.items()]
+    return rows, owned

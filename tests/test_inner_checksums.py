@@ -180,7 +180,7 @@ def test_tfc_padding_is_in_sas_csv_summary_json_and_the_report(tmp_path: Path) -
     out = tmp_path / "out"
     analyze_to_dir(TFC / "capture.pcap", [TFC / "xfrm-state.txt"], out, plots=False)
     sas = pd.read_csv(out / "sas.csv")
-    assert sas[["spi", "tfc_packets", "tfc_bytes", "tfc_padded_to"]].values.tolist() == [
+    assert sas[["spi_hex", "tfc_packets", "tfc_bytes", "tfc_padded_to"]].values.tolist() == [
         ["0x00001001", 27, 33822, "1400=27"],
         ["0x00001002", 96, 125621, "1400=96"],
     ]

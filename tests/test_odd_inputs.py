@@ -31,18 +31,9 @@ from espforensics.errors import CaptureError
 from espforensics.model import DecryptionSecrets, Frame
 from espforensics.summary import SummaryBuilder
 from espforensics.synth import build_scenario, write_scenario
+from tests.test_atomic_outputs import FINAL
 
 runner = CliRunner()
-FINAL = [
-    "findings.csv",
-    "packets.csv",
-    "packets.parquet",
-    "report.html",
-    "report.md",
-    "report.txt",
-    "sas.csv",
-    "summary.json",
-]
 BAD_DSB = b'"not an esp_sa line\n'
 DSB_ERROR = "(decryption secrets block): line 1: not a list of quoted fields"
 

@@ -13,6 +13,7 @@ Raises nothing for valid seeds.
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 from espforensics.keys.sa import NULL_CIPHER
@@ -79,7 +80,9 @@ def iv_constant(seed: int = 1) -> Scenario:
     """One SA sending one fixed IV on all 20 packets: 19 nonce reuses."""
     rng, cb = random.Random(seed), CaptureBuilder(seed)
     flow = SaFlow(make_sa(rng, 0xB201, V4_A, V4_B), V4_A, V4_B)
-    fixed = rng.randbytes(8)
+    # Not from ``rng``: its stream after make_sa holds bytes other scenarios' keys of the
+    # same seed are drawn from, and an IV equal to key bytes trips the key-secrecy scan.
+    fixed = hashlib.sha256(f"iv-constant {seed}".encode()).digest()[:8]
     for seq in range(1, 21):
         tags = ("iv_fixed",) if seq == 1 else ("iv_fixed", "iv_reuse")
         send_udp(cb, flow, seq, Fault(iv=IvFixed(fixed), tags=tags))
