@@ -197,6 +197,11 @@ class PacketRecord:
     detail: str = ""
     inner_checksum: str = ""  # an InnerChecksum value; empty: no verified plaintext
     tfc_len: int | None = None  # TFC padding after the inner IP packet (RFC 4303 s2.7)
+    # Which ESP layer of the frame the row describes: 1 the outermost (and every frame
+    # without ESP), 2 the ESP packet its plaintext carries (ESP inside ESP), and so on.
+    layer: int = 1
+    ipcomp_cpi: int | None = None  # the payload was IPComp (RFC 3173): its CPI
+    ipcomp_len: int | None = None  # and the bytes its DEFLATE data inflated to (RFC 2394)
 
 
 PACKET_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PacketRecord))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import gc
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -40,6 +40,7 @@ from espforensics.decode.esp import (
 from espforensics.decode.inner import ntop
 from espforensics.decode.ip import PROTO_ESP, PROTO_UDP, OuterIp, parse_ip
 from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
+from espforensics.decode.nested import NestedEsp, nested_esp
 from espforensics.decode.reassembly import Completed, Expired, Reassembler
 from espforensics.errors import MalformedPacket, Truncated
 from espforensics.esn import EsnTracker
@@ -64,6 +65,12 @@ MAX_BEHIND_CHECK = 4096
 
 
 Released = tuple[PacketRecord, ...]  # records that may leave, in capture order
+Layer = tuple[PacketRecord, "PacketContext | None"]  # an inner ESP layer's record, its packet
+MAX_LAYERS = 4  # ESP layers of one frame analyzed at the most (the outermost is 1)
+_CARRIERS = frozenset({4, 41, PROTO_ESP})  # next headers whose payload may carry ESP
+# The verdicts whose plaintext is read for an inner ESP packet (RFC 4303 s3.4.4: verified,
+# or decrypted where there is no ICV to verify).
+_OPENED = frozenset({Verdict.OK, Verdict.DECRYPTED_NO_ICV})
 
 
 class _FewerCollections:
@@ -166,24 +173,66 @@ class FrameAnalyzer:
 
     # -- frames -------------------------------------------------------------
     def process(self, frame: Frame) -> Released:
-        """Analyze one frame; the records now released (its own, unless records are held)."""
-        rec = PacketRecord(frame.number, frame.ts_ns, frame.caplen, frame.wirelen)
-        return self._emit(rec, self._analyze(frame, rec), frame.ts_ns)
+        """Analyze one frame; the records now released (its own, unless records are held).
 
-    def _emit(self, rec: PacketRecord, pkt: PacketContext | None, ts_ns: int) -> Released:
+        A frame whose ESP plaintext carries ESP has a record per layer (``layer``).
+        """
+        rec = PacketRecord(frame.number, frame.ts_ns, frame.caplen, frame.wirelen)
+        pkt = self._analyze(frame, rec)
+        if pkt is not None and pkt.inner_next in _CARRIERS:
+            return self._emit(rec, pkt, frame.ts_ns, self._layers(frame, pkt))
+        return self._emit(rec, pkt, frame.ts_ns)
+
+    def _layers(self, frame: Frame, pkt: PacketContext) -> list[Layer]:
+        """The ESP packets inside ``pkt``'s plaintext, layer by layer (RFC 4303 s3.1)."""
+        layers: list[Layer] = []
+        while pkt.payload is not None and pkt.rec.verdict in _OPENED:
+            found = nested_esp(pkt.inner_next or 0, pkt.payload, pkt.ip, pkt.data)
+            if found is None:
+                break
+            if isinstance(found, str) or len(layers) + 1 >= MAX_LAYERS:
+                why = found if isinstance(found, str) else f"more than {MAX_LAYERS} ESP layers"
+                pkt.rec.detail = f"{pkt.rec.detail}; {why}" if pkt.rec.detail else why
+                break
+            size = len(found.data)
+            rec = PacketRecord(frame.number, frame.ts_ns, size, size, layer=len(layers) + 2)
+            inner = self._inner(rec, found)
+            layers.append((rec, inner))
+            if inner is None:
+                break
+            pkt = inner
+        return layers
+
+    def _inner(self, rec: PacketRecord, found: NestedEsp) -> PacketContext | None:
+        """Analyze an ESP packet found inside another's plaintext, as a datagram of its own."""
+        ip = found.ip
+        rec.ip_version, rec.src, rec.dst = ip.version, self._name(ip.src), self._name(ip.dst)
+        try:
+            return self._datagram(rec, ip, found.data)
+        except (Truncated, MalformedPacket) as exc:  # a decrypted packet is never cut short
+            rec.verdict, rec.detail = Verdict.UNDECODABLE, str(exc)
+        return None
+
+    def _emit(
+        self, rec: PacketRecord, pkt: PacketContext | None, ts_ns: int, inner: Sequence[Layer] = ()
+    ) -> Released:
         """Run the checks on an ESP packet and let records leave in capture order."""
         if pkt is not None and pkt.state.tentative is not pkt:
             self._observe(pkt)
+        for _, deeper in inner:
+            if deeper is not None and deeper.state.tentative is not deeper:
+                self._observe(deeper)
         if self._holds or self._queue:
             queue = self._queue
             queue.append(rec)
+            queue.extend(r for r, _ in inner)
             expired = self._reasm.expire(ts_ns)
             if len(queue) > MAX_BEHIND_CHECK and queue[0].frame not in self._fragments:
                 self._holds.force(queue[0].frame)
             elif len(queue) > MAX_WAITING:
                 expired += self._unblock()
             return tuple(self._release(expired))
-        return (rec,)
+        return (rec, *(r for r, _ in inner)) if inner else (rec,)
 
     def _unblock(self) -> list[Expired]:
         """Too many records wait behind the oldest held one: stop waiting for it."""

@@ -391,14 +391,16 @@ class SummaryBuilder:
 
     def observe(self, rec: PacketRecord) -> None:
         """Count one record."""
-        self.frames += 1
-        if self.first_time is None:
-            self.first_time = rec.time / 1e9
-        self.last_time = rec.time / 1e9
-        self.verdicts[rec.verdict] += 1
+        if rec.layer == 1:  # an ESP packet inside another (layer 2 on) is no frame of its own
+            self.frames += 1
+            if self.first_time is None:
+                self.first_time = rec.time / 1e9
+            self.last_time = rec.time / 1e9
+            self.verdicts[rec.verdict] += 1
         if rec.proto is Proto.OTHER:
             return
-        self.esp_packets += 1
+        if rec.layer == 1:
+            self.esp_packets += 1
         if rec.spi is None:
             return
         key = (rec.spi, rec.src, rec.dst)

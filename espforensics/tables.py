@@ -54,6 +54,9 @@ _INT_COLUMNS = frozenset(
         "iv_seq_delta",
         "seq_hi_verified",
         "tfc_len",
+        "layer",
+        "ipcomp_cpi",
+        "ipcomp_len",
     }
 )
 _UINT64_COLUMNS = frozenset({"seq64"})
@@ -213,6 +216,7 @@ def steady_table(rows: SteadyRows) -> pa.Table:
     for name in ("leaked_hex", "leaked_fields", "seq_anomaly"):
         cols[name] = _repeat("", n)
     cols["verdict"] = _repeat("ok", n)
+    cols["layer"] = pa.array(np.ones(n, np.int64), pa.int64())  # the lane takes no nested ESP
     arrays = [
         cols[name] if name in cols else pa.nulls(n, PACKET_SCHEMA.field(name).type)
         for name in PACKET_COLUMNS
@@ -709,14 +713,19 @@ def iter_packet_records(parquet: Path, columns: Sequence[str]) -> Iterator[Packe
 
     Only ``columns`` (and frame, time, caplen, len) are read; the other
     fields keep their defaults. For the passes that rewrite the capture
-    (rewrite/), which walk it again beside its table.
+    (rewrite/), which walk it again beside its table: one record per frame,
+    its outermost ESP layer's (the rows of ESP inside ESP, ``layer`` 2 on,
+    are left out).
     """
-    names = list(dict.fromkeys([*_ALWAYS, *columns]))
     reader = pq.ParquetFile(parquet, pre_buffer=False)
+    layered = "layer" in reader.schema_arrow.names  # tables written before it have one layer
+    names = list(dict.fromkeys([*_ALWAYS, *columns, *(["layer"] if layered else [])]))
     for batch in reader.iter_batches(_RECORD_BATCH, columns=names, use_threads=False):
         at = batch.schema.get_field_index("time")
         ns = pc.fill_null(pc.cast(batch.column(at), pa.int64()), 0)  # not read by rewrite/
         for row in batch.set_column(at, "time", ns).to_pylist():
+            if (row.get("layer") or 1) > 1:
+                continue
             if "verdict" in row:
                 row["verdict"] = Verdict(row["verdict"])
             if "proto" in row:

@@ -79,7 +79,7 @@ def checked(pkt: PacketContext) -> Checked | None:
     if pkt.plain_head is None:
         return None
     reason = _REASONS.get(rec.verdict)
-    payload, nh = pkt.payload, rec.next_header
+    payload, nh = pkt.payload, pkt.inner_next  # after IPComp, the inflated packet's
     if payload is None or nh is None:
         reason = _REASONS[Verdict.BAD_TRAILER]
     if reason is not None or payload is None or nh is None:

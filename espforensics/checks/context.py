@@ -25,6 +25,7 @@ from espforensics.decode.clear import (
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.inner import parse_inner
 from espforensics.decode.ip import OuterIp
+from espforensics.decode.ipcomp import PROTO_IPCOMP, decompress
 from espforensics.errors import MalformedPacket
 from espforensics.esn import EsnTracker
 from espforensics.keys.sa import SecurityAssociation
@@ -81,6 +82,9 @@ class PacketContext:
     iv: int | None = None  # the explicit IV as an integer, when all 8 bytes were captured
     plain_head: bytes | None = None  # the first HEAD_LEN plaintext bytes, once the ICV verified
     payload: bytes | None = None  # the plaintext before its trailer, once the trailer is sound
+    # What ``payload`` is: the trailer's next header, or an IPComp payload's (RFC 3173 s2.2),
+    # ``payload`` then being the inflated packet.
+    inner_next: int | None = None
     _digest: bytes | None = None
     _clear: bool | None = None
 
@@ -158,15 +162,28 @@ class PacketContext:
         rec.payload_len = trailer.payload_len
         if trailer.problem:
             return trailer.problem
-        payload = self.payload = plain[: trailer.payload_len]
+        payload, nh = plain[: trailer.payload_len], trailer.next_header
+        self.payload, self.inner_next = payload, nh
         try:
-            inner = parse_inner(trailer.next_header, payload, rec.src, rec.dst)
+            if nh == PROTO_IPCOMP:
+                payload, nh = self._inflate(payload)
+            inner = parse_inner(nh, payload, rec.src, rec.dst)
         except MalformedPacket as exc:
             rec.detail = f"inner packet: {exc}"
             return ""
         rec.inner_proto, rec.inner_src, rec.inner_dst = inner.proto, inner.src, inner.dst
         rec.inner_sport, rec.inner_dport = inner.sport, inner.dport
         return ""
+
+    def _inflate(self, payload: bytes) -> tuple[bytes, int]:
+        """The packet an IPComp payload compresses, and its next header (RFC 3173 s2.2).
+
+        Until it inflates, ``payload`` stays the IPComp payload (next header 108).
+        """
+        comp = decompress(payload)
+        self.rec.ipcomp_cpi, self.rec.ipcomp_len = comp.cpi, len(comp.data)
+        self.payload, self.inner_next = comp.data, comp.next_header
+        return comp.data, comp.next_header
 
 
 class PerFlow(Generic[T]):

@@ -27,7 +27,7 @@ from espforensics.decode.ip import parse_ip
 from espforensics.errors import Truncated
 from espforensics.model import InnerChecksum, new_tuple
 
-_NAMES = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmpv6", 132: "sctp", 59: "none"}
+_NAMES = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmpv6", 132: "sctp", 59: "none", 50: "esp"}
 _PORTS = frozenset({6, 17, 132, 136})  # TCP, UDP, SCTP, UDP-Lite: ports lead
 
 

@@ -47,6 +47,9 @@ from espforensics.checks.keys import KeyCheck
 from espforensics.checks.sequence import SequenceCheck
 from espforensics.crypto import IV_LEN, CipherContext, EncAuthContext
 from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.decode.inner import l4_name
+from espforensics.decode.ip import PROTO_ESP
+from espforensics.decode.ipcomp import PROTO_IPCOMP
 from espforensics.engine.plain import Outer, PlainColumns, decode_plaintexts
 from espforensics.engine.rows import SteadyRows
 from espforensics.engine.wire import ADDR_LEN, I64, FrameBatch, Mask, WireColumns
@@ -418,6 +421,7 @@ class SteadyLane:
             return 0
         at = plan.plain_at[pos]
         bad = (at < 0) | ~cols.plain[np.where(at < 0, 0, at)]
+        bad |= _carries(cols, np.where(at < 0, 0, at))
         if unit.wide:  # hashed: no runs to make room for
             return int(np.argmax(bad)) if bad.any() else len(pos)
         value = plan.iv[pos] ^ np.uint64(unit.group.const)
@@ -534,6 +538,17 @@ class SteadyLane:
             counter=plan.counter[pos],
             algorithm=tuple(f.state.sa.suite if f.state.sa else "" for f in flows),
         )
+
+
+_CARRIED = (l4_name(PROTO_ESP), l4_name(PROTO_IPCOMP))  # inner_proto of ESP, IPComp
+
+
+def _carries(cols: PlainColumns, at: I64) -> Mask:
+    """Rows whose plaintext carries ESP or IPComp, in transport or tunnel mode: the
+    per-frame path's (it analyzes the inner ESP layer, inflates IPComp)."""
+    nh = cols.next_header[at]
+    inner = np.isin(cols.inner_proto[at].astype(str), _CARRIED)
+    return np.asarray(np.isin(nh, (PROTO_ESP, PROTO_IPCOMP)) | inner, np.bool_)
 
 
 def _ctx(flow: Flow) -> CipherContext:
