@@ -40,7 +40,7 @@ from espforensics.decode.esp import (
 from espforensics.decode.inner import ntop
 from espforensics.decode.ip import PROTO_ESP, PROTO_UDP, OuterIp, parse_ip
 from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
-from espforensics.decode.nested import NestedEsp, nested_esp
+from espforensics.decode.nested import NestedEsp, may_carry, nested_esp
 from espforensics.decode.reassembly import Completed, Expired, Reassembler
 from espforensics.errors import MalformedPacket, Truncated
 from espforensics.esn import EsnTracker
@@ -67,7 +67,6 @@ MAX_BEHIND_CHECK = 4096
 Released = tuple[PacketRecord, ...]  # records that may leave, in capture order
 Layer = tuple[PacketRecord, "PacketContext | None"]  # an inner ESP layer's record, its packet
 MAX_LAYERS = 4  # ESP layers of one frame analyzed at the most (the outermost is 1)
-_CARRIERS = frozenset({4, 41, PROTO_ESP})  # next headers whose payload may carry ESP
 # The verdicts whose plaintext is read for an inner ESP packet (RFC 4303 s3.4.4: verified,
 # or decrypted where there is no ICV to verify).
 _OPENED = frozenset({Verdict.OK, Verdict.DECRYPTED_NO_ICV})
@@ -179,7 +178,7 @@ class FrameAnalyzer:
         """
         rec = PacketRecord(frame.number, frame.ts_ns, frame.caplen, frame.wirelen)
         pkt = self._analyze(frame, rec)
-        if pkt is not None and pkt.inner_next in _CARRIERS:
+        if pkt is not None and pkt.payload and may_carry(pkt.inner_next or 0, pkt.payload):
             return self._emit(rec, pkt, frame.ts_ns, self._layers(frame, pkt))
         return self._emit(rec, pkt, frame.ts_ns)
 

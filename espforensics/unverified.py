@@ -40,7 +40,8 @@ def no_icv(pkt: PacketContext, seq64: int, plain: bytes | None, block: int, why:
     if rec.detail.startswith("inner packet:"):  # apply_plaintext could not decode it
         rec.verdict, rec.detail = Verdict.UNDECODABLE, f"{rec.detail}; {why}"
         return
-    unsound = inner_problem(rec.next_header or 0, plain[: rec.payload_len or 0])
+    # The inner packet, after IPComp when there was one (checks/context.py inflates it).
+    unsound = inner_problem(pkt.inner_next or 0, pkt.payload or b"")
     if unsound:
         rec.verdict, rec.detail = Verdict.UNDECODABLE, f"inner packet: {unsound}; {why}"
         return

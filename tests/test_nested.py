@@ -338,3 +338,74 @@ def test_tshark_reads_every_layer_as_we_do() -> None:
         assert good == ([] if n in (7, 9) else ["1"] * len(ours)), n
         sport = frame["tcp.srcport"] or frame["udp.srcport"]
         assert (int(sport) if sport else None) == ours[-1].inner_sport, n
+
+
+# -- how deep, and what is not analyzed ---------------------------------------------------------
+
+
+def _tunnel_stack(depth: int, inner: bytes, fragment: bool = False) -> tuple[SaTable, Frame]:
+    """``depth`` GCM SAs, each in tunnel mode inside the next: SA 0xD001 is the outermost.
+
+    ``fragment``: the innermost tunnel's IP header says more fragments follow.
+    """
+    table = SaTable()
+    packet = inner
+    for k in range(depth, 0, -1):
+        sa = _gcm(0xD000 + k, MID_SRC, MID_DST)
+        table.add(sa)
+        esp = EspSealer(sa, bytes(8)).seal(packet, 4, 1)
+        packet = ipv4_packet(MID_SRC, MID_DST, 50, esp, more_fragments=fragment and k == depth)
+    return table, Frame(1, 10**18, len(packet), len(packet), 101, packet)
+
+
+def test_four_layers_are_analyzed_and_a_fifth_is_named() -> None:
+    udp = ipv4_packet(OUT_SRC, OUT_DST, 17, udp_bytes(OUT_SRC, OUT_DST, 9999, 53, b"deep"))
+    sas, frame = _tunnel_stack(5, udp)
+    rows, _ = _run(sas, [frame], False)
+    assert [(r.layer, r.spi, r.verdict, r.inner_proto) for r in rows] == [
+        (1, 0xD001, OK, "esp"),
+        (2, 0xD002, OK, "esp"),
+        (3, 0xD003, OK, "esp"),
+        (4, 0xD004, OK, "esp"),
+    ]
+    assert rows[-1].detail.startswith("more than 4 ESP layers; inner checksum not checked")
+    sas, frame = _tunnel_stack(4, udp)
+    rows, _ = _run(sas, [frame], False)
+    assert [(r.layer, r.spi, r.inner_sport) for r in rows][-1] == (4, 0xD004, 9999)
+    assert "layers" not in rows[-1].detail
+
+
+def test_an_inner_esp_fragment_is_named_not_analyzed() -> None:
+    udp = ipv4_packet(OUT_SRC, OUT_DST, 17, udp_bytes(OUT_SRC, OUT_DST, 9999, 53, b"frag"))
+    sas, frame = _tunnel_stack(2, udp, fragment=True)
+    rows, _ = _run(sas, [frame], False)
+    assert [(r.layer, r.spi, r.verdict) for r in rows] == [(1, 0xD001, OK)]
+    assert rows[0].detail.startswith("inner ESP not analyzed: its inner IP packet is a fragment")
+
+
+def test_ipcomp_under_an_sa_without_integrity_is_judged_by_the_inflated_packet() -> None:
+    """No ICV (RFC 4303 s3.2): the verdict rests on the inner header, the inflated one."""
+    sa = SecurityAssociation(
+        spi=0xE001, algorithm="cbc(aes)", key=Secret(bytes(range(16))), icv_bits=0,
+        src=OUT_SRC, dst=OUT_DST, origin="test",
+    )  # fmt: skip
+    sealer = EspSealer(sa, bytes(16))
+    udp = ipv4_packet(OUT_SRC, OUT_DST, 17, udp_bytes(OUT_SRC, OUT_DST, 4242, 53, b"n" * 200))
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    good = bytes([4, 0, 0, 2]) + comp.compress(udp) + comp.flush()
+    bad_ip = bytearray(udp)
+    bad_ip[10] ^= 0xFF  # the inner IPv4 header checksum no longer verifies
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    bad = bytes([4, 0, 0, 2]) + comp.compress(bytes(bad_ip)) + comp.flush()
+    frames = []
+    for seq, payload in enumerate((good, bad), start=1):
+        data = ipv4_packet(OUT_SRC, OUT_DST, 50, sealer.seal(payload, 108, seq))
+        frames.append(Frame(seq, 10**18 + seq, len(data), len(data), 101, data))
+    table = SaTable()
+    table.add(sa)
+    rows, _ = _run(table, frames, False)
+    assert [(r.verdict, r.ipcomp_cpi, r.ipcomp_len, r.inner_sport) for r in rows] == [
+        (Verdict.DECRYPTED_NO_ICV, 2, len(udp), 4242),
+        (Verdict.UNDECODABLE, 2, len(udp), 4242),
+    ]
+    assert rows[1].detail.startswith("inner packet: IPv4 header checksum")

@@ -31,6 +31,22 @@ class NestedEsp(NamedTuple):
     data: bytes
 
 
+# IPv6 headers that may come before an inner ESP header (RFC 8200 s4.1): hop-by-hop,
+# routing, fragment, destination options; and ESP itself.
+_V6_BEFORE_ESP = frozenset({0, 43, 44, 60, PROTO_ESP})
+
+
+def may_carry(next_header: int, payload: bytes) -> bool:
+    """Could ``payload`` hold an inner ESP packet? (A look at one byte, before a parse.)"""
+    if next_header == PROTO_ESP:
+        return True
+    if next_header == 4:
+        return len(payload) > 9 and payload[0] >> 4 == 4 and payload[9] == PROTO_ESP
+    if next_header == 41:
+        return len(payload) > 6 and payload[0] >> 4 == 6 and payload[6] in _V6_BEFORE_ESP
+    return False
+
+
 def nested_esp(
     next_header: int, payload: bytes, outer: OuterIp, data: bytes
 ) -> NestedEsp | str | None:
@@ -45,7 +61,7 @@ def nested_esp(
             more_fragments=False,
         )
         return NestedEsp(ip, head + payload)
-    if next_header not in (4, 41) or not payload or payload[0] >> 4 not in (4, 6):
+    if not may_carry(next_header, payload):
         return None
     try:
         ip = parse_ip(payload)
