@@ -17,14 +17,18 @@ import shutil
 import subprocess
 import zlib
 from functools import cache
-from ipaddress import IPv4Address
+from ipaddress import IPv4Address, IPv6Address
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from espforensics.analysis import analyze_to_dir
 from espforensics.capture import open_capture
+from espforensics.decode.ip import parse_ip
 from espforensics.decode.ipcomp import MAX_INFLATED, decompress
+from espforensics.decode.nested import NestedEsp, nested_esp
 from espforensics.engine.run import Engine
 from espforensics.errors import MalformedPacket
 from espforensics.keys import SaTable, load_sas
@@ -32,7 +36,7 @@ from espforensics.keys.sa import Secret, SecurityAssociation
 from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Verdict
 from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth.esp import EspSealer
-from espforensics.synth.packets import ipv4_packet, udp_bytes
+from espforensics.synth.packets import ipv4_packet, ipv6_packet, udp_bytes
 from espforensics.tables import iter_packet_records
 
 DATA = Path(__file__).parent / "data" / "scapy"
@@ -219,7 +223,9 @@ OUT_SRC, OUT_DST = IPv4Address("192.0.2.1"), IPv4Address("192.0.2.2")
 MID_SRC, MID_DST = IPv4Address("203.0.113.1"), IPv4Address("203.0.113.2")
 
 
-def _gcm(spi: int, src: IPv4Address, dst: IPv4Address) -> SecurityAssociation:
+def _gcm(
+    spi: int, src: IPv4Address | IPv6Address, dst: IPv4Address | IPv6Address
+) -> SecurityAssociation:
     return SecurityAssociation(
         spi=spi,
         algorithm="rfc4106(gcm(aes))",
@@ -409,3 +415,39 @@ def test_ipcomp_under_an_sa_without_integrity_is_judged_by_the_inflated_packet()
         (Verdict.UNDECODABLE, 2, len(udp), 4242),
     ]
     assert rows[1].detail.startswith("inner packet: IPv4 header checksum")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([4, 41, 50, 108, 6]), st.binary(max_size=120))
+def test_any_plaintext_is_an_inner_esp_packet_a_reason_or_none(nh: int, payload: bytes) -> None:
+    """Whatever a plaintext holds, looking for an inner ESP packet or inflating IPComp
+    raises nothing but ``MalformedPacket`` (a record's ``detail``)."""
+    outer = ipv4_packet(OUT_SRC, OUT_DST, 50, bytes(16))
+    found = nested_esp(nh, payload, parse_ip(outer), outer)
+    assert found is None or isinstance(found, str | NestedEsp)
+    if isinstance(found, NestedEsp):
+        assert found.ip.proto == 50 and len(found.data) == found.ip.total_len
+    try:
+        got = decompress(payload)
+    except MalformedPacket:
+        return
+    assert len(got.data) <= MAX_INFLATED and got.cpi == int.from_bytes(payload[2:4])
+
+
+def test_an_ipv6_tunnel_with_extension_headers_carries_the_inner_esp() -> None:
+    """IPv4 ESP carrying an IPv6 packet whose ESP follows a destination-options header
+    (RFC 8200 s4.1): the inner SA is looked up by its IPv6 addresses."""
+    a6, b6 = IPv6Address("2001:db8::1"), IPv6Address("2001:db8::2")
+    outer_sa, inner_sa = _gcm(0xF001, OUT_SRC, OUT_DST), _gcm(0xF002, a6, b6)
+    udp = ipv6_packet(a6, b6, 17, udp_bytes(a6, b6, 6000, 53, b"six"))
+    esp = EspSealer(inner_sa, bytes(8)).seal(udp, 41, 1)
+    carried = ipv6_packet(a6, b6, 50, esp, ext=[60])
+    data = ipv4_packet(OUT_SRC, OUT_DST, 50, EspSealer(outer_sa, bytes(8)).seal(carried, 41, 1))
+    table = SaTable()
+    table.add(outer_sa)
+    table.add(inner_sa)
+    rows, _ = _run(table, [Frame(1, 10**18, len(data), len(data), 101, data)], False)
+    assert [(r.layer, r.spi, r.verdict, r.src, r.esp_offset, r.inner_sport) for r in rows] == [
+        (1, 0xF001, OK, "192.0.2.1", 20, None),
+        (2, 0xF002, OK, "2001:db8::1", 48, 6000),
+    ]
