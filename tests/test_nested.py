@@ -451,3 +451,46 @@ def test_an_ipv6_tunnel_with_extension_headers_carries_the_inner_esp() -> None:
         (1, 0xF001, OK, "192.0.2.1", 20, None),
         (2, 0xF002, OK, "2001:db8::1", 48, 6000),
     ]
+
+
+def test_an_outer_sa_without_integrity_still_opens_its_inner_layer() -> None:
+    """decrypted_no_icv (a sound inner IPv4 header) is opened plaintext too: the inner
+    ESP packet is analyzed, and its own ICV verifies."""
+    outer_sa = SecurityAssociation(
+        spi=0xE101, algorithm="cbc(aes)", key=Secret(bytes(range(16))), icv_bits=0,
+        src=OUT_SRC, dst=OUT_DST, origin="test",
+    )  # fmt: skip
+    inner_sa = _gcm(0xE102, MID_SRC, MID_DST)
+    udp = ipv4_packet(OUT_SRC, OUT_DST, 17, udp_bytes(OUT_SRC, OUT_DST, 1111, 53, b"cbc"))
+    carried = ipv4_packet(MID_SRC, MID_DST, 50, EspSealer(inner_sa, bytes(8)).seal(udp, 4, 1))
+    data = ipv4_packet(OUT_SRC, OUT_DST, 50, EspSealer(outer_sa, bytes(16)).seal(carried, 4, 1))
+    table = SaTable()
+    table.add(outer_sa)
+    table.add(inner_sa)
+    rows, _ = _run(table, [Frame(1, 10**18, len(data), len(data), 101, data)], False)
+    assert [(r.layer, r.spi, r.verdict, r.inner_sport) for r in rows] == [
+        (1, 0xE101, Verdict.DECRYPTED_NO_ICV, None),
+        (2, 0xE102, OK, 1111),
+    ]
+
+
+def test_ipcomp_as_the_inner_ip_packets_protocol_gives_the_inflated_ports() -> None:
+    """ESP tunnel, inner IPv4 of protocol 108 (IPComp in transport mode inside it)."""
+    sa = _gcm(0xE201, OUT_SRC, OUT_DST)
+    udp = udp_bytes(MID_SRC, MID_DST, 2222, 53, b"w" * 300)
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    ipcomp = bytes([17, 0, 0, 2]) + comp.compress(udp) + comp.flush()
+    data = ipv4_packet(
+        OUT_SRC,
+        OUT_DST,
+        50,
+        EspSealer(sa, bytes(8)).seal(ipv4_packet(MID_SRC, MID_DST, 108, ipcomp), 4, 1),
+    )
+    table = SaTable()
+    table.add(sa)
+    rows, _ = _run(table, [Frame(1, 10**18, len(data), len(data), 101, data)], False)
+    got = [
+        (r.verdict, r.inner_proto, r.inner_src, r.inner_sport, r.ipcomp_cpi, r.ipcomp_len)
+        for r in rows
+    ]
+    assert got == [(OK, "udp", "203.0.113.1", 2222, 2, len(udp))]

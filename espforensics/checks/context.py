@@ -23,8 +23,8 @@ from espforensics.decode.clear import (
     trailer_follows,
 )
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.decode.inner import parse_inner
-from espforensics.decode.ip import OuterIp
+from espforensics.decode.inner import Inner, l4_name, ntop, parse_inner
+from espforensics.decode.ip import OuterIp, parse_ip
 from espforensics.decode.ipcomp import PROTO_IPCOMP, decompress
 from espforensics.errors import MalformedPacket
 from espforensics.esn import EsnTracker
@@ -33,6 +33,7 @@ from espforensics.model import PacketRecord, Verdict
 from espforensics.trailer import parse_trailer
 
 T = TypeVar("T")
+IPCOMP_NAME = l4_name(PROTO_IPCOMP)  # an inner IP packet's protocol 108, as parse_inner names it
 HEAD_LEN = 16  # plaintext bytes the checks see: evidence of IV reuse, equal-to-ciphertext test
 
 
@@ -168,6 +169,8 @@ class PacketContext:
             if nh == PROTO_IPCOMP:
                 payload, nh = self._inflate(payload)
             inner = parse_inner(nh, payload, rec.src, rec.dst)
+            if inner.proto == IPCOMP_NAME and nh in (4, 41):
+                inner = self._tunneled_ipcomp(payload)
         except MalformedPacket as exc:
             rec.detail = f"inner packet: {exc}"
             return ""
@@ -184,6 +187,17 @@ class PacketContext:
         self.rec.ipcomp_cpi, self.rec.ipcomp_len = comp.cpi, len(comp.data)
         self.payload, self.inner_next = comp.data, comp.next_header
         return comp.data, comp.next_header
+
+    def _tunneled_ipcomp(self, packet: bytes) -> Inner:
+        """The 5-tuple of an inner IP packet's IPComp payload (RFC 3173 s2.2), inflated.
+
+        Only the inner columns: ``payload`` stays the inner IP packet, whose header
+        the checksum check verifies (the inflated segment's checksum is not checked).
+        """
+        ip = parse_ip(packet)
+        comp = decompress(packet[ip.header_len : ip.total_len])
+        self.rec.ipcomp_cpi, self.rec.ipcomp_len = comp.cpi, len(comp.data)
+        return parse_inner(comp.next_header, comp.data, ntop(ip.src), ntop(ip.dst))
 
 
 class PerFlow(Generic[T]):
