@@ -93,13 +93,17 @@ class FrameRuns:
     __slots__ = ("_set",)
 
     def __init__(self) -> None:
-        self._set = IntervalSet()
+        # Made at the first frame: a check keeps one per SA and flow, and most of a
+        # capture of many short-lived SAs never name a frame (bench_sas.py).
+        self._set: IntervalSet | None = None
 
     def add(self, frame: int) -> None:
+        if self._set is None:
+            self._set = IntervalSet()
         self._set.add(frame)
 
     def freeze(self) -> Frames:
-        return Frames(self._set.runs())
+        return Frames(() if self._set is None else self._set.runs())
 
 
 def _runs_of(frames: Sequence[int]) -> tuple[tuple[int, int], ...]:

@@ -15,6 +15,7 @@ verdict's string so that verdicts other stages add (``decrypted_no_icv``,
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 # Why a check did not examine a packet: each reads after a count,
 # "325 without a key", in the reports, summary.json and KTAP.
@@ -81,6 +82,7 @@ def proven(verdicts: dict[str, int]) -> bool:
     )
 
 
+@lru_cache(maxsize=4096)  # a few verdicts x algorithms: one per SA and verdict was 6 us
 def seen(verdict: str, facts: SaFacts) -> Seen:
     """What was seen of a packet of ``verdict`` in an SA of ``facts``."""
     s = SEEN.get(verdict)
