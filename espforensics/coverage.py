@@ -119,6 +119,6 @@ def _seen(sas: Iterable[SaCounts]) -> tuple[list[tuple[SaCounts, str, int, Seen]
     rows, owned = [], 0
     for sa in sas:
         owned += sa.packets
-        facts = SaFacts(sa.algorithm, proven(sa.verdicts))
+        facts = SaFacts(sa.algorithm, proven(sa.verdicts, sa.algorithm))
         rows += [(sa, v, n, seen(v, facts)) for v, n in sa.verdicts.items()]
     return rows, owned

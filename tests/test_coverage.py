@@ -432,3 +432,23 @@ def test_swapped_keys_lead_as_one_fix(work: Path) -> None:
         "      with the key given for the other direction: the directions' keys",
         "      are swapped, fix the key file for SPIs 0x00001001, 0x00001002",
     ]
+
+
+def test_a_wrong_key_without_an_icv_verifies_nothing(tmp_path: Path) -> None:
+    """An SA with no integrity whose key is wrong decrypts to unsound trailers
+    (``bad_trailer``): no ICV was checked, so nothing is verified, not 24 of 36."""
+    example = Path(__file__).resolve().parents[1] / "fixtures" / "example.pcap"
+    keys = tmp_path / "no-icv.yaml"
+    keys.write_text(
+        f"sas:\n  - spi: 0x1001\n    dst: 192.0.2.2\n    enc: cbc(aes)\n    key: 0x{'11' * 16}\n"
+    )
+    _, out = _analyze(tmp_path, example, keys)
+    assert _report(out, "--format", "summary")[1][1:4] == [
+        "  36 ESP packets, none verified: 24 decrypted to no sound trailer, with",
+        "      no ICV to check (SPI 0x00001001); 12 without a key (SPI",
+        "      0x00001002)",
+    ]
+    doc = json.loads((out / "summary.json").read_text())
+    keys_row = next(c for c in doc["coverage"] if c["name"] == "esn_mismatch")
+    assert keys_row["examined"] == 0
+    assert _report(out, "--fail-on", "never")[0] == 4  # nothing verified

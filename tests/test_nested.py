@@ -204,7 +204,8 @@ def test_tables_write_a_row_per_layer_and_count_frames_once(tmp_path: Path) -> N
     counts = (summary.capture.frames, summary.esp_packets, sum(summary.verdicts.values()))
     assert counts == (9, 9, 9)
     with (tmp_path / "out" / "sas.csv").open(newline="") as fh:
-        sas = {int(r["spi"], 0): r for r in csv.DictReader(fh)}
+        sas = {int(r["spi"]): r for r in csv.DictReader(fh)}
+    assert all(r["spi_hex"] == f"{spi:#010x}" for spi, r in sas.items())
     assert sorted(sas) == [A, B, T, D, P]
     assert (sas[B]["src"], sas[B]["dst"], sas[B]["packets"]) == ("203.0.113.1", "203.0.113.2", "4")
     assert (sas[D]["src"], sas[D]["packets"]) == ("192.0.2.1", "2")

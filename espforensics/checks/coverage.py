@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from espforensics.keys.sa import suite_checks_icv
+
 # Why a check did not examine a packet: each reads after a count,
 # "325 without a key", in the reports, summary.json and KTAP.
 NO_KEY = "without a key"
@@ -28,6 +30,7 @@ NOT_VERIFIED = "under a key that verifies none of them"
 NO_IV = "of an algorithm without IV (ecb(cipher_null))"
 CLEAR_BY_DESIGN = "of an algorithm that does not encrypt (GMAC, NULL)"
 NO_SPI = "cut before their SPI"
+NO_ICV_UNSOUND = "decrypted to no sound trailer, with no ICV to check"
 UNKNOWN_VERDICT = "of a verdict this version does not know"
 
 
@@ -69,16 +72,17 @@ class SaFacts:
     proven: bool  # a packet of the SA verified or decrypted: its key is the right one
 
 
-def proven(verdicts: dict[str, int]) -> bool:
+def proven(verdicts: dict[str, int], algorithm: str) -> bool:
     """Did a packet of these verdicts verify or decrypt at the expected offset?
 
     ``esp_misplaced`` does not count: without a proven key its header was
-    found by layout only (checks/placement.py).
+    found by layout only (checks/placement.py); nor does ``bad_trailer``
+    under an SA with no ICV to check (what proves its key then?).
     """
     return any(
         n and v != "esp_misplaced" and (s.decrypted or s.verified)
         for v, n in verdicts.items()
-        if (s := SEEN.get(v)) is not None
+        if (s := seen(v, SaFacts(algorithm, True))) is not None
     )
 
 
@@ -90,6 +94,10 @@ def seen(verdict: str, facts: SaFacts) -> Seen:
         return replace(_UNKNOWN, algorithm=facts.algorithm)
     if not facts.algorithm:  # keyless: esp_misplaced found by layout, unproven
         s = replace(s, keyed=False, decrypted=False, verified=False, why=NO_KEY)
+    elif verdict == "bad_trailer" and not suite_checks_icv(facts.algorithm):
+        # bad_trailer is "the ICV verifies, the trailer does not" (docs/outputs.md):
+        # with no ICV checked, an unsound trailer proves neither key nor packet.
+        s = replace(s, decrypted=False, verified=False, evidence=True, why=NO_ICV_UNSOUND)
     elif not facts.proven and s.why in ("", ICV_FAILS):
         # A key that verified nothing proves nothing (checks/context.py
         # header_is_evidence): its failures are headers as good as keyless ones.

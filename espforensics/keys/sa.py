@@ -99,6 +99,18 @@ def _runs(name: str) -> bool:
 
 
 _HASHES = frozenset(name for name, _ in HMAC_DIGESTS.values() if _runs(name))
+
+
+def suite_checks_icv(suite: str) -> bool:
+    """Does an SA of this suite (``SecurityAssociation.suite``) have ICVs this version
+    verifies: an AEAD, or a cipher with an HMAC or AES MAC it computes? (Not
+    ``decrypted_no_icv`` ones: no integrity, ``+ any``, ``digest_null``, an unknown MAC.)"""
+    enc, _, auth = suite.partition(" + ")
+    if not auth:
+        return enc in AEAD_KEY_LAYOUT
+    return auth in AES_MACS or HMAC_DIGESTS.get(auth, ("", 0))[0] in _HASHES
+
+
 _CACHE_MAX = 65536  # lookups remembered; a capture of a scan meets millions of (SPI, addresses)
 
 
