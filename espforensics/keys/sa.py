@@ -186,10 +186,7 @@ class SecurityAssociation:
     @property
     def integrity_checked(self) -> bool:
         """Does a non-AEAD SA have an integrity algorithm this version verifies, and its key?"""
-        return self.auth_key is not None and (
-            self.auth_algorithm in AES_MACS
-            or HMAC_DIGESTS.get(self.auth_algorithm or "", ("", 0))[0] in _HASHES
-        )
+        return self.auth_key is not None and suite_checks_icv(self.suite)
 
     @property
     def key_usable(self) -> bool:
