@@ -275,7 +275,7 @@ def test_force_settles_exactly_the_sas_probing_since_then() -> None:
         flow = Flow(0x2000 + rec.frame, SRC, DST, SaState(None))
         check.observe(PacketContext(rec, b"", IP, flow, 7 ^ 0xABCDEF))
     for upto in (10, 10, 37, 50):
-        holds.force(upto)
+        check.force(upto)
         assert [f for f in range(1, 51) if f in holds] == list(range(upto + 1, 51))
         # one packet each: no evidence of a scheme, so none is judged (ivscheme.MIN_SCHEME)
         assert [r.iv_seq_delta for r in recs] == [None] * 50

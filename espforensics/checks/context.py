@@ -243,14 +243,14 @@ class Holds:
     before them is held. Every holder releases what it holds by its
     ``finish``. Two holders may hold one frame (an SA's first packet waits
     for its IV constant and for its ESN place): it is counted, and leaves
-    once both released it.
+    once both released it. Giving up waiting early is each holder's own
+    method, which pipeline.FrameAnalyzer calls in a declared order.
     """
 
-    __slots__ = ("_forcers", "_frames")
+    __slots__ = ("_frames",)
 
     def __init__(self) -> None:
         self._frames: dict[int, int] = {}  # frame -> holders
-        self._forcers: list[Callable[[int], None]] = []
 
     def __bool__(self) -> bool:
         return bool(self._frames)
@@ -265,12 +265,3 @@ class Holds:
         left = self._frames.pop(frame, 0) - 1
         if left > 0:
             self._frames[frame] = left
-
-    def on_force(self, forcer: Callable[[int], None]) -> None:
-        """Register a holder's way to give up waiting for frames up to a number."""
-        self._forcers.append(forcer)
-
-    def force(self, upto: int) -> None:
-        """Make every holder release what it holds for frames up to ``upto``."""
-        for forcer in self._forcers:
-            forcer(upto)

@@ -102,7 +102,6 @@ class IvDerivationCheck:
 
     def __init__(self, holds: Holds) -> None:
         self._holds = holds
-        holds.on_force(self._force)
         self._sas: PerFlow[IvSa] = PerFlow(IvSa)
         # SAs still choosing their constant, by their first held frame (capture order).
         self._probing: OrderedDict[IvSa, int] = OrderedDict()
@@ -233,7 +232,7 @@ class IvDerivationCheck:
         """What ``observe`` does for packets whose IV was built from their own seq64 (delta 0)."""
         sa.packets += packets
 
-    def _force(self, upto: int) -> None:
+    def force(self, upto: int) -> None:
         """Settle, with what they have, the SAs probing since a frame up to ``upto``.
 
         Costs O(SAs settled): the queue is in capture order, so the loop stops

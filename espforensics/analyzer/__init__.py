@@ -1,0 +1,16 @@
+"""The per-frame path's stages, one owner of state each; pipeline.FrameAnalyzer walks them.
+
+In: one frame at a time, from ``FrameAnalyzer.process``. Out: the stage's
+part of the record and the state only it changes. Raises what each
+module says (nothing but ``Truncated``/``MalformedPacket`` from decoding).
+
+    fragments.py  outer fragments waiting for their datagram (RFC 791 s3.2, RFC 8200 s4.5)
+    flows.py      flows of (SPI, outer source, outer destination) and their SA states
+    crypto.py     the verdict of one ESP packet under its SA's key (RFC 4303 s3.4)
+    esn_place.py  an ESN SA's first packet that waits for its place (RFC 4303 A2.2)
+    layers.py     the ESP packets inside another's plaintext (RFC 4303 s3.1)
+    waiting.py    records that leave in capture order once nothing before them is held
+
+docs/architecture.md has the table of who owns which state and how a
+packet walks through the stages once, forward.
+"""
