@@ -30,14 +30,13 @@ from espforensics.analyzer.crypto import conclude, open_packet
 from espforensics.analyzer.esn_place import EsnPlacement
 from espforensics.analyzer.flows import FlowTable
 from espforensics.analyzer.fragments import Fragments
+from espforensics.analyzer.header import read_header
 from espforensics.analyzer.layers import MAX_LAYERS, Layer, may_nest, next_layer
 from espforensics.analyzer.waiting import Waiting
 from espforensics.checks import Check, Flow, Holds, PacketContext, SaState, make_checks
 from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.checks.keys import KeyCheck
-from espforensics.crypto import IV_LEN
 from espforensics.decode.esp import (
-    ESP_HEADER_LEN,
     NotEsp,
     locate_esp,
     parse_esp_header,
@@ -257,16 +256,9 @@ class FrameAnalyzer:
         flow = self.flow_for(spi, ip.src, ip.dst)
         state = flow.state
         self.touched.add(state)
-        seq64 = state.tracker.infer(seq)
-        rec.spi, rec.seq, rec.seq64 = spi, seq, seq64
-        rec.esp_len = ip.total_len - loc.offset
-        body = loc.offset + ESP_HEADER_LEN
-        iv_len = IV_LEN if state.ctx is None else state.ctx.iv_len  # unknown: an AEAD's
-        iv = data[body : body + iv_len]
-        rec.iv = iv.hex()
-        iv_int = int.from_bytes(iv) if iv_len and len(iv) == iv_len else None
-        pkt = PacketContext(rec, data, ip, flow, iv_int)
-        opened = open_packet(pkt, seq64, iv, body + iv_len)
+        sealed = read_header(rec, ip, data, loc, flow, seq)
+        pkt, seq64 = sealed.pkt, sealed.seq64
+        opened = open_packet(pkt, seq64, sealed.iv, sealed.sealed_at)
         if opened is not None:
             if state.ctx is not None and state.ctx.esn:
                 seq64, first = self._esn.place(pkt, seq64, opened.verified)

@@ -4,6 +4,7 @@ In: one frame at a time, from ``FrameAnalyzer.process``. Out: the stage's
 part of the record and the state only it changes. Raises what each
 module says (nothing but ``Truncated``/``MalformedPacket`` from decoding).
 
+    header.py     the clear SPI, sequence number and IV (RFC 4303 s2.1-s2.3)
     fragments.py  outer fragments waiting for their datagram (RFC 791 s3.2, RFC 8200 s4.5)
     flows.py      flows of (SPI, outer source, outer destination) and their SA states
     crypto.py     the verdict of one ESP packet under its SA's key (RFC 4303 s3.4)

@@ -77,4 +77,10 @@ COVERAGE: tuple[tuple[str, Callable[[Seen], str | None]], ...] = (
     ("inner_checksum", checksum.coverage),
 )
 
+# What a check's ``finish`` reads that another check writes, by check name: each reader
+# must come after what it reads in ``make_checks`` (tests/test_check_order.py asserts it).
+# esn_mismatch words each event by its record's ``iv_seq_delta``, which iv_derivation
+# fills when it settles the SA's IV constant: at the latest in its own ``finish``.
+FINISH_READS: dict[str, tuple[str, ...]] = {"esn_mismatch": ("iv_derivation",)}
+
 __all__ = ["COVERAGE", "Check", "Flow", "Holds", "PacketContext", "SaState", "make_checks"]
