@@ -7,6 +7,7 @@ from ipaddress import IPv4Address
 from espforensics.analyzer.fragments import Fragments
 from espforensics.checks.context import Holds
 from espforensics.decode.ip import PROTO_ESP, parse_ip
+from espforensics.decode.reassembly import Completed
 from espforensics.model import PacketRecord, Verdict
 from espforensics.synth.packets import ipv4_packet
 
@@ -22,7 +23,9 @@ def _pieces(ident: int) -> tuple[bytes, bytes]:
     return first, last
 
 
-def _add(frags: Fragments, frame: int, data: bytes, ts_ns: int = 0) -> tuple[PacketRecord, object]:
+def _add(
+    frags: Fragments, frame: int, data: bytes, ts_ns: int = 0
+) -> tuple[PacketRecord, Completed | None]:
     rec = PacketRecord(frame, ts_ns, len(data), len(data))
     return rec, frags.add(rec, parse_ip(data), data, ts_ns)
 
