@@ -9,13 +9,16 @@ record with verdict ``undecodable`` or ``truncated``, never an exception.
 The engine (engine/run.py) sends here every frame its steady lane does not
 take, and with ``Options(steady_lane=False)`` every frame: the reference.
 
-Stages per frame: link -> outer IP -> (reassembly) -> ESP location ->
-SA lookup -> ESN -> open (AEAD, or cipher and ICV) -> trailer -> inner
-decode; unverified.py for an SA whose ICV is absent or not checked, or
-whose cipher is not opened. Fragments that
-do not complete a datagram are held back (bounded by the reassembler's
-limits) so that their ``detail`` can say what became of the datagram,
-and records still leave in capture order.
+Stages per frame, each once and forward: link -> outer IP -> (reassembly,
+analyzer/fragments.py) -> ESP location -> flow and SA (analyzer/flows.py)
+-> header (analyzer/header.py) -> open (analyzer/crypto.py; unverified.py
+for an SA whose ICV is absent or not checked) -> ESN place
+(analyzer/esn_place.py) -> verdict, trailer and inner decode -> inner ESP
+layers (analyzer/layers.py) -> checks -> records out in capture order
+(analyzer/waiting.py). Fragments that do not complete a datagram are held
+back (bounded by the reassembler's limits) so that their ``detail`` can
+say what became of the datagram. docs/architecture.md says who owns which
+state and in which order held records are given up.
 """
 
 from __future__ import annotations
