@@ -91,7 +91,7 @@ class _PerSpi:
 class LeakCheck:
     """Names clear-text inner header bytes and counts them per SPI."""
 
-    name = "leaks"
+    name = "cleartext_leak"
 
     def __init__(self) -> None:
         self._per_spi: dict[int, _PerSpi] = {}

@@ -74,7 +74,7 @@ def _ip_like(data: bytes, start: int, end: int) -> bool:
 class PlacementCheck:
     """Searches failed packets for their SA's ESP header elsewhere."""
 
-    name = "placement"
+    name = "esp_placement"
 
     def __init__(self, sas: SaTable, flow_for: FlowFor) -> None:
         self._sas = sas
