@@ -2,8 +2,9 @@
 
 In: a finding's kind and ``detail`` as ``summary.json`` stores them. Out:
 ``stored_evidence(kind, detail, count)``, the typed evidence (evidence.py) of the
-kinds facts.py and lead.py read (iv_reuse, iv_derivation, seq_duplicate,
-esn_mismatch, key_mismatch), or None for the others. Raises nothing.
+kinds facts.py, lead.py and rewrite/comments.py read (iv_reuse,
+iv_derivation, seq_duplicate, esn_wrap, esn_mismatch, key_mismatch), or
+None for the others. Raises nothing.
 
 ``summary.json`` is a public format that holds a finding's words, not its
 evidence, and must not change by a byte (issue 21); ``report`` on an
@@ -20,6 +21,7 @@ import re
 from espforensics.evidence import (
     EsnEvent,
     EsnMismatch,
+    EsnWrap,
     Evidence,
     IvChained,
     IvDeviating,
@@ -44,6 +46,7 @@ _UNRELATED = re.compile(r"no nearby seq x(\d+)")
 _ADDITIVE = "; the SA's IVs are an additive counter"
 # checks/sequence.py
 _REPEATED = re.compile(r": (\d+) repeated sequence numbers \((\d+) byte-identical")
+_WRAP = re.compile(r"crossed into high half 0x([0-9a-f]+) at frame (\d+)$")
 # checks/esn_mismatch.py
 _HL = r"0x([0-9a-f]+):([0-9a-f]{8})"
 _EVENT = re.compile(
@@ -66,6 +69,9 @@ def stored_evidence(kind: FindingKind, detail: str, count: int) -> Evidence | No
     if kind is FindingKind.SEQ_DUPLICATE:
         m = _REPEATED.search(detail)
         return None if m is None else SeqDuplicates(int(m[1]), int(m[2]))
+    if kind is FindingKind.ESN_WRAP:
+        m = _WRAP.search(detail)
+        return None if m is None else EsnWrap(int(m[2]), int(m[1], 16))
     if kind is FindingKind.ESN_MISMATCH:
         return _esn(detail)
     if kind is FindingKind.KEY_MISMATCH:

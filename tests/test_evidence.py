@@ -21,6 +21,7 @@ from espforensics.evidence import (
     EsnBelow,
     EsnEvent,
     EsnMismatch,
+    EsnWrap,
     Evidence,
     IvChained,
     IvConstant,
@@ -41,6 +42,7 @@ from espforensics.evidence import (
 from espforensics.keys import SaTable
 from espforensics.lead import lead
 from espforensics.model import Finding, FindingKind
+from espforensics.rewrite.comments import finding_comment
 from espforensics.stored import stored_evidence
 from espforensics.summary import Summary
 from espforensics.synth import build_scenario, write_scenario
@@ -209,6 +211,7 @@ STORED = (
     "kernel-gso-v4",
     "esn-fault-v6",
     "esn-below",
+    "esn-wrap",
     "encauth-faults",
     "iv-policies",
     "iv-counter",
@@ -217,8 +220,8 @@ STORED = (
 )
 
 
-# The evidence facts.py and lead.py read, which stored.py restores
-READ = (IvReuse, IvChained, IvDeviating, SeqDuplicates, EsnMismatch, KeyMismatch)
+# The evidence facts.py, lead.py and the annotated copy's comments read: stored.py restores it
+READ = (IvReuse, IvChained, IvDeviating, SeqDuplicates, EsnWrap, EsnMismatch, KeyMismatch)
 
 
 def _read_back(f: Finding) -> Evidence | None:
@@ -231,7 +234,7 @@ def test_stored_words_give_back_the_evidence(name: str) -> None:
     for f in summary.finding_list:
         if isinstance(f.evidence, READ):
             assert _read_back(f) == f.evidence, (f.kind, f.detail)
-        else:  # what facts.py and lead.py do not read is not read back
+        else:  # what no reader of findings reads is not read back
             assert _read_back(f) is None, (f.kind, f.detail)
     loaded = Summary.from_json(summary.to_json())
     assert [c.to_json() for c in likely_causes(loaded)] == [
@@ -244,3 +247,11 @@ def test_stored_key_mismatch() -> None:
     (f,) = [f for f in summary.finding_list if f.kind is FindingKind.KEY_MISMATCH]
     assert _read_back(f) == f.evidence
     assert lead(Summary.from_json(summary.to_json())) == lead(summary)
+
+
+def test_the_annotated_copy_reads_the_esn_wrap_evidence() -> None:
+    f = _only("esn-wrap", FindingKind.ESN_WRAP)
+    assert (list(f.frames), f.evidence) == ([7], EsnWrap(7, 1))
+    said = finding_comment(f)
+    assert said.endswith("esn_wrap: sequence number crossed into high half 0x1")
+    assert finding_comment(replace(f, detail="reworded")) == said
