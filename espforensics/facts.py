@@ -81,7 +81,7 @@ def as_dict(facts: SaFacts) -> dict[str, Any]:
 
 
 _SaKey = tuple[int, str, str]
-# The finding kinds whose counts, frames or details the facts are made of.
+# The finding kinds whose counts, frames or evidence the facts are made of.
 READ = frozenset(
     {
         FindingKind.ESP_MISPLACED,
