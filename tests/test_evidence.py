@@ -255,3 +255,34 @@ def test_the_annotated_copy_reads_the_esn_wrap_evidence() -> None:
     said = finding_comment(f)
     assert said.endswith("esn_wrap: sequence number crossed into high half 0x1")
     assert finding_comment(replace(f, detail="reworded")) == said
+
+
+# -- a real capture: Linux 6.1's GSO fault (ip6tnl over IPv6 transport ESP, TSO on) --------
+
+TSO_ON = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+TSO_ON = TSO_ON / "ip6tnl-transport-tso-on"
+
+
+@pytest.mark.skipif(not TSO_ON.is_dir(), reason="shared/captures not beside the project")
+def test_real_gso_fault_evidence() -> None:
+    s = summarize(TSO_ON / "capture.pcap", [TSO_ON / "xfrm-state.txt"])
+
+    def one(kind: FindingKind) -> Finding:
+        (f,) = [f for f in s.finding_list if f.kind is kind]
+        return f
+
+    misplaced, deviating = one(FindingKind.ESP_MISPLACED), one(FindingKind.IV_DERIVATION)
+    # ground-truth.json: 94 packets the receiver counted as XfrmInStateProtoError
+    assert (misplaced.count, misplaced.evidence) == (94, Misplaced((Offsets(40, 60),), 94))
+    assert deviating.evidence == IvDeviating(94, 452, (SeqDelta(1, 94),), 0, False)
+    assert list(deviating.frames) == list(misplaced.frames)  # each took seq+1's IV
+    reuse = [f for f in s.finding_list if f.kind is FindingKind.IV_REUSE]
+    assert len(reuse) == 32
+    for f in reuse:
+        ev = f.evidence
+        assert isinstance(ev, IvReuse) and len(ev.uses) == 2 == f.count
+        a, b = ev.uses
+        assert [a.frame, b.frame] == list(f.frames) and b.seq64 == a.seq64 + 1
+        assert len({a.frame, b.frame} & set(misplaced.frames)) == 1
+        # AES-GCM: one nonce, one keystream, so the XORs of ciphertexts and plaintexts agree
+        assert ev.plaintext_xor == ev.ciphertext_xor and len(ev.ciphertext_xor) == 16
