@@ -23,6 +23,7 @@ from espforensics.evidence import (
     EsnMismatch,
     EsnWrap,
     Evidence,
+    HmacKeySize,
     IvChained,
     IvConstant,
     IvDeviating,
@@ -31,6 +32,7 @@ from espforensics.evidence import (
     Leak,
     LeakProof,
     Misplaced,
+    NoIntegrity,
     Offsets,
     SeqDelta,
     SeqDuplicates,
@@ -39,7 +41,7 @@ from espforensics.evidence import (
     SeqReorder,
     SharedKey,
 )
-from espforensics.keys import SaTable
+from espforensics.keys import SaTable, Secret
 from espforensics.lead import lead
 from espforensics.model import Finding, FindingKind
 from espforensics.rewrite.comments import finding_comment
@@ -286,3 +288,33 @@ def test_real_gso_fault_evidence() -> None:
         assert len({a.frame, b.frame} & set(misplaced.frames)) == 1
         # AES-GCM: one nonce, one keystream, so the XORs of ciphertexts and plaintexts agree
         assert ev.plaintext_xor == ev.ciphertext_xor and len(ev.ciphertext_xor) == 16
+
+
+def test_a_short_hmac_key_its_note_its_mismatch_and_the_lead() -> None:
+    sc = build_scenario("encauth", seed=1)
+    paths = write_scenario(sc, _TMP[0] / "encauth-short", stem="encauth")
+    sas = tuple(
+        replace(sa, auth_key=Secret(sa.auth_key.reveal()[:16]))
+        if sa.spi == 0x7403 and sa.auth_key is not None
+        else sa
+        for sa in sc.sas
+    )
+    summary = summarize(paths["capture"], SaTable(sas))
+    mine = {f.kind: f for f in summary.finding_list if f.spi == 0x7403}
+    assert mine[FindingKind.HMAC_KEY_SIZE].evidence == HmacKeySize("hmac(sha256)", 16, 32)
+    mismatch = mine[FindingKind.KEY_MISMATCH]
+    assert mismatch.evidence == KeyMismatch(0, 8, 8, "", 0, False) and mismatch.count == 8
+    assert _read_back(mismatch) == mismatch.evidence
+    said = lead(summary)[1]
+    assert said.startswith("8 of ") and "nor with its usual mistakes (SPI 0x00007403)" in said
+    assert lead(_reworded(summary))[1] == said
+
+
+def test_no_integrity_on_the_scapy_capture() -> None:
+    data = Path(__file__).resolve().parent / "data" / "scapy"
+    summary = summarize(data / "algos.pcap", [data / "algos.keys.yaml"])
+    missing = [f for f in summary.finding_list if f.kind is FindingKind.NO_INTEGRITY]
+    assert [(f.spi, list(f.frames), f.evidence) for f in missing] == [
+        (spi, list(range(n, n + 5)), NoIntegrity(5, 5))
+        for spi, n in ((0xA006, 26), (0xA007, 31), (0xA008, 36), (0xA009, 41))
+    ]
