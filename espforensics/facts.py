@@ -6,19 +6,19 @@ sequence number 0: its addresses and mode, its main misplaced layout, its
 IV reuse and derivation, its repeated sequence numbers and ESN
 mismatches. Raises nothing; reads no clock and no environment.
 
-This is the one module that reads the checks' finding details
-(checks/iv_derivation.py, checks/iv_reuse.py, checks/sequence.py,
-checks/esn_mismatch.py): each cause has a fixture test
-(tests/test_causes.py) that breaks when a detail it reads changes.
+It reads the findings' typed evidence (evidence.py), never their words:
+the checks (checks/iv_sa.py, checks/iv_reuse.py, checks/sequence.py,
+checks/esn_mismatch.py) fill it next to the detail, so rewording a detail
+changes no fact; each cause has a fixture test (tests/test_causes.py).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from espforensics.evidence import EsnMismatch, IvChained, IvDeviating, IvReuse, SeqDuplicates
 from espforensics.model import Finding, FindingKind
 from espforensics.narrative import clear_bytes
 from espforensics.summary import MisplacedLayout, SaSummary, Summary
@@ -81,7 +81,7 @@ def as_dict(facts: SaFacts) -> dict[str, Any]:
 
 
 _SaKey = tuple[int, str, str]
-# The finding kinds whose counts, frames or details the facts are made of.
+# The finding kinds whose counts, frames or evidence the facts are made of.
 READ = frozenset(
     {
         FindingKind.ESP_MISPLACED,
@@ -92,16 +92,7 @@ READ = frozenset(
     }
 )
 _FAR = 1 << 62  # a delta no pattern accepts
-# The checks' finding details this module reads (checks/iv_derivation.py,
-# checks/sequence.py, checks/esn_mismatch.py).
-_DELTA = re.compile(r"seq([+-]\d+) x(\d+)")
-_USE = re.compile(r"frame \d+ seq (\d+)")
-_USES = re.compile(r"frame (\d+) seq (\d+)")
-_CHAINED = re.compile(r"(\d+) of \d+ CBC IVs are chained")
-_DIFFERENT = re.compile(r"(\d+) different packets")
-_ESN_EARLY = re.compile(
-    r"frame (\d+) \(seq 0x([0-9a-f]+):ffffffff\) verifies only with ESN high half 0x([0-9a-f]+)"
-)
+_LOW = 0xFFFFFFFF  # the low half of the last number of a high half (RFC 4303 A2.2)
 
 
 def _mode(text: str) -> str:
@@ -202,7 +193,9 @@ def _layout_facts(layouts: list[MisplacedLayout], found: list[Finding]) -> dict[
 def _iv_facts(found: list[Finding]) -> dict[str, Any]:
     reuse = _of(found, FindingKind.IV_REUSE)
     spans = [
-        max(seqs) - min(seqs) for f in reuse if (seqs := [int(n) for n in _USE.findall(f.detail)])
+        max(u.seq64 for u in ev.uses) - min(u.seq64 for u in ev.uses)
+        for f in reuse
+        if isinstance(ev := f.evidence, IvReuse) and ev.uses
     ]
     facts: dict[str, Any] = {
         "reused_ivs": sum(1 if f.frames else f.count for f in reuse),
@@ -210,33 +203,43 @@ def _iv_facts(found: list[Finding]) -> dict[str, Any]:
         "reuse_frames": _frames(n for f in reuse for n in f.frames),
     }
     for f in _of(found, FindingKind.IV_DERIVATION):
-        chained = _CHAINED.search(f.detail)
-        if chained:
-            facts["chained"] = int(chained.group(1))
+        ev = f.evidence
+        if isinstance(ev, IvChained):
+            facts["chained"] = ev.chained
             facts["chained_frames"] = _frames(f.frames)
-        deltas = [(int(d), int(n)) for d, n in _DELTA.findall(f.detail)]
-        if deltas and "no nearby seq" not in f.detail:
-            facts["deltas"] = shown = ", ".join(f"seq{d:+d} x{n}" for d, n in deltas)
-            facts["iv_counter"] = f"IVs not built from their own sequence number: {shown}"
-            facts["delta_min"] = min(d for d, _ in deltas)
-            facts["delta_max"] = max(d for d, _ in deltas)
-        elif "no nearby seq" in f.detail:
+        if not isinstance(ev, IvDeviating):
+            continue
+        if ev.unrelated:
             facts["delta_min"], facts["delta_max"] = -_FAR, _FAR  # fits no counter near
+        elif ev.deltas:
+            facts["deltas"] = shown = ", ".join(f"seq{d.delta:+d} x{d.count}" for d in ev.deltas)
+            facts["iv_counter"] = f"IVs not built from their own sequence number: {shown}"
+            facts["delta_min"] = min(d.delta for d in ev.deltas)
+            facts["delta_max"] = max(d.delta for d in ev.deltas)
     return facts
+
+
+def _different(found: list[Finding]) -> list[tuple[Finding, int]]:
+    """The seq_duplicate findings and their repeats carried by different packets."""
+    return [
+        (f, ev.different)
+        for f in _of(found, FindingKind.SEQ_DUPLICATE)
+        if isinstance(ev := f.evidence, SeqDuplicates)
+    ]
 
 
 def _sequence_facts(found: list[Finding]) -> dict[str, Any]:
     facts: dict[str, Any] = {}
-    for f in _of(found, FindingKind.SEQ_DUPLICATE):
-        different = _DIFFERENT.search(f.detail)
-        if different and int(different.group(1)):
-            facts["dup_different"] = int(different.group(1))
+    for f, different in _different(found):
+        if different:
+            facts["dup_different"] = different
             facts["dup_frames"] = _frames(f.frames)
     early = [
-        int(frame)
+        e.frame
         for f in _of(found, FindingKind.ESN_MISMATCH)
-        for frame, hi, used in _ESN_EARLY.findall(f.detail)
-        if int(used, 16) == int(hi, 16) + 1
+        if isinstance(ev := f.evidence, EsnMismatch)
+        for e in ev.events
+        if e.placed & _LOW == _LOW and e.verified >> 32 == (e.placed >> 32) + 1
     ]
     if early:
         facts["esn_early"] = len(early)
@@ -248,23 +251,21 @@ def _repeat_facts(found: list[Finding]) -> dict[str, Any]:
     """Repeated sequence numbers split by IV: the same IV as the original, or another.
 
     An iv_reuse finding whose uses all carry one sequence number is a number
-    sealed twice under one IV (checks/iv_reuse.py lists up to 6 uses as
-    "frame F seq S"; ``count`` is every use). A byte-identical repeat is no
+    sealed twice under one IV (its evidence names up to 6 uses; ``count`` is
+    every use). A byte-identical repeat is no
     reuse there, as it is no "different packet" in the seq_duplicate finding;
     only as many repeats as that finding counts are this SA's own.
     """
     same, lag, frames = 0, 0, []
     for f in _of(found, FindingKind.IV_REUSE):
-        uses = [(int(frame), int(seq)) for frame, seq in _USES.findall(f.detail)]
+        if not isinstance(ev := f.evidence, IvReuse):
+            continue
+        uses = [(u.frame, u.seq64) for u in ev.uses]
         if len(uses) >= 2 and len({seq for _, seq in uses}) == 1:
             same += f.count - 1
             lag = max(lag, max(n for n, _ in uses) - min(n for n, _ in uses))
             frames += [n for n, _ in uses]
-    different = sum(
-        int(m.group(1))
-        for f in _of(found, FindingKind.SEQ_DUPLICATE)
-        if (m := _DIFFERENT.search(f.detail))
-    )
+    different = sum(n for _, n in _different(found))
     if not different:
         return {}  # a reuse across SAs of one key (shared_key) repeats no number of this SA
     same = min(same, different)

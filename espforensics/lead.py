@@ -14,22 +14,17 @@ was not tried is only counted, with why.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from espforensics.checks.coverage import NO_KEY
 from espforensics.coverage import Tally, tally
+from espforensics.evidence import KeyMismatch
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity
 from espforensics.narrative import FindingGroup, finding_groups, group_unit, plural
 from espforensics.summary import Summary
 
 SPIS_NAMED = 3  # SPIs a sentence names before "and N more"
 GROUPS_NAMED = 2  # finding kinds the second sentence names
-# checks/keys.py _mismatch: "...; all 325 that fail verify with a 128-bit ICV (...)"
-_CURE = re.compile(
-    r"; (?:all|(?P<cured>\d+) of the) (?P<failed>\d+) that fail verify with (?P<what>.+)$"
-)
-_NO_CURE = "none of the usual mistakes"
 _SWAPPED = "the key given for SPI"  # checks/keys.py variants: the other direction's key
 
 
@@ -87,13 +82,18 @@ def _fixes(findings: tuple[Finding, ...]) -> list[_Fix]:
     for f in findings:
         if f.kind is not FindingKind.KEY_MISMATCH or f.spi is None:
             continue
-        m = _CURE.search(f.detail)
-        if m is None:
+        ev = f.evidence  # checks/keys.py _mismatch: the variant that verifies them, if any
+        if not isinstance(ev, KeyMismatch) or not ev.cure:
             continue
-        cured = int(m["cured"] or m["failed"])
-        n, spis = by_what.get(m["what"], (0, []))
-        by_what[m["what"]] = (n + cured, [*spis, f.spi])
+        n, spis = by_what.get(ev.cure, (0, []))
+        by_what[ev.cure] = (n + ev.cured, [*spis, f.spi])
     return [_Fix(what, n, tuple(sorted(spis))) for what, (n, spis) in by_what.items()]
+
+
+def _no_cure(f: Finding) -> bool:
+    """A key_mismatch no usual mistake explains (its key's length fits its algorithm)."""
+    ev = f.evidence
+    return isinstance(ev, KeyMismatch) and not ev.cure and not ev.key_unusable
 
 
 def _key_sentence(summary: Summary) -> str:
@@ -118,7 +118,7 @@ def _key_sentence(summary: Summary) -> str:
     if not other:
         return ""
     spis = tuple(sorted({f.spi for f in other if f.spi is not None}))
-    if all(_NO_CURE in f.detail for f in other):
+    if all(_no_cure(f) for f in other):
         n = sum(f.count for f in other)
         return (
             f"{n} of {esp} ESP packets verify with no key of the key file, nor with its usual "

@@ -14,9 +14,12 @@ stage by stage and each check fills its own columns (house style rule 8).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import NamedTuple, NewType
+from typing import TYPE_CHECKING, NamedTuple, NewType
+
+if TYPE_CHECKING:  # evidence.py imports this module's enums
+    from espforensics.evidence import Evidence
 
 Spi = NewType("Spi", int)
 
@@ -141,6 +144,10 @@ class Finding:
     detail: str
     src: str = ""  # the SA's outer addresses, when the finding is about one SA
     dst: str = ""
+    # The facts the detail states, typed (evidence.py). Not compared: the detail says them
+    # too, and a summary.json read back restores only what facts.py and lead.py read
+    # (stored.py); None where nothing built it.
+    evidence: Evidence | None = field(default=None, compare=False)
 
 
 class Proto(StrEnum):

@@ -35,6 +35,7 @@ from espforensics.model import (
     UnusedSa,
     Verdict,
 )
+from espforensics.stored import stored_evidence
 
 SCHEMA = 1
 try:
@@ -243,6 +244,7 @@ def _finding_from_json(d: dict[str, Any]) -> Finding:
         d["detail"],
         d["src"],
         d["dst"],
+        stored_evidence(FindingKind(d["kind"]), d["detail"], d["count"]),
     )
 
 

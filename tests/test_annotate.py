@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from espforensics.analysis import analyze_to_dir
 from espforensics.cli import app
 from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.evidence import EsnWrap
 from espforensics.keys import SaTable
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 from espforensics.rewrite import WRITERS, CaptureCopies
@@ -245,7 +246,7 @@ def test_comment_of_a_listed_frame() -> None:
     wrap = Finding(
         FindingKind.ESN_WRAP, Severity.INFO, 0x6001, (7,), 1,
         "SPI 0x00006001 192.0.2.1 -> 192.0.2.2: sequence number crossed into high half 0x1 "
-        "at frame 7",
+        "at frame 7", evidence=EsnWrap(7, 1),
     )  # fmt: skip
     reuse = Finding(FindingKind.IV_REUSE, Severity.CRITICAL, 1, (3, 7), 2, "IV ...")
     marks = FindingMarks([wrap, reuse])

@@ -34,6 +34,7 @@ from espforensics.decode.inner import (
     pseudo_header,
     unchecked_protocol,
 )
+from espforensics.evidence import BadChecksums
 from espforensics.keys import load_sas
 from espforensics.model import FindingKind, Frame, InnerChecksum, Severity
 from espforensics.pipeline import Options
@@ -312,6 +313,9 @@ def test_a_tcp_segment_damaged_before_encryption_is_named_on_its_frame(tmp_path:
         1,
     )
     assert f"First: frame {number} (seq " in finding.detail
+    ev = finding.evidence  # typed: the status, and the first packet's words the detail ends with
+    assert isinstance(ev, BadChecksums) and ev.status is InnerChecksum.BAD
+    assert ev.first.startswith(f"frame {number} (seq ") and finding.detail.endswith(ev.first)
     assert {sa.spi: sa.inner_checksums.get("bad", 0) for sa in result.summary.sas} == {
         0x1001: 1,
         0x1002: 0,
@@ -339,6 +343,8 @@ def test_a_partial_checksum_is_told_apart_from_damage(tmp_path: Path) -> None:
     (finding,) = [f for f in result.summary.finding_list if f.kind is FindingKind.INNER_CHECKSUM]
     assert (finding.severity, finding.frames, finding.count) == (Severity.MEDIUM, (number,), 1)
     assert "not damage" in finding.detail
+    ev = finding.evidence
+    assert isinstance(ev, BadChecksums) and ev.status is InnerChecksum.PARTIAL
 
 
 @needs_real

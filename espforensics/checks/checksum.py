@@ -35,6 +35,7 @@ from espforensics.decode.inner import (
     Checked,
     check_inner,
 )
+from espforensics.evidence import BadChecksums
 from espforensics.frames import FrameRuns
 from espforensics.model import (
     Finding,
@@ -117,6 +118,7 @@ class InnerChecksumCheck:
         for (spi, src, dst), sa in self._sas.items():
             if sa.bad.count:
                 yield _finding(
+                    InnerChecksum.BAD,
                     Severity.HIGH,
                     (spi, src, dst),
                     sa.bad,
@@ -127,6 +129,7 @@ class InnerChecksumCheck:
                 )
             if sa.partial.count:
                 yield _finding(
+                    InnerChecksum.PARTIAL,
                     Severity.MEDIUM,
                     (spi, src, dst),
                     sa.partial,
@@ -139,6 +142,7 @@ class InnerChecksumCheck:
 
 
 def _finding(
+    status: InnerChecksum,
     severity: Severity,
     key: tuple[int, str, str],
     kind: _Kind,
@@ -157,6 +161,7 @@ def _finding(
         f"{src} -> {dst}: {subject} {verb[n > 1]} {what}. First: {kind.first}",
         src,
         dst,
+        BadChecksums(status, kind.first),
     )
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from espforensics.checks.context import PacketContext, PerFlow
 from espforensics.checks.coverage import Seen
+from espforensics.evidence import EsnBelow, EsnEvent, EsnMismatch
 from espforensics.frames import FrameRuns
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 
@@ -146,6 +147,11 @@ class EsnMismatchCheck:
                 f"{events}{more}",
                 src,
                 dst,
+                EsnMismatch(
+                    tuple(
+                        EsnEvent(e.rec.frame, e.placed, e.verified, e.built_from) for e in sa.events
+                    )
+                ),
             )
 
     @staticmethod
@@ -164,6 +170,7 @@ class EsnMismatchCheck:
             f"has left behind and drops (RFC 4303 A2.2)",
             src,
             dst,
+            EsnBelow(tuple(sorted(sa.below_his)), sa.esn_hi),
         )
 
 

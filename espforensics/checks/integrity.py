@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from espforensics.checks.context import PacketContext, SaState
+from espforensics.evidence import NoIntegrity
 from espforensics.frames import FrameRuns
 from espforensics.keys.sa import SecurityAssociation
 from espforensics.model import Finding, FindingKind, Severity, Verdict
@@ -73,4 +74,5 @@ class IntegrityCheck:
                 "and inner header, none proven authentic",
                 str(sa.src or ""),
                 str(sa.dst or ""),
+                NoIntegrity(acc.packets, acc.sound),
             )

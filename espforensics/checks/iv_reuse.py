@@ -40,6 +40,7 @@ from espforensics.checks.context import HEAD_LEN, PacketContext, SaState
 from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN, key_fingerprint
 from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.evidence import IvReuse, IvReuseMore, IvReuseUnproven, IvUse, SharedKey
 from espforensics.frames import Frames
 from espforensics.intervals import I64, U8, U64, IntervalSet, U64Set
 from espforensics.keys.sa import NULL_CIPHER, SaTable
@@ -147,6 +148,19 @@ IvGroup = _Group  # what the steady lane (engine/steady.py) holds of a key group
 
 def _xor(a: bytes, b: bytes) -> str:
     return bytes(x ^ y for x, y in zip(a, b, strict=False)).hex()
+
+
+USES_SHOWN = 6  # uses of one IV a finding names (its detail and its evidence)
+
+
+def _evidence(group: _Group, iv: int, uses: list[_Use]) -> IvReuse:
+    """The finding's evidence: the uses it names, the XOR of the first two uses' bytes."""
+    shown = tuple(IvUse(u.frame, u.seq64) for u in uses[:USES_SHOWN])
+    if len(uses) < 2:  # the first use was before the evidence window
+        return IvReuse(iv, group.iv_len, shown, b"", None)
+    a, b = uses[0], uses[1]
+    pt = None if a.pt is None or b.pt is None else bytes.fromhex(_xor(a.pt, b.pt))
+    return IvReuse(iv, group.iv_len, shown, bytes.fromhex(_xor(a.ct, b.ct)), pt)
 
 
 class IvReuseCheck:
@@ -265,6 +279,7 @@ class IvReuseCheck:
                     f"{group.unconfirmed} IVs match an earlier IV in 64 of their "
                     f"{8 * group.iv_len} bits, the earlier one older than the last {WINDOW} "
                     f"packets: possible reuse, not proven",
+                    evidence=IvReuseUnproven(group.unconfirmed, 8 * group.iv_len, WINDOW),
                 )
             if group.dropped:
                 yield Finding(
@@ -274,12 +289,13 @@ class IvReuseCheck:
                     (),
                     group.dropped,
                     f"{group.dropped} more reused IVs in this key group, not itemised",
+                    evidence=IvReuseMore(group.dropped),
                 )
         yield from self._shared_keys()
 
     @staticmethod
     def _finding(group: _Group, iv: int, uses: list[_Use]) -> Finding:
-        frames = ", ".join(f"frame {u.frame} seq {u.seq64}" for u in uses[:6])
+        frames = ", ".join(f"frame {u.frame} seq {u.seq64}" for u in uses[:USES_SHOWN])
         text = f"IV {iv:0{2 * group.iv_len}x} used {len(uses)} times: {frames}"
         if len(uses) >= 2:
             a, b = uses[0], uses[1]
@@ -308,16 +324,19 @@ class IvReuseCheck:
             Frames.of(u.frame for u in uses),  # every use the check kept
             len(uses),
             text,
+            evidence=_evidence(group, iv, uses),
         )
 
     def _shared_keys(self) -> Iterator[Finding]:
         by_key: dict[bytes, list[str]] = {}
         spis: dict[bytes, int] = {}
+        shared: dict[bytes, list[int]] = {}
         for sa in self._sas:
             if sa.supported and len(sa.key):  # ecb(cipher_null) has no key to share
                 fp = key_fingerprint(sa)
                 by_key.setdefault(fp, []).append(f"SPI {sa.spi_text} ({sa.origin})")
                 spis.setdefault(fp, sa.spi)
+                shared.setdefault(fp, []).append(sa.spi)
         for fp, names in by_key.items():
             if len(names) > 1:
                 yield Finding(
@@ -328,6 +347,7 @@ class IvReuseCheck:
                     len(names),
                     f"{len(names)} SAs share one key; their IVs are checked as one "
                     f"group: {'; '.join(names)}",
+                    evidence=SharedKey(tuple(shared[fp])),
                 )
 
 

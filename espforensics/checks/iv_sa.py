@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from espforensics.checks.ivscheme import Candidate, Reading
+from espforensics.evidence import IvChained, IvConstant, IvDeviating, IvPredictable, SeqDelta
 from espforensics.frames import FrameRuns
 from espforensics.model import Finding, FindingKind, IvScheme, PacketRecord, Severity
 
@@ -63,6 +64,7 @@ def constant_finding(spi: int, src: str, dst: str, sa: IvSa) -> Finding:
         f"RFC 3602 s2.1)",
         src,
         dst,
+        IvConstant(reading.constant_iv, sa.repeated, sa.packets),
     )
 
 
@@ -79,6 +81,9 @@ def predictable_finding(spi: int, src: str, dst: str, sa: IvSa) -> Finding:
         f"is known before the packet is sent (RFC 3602 s2.1 wants them unpredictable)",
         src,
         dst,
+        IvPredictable(
+            IvScheme.SEQIV if sa.scheme is IvScheme.SEQIV else IvScheme.COUNTER, sa.packets
+        ),
     )
 
 
@@ -96,13 +101,15 @@ def chained_finding(spi: int, src: str, dst: str, sa: IvSa) -> Finding:
         f"wants them unpredictable)",
         src,
         dst,
+        IvChained(sa.chained, sa.packets),
     )
 
 
 def deviating_finding(spi: int, src: str, dst: str, sa: IvSa) -> Finding:
     """Packets whose IVs break their SA's counter scheme: the four most common deltas."""
+    deltas = tuple(SeqDelta(d, n) for d, n in sa.deltas.most_common(4))
     common = ", ".join(
-        [f"seq{d:+d} x{n}" for d, n in sa.deltas.most_common(4)]
+        [f"seq{x.delta:+d} x{x.count}" for x in deltas]
         + ([f"no nearby seq x{sa.unrelated}"] if sa.unrelated else [])
     )
     return Finding(
@@ -116,4 +123,5 @@ def deviating_finding(spi: int, src: str, dst: str, sa: IvSa) -> Finding:
         + ("; the SA's IVs are an additive counter, IV = seq64 + c" if sa.additive else ""),
         src,
         dst,
+        IvDeviating(sa.deviating, sa.packets, deltas, sa.unrelated, sa.additive),
     )

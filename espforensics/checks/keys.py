@@ -27,6 +27,7 @@ from espforensics.checks.unused import UnusedSaTracker
 from espforensics.crypto import context_for, leading_zero, salt_first
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.esn import EsnTracker
+from espforensics.evidence import CipherMismatch, HmacKeySize, KeyMismatch, Unsupported
 from espforensics.frames import FrameRuns
 from espforensics.keys.sa import (
     AEAD_KEY_LAYOUT,
@@ -250,6 +251,7 @@ class KeyCheck:
                 "is not decrypted by this version, so nothing was proven about them",
                 str(sa.src or ""),
                 str(sa.dst or ""),
+                Unsupported(acc.packets, sa.suite, bool(sa.icv_unchecked)),
             )
         # Not findings: they are facts of the key files, not of the capture (a batch
         # gives every capture the whole archive's keys); summary.json and the reports
@@ -273,6 +275,7 @@ class KeyCheck:
                 f"{wanted} (RFC 2104 s3 takes any length: it is used as given)",
                 str(sa.src or ""),
                 str(sa.dst or ""),
+                HmacKeySize(sa.auth_algorithm or "", len(sa.auth_key), wanted),
             )
 
 
@@ -303,6 +306,14 @@ def _mismatch(acc: _Sa) -> Finding:
         f"SPI {sa.spi:#010x}: {text}",
         str(sa.src or ""),
         str(sa.dst or ""),
+        KeyMismatch(
+            acc.verified,
+            acc.packets,
+            acc.failed,
+            "" if acc.cure is None else acc.cure.variant.what,
+            0 if acc.cure is None else acc.cured,
+            acc.cure is None and not sa.key_usable,
+        ),
     )
 
 
@@ -335,6 +346,7 @@ def _cipher_mismatch(acc: _Sa) -> Finding:
         f"SPI {sa.spi:#010x}: {text}",
         str(sa.src or ""),
         str(sa.dst or ""),
+        CipherMismatch(acc.verified, acc.packets, acc.garbled, sa.integrity_checked),
     )
 
 

@@ -37,6 +37,7 @@ from espforensics.decode.clear import (
     trailer_follows,
 )
 from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.evidence import Leak, LeakProof
 from espforensics.frames import FrameRuns
 from espforensics.keys.sa import CLEAR_BY_DESIGN
 from espforensics.model import Finding, FindingKind, Severity, Verdict
@@ -90,7 +91,7 @@ class _PerSpi:
 class LeakCheck:
     """Names clear-text inner header bytes and counts them per SPI."""
 
-    name = "leaks"
+    name = "cleartext_leak"
 
     def __init__(self) -> None:
         self._per_spi: dict[int, _PerSpi] = {}
@@ -171,11 +172,13 @@ class LeakCheck:
         proven = (
             self._per_spi,
             Severity.CRITICAL,
+            LeakProof.DECRYPTED,
             "{n} packets carry inner header bytes in clear: {fields}",
         )
         keyless = (
             self._keyless_per_spi,
             Severity.HIGH,
+            LeakProof.LAYOUT,
             "{n} packets carry a whole clear IP packet after the ESP header, then an ESP "
             "trailer and ICV ({fields}): a leak, unless the SA uses NULL encryption or GMAC "
             "(clear by design, RFC 2410 / RFC 4543), which only its key file can say",
@@ -183,11 +186,12 @@ class LeakCheck:
         possible = (
             self._possible_per_spi,
             Severity.INFO,
+            LeakProof.POSSIBLE,
             "possible, not proven: {n} packets that did not verify hold, after the ESP header, "
             "bytes that parse as a clear IP header but are not followed by an ESP trailer and "
             "ICV; random ciphertext looks like this now and then",
         )
-        for per_spi, severity, words in (proven, keyless, possible):
+        for per_spi, severity, proof, words in (proven, keyless, possible):
             for spi, acc in sorted(per_spi.items()):
                 yield Finding(
                     FindingKind.CLEARTEXT_LEAK,
@@ -196,6 +200,7 @@ class LeakCheck:
                     acc.frames.freeze(),
                     acc.count,
                     words.format(n=acc.count, fields="; ".join(sorted(acc.fields))),
+                    evidence=Leak(proof, tuple(sorted(acc.fields))),
                 )
 
 

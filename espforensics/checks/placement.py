@@ -29,6 +29,7 @@ from espforensics.checks.context import Flow, PacketContext
 from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN, opener
 from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.evidence import Misplaced, Offsets
 from espforensics.frames import FrameRuns
 from espforensics.keys.sa import SaTable
 from espforensics.model import Finding, FindingKind, Severity, Verdict
@@ -73,7 +74,7 @@ def _ip_like(data: bytes, start: int, end: int) -> bool:
 class PlacementCheck:
     """Searches failed packets for their SA's ESP header elsewhere."""
 
-    name = "placement"
+    name = "esp_placement"
 
     def __init__(self, sas: SaTable, flow_for: FlowFor) -> None:
         self._sas = sas
@@ -190,6 +191,9 @@ class PlacementCheck:
                 acc.count,
                 f"{acc.count} packets carry the ESP header later than the outer headers "
                 f"(expected -> found offset: {where}); {acc.proven} proven by decryption",
+                evidence=Misplaced(
+                    tuple(Offsets(e, a) for e, a in sorted(acc.offsets)), acc.proven
+                ),
             )
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from espforensics.checks.context import Flow, PacketContext, PerFlow
 from espforensics.checks.coverage import Seen
+from espforensics.evidence import EsnWrap, SeqDuplicates, SeqGaps, SeqRange, SeqReorder
 from espforensics.frames import FrameRuns
 from espforensics.intervals import U8, U64, IntervalSet
 from espforensics.model import Finding, FindingKind, Severity, Verdict
@@ -131,6 +132,7 @@ class SequenceCheck:
                     f"{sa.duplicates - sa.identical} different packets)",
                     src,
                     dst,
+                    SeqDuplicates(sa.duplicates, sa.identical),
                 )
             gaps = list(sa.seen.gaps())
             if gaps:
@@ -146,6 +148,7 @@ class SequenceCheck:
                     f"gaps ({shown}{', ...' if len(gaps) > 5 else ''})",
                     src,
                     dst,
+                    SeqGaps(missing, len(gaps), tuple(SeqRange(a, b) for a, b in gaps[:5])),
                 )
             if sa.reordered:
                 # Within a 64-packet replay window (RFC 4303 s3.4.3 default) reordering is harmless.
@@ -160,6 +163,7 @@ class SequenceCheck:
                     f"higher sequence number, at most {sa.max_late} below it",
                     src,
                     dst,
+                    SeqReorder(sa.reordered, sa.max_late),
                 )
             for frame, hi in sa.wraps:
                 yield Finding(
@@ -171,6 +175,7 @@ class SequenceCheck:
                     f"{where}: sequence number crossed into high half {hi:#x} at frame {frame}",
                     src,
                     dst,
+                    EsnWrap(frame, hi),
                 )
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from espforensics.evidence import EsnWrap
 from espforensics.model import Finding, FindingKind, PacketRecord, Verdict
 
 PREFIX = "espforensics: "
@@ -103,9 +104,8 @@ def iv_reuse_comment(rec: PacketRecord, other: int | None) -> str:
 def finding_comment(finding: Finding) -> str:
     """A listed frame's comment for a kind no column shows (esn_wrap, key_mismatch, ...)."""
     kind = finding.kind.value
-    if finding.kind is FindingKind.ESN_WRAP:
-        text = _clause(finding.detail.split(": ", 1)[-1]).split(" at frame ")[0]
-        return f"{PREFIX}{kind}: {text}"
+    if isinstance(wrap := finding.evidence, EsnWrap):  # checks/sequence.py
+        return f"{PREFIX}{kind}: sequence number crossed into high half {wrap.high:#x}"
     spi = f" of SPI {finding.spi:#010x}" if finding.spi is not None else ""
     return f"{PREFIX}{kind}: {finding.severity.value}, {finding.count} packets{spi} (findings.csv)"
 
