@@ -8,6 +8,7 @@ Public API::
     result.summary      # Summary (verdict counts, per-SA lines)
 """
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from espforensics.errors import (
@@ -20,27 +21,41 @@ from espforensics.errors import (
     OutputExistsError,
     Truncated,
 )
-from espforensics.keys import SaTable, SecurityAssociation, load_sas
-from espforensics.model import PacketRecord, Proto, Verdict
-from espforensics.pipeline import Options
-from espforensics.summary import Summary
 
 if TYPE_CHECKING:
     from espforensics.analysis import Analysis, analyze, analyze_to_dir, summarize
+    from espforensics.keys import SaTable, SecurityAssociation, load_sas
+    from espforensics.model import PacketRecord, Proto, Verdict
+    from espforensics.pipeline import Options
+    from espforensics.summary import Summary
 
-_ANALYSIS = frozenset({"Analysis", "analyze", "analyze_to_dir", "summarize"})
+# Where each name that is not an error lives; imported on first use (PEP 562).
+_LAZY = {
+    "Analysis": "espforensics.analysis",
+    "analyze": "espforensics.analysis",
+    "analyze_to_dir": "espforensics.analysis",
+    "summarize": "espforensics.analysis",
+    "SaTable": "espforensics.keys",
+    "SecurityAssociation": "espforensics.keys",
+    "load_sas": "espforensics.keys",
+    "PacketRecord": "espforensics.model",
+    "Proto": "espforensics.model",
+    "Verdict": "espforensics.model",
+    "Options": "espforensics.pipeline",
+    "Summary": "espforensics.summary",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """The analysis entry points, imported on first use (PEP 562).
+    """The library's names, each imported on first use (PEP 562).
 
-    They pull in pandas and pyarrow (0.6 s); a worker process of
-    ``batch --jobs`` imports this package before it needs either.
+    The analysis entry points pull in pandas and pyarrow (0.6 s), the
+    pipeline numpy, dpkt and cryptography; importing any module of the
+    package (``espforensics.errors``, ``espforensics.synth``, a worker
+    process of ``batch --jobs``) imports this file first, and needs none.
     """
-    if name in _ANALYSIS:
-        from espforensics import analysis  # noqa: PLC0415
-
-        return getattr(analysis, name)
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'espforensics' has no attribute {name!r}")
 
 

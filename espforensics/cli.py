@@ -7,25 +7,22 @@ finding at or above ``--fail-on``, 2 usage or input error (one line
 ``key_mismatch`` findings fail), 4 no ESP packet verified (``--unchecked``
 chooses when), 70 a bug in espforensics (one
 line naming the file that holds its traceback, without any value), 130
-Ctrl-C. Nothing imports this module; it is the only module that imports
-typer and rich.
+Ctrl-C. Nothing imports this module; it and the cli_*.py modules it is
+made of (cli_typer: typer's classes and the shared options, cli_errors: the
+exit of a command that fails, cli_progress: the bars) are the only modules
+that import typer and rich; every name they define is importable from here.
 """
 
 from __future__ import annotations
 
 import os
-import platform
 import sys
-import tempfile
 from collections.abc import Callable
-from enum import StrEnum
 from pathlib import Path
 from time import monotonic
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import Annotated
 
 import typer
-from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
-from typer.core import TyperCommand, TyperGroup
 
 from espforensics.analysis import (
     analyze_to_dir,
@@ -33,78 +30,34 @@ from espforensics.analysis import (
     load_summary,
     summary_of,
 )
-from espforensics.batch.run import BatchProgress, run_batch
-from espforensics.batch.task import CaptureResult
-from espforensics.compare import compare as compare_summaries
-from espforensics.errors import (
-    EXIT_INTERNAL,
-    INTERRUPTED,
-    TRACEBACK_FILE,
-    EspForensicsError,
-    InternalError,
-    bug_report,
+from espforensics.cli_errors import _guarded, _report_bug
+from espforensics.cli_progress import _BarMeter, _batch_progress
+from espforensics.cli_typer import (
+    FORMATS_HELP,
+    CompareFormat,
+    FailOn,
+    FailOnOption,
+    Format,
+    NattOption,
+    NoPlotsOption,
+    QuietOption,
+    SaOption,
+    UncheckedOption,
+    _Command,
+    _Group,
 )
+from espforensics.errors import EXIT_INTERNAL
 from espforensics.gate import Unchecked, exit_code, worst_code
 from espforensics.model import SEVERITY_RANK, Severity
 from espforensics.narrative import worst_severity
 from espforensics.pipeline import Options
-from espforensics.progress import DONE, READING, LineMeter, Meter, rate
-from espforensics.render.compare import (
-    render_comparison,
-    render_comparison_json,
-    render_comparison_md,
-)
+from espforensics.progress import LineMeter, Meter
 from espforensics.render.content import report_content
 from espforensics.render.registry import RENDERERS
 from espforensics.rewrite import CaptureCopies
 from espforensics.summary import TOOL_VERSION, Summary
 from espforensics.tables import CSV_ROWS
 from espforensics.workers import cap_workers, usable_cores
-
-if TYPE_CHECKING:  # typer vendors its own click: the help types come from there
-    from typer._click import Context, HelpFormatter
-
-
-class _UsageLine(ClickException):
-    """A usage error as one line, like every other error (Click prints usage, hint, error)."""
-
-    exit_code = 2
-
-    def show(self, file: object = None) -> None:
-        typer.echo(f"espforensics: error: {self.message}", err=True)
-
-
-def _one_line(exc: UsageError) -> _UsageLine:
-    """``analyze: No such option: --bogus (see espforensics analyze --help)``."""
-    what = exc.format_message().rstrip(".")
-    if exc.ctx is None:
-        return _UsageLine(what)
-    path = exc.ctx.command_path
-    command = exc.ctx.command.name if exc.ctx.parent is not None else None
-    return _UsageLine(
-        f"{command}: {what}; see {path} --help" if command else f"{what}; see {path} --help"
-    )
-
-
-class _Group(TyperGroup):
-    """typer's group, its usage errors (and its commands') printed as one line, exit 2."""
-
-    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except NoArgsIsHelpError:
-            raise  # `espforensics` alone prints the help
-        except UsageError as exc:
-            raise _one_line(exc) from None
-
-    def invoke(self, ctx: Context) -> object:
-        try:
-            return super().invoke(ctx)
-        except NoArgsIsHelpError:
-            raise
-        except UsageError as exc:
-            raise _one_line(exc) from None
-
 
 app = typer.Typer(
     cls=_Group,
@@ -114,150 +67,6 @@ app = typer.Typer(
     rich_markup_mode=None,  # help texts hold [default: ...] that is not markup
     help="Offline forensic analysis of IPsec ESP captures.",
 )
-T = TypeVar("T")
-
-
-class _Command(TyperCommand):
-    """typer's help, with the metavars of docs/cli.md where typer writes its own.
-
-    typer prints ``analyze [OPTIONS] {CAPTURE}`` and ``CAPTURE <path>``;
-    this prints ``analyze [OPTIONS] CAPTURE`` and ``CAPTURE``.
-    """
-
-    def collect_usage_pieces(self, ctx: Context) -> list[str]:
-        pieces = [self.options_metavar] if self.options_metavar else []
-        return pieces + [
-            p.metavar for p in self.get_params(ctx) if p.param_type_name == "argument" and p.metavar
-        ]
-
-    def format_options(self, ctx: Context, formatter: HelpFormatter) -> None:
-        args, opts = [], []
-        for param in self.get_params(ctx):
-            record = param.get_help_record(ctx)
-            if record is None:
-                continue
-            if param.param_type_name == "argument":
-                args.append((param.metavar or record[0], record[1]))
-            else:
-                opts.append(record)
-        for title, rows in (("Arguments", args), ("Options", opts)):
-            if rows:
-                with formatter.section(title):
-                    formatter.write_dl(rows)
-
-
-class Format(StrEnum):
-    """The stdout choices of render/registry.py (a test keeps the two the same)."""
-
-    SUMMARY = "summary"
-    TEXT = "text"
-    MARKDOWN = "markdown"
-    JSON = "json"
-    KTAP = "ktap"
-
-
-class CompareFormat(StrEnum):
-    """compare has no short summary: its table is already short."""
-
-    TEXT = "text"
-    MARKDOWN = "markdown"
-    JSON = "json"
-
-
-class FailOn(StrEnum):
-    CRITICAL = "critical"
-    HIGH = "high"
-    MEDIUM = "medium"
-    LOW = "low"
-    INFO = "info"
-    NEVER = "never"
-
-
-SaOption = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--sa",
-        metavar="KEYS",
-        help="Key file: keys.yaml, `ip xfrm state` text, esp_sa or tcpdump -E secrets "
-        "(or tcpdump -E text itself). Repeatable.",
-    ),
-]
-NattOption = Annotated[
-    list[int] | None,
-    typer.Option(
-        "--natt-port",
-        metavar="PORT",
-        help="UDP port carrying ESP-in-UDP. Repeatable. [default: 4500]",
-    ),
-]
-FailOnOption = Annotated[
-    FailOn,
-    typer.Option(
-        "--fail-on",
-        metavar="LEVEL",
-        help="Exit 1 when a finding is at least this severe: critical, high, medium, low, "
-        "info or never.",
-    ),
-]
-UncheckedOption = Annotated[
-    Unchecked,
-    typer.Option(
-        "--unchecked",
-        metavar="POLICY",
-        help="Exit 4 when no ESP packet was verified (skip), also when any went unverified "
-        "(fail), or never (ignore).",
-    ),
-]
-FORMATS_HELP = "summary, text, markdown, json or ktap"
-QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress, nothing on stdout.")]
-NoPlotsOption = Annotated[bool, typer.Option("--no-plots", help="Do not draw the plots.")]
-
-
-def _guarded(call: Callable[[], T], out: Path | None = None) -> T:
-    """``call()``, its errors mapped to exit codes; a bug's traceback goes to ``out``."""
-    try:
-        return call()
-    except EspForensicsError as exc:
-        typer.echo(f"espforensics: error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:  # typer would exit 130 without a word
-        typer.echo(INTERRUPTED, err=True)
-        raise typer.Exit(130) from None
-    except Exception as exc:  # not the user's input: a bug, told apart from exit 1 and 2
-        _report_bug(exc, out)
-        raise typer.Exit(EXIT_INTERNAL) from None
-
-
-def _report_bug(exc: Exception, out: Path | None) -> None:
-    """One line on stderr; the traceback, without values, in ``out`` or a temporary file."""
-    where = _write_traceback(exc, out)
-    what = str(exc) if isinstance(exc, InternalError) else type(exc).__name__
-    typer.echo(
-        f"espforensics: internal error: {what} (a bug in espforensics, "
-        f"please report it); traceback in {where}",
-        err=True,
-    )
-
-
-def _write_traceback(exc: Exception, out: Path | None) -> str:
-    """Write ``bug_report(exc)`` into ``out`` if it is a folder, else a temporary file."""
-    text = (
-        f"espforensics {TOOL_VERSION}, Python {platform.python_version()}, "
-        f"{platform.system()} {platform.machine()}\n\n{bug_report(exc)}"
-    )
-    if out is not None and out.is_dir():
-        try:
-            (out / TRACEBACK_FILE).write_text(text)
-            return str(out / TRACEBACK_FILE)
-        except OSError:
-            pass  # a read-only or full output folder: the temporary file below
-    try:
-        fd, name = tempfile.mkstemp(prefix="espforensics-traceback-", suffix=".txt")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-    except OSError as err:
-        return f"no file (it could not be written: {err.strerror})"
-    return name
 
 
 def main() -> None:
@@ -306,46 +115,6 @@ def _threads(jobs: int, quiet: bool) -> int:
     if workers.why and not quiet:
         _notice(workers.notice())
     return workers.count
-
-
-class _BarMeter:
-    """A bar on a terminal's stderr: the phase, the capture read, frames and frames/s."""
-
-    def __init__(self, size: int | None) -> None:
-        from rich.progress import (  # noqa: PLC0415 (only for terminals)
-            BarColumn,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-        from rich.progress import Progress as Bar  # noqa: PLC0415
-
-        columns = ("{task.description}", "{task.fields[frames]} frames, {task.fields[rate]}")
-        self._bar = Bar(
-            TextColumn(columns[0]),
-            BarColumn(),
-            TextColumn(columns[1]),
-            TimeElapsedColumn(),
-            transient=True,
-        )
-        self._size, self._start = size, monotonic()
-        self._task = self._bar.add_task(READING, total=size, frames="0", rate="")
-        self._bar.start()
-
-    def reading(self, frames: int, bytes_read: int) -> None:
-        self._bar.update(
-            self._task,
-            completed=min(bytes_read, self._size or bytes_read),
-            frames=f"{frames:,}",
-            rate=rate(frames, monotonic() - self._start),
-        )
-
-    def phase(self, name: str) -> None:
-        self._bar.update(self._task, description=name)
-        if name == DONE:
-            self.stop()
-
-    def stop(self) -> None:
-        self._bar.stop()
 
 
 def _meter(capture: Path, quiet: bool) -> tuple[Meter | None, Callable[[], None]]:
@@ -527,6 +296,14 @@ def compare(
     fail_on: FailOnOption = FailOn.NEVER,
 ) -> None:
     """Compare two captures (or analyses) side by side: a kernel before and after a patch."""
+    # Imported here, as in batch: a run of analyze (start-up, docs/performance.md) needs neither.
+    from espforensics.compare import compare as compare_summaries  # noqa: PLC0415
+    from espforensics.render.compare import (  # noqa: PLC0415
+        render_comparison,
+        render_comparison_json,
+        render_comparison_md,
+    )
+
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
     keys_before = [*(sa or []), *(sa_before or [])]
     keys_after = [*(sa or []), *(sa_after or [])]
@@ -577,6 +354,8 @@ def batch(
     quiet: QuietOption = False,
 ) -> None:
     """Analyze many captures in one pass, resumably; one row per capture in captures.csv."""
+    from espforensics.batch.run import run_batch  # noqa: PLC0415 (as in compare)
+
     update, stop = _batch_progress(quiet)
     try:
         result = _guarded(
@@ -608,21 +387,15 @@ def batch(
         raise typer.Exit(code)
 
 
-def _batch_progress(quiet: bool) -> tuple[BatchProgress | None, Callable[[], None]]:
-    """A bar over captures (with the frames done so far) on a terminal's stderr."""
-    if quiet or not sys.stderr.isatty():
-        return None, lambda: None
-    from rich.progress import Progress as Bar  # noqa: PLC0415 (only for terminals)
-
-    bar = Bar(transient=True)
-    task = bar.add_task("captures", total=None)
-    frames = [0]
-    bar.start()
-
-    def update(result: CaptureResult, done: int, total: int) -> None:
-        frames[0] += result.frames
-        bar.update(
-            task, completed=done, total=total, description=f"captures ({frames[0]:,} frames)"
-        )
-
-    return update, bar.stop
+__all__ = [  # defined in cli_typer.py, imported from here by tests and users
+    "FORMATS_HELP",
+    "CompareFormat",
+    "FailOn",
+    "FailOnOption",
+    "Format",
+    "NattOption",
+    "NoPlotsOption",
+    "QuietOption",
+    "SaOption",
+    "UncheckedOption",
+]

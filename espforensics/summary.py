@@ -1,41 +1,35 @@
-"""Reduction of the record stream to a ``Summary``; and back from JSON.
+"""The ``Summary`` of a run, to and from ``summary.json``.
 
-In: ``PacketRecord`` values (``SummaryBuilder.observe``) and the capture's
-identity (``CaptureInfo``). Out: a frozen ``Summary`` whose ``to_json()``
-is ``summary.json`` (schema 1) and from which every renderer works.
-Raises nothing; ``Summary.from_json`` raises ``KeyError``/``TypeError`` on
-a foreign document, which callers wrap.
+In: what ``SummaryBuilder`` (summary_builder.py, re-exported here) counted
+from the record stream, and the capture's identity (``CaptureInfo``). Out: a
+frozen ``Summary`` whose ``to_json()`` is ``summary.json`` (schema 1) and
+from which every renderer works. Raises nothing; ``Summary.from_json``
+raises ``KeyError``/``TypeError`` on a foreign document, which callers wrap.
 
-All counting lives here, so renderers never count.
+All counting lives here and in summary_builder.py, so renderers never count.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any
 
 from espforensics.coverage import CheckCoverage, check_coverage
-from espforensics.engine import SteadyRows
 from espforensics.frames import frame_runs, from_runs
 from espforensics.model import (
     SEVERITY_RANK,
     Finding,
     FindingKind,
-    InnerChecksum,
-    PacketRecord,
     PlotOutcome,
-    Proto,
     Severity,
     UnusedReason,
     UnusedSa,
-    Verdict,
 )
 from espforensics.stored import stored_evidence
+
+if TYPE_CHECKING:  # re-exported below (__getattr__): it imports this module
+    from espforensics.summary_builder import SummaryBuilder as SummaryBuilder  # noqa: PLC0414
 
 SCHEMA = 1
 try:
@@ -214,13 +208,6 @@ def _fields(obj: Any) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in names}
 
 
-_VERDICT_ORDER: dict[str, int] = {v.value: i for i, v in enumerate(Verdict)}
-
-
-def _in_verdict_order(item: tuple[str, int]) -> int:
-    return _VERDICT_ORDER[item[0]]  # a Verdict is the str of its value (StrEnum)
-
-
 def _finding_json(f: Finding) -> dict[str, Any]:
     return {
         "kind": f.kind.value,
@@ -264,278 +251,13 @@ def sort_findings(findings: list[Finding]) -> tuple[Finding, ...]:
     )
 
 
-@dataclass(slots=True)
-class _SaAcc:
-    algorithm: str
-    first_time: float
-    last_time: float
-    first_seq64: int | None = None
-    last_seq64: int | None = None
-    packets: int = 0
-    wire_bytes: int = 0
-    verdicts: Counter[str] = field(default_factory=Counter)
-    leaked: int = 0
-    iv_reused: int = 0
-    iv_deviating: int = 0
-    duplicates: int = 0
-    reordered: int = 0
-    ip_payloads: int = 0  # verified packets whose next header is 4 or 41 (an inner IP packet)
-    l4_payloads: int = 0  # verified packets with any other next header
-    tfc_packets: int = 0
-    tfc_bytes: int = 0
-    tfc_to: Counter[int] = field(default_factory=Counter)  # payload_len of padded packets
-    checksums: Counter[str] = field(default_factory=Counter)
+def __getattr__(name: str) -> Any:
+    """``SummaryBuilder``, from summary_builder.py on first use (PEP 562).
 
-    def observe(self, rec: PacketRecord) -> None:
-        self.packets += 1
-        self.wire_bytes += rec.len
-        self.last_time = rec.time / 1e9
-        self.verdicts[rec.verdict] += 1
-        if rec.seq64 is not None:
-            if self.first_seq64 is None:
-                self.first_seq64 = rec.seq64
-            self.last_seq64 = rec.seq64
-        self.leaked += bool(rec.leaked)
-        self.iv_reused += bool(rec.iv_reused)
-        self.iv_deviating += bool(rec.iv_seq_delta)
-        self.duplicates += rec.seq_anomaly.startswith("duplicate")
-        self.reordered += rec.seq_anomaly == "reordered"
-        if rec.next_header in (4, 41):
-            self.ip_payloads += 1
-        elif rec.next_header is not None and rec.next_header != 59:
-            self.l4_payloads += 1
-        if rec.tfc_len:
-            self.tfc_packets += 1
-            self.tfc_bytes += rec.tfc_len
-            self.tfc_to[rec.payload_len or 0] += 1
-        if rec.inner_checksum:
-            self.checksums[rec.inner_checksum] += 1
+    It imports this module's types, so this module cannot import it at the top.
+    """
+    if name == "SummaryBuilder":
+        from espforensics.summary_builder import SummaryBuilder  # noqa: PLC0415
 
-    def mode_guess(self) -> str:
-        """RFC 4303 s3.1: tunnel mode carries IP packets (as do ipip/ip6tnl over transport)."""
-        if self.ip_payloads and not self.l4_payloads:
-            return "tunnel or IP-in-IP (guess)"
-        if self.l4_payloads and not self.ip_payloads:
-            return "transport (guess)"
-        return "mixed (guess)" if self.ip_payloads else ""
-
-    def summary(
-        self, key: tuple[int, str, str], missing: int, mode: str, iv_scheme: str = ""
-    ) -> SaSummary:
-        spi, src, dst = key
-        return SaSummary(
-            spi,
-            src,
-            dst,
-            self.algorithm,
-            self.packets,
-            {str(v): n for v, n in sorted(self.verdicts.items(), key=_in_verdict_order) if n},
-            self.first_seq64,
-            self.last_seq64,
-            self.first_time,
-            self.last_time,
-            self.wire_bytes,
-            self.leaked,
-            self.iv_reused,
-            self.iv_deviating,
-            self.duplicates,
-            self.reordered,
-            missing,
-            mode or self.mode_guess(),
-            self.tfc_packets,
-            self.tfc_bytes,
-            {str(k): n for k, n in sorted(self.tfc_to.items(), key=_most)[:PADDED_TO_KEPT]},
-            {c.value: self.checksums[c.value] for c in InnerChecksum if self.checksums[c.value]},
-            iv_scheme,
-        )
-
-
-PADDED_TO_KEPT = 8  # padded-to lengths listed per SA, the most common first
-
-
-def _most(item: tuple[int, int]) -> tuple[int, int]:
-    return (-item[1], item[0])
-
-
-_LayoutKey = tuple[int, str, int, int, str, int, int]
-
-
-@dataclass(slots=True)
-class _LayoutAcc:
-    """The clear bytes of one misplaced layout: the first packet's, and
-    which positions another packet had different (or lacked)."""
-
-    first: bytes
-    packets: int = 1
-    varies: set[int] = field(default_factory=set)
-
-    def observe(self, clear: bytes) -> None:
-        self.packets += 1
-        for i in range(max(len(clear), len(self.first))):
-            if clear[i : i + 1] != self.first[i : i + 1]:
-                self.varies.add(i)
-
-    def clear_hex(self) -> str:
-        return " ".join(".." if i in self.varies else f"{b:02x}" for i, b in enumerate(self.first))
-
-
-class SummaryBuilder:
-    """Counts records as they stream past."""
-
-    def __init__(self) -> None:
-        self.frames = 0
-        self.esp_packets = 0
-        self.first_time: float | None = None
-        self.last_time: float | None = None
-        self.verdicts: Counter[str] = Counter()
-        self._sas: dict[tuple[int, str, str], _SaAcc] = {}
-        self._layouts: dict[_LayoutKey, _LayoutAcc] = {}
-
-    def observe(self, rec: PacketRecord) -> None:
-        """Count one record."""
-        if rec.layer == 1:  # an ESP packet inside another (layer 2 on) is no frame of its own
-            self.frames += 1
-            if self.first_time is None:
-                self.first_time = rec.time / 1e9
-            self.last_time = rec.time / 1e9
-            self.verdicts[rec.verdict] += 1
-        if rec.proto is Proto.OTHER:
-            return
-        if rec.layer == 1:
-            self.esp_packets += 1
-        if rec.spi is None:
-            return
-        key = (rec.spi, rec.src, rec.dst)
-        acc = self._sas.get(key)
-        if acc is None:
-            acc = self._sas[key] = _SaAcc(rec.algorithm, rec.time / 1e9, rec.time / 1e9)
-        acc.observe(rec)
-        if rec.verdict is Verdict.ESP_MISPLACED:
-            self._layout(rec)
-
-    def observe_rows(self, rows: SteadyRows) -> None:
-        """Count a run of the steady lane: its records, then its ``ok`` packets per SA."""
-        recs, frame, ts_ns = rows.records, rows.frame, rows.ts_ns
-        first_time = self.first_time
-        for rec in recs:
-            self.observe(rec)
-        if not len(frame):
-            return
-        if first_time is None and (not recs or int(frame[0]) < recs[0].frame):
-            self.first_time = int(ts_ns[0]) / 1e9
-        if not recs or int(frame[-1]) > recs[-1].frame:
-            self.last_time = int(ts_ns[-1]) / 1e9
-        n = len(frame)
-        self.frames += n
-        self.esp_packets += n
-        self.verdicts[Verdict.OK] += n
-        for f in np.unique(rows.flow).tolist():
-            self._steady_sa(rows, f, np.flatnonzero(rows.flow == f))  # capture order per flow
-
-    def _steady_sa(self, rows: SteadyRows, f: int, idx: npt.NDArray[np.intp]) -> None:
-        flow = rows.flows[f]
-        key = (flow.spi, flow.src, flow.dst)
-        first_time = int(rows.ts_ns[idx[0]]) / 1e9
-        acc = self._sas.get(key)
-        if acc is None:
-            acc = self._sas[key] = _SaAcc(rows.algorithm[f], first_time, first_time)
-        acc.packets += len(idx)
-        acc.wire_bytes += int(rows.wirelen[idx].sum())
-        acc.last_time = int(rows.ts_ns[idx[-1]]) / 1e9
-        acc.verdicts[Verdict.OK] += len(idx)
-        if acc.first_seq64 is None:
-            acc.first_seq64 = int(rows.seq64[idx[0]])
-        acc.last_seq64 = int(rows.seq64[idx[-1]])
-        nh = rows.next_header[idx]
-        ip = int(np.isin(nh, (4, 41)).sum())
-        acc.ip_payloads += ip
-        acc.l4_payloads += len(idx) - ip - int((nh == 59).sum())
-        tfc = rows.tfc_len[idx]
-        padded = tfc > 0
-        if padded.any():
-            acc.tfc_packets += int(padded.sum())
-            acc.tfc_bytes += int(tfc[padded].sum())
-            lengths, counts = np.unique(rows.payload_len[idx][padded], return_counts=True)
-            acc.tfc_to.update(dict(zip(lengths.tolist(), counts.tolist(), strict=True)))
-        values, counts = np.unique(rows.inner_checksum[idx].astype(str), return_counts=True)
-        acc.checksums.update(dict(zip(values.tolist(), counts.tolist(), strict=True)))
-
-    def sa_keys(self) -> list[tuple[int, str, str]]:
-        """The (spi, src, dst) of every SA seen so far."""
-        return list(self._sas)
-
-    def _layout(self, rec: PacketRecord) -> None:
-        if rec.esp_offset is None or rec.expected_offset is None or rec.spi is None:
-            return
-        leaked = rec.leaked or 0
-        clear = bytes.fromhex(rec.leaked_hex)
-        key = (
-            rec.ip_version or 0,
-            rec.proto.value,
-            rec.expected_offset,
-            rec.esp_offset - leaked,
-            clear[:2].hex(),
-            rec.esp_offset,
-            rec.spi,
-        )
-        acc = self._layouts.get(key)
-        if acc is None:
-            self._layouts[key] = _LayoutAcc(clear)
-        else:
-            acc.observe(clear)
-
-    def finish(
-        self,
-        capture: CaptureInfo,
-        findings: list[Finding],
-        modes: dict[tuple[int, str, str], str] | None = None,
-        error: str | None = None,
-        unused_sas: tuple[UnusedSa, ...] = (),
-        key_notes: tuple[str, ...] = (),
-        iv_schemes: dict[tuple[int, str, str], str] | None = None,
-    ) -> Summary:
-        """The summary of everything observed, with the checks' findings.
-
-        ``capture`` gives path, sha256 and size; frames and times are counted
-        here. ``modes`` are the SA modes the key files state; ``iv_schemes`` each SA's
-        IV scheme as the IV derivation check named it (an SA it never saw: "unknown");
-        ``unused_sas`` the key files' SAs that no packet matched (checks/unused.py).
-        """
-        missing: Counter[tuple[int, str, str]] = Counter()
-        per_kind: Counter[str] = Counter()
-        for f in findings:
-            per_kind[f.kind.value] += f.count
-            if f.kind is FindingKind.SEQ_GAP and f.spi is not None:
-                missing[(f.spi, f.src, f.dst)] += f.count
-        modes = modes or {}
-        sas = tuple(
-            a.summary(
-                key,
-                missing[key],
-                modes.get(key, ""),
-                "" if iv_schemes is None else iv_schemes.get(key, "unknown"),
-            )
-            for key, a in sorted(self._sas.items())
-        )
-        return Summary(
-            tool_version=TOOL_VERSION,
-            capture=replace(
-                capture, frames=self.frames, first_time=self.first_time, last_time=self.last_time
-            ),
-            esp_packets=self.esp_packets,
-            verdicts={v.value: self.verdicts[v] for v in Verdict},
-            sas=sas,
-            findings={k.value: per_kind[k.value] for k in FindingKind},
-            reused_ivs=sum(
-                1 if f.frames else f.count for f in findings if f.kind is FindingKind.IV_REUSE
-            ),
-            finding_list=sort_findings(findings),
-            layouts=tuple(
-                MisplacedLayout(*k, a.packets, a.clear_hex())
-                for k, a in sorted(self._layouts.items())
-            ),
-            error=error,
-            unused_sas=unused_sas,
-            key_notes=key_notes,
-            coverage=check_coverage(sas, self.esp_packets),
-        )
+        return SummaryBuilder
+    raise AttributeError(f"module 'espforensics.summary' has no attribute {name!r}")

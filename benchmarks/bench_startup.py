@@ -1,0 +1,140 @@
+"""Start-up of `espforensics analyze` on the bundled 36-frame example, two trees side by side.
+
+Usage: python benchmarks/bench_startup.py [--before TREE] [--after TREE] [--runs 10]
+                                          [--profile N]
+
+A TREE is a checkout with its own ``.venv`` (``pip install -e .`` in it), so
+its ``.venv/bin/python -m espforensics`` runs that tree's code; the after
+tree is run by the interpreter running this script unless ``--after`` is
+given. Each case is run RUNS times, the two trees taking turns (so a load
+that comes and goes on a shared machine falls on both), and the median wall
+time and the median CPU time (user + system) of each are printed with the
+ratio after/before. The cases: the interpreter alone, the third-party
+libraries a run needs (the floor under any start-up), ``import
+espforensics.cli``, the default ``analyze`` (plots drawn) and ``analyze
+--no-plots``, on fixtures/example.pcap with fixtures/example.keys.yaml.
+``--profile N`` also prints the N slowest imports (``-X importtime``,
+cumulative) of each analyze run of the after tree. Without ``--before``
+only the after tree runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+EXAMPLE = ("fixtures/example.pcap", "fixtures/example.keys.yaml")
+# The third-party modules a run of analyze --no-plots cannot do without (the floor of its
+# start-up: tables.py writes parquet with pandas metadata, crypto/ decrypts, the CLI is typer's,
+# whose options are coerced by pydantic), and what drawing the plots adds.
+LIBRARIES = (
+    "numpy",
+    "pandas",
+    "pyarrow.parquet",
+    "pyarrow.csv",
+    "cryptography.hazmat.primitives.ciphers.aead",
+    "dpkt",
+    "yaml",
+    "typer",
+    "pydantic",
+)
+PLOTTING = "matplotlib.figure, matplotlib.backends.backend_agg"
+
+
+def cases(python: str, out: Path) -> dict[str, list[str]]:
+    """The command lines of each case, run with ``python`` (a tree's own interpreter)."""
+    capture, keys = (str(HERE / name) for name in EXAMPLE)
+    analyze = [python, "-m", "espforensics", "analyze", capture, "--sa", keys]
+    analyze += ["--out", str(out), "--force", "--quiet"]
+    return {
+        "python -c pass": [python, "-c", "pass"],
+        "libraries, no plots": [python, "-c", f"import {', '.join(LIBRARIES)}"],
+        "libraries and plots": [python, "-c", f"import {', '.join(LIBRARIES)}, {PLOTTING}"],
+        "import espforensics.cli": [python, "-c", "import espforensics.cli"],
+        "analyze (plots)": analyze,
+        "analyze --no-plots": [*analyze, "--no-plots"],
+    }
+
+
+def _python(tree: Path) -> str:
+    return str(tree / ".venv" / "bin" / "python")
+
+
+def wall(command: list[str]) -> tuple[float, float]:
+    """Seconds from start to exit of ``command`` (which must succeed), and its CPU seconds.
+
+    The CPU time (user and system, of the child) varies far less than the wall
+    time on a machine that others load too; both are printed.
+    """
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    took = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return took, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def slowest_imports(command: list[str], count: int) -> list[str]:
+    """The ``count`` imports of ``command`` with the largest cumulative time (-X importtime)."""
+    res = subprocess.run(
+        [command[0], "-X", "importtime", *command[1:]],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    rows = []
+    for line in res.stderr.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[1].strip().isdigit():
+            rows.append((int(parts[1]), parts[2].rstrip()))
+    rows.sort(reverse=True)
+    return [f"  {us / 1000:8.1f} ms {name}" for us, name in rows[:count]]
+
+
+def _table(
+    trees: dict[str, str], cases: dict[str, list[str]], times: dict[tuple[str, str], list[float]]
+) -> None:
+    """One row per case: the median of each tree, and after/before when there are two."""
+    ratio_head = "  ratio" if len(trees) == 2 else ""
+    print(f"{'case':<26}" + "".join(f"{name:>10}" for name in trees) + ratio_head)
+    for case in cases:
+        medians = [statistics.median(times[(name, case)]) for name in trees]
+        ratio = f"  {medians[-1] / medians[0]:.2f}" if len(medians) == 2 else ""
+        print(f"{case:<26}" + "".join(f"{m:10.3f}" for m in medians) + ratio)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", type=Path, help="tree to compare with (has a .venv)")
+    parser.add_argument("--after", type=Path, help="tree measured [default: this one]")
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--profile", type=int, default=0, metavar="N")
+    args = parser.parse_args()
+    trees = {} if args.before is None else {"before": _python(args.before)}
+    trees["after"] = sys.executable if args.after is None else _python(args.after)
+    with tempfile.TemporaryDirectory() as work:
+        lines = {name: cases(tree, Path(work) / name) for name, tree in trees.items()}
+        times: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for case in lines["after"]:
+            for _ in range(args.runs):
+                for name in trees:
+                    times.setdefault((name, case), []).append(wall(lines[name][case]))
+        for i, what in enumerate(("wall", "CPU")):
+            print(f"median {what} of {args.runs} runs, seconds")
+            _table(trees, lines["after"], {k: [t[i] for t in v] for k, v in times.items()})
+        for case, command in lines["after"].items():
+            if args.profile and case.startswith("analyze"):
+                print(f"\nslowest imports, after, {case}:")
+                print("\n".join(slowest_imports(command, args.profile)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""One pass of a capture through the pipeline: the rows into a sink, and the ``Summary``.
+
+In: a capture path, SAs (an ``SaTable``, key file paths or none),
+``Options`` and a sink for the rows (a table writer, or nothing). Out: the
+``Summary`` and the error that stopped the reading, if any (``_run``); the
+capture's SHA-256 is computed on a thread meanwhile. Raises the
+``InputError`` of a key file or a capture that cannot be read at all; an
+error met while reading frames is returned, so the caller writes what was
+read before it raises. analysis.py builds its entry points on this.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+
+from espforensics.capture import open_capture
+from espforensics.capture.regular import check_regular
+from espforensics.checks.iv_derivation import IvDerivationCheck
+from espforensics.engine import Engine, Row
+from espforensics.errors import (
+    CaptureError,
+    EspForensicsError,
+    scrub,
+)
+from espforensics.keys import SaTable, load_sas
+from espforensics.model import PacketRecord
+from espforensics.pipeline import FrameAnalyzer, Options, fewer_collections
+from espforensics.progress import Meter
+from espforensics.summary import CaptureInfo, Summary
+from espforensics.summary_builder import SummaryBuilder
+
+Progress = Callable[[int], None]  # called with uncompressed bytes read so far
+KeyPath = str | os.PathLike[str]
+# One key file path or several, as the standard library takes paths (a str is one path).
+KeysArg = SaTable | KeyPath | Sequence[KeyPath] | None
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a file's bytes as stored (compressed or not)."""
+    check_regular(path)  # /dev/zero would be hashed forever, a FIFO would block
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+    except OSError as exc:
+        raise CaptureError(str(path), f"cannot open: {exc.strerror}") from exc
+    return digest.hexdigest()
+
+
+def _table(sas: KeysArg) -> SaTable:
+    if sas is None:
+        return SaTable()
+    if isinstance(sas, SaTable):
+        return sas
+    return load_sas(sas if isinstance(sas, str | os.PathLike) else list(sas))
+
+
+def _stream(
+    path: str | os.PathLike[str],
+    engine: Engine,
+    progress: Progress | None,
+    meter: Meter | None = None,
+) -> Iterator[Row]:
+    with open_capture(path) as capture:
+        frames = shown = 0
+        for row in engine.iter_rows(capture):
+            frames += 1 if isinstance(row, PacketRecord) else row.rows
+            if frames - shown >= 4096:
+                shown = frames
+                if progress is not None:
+                    progress(capture.bytes_read)
+                if meter is not None:
+                    meter.reading(frames, capture.bytes_read)
+            yield row
+        if meter is not None:
+            meter.reading(frames, capture.bytes_read)
+
+
+def _consume(
+    rows: Iterator[Row], builder: SummaryBuilder, sink: Callable[[Row], None]
+) -> Exception | None:
+    """Feed every row to the builder and the sink; the error that ended it, if any.
+
+    A damaged capture or a bad secrets block (``InputError``) ends it, and
+    so does a bug: either way what was read before is kept, and the caller
+    raises the error once it is written down.
+    """
+    try:
+        for row in rows:
+            if isinstance(row, PacketRecord):
+                builder.observe(row)
+            else:
+                builder.observe_rows(row)
+            sink(row)
+    except Exception as exc:  # raised again by every caller, once the outputs are written
+        return exc
+    return None
+
+
+def _stop_message(error: Exception | None) -> str | None:
+    """What ``summary.json`` says stopped the reading; a bug's message may hold values."""
+    if error is None:
+        return None
+    if isinstance(error, EspForensicsError):
+        return str(error)
+    if isinstance(error, OSError):
+        return _cannot_write(error)
+    return f"stopped by an internal error (a bug in espforensics): {type(error).__name__}"
+
+
+def _cannot_write(exc: OSError) -> str:
+    """Why an output could not be written (disk full, permissions), without any value."""
+    return f"cannot write the outputs: {exc.strerror or scrub(str(exc))}"
+
+
+def capture_info(path: str | os.PathLike[str], sha256: str | None = None) -> CaptureInfo:
+    """Path, SHA-256 (hashed unless the caller knows it) and size of the capture file."""
+    sha = sha256 or sha256_file(path)
+    return CaptureInfo(str(path), sha, os.path.getsize(path))
+
+
+def _info_later(path: str | os.PathLike[str], sha256: str | None) -> Callable[[], CaptureInfo]:
+    """Start hashing the capture on a thread; the call that waits for its ``CaptureInfo``.
+
+    hashlib releases the GIL on large updates, so the digest (2 us per
+    1.3 kB frame) is computed on another core while the frames are analyzed.
+    """
+    if sha256 is not None:
+        info = capture_info(path, sha256)
+        return lambda: info
+    done: list[CaptureInfo | Exception] = []
+
+    def work() -> None:
+        try:
+            done.append(capture_info(path))
+        except Exception as exc:  # re-raised on the analyzing thread by wait()
+            done.append(exc)
+
+    # A daemon thread: after a Ctrl-C or an error the process exits without waiting
+    # for the rest of a large file to be hashed (a pool's threads are joined at exit).
+    thread = threading.Thread(target=work, name="espforensics-sha256", daemon=True)
+    thread.start()
+
+    def wait() -> CaptureInfo:
+        thread.join()
+        if isinstance(done[0], Exception):
+            raise done[0]
+        return done[0]
+
+    return wait
+
+
+def _modes(table: SaTable, builder: SummaryBuilder) -> dict[tuple[int, str, str], str]:
+    """The mode each seen SA's key file states, by (spi, src, dst)."""
+    modes: dict[tuple[int, str, str], str] = {}
+    if not any(sa.mode for sa in table):  # keyless, or no key file says: skip the lookups
+        return modes
+    for spi, src, dst in builder.sa_keys():
+        sa = table.lookup(spi, ipaddress.ip_address(src).packed, ipaddress.ip_address(dst).packed)
+        if sa is not None and sa.mode:
+            modes[(spi, src, dst)] = sa.mode
+    return modes
+
+
+def _iv_schemes(analyzer: FrameAnalyzer) -> dict[tuple[int, str, str], str]:
+    """Each SA's IV scheme as the IV derivation check named it, by (spi, src, dst)."""
+    for check in analyzer.checks:
+        if isinstance(check, IvDerivationCheck):
+            return {key: str(scheme) for key, scheme in check.schemes().items()}
+    return {}
+
+
+def _run(
+    path: str | os.PathLike[str],
+    sas: KeysArg,
+    options: Options | None,
+    sink: Callable[[Row], None],
+    progress: Progress | None = None,
+    sha256: str | None = None,
+    jobs: int = 1,
+    meter: Meter | None = None,
+) -> tuple[Summary, Exception | None]:
+    """Stream the capture through the pipeline into ``sink``; the summary and the error, if any."""
+    check_regular(path)  # before the hashing thread starts: it would never end on /dev/zero
+    table = _table(sas)
+    info = _info_later(path, sha256)
+    builder = SummaryBuilder()
+    options = options or Options()
+    analyzer = FrameAnalyzer(table, options, str(path))
+    engine = Engine(analyzer, options, jobs)
+    try:
+        with fewer_collections():
+            error = _consume(_stream(path, engine, progress, meter), builder, sink)
+    finally:
+        engine.close()
+    message = _stop_message(error)
+    schemes = _iv_schemes(analyzer)
+    summary = builder.finish(
+        info(),
+        analyzer.findings,
+        _modes(analyzer.sas, builder),
+        message,
+        iv_schemes=schemes,
+        unused_sas=analyzer.unused_sas,
+        key_notes=tuple(analyzer.sas.notes),
+    )
+    return summary, error

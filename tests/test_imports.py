@@ -1,0 +1,115 @@
+"""What importing a part of espforensics loads, and that the split modules keep their names.
+
+Start-up is measured by benchmarks/bench_startup.py, never timed here: these
+tests check which modules an import loads (``sys.modules`` of a fresh
+interpreter), so a heavy library pulled in where it is not used shows as a
+failing test, whatever the machine's speed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("numpy", "pandas", "pyarrow", "matplotlib", "dpkt", "cryptography", "yaml", "typer")
+
+
+def _loaded(statement: str) -> set[str]:
+    """The modules, of HEAVY and of espforensics, that ``statement`` loads in a new interpreter."""
+    code = (
+        f"import sys, json\n{statement}\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        f"{HEAVY!r} + ('espforensics',))))"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
+    )
+    return set(json.loads(res.stdout))
+
+
+def test_the_package_alone_loads_no_heavy_library() -> None:
+    loaded = _loaded("import espforensics, espforensics.errors")
+    assert sorted(loaded) == ["espforensics", "espforensics.errors"]
+
+
+def test_a_library_name_is_imported_on_first_use() -> None:
+    loaded = _loaded("import espforensics\nassert espforensics.Verdict.OK == 'ok'")
+    assert "espforensics.model" in loaded
+    assert not {"numpy", "pandas", "espforensics.analysis"} & loaded
+
+
+def test_the_command_line_loads_no_plotting_batch_or_compare_code() -> None:
+    loaded = _loaded("import espforensics.cli")
+    assert "typer" in loaded and "espforensics.analysis" in loaded  # the import did happen
+    assert not {m for m in loaded if m == "matplotlib" or m.startswith("matplotlib.")}
+    assert "espforensics.plots" not in loaded
+    assert not {m for m in loaded if m.startswith("espforensics.batch")}
+    assert not {"espforensics.compare", "espforensics.render.compare"} & loaded
+
+
+def test_the_summary_types_load_neither_the_engine_nor_the_builder() -> None:
+    """A report is rendered from a Summary (``report``); the steady lane's rows only count."""
+    loaded = _loaded("import espforensics.summary")
+    assert "espforensics.summary" in loaded
+    assert not {m for m in loaded if m.startswith("espforensics.engine")}
+    assert "espforensics.summary_builder" not in loaded
+
+
+# Every name the four split modules offered before the split (the lead's merge and the
+# other helpers' code import them from there), with the module that now defines it.
+MOVED = {
+    "espforensics.summary": {
+        "SummaryBuilder": "espforensics.summary_builder",
+        "Summary": "espforensics.summary",
+        "sort_findings": "espforensics.summary",
+    },
+    "espforensics.analysis": {
+        "sha256_file": "espforensics.analysis_run",
+        "capture_info": "espforensics.analysis_run",
+        "load_summary": "espforensics.analysis_outdir",
+        "default_out_dir": "espforensics.analysis_outdir",
+        "prepare_out_dir": "espforensics.analysis_outdir",
+        "partial": "espforensics.analysis_outdir",
+        "analyze_to_dir": "espforensics.analysis",
+        "summary_of": "espforensics.analysis",
+    },
+    "espforensics.render.content": {
+        "CheckResult": "espforensics.render.check_results",
+        "coverage_line": "espforensics.render.check_results",
+        "skip_reason": "espforensics.render.check_results",
+        "report_content": "espforensics.render.content",
+        "coverage_rows": "espforensics.render.content",
+    },
+    "espforensics.cli": {
+        "Format": "espforensics.cli_typer",
+        "FailOn": "espforensics.cli_typer",
+        "CompareFormat": "espforensics.cli_typer",
+        "_guarded": "espforensics.cli_errors",
+        "_report_bug": "espforensics.cli_errors",
+        "_BarMeter": "espforensics.cli_progress",
+        "_batch_progress": "espforensics.cli_progress",
+        "_show": "espforensics.cli",
+    },
+}
+
+
+@pytest.mark.parametrize("module", sorted(MOVED))
+def test_a_split_module_still_offers_every_name(module: str) -> None:
+    for name, home in MOVED[module].items():
+        value = getattr(importlib.import_module(module), name)
+        assert value.__module__ == home, name
+
+
+def test_the_constants_of_split_modules_are_the_same_objects() -> None:
+    from espforensics import analysis, analysis_outdir, render
+    from espforensics.render import check_results
+
+    assert analysis.OUTPUT_FILES is analysis_outdir.OUTPUT_FILES
+    assert analysis.OUTPUT_FILES[-1] == "summary.json"  # renamed into place last
+    assert render.content.CHECKS is check_results.CHECKS
+    assert render.content.NOUNS is check_results.NOUNS
+    assert [name for name, _ in render.content.CHECKS][:2] == ["esp_placement", "cleartext_leak"]
