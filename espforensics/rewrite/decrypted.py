@@ -111,7 +111,7 @@ class _Keys:
 
 
 def _verified_seq(rec: PacketRecord) -> int:
-    """The seq64 the ICV verified with (analyzer/crypto.py, open_packet): ESN's verified high half."""
+    """The seq64 the ICV verified with (analyzer/crypto.py): ESN's verified high half."""
     if rec.seq_hi_verified is not None:
         return rec.seq_hi_verified << 32 | (rec.seq or 0)
     return rec.seq64 or 0
