@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from espforensics.checks import Flow, SaState, bulk_checks
-from espforensics.checks.bulk import Opened, first_refused
+from espforensics.checks.bulk import BulkCheck, Opened, first_refused
 from espforensics.checks.context import HEAD_LEN
 from espforensics.crypto import IV_LEN
 from espforensics.decode.esp import ESP_HEADER_LEN
@@ -66,9 +66,12 @@ __all__ = ["OpenJob", "Opening", "Plan", "SteadyLane"]
 class SteadyLane:
     """Plans and applies the steady lane for one analyzer."""
 
-    def __init__(self, analyzer: FrameAnalyzer) -> None:
+    def __init__(
+        self, analyzer: FrameAnalyzer, checks: tuple[BulkCheck, ...] | None = None
+    ) -> None:
+        """``checks``: the bulk checks (by default the analyzer's, by ``checks.BULK``)."""
         self._an = analyzer
-        self._checks = bulk_checks(analyzer.checks)
+        self._checks = bulk_checks(analyzer.checks) if checks is None else checks
 
     # -- planning -------------------------------------------------------------
     def prepare(self, batch: FrameBatch, wire: WireColumns) -> Opening:
