@@ -17,6 +17,9 @@ of the inference: the caller must not ``commit`` it (primer s7).
 
 from __future__ import annotations
 
+import numpy as np
+import numpy.typing as npt
+
 _LOW = 1 << 32
 _HALF = 1 << 31
 _TOP = 1 << 64  # RFC 4303 s2.2.1: the sequence number is 64 bits; no high half beyond
@@ -46,6 +49,21 @@ class EsnTracker:
             cand -= _LOW
         elif top - cand > _HALF and cand + _LOW < _TOP:  # no high half past 2^64
             cand += _LOW
+        return cand
+
+    @staticmethod
+    def nearest_run(top: int, seq_lo: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64] | None:
+        """Every packet's seq64 in the top's high half, when A2.2 gives these very values
+        whichever of them came first: ``nearest`` from every running top (``top``, then
+        the highest so far). None near a wrap, where only one by one places them.
+
+        One high half, and no value or top more than 2^31 from another: ``nearest``
+        then never moves a packet to a neighbouring half.
+        """
+        cand = seq_lo | np.uint64(top & ~0xFFFFFFFF)
+        high, low = int(cand.max()), int(cand.min())
+        if max(high, top) - low > _HALF or high - top > _HALF:
+            return None
         return cand
 
     @property

@@ -24,6 +24,7 @@ from espforensics.checks import (
     placement,
     sequence,
 )
+from espforensics.checks.bulk import BulkCheck
 from espforensics.checks.checksum import InnerChecksumCheck
 from espforensics.checks.context import Flow, Holds, PacketContext, SaState
 from espforensics.checks.coverage import Seen
@@ -64,6 +65,16 @@ def make_checks(sas: SaTable, holds: Holds, flow_for: FlowFor) -> tuple[Check, .
     )
 
 
+# The checks with bulk rules for the engine's steady lane (checks/bulk.py): the
+# lane takes a packet only as the plain case of every check, and commits it to these.
+BULK: tuple[type[BulkCheck], ...] = (IvReuseCheck, IvDerivationCheck, SequenceCheck, KeyCheck)
+
+
+def bulk_checks(checks: tuple[object, ...]) -> tuple[BulkCheck, ...]:
+    """The checks of a run that have bulk rules, in the order they run."""
+    return tuple(c for c in checks if isinstance(c, BULK))
+
+
 # What each check examined (the KTAP names of render/content.py), in the order
 # they run: each module's ``coverage(seen)`` says None (examined) or why not.
 COVERAGE: tuple[tuple[str, Callable[[Seen], str | None]], ...] = (
@@ -83,4 +94,14 @@ COVERAGE: tuple[tuple[str, Callable[[Seen], str | None]], ...] = (
 # fills when it settles the SA's IV constant: at the latest in its own ``finish``.
 FINISH_READS: dict[str, tuple[str, ...]] = {"esn_mismatch": ("iv_derivation",)}
 
-__all__ = ["COVERAGE", "Check", "Flow", "Holds", "PacketContext", "SaState", "make_checks"]
+__all__ = [
+    "BULK",
+    "COVERAGE",
+    "Check",
+    "Flow",
+    "Holds",
+    "PacketContext",
+    "SaState",
+    "bulk_checks",
+    "make_checks",
+]

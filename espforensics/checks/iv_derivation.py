@@ -47,8 +47,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterator
 
+import numpy as np
+
 from espforensics.checks import coverage as coverage_reasons
 from espforensics.checks import echainiv
+from espforensics.checks.bulk import NOTHING, BulkColumns, BulkRules, FlowRows, Mask
 from espforensics.checks.context import Flow, Holds, PacketContext, PerFlow
 from espforensics.checks.coverage import Seen
 from espforensics.checks.iv_sa import (
@@ -95,7 +98,7 @@ def _sealed_with(rec: PacketRecord, seq64: int) -> int:
     return seq64
 
 
-class IvDerivationCheck:
+class IvDerivationCheck(BulkRules):
     """Finds each SA's IV constant and the packets that do not fit it."""
 
     name = "iv_derivation"
@@ -201,36 +204,53 @@ class IvDerivationCheck:
             sa.last, sa.last_frame = bytes(data[-keep:]), rec.frame
             sa.last_head = max(0, body - (len(data) - len(sa.last)))  # ciphertext from here on
 
-    @staticmethod
-    def observe_steady_cbc(sa: IvSa, last: bytes, last_frame: int) -> None:
-        """``_chaining`` for packets none of whose IVs is its predecessor's last block."""
-        sa.last, sa.last_frame = last, last_frame
-
-    def steady_sa(self, flow: Flow) -> IvSa | None:
+    # -- the steady lane's rules (checks/bulk.py) ------------------------------
+    def _steady(self, flow: Flow) -> IvSa | None:
         """The flow's state once its constant is settled (the steady lane's case), else None."""
         sa = self._sas.known(flow)
         if sa is None or sa.scheme is None or sa.alt is not None:
             return None  # not settled, or xor and add not told apart yet: per frame
         return sa
 
-    @staticmethod
-    def steady_constant(sa: IvSa) -> tuple[int, int, bool] | None:
-        """(constant, mask, additive) of a seqiv or counter SA; None when it follows neither."""
-        if sa.words or sa.const == _NOT_COUNTER or sa.const is None:
-            return None
-        return sa.const, sa.mask, sa.additive
+    def admits(self, flow: Flow) -> bool:
+        return self._steady(flow) is not None
 
-    @staticmethod
-    def steady_multipliers(sa: IvSa) -> tuple[int, ...] | None:
-        """An echainiv SA's inverse multipliers, one per IV word; None if it has none."""
-        if not sa.words or sa.const == _NOT_COUNTER or sa.const is None:
-            return None
-        return tuple((sa.const >> (64 * i)) & _MASK64 for i in range(sa.words))
+    def refuses(self, rows: FlowRows) -> Mask:
+        """Rows ``observe`` would judge: an IV not built from the packet's own seq64 by
+        the SA's counter scheme (seqiv's xor, an additive counter, echainiv's words),
+        or with CBC an IV that is the previous packet's last ciphertext block."""
+        sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
+        assert sa is not None and ctx is not None  # admits; the lane's SAs have a key
+        if not ctx.counter:  # CBC (RFC 3602): echainiv's
+            assert isinstance(ctx, EncAuthContext)
+            return _chained(sa, rows, ctx.iv_len) | _not_echainiv(sa, rows, ctx)
+        wrong = np.zeros(len(rows), np.bool_)
+        if not sa.words and sa.const not in (_NOT_COUNTER, None):  # seqiv's or a counter's
+            c, m = np.uint64(sa.const), np.uint64(sa.mask)
+            ivs = rows.iv & m
+            # seqiv: IV xor c; an additive counter: IV - c (mod 2^64, then the mask)
+            built = (ivs - c) & m if sa.additive else ivs ^ c
+            wrong |= built != (rows.seq64 & m)
+        return wrong
 
-    @staticmethod
-    def observe_steady(sa: IvSa, packets: int) -> None:
-        """What ``observe`` does for packets whose IV was built from their own seq64 (delta 0)."""
-        sa.packets += packets
+    def columns(self, rows: FlowRows) -> BulkColumns:
+        """``iv_seq_delta`` 0 for every row the lane takes, when the SA follows a counter."""
+        sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
+        assert sa is not None and ctx is not None  # admits
+        # CBC's echainiv words (``words``), else seqiv's or a counter's constant
+        if sa.const in (_NOT_COUNTER, None) or bool(sa.words) == ctx.counter:
+            return NOTHING
+        return BulkColumns(counter=np.ones(len(rows), np.bool_))
+
+    def commit(self, rows: FlowRows) -> None:
+        """``observe`` for packets whose IV was built from their own seq64 (delta 0) and,
+        with CBC, none of whose IVs is its predecessor's last block."""
+        sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
+        assert sa is not None and ctx is not None  # admits
+        sa.packets += len(rows)
+        if not ctx.counter:
+            sa.last = rows.last_blocks(ctx.iv_len)[-1].tobytes()
+            sa.last_frame = int(rows.frames[-1])
 
     def force(self, upto: int) -> None:
         """Settle, with what they have, the SAs probing since a frame up to ``upto``.
@@ -353,3 +373,31 @@ def coverage(seen: Seen) -> str | None:
     if seen.algorithm.split(" + ")[0] == NULL_CIPHER:
         return coverage_reasons.NO_IV
     return None if seen.evidence else seen.why
+
+
+def _chained(sa: IvSa, rows: FlowRows, width: int) -> Mask:
+    """Which rows carry the previous packet's last ciphertext block as their IV."""
+    before = np.empty((len(rows), width), np.uint8)
+    before[1:] = rows.last_blocks(width)[:-1]
+    before[0] = np.frombuffer(sa.last.ljust(width, b"\0"), np.uint8)
+    same: Mask = (rows.iv_bytes == before).all(axis=1)
+    if len(sa.last) != width:
+        same[0] = False  # no packet of the flow had a whole block yet
+    return same
+
+
+def _not_echainiv(sa: IvSa, rows: FlowRows, ctx: EncAuthContext) -> Mask:
+    """Which rows have an IV echainiv did not build from their own seq64.
+
+    The IVs decrypted as blocks give words that, times the SA's inverse
+    multipliers (mod 2^64), must all be the packet's seq64 (checks/echainiv.py).
+    """
+    wrong = np.zeros(len(rows), np.bool_)
+    if not sa.words or sa.const in (_NOT_COUNTER, None):
+        return wrong  # not echainiv's IVs: nothing to compare with
+    words = ctx.iv_words(rows.iv_bytes.tobytes())
+    with np.errstate(over="ignore"):
+        for i in range(sa.words):
+            inverse = np.uint64((sa.const >> (64 * i)) & _MASK64)
+            wrong |= words[:, i] * inverse != rows.seq64
+    return wrong

@@ -35,8 +35,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from espforensics.checks import coverage as coverage_reasons
-from espforensics.checks.context import HEAD_LEN, PacketContext, SaState
+from espforensics.checks.bulk import BulkRules, Mask, Opened, ScopeRows
+from espforensics.checks.context import HEAD_LEN, Flow, PacketContext, SaState
 from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN, key_fingerprint
 from espforensics.decode.esp import ESP_HEADER_LEN
@@ -143,9 +146,6 @@ class Uses:
         )
 
 
-IvGroup = _Group  # what the steady lane (engine/steady.py) holds of a key group
-
-
 def _xor(a: bytes, b: bytes) -> str:
     return bytes(x ^ y for x, y in zip(a, b, strict=False)).hex()
 
@@ -163,7 +163,7 @@ def _evidence(group: _Group, iv: int, uses: list[_Use]) -> IvReuse:
     return IvReuse(iv, group.iv_len, shown, bytes.fromhex(_xor(a.ct, b.ct)), pt)
 
 
-class IvReuseCheck:
+class IvReuseCheck(BulkRules):
     """Tracks IVs per key group and reports every one used twice."""
 
     name = "iv_reuse"
@@ -207,32 +207,64 @@ class IvReuseCheck:
         rec.iv_reused = reused
         recent.put(key, use)  # the newest use
 
-    def steady_group(self, state: SaState) -> _Group | None:
-        """The SA's key group if the steady lane can take it: counting runs, or wide IVs."""
-        group = self._by_state.get(state)
-        if group is None or (group.hashed is not None and not group.wide):
-            return None
-        return group
+    # -- the steady lane's rules (checks/bulk.py): its scope is the key group -----
+    def admits(self, flow: Flow) -> bool:
+        """Counter IVs (the AEADs, AES-CTR) or CBC's 16-byte ones, of a known group that
+        still counts in runs or hashes wide IVs; not 3DES's 8-byte CBC IVs (random, yet
+        too narrow to fold), nor NULL (no IV)."""
+        ctx = flow.state.ctx
+        if ctx is None or not ((ctx.counter and ctx.iv_len == IV_LEN) or ctx.iv_len == 2 * IV_LEN):
+            return False
+        group = self._by_state.get(flow.state)
+        return group is not None and (group.hashed is None or group.wide)
 
-    @staticmethod
-    def observe_steady(group: _Group, ivs: U64, values: U64, uses: Uses) -> None:
-        """What ``observe`` does for packets whose IVs are new to the group, in bulk.
+    def scope(self, flow: Flow) -> object | None:
+        return self._by_state.get(flow.state)
 
-        ``values`` are ``iv ^ group.const``, rising and above every value seen,
-        so none is a reuse (``iv_reused`` is False for each).
-        """
-        group.packets += len(values)
-        group.runs.extend_above(values)
-        group.recent.put_many(ivs, uses)
+    def refuses_scope(self, scope: object, rows: ScopeRows) -> Mask:
+        """Rows whose IV may be a reuse: not above every value the group holds (and rising),
+        or a wide IV's fold the group or an earlier row has; and counting rows past
+        ``RUNS_BEFORE_HASH`` runs, where ``observe`` would start hashing."""
+        assert isinstance(scope, _Group)
+        group, bad = scope, np.zeros(len(rows), np.bool_)
+        if not len(rows):
+            return bad
+        if group.wide:
+            assert group.hashed is not None  # a wide group hashes from its first packet
+            _, first = np.unique(rows.iv, return_index=True)
+            bad[:] = True
+            bad[first] = False  # again in the batch, or seen before:
+            return bad | group.hashed.contains_many(rows.iv)
+        value = rows.iv ^ np.uint64(group.const)
+        runs = group.runs
+        bad |= value <= np.concatenate(([np.uint64(runs.top())], value[:-1]))
+        fresh = np.concatenate(([int(value[0]) != runs.top() + 1], np.diff(value) != 1))
+        bad |= len(runs) + np.cumsum(fresh) > RUNS_BEFORE_HASH
+        return bad
 
-    @staticmethod
-    def observe_steady_wide(group: _Group, folds: U64, uses: Uses) -> None:
-        """``observe`` for packets of a wide group whose IV folds are new to it, in bulk."""
-        hashed = group.hashed
-        assert hashed is not None  # a wide group hashes from its first packet
-        group.packets += len(folds)
-        hashed.add_new(folds)
-        group.recent.put_many(folds, uses)
+    def commit_scope(self, scope: object, rows: ScopeRows, opened: Opened) -> None:
+        """What ``observe`` does for packets whose IVs are new to the group, in bulk
+        (``iv_reused`` is False for each)."""
+        assert isinstance(scope, _Group)
+        group = scope
+        width = 2 * IV_LEN if group.wide else IV_LEN
+        icv = (rows.icv, rows.icv_len)
+        uses = Uses(
+            rows.frames,
+            rows.iv_bytes[:, :width],
+            rows.spi,
+            rows.seq64,
+            icv,
+            opened.cts,
+            opened.heads,
+        )
+        group.packets += len(rows)
+        if group.wide:
+            assert group.hashed is not None
+            group.hashed.add_new(rows.iv)  # the folds
+        else:
+            group.runs.extend_above(rows.iv ^ np.uint64(group.const))
+        group.recent.put_many(rows.iv, uses)
 
     def _group(self, pkt: PacketContext, const: int) -> _Group:
         """The key group of the packet's SA: by key material if known, else (dst, SPI)."""

@@ -21,7 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from espforensics.checks import coverage as coverage_reasons
-from espforensics.checks.context import PacketContext, SaState
+from espforensics.checks.bulk import BulkRules, FlowRows
+from espforensics.checks.context import Flow, PacketContext, SaState
 from espforensics.checks.coverage import Seen
 from espforensics.checks.unused import UnusedSaTracker
 from espforensics.crypto import context_for, leading_zero, salt_first
@@ -155,7 +156,7 @@ def _icv_choices(sa: SecurityAssociation) -> frozenset[int]:
     return frozenset({96, full // 2, full})
 
 
-class KeyCheck:
+class KeyCheck(BulkRules):
     """Counts what verified per keyed SA and diagnoses the SAs where nothing did."""
 
     name = "keys"
@@ -195,15 +196,16 @@ class KeyCheck:
             acc.frames.add(rec.frame)
             self._doctor(acc, pkt, rec.esp_offset)
 
-    def steady_known(self, state: SaState) -> bool:
-        """Has a packet of this SA been observed (the steady lane adds only to known SAs)?"""
-        return state in self._sas
+    # -- the steady lane's rules (checks/bulk.py) ------------------------------
+    def admits(self, flow: Flow) -> bool:
+        """Has a packet of this SA been observed (the lane adds only to known SAs)?"""
+        return flow.state in self._sas
 
-    def observe_steady(self, state: SaState, verified: int) -> None:
-        """What ``observe`` does for ``verified`` packets of the SA that verified."""
-        acc = self._sas[state]
-        acc.packets += verified
-        acc.verified += verified
+    def commit(self, rows: FlowRows) -> None:
+        """What ``observe`` does for packets of the SA that verified."""
+        acc = self._sas[rows.flow.state]
+        acc.packets += len(rows)
+        acc.verified += len(rows)
 
     def _doctor(self, acc: _Sa, pkt: PacketContext, at: int) -> None:
         sample = _Sample(pkt.rec.seq or 0, pkt.data[at + ESP_HEADER_LEN :])

@@ -22,11 +22,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from espforensics.checks.bulk import BulkRules, FlowRows, Mask
 from espforensics.checks.context import Flow, PacketContext, PerFlow
 from espforensics.checks.coverage import Seen
 from espforensics.evidence import EsnWrap, SeqDuplicates, SeqGaps, SeqRange, SeqReorder
 from espforensics.frames import FrameRuns
-from espforensics.intervals import U8, U64, IntervalSet
+from espforensics.intervals import IntervalSet
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 from espforensics.window import RecentWindow
 
@@ -61,7 +64,7 @@ class _Sa:
     wraps: list[tuple[int, int]] = field(default_factory=list)  # (frame, new high half)
 
 
-class SequenceCheck:
+class SequenceCheck(BulkRules):
     """Per-SA sequence bookkeeping."""
 
     name = "sequence"
@@ -96,16 +99,29 @@ class SequenceCheck:
         sa.top = max(sa.top, seq64)
         sa.digests.put(seq64, digest, renew=False)
 
-    def steady_sa(self, flow: Flow) -> _Sa | None:
-        """The flow's state, if it has one (the steady lane takes only known flows)."""
-        return self._sas.known(flow)
+    # -- the steady lane's rules (checks/bulk.py) ------------------------------
+    def admits(self, flow: Flow) -> bool:
+        """The lane takes only flows this check has seen."""
+        return self._sas.known(flow) is not None
 
-    @staticmethod
-    def observe_steady(sa: _Sa, seq64s: U64, digests: U8) -> None:
+    def refuses(self, rows: FlowRows) -> Mask:
+        """Rows ``observe`` would not pass over in silence: a duplicate or reorder (at or
+        below the previous number), or a new high half (an ``esn_wrap``)."""
+        sa = self._sas.known(rows.flow)
+        assert sa is not None  # admits
+        top = np.uint64(sa.top)  # >= 0: the flow has been seen
+        prev = np.concatenate(([top], rows.seq64[:-1]))
+        wrong: Mask = (rows.seq64 <= prev) | (rows.seq64 >> np.uint64(32) != top >> np.uint64(32))
+        return wrong
+
+    def commit(self, rows: FlowRows) -> None:
         """What ``observe`` does for rising sequence numbers above the top, in one high half.
 
         None is a duplicate or a reorder, and no wrap is crossed: no column changes.
         """
+        sa = self._sas.known(rows.flow)
+        assert sa is not None  # admits
+        seq64s, digests = rows.seq64, rows.icv
         sa.seen.extend_above(seq64s)
         sa.top = int(seq64s[-1])
         sa.digests.put_many(seq64s, lambda i: digests[i].tobytes())

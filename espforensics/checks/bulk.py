@@ -1,0 +1,158 @@
+"""The bulk side of a check: what the engine's steady lane asks of it.
+
+In: frozen views of a batch's candidate rows, one flow's (``FlowRows``) or
+one shared scope's, such as a key group's (``ScopeRows``), in capture
+order. Out: per check, whether it admits a flow at all, the rows it would
+not treat as the plain case (``refuses``), the columns it fills for them
+(``columns``), and its bulk state update once the lane takes them
+(``commit``). Raises nothing.
+
+The engine (engine/steady.py) knows only this protocol: a row is the
+lane's when no check refuses it, nor any row before it in its unit (the
+flows that share a scope), and every check's ``commit`` must then leave
+the check's state as its per-packet ``observe`` would have for those rows
+(tests/test_bulk_*.py state it per check). Each check's bulk rules sit in
+its own module beside ``observe``; the registry is ``BULK`` in
+checks/__init__.py. ``BulkRules`` gives the "nothing to say" defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from espforensics.checks.context import Flow
+from espforensics.intervals import I64, U8, U64
+
+Mask = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True)
+class FlowRows:
+    """One flow's candidate rows of a batch, capture order.
+
+    ``iv``: an 8-byte IV as a number, or a 16-byte IV's 64-bit fold (its
+    halves xored); ``iv_bytes``: rows of the IV's bytes (the context's
+    IV length); ``ct_end``: where each row's ciphertext ends in ``buf``
+    (the batch's bytes), its ICV after it; ``icv``: rows of the ICV's bytes.
+    """
+
+    flow: Flow
+    frames: I64
+    seq64: U64
+    iv: U64
+    iv_bytes: U8
+    icv: U8
+    buf: U8
+    ct_end: I64
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def last_blocks(self, width: int) -> U8:
+        """Per row, the last ``width`` bytes of its ciphertext (CBC: its last block)."""
+        blocks: U8 = self.buf[(self.ct_end - width)[:, None] + np.arange(width)]
+        return blocks
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeRows:
+    """The candidate rows of the flows that share one scope (a key group), capture order.
+
+    ``iv`` as in ``FlowRows``; ``iv_bytes`` rows of 16 bytes (an 8-byte
+    IV and what follows it); ``icv`` rows as wide as the widest ICV, each
+    row's own ``icv_len`` first.
+    """
+
+    frames: I64
+    spi: I64
+    seq64: U64
+    iv: U64
+    iv_bytes: U8
+    icv: U8
+    icv_len: I64
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What opening the rows of a ``ScopeRows`` showed: the first bytes of each row's
+    ciphertext and of its plaintext (checks/context.py's ``HEAD_LEN``)."""
+
+    cts: U8
+    heads: U8
+
+
+@dataclass(frozen=True, slots=True)
+class BulkColumns:
+    """The packet columns a check fills for a flow's rows, when the lane takes them.
+
+    ``counter``: the IV was built from the packet's own seq64 (``iv_seq_delta`` 0).
+    """
+
+    counter: Mask | None = None
+
+
+NOTHING = BulkColumns()
+
+
+class BulkCheck(Protocol):
+    """A check's bulk rules (``BulkRules`` has the defaults)."""
+
+    def admits(self, flow: Flow) -> bool: ...
+
+    def scope(self, flow: Flow) -> object | None: ...
+
+    def refuses(self, rows: FlowRows) -> Mask: ...
+
+    def refuses_scope(self, scope: object, rows: ScopeRows) -> Mask: ...
+
+    def columns(self, rows: FlowRows) -> BulkColumns: ...
+
+    def commit(self, rows: FlowRows) -> None: ...
+
+    def commit_scope(self, scope: object, rows: ScopeRows, opened: Opened) -> None: ...
+
+
+class BulkRules:
+    """The defaults: every flow admitted, no shared scope, no row refused, nothing kept."""
+
+    def admits(self, flow: Flow) -> bool:
+        """Is the flow (its SA) in this check's steady state?"""
+        return True
+
+    def scope(self, flow: Flow) -> object | None:
+        """The state this check shares between this flow and others (a key group), if any.
+
+        The lane plans the rows of flows that share a scope as one unit: from
+        the first row refused, the rest of the unit goes per frame.
+        """
+        return None
+
+    def refuses(self, rows: FlowRows) -> Mask:
+        """The rows this check would not treat as the plain case."""
+        return np.zeros(len(rows), np.bool_)
+
+    def refuses_scope(self, scope: object, rows: ScopeRows) -> Mask:
+        """``refuses`` over the rows of one of this check's scopes."""
+        return np.zeros(len(rows), np.bool_)
+
+    def columns(self, rows: FlowRows) -> BulkColumns:
+        """The columns this check fills for a flow's rows."""
+        return NOTHING
+
+    def commit(self, rows: FlowRows) -> None:
+        """``observe`` for a flow's rows the lane took, in bulk."""
+
+    def commit_scope(self, scope: object, rows: ScopeRows, opened: Opened) -> None:
+        """``observe`` for a scope's rows the lane took, in bulk."""
+
+
+def first_refused(refused: Mask) -> int:
+    """How many rows pass: the index of the first refused row, or all of them."""
+    return int(np.argmax(refused)) if refused.any() else len(refused)

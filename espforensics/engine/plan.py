@@ -1,0 +1,152 @@
+"""The steady lane's plan of a batch: which rows it takes, and their columns.
+
+In: made by ``SteadyLane.prepare`` and ``settle`` (engine/steady.py). Out:
+the views the bulk checks read (checks/bulk.py) of a flow's or a scope's
+rows, and ``Plan.invalidate`` for the engine (engine/run.py). Raises nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from espforensics.checks import Flow, SaState
+from espforensics.checks.bulk import FlowRows, ScopeRows
+from espforensics.checks.context import HEAD_LEN
+from espforensics.crypto import CipherContext
+from espforensics.engine.plain import Outer, PlainColumns
+from espforensics.engine.wire import ADDR_LEN, I64, Mask
+
+U64 = npt.NDArray[np.uint64]
+Index = npt.NDArray[np.intp]
+# One SA's packets to open: its context, their seq64s, IVs (rows) and sealed bytes.
+OpenJob = tuple[CipherContext, npt.NDArray[np.uint64], npt.NDArray[np.uint8], list[memoryview]]
+WIDE = 16  # CBC's IV (RFC 3602): the lane reads this many bytes after every ESP header
+
+
+def outer_of(
+    addrs: npt.NDArray[np.uint8], v4: Mask | None = None, udp: Mask | None = None
+) -> Outer:
+    """Per row: the outer addresses' 16-bit word sum (RFC 1071; IPv4's zero-padded), the rest."""
+    words = addrs.copy().view(">u2").sum(axis=1, dtype=np.int64)
+    empty = np.zeros(len(addrs), np.bool_)
+    return Outer(words, empty if v4 is None else v4, empty if udp is None else udp)
+
+
+@dataclass(slots=True, eq=False)
+class Unit:
+    """The flows of a batch that share a check's scope (a key group), and the rows the
+    lane takes of them."""
+
+    rows: list[int] = field(default_factory=list)  # candidate positions, capture order
+    cut: int = 0  # rows[:cut] are the lane's
+
+
+@dataclass(slots=True)
+class Plan:
+    """Which rows of a batch the lane takes, and what their columns hold.
+
+    Arrays indexed by candidate position (``cand`` maps a batch row to it):
+    the batch's frames in a common layout, in capture order.
+    """
+
+    taken: list[bool]  # per batch row
+    cand: I64  # per batch row: its candidate position, or -1
+    rows: Index = field(default_factory=lambda: np.zeros(0, np.intp))  # position -> batch row
+    spi: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    flows: list[Flow] = field(default_factory=list)
+    scopes: list[tuple[object | None, ...]] = field(default_factory=list)  # per flow, per check
+    frame: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    flow: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # position -> flows index
+    unit: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # position -> unit, or -1
+    units: list[Unit] = field(default_factory=list)
+    unit_of: dict[SaState, Unit] = field(default_factory=dict)
+    seq64: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
+    iv: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))  # a wide IV's fold
+    iv_bytes: npt.NDArray[np.uint8] = field(  # WIDE bytes after the ESP header
+        default_factory=lambda: np.zeros((0, WIDE), np.uint8)
+    )
+    iv_wide: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))
+    end: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # where the datagram ends
+    counter: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))
+    # per position: the ICV (the digest), in the first icv_len bytes of a row
+    icv: npt.NDArray[np.uint8] = field(default_factory=lambda: np.zeros((0, 16), np.uint8))
+    icv_len: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    plain_at: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # position -> opened
+    cts: npt.NDArray[np.uint8] = field(  # per opened: the ciphertext's first HEAD_LEN bytes
+        default_factory=lambda: np.zeros((0, HEAD_LEN), np.uint8)
+    )
+    columns: PlainColumns | None = None  # per opened
+    outer: Outer = field(default_factory=lambda: outer_of(np.zeros((0, 2 * ADDR_LEN), np.uint8)))
+
+    def unit_of_row(self, row: int) -> Unit | None:
+        pos = int(self.cand[row])
+        return self.units[int(self.unit[pos])] if pos >= 0 and self.unit[pos] >= 0 else None
+
+    def invalidate(self, unit: Unit, after: int) -> None:
+        """A frame outside the plan reached the unit's SAs: its rows after ``after`` go back."""
+        for pos in unit.rows[: unit.cut]:
+            row = int(self.rows[pos])
+            if row > after:
+                self.taken[row] = False
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """A plan whose packets are to be opened: the jobs (one per SA), and where each sits."""
+
+    plan: Plan
+    jobs: tuple[OpenJob, ...]
+    opened: Index  # the candidate position of each packet of the jobs, in job order
+    sealed_at: I64  # per candidate: where its ciphertext starts in the batch buffer
+
+
+def ctx_of(flow: Flow) -> CipherContext:
+    ctx = flow.state.ctx
+    assert ctx is not None  # the lane takes only SAs with a usable key
+    return ctx
+
+
+def flow_rows(plan: Plan, own: Index, view: npt.NDArray[np.uint8]) -> FlowRows:
+    """One flow's rows ``own`` (candidate positions, capture order), as its checks see them."""
+    ctx = ctx_of(plan.flows[int(plan.flow[own[0]])])
+    return FlowRows(
+        plan.flows[int(plan.flow[own[0]])],
+        plan.frame[own],
+        plan.seq64[own],
+        plan.iv[own],
+        plan.iv_bytes[own, : ctx.iv_len],
+        plan.icv[own, : ctx.icv_len],
+        view,
+        plan.end[own] - ctx.icv_len,
+    )
+
+
+def scope_rows(plan: Plan, own: Index) -> ScopeRows:
+    return ScopeRows(
+        plan.frame[own],
+        plan.spi[own],
+        plan.seq64[own],
+        plan.iv[own],
+        plan.iv_bytes[own],
+        plan.icv[own],
+        plan.icv_len[own],
+    )
+
+
+def scopes(plan: Plan, pos: Index) -> list[tuple[int, object, Index]]:
+    """Per check and per scope of it among the rows ``pos``: (check, scope, which rows)."""
+    flow = plan.flow[pos]
+    flows = np.unique(flow).tolist()
+    out: list[tuple[int, object, Index]] = []
+    for k in range(len(plan.scopes[flows[0]]) if flows else 0):
+        shared: dict[int, tuple[object, list[int]]] = {}
+        for f in flows:
+            scope = plan.scopes[f][k]
+            if scope is not None:
+                shared.setdefault(id(scope), (scope, []))[1].append(f)
+        for scope, own_flows in shared.values():
+            out.append((k, scope, np.flatnonzero(np.isin(flow, own_flows))))
+    return out

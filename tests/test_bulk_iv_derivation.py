@@ -1,0 +1,133 @@
+"""The IV derivation check's bulk rule is its per-packet rule (checks/bulk.py).
+
+An SA settled on its scheme from its first 64 packets (seqiv's xor, an
+additive counter, CBC with echainiv's IVs, CBC with random IVs), then a
+generated batch: IVs built from the packet's own number, from a neighbour's,
+from none, or (CBC) the previous packet's last ciphertext block. The first
+row the bulk rule refuses is the first that ``observe`` notes in the
+packet's detail; the rows before it get ``iv_seq_delta`` 0 from the bulk
+columns exactly when ``observe`` gives them 0; committed in bulk, they
+leave the SA as ``observe`` does: the same columns for the rest of the
+batch, the same findings.
+"""
+
+from __future__ import annotations
+
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from espforensics.checks.context import Flow, Holds
+from espforensics.checks.iv_derivation import WINDOW, IvDerivationCheck
+from espforensics.keys.sa import CBC_AES, RFC4106
+from espforensics.synth.esp import echainiv_block
+from tests.bulk_batches import M64, Pkt, context, first, flow_rows, keyed, sa_of
+
+KEY = bytes(range(16))
+C = 0x0123456789ABCDEF
+SALT = bytes(range(100, 116))
+SCHEMES = ("xor", "add", "echainiv", "random")
+
+
+def _ecb(block: bytes) -> bytes:
+    enc = Cipher(algorithms.AES(KEY), modes.ECB()).encryptor()
+    return enc.update(block) + enc.finalize()
+
+
+def _iv(scheme: str, seq64: int, noise: int) -> bytes:
+    """The IV ``scheme`` builds for ``seq64`` (``noise`` for random IVs)."""
+    if scheme == "xor":
+        return (seq64 ^ C).to_bytes(8)
+    if scheme == "add":
+        return ((seq64 + C) & M64).to_bytes(8)
+    if scheme == "echainiv":
+        return _ecb(echainiv_block(seq64, SALT))
+    return _ecb(noise.to_bytes(16))  # random-looking
+
+
+def _pkt(frame: int, seq64: int, iv: bytes) -> Pkt:
+    ct = _ecb(frame.to_bytes(16)) + _ecb((frame + 1 << 64).to_bytes(16))  # two blocks
+    return Pkt(frame, seq64, iv, ct, frame.to_bytes(16))
+
+
+def _flow(scheme: str) -> Flow:
+    if scheme in ("xor", "add"):
+        return keyed(sa_of(0x1001, RFC4106, KEY + bytes(4)))
+    return keyed(sa_of(0x2001, CBC_AES, KEY, "hmac(sha256)"))
+
+
+def _check(flow: Flow, history: list[Pkt]) -> IvDerivationCheck:
+    check = IvDerivationCheck(Holds())
+    for p in history:
+        check.observe(context(flow, p))
+    return check
+
+
+@st.composite
+def _batches(draw: st.DrawFn) -> tuple[str, list[Pkt], list[Pkt]]:
+    scheme = draw(st.sampled_from(SCHEMES))
+    history = [_pkt(n, n, _iv(scheme, n, n * 7919)) for n in range(1, WINDOW + 1)]
+    batch: list[Pkt] = []
+    kinds = ["own", "own", "own", "next", "none"] + (["chained"] if scheme in SCHEMES[2:] else [])
+    for n in range(WINDOW + 1, WINDOW + 1 + draw(st.integers(1, 16))):
+        kind = draw(st.sampled_from(kinds))
+        prev = batch[-1] if batch else history[-1]
+        if kind == "chained":  # the previous packet's last ciphertext block
+            iv = prev.ct[-16:]
+        elif kind == "none":
+            iv = _iv("random", n, draw(st.integers(0, M64)))[: len(prev.iv)]
+        else:
+            iv = _iv(scheme, n + (kind == "next"), n * 7919)
+        batch.append(_pkt(n, n, iv))
+    return scheme, history, batch
+
+
+@settings(max_examples=200, deadline=None)
+@given(_batches())
+def test_bulk_rule_is_the_per_packet_rule(case: tuple[str, list[Pkt], list[Pkt]]) -> None:
+    scheme, history, batch = case
+    flow = _flow(scheme)
+    lane, ref = _check(flow, history), _check(flow, history)
+    assert lane.admits(flow), scheme  # settled on its scheme
+    rows = flow_rows(flow, batch)
+    taken = first(lane.refuses(rows))
+    refs = [context(flow, p) for p in batch]
+    for pkt in refs:
+        ref.observe(pkt)
+    assert taken == first([bool(c.rec.detail) for c in refs])  # row by row to the first refused
+    counter = lane.columns(rows).counter
+    delta0 = [c.rec.iv_seq_delta == 0 for c in refs[:taken]]
+    if counter is None:
+        assert not any(delta0)
+    else:
+        assert counter[:taken].tolist() == delta0
+    if taken:
+        lane.commit(flow_rows(flow, batch[:taken]))
+    rest = [context(flow, p) for p in batch[taken:]]
+    for pkt in rest:
+        lane.observe(pkt)
+    got = [(c.rec.iv_seq_delta, c.rec.detail) for c in rest]
+    assert got == [(c.rec.iv_seq_delta, c.rec.detail) for c in refs[taken:]]
+    assert list(lane.finish()) == list(ref.finish())
+    assert lane.schemes() == ref.schemes()
+
+
+def test_a_chained_cbc_iv_and_a_neighbours_iv_are_refused() -> None:
+    flow = _flow("echainiv")
+    history = [_pkt(n, n, _iv("echainiv", n, 0)) for n in range(1, WINDOW + 1)]
+    check = _check(flow, history)
+    own = _pkt(65, 65, _iv("echainiv", 65, 0))
+    chained = _pkt(66, 66, own.ct[-16:])
+    neighbour = _pkt(67, 67, _iv("echainiv", 68, 0))
+    assert check.refuses(flow_rows(flow, [own, chained])).tolist() == [False, True]
+    assert check.refuses(flow_rows(flow, [own, neighbour])).tolist() == [False, True]
+    counter = check.columns(flow_rows(flow, [own])).counter
+    assert counter is not None and counter.tolist() == [True]
+
+
+def test_an_sa_still_choosing_its_constant_is_not_admitted() -> None:
+    flow = _flow("xor")
+    check = _check(flow, [_pkt(n, n, _iv("xor", n, 0)) for n in range(1, WINDOW)])
+    assert not check.admits(flow)  # 63 packets: the window holds them
+    check.observe(context(flow, _pkt(WINDOW, WINDOW, _iv("xor", WINDOW, 0))))
+    assert check.admits(flow)
