@@ -54,7 +54,6 @@ from espforensics.tables import (
     PacketTableWriter,
     RowGroups,
     packets_frame,
-    plot_frames,
     write_findings_csv,
     write_sas_csv,
 )
@@ -330,6 +329,7 @@ def prepare_out_dir(out: Path, force: bool) -> None:
 
 def _draw(out: Path, summary: Summary) -> Summary:
     # Imported here: matplotlib costs 36 MB of RSS, needed only once the tables are on disk.
+    from espforensics.plotdata import plot_frames  # noqa: PLC0415
     from espforensics.plots import PlotData, write_plots  # noqa: PLC0415
 
     frames = plot_frames(partial(out, "packets.parquet"), summary)
