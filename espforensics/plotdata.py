@@ -20,6 +20,7 @@ and by anomalies).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -150,20 +151,17 @@ def _sa_codes(batch: pa.RecordBatch, esp: Mask) -> tuple[I64, list[str]]:
     spi = batch.column("spi").fill_null(0).to_numpy().astype(np.int64)
     src, srcs = _strings(batch.column("src"))
     dst, dsts = _strings(batch.column("dst"))
-    key = (spi * len(srcs) + src) * len(dsts) + dst
     codes = np.full(len(spi), -1, np.int64)
     if not esp.any():
         return codes, []
-    uniq, first, inverse = np.unique(key[esp], return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")  # first appearance
-    rank = np.empty(len(order), np.int64)
-    rank[order] = np.arange(len(order))
-    codes[esp] = rank[inverse.reshape(-1)]
+    spis, spi_values = _factor(spi[esp])  # hashed, in order of first appearance
+    key = (spis * len(srcs) + src[esp]) * len(dsts) + dst[esp]
+    codes[esp], keys = _factor(key)
     labels = []
-    for k in uniq[order].tolist():
+    for k in keys.tolist():
         rest, d = divmod(int(k), len(dsts))
-        s_spi, s = divmod(rest, len(srcs))
-        labels.append(f"{s_spi:#010x} {srcs[s]}>{dsts[d]}")
+        at, s = divmod(rest, len(srcs))
+        labels.append(f"{int(spi_values[at]):#010x} {srcs[s]}>{dsts[d]}")
     return codes, labels
 
 
@@ -172,10 +170,16 @@ def _add_counts(into: dict[Any, int], keys: list[Any], values: npt.NDArray[Any])
         into[key] += value
 
 
+def _factor(values: npt.NDArray[Any]) -> tuple[I64, npt.NDArray[Any]]:
+    """Each value's code and the distinct values, in order of first appearance (hashed)."""
+    codes, uniques = pd.factorize(values)
+    return codes.astype(np.int64), np.asarray(uniques)
+
+
 def _grouped(time_bins: F64, codes: I64, n_codes: int) -> tuple[I64, F64, I64]:
     """Distinct (bin, code) pairs of the rows: each row's pair index, the bins, the codes."""
-    starts, at = np.unique(time_bins, return_inverse=True)
-    pair = at.reshape(-1).astype(np.int64) * n_codes + codes
+    at, starts = _factor(time_bins)
+    pair = at * n_codes + codes
     return pair, starts, np.arange(len(starts) * n_codes, dtype=np.int64)
 
 
@@ -203,7 +207,8 @@ class _PlotAcc:
         esp = b.esp
         for kind, name in (("expected", "expected_offset"), ("found", "esp_offset")):
             values = _floats(batch.column(name))[esp]
-            offsets, counts = np.unique(values[~np.isnan(values)], return_counts=True)
+            at, offsets = _factor(values[~np.isnan(values)])
+            counts = np.bincount(at, minlength=len(offsets))
             _add_counts(self.offsets, [(kind, int(o)) for o in offsets.tolist()], counts)
         self._bytes(b)
         self._iv(b, batch)
@@ -274,8 +279,7 @@ class _PlotAcc:
         wanted = [i for i, v in enumerate(b.verdicts) if v in _SEQ_EVIDENCE]
         evidence = np.flatnonzero(b.esp & b.seq_valid & np.isin(b.verdict, wanted))
         sas = b.sa[evidence]
-        present, first = np.unique(sas, return_index=True)
-        for code in present[np.argsort(first, kind="stable")].tolist():
+        for code in pd.unique(sas).tolist():  # in order of first appearance
             rows = evidence[sas == code]
             self._gaps(b.labels[code], b.seq64[rows], b.time[rows])
 
@@ -326,6 +330,21 @@ def _table(counts: dict[Any, int], columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns).astype({columns[-1]: "int64"})
 
 
+def _batches(reader: pq.ParquetFile) -> Iterator[pa.RecordBatch]:
+    """The plot columns in batches of ``_PLOT_BATCH`` rows: a batch never spans two row
+    groups, so the row groups (8,192 rows) are joined here (their dictionaries unified)."""
+    parts: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in reader.iter_batches(_PLOT_BATCH, columns=_PLOT_COLUMNS, use_threads=False):
+        parts.append(batch)
+        rows += batch.num_rows
+        if rows >= _PLOT_BATCH:
+            yield from pa.Table.from_batches(parts).combine_chunks().to_batches()
+            parts, rows = [], 0
+    if parts:
+        yield from pa.Table.from_batches(parts).combine_chunks().to_batches()
+
+
 def plot_frames(parquet: Path, summary: Summary) -> dict[str, pd.DataFrame]:
     """The small tables the plots draw, read in batches from packets.parquet."""
     t0 = summary.capture.first_time or 0.0
@@ -335,7 +354,7 @@ def plot_frames(parquet: Path, summary: Summary) -> dict[str, pd.DataFrame]:
     reader = pq.ParquetFile(parquet, pre_buffer=False, read_dictionary=_DICTIONARY)
     bins = _throughput_bins(reader, t0)
     acc = _PlotAcc(t0, width, summary.esp_packets, bins)
-    for batch in reader.iter_batches(_PLOT_BATCH, columns=_PLOT_COLUMNS, use_threads=False):
+    for batch in _batches(reader):
         acc.add(batch)
     throughput = _table(acc.bytes, ["t", "sa", "len"])
     throughput["mbit_s"] = throughput["len"] * 8 / bins.width / 1e6
