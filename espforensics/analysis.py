@@ -48,14 +48,13 @@ from espforensics.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
 from espforensics.render.content import report_content
 from espforensics.render.registry import FILE_RENDERERS
 from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
+from espforensics.small_tables import write_findings_csv, write_sas_csv
 from espforensics.summary import CaptureInfo, Summary, SummaryBuilder
 from espforensics.tables import (
     CSV_ROWS,
     PacketTableWriter,
     RowGroups,
     packets_frame,
-    write_findings_csv,
-    write_sas_csv,
 )
 
 if TYPE_CHECKING:  # pandas and pyarrow are imported by tables.py only (house style rule 6)

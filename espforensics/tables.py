@@ -1,15 +1,15 @@
-"""Tables on disk and in memory: packets.csv/.parquet, sas.csv, summary.json.
+"""The packets table on disk and in memory: packets.csv and packets.parquet.
 
-In: batches of ``PacketRecord`` and a ``Summary``. Out: files in the output
-folder (the packets table streamed in row groups, so memory does not grow
-with the capture) and pandas DataFrames for the library API. Raises
-``OSError`` from the file system, which callers wrap. The only module
-that imports pyarrow and pandas.
+In: batches of ``PacketRecord`` and the steady lane's ``SteadyRows``. Out:
+files in the output folder (the packets table streamed in row groups, so
+memory does not grow with the capture) and pandas DataFrames for the
+library API. Raises ``OSError`` from the file system, which callers wrap.
+With small_tables.py (sas.csv, findings.csv) and plotdata.py (the plots'
+data) the only modules that import pyarrow and pandas.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -26,9 +26,7 @@ import pyarrow.parquet as pq
 
 from espforensics.crypto import IV_LEN
 from espforensics.engine import Row, SteadyRows
-from espforensics.frames import runs_text
-from espforensics.model import PACKET_COLUMNS, Finding, PacketRecord, Proto, Verdict
-from espforensics.summary import Summary
+from espforensics.model import PACKET_COLUMNS, PacketRecord, Proto, Verdict
 
 _INT_COLUMNS = frozenset(
     {
@@ -345,111 +343,6 @@ class PacketTableWriter(RowGroups):
         self.close()
 
 
-SA_COLUMNS = (
-    "spi",
-    "spi_hex",
-    "src",
-    "dst",
-    "algorithm",
-    "packets",
-    "ok",
-    "auth_fail",
-    "other_verdicts",
-    "first_seq64",
-    "last_seq64",
-    "first_time",
-    "last_time",
-    "wire_bytes",
-    "leaked",
-    "iv_reused",
-    "iv_deviating",
-    "duplicates",
-    "reordered",
-    "missing",
-    "tfc_packets",
-    "tfc_bytes",
-    "tfc_padded_to",
-    "inner_checksums",
-    "iv_scheme",
-)
-
-
-def write_sas_csv(path: Path, summary: Summary) -> None:
-    """``sas.csv``: one row per SA seen."""
-    with path.open("w", newline="") as fh:
-        out = csv.writer(fh)
-        out.writerow(SA_COLUMNS)
-        for sa in summary.sas:
-            others = ";".join(
-                f"{k}={v}" for k, v in sa.verdicts.items() if k not in ("ok", "auth_fail")
-            )
-            out.writerow(
-                [
-                    sa.spi,
-                    f"{sa.spi:#010x}",
-                    sa.src,
-                    sa.dst,
-                    sa.algorithm,
-                    sa.packets,
-                    sa.verdicts.get("ok", 0),
-                    sa.verdicts.get("auth_fail", 0),
-                    others,
-                    sa.first_seq64,
-                    sa.last_seq64,
-                    f"{sa.first_time:.9f}",
-                    f"{sa.last_time:.9f}",
-                    sa.wire_bytes,
-                    sa.leaked,
-                    sa.iv_reused,
-                    sa.iv_deviating,
-                    sa.duplicates,
-                    sa.reordered,
-                    sa.missing,
-                    sa.tfc_packets,
-                    sa.tfc_bytes,
-                    ";".join(f"{k}={v}" for k, v in sa.tfc_padded_to.items()),
-                    ";".join(f"{k}={v}" for k, v in sa.inner_checksums.items()),
-                    sa.iv_scheme,
-                ]
-            )
-
-
-# ``spi`` an integer in every table (the key packets, sas and findings join on), ``spi_hex``
-# the same as people read it (0x00001001).
-FINDING_COLUMNS = (
-    "kind",
-    "severity",
-    "spi",
-    "spi_hex",
-    "src",
-    "dst",
-    "count",
-    "frames",
-    "detail",
-)
-
-
-def write_findings_csv(path: Path, findings: Sequence[Finding]) -> None:
-    """``findings.csv``: one row per finding, most severe first."""
-    with path.open("w", newline="") as fh:
-        out = csv.writer(fh)
-        out.writerow(FINDING_COLUMNS)
-        for f in findings:
-            out.writerow(
-                [
-                    f.kind.value,
-                    f.severity.value,
-                    "" if f.spi is None else f.spi,
-                    "" if f.spi is None else f"{f.spi:#010x}",
-                    f.src,
-                    f.dst,
-                    f.count,
-                    runs_text(f.frames),
-                    f.detail,
-                ]
-            )
-
-
 def packets_frame(tables: Sequence[pa.Table]) -> pd.DataFrame:
     """The packets table as a pandas DataFrame (nullable integer columns)."""
     table = pa.concat_tables(tables) if tables else PACKET_SCHEMA.empty_table()
@@ -484,16 +377,3 @@ def iter_packet_records(parquet: Path, columns: Sequence[str]) -> Iterator[Packe
             if "proto" in row:
                 row["proto"] = Proto(row["proto"])
             yield PacketRecord(**{k: v for k, v in row.items() if v is not None})
-
-
-def write_rows(stem: Path, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    """``STEM.csv`` and ``STEM.parquet`` from plain rows (types inferred per column)."""
-    data = {name: [row[i] for row in rows] for i, name in enumerate(columns)}
-    table = (
-        pa.table(data) if rows else pa.table({name: pa.array([], pa.string()) for name in columns})
-    )
-    pq.write_table(table, stem.with_suffix(".parquet"))
-    with stem.with_suffix(".csv").open("w", newline="") as fh:
-        out = csv.writer(fh)
-        out.writerow(columns)
-        out.writerows(rows)
