@@ -119,9 +119,11 @@ def _seconds(time: pa.Array | pa.ChunkedArray, missing: float) -> pa.Array | pa.
 
 
 def _strings(column: pa.Array) -> tuple[I64, list[str]]:
-    """A dictionary column as (codes, values); an empty cell is the code of ""."""
-    values = [str(v) for v in column.dictionary.to_pylist()] + [""]
-    codes = column.indices.fill_null(len(values) - 1).to_numpy(zero_copy_only=False)
+    """A dictionary column as (codes, values); an empty cell has the code of "" (one code)."""
+    values = [str(v) for v in column.dictionary.to_pylist()]
+    if "" not in values:
+        values.append("")
+    codes = column.indices.fill_null(values.index("")).to_numpy(zero_copy_only=False)
     return codes.astype(np.int64), values
 
 

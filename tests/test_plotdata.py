@@ -149,3 +149,13 @@ def test_matplotlib_only_when_plots_are_drawn(tmp_path: Path) -> None:
         "iv_derivation.png",
         "iv_derivation.svg",
     ]
+
+
+def test_an_empty_cell_and_an_empty_string_are_one_value() -> None:
+    """seq_anomaly read as codes: a missing cell is no anomaly, as "" is."""
+    import pyarrow as pa
+
+    column = pa.array(["", None, "reordered", ""]).dictionary_encode()
+    codes, values = plotdata._strings(column)
+    assert [values[c] for c in codes.tolist()] == ["", "", "reordered", ""]
+    assert values.count("") == 1
