@@ -49,15 +49,13 @@ from espforensics.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
 from espforensics.render.content import report_content
 from espforensics.render.registry import FILE_RENDERERS
 from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
+from espforensics.small_tables import write_findings_csv, write_sas_csv
 from espforensics.summary import Summary
 from espforensics.tables import (
     CSV_ROWS,
     PacketTableWriter,
     RowGroups,
     packets_frame,
-    plot_frames,
-    write_findings_csv,
-    write_sas_csv,
 )
 
 if TYPE_CHECKING:  # pandas and pyarrow are imported by tables.py only (house style rule 6)
@@ -98,6 +96,7 @@ def analyze(
 
 def _draw(out: Path, summary: Summary) -> Summary:
     # Imported here: matplotlib costs 36 MB of RSS, needed only once the tables are on disk.
+    from espforensics.plotdata import plot_frames  # noqa: PLC0415
     from espforensics.plots import PlotData, write_plots  # noqa: PLC0415
 
     frames = plot_frames(partial(out, "packets.parquet"), summary)

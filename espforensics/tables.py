@@ -1,22 +1,21 @@
-"""Tables on disk and in memory: packets.csv/.parquet, sas.csv, summary.json.
+"""The packets table on disk and in memory: packets.csv and packets.parquet.
 
-In: batches of ``PacketRecord`` and a ``Summary``. Out: files in the output
-folder (the packets table streamed in row groups, so memory does not grow
-with the capture) and pandas DataFrames for the library API. Raises
-``OSError`` from the file system, which callers wrap. The only module
-that imports pyarrow and pandas.
+In: batches of ``PacketRecord`` and the steady lane's ``SteadyRows``. Out:
+files in the output folder (the packets table streamed in row groups, so
+memory does not grow with the capture) and pandas DataFrames for the
+library API. Raises ``OSError`` from the file system, which callers wrap.
+With small_tables.py (sas.csv, findings.csv) and plotdata.py (the plots'
+data) the only modules that import pyarrow and pandas.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -27,9 +26,7 @@ import pyarrow.parquet as pq
 
 from espforensics.crypto import IV_LEN
 from espforensics.engine import Row, SteadyRows
-from espforensics.frames import runs_text
-from espforensics.model import PACKET_COLUMNS, Finding, PacketRecord, Proto, Verdict
-from espforensics.summary import Summary
+from espforensics.model import PACKET_COLUMNS, PacketRecord, Proto, Verdict
 
 _INT_COLUMNS = frozenset(
     {
@@ -117,10 +114,10 @@ _TIME = PACKET_COLUMNS.index("time")
 
 def csv_table(table: pa.Table) -> pa.Table:
     """The packets table as packets.csv writes it: ``time`` in seconds (ns / 1e9)."""
-    return table.set_column(_TIME, CSV_SCHEMA.field(_TIME), _ns_to_seconds(table.column(_TIME)))
+    return table.set_column(_TIME, CSV_SCHEMA.field(_TIME), ns_to_seconds(table.column(_TIME)))
 
 
-def _ns_to_seconds(time: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+def ns_to_seconds(time: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """ns / 1e9 as Python computes it: the int rounded to a float, then divided."""
     return pc.divide(pc.cast(pc.cast(time, pa.int64()), pa.float64(), safe=False), 1e9)
 
@@ -346,362 +343,11 @@ class PacketTableWriter(RowGroups):
         self.close()
 
 
-SA_COLUMNS = (
-    "spi",
-    "spi_hex",
-    "src",
-    "dst",
-    "algorithm",
-    "packets",
-    "ok",
-    "auth_fail",
-    "other_verdicts",
-    "first_seq64",
-    "last_seq64",
-    "first_time",
-    "last_time",
-    "wire_bytes",
-    "leaked",
-    "iv_reused",
-    "iv_deviating",
-    "duplicates",
-    "reordered",
-    "missing",
-    "tfc_packets",
-    "tfc_bytes",
-    "tfc_padded_to",
-    "inner_checksums",
-    "iv_scheme",
-)
-
-
-def write_sas_csv(path: Path, summary: Summary) -> None:
-    """``sas.csv``: one row per SA seen."""
-    with path.open("w", newline="") as fh:
-        out = csv.writer(fh)
-        out.writerow(SA_COLUMNS)
-        for sa in summary.sas:
-            others = ";".join(
-                f"{k}={v}" for k, v in sa.verdicts.items() if k not in ("ok", "auth_fail")
-            )
-            out.writerow(
-                [
-                    sa.spi,
-                    f"{sa.spi:#010x}",
-                    sa.src,
-                    sa.dst,
-                    sa.algorithm,
-                    sa.packets,
-                    sa.verdicts.get("ok", 0),
-                    sa.verdicts.get("auth_fail", 0),
-                    others,
-                    sa.first_seq64,
-                    sa.last_seq64,
-                    f"{sa.first_time:.9f}",
-                    f"{sa.last_time:.9f}",
-                    sa.wire_bytes,
-                    sa.leaked,
-                    sa.iv_reused,
-                    sa.iv_deviating,
-                    sa.duplicates,
-                    sa.reordered,
-                    sa.missing,
-                    sa.tfc_packets,
-                    sa.tfc_bytes,
-                    ";".join(f"{k}={v}" for k, v in sa.tfc_padded_to.items()),
-                    ";".join(f"{k}={v}" for k, v in sa.inner_checksums.items()),
-                    sa.iv_scheme,
-                ]
-            )
-
-
-# ``spi`` an integer in every table (the key packets, sas and findings join on), ``spi_hex``
-# the same as people read it (0x00001001).
-FINDING_COLUMNS = (
-    "kind",
-    "severity",
-    "spi",
-    "spi_hex",
-    "src",
-    "dst",
-    "count",
-    "frames",
-    "detail",
-)
-
-
-def write_findings_csv(path: Path, findings: Sequence[Finding]) -> None:
-    """``findings.csv``: one row per finding, most severe first."""
-    with path.open("w", newline="") as fh:
-        out = csv.writer(fh)
-        out.writerow(FINDING_COLUMNS)
-        for f in findings:
-            out.writerow(
-                [
-                    f.kind.value,
-                    f.severity.value,
-                    "" if f.spi is None else f.spi,
-                    "" if f.spi is None else f"{f.spi:#010x}",
-                    f.src,
-                    f.dst,
-                    f.count,
-                    runs_text(f.frames),
-                    f.detail,
-                ]
-            )
-
-
 def packets_frame(tables: Sequence[pa.Table]) -> pd.DataFrame:
     """The packets table as a pandas DataFrame (nullable integer columns)."""
     table = pa.concat_tables(tables) if tables else PACKET_SCHEMA.empty_table()
     frame: pd.DataFrame = table.to_pandas(types_mapper=pd.ArrowDtype)
     return frame
-
-
-_PLOT_COLUMNS = [
-    "time",
-    "len",
-    "verdict",
-    "proto",
-    "spi",
-    "src",
-    "dst",
-    "seq64",
-    "esp_offset",
-    "expected_offset",
-    "iv_seq_delta",
-    "iv_reused",
-    "seq_anomaly",
-]
-TIME_BINS = 60
-# The sequence check's evidence (checks/sequence.py): auth_fail headers may be forged.
-_SEQ_EVIDENCE = (
-    "ok",
-    "bad_trailer",
-    "esp_misplaced",
-    "esn_mismatch",
-    "unknown_sa",
-    "truncated",
-    "unsupported",
-    "decrypted_no_icv",
-    "authentic_not_decrypted",
-)
-IV_POINTS = 2000  # conforming IVs drawn at most per capture (all deviating ones are drawn)
-# Rows per pandas batch of the plot pass: each batch costs ~28 ms of pandas overhead. On the
-# 2M bench capture the plot data took 5.1 s at 16,384 rows, 2.5 s at 65,536 and 2.1 s at
-# 131,072; a whole run with plots peaked at 243 MB with 32,768 and 259 MB with 65,536.
-_PLOT_BATCH = 32768
-
-
-def _sa_label(esp: pd.DataFrame) -> pd.Series:
-    """Each row's SA label, such as 0x00001001 192.0.2.1>192.0.2.2, formatted once per SA."""
-    keys = ["spi", "src", "dst"]
-    sas = esp[keys].drop_duplicates()
-    sas["sa"] = [f"{int(spi):#010x} {src}>{dst}" for spi, src, dst in sas.itertuples(index=False)]
-    labels: pd.Series = esp[keys].merge(sas, on=keys, how="left")["sa"]
-    return labels.set_axis(esp.index)
-
-
-def _offsets(esp: pd.DataFrame, column: str, kind: str) -> pd.DataFrame:
-    """Packets per value of an offset column, as rows (offset, packets, kind)."""
-    counts = esp.groupby(column).size().rename("packets").reset_index()
-    return counts.rename(columns={column: "offset"}).assign(kind=kind)
-
-
-class _Bins(NamedTuple):
-    """Throughput bins: ``width`` s each from the earliest frame time ``low``,
-    their starts given in s since the first frame ``t0`` (the plots' origin).
-
-    Taken from the earliest and the latest frame, not the first and the
-    last: one frame stamped decades before the rest then widens the
-    TIME_BINS bins, where it used to add a bin per ``width`` in between
-    (48 TiB of them for one frame of 1970 in a capture of 2026).
-    """
-
-    t0: float
-    low: float
-    width: float
-
-    def starts(self, time: pd.Series) -> pd.Series:
-        return ((time - self.low) // self.width) * self.width + (self.low - self.t0)
-
-
-def _throughput_bins(reader: pq.ParquetFile, t0: float) -> _Bins:
-    low, high = _time_range(reader, t0)
-    span = high - low
-    return _Bins(t0, low, span / TIME_BINS if span > 0 else 1.0)
-
-
-def _time_range(reader: pq.ParquetFile, t0: float) -> tuple[float, float]:
-    """The earliest and latest frame time in s: the row groups' statistics, else a read.
-
-    A frame without a time (stamped outside what int64 ns holds) counts as ``t0``.
-    """
-    meta = reader.metadata
-    column = meta.schema.names.index("time")
-    stats = [meta.row_group(i).column(column).statistics for i in range(meta.num_row_groups)]
-    if not stats:
-        return t0, t0
-    if all(st is not None and st.has_min_max and not st.null_count for st in stats):
-        return min(st.min_raw for st in stats) / 1e9, max(st.max_raw for st in stats) / 1e9
-    times = _seconds(reader.read(columns=["time"], use_threads=False).column("time"), t0)
-    low, high = pc.min_max(times).values()
-    return float(low.as_py()), float(high.as_py())
-
-
-def _seconds(time: pa.Array | pa.ChunkedArray, missing: float) -> pa.Array | pa.ChunkedArray:
-    """A ``time`` column as float seconds since the epoch; ``missing`` where it is empty."""
-    return pc.fill_null(_ns_to_seconds(time), missing)
-
-
-def _plot_batch(batch: pa.RecordBatch, t0: float) -> pd.DataFrame:
-    """A batch of packets.parquet as the plot pass reads it: ``time`` in seconds,
-    nullable integers as float64 (pandas' defaults, not the file's dtypes)."""
-    at = batch.schema.get_field_index("time")
-    columns = batch.columns
-    columns[at] = _seconds(columns[at], t0)
-    frame: pd.DataFrame = pa.RecordBatch.from_arrays(columns, batch.schema.names).to_pandas()
-    return frame
-
-
-class _PlotAcc:
-    """Small per-plot aggregates, filled batch by batch from packets.parquet."""
-
-    def __init__(self, t0: float, width: float, esp_packets: int, bins: _Bins) -> None:
-        self.t0, self.width, self.bins = t0, width, bins
-        self.stride = max(1, esp_packets // IV_POINTS)
-        self.seen_esp = 0
-        self.verdicts: list[pd.DataFrame] = []
-        self.offsets: list[pd.DataFrame] = []
-        self.iv: list[pd.DataFrame] = []
-        self.bytes: list[pd.DataFrame] = []
-        self.events: list[pd.DataFrame] = []
-        self.tops: dict[str, int] = {}
-        self.holes: dict[str, list[list[float]]] = {}
-
-    def add(self, df: pd.DataFrame) -> None:
-        df = df.assign(t=((df["time"] - self.t0) // self.width) * self.width)
-        self.verdicts.append(df.groupby(["t", "verdict"]).size().rename("packets").reset_index())
-        esp = df[df["spi"].notna()].copy()
-        if esp.empty:
-            return
-        esp["sa"] = _sa_label(esp)
-        self.offsets.append(
-            pd.concat(
-                [_offsets(esp, "expected_offset", "expected"), _offsets(esp, "esp_offset", "found")]
-            )
-        )
-        self._iv(esp)
-        tp = esp.loc[:, ["sa", "len"]].assign(t=self.bins.starts(esp["time"]))
-        self.bytes.append(tp.groupby(["t", "sa"])["len"].sum().reset_index())
-        self._events(esp)
-
-    def _iv(self, esp: pd.DataFrame) -> None:
-        index = pd.Series(range(self.seen_esp, self.seen_esp + len(esp)), index=esp.index)
-        self.seen_esp += len(esp)
-        delta = esp["iv_seq_delta"].astype("float64")
-        reused = esp["iv_reused"].fillna(False).astype(bool)
-        deviating = delta.fillna(0) != 0  # NaN: not counter-derived, drawn only when reused
-        keep = deviating | reused | ((index % self.stride == 0) & delta.notna())
-        part = esp[keep & esp["seq64"].notna()]
-        self.iv.append(
-            pd.DataFrame(
-                {
-                    "sa": part["sa"],
-                    "seq64": part["seq64"].astype("int64"),
-                    "delta": part["iv_seq_delta"].astype("float64"),
-                    "reused": part["iv_reused"].fillna(False).astype(bool),
-                }
-            )
-        )
-
-    def _events(self, esp: pd.DataFrame) -> None:
-        anomalies = esp[esp["seq_anomaly"].fillna("") != ""]
-        if not anomalies.empty:
-            self.events.append(
-                pd.DataFrame(
-                    {
-                        "t": anomalies["time"] - self.t0,
-                        "sa": anomalies["sa"],
-                        "event": anomalies["seq_anomaly"].str.replace(
-                            "-identical", "", regex=False
-                        ),
-                        "count": 1,
-                    }
-                )
-            )
-        evidence = esp["verdict"].isin(_SEQ_EVIDENCE) & esp["seq64"].notna()
-        for sa, part in esp[evidence].groupby("sa", sort=False):
-            self._gaps(str(sa), part)
-
-    def _gaps(self, sa: str, part: pd.DataFrame) -> None:
-        """Holes in the SA's sequence: opened by a jump, narrowed by late packets.
-
-        Only the rows that jump or come late are walked in Python; the running
-        top of the sequence is computed for the whole batch at once.
-        """
-        seqs = part["seq64"].to_numpy(dtype="int64")
-        start = self.tops.get(sa, int(seqs[0]) - 1)
-        tops = np.maximum.accumulate(np.concatenate(([start], seqs)))[:-1]
-        odd = np.flatnonzero((seqs > tops + 1) | (seqs < tops))
-        holes = self.holes.setdefault(sa, [])
-        times = part["time"].to_numpy()
-        for i in odd.tolist():
-            seq, top = int(seqs[i]), int(tops[i])
-            if seq > top + 1:
-                holes.append([top + 1, seq - 1, float(times[i]) - self.t0])
-            else:
-                _fill(holes, seq)
-        self.tops[sa] = max(start, int(seqs.max()))
-
-    def gap_events(self) -> pd.DataFrame:
-        """One event per hole still open at the end (the sequence check's gaps)."""
-        rows = [
-            (t, sa, "gap", end - start + 1)
-            for sa, holes in self.holes.items()
-            for start, end, t in holes
-        ]
-        return pd.DataFrame(rows, columns=["t", "sa", "event", "count"])
-
-
-def _fill(holes: list[list[float]], seq: int) -> None:
-    """Take ``seq`` out of the hole that holds it, splitting the hole if needed."""
-    for i, (start, end, t) in enumerate(holes):
-        if start <= seq <= end:
-            pieces = [[start, seq - 1, t], [seq + 1, end, t]]
-            holes[i : i + 1] = [p for p in pieces if p[0] <= p[1]]
-            return
-
-
-def _cat(parts: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
-
-
-def plot_frames(parquet: Path, summary: Summary) -> dict[str, pd.DataFrame]:
-    """The small tables the plots draw, read in batches from packets.parquet."""
-    t0 = summary.capture.first_time or 0.0
-    span = (summary.capture.last_time or t0) - t0
-    width = span / TIME_BINS if span > 0 else 1.0
-    # One thread: pyarrow's reader pool held 6 MB more RSS to save 0.1 s on 2M frames.
-    reader = pq.ParquetFile(parquet, pre_buffer=False)
-    bins = _throughput_bins(reader, t0)
-    acc = _PlotAcc(t0, width, summary.esp_packets, bins)
-    for batch in reader.iter_batches(_PLOT_BATCH, columns=_PLOT_COLUMNS, use_threads=False):
-        acc.add(_plot_batch(batch, t0))
-    verdicts = _cat(acc.verdicts, ["t", "verdict", "packets"])
-    verdicts = verdicts.groupby(["t", "verdict"])["packets"].sum().reset_index()
-    offsets = _cat(acc.offsets, ["offset", "packets", "kind"])
-    offsets = offsets.groupby(["kind", "offset"])["packets"].sum().reset_index()
-    throughput = _cat(acc.bytes, ["t", "sa", "len"]).groupby(["t", "sa"])["len"].sum().reset_index()
-    throughput["mbit_s"] = throughput["len"] * 8 / bins.width / 1e6
-    throughput["width"] = bins.width
-    return {
-        "verdicts": verdicts,
-        "offsets": offsets.astype({"offset": "int64"}),
-        "iv": _cat(acc.iv, ["sa", "seq64", "delta", "reused"]),
-        "throughput": throughput.loc[:, ["t", "sa", "mbit_s", "width"]],
-        "sequence": _cat([*acc.events, acc.gap_events()], ["t", "sa", "event", "count"]),
-    }
 
 
 _RECORD_BATCH = 8192
@@ -731,16 +377,3 @@ def iter_packet_records(parquet: Path, columns: Sequence[str]) -> Iterator[Packe
             if "proto" in row:
                 row["proto"] = Proto(row["proto"])
             yield PacketRecord(**{k: v for k, v in row.items() if v is not None})
-
-
-def write_rows(stem: Path, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    """``STEM.csv`` and ``STEM.parquet`` from plain rows (types inferred per column)."""
-    data = {name: [row[i] for row in rows] for i, name in enumerate(columns)}
-    table = (
-        pa.table(data) if rows else pa.table({name: pa.array([], pa.string()) for name in columns})
-    )
-    pq.write_table(table, stem.with_suffix(".parquet"))
-    with stem.with_suffix(".csv").open("w", newline="") as fh:
-        out = csv.writer(fh)
-        out.writerow(columns)
-        out.writerows(rows)

@@ -30,12 +30,12 @@ from espforensics.analysis import load_summary
 from espforensics.cli import app
 from espforensics.model import Frame
 from espforensics.narrative import utc
+from espforensics.plotdata import TIME_BINS, plot_frames
 from espforensics.plots import plot_throughput
 from espforensics.synth import build_scenario, keys_yaml, write_capture
 from espforensics.synth.builder import ip
 from espforensics.synth.link import frame_ip
 from espforensics.synth.packets import ipv4_fragments, ipv6_fragments
-from espforensics.tables import TIME_BINS, plot_frames
 
 runner = CliRunner()
 SCENARIO = build_scenario("ipv4-transport-tcp", seed=1)  # 98 frames, 96 ESP, all ok

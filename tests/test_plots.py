@@ -409,16 +409,16 @@ def test_plot_data_does_not_depend_on_the_batch_size(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The plot pass reads packets.parquet in batches; tiny batches must give the same data."""
-    from espforensics import tables
+    from espforensics import plotdata
     from espforensics.analysis import analyze_to_dir
     from espforensics.synth import build_scenario, write_scenario
 
     files = write_scenario(build_scenario(name), tmp_path)
     out = tmp_path / "out"
     summary = analyze_to_dir(files["capture"], [files["keys"]], out, plots=False)
-    whole = tables.plot_frames(out / "packets.parquet", summary)
-    monkeypatch.setattr(tables, "_PLOT_BATCH", 3)
-    small = tables.plot_frames(out / "packets.parquet", summary)
+    whole = plotdata.plot_frames(out / "packets.parquet", summary)
+    monkeypatch.setattr(plotdata, "_PLOT_BATCH", 3)
+    small = plotdata.plot_frames(out / "packets.parquet", summary)
     for key, frame in whole.items():
         pd.testing.assert_frame_equal(
             frame.reset_index(drop=True), small[key].reset_index(drop=True), obj=key

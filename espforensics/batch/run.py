@@ -28,7 +28,7 @@ from espforensics.batch.task import PARTIAL, CaptureResult, CaptureTask, key_sou
 from espforensics.errors import TRACEBACK_FILE, CaptureError
 from espforensics.keys import load_sas
 from espforensics.model import FindingKind, Verdict
-from espforensics.tables import write_rows
+from espforensics.small_tables import write_rows
 from espforensics.workers import cap_workers, usable_cores
 
 BatchProgress = Callable[[CaptureResult, int, int], None]  # result, done so far, total

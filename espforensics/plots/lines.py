@@ -1,0 +1,140 @@
+"""Time plots of SAs: throughput per SA, sequence gaps, duplicates and reorders."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import matplotlib as mpl
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from espforensics.plots.style import (
+    _OTHER_COLOURS,
+    _SA_COLOURS,
+    _SIZE,
+    _STYLE,
+    _axes,
+    _bin_width,
+    _far_apart,
+    _floats,
+    _has,
+    _labels,
+    _legend_below,
+    _log_y,
+    _ordered,
+    _seconds,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# throughput: log axis when one SA's peak is under 1/20 of another's, as its line
+# would lie flat on zero (the GSO bug: Gbit/s one way, Mbit/s the other)
+_PEAK_RATIO = 20.0
+_MAX_BINS = 600  # throughput points per SA at most, whatever the capture's time span
+_WIDE_SPAN = 1e6  # s: a time axis this long gets fewer ticks, as its labels are long
+# event -> (colour, marker, lane offset within the SA's row)
+_EVENT_STYLE = {
+    "gap": ("#d62728", "v", -0.22),
+    "duplicate": ("#ff7f0e", "s", 0.0),
+    "reordered": ("#9467bd", "^", 0.22),
+}
+
+
+def _throughput_table(df: pd.DataFrame) -> tuple[pd.DataFrame, float, float]:
+    """Mbit/s per (bin, SA), missing bins 0; the bin width and the first bin's start.
+
+    The width is the data's own (``width``), else the smallest step between
+    bin starts. Whatever the time span, at most ``_MAX_BINS`` bins are made:
+    beyond, ``k`` neighbouring bins become one whose rate is their mean (the
+    same bytes over ``k`` times the time), and the title gives that width.
+    """
+    starts = df["t"].to_numpy(dtype=np.float64)
+    given = _floats(df, "width") if "width" in df.columns else np.empty(0)
+    given = given[np.isfinite(given) & (given > 0)]
+    width = float(given.max()) if given.size else _bin_width(starts)
+    first = float(starts.min())
+    steps = np.rint((starts - first) / width)  # floats: a bin count may not fit int64
+    merge = float(max(1.0, np.ceil((float(steps.max()) + 1) / _MAX_BINS)))
+    df = df.assign(bin=(steps // merge).astype(np.int64), mbit_s=df["mbit_s"] / merge)
+    table = df.pivot_table(index="bin", columns="sa", values="mbit_s", aggfunc="sum")
+    return table.reindex(range(int(table.index.max()) + 1)).fillna(0.0), width * merge, first
+
+
+def plot_throughput(df: pd.DataFrame) -> Figure | None:
+    """One line per SA: Mbit/s per time bin (missing bins are 0)."""
+    if not _has(df, "t", "sa", "mbit_s"):
+        return None
+    df = df.assign(sa=_labels(df, "sa"), t=_floats(df, "t"), mbit_s=_floats(df, "mbit_s"))
+    df = df[df["mbit_s"].notna() & df["t"].notna()]
+    if df.empty:
+        return None
+    table, width, first = _throughput_table(df)
+    centres = first + (table.index.to_numpy(dtype=np.float64) + 0.5) * width
+    log = _far_apart(table.max().to_numpy(dtype=np.float64), _PEAK_RATIO)
+    gaps = log and bool((table.to_numpy() <= 0).any())  # log axes cannot show a 0
+    with mpl.rc_context(_STYLE):
+        fig, ax = _axes(
+            f"Throughput per SA ({_seconds(width)} bins{'; a break = no packets' if gaps else ''})",
+            "time since capture start (s)",
+            "throughput (Mbit/s, log scale)" if log else "throughput (Mbit/s)",
+        )
+        marker = "o" if len(centres) <= 60 else None
+        for i, sa in enumerate(_ordered(table.columns)):
+            values = table[sa].to_numpy(dtype=np.float64)
+            colour = _SA_COLOURS[i % len(_SA_COLOURS)]
+            style = "-" if i < len(_SA_COLOURS) else "--"  # colours repeat: tell them apart
+            ax.plot(centres, values, style, color=colour, marker=marker, markersize=3, label=sa)
+        if log:
+            _log_y(ax, nonpositive="mask")
+        else:
+            ax.set_ylim(bottom=0)
+        ax.set_xlim(left=min(0.0, first))
+        if width * len(centres) >= _WIDE_SPAN:  # 11-digit tick labels: fewer of them
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+        _legend_below(fig, ax)
+    return fig
+
+
+def plot_sequence(df: pd.DataFrame) -> Figure | None:
+    """Sequence events over time: one band per SA, one marker per event kind."""
+    if not _has(df, "t", "sa", "event", "count"):
+        return None
+    df = df.assign(
+        sa=_labels(df, "sa"), event=_labels(df, "event"), t=_floats(df, "t"),
+        count=_floats(df, "count"),
+    )  # fmt: skip
+    sas = _ordered(df["sa"])
+    row = {sa: i for i, sa in enumerate(sas)}
+    with mpl.rc_context(_STYLE):
+        fig, ax = _axes(
+            "Sequence number gaps, duplicates and reorders per SA",
+            "time since capture start (s)",
+            "",
+            height=max(_SIZE[1], 1.8 + 0.4 * len(sas)),
+        )
+        for i in range(0, len(sas), 2):  # shade every other SA's band
+            ax.axhspan(i - 0.5, i + 0.5, color="#f0f0f0", zorder=0, linewidth=0)
+        for i, event in enumerate(_ordered(df["event"], _EVENT_STYLE)):
+            rows = df[df["event"] == event]
+            colour, marker, lane = _EVENT_STYLE.get(event, (_OTHER_COLOURS[i % 3], "o", 0.0))
+            counts = rows["count"].to_numpy(dtype=np.float64)
+            ax.scatter(
+                rows["t"], [row[sa] + lane for sa in rows["sa"]], s=_marker_area(counts),
+                color=colour, marker=marker, alpha=0.85, zorder=3,
+                label=f"{event} ({int(np.nansum(counts))} in all)",
+            )  # fmt: skip
+        # "0x00001001 a>b" on two lines: the SA labels would take half the width
+        ax.set_yticks(range(len(sas)), [sa.replace(" ", "\n", 1) for sa in sas])
+        ax.set_ylim(len(sas) - 0.5, -0.5)  # first SA on top
+        ax.set_xlim(left=min(0.0, float(df["t"].min())))
+        ax.grid(False, axis="y")
+        _legend_below(fig, ax, title="marker area grows with the count")
+    return fig
+
+
+def _marker_area(counts: np.ndarray[Any, np.dtype[np.float64]]) -> list[float]:
+    """Marker area grows with the count (a gap of 100 shows bigger than one of 1)."""
+    clipped = np.nan_to_num(counts, nan=1.0).clip(1.0, 400.0)
+    return [20.0 + 14.0 * float(np.sqrt(c - 1.0)) for c in clipped]
