@@ -24,6 +24,7 @@ from espforensics.checks.coverage import (
     seen,
 )
 from espforensics.coverage import CheckCoverage, Tally, check_coverage, tally
+from espforensics.intervals import IntervalSet
 from espforensics.window import RecentWindow
 
 GCM = "rfc4106(gcm(aes))"
@@ -215,3 +216,45 @@ def test_coverage_in_one_walk_says_what_the_walk_row_by_row_says() -> None:
     )
     reordered = ROWS[::-1]
     assert check_coverage(reordered, ESP) == _row_by_row(reordered, ESP)
+
+
+# -- IntervalSet: one run held as two ints ------------------------------------------
+
+
+def test_interval_set_of_one_run_grows_both_ways_then_splits() -> None:
+    s = IntervalSet()
+    assert (len(s), s.top(), list(s.runs()), 5 in s) == (0, -1, [], False)
+    assert [s.add(v) for v in (5, 6, 4, 6)] == [False, False, False, True]
+    assert (len(s), s.top(), list(s.runs()), list(s.gaps())) == (1, 6, [(4, 6)], [])
+    assert s.add(9) is False  # a second run
+    assert (list(s.runs()), list(s.gaps()), s.top(), 8 in s, 9 in s) == (
+        [(4, 6), (9, 9)],
+        [(7, 8)],
+        9,
+        False,
+        True,
+    )
+    assert s.add(7) is False and s.add(8) is False
+    assert (len(s), list(s.runs())) == (1, [(4, 9)])
+
+
+def test_interval_set_extends_its_one_run_in_bulk() -> None:
+    s = IntervalSet()
+    s.extend_above(np.array([10, 11, 12], dtype=np.uint64))
+    s.extend_above(np.array([13, 14], dtype=np.uint64))
+    assert list(s.runs()) == [(10, 14)]
+    s.extend_above(np.array([16, 17, 20], dtype=np.uint64))
+    assert list(s.runs()) == [(10, 14), (16, 17), (20, 20)]
+    assert list(s.gaps()) == [(15, 15), (18, 19)]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_interval_set_holds_what_a_set_holds(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    s, ref = IntervalSet(), set[int]()
+    for value in rng.integers(0, 40, 120).tolist():
+        assert s.add(value) == (value in ref)
+        ref.add(value)
+        assert sum(b - a + 1 for a, b in s.runs()) == len(ref)
+        assert s.top() == max(ref)
+    assert [v for v in range(41) if v in s] == sorted(ref)
