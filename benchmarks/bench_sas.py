@@ -10,7 +10,9 @@ where the SPI is rewritten to cycle over SPIS distinct values (a scan, or
 an archive of many short-lived SAs). Both are analyzed without keys (the
 SPIs of a scan have none), every check and table on, no plots, each in a
 fresh process; prints us/frame and peak RSS of both and their ratio. The
-target (issue 11/12) is a ratio of at most 2.
+target (issue 11/12) is a ratio of at most 2. Memory per SA (issue 21:
+at most 1 KB) is (peak RSS of the many-SPI run - peak RSS of the 2-SPI run
+of as many frames) / (its SAs - 2): what the SAs cost beyond the frames.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs of each; the fastest counts")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    worst = 0.0
+    worst = worst_mem = 0.0
     for case in args.cases.split(","):
         frames, spis = (int(x) for x in case.split(":"))
         row = {}
@@ -89,10 +91,14 @@ def main() -> int:
                 f"  {label:>12}: {secs * 1e6 / n:6.1f} us/frame  {n / secs:>9,.0f} frames/s  "
                 f"{sas:>7,} SAs  peak RSS {rss:5.0f} MB"
             )
-        (one, *_), (many, *_) = row.values()
+        (one, _, one_sas, one_rss), (many, _, many_sas, many_rss) = row.values()
+        per_sa = (many_rss - one_rss) * 2**20 / max(1, many_sas - one_sas)  # MB -> bytes
         print(f"  time ratio many/one: {many / one:.2f}")
+        print(f"  memory per SA: {per_sa:,.0f} bytes (peak RSS many - one, per extra SA)")
         worst = max(worst, many / one)
+        worst_mem = max(worst_mem, per_sa)
     print(f"worst time ratio: {worst:.2f} (target <= 2)")
+    print(f"worst memory per SA: {worst_mem:,.0f} bytes (target <= 1,024)")
     return 0
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 from espforensics.checks import COVERAGE
@@ -54,8 +55,9 @@ def check_coverage(sas: Iterable[SaCounts], esp_packets: int) -> tuple[CheckCove
     examined = dict.fromkeys((name for name, _ in COVERAGE), 0)
     keyless = dict.fromkeys(examined, 0)
     skipped: dict[str, Counter[str]] = {name: Counter() for name in examined}
-    rows, owned = _seen(sas)
-    for _, _, n, s in rows:
+    groups, owned = _seen(sas)
+    for group in groups:
+        n, s = group.packets, group.seen
         for name, declared in COVERAGE:
             why = declared(s)
             if why is None:
@@ -94,14 +96,15 @@ def tally(sas: Iterable[SaCounts], esp_packets: int) -> Tally:
     tried: Counter[str] = Counter()
     untried: Counter[str] = Counter()
     spis: dict[str, set[int]] = {}
-    rows, owned = _seen(sas)
-    for sa, verdict, n, s in rows:
-        if s.verified or s.decrypted or s.why == ICV_FAILS:
-            tried[verdict] += n
+    groups, owned = _seen(sas)
+    for group in groups:
+        n, s = group.packets, group.seen
+        if _tried(s):
+            tried[group.verdict] += n
             proven_n += n if s.verified or s.decrypted else 0
         else:
             untried[s.why] += n
-            spis.setdefault(s.why, set()).add(sa.spi)
+            spis.setdefault(s.why, set()).update(group.spis)
     if esp_packets > owned:
         untried[NO_SPI] += esp_packets - owned
     return Tally(
@@ -114,11 +117,45 @@ def tally(sas: Iterable[SaCounts], esp_packets: int) -> Tally:
     )
 
 
-def _seen(sas: Iterable[SaCounts]) -> tuple[list[tuple[SaCounts, str, int, Seen]], int]:
-    """Per SA and verdict: its packets and what was seen of them; and the packets of all SAs."""
-    rows, owned = [], 0
+def _tried(s: Seen) -> bool:
+    """Was a key tried on such a packet at the expected offset, proving something?"""
+    return s.verified or s.decrypted or s.why == ICV_FAILS
+
+
+class _Group:
+    """The packets of one verdict under SAs of the same facts, over every SA of a run."""
+
+    __slots__ = ("packets", "seen", "spis", "verdict")
+
+    def __init__(self, verdict: str, seen: Seen) -> None:
+        self.verdict, self.seen, self.packets = verdict, seen, 0
+        self.spis: list[int] = []  # the SAs' SPIs, for packets decryption did not try
+
+
+@lru_cache(maxsize=4096)  # a few algorithms x sets of verdicts, not one per SA
+def _facts(algorithm: str, verdicts: tuple[tuple[str, bool], ...]) -> SaFacts:
+    """The facts of an SA of ``algorithm`` whose verdicts had packets (True) or none."""
+    return SaFacts(algorithm, proven({v: int(n) for v, n in verdicts}, algorithm))
+
+
+def _seen(sas: Iterable[SaCounts]) -> tuple[list[_Group], int]:
+    """Per verdict and kind of SA, its packets and what was seen of them; and all SAs' packets.
+
+    One pass over the SAs. Groups come in the order their first row came (one row
+    per SA and verdict, as the SAs list them), so counters keyed by the groups'
+    verdicts or reasons fill in the order a walk row by row fills them.
+    """
+    groups: dict[tuple[str, SaFacts], _Group] = {}
+    owned = 0
     for sa in sas:
         owned += sa.packets
-        facts = SaFacts(sa.algorithm, proven(sa.verdicts, sa.algorithm))
-        rows += [(sa, v, n, seen(v, facts)) for v, n in sa.verdicts.items()]
-    return rows, owned
+        verdicts = sa.verdicts
+        facts = _facts(sa.algorithm, tuple((v, bool(n)) for v, n in verdicts.items()))
+        for v, n in verdicts.items():
+            group = groups.get((v, facts))
+            if group is None:
+                group = groups[v, facts] = _Group(v, seen(v, facts))
+            group.packets += n
+            if not _tried(group.seen):
+                group.spis.append(sa.spi)
+    return list(groups.values()), owned

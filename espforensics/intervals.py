@@ -26,25 +26,57 @@ U8 = npt.NDArray[np.uint8]
 
 
 class IntervalSet:
-    """Disjoint, sorted runs ``[start, end]`` of integers."""
+    """Disjoint, sorted runs ``[start, end]`` of integers.
 
-    __slots__ = ("_ends", "_starts")
+    Memory: while the set is one run (or empty) it is two ints, ``_a`` and
+    ``_b``; the two lists of runs are made at the second run. An SA of a
+    capture of many short-lived SAs holds one packet (bench_sas.py): its sets
+    of sequence numbers and IVs stay one run each.
+    """
+
+    __slots__ = ("_a", "_b", "_ends", "_starts")
 
     def __init__(self) -> None:
-        self._starts: list[int] = []
-        self._ends: list[int] = []
+        self._a: int | None = None  # the one run [_a, _b], while there is no list
+        self._b = 0
+        self._starts: list[int] | None = None  # every run, from the second on
+        self._ends: list[int] | None = None
+
+    def _lists(self) -> tuple[list[int], list[int]]:
+        """The runs as two lists, made from the one run the first time."""
+        if self._starts is None or self._ends is None:
+            a, self._a = self._a, None
+            self._starts, self._ends = ([], []) if a is None else ([a], [self._b])
+        return self._starts, self._ends
 
     def __len__(self) -> int:
         """Number of runs (not of values)."""
+        if self._starts is None:
+            return 0 if self._a is None else 1
         return len(self._starts)
 
     def __contains__(self, value: int) -> bool:
+        if self._starts is None or self._ends is None:
+            return self._a is not None and self._a <= value <= self._b
         i = bisect_right(self._starts, value) - 1
         return i >= 0 and value <= self._ends[i]
 
     def add(self, value: int) -> bool:
         """Add ``value``; True if it was present already."""
-        starts, ends = self._starts, self._ends
+        if self._starts is None:
+            a = self._a
+            if a is None:
+                self._a = self._b = value
+                return False
+            if value == self._b + 1:  # the common case: the counter goes on
+                self._b = value
+                return False
+            if a <= value <= self._b:
+                return True
+            if value == a - 1:
+                self._a = value
+                return False
+        starts, ends = self._lists()
         n = len(starts)
         if n and value == ends[-1] + 1:  # the common case: the counter goes on
             ends[-1] = value
@@ -68,6 +100,8 @@ class IntervalSet:
 
     def top(self) -> int:
         """The largest value held, or -1 when empty."""
+        if self._ends is None:
+            return -1 if self._a is None else self._b
         return self._ends[-1] if self._ends else -1
 
     def extend_above(self, values: U64) -> None:
@@ -77,7 +111,14 @@ class IntervalSet:
         cut = np.flatnonzero(np.diff(values) != 1) + 1
         firsts = values[np.concatenate(([0], cut))].tolist()
         lasts = values[np.concatenate((cut - 1, [len(values) - 1]))].tolist()
-        starts, ends = self._starts, self._ends
+        if self._starts is None and len(firsts) == 1:
+            if self._a is None:
+                self._a, self._b = firsts[0], lasts[0]
+                return
+            if firsts[0] == self._b + 1:
+                self._b = lasts[0]
+                return
+        starts, ends = self._lists()
         if ends and firsts[0] == ends[-1] + 1:
             ends[-1] = lasts[0]
             firsts, lasts = firsts[1:], lasts[1:]
@@ -86,12 +127,15 @@ class IntervalSet:
 
     def runs(self) -> Iterator[tuple[int, int]]:
         """The runs, lowest first."""
+        if self._starts is None or self._ends is None:
+            return iter(() if self._a is None else ((self._a, self._b),))
         return zip(self._starts, self._ends, strict=True)
 
     def gaps(self) -> Iterator[tuple[int, int]]:
         """The holes between runs, as closed ranges."""
-        for i in range(1, len(self._starts)):
-            yield self._ends[i - 1] + 1, self._starts[i] - 1
+        starts, ends = self._starts or [], self._ends or []
+        for i in range(1, len(starts)):
+            yield ends[i - 1] + 1, starts[i] - 1
 
 
 _FREE = 0xFFFFFFFFFFFFFFFF  # marks a free slot; that value itself is kept aside

@@ -32,45 +32,74 @@ class _Chunk(Generic[V]):
 
 
 class RecentWindow(Generic[V]):
-    """The latest ``size`` entries by key, oldest evicted first."""
+    """The latest ``size`` entries by key, oldest evicted first.
+
+    Memory: an SA of a capture of many short-lived SAs puts one entry in each
+    of its windows and no more; a window of at most one entry holds it as a
+    ``(key, value)`` pair, and makes its OrderedDict (about 250 bytes) and
+    chunk list only when it needs them.
+    """
 
     __slots__ = ("_chunks", "_entries", "_pending", "size")
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._entries: OrderedDict[int, V] = OrderedDict()  # oldest first
+        # Oldest first: None when empty, a (key, value) pair for one entry, else an OrderedDict.
+        self._entries: OrderedDict[int, V] | tuple[int, V] | None = None
         # Newer than every entry, oldest first; a list, not a deque: few chunks at a time,
-        # and an empty deque costs 600 bytes per window (two windows per SA).
-        self._chunks: list[_Chunk[V]] = []
+        # and an empty deque costs 600 bytes per window (two windows per SA). None: none.
+        self._chunks: list[_Chunk[V]] | None = None
         self._pending = 0
 
     def __len__(self) -> int:
-        return len(self._entries) + self._pending
+        entries = self._entries
+        held = 0 if entries is None else 1 if isinstance(entries, tuple) else len(entries)
+        return held + self._pending
+
+    def _many(self) -> OrderedDict[int, V]:
+        """The entries as an OrderedDict, made from what the window holds."""
+        entries = self._entries
+        if isinstance(entries, OrderedDict):
+            return entries
+        many: OrderedDict[int, V] = OrderedDict()
+        if entries is not None:
+            many[entries[0]] = entries[1]
+        self._entries = many
+        return many
 
     def _catch_up(self) -> None:
         """Build the entries of the chunks still in the window."""
-        entries = self._entries
+        entries = self._many()
         skip = max(0, len(entries) + self._pending - self.size)
         while skip and entries:
             entries.popitem(last=False)
             skip -= 1
-        for chunk in self._chunks:
+        for chunk in self._chunks or ():
             keys = chunk.keys.tolist()
             for i in range(skip, len(keys)):
                 entries[keys[i]] = chunk.make(i)
             skip = max(0, skip - len(chunk.keys))
-        self._chunks.clear()
+        self._chunks = None
         self._pending = 0
 
     def get(self, key: int) -> V | None:
         if self._chunks:
             self._catch_up()
-        return self._entries.get(key)
+        entries = self._entries
+        if isinstance(entries, tuple):
+            return entries[1] if entries[0] == key else None
+        return None if entries is None else entries.get(key)
 
     def pop(self, key: int) -> V | None:
         if self._chunks:
             self._catch_up()
-        return self._entries.pop(key, None)
+        entries = self._entries
+        if isinstance(entries, tuple):
+            if entries[0] != key:
+                return None
+            self._entries = None
+            return entries[1]
+        return None if entries is None else entries.pop(key, None)
 
     def put(self, key: int, value: V, renew: bool = True) -> None:
         """Set ``key``'s value; the oldest entry leaves when the window is full.
@@ -79,7 +108,11 @@ class RecentWindow(Generic[V]):
         """
         if self._chunks:
             self._catch_up()
-        entries = self._entries
+        held = self._entries
+        if self.size >= 1 and (held is None or (isinstance(held, tuple) and held[0] == key)):
+            self._entries = (key, value)  # the only entry, old or new: renewed either way
+            return
+        entries = self._many()
         if renew:
             entries.pop(key, None)
         entries[key] = value
@@ -90,10 +123,12 @@ class RecentWindow(Generic[V]):
         """Add entries whose keys are new to the window, oldest first, values built lazily."""
         if not len(keys):
             return
+        if self._chunks is None:
+            self._chunks = []
         self._chunks.append(_Chunk(keys, make))
         self._pending += len(keys)
         chunks = self._chunks
         while len(chunks) > 1 and self._pending - len(chunks[0].keys) >= self.size:
             self._pending -= len(chunks.pop(0).keys)
         if self._pending >= self.size:
-            self._entries.clear()  # every entry is older than the window's newest size
+            self._entries = None  # every entry is older than the window's newest size

@@ -128,7 +128,7 @@ def test_bench_batch_runs(tmp_path: Path) -> None:
 def test_bench_sas_prints_both_runs_and_the_ratio(tmp_path: Path) -> None:
     out = _run("bench_sas.py", "--cases", "400:300", "--workdir", str(tmp_path))
     assert "2 SPIs:" in out and "300 SPIs:" in out and "peak RSS" in out, out
-    assert "time ratio many/one:" in out, out
+    assert "time ratio many/one:" in out and "memory per SA:" in out, out
 
 
 def test_bench_iv_constant_prints_every_window() -> None:

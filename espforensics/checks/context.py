@@ -10,6 +10,7 @@ Raises nothing.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -66,10 +67,12 @@ class Flow:
     it (identity hash), so no per-packet tuple of strings is built.
     """
 
-    __slots__ = ("dst", "spi", "src", "state")
+    __slots__ = ("dst", "key", "known_to", "spi", "src", "state")
 
     def __init__(self, spi: int, src: str, dst: str, state: SaState) -> None:
         self.spi, self.src, self.dst, self.state = spi, src, dst, state
+        self.key = (spi, src, dst)  # one tuple for every check's PerFlow
+        self.known_to = 0  # a bit per PerFlow that made or found this flow's state
 
 
 @dataclass(slots=True)
@@ -205,29 +208,35 @@ class PerFlow(Generic[T]):
 
     Two flows with the same SPI and addresses (after a secrets block reloads
     the SAs) share one state, as they are one SA on the wire.
+
+    Memory: one dict entry per state, keyed by the flow's own ``key`` tuple;
+    which Flow objects asked is a bit of the flow's ``known_to`` (each PerFlow
+    takes one of ``_BITS`` in turn: the few of one run's checks never share one),
+    not a second dict per check.
     """
 
-    __slots__ = ("_by_flow", "_factory", "by_key")
+    __slots__ = ("_bit", "_factory", "by_key")
+    _BITS = 62  # known_to stays a small int
+    _made = itertools.count()  # next() is atomic: runs in threads take distinct bits
 
     def __init__(self, factory: Callable[[], T]) -> None:
         self._factory = factory
-        self._by_flow: dict[Flow, T] = {}
+        self._bit = 1 << next(PerFlow._made) % PerFlow._BITS
         self.by_key: dict[tuple[int, str, str], T] = {}
 
     def get(self, flow: Flow) -> T:
         """The flow's state, made on first use."""
-        state = self._by_flow.get(flow)
+        if flow.known_to & self._bit:
+            return self.by_key[flow.key]
+        state = self.by_key.get(flow.key)
         if state is None:
-            key = (flow.spi, flow.src, flow.dst)
-            state = self.by_key.get(key)
-            if state is None:
-                state = self.by_key[key] = self._factory()
-            self._by_flow[flow] = state
+            state = self.by_key[flow.key] = self._factory()
+        flow.known_to |= self._bit
         return state
 
     def known(self, flow: Flow) -> T | None:
         """The flow's state if a packet of it was observed, else None (nothing is made)."""
-        return self._by_flow.get(flow)
+        return self.by_key[flow.key] if flow.known_to & self._bit else None
 
     def items(self) -> list[tuple[tuple[int, str, str], T]]:
         """Every state with its (SPI, src, dst), in that order."""
