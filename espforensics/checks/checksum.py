@@ -17,8 +17,9 @@ no ICV that verifies in a capture), so it reaches the receiver as it is.
 What cannot be verified is ``not_checked``, and ``detail`` says why:
 NAT-T transport mode (RFC 3948 s3.1.2), inner fragments, protocols
 without a checksum verified here, misplaced headers, unsound trailers.
-The steady lane fills the same columns for the packets it takes
-(engine/plain.py) and takes no packet this check makes a finding of.
+The steady lane fills the same columns for the packets it takes with
+``check_inners`` below, the bulk form of the same rule (engine/plain.py
+calls it), and takes no packet this check makes a finding of.
 """
 
 from __future__ import annotations
