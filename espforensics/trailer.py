@@ -17,6 +17,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+import numpy.typing as npt
+
+from espforensics.columns import I64, Mask
 from espforensics.model import new_tuple
 
 NO_NEXT_HEADER = 59
@@ -64,3 +68,34 @@ def parse_trailer(plaintext: bytes, block: int = 4) -> Trailer:
     else:
         problem = ""
     return new_tuple(Trailer, (payload_len, pad_len, nh, problem))
+
+
+_VALID_NH = np.array([valid_next_header(nh) for nh in range(256)])
+
+
+class Trailers(NamedTuple):
+    """``parse_trailer`` of many plaintexts at once (block 4): one row each."""
+
+    sound: Mask  # the trailer's ``problem`` is ""; the other columns are set where it is
+    payload_len: I64
+    pad_len: I64
+    next_header: I64
+
+
+def parse_trailers(view: npt.NDArray[np.uint8], start: I64, n: I64) -> Trailers:
+    """``parse_trailer(p)`` of each plaintext ``p = view[start:start + n]``, as columns.
+
+    A row is ``sound`` exactly when ``parse_trailer(p).problem`` is empty
+    (RFC 4303 s2.4: padding 1, 2, 3, ..., 4-byte alignment; an assigned next
+    header). ``view`` must hold at least one byte past the last row's end.
+    """
+    end = start + n
+    ok = n >= 2
+    pad = np.where(ok, view[np.where(ok, end - 2, 0)], 0).astype(np.int64)
+    nh = np.where(ok, view[np.where(ok, end - 1, 0)], 0).astype(np.int64)
+    payload = n - 2 - pad
+    ok &= (payload >= 0) & (n % 4 == 0) & _VALID_NH[nh]
+    for k in range(int(pad[ok].max(initial=0))):  # RFC 4303 s2.4: pad bytes 1, 2, 3, ...
+        has = ok & (pad > k)
+        ok &= ~has | (view[np.where(has, start + payload + k, 0)] == k + 1)
+    return Trailers(ok, payload, pad, nh)

@@ -17,23 +17,33 @@ no ICV that verifies in a capture), so it reaches the receiver as it is.
 What cannot be verified is ``not_checked``, and ``detail`` says why:
 NAT-T transport mode (RFC 3948 s3.1.2), inner fragments, protocols
 without a checksum verified here, misplaced headers, unsound trailers.
-The steady lane fills the same columns for the packets it takes
-(engine/plain.py) and takes no packet this check makes a finding of.
+The steady lane fills the same columns for the packets it takes with
+``check_inners`` below, the bulk form of the same rule (engine/plain.py
+calls it), and takes no packet this check makes a finding of.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
+import numpy.typing as npt
+
 from espforensics.checks.context import PacketContext, PerFlow
 from espforensics.checks.coverage import NOT_DECRYPTED, Seen
+from espforensics.columns import I64, U8, Mask, Strs, read_be
 from espforensics.decode.inner import (
+    CHECKSUM_AT,
+    INNER_FRAGMENT,
     NATT_TRANSPORT,
     NOT_CHECKED,
     OUTER_EXTENSIONS,
     Checked,
+    InnerColumns,
     check_inner,
+    unchecked_protocol,
 )
 from espforensics.evidence import BadChecksums
 from espforensics.frames import FrameRuns
@@ -169,3 +179,152 @@ def coverage(seen: Seen) -> str | None:
     """Examined: packets whose plaintext the checks saw (``inner_checksum`` says per packet
     when their checksums could not be verified, e.g. NAT-T transport mode)."""
     return None if seen.decrypted else (seen.why or NOT_DECRYPTED)
+
+
+# -- the bulk rule: check_inner of many plaintexts at once (the steady lane's) ----------
+
+_LITTLE = sys.byteorder == "little"
+_SUM_ROWS = 256  # rows summed per reduceat call (_spans)
+U64 = npt.NDArray[np.uint64]
+
+
+@dataclass(frozen=True, slots=True)
+class Outer:
+    """Per row, what a transport-mode checksum takes from the outer header."""
+
+    words: I64  # the sum of the outer addresses' 16-bit words (RFC 1071)
+    v4: Mask  # the outer header is IPv4
+    natt: Mask  # ESP in UDP: NAT-T transport checksums are not checked (RFC 3948 s3.1.2)
+
+
+@dataclass(frozen=True, slots=True)
+class Payloads:
+    """Many decrypted payloads joined in one buffer: where each starts, its length, next header."""
+
+    view: U8  # with at least 64 bytes after the last payload's end
+    start: I64
+    payload: I64
+    nh: I64
+
+
+def _fold(total: U64) -> U64:
+    """RFC 1071: a sum of 16-bit words folded to 16 bits (0xffff when the checksum verifies)."""
+    for _ in range(3):
+        total = (total & np.uint64(0xFFFF)) + (total >> np.uint64(16))
+    return total
+
+
+def _words(view: U8, at: I64, rows: Mask, width: int) -> U64:
+    """The sum of the 16-bit words of the ``width`` (even) bytes at ``at`` of each row."""
+    out = np.zeros(len(at), np.uint64)
+    pick = np.flatnonzero(rows)
+    if len(pick):
+        idx = at[pick, None] + np.arange(0, width, 2)
+        out[pick] = (view[idx].astype(np.uint64) << np.uint64(8) | view[idx + 1]).sum(axis=1)
+    return out
+
+
+def _spans(view: U8, at: I64, end: I64, rows: Mask) -> U64:
+    """The folded sum of the 16-bit words of bytes ``at:end`` of each row (``at`` even).
+
+    RFC 1071 s2(B): the ones' complement sum is independent of byte order, so
+    the words are summed in the machine's order (a byte-swapping view costs
+    twice as much) and the folded sum is swapped back once per row. A row is
+    at most 65,535 bytes: its sum fits 32 bits.
+    """
+    out = np.zeros(len(at), np.uint64)
+    pick = np.flatnonzero(rows)
+    if not len(pick):
+        return out
+    a, e = at[pick], end[pick]
+    words = view[: len(view) // 2 * 2].view(np.uint16)  # native order
+    bounds = np.empty(2 * len(pick), np.int64)
+    bounds[0::2], bounds[1::2] = a // 2, e // 2
+    sums = np.empty(len(pick), np.uint64)
+    # reduceat casts what it sums to the wider type first: a slice of rows at a time
+    # keeps that copy small (the whole batch would add twice its plaintexts to the peak).
+    for i in range(0, len(pick), _SUM_ROWS):
+        part = bounds[2 * i : 2 * (i + _SUM_ROWS)]
+        low = int(part[0])
+        span = words[low : int(part[-1]) + 1]
+        sums[i : i + _SUM_ROWS] = np.add.reduceat(span, part - low, dtype=np.uint32)[0::2]
+    # An odd length's last byte is a word's high half (RFC 1071), padded with zero.
+    tail = np.where((e - a) % 2 == 1, view[e - 1].astype(np.uint64), np.uint64(0))
+    if _LITTLE:
+        folded = _fold(sums + tail)
+        out[pick] = (folded & np.uint64(0xFF)) << np.uint64(8) | folded >> np.uint64(8)
+    else:
+        out[pick] = _fold(sums + (tail << np.uint64(8)))
+    return out
+
+
+def check_inners(p: Payloads, x: InnerColumns, rows: Mask, outer: Outer) -> tuple[Strs, Strs, I64]:
+    """``check_inner`` of each row of ``rows`` (decoded in ``x``): status, detail, tfc_len.
+
+    A row left "" is not checked here: a bad or partial checksum (the
+    per-packet rule's finding), or a case whose detail carries numbers (cut
+    headers, lengths that do not fit, IPv4 options). Every other row has
+    exactly ``check_inner``'s status, detail and tfc_len (-1: None).
+    """
+    m = len(rows)
+    status = np.full(m, "", dtype=object)
+    detail = np.full(m, "", dtype=object)
+    view, start = p.view, p.start
+    rows = rows & (start % 2 == 0)  # an odd start: its words straddle the buffer's
+    ip = rows & (x.v4 | x.v6)
+    transport = rows & ~ip & (p.nh != 4) & (p.nh != 41)
+    total = np.where(
+        x.v4, read_be(view, start + 2, x.v4, 2), 40 + read_be(view, start + 4, x.v6, 2)
+    )
+    tfc = np.where(ip, p.payload - total, -1)
+    version = np.where(x.v4, 4, 6)
+    fits = (total <= p.payload) & (version == np.where(p.nh == 4, 4, 6))
+    ihl20 = x.v4 & (view[np.where(x.v4, start, 0)] == 0x45)
+    header_ok = _fold(_words(view, start, ihl20 & rows, 20)) == np.uint64(0xFFFF)
+    ip &= fits & (x.v6 | (ihl20 & header_ok))
+    frag = ip & x.v4 & (read_be(view, start + 6, ip & x.v4, 2) & 0x3FFF != 0)
+    # -- the cases with nothing to compute
+    status[transport & (p.nh == 59)] = InnerChecksum.NONE.value
+    natt = transport & outer.natt & (p.nh != 59)
+    status[natt], detail[natt] = InnerChecksum.NOT_CHECKED.value, NATT_TRANSPORT
+    status[frag], detail[frag] = InnerChecksum.NOT_CHECKED.value, INNER_FRAGMENT
+    v4_addrs = np.where(ip, x.v4, outer.v4)
+    known = np.isin(x.proto, list(CHECKSUM_AT)) & ((x.proto != 1) | v4_addrs)
+    todo = ((transport & ~natt) | (ip & ~frag)) & (p.nh != 59)
+    for proto in np.unique(x.proto[todo & ~known]).tolist():
+        other = todo & ~known & (x.proto == proto)
+        status[other], detail[other] = InnerChecksum.NOT_CHECKED.value, unchecked_protocol(proto)
+    todo &= known
+    _l4_sums(p, x, todo, outer, status)
+    return status, detail, np.where(status != "", tfc, -1)
+
+
+def _l4_sums(p: Payloads, x: InnerColumns, todo: Mask, outer: Outer, status: Strs) -> None:
+    """Mark ``ok`` (or ``none``: UDP checksum 0) the rows of ``todo`` whose checksum verifies."""
+    view, proto = p.view, x.proto
+    seg_len = x.l4_end - x.l4_at
+    udp = todo & (proto == 17)
+    ulen = read_be(view, x.l4_at + 4, udp & (seg_len >= 8), 2)
+    todo &= np.where(udp, (ulen >= 8) & (ulen <= seg_len), True)
+    seg_len = np.where(udp, ulen, seg_len)
+    todo &= seg_len >= np.where(proto == 6, 20, np.where(udp, 8, 4))
+    at = np.zeros(len(proto), np.int64)
+    for number, offset in CHECKSUM_AT.items():
+        at[proto == number] = offset
+    stored = read_be(view, x.l4_at + at, todo, 2)
+    zero = udp & todo & (stored == 0)  # no checksum sent (RFC 768)
+    status[zero] = InnerChecksum.NONE.value
+    todo &= ~zero
+    inner = (x.v4 | x.v6) & todo
+    addrs = np.where(
+        x.v4,
+        _words(view, p.start + 12, inner & x.v4, 8),
+        _words(view, p.start + 8, inner & x.v6, 32),
+    )
+    addrs = np.where(inner, addrs, outer.words.astype(np.uint64))
+    pseudo = np.where(
+        proto == 1, np.uint64(0), addrs + proto.astype(np.uint64) + seg_len.astype(np.uint64)
+    )
+    total = pseudo + _spans(view, x.l4_at, x.l4_at + seg_len, todo)
+    good = todo & (_fold(total) == np.uint64(0xFFFF))
+    status[good] = InnerChecksum.OK.value

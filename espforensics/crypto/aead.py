@@ -150,15 +150,19 @@ class AeadContext:
         words.append((seq64 & np.uint64(0xFFFFFFFF)).astype(np.uint32))
         aads = np.stack(words, axis=1).astype(">u4").tobytes()
         width, nb, step = 4 * len(words), nonces.tobytes(), salt_len + IV_LEN
-        decrypt = self._aead.decrypt
+        nonce_list = [nb[i : i + step] for i in range(0, k * step, step)]
+        aad_list = [aads[i : i + width] for i in range(0, k * width, width)]
+        # One call per packet from C (map); a packet whose ICV fails stops ``extend`` and
+        # is None, then the same map goes on from the next packet.
+        opened = map(self._aead.decrypt, nonce_list, sealed, aad_list)
         out: list[bytes | None] = []
-        for i, data in enumerate(sealed):
-            aad = aads[width * i : width * (i + 1)]
+        while True:
             try:
-                out.append(decrypt(nb[step * i : step * (i + 1)], data, aad))
+                out.extend(opened)
             except InvalidTag:
                 out.append(None)
-        return out
+                continue
+            return out
 
     def seal(self, seq64: int, iv: bytes, plaintext: bytes) -> bytes:
         """Encrypt ``plaintext``; returns ciphertext || ICV (truncated per SA)."""

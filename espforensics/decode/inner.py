@@ -21,6 +21,9 @@ from __future__ import annotations
 import socket
 from typing import NamedTuple
 
+import numpy as np
+
+from espforensics.columns import I64, U8, Mask, Strs, read_be, u8
 from espforensics.decode.clear import internet_checksum
 from espforensics.decode.esp import protocol_name
 from espforensics.decode.ip import parse_ip
@@ -79,6 +82,96 @@ def parse_inner(next_header: int, payload: bytes, outer_src: str, outer_dst: str
             return Inner(fragment_name(ip.proto), ntop(ip.src), ntop(ip.dst), None, None)
         return _l4(ip.proto, payload[ip.header_len : ip.total_len], ntop(ip.src), ntop(ip.dst))
     return _l4(next_header, payload, outer_src, outer_dst)
+
+
+# -- the same decode for many payloads at once (the steady lane's) ---------------------
+
+_PORTS_OF = np.array([has_ports(p) for p in range(256)])
+
+
+class InnerColumns(NamedTuple):
+    """``parse_inner`` of many payloads, as columns; rows not ``decoded`` are unset.
+
+    ``v4``, ``v6``, ``proto``, ``l4_at`` and ``l4_end`` say where each
+    decoded row's inner packet sits in the joined buffer, for the checksums.
+    """
+
+    decoded: Mask  # the rows decoded here; a row that is not may still decode one by one
+    proto_name: Strs
+    src: Strs
+    dst: Strs
+    sport: I64  # -1: none
+    dport: I64
+    v4: Mask  # an inner IPv4 packet (next header 4), decoded
+    v6: Mask  # an inner IPv6 packet without extension headers (next header 41), decoded
+    proto: I64  # the upper-layer protocol (the next header itself in transport mode)
+    l4_at: I64  # where the upper-layer header starts in the buffer
+    l4_end: I64  # and where the inner datagram (or the payload) ends
+
+
+def _names(values: I64, ok: Mask, name: object) -> Strs:
+    out = np.full(len(values), "", dtype=object)
+    for v in np.unique(values[ok]).tolist():
+        out[ok & (values == v)] = name(v)  # type: ignore[operator]
+    return out
+
+
+def _addresses(view: U8, at: I64, ok: Mask, width: int) -> Strs:
+    """Text of the ``width``-byte addresses at ``at`` (one ntop per distinct address)."""
+    out = np.full(len(at), "", dtype=object)
+    rows = np.flatnonzero(ok)
+    if not len(rows):
+        return out
+    raw = view[at[rows, None] + np.arange(width)]
+    # IPv4: each address as one 32-bit number (sorts 5x faster than 4-byte voids); its
+    # bytes in memory are the address's, whatever the machine's byte order.
+    packed = raw.view(np.uint32 if width == 4 else np.dtype((np.void, width))).ravel()
+    uniq, inverse = np.unique(packed, return_inverse=True)
+    text = np.array([ntop(u.tobytes()) for u in uniq], dtype=object)
+    out[rows] = text[inverse.ravel()]
+    return out
+
+
+def parse_inners(
+    view: U8, start: I64, payload: I64, nh: I64, ok: Mask, outer_src: Strs, outer_dst: Strs
+) -> InnerColumns:
+    """``parse_inner(nh, view[start:start + payload], src, dst)`` of each row of ``ok``.
+
+    A row ``decoded`` has exactly ``parse_inner``'s fields; a row whose
+    ``parse_inner`` raises is never decoded. Inner IPv4 and IPv6 without
+    extension headers are decoded here (RFC 791 s3.1, RFC 8200 s3-4), and
+    every transport payload; other rows are the caller's, one by one.
+    """
+    ip = ok & ((nh == 4) | (nh == 41))
+    first = np.where(ip & (payload > 0), view[np.where(ip, start, 0)] >> 4, 0)
+    v4 = ip & (first == 4) & (payload >= 20)
+    ihl = (u8(view, start, v4) & 0x0F) * 4
+    total4 = read_be(view, start + 2, v4, 2)
+    v4 &= (ihl >= 20) & (total4 >= ihl) & (payload >= ihl)
+    later = v4 & (read_be(view, start + 6, v4, 2) & 0x1FFF != 0)  # no upper-layer header
+    v6 = ip & (first == 6) & (payload >= 40)
+    nxt6 = u8(view, start + 6, v6)
+    v6 &= ~np.isin(nxt6, (0, 43, 44, 60))
+    total6 = 40 + read_be(view, start + 4, v6, 2)
+    proto = np.where(ip, np.where(v4, u8(view, start + 9, v4), nxt6), nh)
+    l4_at = np.where(v4, start + ihl, np.where(v6, start + 40, start))
+    l4_end = np.where(v4, start + np.minimum(total4, payload), start + payload)
+    l4_end = np.where(v6, start + np.minimum(total6, payload), l4_end)
+    ported = ok & ~later & _PORTS_OF[proto] & ((v4 | v6) | ~ip)
+    fast = ok & (~ip | v4 | v6) & ~(ported & (l4_end - l4_at < 4))
+    sport = np.where(ported & fast, read_be(view, l4_at, ported & fast, 2), -1)
+    dport = np.where(ported & fast, read_be(view, l4_at + 2, ported & fast, 2), -1)
+    name = np.where(later, _names(proto, fast & later, fragment_name), "")
+    name = np.where(fast & ~later, _names(proto, fast & ~later, l4_name), name)
+    src = np.where(ip, "", outer_src).astype(object)
+    dst = np.where(ip, "", outer_dst).astype(object)
+    for mask, width, at in ((v4 & fast, 4, 12), (v6 & fast, 16, 8)):
+        src = np.where(mask, _addresses(view, start + at, mask, width), src)
+        dst = np.where(mask, _addresses(view, start + at + width, mask, width), dst)
+    src, dst, name = src.astype(object), dst.astype(object), name.astype(object)
+    return InnerColumns(
+        fast, name, src, dst, sport, dport, v4 & fast, v6 & fast, proto, l4_at, l4_end
+    )
 
 
 # -- inner checksums and TFC padding ------------------------------------------------

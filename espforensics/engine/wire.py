@@ -26,6 +26,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from espforensics.columns import read_be
+from espforensics.columns import u8 as _u8
 from espforensics.decode.esp import ESP_HEADER_LEN, UDP_HEADER_LEN
 from espforensics.decode.ip import PROTO_ESP, PROTO_UDP
 from espforensics.decode.link import (
@@ -94,20 +96,6 @@ class WireColumns:
     addrs: U8  # rows of src (16 bytes) || dst (16 bytes); IPv4 in the first 4 of each
     # Frames that certainly carry neither ESP nor a fragment: their records need no state.
     inert: Mask
-
-
-def _u8(view: U8, at: I64, ok: Mask) -> I64:
-    """The byte at ``at`` of each row (0 where ``ok`` is False)."""
-    return np.where(ok, view[np.where(ok, at, 0)], 0).astype(np.int64)
-
-
-def read_be(view: U8, at: I64, ok: Mask, width: int) -> I64:
-    """The ``width``-byte big-endian number at ``at`` of each row (0 where ``ok`` is False)."""
-    out = np.zeros(len(at), np.int64)
-    safe = np.where(ok, at, 0)
-    for k in range(width):
-        out = (out << 8) | view[safe + k]
-    return np.where(ok, out, 0)
 
 
 def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:

@@ -1,0 +1,30 @@
+"""Column helpers shared by the bulk rules: numpy types and reads of many rows at once.
+
+In: a buffer of many packets' bytes joined (``view``), each row's offset
+into it and a mask of the rows to read. Out: one number per row (0 where
+the mask is False). Raises nothing: a masked-out row reads offset 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+I64 = npt.NDArray[np.int64]
+U8 = npt.NDArray[np.uint8]
+Mask = npt.NDArray[np.bool_]
+Strs = npt.NDArray[np.object_]
+
+
+def u8(view: U8, at: I64, ok: Mask) -> I64:
+    """The byte at ``at`` of each row (0 where ``ok`` is False)."""
+    return np.where(ok, view[np.where(ok, at, 0)], 0).astype(np.int64)
+
+
+def read_be(view: U8, at: I64, ok: Mask, width: int) -> I64:
+    """The ``width``-byte big-endian number at ``at`` of each row (0 where ``ok`` is False)."""
+    out = np.zeros(len(at), np.int64)
+    safe = np.where(ok, at, 0)
+    for k in range(width):
+        out = (out << 8) | view[safe + k]
+    return np.where(ok, out, 0)
