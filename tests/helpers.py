@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -110,12 +111,10 @@ class Run:
     analyzer: FrameAnalyzer
 
 
-def _enum(name: str, value: object) -> object:
-    if name == "verdict":
-        return Verdict(value)
-    if name == "proto":
-        return Proto(value)
-    return value
+def _record(ns: int, row: dict[str, Any]) -> PacketRecord:
+    """A record from a packets-table row (``time`` apart: Arrow reads it as a datetime)."""
+    enums = {"verdict": Verdict(row["verdict"]), "proto": Proto(row["proto"])}
+    return PacketRecord(**{**row, **enums, "time": ns})
 
 
 def steady_records(rows: SteadyRows) -> list[PacketRecord]:
@@ -128,10 +127,7 @@ def steady_records(rows: SteadyRows) -> list[PacketRecord]:
     table = steady_table(rows)
     times = table.column("time").cast(pa.int64()).to_pylist()
     plain = table.drop_columns(["time"]).to_pylist()
-    records = [
-        PacketRecord(time=ns, **{k: _enum(k, v) for k, v in row.items()})
-        for ns, row in zip(times, plain, strict=True)
-    ]
+    records = [_record(ns, row) for ns, row in zip(times, plain, strict=True)]
     assert records_to_table(records).equals(table), "a steady run read back differs"
     return records
 
