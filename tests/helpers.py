@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pytest
@@ -172,17 +172,26 @@ def scenario(name: str, seed: int = 1) -> Scenario:
     return build_scenario(name, seed=seed)
 
 
+class ScenarioRun(NamedTuple):
+    """A scenario and what the analyzer made of it."""
+
+    scenario: Scenario
+    records: list[PacketRecord]
+    findings: list[Finding]
+
+
 @cache
 def run_scenario(
     name: str, options: Options, keys: bool = True, secrets: bool = False, seed: int = 1
-) -> tuple[Scenario, Run]:
-    """A scenario analyzed in process, with its keys or without; ``secrets``: its pcapng
-    decryption secrets blocks go first, as a capture file would hold them."""
+) -> ScenarioRun:
+    """A scenario (built once) analyzed in process, with its keys or without; ``secrets``:
+    its pcapng decryption secrets blocks go first, as a capture file holds them."""
     sc = scenario(name, seed)
     items: Sequence[Frame | DecryptionSecrets] = (
         [*sc.secrets, *sc.frames] if keys and secrets else sc.frames
     )
-    return sc, run_frames(items, sc.sas if keys else (), options, name)
+    run = run_frames(items, sc.sas if keys else (), options, name)
+    return ScenarioRun(sc, run.records, run.findings)
 
 
 # -- the command line, in process ------------------------------------------------------
