@@ -19,7 +19,7 @@ def _no_periodic_progress(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(espforensics.cli, "monotonic", lambda: 0.0)
 
 
-@pytest.fixture(params=[PER_FRAME, STEADY], ids=["per-frame", "steady-batch8"])
+@pytest.fixture(params=[PER_FRAME, STEADY], ids=["per-frame", "steady-batch64"])
 def lane(request: pytest.FixtureRequest) -> Options:
     """The engine's two lanes: an in-process end-to-end test runs once with each
     (``Options(steady_lane=False)``, the per-frame reference, and the default, the

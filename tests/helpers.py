@@ -38,7 +38,7 @@ needs_captures = pytest.mark.skipif(not CAPTURES.is_dir(), reason=NO_CAPTURES)
 
 # The two lanes every in-process end-to-end test runs with (tests/conftest.py ``lane``).
 PER_FRAME = Options(steady_lane=False)
-STEADY = Options(batch_frames=8)  # small batches: the lane takes SAs from the second on
+STEADY = Options(batch_frames=64)  # small batches: the lane takes an SA from its second batch
 
 
 # -- the real captures -------------------------------------------------------------------
