@@ -61,7 +61,7 @@ class RealCapture:
         return self.folder / "xfrm-state.txt"
 
     @property
-    def truth(self) -> dict[str, object]:
+    def truth(self) -> dict[str, Any]:
         return _truth(self.folder)
 
     @property
@@ -71,8 +71,8 @@ class RealCapture:
 
 
 @cache
-def _truth(folder: Path) -> dict[str, object]:
-    truth: dict[str, object] = json.loads((folder / "ground-truth.json").read_text())
+def _truth(folder: Path) -> dict[str, Any]:
+    truth: dict[str, Any] = json.loads((folder / "ground-truth.json").read_text())
     return truth
 
 
