@@ -22,6 +22,7 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
+from espforensics.analysis import Analysis, analyze
 from espforensics.engine import Engine, Row, SteadyRows
 from espforensics.keys import SaTable
 from espforensics.keys.sa import SecurityAssociation
@@ -83,6 +84,13 @@ def real_capture(name: str) -> RealCapture:
     folder = CAPTURES / name
     assert (folder / "capture.pcap").is_file(), f"no real capture {name} in {CAPTURES}"
     return RealCapture(name, folder)
+
+
+@cache
+def analyze_real(name: str, options: Options, keys: bool = True) -> Analysis:
+    """A real capture analyzed in process (once per session), with its keys or without."""
+    cap = real_capture(name)
+    return analyze(cap.pcap, [cap.keys] if keys else None, options)
 
 
 def capture_names(kernel: str | None = None) -> list[str]:
