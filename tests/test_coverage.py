@@ -25,13 +25,13 @@ from espforensics.cli import app
 from espforensics.gate import worst_code
 from espforensics.model import Verdict
 from espforensics.render.content import CHECKS
+from tests import helpers
 
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+CAPTURES = helpers.CAPTURES / "linux-6.1"
 TCP = CAPTURES / "tcp-transport-v4"
 ESN = CAPTURES / "esn-wrap-v4"
 TSO = CAPTURES / "ip6tnl-transport-tso-on"
 NATT = CAPTURES / "natt-espinudp-v4"
-real = pytest.mark.skipif(not CAPTURES.is_dir(), reason="shared/captures not beside the project")
 runner = CliRunner()
 NAMES = [name for name, _ in CHECKS]
 
@@ -133,7 +133,7 @@ def test_precedence_2_1_3_4_0(codes: list[int], expected: int) -> None:
 # The right key file ------------------------------------------------------------
 
 
-@real
+@helpers.needs_captures
 def test_right_keys_exit_0_and_every_check_passes(work: Path) -> None:
     code, out = _analyze(work, TCP / "capture.pcap", TCP / "xfrm-state.txt")
     assert code == 0
@@ -156,7 +156,7 @@ def test_right_keys_exit_0_and_every_check_passes(work: Path) -> None:
 # A wrong ICV length: the key doctor's fix leads, exit 3 -------------------------
 
 
-@real
+@helpers.needs_captures
 def test_wrong_icv_leads_with_the_fix_and_exits_3(work: Path) -> None:
     keys = _keys(work, "icv96", _state(TCP).replace(" 128\n", " 96\n"))
     code, out = _analyze(work, TCP / "capture.pcap", keys)
@@ -199,7 +199,7 @@ def test_wrong_icv_leads_with_the_fix_and_exits_3(work: Path) -> None:
 # ESN dropped from the key file: the doctor proves ESN on -----------------------
 
 
-@real
+@helpers.needs_captures
 def test_esn_dropped_leads_with_esn_on_and_exits_3(work: Path) -> None:
     keys = _keys(work, "no-esn", _state(ESN).replace(" flag esn", ""))
     code, out = _analyze(work, ESN / "capture.pcap", keys)
@@ -214,7 +214,7 @@ def test_esn_dropped_leads_with_esn_on_and_exits_3(work: Path) -> None:
     ]
 
 
-@real
+@helpers.needs_captures
 def test_esn_with_its_key_is_a_kernel_finding_exit_1(work: Path) -> None:
     code, out = _analyze(work, ESN / "capture.pcap", ESN / "xfrm-state.txt")
     assert code == 1
@@ -227,7 +227,7 @@ def test_esn_with_its_key_is_a_kernel_finding_exit_1(work: Path) -> None:
 # No key: what was seen, SKIP for what needs a key, exit 4 ----------------------
 
 
-@real
+@helpers.needs_captures
 def test_no_key_says_what_was_seen_and_exits_4(work: Path) -> None:
     code, out = _analyze(work, TCP / "capture.pcap", None)
     assert code == 4
@@ -259,7 +259,7 @@ def test_no_key_says_what_was_seen_and_exits_4(work: Path) -> None:
     assert _report(out, "--unchecked", "fail")[0] == 4
 
 
-@real
+@helpers.needs_captures
 def test_keyless_misplaced_headers_are_a_finding_exit_1(work: Path) -> None:
     code, out = _analyze(work, TSO / "capture.pcap", None)
     assert code == 1  # 1 > 4: the layout alone is a finding
@@ -275,7 +275,7 @@ def test_keyless_misplaced_headers_are_a_finding_exit_1(work: Path) -> None:
 # One direction's key ------------------------------------------------------------
 
 
-@real
+@helpers.needs_captures
 def test_one_direction_partial_coverage_and_the_unchecked_policies(work: Path) -> None:
     keys = _keys(work, "a-to-b", _one_sa(_state(TCP), "0x00001001"))
     code, out = _analyze(work, TCP / "capture.pcap", keys)
@@ -306,7 +306,7 @@ def test_one_direction_partial_coverage_and_the_unchecked_policies(work: Path) -
     assert "| keys | examined 325 of 447 ESP packets (122 without a key) |" in md
 
 
-@real
+@helpers.needs_captures
 def test_a_capture_fault_outranks_a_wrong_key_file(work: Path) -> None:
     """0x1001 right (94 misplaced headers, critical), 0x1002 with a 96-bit ICV: 1, not 3."""
     text = _state(TSO)
@@ -330,7 +330,7 @@ def test_a_capture_fault_outranks_a_wrong_key_file(work: Path) -> None:
 # No ESP at all ---------------------------------------------------------------------
 
 
-@real
+@helpers.needs_captures
 def test_no_esp_at_all_skips_every_check_and_exits_4(work: Path) -> None:
     code, out = _analyze(work, _no_esp(work), TCP / "xfrm-state.txt")
     assert code == 4
@@ -357,7 +357,7 @@ def test_no_esp_at_all_skips_every_check_and_exits_4(work: Path) -> None:
     ) in lines
 
 
-@real
+@helpers.needs_captures
 def test_an_sa_given_with_the_other_directions_addresses_is_named(work: Path) -> None:
     text = _state(TCP).replace("src 192.0.2.2 dst 192.0.2.1", "src 192.0.2.1 dst 192.0.2.2")
     code, out = _analyze(work, TCP / "capture.pcap", _keys(work, "swapped", text))
@@ -371,7 +371,7 @@ def test_an_sa_given_with_the_other_directions_addresses_is_named(work: Path) ->
     assert "# keys: examined 325 of 447 ESP packets (122 without a key)" in lines
 
 
-@real
+@helpers.needs_captures
 def test_batch_exit_follows_the_same_precedence(work: Path) -> None:
     folder = work / "batch-in"
     folder.mkdir()
@@ -383,7 +383,7 @@ def test_batch_exit_follows_the_same_precedence(work: Path) -> None:
     assert res.exit_code == 0, res.stderr
 
 
-@real
+@helpers.needs_captures
 def test_esp_in_udp_on_another_port_names_the_unused_keys_and_exits_4(work: Path) -> None:
     """No `encap` in the key file, ESP-in-UDP on 4501: the keys matched nothing; say so."""
     keys = _keys(
@@ -405,7 +405,7 @@ def test_esp_in_udp_on_another_port_names_the_unused_keys_and_exits_4(work: Path
     assert (doc["verdicts"]["ok"], doc["unused_sas"]) == (590, [])
 
 
-@real
+@helpers.needs_captures
 def test_a_summary_json_written_before_coverage_still_reports_it(work: Path) -> None:
     keys = _keys(work, "a-to-b", _one_sa(_state(TCP), "0x00001001"))
     _, out = _analyze(work, TCP / "capture.pcap", keys)
@@ -418,7 +418,7 @@ def test_a_summary_json_written_before_coverage_still_reports_it(work: Path) -> 
     assert _report(old, "--format", "ktap") == _report(out, "--format", "ktap")
 
 
-@real
+@helpers.needs_captures
 def test_swapped_keys_lead_as_one_fix(work: Path) -> None:
     text = _state(TCP)
     a, b = re.findall(r"0x[0-9a-f]{40}", text)

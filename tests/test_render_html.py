@@ -19,8 +19,9 @@ from espforensics.analysis import analyze_to_dir
 from espforensics.batch.run import run_batch
 from espforensics.captions import caption
 from espforensics.synth import build_scenario, write_scenario
+from tests import helpers
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+REAL = helpers.CAPTURES / "linux-6.1"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no headless chromium installed")
 
@@ -163,7 +164,7 @@ def _open_text(html: str) -> str:
 @pytest.fixture(scope="module")
 def tso_on_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not (REAL / "ip6tnl-transport-tso-on").is_dir():
-        pytest.skip("shared/captures not beside the project")
+        pytest.skip(helpers.NO_CAPTURES)
     out = tmp_path_factory.mktemp("tso") / "out"
     folder = REAL / "ip6tnl-transport-tso-on"
     analyze_to_dir(folder / "capture.pcap", [folder / "xfrm-state.txt"], out)

@@ -18,12 +18,12 @@ from espforensics.cli import app
 from espforensics.gate import exit_code
 from espforensics.model import Frame, PacketRecord, Proto, Severity, Verdict
 from espforensics.synth import build_scenario, write_scenario
+from tests import helpers
 
 ROOT = Path(__file__).resolve().parents[1]
-REAL = ROOT.parent / "shared" / "captures" / "linux-6.1"
+REAL = helpers.CAPTURES / "linux-6.1"
 GOLDEN = ROOT / "tests" / "golden"
 runner = CliRunner()
-needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="shared/captures not beside the project")
 
 
 def _analyzed(tmp: Path, scenario: str) -> Path:
@@ -41,7 +41,7 @@ def gso_v6(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def tso_on(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not REAL.is_dir():
-        pytest.skip("shared/captures not beside the project")
+        pytest.skip(helpers.NO_CAPTURES)
     out = tmp_path_factory.mktemp("tso") / "out"
     folder = REAL / "ip6tnl-transport-tso-on"
     analyze_to_dir(folder / "capture.pcap", [folder / "xfrm-state.txt"], out)
@@ -132,7 +132,7 @@ def test_printed_filter_selects_exactly_the_misplaced_frames(tmp_path: Path, sce
     assert _tcpdump_frames(capture, bpf, tmp_path) == misplaced
 
 
-@needs_real
+@helpers.needs_captures
 def test_real_capture_report_states_count_and_filter(tso_on: Path, tmp_path: Path) -> None:
     report = (tso_on / "report.txt").read_text()
     _ascii_72(report)
@@ -146,7 +146,7 @@ def test_real_capture_report_states_count_and_filter(tso_on: Path, tmp_path: Pat
     assert frames == [int(r.split(",")[0]) for r in csv_rows if '"esp_misplaced"' in r]
 
 
-@needs_real
+@helpers.needs_captures
 def test_compare_tso_on_and_off() -> None:
     on, off = REAL / "ip6tnl-transport-tso-on", REAL / "ip6tnl-transport-tso-off"
     base = [
@@ -433,7 +433,7 @@ def test_misplaced_section_in_markdown(gso_v6: Path) -> None:
     )
 
 
-@needs_real
+@helpers.needs_captures
 def test_real_capture_shows_the_clear_bytes_with_lengths_masked(tso_on: Path) -> None:
     summary = json.loads((tso_on / "summary.json").read_text())
     assert summary["layouts"] == [
