@@ -275,13 +275,15 @@ def test_policy_blocks_and_skipped_lines_are_warnings_on_stderr(tmp_path: Path) 
 # -- the key doctor: a key one byte short that no 00 byte fixes ---------------------------
 
 
-def test_short_key_that_no_leading_zero_fixes_is_named_by_its_length(tmp_path: Path) -> None:
-    from espforensics.engine.run import iter_records
+def test_short_key_that_no_leading_zero_fixes_is_named_by_its_length(
+    tmp_path: Path, lane: Options
+) -> None:
     from espforensics.keys import SaTable, load_sas
     from espforensics.pipeline import FrameAnalyzer
     from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, SaFlow, make_sa
     from espforensics.synth.keytext import keys_yaml
     from espforensics.synth.scenarios_crypto import send_udp
+    from tests.helpers import iter_rows
 
     rng, cb = random.Random(7), CaptureBuilder(7)
     material = rng.randbytes(20)  # a byte lost in the middle, not a leading zero
@@ -295,8 +297,8 @@ def test_short_key_that_no_leading_zero_fixes_is_named_by_its_length(tmp_path: P
     path.write_text(text.replace("0x" + material.hex(), "0x" + short.hex()))
     [sa] = load_sas([path])
     assert len(sa.key) == 19 and not sa.key_usable
-    analyzer = FrameAnalyzer(SaTable((sa,)), Options(), "test")
-    records = list(iter_records(list(sc.frames), analyzer))
+    analyzer = FrameAnalyzer(SaTable((sa,)), lane, "test")
+    records = list(iter_rows(list(sc.frames), analyzer, lane))
     assert [r.verdict for r in records] == [Verdict.AUTH_FAIL] * 6
     [f] = [f for f in analyzer.findings if f.kind is FindingKind.KEY_MISMATCH]
     assert f.detail == (
