@@ -36,7 +36,6 @@ from espforensics.decode.inner import (
 )
 from espforensics.keys import load_sas
 from espforensics.model import FindingKind, Frame, InnerChecksum, Severity
-from espforensics.pipeline import Options
 from tests import helpers
 
 SHARED = helpers.CAPTURES
@@ -46,8 +45,8 @@ TRANSPORT = SHARED / "linux-6.1" / "tcp-transport-v4"
 TUNNEL = SHARED / "linux-6.1" / "tcp-tunnel-4in4"
 NATT = SHARED / "linux-6.1" / "natt-espinudp-v4"
 ESP_AT = 14 + 20  # Ethernet, IPv4 without options
-REFERENCE = Options(steady_lane=False)
-LANE = Options(batch_frames=64)  # the lane takes most packets of these small captures
+REFERENCE = helpers.PER_FRAME
+LANE = helpers.STEADY  # the lane takes most packets of these small captures
 
 A4, B4 = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
 
