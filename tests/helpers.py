@@ -214,6 +214,8 @@ class CliRun:
     stderr: str
     out: Path | None
     exception: BaseException | None
+    stdout_bytes: bytes
+    stderr_bytes: bytes
 
 
 def run_cli(*args: str | Path) -> CliRun:
@@ -223,4 +225,12 @@ def run_cli(*args: str | Path) -> CliRun:
     argv = [str(a) for a in args]
     res = CliRunner().invoke(app, argv)
     out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else None
-    return CliRun(res.exit_code, res.stdout, res.stderr, out, res.exception)
+    return CliRun(
+        res.exit_code,
+        res.stdout,
+        res.stderr,
+        out,
+        res.exception,
+        res.stdout_bytes,
+        res.stderr_bytes,
+    )

@@ -17,22 +17,20 @@ from pathlib import Path
 
 import dpkt
 import pytest
-from typer.testing import CliRunner
 
 from espforensics.checks import COVERAGE
 from espforensics.checks.coverage import SEEN
-from espforensics.cli import app
 from espforensics.gate import worst_code
 from espforensics.model import Verdict
 from espforensics.render.content import CHECKS
 from tests import helpers
+from tests.helpers import run_cli
 
 CAPTURES = helpers.CAPTURES / "linux-6.1"
 TCP = CAPTURES / "tcp-transport-v4"
 ESN = CAPTURES / "esn-wrap-v4"
 TSO = CAPTURES / "ip6tnl-transport-tso-on"
 NATT = CAPTURES / "natt-espinudp-v4"
-runner = CliRunner()
 NAMES = [name for name, _ in CHECKS]
 
 
@@ -60,15 +58,15 @@ def _one_sa(text: str, spi: str) -> str:
 def _analyze(work: Path, capture: Path, keys: Path | None) -> tuple[int, Path]:
     out = work / f"out-{capture.parent.name}-{keys.stem if keys else 'nokey'}"
     args = ["analyze", str(capture), "--out", str(out), "--no-plots", "--quiet", "--force"]
-    res = runner.invoke(app, [*args, *(["--sa", str(keys)] if keys else [])])
+    res = run_cli(*[*args, *(["--sa", str(keys)] if keys else [])])
     assert not res.stderr, res.stderr
-    return res.exit_code, out
+    return res.code, out
 
 
 def _report(out: Path, *args: str) -> tuple[int, list[str]]:
-    res = runner.invoke(app, ["report", str(out), *args])
+    res = run_cli(*["report", str(out), *args])
     assert not res.stderr, res.stderr
-    return res.exit_code, res.stdout.splitlines()
+    return res.code, res.stdout.splitlines()
 
 
 def _ktap_tail(lines: list[str]) -> list[str]:
@@ -377,10 +375,10 @@ def test_batch_exit_follows_the_same_precedence(work: Path) -> None:
     folder.mkdir()
     (folder / "no-esp.pcap").write_bytes(_no_esp(work).read_bytes())
     args = ["batch", str(folder), "--no-plots", "-q", "--jobs", "1"]
-    res = runner.invoke(app, [*args, "--out", str(work / "batch-a")])
-    assert res.exit_code == 4, res.stderr
-    res = runner.invoke(app, [*args, "--out", str(work / "batch-b"), "--unchecked", "ignore"])
-    assert res.exit_code == 0, res.stderr
+    res = run_cli(*[*args, "--out", str(work / "batch-a")])
+    assert res.code == 4, res.stderr
+    res = run_cli(*[*args, "--out", str(work / "batch-b"), "--unchecked", "ignore"])
+    assert res.code == 0, res.stderr
 
 
 @helpers.needs_captures
@@ -399,8 +397,8 @@ def test_esp_in_udp_on_another_port_names_the_unused_keys_and_exits_4(work: Path
         "  nothing to find without ESP packets",
     ]
     args = ["analyze", str(work / "natt-4501.pcap"), "--sa", str(keys), "--natt-port", "4501"]
-    res = runner.invoke(app, [*args, "--out", str(work / "natt-4501-out"), "--no-plots", "-q"])
-    assert res.exit_code == 0, res.stderr
+    res = run_cli(*[*args, "--out", str(work / "natt-4501-out"), "--no-plots", "-q"])
+    assert res.code == 0, res.stderr
     doc = json.loads((work / "natt-4501-out" / "summary.json").read_text())
     assert (doc["verdicts"]["ok"], doc["unused_sas"]) == (590, [])
 
