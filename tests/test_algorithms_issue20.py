@@ -32,7 +32,6 @@ from pathlib import Path
 
 import pytest
 
-from espforensics import Analysis, analyze
 from espforensics.capture.writer import write_pcap
 from espforensics.crypto import EncAuthContext
 from espforensics.crypto.macs import AesCmac, AesXcbc, Hmac
@@ -42,7 +41,7 @@ from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Severi
 from espforensics.pipeline import Options
 from espforensics.synth.esp import EspSealer
 from espforensics.synth.packets import ipv4_packet, udp_bytes
-from tests.helpers import PER_FRAME, STEADY, needs_captures, real_capture, run_frames
+from tests.helpers import PER_FRAME, STEADY, run_frames
 from tests.test_vectors import LINKTYPE_RAW, RFC3602_ESP, _hex, _ipv4
 
 DATA = Path(__file__).parent / "data" / "scapy"
@@ -513,58 +512,6 @@ def test_camellia_sm4_xcbc_ripemd_sealed_and_opened(tmp_path: Path) -> None:
     rows = [line.split("\t") for line in res.stdout.splitlines()]
     checked = [(int(n), port) for n, good, port in rows if good in ("1", "True")]
     assert checked == [(r.frame, str(r.inner_sport)) for r in records if r.spi in (0xB003, 0xB005)]
-
-
-# -- a real Linux capture, its key file edited -----------------------------------------------
-
-
-def _real(tmp_path: Path, old: str, new: str, lane: Options) -> tuple[Analysis, Analysis]:
-    cap = real_capture("linux-6.1/cbc-aes-hmac-sha256-v4")
-    keys = tmp_path / "xfrm.txt"
-    keys.write_text(cap.keys.read_text().replace(old, new))
-    given = analyze(cap.pcap, [cap.keys], lane)
-    return given, analyze(cap.pcap, [keys], lane)
-
-
-def _kinds(a: Analysis) -> dict[str, int]:
-    return {k: n for k, n in a.summary.findings.items() if n}
-
-
-@needs_captures
-def test_real_capture_cipher_not_opened_every_icv_verified(tmp_path: Path, lane: Options) -> None:
-    given, edited = _real(tmp_path, "cbc(aes)", "cbc(twofish)", lane)
-    esp = given.summary.esp_packets
-    assert given.summary.verdicts["ok"] == esp > 0
-    assert {k: n for k, n in edited.summary.verdicts.items() if n} == {
-        "authentic_not_decrypted": esp,
-        "not_esp": given.summary.verdicts["not_esp"],
-    }
-    mine = edited.packets[edited.packets["verdict"] == "authentic_not_decrypted"]
-    same = given.packets[given.packets["verdict"] == "ok"]
-    assert list(mine["seq64"]) == list(same["seq64"])  # verified with the same high halves
-    assert list(mine["iv"]) == list(same["iv"])  # the clear IVs, for IV reuse
-    assert mine["inner_proto"].eq("").all() and mine["pad_len"].isna().all()
-    # the same sequence and IV reuse findings, none about keys; no echainiv verdict
-    both = {k: n for k, n in _kinds(given).items() if k != "iv_derivation"}
-    assert _kinds(edited) == both
-
-
-@needs_captures
-def test_real_capture_hmac_not_verified_decrypts_and_says_so(tmp_path: Path, lane: Options) -> None:
-    given, edited = _real(tmp_path, "hmac(sha256)", "hmac(sm3)", lane)
-    esp = given.summary.esp_packets
-    assert edited.summary.verdicts["decrypted_no_icv"] == esp
-    mine = edited.packets[edited.packets["verdict"] == "decrypted_no_icv"]
-    same = given.packets[given.packets["verdict"] == "ok"]
-    for column in ("seq64", "inner_proto", "inner_sport", "inner_dport", "pad_len"):
-        assert list(mine[column]) == list(same[column]), column
-    assert set(mine["detail"]) == {
-        "trailer and inner header sound; ICV not checked: hmac(sm3) is not verified by this version"
-    }
-    found = [f for f in edited.summary.finding_list if f.kind is FindingKind.NO_INTEGRITY]
-    assert sorted((f.spi, f.count) for f in found) == sorted(
-        (sa.spi, sa.packets) for sa in given.summary.sas if sa.packets
-    )
 
 
 def test_keys_yaml_without_integrity_and_with_digest_null(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@
 Clean captures: every ESP packet ``ok``, no finding above ``info``. The
 ip6tnl TSO-on capture: exactly the frames the patch's tcpdump filter
 selects are ``esp_misplaced``, each with the 4 clear bytes ``45 00 LL LL``.
+The cbc(aes) capture with its key file edited to a cipher, or an HMAC, this
+version does not open: every ICV still verified, or every packet decrypted.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 import dpkt
 import pytest
 
+from espforensics import Analysis, analyze
 from espforensics.model import FindingKind, Severity
 from espforensics.pipeline import Options
 from tests.helpers import analyze_real, needs_captures, real_capture
@@ -130,3 +133,55 @@ def test_ccm_capture_decrypts_every_packet_to_its_tcp_stream(lane: Options) -> N
     assert set(esp["iv_seq_delta"]) == {0}  # seqiv: every IV built from its own number
     assert list(esp["payload_len"][:3]) == [40, 40, 32]  # SYN, SYN-ACK, ACK with options
     assert result.summary.finding_list == ()
+
+
+# -- a real Linux capture, its key file edited -----------------------------------------------
+
+
+def _real(tmp_path: Path, old: str, new: str, lane: Options) -> tuple[Analysis, Analysis]:
+    cap = real_capture("linux-6.1/cbc-aes-hmac-sha256-v4")
+    keys = tmp_path / "xfrm.txt"
+    keys.write_text(cap.keys.read_text().replace(old, new))
+    given = analyze(cap.pcap, [cap.keys], lane)
+    return given, analyze(cap.pcap, [keys], lane)
+
+
+def _kinds(a: Analysis) -> dict[str, int]:
+    return {k: n for k, n in a.summary.findings.items() if n}
+
+
+@needs_captures
+def test_real_capture_cipher_not_opened_every_icv_verified(tmp_path: Path, lane: Options) -> None:
+    given, edited = _real(tmp_path, "cbc(aes)", "cbc(twofish)", lane)
+    esp = given.summary.esp_packets
+    assert given.summary.verdicts["ok"] == esp > 0
+    assert {k: n for k, n in edited.summary.verdicts.items() if n} == {
+        "authentic_not_decrypted": esp,
+        "not_esp": given.summary.verdicts["not_esp"],
+    }
+    mine = edited.packets[edited.packets["verdict"] == "authentic_not_decrypted"]
+    same = given.packets[given.packets["verdict"] == "ok"]
+    assert list(mine["seq64"]) == list(same["seq64"])  # verified with the same high halves
+    assert list(mine["iv"]) == list(same["iv"])  # the clear IVs, for IV reuse
+    assert mine["inner_proto"].eq("").all() and mine["pad_len"].isna().all()
+    # the same sequence and IV reuse findings, none about keys; no echainiv verdict
+    both = {k: n for k, n in _kinds(given).items() if k != "iv_derivation"}
+    assert _kinds(edited) == both
+
+
+@needs_captures
+def test_real_capture_hmac_not_verified_decrypts_and_says_so(tmp_path: Path, lane: Options) -> None:
+    given, edited = _real(tmp_path, "hmac(sha256)", "hmac(sm3)", lane)
+    esp = given.summary.esp_packets
+    assert edited.summary.verdicts["decrypted_no_icv"] == esp
+    mine = edited.packets[edited.packets["verdict"] == "decrypted_no_icv"]
+    same = given.packets[given.packets["verdict"] == "ok"]
+    for column in ("seq64", "inner_proto", "inner_sport", "inner_dport", "pad_len"):
+        assert list(mine[column]) == list(same[column]), column
+    assert set(mine["detail"]) == {
+        "trailer and inner header sound; ICV not checked: hmac(sm3) is not verified by this version"
+    }
+    found = [f for f in edited.summary.finding_list if f.kind is FindingKind.NO_INTEGRITY]
+    assert sorted((f.spi, f.count) for f in found) == sorted(
+        (sa.spi, sa.packets) for sa in given.summary.sas if sa.packets
+    )
