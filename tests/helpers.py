@@ -22,13 +22,13 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from espforensics.analysis import Analysis, analyze
+from espforensics.analysis import Analysis, analyze, analyze_to_dir
 from espforensics.engine import Engine, Row, SteadyRows
 from espforensics.keys import SaTable
 from espforensics.keys.sa import SecurityAssociation
 from espforensics.model import DecryptionSecrets, Finding, Frame, PacketRecord, Proto, Verdict
 from espforensics.pipeline import FrameAnalyzer, Options
-from espforensics.synth import Scenario, build_scenario
+from espforensics.synth import Scenario, build_scenario, write_scenario
 from espforensics.tables import records_to_table, steady_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,6 +200,15 @@ def run_scenario(
     )
     run = run_frames(items, sc.sas if keys else (), options, name)
     return ScenarioRun(sc, run.records, run.findings)
+
+
+def analyzed_dir(tmp: Path, name: str, plots: bool = True) -> Path:
+    """A scenario (seed 1) written under ``tmp/in`` and analyzed with its keys into
+    ``tmp/out`` (every output file; plots unless told not to)."""
+    paths = write_scenario(scenario(name), tmp / "in", stem=name)
+    out = tmp / "out"
+    analyze_to_dir(paths["capture"], [paths["keys"]], out, plots=plots)
+    return out
 
 
 # -- the command line, in process ------------------------------------------------------

@@ -19,6 +19,7 @@ from espforensics.gate import exit_code
 from espforensics.model import Frame, PacketRecord, Proto, Severity, Verdict
 from espforensics.synth import build_scenario, write_scenario
 from tests import helpers
+from tests.helpers import analyzed_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = helpers.CAPTURES / "linux-6.1"
@@ -26,16 +27,9 @@ GOLDEN = ROOT / "tests" / "golden"
 runner = CliRunner()
 
 
-def _analyzed(tmp: Path, scenario: str) -> Path:
-    paths = write_scenario(build_scenario(scenario, seed=1), tmp / "in", stem=scenario)
-    out = tmp / "out"
-    analyze_to_dir(paths["capture"], [paths["keys"]], out)
-    return out
-
-
 @pytest.fixture(scope="module")
 def gso_v6(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _analyzed(tmp_path_factory.mktemp("gso6"), "kernel-gso-v6")
+    return analyzed_dir(tmp_path_factory.mktemp("gso6"), "kernel-gso-v6")
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +50,8 @@ def _ascii_72(text: str) -> None:
 
 @pytest.mark.parametrize("scenario", ["kernel-gso-v4", "sequence", "iv-reuse", "natt", "snaplen"])
 def test_reports_are_ascii_72_and_deterministic(tmp_path: Path, scenario: str) -> None:
-    first = _analyzed(tmp_path / "a", scenario)
-    second = _analyzed(tmp_path / "b", scenario)
+    first = analyzed_dir(tmp_path / "a", scenario)
+    second = analyzed_dir(tmp_path / "b", scenario)
     for name in ("report.txt", "report.md"):
         assert (first / name).read_text() == (second / name).read_text()
     _ascii_72((first / "report.txt").read_text())
@@ -119,7 +113,7 @@ def _printed_filter(report: str) -> str:
 
 @pytest.mark.parametrize("scenario", ["kernel-gso-v4", "kernel-gso-v6"])
 def test_printed_filter_selects_exactly_the_misplaced_frames(tmp_path: Path, scenario: str) -> None:
-    out = _analyzed(tmp_path, scenario)
+    out = analyzed_dir(tmp_path, scenario)
     bpf = _printed_filter((out / "report.txt").read_text())
     capture = tmp_path / "in" / f"{scenario}.pcap"
     packets = json.loads((out / "summary.json").read_text())
@@ -181,8 +175,8 @@ def test_compare_tso_on_and_off() -> None:
 
 
 def test_compare_output_folders(tmp_path: Path) -> None:
-    a = _analyzed(tmp_path / "a", "kernel-gso-v4")
-    b = _analyzed(tmp_path / "b", "ipv4-transport-tcp")
+    a = analyzed_dir(tmp_path / "a", "kernel-gso-v4")
+    b = analyzed_dir(tmp_path / "b", "ipv4-transport-tcp")
     res = runner.invoke(app, ["compare", str(a), str(b), "--format", "json", "--fail-on", "high"])
     assert res.exit_code == 0  # the after side has no finding
     rows = {r["label"]: r for r in json.loads(res.stdout)["rows"]}
@@ -253,7 +247,7 @@ def test_plots_from_a_fixture_have_the_expected_series(tmp_path: Path) -> None:
     )
     from espforensics.tables import plot_frames
 
-    out = _analyzed(tmp_path, "sequence")
+    out = analyzed_dir(tmp_path, "sequence")
     summary = json.loads((out / "summary.json").read_text())
     assert [p["skipped"] for p in summary["plots"]] == [""] * 5
     for p in summary["plots"]:
@@ -279,7 +273,7 @@ def test_plot_gaps_are_the_checks_gaps(tmp_path: Path) -> None:
     from espforensics.analysis import load_summary
     from espforensics.tables import plot_frames
 
-    out = _analyzed(tmp_path, "sequence")
+    out = analyzed_dir(tmp_path, "sequence")
     summary = load_summary(out)
     events = plot_frames(out / "packets.parquet", summary)["sequence"]
     gaps = events[events["event"] == "gap"]
