@@ -11,7 +11,9 @@ time-out).
 
 Invariants: rows == frames (counted by ``fuzz.walker``) for every capture
 that reads, and for a damaged one the rows written before the damage;
-no key byte of the corpus in any output text, file or error message.
+no key byte of the corpus in any output text, file or error message; the
+engine's steady lane (on, in small batches) gives ``analyze`` the per-frame
+path's packets table and summary.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from espforensics.analysis import KeysArg, analyze, analyze_to_dir, summarize
+from espforensics.analysis import Analysis, KeysArg, analyze, analyze_to_dir, summarize
 from espforensics.batch.run import run_batch
 from espforensics.capture import open_compressed_writer
 from espforensics.compare import compare
 from espforensics.errors import CaptureError, InputError
 from espforensics.keys import SaTable, load_sas
+from espforensics.pipeline import Options
 from espforensics.render.compare import (
     render_comparison,
     render_comparison_json,
@@ -52,6 +55,11 @@ Compression = Literal["gzip", "bzip2", "xz", "zstd"]
 # File suffix -> the product's compression name (its writers compress for us).
 _COMPRESSIONS: dict[str, Compression] = {"gz": "gzip", "bz2": "bzip2", "xz": "xz", "zst": "zstd"}
 _OURS = os.sep + "espforensics" + os.sep
+# The steady lane on, in batches small enough that it takes packets of a fuzz input's short
+# captures (at the default 4096 frames a batch it never would); the per-frame path is the
+# reference a full input's analyze() is compared with (the outputs are the same either way).
+LANE = Options(batch_frames=16)
+PER_FRAME = Options(steady_lane=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +186,7 @@ class Oracle:
     ) -> Summary | None:
         """analyze(): rows == frames when it reads; the summary when it does."""
         try:
-            result = analyze(capture, keys)
+            result = analyze(capture, keys, LANE)
         except InputError as exc:
             verdict.input_error()
             _scan_error(verdict, exc)
@@ -193,6 +201,7 @@ class Oracle:
         elif rows != walked.frames or result.summary.capture.frames != rows:
             detail = f"{rows} rows, {result.summary.capture.frames} in summary"
             verdict.fail("invariant: analyze rows != frames", f"{detail}, {walked.frames} frames")
+        self._same_per_frame(verdict, capture, keys, result)
         self._render(verdict, result.summary)
         for name in result.packets.columns:  # the text columns (hex, details) only
             column = result.packets[name]
@@ -200,12 +209,26 @@ class Oracle:
                 _scan(verdict, f"packets column {name}", "\n".join(map(str, column)))
         return result.summary
 
+    def _same_per_frame(
+        self, verdict: Verdict, capture: Path, keys: KeysArg, result: Analysis
+    ) -> None:
+        """The per-frame path's packets table and summary are the steady lane's."""
+        try:
+            reference = analyze(capture, keys, PER_FRAME)
+        except Exception as exc:
+            verdict.fail("invariant: the per-frame path raised where the lane did not", repr(exc))
+            return
+        if not result.packets.equals(reference.packets):
+            verdict.fail("invariant: the steady lane's packets differ", str(capture.name))
+        elif result.summary.to_json() != reference.summary.to_json():
+            verdict.fail("invariant: the steady lane's summary differs", str(capture.name))
+
     def _summarize(
         self, verdict: Verdict, capture: Path, keys: KeysArg, walked: Walk
     ) -> Summary | None:
         """summarize(): one record (row) per frame, counted by the summary's verdicts."""
         try:
-            summary = summarize(capture, keys)
+            summary = summarize(capture, keys, LANE)
         except InputError as exc:
             verdict.input_error()
             _scan_error(verdict, exc)
@@ -252,7 +275,7 @@ class Oracle:
         """analyze_to_dir(): the rows written match the frames before any damage."""
         error: InputError | None = None
         try:
-            analyze_to_dir(capture, keys, self.out, force=True, plots=plots)
+            analyze_to_dir(capture, keys, self.out, force=True, options=LANE, plots=plots)
         except InputError as exc:
             error = exc
             verdict.input_error()
@@ -282,7 +305,7 @@ class Oracle:
         summaries = []
         for capture, walked in walks.items():
             try:
-                summary = summarize(capture, _sidecars(capture))
+                summary = summarize(capture, _sidecars(capture), LANE)
             except InputError as exc:
                 verdict.input_error()
                 _scan_error(verdict, exc)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import espforensics.cli
+from espforensics.pipeline import Options
+from tests.helpers import CAPTURES, NO_CAPTURES, PER_FRAME, STEADY
 
 
 @pytest.fixture(autouse=True)
@@ -13,3 +17,20 @@ def _no_periodic_progress(monkeypatch: pytest.MonkeyPatch) -> None:
     CI machine a test's run may, so a test's stderr would depend on timing. The clock stands
     still here; tests of the progress lines (tests/test_progress.py) set their own."""
     monkeypatch.setattr(espforensics.cli, "monotonic", lambda: 0.0)
+
+
+@pytest.fixture(params=[PER_FRAME, STEADY], ids=["per-frame", "steady-batch64"])
+def lane(request: pytest.FixtureRequest) -> Options:
+    """The engine's two lanes: an in-process end-to-end test runs once with each
+    (``Options(steady_lane=False)``, the per-frame reference, and the default, the
+    steady lane); their outputs must be the same (issue 21)."""
+    options: Options = request.param
+    return options
+
+
+@pytest.fixture(scope="session")
+def captures() -> Path:
+    """The real captures' folder, beside the checkout; the test skips where it is absent."""
+    if not CAPTURES.is_dir():
+        pytest.skip(NO_CAPTURES)
+    return CAPTURES

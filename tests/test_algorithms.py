@@ -18,7 +18,6 @@ import struct
 import subprocess
 from collections import Counter
 from dataclasses import replace
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -27,14 +26,14 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from espforensics import analyze
 from espforensics.crypto import context_for
-from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
 from espforensics.keys.sa import SecurityAssociation
-from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
-from espforensics.pipeline import FrameAnalyzer, Options
+from espforensics.model import FindingKind, PacketRecord, Severity, Verdict
+from espforensics.pipeline import Options
 from espforensics.synth import Scenario, build_scenario, esp_sa_text, write_scenario
 from espforensics.synth.builder import filler
 from espforensics.synth.scenarios_encauth import combinations
+from tests.helpers import STEADY, run_frames, run_scenario
 
 WRAP = 1 << 32
 # RFC 3602 s3 (16), RFC 2451 (8), RFC 3686 s3 (8), RFC 2410 (none): the explicit IV.
@@ -48,14 +47,6 @@ HASHES = {
 }
 ICV_BITS = {"hmac(md5)": 96, "hmac(sha1)": 96, "hmac(sha256)": 128, "hmac(sha384)": 192}
 ICV_BITS["hmac(sha512)"] = 256  # RFC 2403, RFC 2404, RFC 4868 s2.3
-
-
-@cache
-def run(name: str) -> tuple[Scenario, list[PacketRecord], list[Finding]]:
-    sc = build_scenario(name, seed=1)
-    analyzer = FrameAnalyzer(SaTable(sc.sas), Options(), name)
-    records = list(iter_records(sc.frames, analyzer))
-    return sc, records, analyzer.findings
 
 
 def _sa(sc: Scenario, spi: int) -> SecurityAssociation:
@@ -105,8 +96,8 @@ def _esp(sc: Scenario, rec: PacketRecord) -> bytes:
 # -- encauth ----------------------------------------------------------------------------
 
 
-def test_every_combination_decrypts_every_packet() -> None:
-    sc, records, _ = run("encauth")
+def test_every_combination_decrypts_every_packet(lane: Options) -> None:
+    sc, records, _ = run_scenario("encauth", lane)
     assert [r.verdict for r in records] == [t.verdict for t in sc.truth] == [Verdict.OK] * 366
     assert [r.seq64 for r in records] == [t.seq64 for t in sc.truth]
     per_spi = Counter(r.spi for r in records)
@@ -130,9 +121,9 @@ def test_every_combination_decrypts_every_packet() -> None:
     assert {e for _, _, a, e in seen if a == "hmac(sha384)"} == {True, False}
 
 
-def test_decrypted_payload_is_what_was_sealed() -> None:
+def test_decrypted_payload_is_what_was_sealed(lane: Options) -> None:
     """Per combination: every data segment's TCP payload, opened here, is the builder's bytes."""
-    sc, records, _ = run("encauth")
+    sc, records, _ = run_scenario("encauth", lane)
     segments: Counter[int] = Counter()
     for rec in records:
         sa = _sa(sc, rec.spi or 0)
@@ -156,8 +147,8 @@ def test_decrypted_payload_is_what_was_sealed() -> None:
     assert segments == {spi: 4 for spi, *_ in combinations()}
 
 
-def test_padding_fills_the_cipher_block() -> None:
-    sc, records, _ = run("encauth")
+def test_padding_fills_the_cipher_block(lane: Options) -> None:
+    sc, records, _ = run_scenario("encauth", lane)
     pads: dict[str, set[int]] = {}
     for rec in records:
         sa = _sa(sc, rec.spi or 0)
@@ -170,20 +161,19 @@ def test_padding_fills_the_cipher_block() -> None:
     assert pads["rfc3686(ctr(aes))"] == pads["ecb(cipher_null)"] == set(range(4))
 
 
-def test_the_esn_high_half_enters_every_icv() -> None:
+def test_the_esn_high_half_enters_every_icv(lane: Options) -> None:
     """RFC 4303 s2.2.1: the SA flipped to the other ESN setting verifies none of its packets."""
-    sc, records, _ = run("encauth")
+    sc, records, _ = run_scenario("encauth", lane)
     flipped = tuple(replace(sa, esn=not sa.esn) for sa in sc.sas)
-    analyzer = FrameAnalyzer(SaTable(flipped), Options(), "flipped")
-    wrong = list(iter_records(sc.frames, analyzer))
+    wrong = run_frames(sc.frames, SaTable(flipped), lane, "flipped").records
     assert {r.verdict for r in wrong} == {Verdict.AUTH_FAIL}
     esn_spis = {sa.spi for sa in sc.sas if sa.esn}
     assert len(esn_spis) == 31 and sum(r.spi in esn_spis for r in records) == 186
     assert {r.seq_hi_verified for r in records if r.spi in esn_spis and r.spi != 0x7480} == {0}
 
 
-def test_cbc_sa_across_the_wrap() -> None:
-    sc, records, findings = run("encauth")
+def test_cbc_sa_across_the_wrap(lane: Options) -> None:
+    sc, records, findings = run_scenario("encauth", lane)
     wrapped = [r for r in records if r.spi == 0x7480]
     assert [r.seq64 for r in wrapped] == list(range(WRAP - 3, WRAP + 3))
     assert [r.seq_hi_verified for r in wrapped] == [0, 0, 0, 1, 1, 1]
@@ -191,10 +181,10 @@ def test_cbc_sa_across_the_wrap() -> None:
     assert wrap.count == sc.facts["esn_wraps"] == 1
 
 
-def test_every_iv_follows_its_generator_from_its_own_sequence_number() -> None:
+def test_every_iv_follows_its_generator_from_its_own_sequence_number(lane: Options) -> None:
     """CBC's echainiv (read back with the key), CTR's seqiv: every IV built from its own
     seq64, so iv_seq_delta is 0 and no iv_derivation finding is made; NULL has no IV."""
-    sc, records, findings = run("encauth")
+    sc, records, findings = run_scenario("encauth", lane)
     cipher = {sa.spi: sa.algorithm for sa in sc.sas}
     deltas: dict[str, set[int | None]] = {}
     for r in records:
@@ -209,8 +199,8 @@ def test_every_iv_follows_its_generator_from_its_own_sequence_number() -> None:
     assert not [f for f in findings if f.kind is FindingKind.IV_REUSE]
 
 
-def test_null_cipher_sas_do_not_share_a_key() -> None:
-    _, _, findings = run("encauth")
+def test_null_cipher_sas_do_not_share_a_key(lane: Options) -> None:
+    _, _, findings = run_scenario("encauth", lane)
     assert [f for f in findings if f.kind is FindingKind.SHARED_KEY] == []
 
 
@@ -234,8 +224,8 @@ def test_each_key_file_format(tmp_path: Path, role: str) -> None:
 # -- encauth-faults ----------------------------------------------------------------------
 
 
-def test_fault_verdicts_frame_by_frame() -> None:
-    sc, records, _ = run("encauth-faults")
+def test_fault_verdicts_frame_by_frame(lane: Options) -> None:
+    sc, records, _ = run_scenario("encauth-faults", lane)
     assert [r.verdict for r in records] == [t.verdict for t in sc.truth]
     wrong = {r.frame: (r.spi, r.seq, r.verdict) for r in records if r.verdict is not Verdict.OK}
     assert wrong == {
@@ -259,9 +249,9 @@ def test_fault_verdicts_frame_by_frame() -> None:
     assert {t.frame for t in sc.truth if "bad_icv" in t.tags} == {36, 42}
 
 
-def test_ragged_ciphertext_has_a_valid_icv() -> None:
+def test_ragged_ciphertext_has_a_valid_icv(lane: Options) -> None:
     """The ragged packets fail on their blocks, not on their ICV: both readings agree."""
-    sc, records, _ = run("encauth-faults")
+    sc, records, _ = run_scenario("encauth-faults", lane)
     for frame in (25, 31):
         rec = records[frame - 1]
         sa = _sa(sc, rec.spi or 0)
@@ -275,8 +265,8 @@ def test_ragged_ciphertext_has_a_valid_icv() -> None:
         assert mac[: sa.icv_bits // 8] == esp[-(sa.icv_bits // 8) :]
 
 
-def test_cbc_iv_reuse_is_high_with_its_reason() -> None:
-    sc, _, findings = run("encauth-faults")
+def test_cbc_iv_reuse_is_high_with_its_reason(lane: Options) -> None:
+    sc, _, findings = run_scenario("encauth-faults", lane)
     reuse = [f for f in findings if f.kind is FindingKind.IV_REUSE]
     assert [(f.spi, f.frames, f.severity) for f in reuse] == [
         (0x7501, (5, 6), Severity.HIGH),
@@ -287,8 +277,8 @@ def test_cbc_iv_reuse_is_high_with_its_reason() -> None:
     assert all("ciphertext XOR " + "00" * 16 in f.detail for f in reuse)  # same datagram
 
 
-def test_chained_cbc_ivs_are_an_iv_derivation_finding() -> None:
-    sc, _, findings = run("encauth-faults")
+def test_chained_cbc_ivs_are_an_iv_derivation_finding(lane: Options) -> None:
+    sc, _, findings = run_scenario("encauth-faults", lane)
     derivation = {f.spi: f for f in findings if f.kind is FindingKind.IV_DERIVATION}
     chained = derivation[0x7502]
     assert "chained" in chained.detail and chained.severity is Severity.HIGH
@@ -352,7 +342,9 @@ def test_tshark_agrees_on_every_packet(tmp_path: Path, command: str, esn_columns
     rows = _tshark_rows(command, paths["capture"], esp_sa)
     (tmp_path / "rows.esp_sa").write_text(esp_sa, encoding="ascii")
     ours = analyze(paths["capture"], [tmp_path / "rows.esp_sa"]).packets
-    _, records, _ = run("encauth")  # keys.yaml: every packet ok, with its plaintext
+    _, records, _ = run_scenario(
+        "encauth", STEADY
+    )  # keys.yaml: every packet ok, with its plaintext
     assert len(rows) == len(ours) == len(records) == 366
     good = [r["frame.number"] for r in rows if _flag(r["esp.icv_good"])]
     bad = [r["frame.number"] for r in rows if _flag(r["esp.icv_bad"])]

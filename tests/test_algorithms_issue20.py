@@ -32,17 +32,16 @@ from pathlib import Path
 
 import pytest
 
-from espforensics import Analysis, analyze
 from espforensics.capture.writer import write_pcap
 from espforensics.crypto import EncAuthContext
 from espforensics.crypto.macs import AesCmac, AesXcbc, Hmac
-from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import CBC_AES, NULL_CIPHER, Secret, SecurityAssociation
 from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Severity, Verdict
-from espforensics.pipeline import FrameAnalyzer, Options
+from espforensics.pipeline import Options
 from espforensics.synth.esp import EspSealer
 from espforensics.synth.packets import ipv4_packet, udp_bytes
+from tests.helpers import PER_FRAME, STEADY, run_frames
 from tests.test_vectors import LINKTYPE_RAW, RFC3602_ESP, _hex, _ipv4
 
 DATA = Path(__file__).parent / "data" / "scapy"
@@ -179,20 +178,28 @@ def test_cipher_vectors_through_an_esp_context(
 # -- RFC 3602's packets have no ICV: confidentiality only --------------------------------
 
 
-def _records(sas: tuple[SecurityAssociation, ...], packets: list[bytes]) -> list[PacketRecord]:
+def _records(
+    sas: tuple[SecurityAssociation, ...], packets: list[bytes], lane: Options
+) -> list[PacketRecord]:
     frames = [
         Frame(n, 1_735_689_600_000_000_000 + n, len(d), len(d), LINKTYPE_RAW, d)
         for n, d in enumerate((_ipv4(p) for p in packets), start=1)
     ]
-    return list(iter_records(frames, FrameAnalyzer(SaTable(sas), Options(), "vector")))
+    return run_frames(frames, sas, lane, "vector").records
 
 
 @pytest.mark.parametrize(("key", "spi", "seq", "nh", "packet", "payload"), RFC3602_ESP)
 def test_rfc3602_packets_as_sent_decrypt_without_an_icv(
-    key: str, spi: int, seq: int, nh: int, packet: str, payload: str
+    key: str,
+    spi: int,
+    seq: int,
+    nh: int,
+    packet: str,
+    payload: str,
+    lane: Options,
 ) -> None:
     sa = replace(_sa(CBC_AES, _hex(key)), spi=spi)
-    [rec] = _records((sa,), [_hex(packet)])
+    [rec] = _records((sa,), [_hex(packet)], lane)
     pad = (-(len(_hex(payload)) + 2)) % 16
     assert (rec.verdict, rec.seq64, rec.next_header, rec.pad_len) == (
         Verdict.DECRYPTED_NO_ICV,
@@ -205,7 +212,7 @@ def test_rfc3602_packets_as_sent_decrypt_without_an_icv(
         "trailer and inner header sound; no integrity: the SA has no ICV (RFC 4303 s3.2)"
     )
     wrong = replace(sa, key=Secret(bytes(16)))  # the trailer and header show a wrong key
-    [bad] = _records((wrong,), [_hex(packet)])
+    [bad] = _records((wrong,), [_hex(packet)], lane)
     assert bad.verdict in (Verdict.BAD_TRAILER, Verdict.UNDECODABLE)
     assert bad.inner_proto == ""
 
@@ -238,14 +245,14 @@ def _scapy_frames() -> list[Frame]:
 
 
 def _run(
-    sas: SaTable, frames: list[Frame], lane: bool = True
+    sas: SaTable, frames: list[Frame], lane: Options
 ) -> tuple[list[PacketRecord], list[Finding]]:
-    analyzer = FrameAnalyzer(sas, Options(steady_lane=lane, batch_frames=8), "scapy")
-    return list(iter_records(frames, analyzer)), analyzer.findings
+    run = run_frames(frames, sas, lane, "scapy")
+    return run.records, run.findings
 
 
-def test_scapy_capture_every_packet_opened_with_its_verdict() -> None:
-    records, findings = _run(_scapy_sas(), _scapy_frames())
+def test_scapy_capture_every_packet_opened_with_its_verdict(lane: Options) -> None:
+    records, findings = _run(_scapy_sas(), _scapy_frames(), lane)
     assert len(records) == 45
     for i, rec in enumerate(records):
         spi = 0xA001 + i // 5
@@ -277,12 +284,12 @@ def test_scapy_capture_every_packet_opened_with_its_verdict() -> None:
 
 def test_scapy_capture_same_rows_with_the_steady_lane_off() -> None:
     frames = _scapy_frames()
-    on, off = _run(_scapy_sas(), frames), _run(_scapy_sas(), frames, lane=False)
+    on, off = _run(_scapy_sas(), frames, STEADY), _run(_scapy_sas(), frames, PER_FRAME)
     assert on[0] == off[0]
     assert on[1] == off[1]
 
 
-def test_a_flipped_icv_fails_under_each_new_mac() -> None:
+def test_a_flipped_icv_fails_under_each_new_mac(lane: Options) -> None:
     frames = _scapy_frames()
     damaged = [
         f._replace(data=f.data[:-1] + bytes((f.data[-1] ^ 1,)))
@@ -290,7 +297,7 @@ def test_a_flipped_icv_fails_under_each_new_mac() -> None:
         else f
         for f in frames
     ]
-    records, _ = _run(_scapy_sas(), damaged)
+    records, _ = _run(_scapy_sas(), damaged, lane)
     failed = [r.frame for r in records if r.verdict is Verdict.AUTH_FAIL]
     assert failed == [3, 13, 18, 23]
     # without an ICV a flipped last byte is the next header: the packet is not sound
@@ -298,12 +305,12 @@ def test_a_flipped_icv_fails_under_each_new_mac() -> None:
         f._replace(data=f.data[:-1] + bytes((f.data[-1] ^ 1,))) if f.number == 42 else f
         for f in frames
     ]
-    [rec] = [r for r in _run(_scapy_sas(), nh)[0] if r.frame == 42]
+    [rec] = [r for r in _run(_scapy_sas(), nh, lane)[0] if r.frame == 42]
     assert (rec.verdict, rec.next_header) == (Verdict.UNDECODABLE, 16)
     assert rec.detail.startswith("inner packet: next header 16, an inner header this version")
 
 
-def test_an_hmac_is_verified_where_the_cipher_is_not_opened() -> None:
+def test_an_hmac_is_verified_where_the_cipher_is_not_opened(lane: Options) -> None:
     """The Blowfish SA declared as Twofish (no maintained implementation): its ICVs, over
     the ciphertext, still verify (RFC 4303 s3.4.4) and a damaged one fails."""
     table = SaTable(
@@ -313,7 +320,7 @@ def test_an_hmac_is_verified_where_the_cipher_is_not_opened() -> None:
     )
     frames = _scapy_frames()
     frames[17] = frames[17]._replace(data=frames[17].data[:-1] + bytes((frames[17].data[-1] ^ 1,)))
-    records, findings = _run(table, frames)
+    records, findings = _run(table, frames, lane)
     mine = [r for r in records if r.spi == 0xA004]
     assert [r.verdict for r in mine] == [Verdict.AUTHENTIC_NOT_DECRYPTED] * 2 + [
         Verdict.AUTH_FAIL
@@ -331,24 +338,24 @@ def test_an_hmac_is_verified_where_the_cipher_is_not_opened() -> None:
     assert [(f.kind, f.count) for f in findings if f.spi == 0xA004] == [(FindingKind.SEQ_GAP, 1)]
 
 
-def test_a_cipher_not_opened_without_integrity_is_unsupported() -> None:
+def test_a_cipher_not_opened_without_integrity_is_unsupported(lane: Options) -> None:
     table = SaTable(
         tuple(
             replace(sa, algorithm="cbc(serpent)") if sa.spi == 0xA007 else sa for sa in _scapy_sas()
         )
     )
-    records, findings = _run(table, _scapy_frames())
+    records, findings = _run(table, _scapy_frames(), lane)
     assert {r.verdict for r in records if r.spi == 0xA007} == {Verdict.UNSUPPORTED}
     [unsupported] = [f for f in findings if f.kind is FindingKind.UNSUPPORTED]
     assert (unsupported.spi, unsupported.count) == (0xA007, 5)
 
 
-def test_an_icv_without_its_key_is_skipped_and_said_so() -> None:
+def test_an_icv_without_its_key_is_skipped_and_said_so(lane: Options) -> None:
     """tcpdump's ``-hmac96`` secrets carry no integrity key: decrypt, skip the 12 bytes."""
     table = SaTable(
         tuple(replace(sa, auth_key=None) if sa.spi == 0xA001 else sa for sa in _scapy_sas())
     )
-    records, findings = _run(table, _scapy_frames())
+    records, findings = _run(table, _scapy_frames(), lane)
     mine = [r for r in records if r.spi == 0xA001]
     assert [r.verdict for r in mine] == [Verdict.DECRYPTED_NO_ICV] * 5
     assert [r.inner_sport for r in mine] == [1001, 1002, 1003, 1004, 1005]
@@ -408,7 +415,7 @@ def test_tshark_reads_the_scapy_capture_as_we_do() -> None:
         check=True, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     rows = [dict(zip(fields, line.split("\t"), strict=True)) for line in res.stdout.splitlines()]
-    records, _ = _run(_scapy_sas(), _scapy_frames())
+    records, _ = _run(_scapy_sas(), _scapy_frames(), STEADY)
     assert len(rows) == len(records) == 45
     good = [int(r["frame.number"]) for r in rows if r["esp.icv_good"] in ("1", "True")]
     ours = [r.frame for r in records if r.verdict is Verdict.OK and r.spi not in (0xA003, 0xA005)]
@@ -468,7 +475,7 @@ def test_camellia_sm4_xcbc_ripemd_sealed_and_opened(tmp_path: Path) -> None:
     from espforensics.crypto.ciphers import block_cipher
 
     sas, frames = _sealed_sas(), _sealed_frames()
-    records, findings = _run(SaTable(sas), frames)
+    records, findings = _run(SaTable(sas), frames, STEADY)
     assert [(r.spi, r.seq, r.verdict, r.inner_sport) for r in records] == [
         (spi, seq, Verdict.OK, 3000 + seq) for spi, *_ in SEALED for seq in range(1, 5)
     ]
@@ -505,61 +512,6 @@ def test_camellia_sm4_xcbc_ripemd_sealed_and_opened(tmp_path: Path) -> None:
     rows = [line.split("\t") for line in res.stdout.splitlines()]
     checked = [(int(n), port) for n, good, port in rows if good in ("1", "True")]
     assert checked == [(r.frame, str(r.inner_sport)) for r in records if r.spi in (0xB003, 0xB005)]
-
-
-# -- a real Linux capture, its key file edited -----------------------------------------------
-
-REAL = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
-CBC_REAL = REAL / "cbc-aes-hmac-sha256-v4"
-needs_real = pytest.mark.skipif(not CBC_REAL.is_dir(), reason="shared/captures is absent")
-
-
-def _real(tmp_path: Path, old: str, new: str) -> tuple[Analysis, Analysis]:
-    keys = tmp_path / "xfrm.txt"
-    keys.write_text((CBC_REAL / "xfrm-state.txt").read_text().replace(old, new))
-    given = analyze(CBC_REAL / "capture.pcap", [CBC_REAL / "xfrm-state.txt"])
-    return given, analyze(CBC_REAL / "capture.pcap", [keys])
-
-
-def _kinds(a: Analysis) -> dict[str, int]:
-    return {k: n for k, n in a.summary.findings.items() if n}
-
-
-@needs_real
-def test_real_capture_cipher_not_opened_every_icv_verified(tmp_path: Path) -> None:
-    given, edited = _real(tmp_path, "cbc(aes)", "cbc(twofish)")
-    esp = given.summary.esp_packets
-    assert given.summary.verdicts["ok"] == esp > 0
-    assert {k: n for k, n in edited.summary.verdicts.items() if n} == {
-        "authentic_not_decrypted": esp,
-        "not_esp": given.summary.verdicts["not_esp"],
-    }
-    mine = edited.packets[edited.packets["verdict"] == "authentic_not_decrypted"]
-    same = given.packets[given.packets["verdict"] == "ok"]
-    assert list(mine["seq64"]) == list(same["seq64"])  # verified with the same high halves
-    assert list(mine["iv"]) == list(same["iv"])  # the clear IVs, for IV reuse
-    assert mine["inner_proto"].eq("").all() and mine["pad_len"].isna().all()
-    # the same sequence and IV reuse findings, none about keys; no echainiv verdict
-    both = {k: n for k, n in _kinds(given).items() if k != "iv_derivation"}
-    assert _kinds(edited) == both
-
-
-@needs_real
-def test_real_capture_hmac_not_verified_decrypts_and_says_so(tmp_path: Path) -> None:
-    given, edited = _real(tmp_path, "hmac(sha256)", "hmac(sm3)")
-    esp = given.summary.esp_packets
-    assert edited.summary.verdicts["decrypted_no_icv"] == esp
-    mine = edited.packets[edited.packets["verdict"] == "decrypted_no_icv"]
-    same = given.packets[given.packets["verdict"] == "ok"]
-    for column in ("seq64", "inner_proto", "inner_sport", "inner_dport", "pad_len"):
-        assert list(mine[column]) == list(same[column]), column
-    assert set(mine["detail"]) == {
-        "trailer and inner header sound; ICV not checked: hmac(sm3) is not verified by this version"
-    }
-    found = [f for f in edited.summary.finding_list if f.kind is FindingKind.NO_INTEGRITY]
-    assert sorted((f.spi, f.count) for f in found) == sorted(
-        (sa.spi, sa.packets) for sa in given.summary.sas if sa.packets
-    )
 
 
 def test_keys_yaml_without_integrity_and_with_digest_null(tmp_path: Path) -> None:
@@ -613,13 +565,13 @@ def test_only_the_old_suites_take_the_steady_lane(
     assert EncAuthContext(sa).lane is lane
 
 
-def test_wireshark_esp_sa_rows_open_the_scapy_capture(tmp_path: Path) -> None:
+def test_wireshark_esp_sa_rows_open_the_scapy_capture(tmp_path: Path, lane: Options) -> None:
     """The same SAs as Wireshark's esp_sa rows (its names for DES, CAST5, Blowfish; "ANY 96
     bit authentication [no checking]" for CMAC, which Wireshark lacks): the same verdicts,
     except that the CMAC SA's ICVs are now skipped, as Wireshark skips them."""
     rows = tmp_path / "esp_sa"
     rows.write_text("\n".join(_esp_sa_rows()) + "\n", encoding="ascii")
-    records, findings = _run(load_sas([rows]), _scapy_frames())
+    records, findings = _run(load_sas([rows]), _scapy_frames(), lane)
     want = {spi: verdict for spi, (_, verdict) in SCAPY_SUITES.items()}
     want[0xA005] = Verdict.DECRYPTED_NO_ICV
     assert [r.verdict for r in records] == [want[0xA001 + i // 5] for i in range(45)]

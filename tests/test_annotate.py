@@ -28,6 +28,7 @@ from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Ver
 from espforensics.rewrite import WRITERS, CaptureCopies
 from espforensics.rewrite.comments import FindingMarks
 from espforensics.synth import Scenario, build_scenario, write_scenario
+from tests import helpers
 
 runner = CliRunner()
 TSHARK = shutil.which("tshark")
@@ -302,7 +303,7 @@ def test_a_target_that_cannot_be_written_is_one_line(
     assert not (tmp_path / "o").exists()  # refused before the analysis started
 
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+REAL = helpers.CAPTURES / "linux-6.1"
 
 
 def test_every_copy_of_the_registry_is_written(tmp_path: Path) -> None:
@@ -317,7 +318,7 @@ def test_every_copy_of_the_registry_is_written(tmp_path: Path) -> None:
         assert len(packets) == len(sc.frames) and sum(bool(p.comments) for p in packets) >= 12
 
 
-@pytest.mark.skipif(not REAL.is_dir(), reason="shared/captures not beside the project")
+@helpers.needs_captures
 def test_real_gso_capture_comments_count_as_the_findings(tmp_path: Path) -> None:
     folder = REAL / "ip6tnl-transport-tso-on"
     target = tmp_path / "a.pcapng"

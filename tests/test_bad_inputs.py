@@ -24,10 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
 from espforensics.analysis import load_summary
-from espforensics.cli import app
 from espforensics.model import Frame
 from espforensics.narrative import utc
 from espforensics.plotdata import TIME_BINS, plot_frames
@@ -36,8 +34,8 @@ from espforensics.synth import build_scenario, keys_yaml, write_capture
 from espforensics.synth.builder import ip
 from espforensics.synth.link import frame_ip
 from espforensics.synth.packets import ipv4_fragments, ipv6_fragments
+from tests.helpers import run_cli
 
-runner = CliRunner()
 SCENARIO = build_scenario("ipv4-transport-tcp", seed=1)  # 98 frames, 96 ESP, all ok
 OUTPUTS = [
     "findings.csv",
@@ -58,9 +56,9 @@ def analyze(tmp: Path, capture: Path, *keys: Path, code: int = 0) -> Path:
     args = ["analyze", str(capture), "--out", str(out)]
     for key in keys:
         args += ["--sa", str(key)]
-    res = runner.invoke(app, args)
+    res = run_cli(*args)
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    assert res.exit_code == code, res.stderr
+    assert res.code == code, res.stderr
     assert "Traceback" not in res.stdout + res.stderr
     assert sorted(p.name for p in out.iterdir()) == OUTPUTS
     return out

@@ -16,6 +16,7 @@ from espforensics.batch.run import run_batch
 from espforensics.cli import app
 from espforensics.errors import InputError
 from espforensics.synth import build_scenario, write_scenario
+from tests import helpers
 
 runner = CliRunner()
 # (scenario, compression, where): 21 captures, plain and compressed, some in sub-folders.
@@ -198,7 +199,7 @@ def test_dask_gives_the_same_table(archive: Path, tmp_path: Path) -> None:
 
 # -- keys found beside a capture, and captures without any ---------------------
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+REAL = helpers.CAPTURES / "linux-6.1"
 
 
 def _run_folder(folder: Path, scenario: str, seed: int = 1) -> tuple[Path, int]:
@@ -276,7 +277,7 @@ def _keys_of(scenario: str, tmp: Path) -> Path:
     return write_scenario(build_scenario(scenario, seed=1), tmp / "k", stem=scenario)["keys"]
 
 
-@pytest.mark.skipif(not REAL.is_dir(), reason="shared/captures not beside the project")
+@helpers.needs_captures
 def test_real_run_folders_take_their_xfrm_state(tmp_path: Path) -> None:
     """capture.pcap + xfrm-state.txt per folder, as the kernel test rigs leave them."""
     names = ["tcp-transport-v4", "ip6tnl-transport-tso-off"]

@@ -1,4 +1,8 @@
-"""Records held back (fragments, an SA's first IVs) never make the rest wait without bound."""
+"""Records held back (fragments, an SA's first IVs) never make the rest wait without bound.
+
+The bounds are the per-frame path's (``iter_records``): the steady lane reads a batch of
+frames before it yields their rows, so these tests do not take the ``lane`` fixture.
+"""
 
 from __future__ import annotations
 

@@ -7,10 +7,8 @@ blocks, damage), and dpkt reads the real captures as an independent oracle.
 
 from __future__ import annotations
 
-import glob
 import gzip
 import io
-import json
 import os
 import struct
 from collections.abc import Sequence
@@ -26,10 +24,9 @@ from espforensics.capture import open_capture, open_compressed_writer, write_pca
 from espforensics.capture.compression import CHUNK_SIZE
 from espforensics.errors import CaptureError, CaptureTruncated
 from espforensics.model import DecryptionSecrets, Frame
+from tests.helpers import capture_names, capture_params, needs_captures, real_capture
 
 # shared/ sits beside the project (../shared from its root), here and in CI.
-SHARED_CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
-REAL_CAPTURES = sorted(glob.glob(str(SHARED_CAPTURES / "*" / "capture.pcap")))
 T0 = 1_700_000_000_123_456_789  # ns
 Kind = Literal["gzip", "bzip2", "xz", "zstd"]
 Order = Literal["little", "big"]
@@ -641,18 +638,19 @@ def _ours(path: str, nanosecond: bool) -> list[tuple[int | float, bytes]]:
     return out
 
 
-@pytest.mark.parametrize("path", REAL_CAPTURES, ids=lambda p: p.split("/")[-2])
-def test_real_captures_match_dpkt(path: str) -> None:
-    truth = json.loads(Path(path).with_name("ground-truth.json").read_text())
+@pytest.mark.parametrize("name", capture_params("linux-6.1"))
+def test_real_captures_match_dpkt(name: str) -> None:
+    cap = real_capture(name)
+    path, truth = str(cap.pcap), cap.truth
     theirs = _dpkt_frames(path)
     ours = _ours(path, nanosecond=False)
     assert len(ours) == len(theirs) == truth["frames"]
     assert ours == theirs
 
 
-@pytest.mark.skipif(not SHARED_CAPTURES.is_dir(), reason="shared/captures not beside the project")
+@needs_captures
 def test_real_captures_present() -> None:
-    assert len(REAL_CAPTURES) >= 5
+    assert len(capture_names("linux-6.1")) >= 5
 
 
 @pytest.mark.parametrize("nanosecond", [True, False])

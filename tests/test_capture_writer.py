@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import io
 import struct
 from collections.abc import Sequence
@@ -13,8 +12,8 @@ import pytest
 
 from espforensics.capture import open_compressed_writer, write_pcap, write_pcapng
 from espforensics.model import DecryptionSecrets, Frame
+from tests.helpers import capture_names, real_capture
 
-REAL = sorted(glob.glob("/work/shared/captures/linux-6.1/*/capture.pcap"))
 F1 = Frame(1, 1_700_000_000_000_001_000, 3, 5, 1, b"abc")
 
 
@@ -30,9 +29,9 @@ def pcapng_bytes(items: Sequence[Frame | DecryptionSecrets], **kwargs: object) -
     return out.getvalue()
 
 
-def test_pcap_header_matches_a_tcpdump_file() -> None:
+def test_pcap_header_matches_a_tcpdump_file(captures: Path) -> None:
     # the real captures were written by tcpdump: microseconds, LE, snaplen 262144, Ethernet
-    with open(REAL[0], "rb") as f:
+    with open(real_capture(capture_names("linux-6.1")[0]).pcap, "rb") as f:
         tcpdump = f.read(24)
     assert pcap_bytes([], linktype=1, nanosecond=False) == tcpdump
 

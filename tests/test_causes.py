@@ -40,12 +40,11 @@ from espforensics.synth.esp import IvFixed, IvSeqOffset
 from espforensics.synth.scenarios_crypto import send_udp
 from espforensics.synth.traffic import session, tunnel
 from espforensics.synth.truth import Scenario
+from tests import helpers
 
 ROOT = Path(__file__).resolve().parents[1]
-REAL = ROOT.parent / "shared" / "captures" / "linux-6.1"
-REAL7 = ROOT.parent / "shared" / "captures" / "linux-7.3.4"
-needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="shared/captures not beside the project")
-needs_real7 = pytest.mark.skipif(not REAL7.is_dir(), reason="shared/captures/linux-7.3.4 absent")
+REAL = helpers.CAPTURES / "linux-6.1"
+REAL7 = helpers.CAPTURES / "linux-7.3.4"
 
 GSO = "transport-gso-inner-tunnel"
 ESP6 = "esp6-iv-after-gso-increment"
@@ -306,7 +305,7 @@ def test_high_findings_no_entry_explains_say_so(tmp_path: Path) -> None:
     assert "Likely cause: None of the 8 known fault patterns matches these findings" in text
 
 
-@needs_real
+@helpers.needs_captures
 @pytest.mark.parametrize(("folder", "expected"), [
     ("ip6tnl-transport-tso-on", [GSO, ESP6]),  # an IPv6 SA with TSO on shows both
     ("ip6tnl-transport-tso-off", []),
@@ -331,13 +330,13 @@ def test_real_captures(folder: str, expected: list[str]) -> None:
         assert esp6.startswith(f"{summary.reused_ivs} IVs of SPI 0x00001001")
 
 
-@pytest.mark.skipif(not (REAL7 / "tfc-tunnel-6in6").is_dir(), reason="capture absent")
+@helpers.needs_captures
 def test_real_tfc_capture_has_no_cause() -> None:
     where = REAL7 / "tfc-tunnel-6in6"
     assert likely_causes(summarize(where / "capture.pcap", [where / "xfrm-state.txt"])) == ()
 
 
-@needs_real7
+@helpers.needs_captures
 def test_real_netem_duplicate_is_the_duplicating_qdisc_not_a_counter_reset() -> None:
     """Linux 7.3.4, netem duplicate 5% on the sender's egress, one SA, no reinstall:
     frames 121-124 repeat seqs 90-93 of frames 117-120 under the same IVs, with other

@@ -14,20 +14,16 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-import pytest
-
 from espforensics import analyze
 from espforensics.capture import open_capture
 from espforensics.capture.writer import write_pcap
 from espforensics.crypto import EncAuthContext
 from espforensics.keys import load_sas
 from espforensics.model import FindingKind, Frame, Severity
+from tests import helpers
 
-FOLDER = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+FOLDER = helpers.CAPTURES / "linux-6.1"
 FOLDER = FOLDER / "cbc-aes-hmac-sha256-v4"
-pytestmark = pytest.mark.skipif(
-    not FOLDER.is_dir(), reason="shared/captures not beside the project"
-)
 ESP_AT = 14 + 20  # Ethernet, IPv4 without options: transport mode ESP
 SPI = 0x1001
 

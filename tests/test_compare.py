@@ -26,8 +26,9 @@ from espforensics.render.compare import (
 )
 from espforensics.summary import Summary
 from espforensics.synth import build_scenario, write_scenario
+from tests import helpers
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+REAL = helpers.CAPTURES / "linux-6.1"
 ON, OFF = REAL / "ip6tnl-transport-tso-on", REAL / "ip6tnl-transport-tso-off"
 runner = CliRunner()
 
@@ -35,7 +36,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def sides() -> dict[str, Summary]:
     if not REAL.is_dir():
-        pytest.skip("shared/captures not beside the project")
+        pytest.skip(helpers.NO_CAPTURES)
     return {
         "on": summarize(ON / "capture.pcap", [ON / "xfrm-state.txt"]),
         "off": summarize(OFF / "capture.pcap", [OFF / "xfrm-state.txt"]),

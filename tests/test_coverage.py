@@ -17,22 +17,20 @@ from pathlib import Path
 
 import dpkt
 import pytest
-from typer.testing import CliRunner
 
 from espforensics.checks import COVERAGE
 from espforensics.checks.coverage import SEEN
-from espforensics.cli import app
 from espforensics.gate import worst_code
 from espforensics.model import Verdict
 from espforensics.render.content import CHECKS
+from tests import helpers
+from tests.helpers import run_cli
 
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+CAPTURES = helpers.CAPTURES / "linux-6.1"
 TCP = CAPTURES / "tcp-transport-v4"
 ESN = CAPTURES / "esn-wrap-v4"
 TSO = CAPTURES / "ip6tnl-transport-tso-on"
 NATT = CAPTURES / "natt-espinudp-v4"
-real = pytest.mark.skipif(not CAPTURES.is_dir(), reason="shared/captures not beside the project")
-runner = CliRunner()
 NAMES = [name for name, _ in CHECKS]
 
 
@@ -60,15 +58,15 @@ def _one_sa(text: str, spi: str) -> str:
 def _analyze(work: Path, capture: Path, keys: Path | None) -> tuple[int, Path]:
     out = work / f"out-{capture.parent.name}-{keys.stem if keys else 'nokey'}"
     args = ["analyze", str(capture), "--out", str(out), "--no-plots", "--quiet", "--force"]
-    res = runner.invoke(app, [*args, *(["--sa", str(keys)] if keys else [])])
+    res = run_cli(*[*args, *(["--sa", str(keys)] if keys else [])])
     assert not res.stderr, res.stderr
-    return res.exit_code, out
+    return res.code, out
 
 
 def _report(out: Path, *args: str) -> tuple[int, list[str]]:
-    res = runner.invoke(app, ["report", str(out), *args])
+    res = run_cli(*["report", str(out), *args])
     assert not res.stderr, res.stderr
-    return res.exit_code, res.stdout.splitlines()
+    return res.code, res.stdout.splitlines()
 
 
 def _ktap_tail(lines: list[str]) -> list[str]:
@@ -133,7 +131,7 @@ def test_precedence_2_1_3_4_0(codes: list[int], expected: int) -> None:
 # The right key file ------------------------------------------------------------
 
 
-@real
+@helpers.needs_captures
 def test_right_keys_exit_0_and_every_check_passes(work: Path) -> None:
     code, out = _analyze(work, TCP / "capture.pcap", TCP / "xfrm-state.txt")
     assert code == 0
@@ -156,7 +154,7 @@ def test_right_keys_exit_0_and_every_check_passes(work: Path) -> None:
 # A wrong ICV length: the key doctor's fix leads, exit 3 -------------------------
 
 
-@real
+@helpers.needs_captures
 def test_wrong_icv_leads_with_the_fix_and_exits_3(work: Path) -> None:
     keys = _keys(work, "icv96", _state(TCP).replace(" 128\n", " 96\n"))
     code, out = _analyze(work, TCP / "capture.pcap", keys)
@@ -199,7 +197,7 @@ def test_wrong_icv_leads_with_the_fix_and_exits_3(work: Path) -> None:
 # ESN dropped from the key file: the doctor proves ESN on -----------------------
 
 
-@real
+@helpers.needs_captures
 def test_esn_dropped_leads_with_esn_on_and_exits_3(work: Path) -> None:
     keys = _keys(work, "no-esn", _state(ESN).replace(" flag esn", ""))
     code, out = _analyze(work, ESN / "capture.pcap", keys)
@@ -214,7 +212,7 @@ def test_esn_dropped_leads_with_esn_on_and_exits_3(work: Path) -> None:
     ]
 
 
-@real
+@helpers.needs_captures
 def test_esn_with_its_key_is_a_kernel_finding_exit_1(work: Path) -> None:
     code, out = _analyze(work, ESN / "capture.pcap", ESN / "xfrm-state.txt")
     assert code == 1
@@ -227,7 +225,7 @@ def test_esn_with_its_key_is_a_kernel_finding_exit_1(work: Path) -> None:
 # No key: what was seen, SKIP for what needs a key, exit 4 ----------------------
 
 
-@real
+@helpers.needs_captures
 def test_no_key_says_what_was_seen_and_exits_4(work: Path) -> None:
     code, out = _analyze(work, TCP / "capture.pcap", None)
     assert code == 4
@@ -259,7 +257,7 @@ def test_no_key_says_what_was_seen_and_exits_4(work: Path) -> None:
     assert _report(out, "--unchecked", "fail")[0] == 4
 
 
-@real
+@helpers.needs_captures
 def test_keyless_misplaced_headers_are_a_finding_exit_1(work: Path) -> None:
     code, out = _analyze(work, TSO / "capture.pcap", None)
     assert code == 1  # 1 > 4: the layout alone is a finding
@@ -275,7 +273,7 @@ def test_keyless_misplaced_headers_are_a_finding_exit_1(work: Path) -> None:
 # One direction's key ------------------------------------------------------------
 
 
-@real
+@helpers.needs_captures
 def test_one_direction_partial_coverage_and_the_unchecked_policies(work: Path) -> None:
     keys = _keys(work, "a-to-b", _one_sa(_state(TCP), "0x00001001"))
     code, out = _analyze(work, TCP / "capture.pcap", keys)
@@ -306,7 +304,7 @@ def test_one_direction_partial_coverage_and_the_unchecked_policies(work: Path) -
     assert "| keys | examined 325 of 447 ESP packets (122 without a key) |" in md
 
 
-@real
+@helpers.needs_captures
 def test_a_capture_fault_outranks_a_wrong_key_file(work: Path) -> None:
     """0x1001 right (94 misplaced headers, critical), 0x1002 with a 96-bit ICV: 1, not 3."""
     text = _state(TSO)
@@ -330,7 +328,7 @@ def test_a_capture_fault_outranks_a_wrong_key_file(work: Path) -> None:
 # No ESP at all ---------------------------------------------------------------------
 
 
-@real
+@helpers.needs_captures
 def test_no_esp_at_all_skips_every_check_and_exits_4(work: Path) -> None:
     code, out = _analyze(work, _no_esp(work), TCP / "xfrm-state.txt")
     assert code == 4
@@ -357,7 +355,7 @@ def test_no_esp_at_all_skips_every_check_and_exits_4(work: Path) -> None:
     ) in lines
 
 
-@real
+@helpers.needs_captures
 def test_an_sa_given_with_the_other_directions_addresses_is_named(work: Path) -> None:
     text = _state(TCP).replace("src 192.0.2.2 dst 192.0.2.1", "src 192.0.2.1 dst 192.0.2.2")
     code, out = _analyze(work, TCP / "capture.pcap", _keys(work, "swapped", text))
@@ -371,19 +369,19 @@ def test_an_sa_given_with_the_other_directions_addresses_is_named(work: Path) ->
     assert "# keys: examined 325 of 447 ESP packets (122 without a key)" in lines
 
 
-@real
+@helpers.needs_captures
 def test_batch_exit_follows_the_same_precedence(work: Path) -> None:
     folder = work / "batch-in"
     folder.mkdir()
     (folder / "no-esp.pcap").write_bytes(_no_esp(work).read_bytes())
     args = ["batch", str(folder), "--no-plots", "-q", "--jobs", "1"]
-    res = runner.invoke(app, [*args, "--out", str(work / "batch-a")])
-    assert res.exit_code == 4, res.stderr
-    res = runner.invoke(app, [*args, "--out", str(work / "batch-b"), "--unchecked", "ignore"])
-    assert res.exit_code == 0, res.stderr
+    res = run_cli(*[*args, "--out", str(work / "batch-a")])
+    assert res.code == 4, res.stderr
+    res = run_cli(*[*args, "--out", str(work / "batch-b"), "--unchecked", "ignore"])
+    assert res.code == 0, res.stderr
 
 
-@real
+@helpers.needs_captures
 def test_esp_in_udp_on_another_port_names_the_unused_keys_and_exits_4(work: Path) -> None:
     """No `encap` in the key file, ESP-in-UDP on 4501: the keys matched nothing; say so."""
     keys = _keys(
@@ -399,13 +397,13 @@ def test_esp_in_udp_on_another_port_names_the_unused_keys_and_exits_4(work: Path
         "  nothing to find without ESP packets",
     ]
     args = ["analyze", str(work / "natt-4501.pcap"), "--sa", str(keys), "--natt-port", "4501"]
-    res = runner.invoke(app, [*args, "--out", str(work / "natt-4501-out"), "--no-plots", "-q"])
-    assert res.exit_code == 0, res.stderr
+    res = run_cli(*[*args, "--out", str(work / "natt-4501-out"), "--no-plots", "-q"])
+    assert res.code == 0, res.stderr
     doc = json.loads((work / "natt-4501-out" / "summary.json").read_text())
     assert (doc["verdicts"]["ok"], doc["unused_sas"]) == (590, [])
 
 
-@real
+@helpers.needs_captures
 def test_a_summary_json_written_before_coverage_still_reports_it(work: Path) -> None:
     keys = _keys(work, "a-to-b", _one_sa(_state(TCP), "0x00001001"))
     _, out = _analyze(work, TCP / "capture.pcap", keys)
@@ -418,7 +416,7 @@ def test_a_summary_json_written_before_coverage_still_reports_it(work: Path) -> 
     assert _report(old, "--format", "ktap") == _report(out, "--format", "ktap")
 
 
-@real
+@helpers.needs_captures
 def test_swapped_keys_lead_as_one_fix(work: Path) -> None:
     text = _state(TCP)
     a, b = re.findall(r"0x[0-9a-f]{40}", text)

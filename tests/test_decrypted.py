@@ -33,6 +33,7 @@ from espforensics.model import Frame, Verdict
 from espforensics.rewrite import CaptureCopies
 from espforensics.synth import Scenario, build_scenario, write_scenario
 from espforensics.synth.truth import FrameTruth
+from tests import helpers
 from tests.test_annotate import read_pcapng
 
 runner = CliRunner()
@@ -238,10 +239,10 @@ def test_tshark_reassembles_the_inner_tcp_streams(tmp_path: Path, name: str) -> 
         assert max(sum(n for _, n in s) for s in flows.values()) >= 12 * 1400
 
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+REAL = helpers.CAPTURES / "linux-6.1"
 
 
-@pytest.mark.skipif(not REAL.is_dir(), reason="shared/captures not beside the project")
+@helpers.needs_captures
 def test_real_gso_capture_decrypts_every_packet(tmp_path: Path) -> None:
     """linux-6.1 ip6tnl over a transport SA: 593 ok and 94 misplaced packets, all rebuilt."""
     folder = REAL / "ip6tnl-transport-tso-on"

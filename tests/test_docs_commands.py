@@ -37,12 +37,13 @@ import pytest
 from typer.testing import CliRunner
 
 from espforensics.cli import app
+from tests import helpers
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 OURS = re.compile(r"^(espforensics\s|python3? -m espforensics[.\s])")
 TOOLS = {"tshark": "tshark 4.0 made the outputs shown"}  # other tools a docs command needs
 # Folders of real captures the docs name by a short word (docs/cli.md's compare example).
-_LINUX61 = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+_LINUX61 = helpers.CAPTURES / "linux-6.1"
 REAL_FOLDERS = {
     "on": _LINUX61 / "ip6tnl-transport-tso-on",
     "off": _LINUX61 / "ip6tnl-transport-tso-off",

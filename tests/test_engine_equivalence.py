@@ -32,6 +32,7 @@ from espforensics.model import FindingKind
 from espforensics.pipeline import Options
 from espforensics.render.json import render_json
 from espforensics.synth import SCENARIOS, build_scenario, write_scenario
+from tests import helpers
 from tests.mixed import write_mixed
 
 REFERENCE = Options(steady_lane=False)
@@ -44,11 +45,8 @@ STEADY = [
 KEYED = [pytest.param(True, id="keyed"), pytest.param(False, id="keyless")]
 
 # The real Linux kernel captures, found the way tests/test_real_captures.py finds them.
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+CAPTURES = helpers.CAPTURES / "linux-6.1"
 REAL = sorted(p.parent.name for p in CAPTURES.glob("*/capture.pcap"))
-needs_real = pytest.mark.skipif(
-    not CAPTURES.is_dir(), reason="shared/captures not beside the project"
-)
 
 # What analyze_to_dir writes without plots, and how each is compared.
 BYTE_FILES = ("packets.csv", "sas.csv", "findings.csv", "report.txt", "report.md", "report.html")
@@ -154,7 +152,7 @@ def test_scenario_steady_lane_matches_the_reference(
 # -- 2. the real kernel captures -----------------------------------------------
 
 
-@needs_real
+@helpers.needs_captures
 def test_real_captures_are_there_with_their_keys() -> None:
     """The glob below finds the kernel captures, each with its key file and ground truth."""
     assert len(REAL) >= 8, REAL
@@ -163,7 +161,7 @@ def test_real_captures_are_there_with_their_keys() -> None:
         assert real_capture(name).frames > 0, name
 
 
-@needs_real
+@helpers.needs_captures
 @pytest.mark.parametrize("options", STEADY)
 @pytest.mark.parametrize("keyed", KEYED)
 @pytest.mark.parametrize("name", REAL)

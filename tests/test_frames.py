@@ -23,6 +23,7 @@ from espforensics.frames import (
 from espforensics.model import FindingKind
 from espforensics.render.content import frames_text
 from espforensics.synth import build_scenario, write_scenario
+from tests import helpers
 
 GSO_FRAMES = (4, 5, 6, 8, 9, 10, 12, 13, 14, 16, 17, 18)  # the 12 misplaced of kernel-gso-v4
 
@@ -103,10 +104,10 @@ def test_text_reports_shorten_and_say_where_all_are(gso: Path) -> None:
     )
 
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+REAL = helpers.CAPTURES / "linux-6.1"
 
 
-@pytest.mark.skipif(not REAL.is_dir(), reason="needs ../shared/captures")
+@helpers.needs_captures
 def test_real_tso_capture_lists_all_94_misplaced_frames(tmp_path: Path) -> None:
     """The issue's case: `frames 20 21 22 23 24` was all a finding of 94 gave."""
     folder = REAL / "ip6tnl-transport-tso-on"

@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+import fuzz.oracle
+from espforensics.analysis import Analysis, KeysArg, analyze
+from espforensics.pipeline import Options
 from espforensics.synth import SCENARIOS, build_scenario, write_capture
 from espforensics.synth.truth import CaptureFormat
 from fuzz.campaign import Tally, prepare_process, run_block, schedule
@@ -196,3 +199,22 @@ def test_a_saved_finding_replays(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert again.with_files(dict(fuzz_input.files)) == fuzz_input
     assert replay(tmp_path / "f", 0, 0) == 0
     assert capsys.readouterr().out.startswith(f"{tmp_path / 'f'}: ")
+
+
+def test_the_lanes_are_compared(oracle: Oracle, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A per-frame path that read one frame otherwise than the steady lane breaks the
+    'both lanes alike' invariant (docs/fuzzing.md); the same input is ok without it."""
+    index = next(i for i in range(BUDGET["pcap"]) if make_input(SEED, i, "pcap").full)
+    fuzz_input = make_input(SEED, index, "pcap")
+    assert oracle.run(fuzz_input).failures == []
+    real = analyze
+
+    def otherwise(capture: Path, keys: KeysArg, options: Options | None = None) -> Analysis:
+        result = real(capture, keys, options)
+        if options is fuzz.oracle.PER_FRAME:
+            result.packets.loc[0, "detail"] = "read otherwise"
+        return result
+
+    monkeypatch.setattr(fuzz.oracle, "analyze", otherwise)
+    failed = [f.cls for f in oracle.run(fuzz_input).failures]
+    assert failed == ["invariant: the steady lane's packets differ"]

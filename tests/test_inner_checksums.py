@@ -37,20 +37,17 @@ from espforensics.decode.inner import (
 from espforensics.evidence import BadChecksums
 from espforensics.keys import load_sas
 from espforensics.model import FindingKind, Frame, InnerChecksum, Severity
-from espforensics.pipeline import Options
+from tests import helpers
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "captures"
-needs_real = pytest.mark.skipif(
-    not SHARED.is_dir(), reason="shared/captures not beside the project"
-)
+SHARED = helpers.CAPTURES
 TFC = SHARED / "linux-7.3.4" / "tfc-tunnel-6in6"
 NETEM = SHARED / "linux-7.3.4" / "netem-duplicate-v4"
 TRANSPORT = SHARED / "linux-6.1" / "tcp-transport-v4"
 TUNNEL = SHARED / "linux-6.1" / "tcp-tunnel-4in4"
 NATT = SHARED / "linux-6.1" / "natt-espinudp-v4"
 ESP_AT = 14 + 20  # Ethernet, IPv4 without options
-REFERENCE = Options(steady_lane=False)
-LANE = Options(batch_frames=64)  # the lane takes most packets of these small captures
+REFERENCE = helpers.PER_FRAME
+LANE = helpers.STEADY  # the lane takes most packets of these small captures
 
 A4, B4 = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
 
@@ -154,7 +151,7 @@ def test_check_inner_never_raises(nh: int, body: bytes, v6: bool) -> None:
 # -- TFC padding: the 7.3.4 tunnel capture -----------------------------------------------
 
 
-@needs_real
+@helpers.needs_captures
 def test_tfc_padding_per_sa_is_the_ground_truths() -> None:
     """27 of 147 packets of 0x1001 and all 96 of 0x1002 padded to 1,400 bytes (tfcpad 1400)."""
     result = _analyze(TFC)
@@ -174,7 +171,7 @@ def test_tfc_padding_per_sa_is_the_ground_truths() -> None:
             assert pkts.at[int(frame), "payload_len"] == row["inner_len"] + row["tfc_len"]
 
 
-@needs_real
+@helpers.needs_captures
 def test_tfc_padding_is_in_sas_csv_summary_json_and_the_report(tmp_path: Path) -> None:
     from espforensics.analysis import analyze_to_dir
 
@@ -205,7 +202,7 @@ def test_tfc_padding_is_in_sas_csv_summary_json_and_the_report(tmp_path: Path) -
 # -- inner checksums of the real captures ---------------------------------------------------
 
 
-@needs_real
+@helpers.needs_captures
 @pytest.mark.parametrize("folder", [TFC, NETEM], ids=lambda p: p.name)
 def test_inner_checksums_of_the_7_3_4_captures_are_the_ground_truths(folder: Path) -> None:
     result = _analyze(folder)
@@ -219,7 +216,7 @@ def test_inner_checksums_of_the_7_3_4_captures_are_the_ground_truths(folder: Pat
     assert not [f for f in result.summary.finding_list if f.kind is FindingKind.INNER_CHECKSUM]
 
 
-@needs_real
+@helpers.needs_captures
 def test_natt_transport_mode_is_not_checked_and_says_why() -> None:
     """RFC 3948 s3.1.2: NAT-T transport checksums cover addresses a NAT may rewrite."""
     result = _analyze(NATT)
@@ -277,7 +274,7 @@ def _esp_frames(folder: Path, spi: int) -> list[int]:
     ]
 
 
-@needs_real
+@helpers.needs_captures
 def test_a_tcp_segment_damaged_before_encryption_is_named_on_its_frame(tmp_path: Path) -> None:
     """The netem ``corrupt`` case: the ICV verifies, the TCP checksum does not."""
     number = _esp_frames(TRANSPORT, 0x1001)[200]  # deep in the lane's steady state
@@ -322,7 +319,7 @@ def test_a_tcp_segment_damaged_before_encryption_is_named_on_its_frame(tmp_path:
     }
 
 
-@needs_real
+@helpers.needs_captures
 def test_a_partial_checksum_is_told_apart_from_damage(tmp_path: Path) -> None:
     """CHECKSUM_PARTIAL: the stored value is the folded pseudo-header sum, not a checksum."""
     number = _esp_frames(TRANSPORT, 0x1001)[150]
@@ -347,7 +344,7 @@ def test_a_partial_checksum_is_told_apart_from_damage(tmp_path: Path) -> None:
     assert isinstance(ev, BadChecksums) and ev.status is InnerChecksum.PARTIAL
 
 
-@needs_real
+@helpers.needs_captures
 def test_an_inner_ipv4_header_damaged_before_encryption_is_named(tmp_path: Path) -> None:
     """Tunnel mode: the inner IPv4 header's own checksum (RFC 791 s3.1) is verified too."""
     number = _esp_frames(TUNNEL, 0x1001)[100]

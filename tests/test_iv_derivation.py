@@ -10,11 +10,9 @@ candidate constant says when the bytes themselves cannot tell.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from functools import cache
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -26,7 +24,6 @@ from espforensics.checks.iv_derivation import WINDOW, IvDerivationCheck, choose_
 from espforensics.checks.ivmath import SPAN
 from espforensics.checks.ivscheme import MIN_SCHEME, read_ivs
 from espforensics.decode.ip import OuterIp
-from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable, Secret, SecurityAssociation, load_sas
 from espforensics.keys.sa import RFC4106
 from espforensics.model import (
@@ -38,15 +35,14 @@ from espforensics.model import (
     Severity,
     Verdict,
 )
-from espforensics.pipeline import FrameAnalyzer, Options
+from espforensics.pipeline import Options
 from espforensics.synth import SCENARIOS, build_scenario
+from tests.helpers import needs_captures, real_capture, run_frames, run_scenario
 
 M64 = (1 << 64) - 1
 SRC, DST = "192.0.2.1", "192.0.2.2"
 IP = OuterIp(4, bytes(4), bytes(4), 50, 20, 0, None, 0, False, 20, 9)
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
 MIDSTREAM = sorted(n for n in SCENARIOS if n.startswith("midstream-"))
-needs_captures = pytest.mark.skipif(not CAPTURES.is_dir(), reason="shared/captures not beside")
 
 Sample = tuple[int, int]  # (seq64, IV)
 
@@ -286,18 +282,11 @@ def test_force_settles_exactly_the_sas_probing_since_then() -> None:
 # -- through the pipeline: the mid-stream scenarios, with and without keys ------------
 
 
-@cache
-def _run(name: str, keys: bool) -> tuple[list[PacketRecord], list[Finding]]:
-    sc = build_scenario(name, seed=1)
-    analyzer = FrameAnalyzer(SaTable(sc.sas if keys else ()), Options(), name)
-    return list(iter_records(sc.frames, analyzer)), analyzer.findings
-
-
 @pytest.mark.parametrize("keys", [True, False])
 @pytest.mark.parametrize("name", MIDSTREAM)
-def test_midstream_scenarios_give_every_delta(name: str, keys: bool) -> None:
+def test_midstream_scenarios_give_every_delta(name: str, keys: bool, lane: Options) -> None:
     sc = build_scenario(name, seed=1)
-    recs, findings = _run(name, keys)
+    _, recs, findings = run_scenario(name, lane, keys=keys)
     assert [r.iv_seq_delta for r in recs] == [t.iv_seq_delta for t in sc.truth]
     data = [t for t in sc.truth if t.spi == 0x1501]
     first = sc.truth[0].seq64
@@ -317,32 +306,37 @@ def test_midstream_scenarios_give_every_delta(name: str, keys: bool) -> None:
 
 @cache
 def _frames(name: str) -> tuple[Frame, ...]:
-    with open_capture(CAPTURES / name / "capture.pcap") as cap:
+    with open_capture(real_capture(f"linux-6.1/{name}").pcap) as cap:
         return tuple(f for f in cap if isinstance(f, Frame))
 
 
-def _real(name: str, start: int, keys: bool) -> tuple[list[PacketRecord], list[Finding]]:
+def _real(
+    name: str, start: int, keys: bool, lane: Options
+) -> tuple[list[PacketRecord], list[Finding]]:
     """The capture as if tcpdump had started at frame ``start`` (frames renumbered)."""
     frames = [f._replace(number=f.number - start + 1) for f in _frames(name)[start - 1 :]]
-    sas = load_sas([CAPTURES / name / "xfrm-state.txt"]) if keys else SaTable()
-    analyzer = FrameAnalyzer(sas, Options(), name)
-    return list(iter_records(frames, analyzer)), analyzer.findings
+    sas = load_sas([real_capture(f"linux-6.1/{name}").keys]) if keys else SaTable()
+    run = run_frames(frames, sas, lane, name)
+    return run.records, run.findings
 
 
 @needs_captures
-def test_tso_on_cut_anywhere_gives_the_same_deltas() -> None:
+def test_tso_on_cut_anywhere_gives_the_same_deltas(lane: Options) -> None:
     """Cut at its 20th frame, 5 misplaced (seq+1) packets open the capture."""
-    full = [r.iv_seq_delta for r in _real("ip6tnl-transport-tso-on", 1, keys=False)[0]]
+    full = [r.iv_seq_delta for r in _real("ip6tnl-transport-tso-on", 1, keys=False, lane=lane)[0]]
     assert full.count(1) == 94  # ground truth: the 94 misplaced packets, built from seq+1
     for start in range(2, 61):
-        cut = [r.iv_seq_delta for r in _real("ip6tnl-transport-tso-on", start, keys=False)[0]]
+        cut = [
+            r.iv_seq_delta
+            for r in _real("ip6tnl-transport-tso-on", start, keys=False, lane=lane)[0]
+        ]
         assert cut == full[start - 1 :], f"capture cut at frame {start}"
 
 
 @needs_captures
-def test_tso_on_cut_at_frame_20_reports_seq_plus_one_only() -> None:
-    recs, findings = _real("ip6tnl-transport-tso-on", 20, keys=True)
-    truth = json.loads((CAPTURES / "ip6tnl-transport-tso-on" / "ground-truth.json").read_text())
+def test_tso_on_cut_at_frame_20_reports_seq_plus_one_only(lane: Options) -> None:
+    recs, findings = _real("ip6tnl-transport-tso-on", 20, keys=True, lane=lane)
+    truth = real_capture("linux-6.1/ip6tnl-transport-tso-on").truth
     misplaced = [r for r in recs if r.verdict is Verdict.ESP_MISPLACED]
     assert misplaced[0].frame == 1 and len(misplaced) == truth["seed_filter_matches"]
     assert {r.iv_seq_delta for r in misplaced} == {1}
@@ -356,17 +350,17 @@ def test_tso_on_cut_at_frame_20_reports_seq_plus_one_only() -> None:
 
 
 @needs_captures
-def test_esn_wrap_v4_frame_373_iv_is_from_the_next_high_half() -> None:
-    folder = CAPTURES / "esn-wrap-v4"
-    analyzer = FrameAnalyzer(load_sas([folder / "xfrm-state.txt"]), Options(), "esn")
-    recs = list(iter_records(_frames("esn-wrap-v4"), analyzer))
+def test_esn_wrap_v4_frame_373_iv_is_from_the_next_high_half(lane: Options) -> None:
+    cap = real_capture("linux-6.1/esn-wrap-v4")
+    run = run_frames(_frames("esn-wrap-v4"), load_sas([cap.keys]), lane, "esn")
+    recs = run.records
     [odd] = [r for r in recs if r.spi == 0x1001 and r.iv_seq_delta != 0]
     assert (odd.frame, odd.verdict, odd.iv_seq_delta) == (373, Verdict.ESN_MISMATCH, 1 << 32)
     assert (odd.seq64, odd.seq_hi_verified) == (0xFFFFFFFF, 1)
-    truth = json.loads((folder / "ground-truth.json").read_text())
+    truth = cap.truth
     sa_packets = sum(r.spi == 0x1001 for r in recs)
     assert sa_packets == truth["frames_per_spi"]["0x1001"]
-    [f] = [f for f in analyzer.findings if f.kind is FindingKind.IV_DERIVATION]
+    [f] = [f for f in run.findings if f.kind is FindingKind.IV_DERIVATION]
     assert (f.severity, f.frames, f.count) == (Severity.HIGH, (373,), 1)
     assert f.detail.endswith(
         f"1 of {sa_packets} IVs not built from their own sequence number "

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import json
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -19,17 +18,14 @@ import pytest
 from espforensics.analysis import analyze_to_dir
 from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.checks.ivscheme import MIN_RANDOM, MIN_SCHEME, Candidate, read_ivs
-from espforensics.engine.run import iter_records
-from espforensics.keys import SaTable, load_sas
+from espforensics.keys import load_sas
 from espforensics.model import Finding, FindingKind, IvScheme, PacketRecord, Severity, Verdict
-from espforensics.pipeline import FrameAnalyzer, Options
+from espforensics.pipeline import Options
 from espforensics.synth import build_scenario, write_scenario
+from tests.helpers import capture_params, real_capture, run_frames, scenario
 
 M64 = (1 << 64) - 1
 C = 0x5A17_C0DE_0BAD_F00D
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "captures"
-REAL = sorted(p.parent for p in SHARED.glob("*/*/capture.pcap"))
-needs_real = pytest.mark.skipif(not REAL, reason="shared/captures not beside the project")
 
 
 def _counter(seqs: range, c: int = C) -> list[tuple[int, int]]:
@@ -119,14 +115,14 @@ def test_xor_or_add_is_decided_by_the_first_packet_only_one_reads() -> None:
 # -- the scenarios through the pipeline -------------------------------------------------
 
 
-@cache
-def _run(name: str, keys: bool) -> tuple[list[PacketRecord], list[Finding], dict[int, str]]:
-    sc = build_scenario(name, seed=1)
-    analyzer = FrameAnalyzer(SaTable(sc.sas if keys else ()), Options(), name)
-    records = list(iter_records(sc.frames, analyzer))
-    [ivd] = [c for c in analyzer.checks if isinstance(c, IvDerivationCheck)]
+def _run(
+    name: str, keys: bool, lane: Options
+) -> tuple[list[PacketRecord], list[Finding], dict[int, str]]:
+    sc = scenario(name)
+    run = run_frames(sc.frames, sc.sas if keys else (), lane, name)
+    [ivd] = [c for c in run.analyzer.checks if isinstance(c, IvDerivationCheck)]
     schemes = {spi: str(s) for (spi, _, _), s in ivd.schemes().items()}
-    return records, analyzer.findings, schemes
+    return run.records, run.findings, schemes
 
 
 def _rows(findings: list[Finding]) -> list[tuple[str, str, int, tuple[int, ...]]]:
@@ -134,8 +130,8 @@ def _rows(findings: list[Finding]) -> list[tuple[str, str, int, tuple[int, ...]]
 
 
 @pytest.mark.parametrize("keys", [True, False], ids=["keyed", "keyless"])
-def test_additive_counter_is_sound_and_its_break_is_one_finding(keys: bool) -> None:
-    records, findings, schemes = _run("iv-counter", keys)
+def test_additive_counter_is_sound_and_its_break_is_one_finding(keys: bool, lane: Options) -> None:
+    records, findings, schemes = _run("iv-counter", keys, lane)
     assert schemes == {0xB001: "counter", 0xB002: "counter"}
     assert [(r.frame, r.iv_seq_delta) for r in records if r.iv_seq_delta != 0] == [(40, 1)]
     assert [r.frame for r in records if r.iv_reused] == [42]
@@ -150,8 +146,8 @@ def test_additive_counter_is_sound_and_its_break_is_one_finding(keys: bool) -> N
 
 
 @pytest.mark.parametrize("keys", [True, False], ids=["keyed", "keyless"])
-def test_random_ivs_are_named_and_no_finding(keys: bool) -> None:
-    records, findings, schemes = _run("iv-random", keys)
+def test_random_ivs_are_named_and_no_finding(keys: bool, lane: Options) -> None:
+    records, findings, schemes = _run("iv-random", keys, lane)
     assert schemes == {0xB101: "random"}
     assert {r.iv_seq_delta for r in records} == {None}
     assert {r.iv_reused for r in records} == {False}
@@ -159,8 +155,8 @@ def test_random_ivs_are_named_and_no_finding(keys: bool) -> None:
 
 
 @pytest.mark.parametrize("keys", [True, False], ids=["keyed", "keyless"])
-def test_a_constant_iv_is_a_finding_of_its_own(keys: bool) -> None:
-    records, findings, schemes = _run("iv-constant", keys)
+def test_a_constant_iv_is_a_finding_of_its_own(keys: bool, lane: Options) -> None:
+    records, findings, schemes = _run("iv-constant", keys, lane)
     assert schemes == {0xB201: "constant"}
     assert [r.frame for r in records if r.iv_reused] == list(range(2, 21))
     assert _rows(findings) == [
@@ -175,9 +171,9 @@ def test_a_constant_iv_is_a_finding_of_its_own(keys: bool) -> None:
 
 
 @pytest.mark.parametrize("keys", [True, False], ids=["keyed", "keyless"])
-def test_null_encryption_has_no_iv_to_read(keys: bool) -> None:
+def test_null_encryption_has_no_iv_to_read(keys: bool, lane: Options) -> None:
     """The clear ICMP header (08 00 cksum id seq) is no IV: no IV column, no IV finding."""
-    records, findings, schemes = _run("null-icmp", keys)
+    records, findings, schemes = _run("null-icmp", keys, lane)
     assert schemes == {0xB301: "none"}
     assert records[0].iv.startswith("0800") or keys  # keyless: the 8 bytes are shown, not read
     assert {(r.iv_seq_delta, r.iv_reused) for r in records} == {(None, None)}
@@ -189,8 +185,10 @@ def test_null_encryption_has_no_iv_to_read(keys: bool) -> None:
 
 
 @pytest.mark.parametrize("keys", [True, False], ids=["keyed", "keyless"])
-def test_a_header_only_esp_packet_is_truncated_and_says_nothing_of_the_key(keys: bool) -> None:
-    records, findings, _ = _run("esp-header-only", keys)
+def test_a_header_only_esp_packet_is_truncated_and_says_nothing_of_the_key(
+    keys: bool, lane: Options
+) -> None:
+    records, findings, _ = _run("esp-header-only", keys, lane)
     rec = records[8]
     assert (rec.frame, rec.verdict, rec.seq, rec.esp_len) == (9, Verdict.TRUNCATED, 9, 8)
     need = 34 if keys else 10  # keyed: 8 + IV 8 + 2 + ICV 16 (rfc4106, 128-bit ICV)
@@ -204,8 +202,8 @@ def test_a_header_only_esp_packet_is_truncated_and_says_nothing_of_the_key(keys:
     assert findings == []  # no key_mismatch, and seq 9 is no gap
 
 
-def test_esn_below_the_key_files_high_half_is_reported() -> None:
-    records, findings, _ = _run("esn-below", True)
+def test_esn_below_the_key_files_high_half_is_reported(lane: Options) -> None:
+    records, findings, _ = _run("esn-below", True, lane)
     assert {(r.verdict, r.seq_hi_verified) for r in records} == {(Verdict.OK, 0x200)}
     assert {r.detail for r in records} == {
         "ICV verifies only with ESN high half 0x200, below the key file's 0x201"
@@ -242,14 +240,15 @@ def test_iv_scheme_in_sas_csv_summary_json_and_the_report(tmp_path: Path) -> Non
 # -- the real Linux captures keep their kernels' schemes ---------------------------------
 
 
-@needs_real
-@pytest.mark.parametrize("folder", REAL, ids=[f"{p.parent.name}/{p.name}" for p in REAL])
+@pytest.mark.parametrize("name", capture_params())
 @pytest.mark.parametrize("keys", [True, False], ids=["keyed", "keyless"])
-def test_real_captures_keep_their_schemes(folder: Path, keys: bool) -> None:
+def test_real_captures_keep_their_schemes(name: str, keys: bool, lane: Options) -> None:
     from espforensics.analysis import analyze
 
-    sas = load_sas([folder / "xfrm-state.txt"]) if keys else None
-    result = analyze(folder / "capture.pcap", sas)
+    cap = real_capture(name)
+    folder = cap.folder
+    sas = load_sas([cap.keys]) if keys else None
+    result = analyze(cap.pcap, sas, lane)
     schemes = {sa.spi: sa.iv_scheme for sa in result.summary.sas}
     cbc = folder.name.startswith("cbc-")
     want = ("echainiv" if keys else "random") if cbc else "seqiv"
@@ -257,13 +256,13 @@ def test_real_captures_keep_their_schemes(folder: Path, keys: bool) -> None:
     assert not [f for f in result.summary.finding_list if "constant IV" in f.detail]
 
 
-def test_a_lone_header_only_packet_makes_no_key_mismatch() -> None:
+def test_a_lone_header_only_packet_makes_no_key_mismatch(lane: Options) -> None:
     """The SA's only packet is 8 bytes: before, auth_fail and a high key_mismatch."""
     sc = build_scenario("esp-header-only", seed=1)
-    analyzer = FrameAnalyzer(SaTable(sc.sas), Options(), "lone")
-    [rec] = iter_records([sc.frames[8]._replace(number=1)], analyzer)
+    run = run_frames([sc.frames[8]._replace(number=1)], sc.sas, lane, "lone")
+    [rec] = run.records
     assert (rec.verdict, rec.esp_len) == (Verdict.TRUNCATED, 8)
-    assert analyzer.findings == []
+    assert run.findings == []
 
 
 def test_clear_icmp_is_told_from_ciphertext() -> None:
@@ -284,9 +283,9 @@ def test_clear_icmp_is_told_from_ciphertext() -> None:
 
 
 @pytest.mark.parametrize("keys", [True, False], ids=["keyed", "keyless"])
-def test_chained_cbc_ivs_are_found_with_and_without_the_key(keys: bool) -> None:
+def test_chained_cbc_ivs_are_found_with_and_without_the_key(keys: bool, lane: Options) -> None:
     """encauth-faults' SA 0x7502 (cbc(aes) + hmac(sha1)) chains 9 of its 10 IVs."""
-    records, findings, schemes = _run("encauth-faults", keys)
+    records, findings, schemes = _run("encauth-faults", keys, lane)
     assert schemes[0x7502] == "chained"
     chained = [f for f in findings if "chained" in f.detail]
     assert [(f.spi, f.severity, f.count, tuple(f.frames)) for f in chained] == [

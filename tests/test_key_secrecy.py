@@ -18,14 +18,12 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner, Result
 
-from espforensics.cli import app
 from espforensics.keys.wireshark import ESP_SA_SECRETS_TYPE
 from espforensics.model import DecryptionSecrets
 from espforensics.synth import build_scenario, write_capture
+from tests.helpers import CliRun, run_cli
 
-runner = CliRunner()
 SCENARIO = build_scenario("ipv4-transport-tcp", seed=1)
 SA = SCENARIO.sas[0]
 KEY = SA.key.reveal()  # the crypto module's reveal, used here only to build inputs
@@ -46,7 +44,7 @@ def key_forms() -> tuple[set[str], set[bytes]]:
 TEXTS, RAW = key_forms()
 
 
-def assert_no_key(res: Result, out: Path) -> None:
+def assert_no_key(res: CliRun, out: Path) -> None:
     blobs = [res.stdout_bytes, res.stderr_bytes]
     blobs += [p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()]
     for blob in blobs:
@@ -55,12 +53,12 @@ def assert_no_key(res: Result, out: Path) -> None:
         assert not [r for r in RAW if r in blob]
 
 
-def run(tmp: Path, capture: Path, *args: str) -> tuple[Result, Path]:
+def run(tmp: Path, capture: Path, *args: str) -> tuple[CliRun, Path]:
     out = tmp / "out"
-    res = runner.invoke(app, ["analyze", str(capture), "--out", str(out), *args])
-    assert res.exit_code in (0, 2), res.stderr
+    res = run_cli(*["analyze", str(capture), "--out", str(out), *args])
+    assert res.code in (0, 2), res.stderr
     assert "Traceback" not in res.stdout + res.stderr
-    if res.exit_code == 2:
+    if res.code == 2:
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("espforensics: error: "), res.stderr
     return res, out
@@ -189,7 +187,7 @@ def test_no_key_in_any_output_of_a_secrets_block(tmp_path: Path, text: str) -> N
     write_capture(capture, SCENARIO.frames[:12], format="pcapng", secrets=secrets)
     res, out = run(tmp_path, capture)
     assert_no_key(res, out)
-    if res.exit_code == 2:  # the block's error is in the reports too, still without the key
+    if res.code == 2:  # the block's error is in the reports too, still without the key
         assert "decryption secrets block" in (out / "summary.json").read_text()
 
 
@@ -208,7 +206,7 @@ def test_the_valid_files_decrypt(tmp_path: Path, capture: Path) -> None:
         keys = tmp_path / name / "keys.txt"
         keys.write_text(text)
         res, out = run(tmp_path / name, capture, "--sa", str(keys))
-        assert res.exit_code == 0, (name, res.stderr)
+        assert res.code == 0, (name, res.stderr)
         verdicts = json.loads((out / "summary.json").read_text())["verdicts"]
         assert (verdicts["ok"], verdicts["unknown_sa"]) == (ok, other), name
         assert_no_key(res, out)
@@ -225,7 +223,7 @@ def test_no_key_in_the_annotated_and_decrypted_captures(tmp_path: Path, suffix: 
     copies.mkdir()
     annotated, decrypted = copies / "a.pcapng", copies / f"d{suffix}"
     res, out = run(tmp_path, capture, "--annotate", str(annotated), "--decrypted", str(decrypted))
-    assert res.exit_code == 0, res.stderr
+    assert res.code == 0, res.stderr
     assert annotated.stat().st_size and decrypted.stat().st_size
     assert decrypted.read_bytes() != capture.read_bytes()
     assert_no_key(res, out)

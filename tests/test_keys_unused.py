@@ -21,11 +21,11 @@ from espforensics.cli import app
 from espforensics.model import FindingKind, UnusedReason, Verdict
 from espforensics.pipeline import Options
 from espforensics.summary import Summary
+from tests import helpers
 
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+CAPTURES = helpers.CAPTURES / "linux-6.1"
 CBC = CAPTURES / "cbc-aes-hmac-sha256-v4"
 NATT = CAPTURES / "natt-espinudp-v4"
-real = pytest.mark.skipif(not CBC.is_dir(), reason="no real captures in ../shared")
 
 
 def cbc_keys() -> dict[int, tuple[str, str]]:
@@ -47,7 +47,7 @@ def by_spi(summary: Summary) -> dict[int, dict[str, int]]:
 # -- SAs that saw no packet ---------------------------------------------------------------
 
 
-@real
+@helpers.needs_captures
 def test_natt_on_a_port_not_given_names_the_port(tmp_path: Path) -> None:
     text = "\n".join(
         line for line in (NATT / "xfrm-state.txt").read_text().splitlines() if "encap" not in line
@@ -74,13 +74,13 @@ def test_natt_on_a_port_not_given_names_the_port(tmp_path: Path) -> None:
     assert Summary.from_json(json.loads(json.dumps(s.to_json()))).unused_sas == s.unused_sas
 
 
-@real
+@helpers.needs_captures
 def test_natt_with_the_port_given_uses_every_sa(tmp_path: Path) -> None:
     s = summarize(NATT / "capture.pcap", [NATT / "xfrm-state.txt"])
     assert s.unused_sas == () and s.verdicts["ok"] == 590
 
 
-@real
+@helpers.needs_captures
 def test_one_directions_sa_with_the_addresses_swapped(tmp_path: Path) -> None:
     enc, auth = cbc_keys()[0x1001]
     keys = tmp_path / "keys.yaml"
@@ -106,7 +106,7 @@ def test_one_directions_sa_with_the_addresses_swapped(tmp_path: Path) -> None:
     assert enc not in u.detail and auth not in u.detail
 
 
-@real
+@helpers.needs_captures
 @pytest.mark.parametrize(
     ("spi", "src", "dst", "reason", "words"),
     [
@@ -154,7 +154,7 @@ def test_unused_sa_reasons(
 # -- notations end to end -----------------------------------------------------------------
 
 
-@real
+@helpers.needs_captures
 def test_esp_sa_with_wildcards_decrypts_the_real_capture(tmp_path: Path) -> None:
     keys = cbc_keys()
     (e1, a1), (e2, a2) = keys[0x1001], keys[0x1002]
@@ -176,7 +176,7 @@ def test_esp_sa_with_wildcards_decrypts_the_real_capture(tmp_path: Path) -> None
         )
 
 
-@real
+@helpers.needs_captures
 def test_wildcard_sa_that_every_spi_claimed_first_is_named(tmp_path: Path) -> None:
     keys = cbc_keys()
     path = tmp_path / "esp_sa"
@@ -194,7 +194,7 @@ def test_wildcard_sa_that_every_spi_claimed_first_is_named(tmp_path: Path) -> No
     assert s.to_json()["unused_sas"][0]["spi"] == "any"
 
 
-@real
+@helpers.needs_captures
 def test_tcpdump_hmac96_secrets_claim_the_real_packets_with_the_icv_unchecked(
     tmp_path: Path,
 ) -> None:
@@ -224,7 +224,7 @@ def test_tcpdump_hmac96_secrets_claim_the_real_packets_with_the_icv_unchecked(
     assert e1 not in detail and e2 not in detail
 
 
-@real
+@helpers.needs_captures
 def test_tcpdump_secret_on_the_command_line(tmp_path: Path) -> None:
     (e1, _), (e2, _) = cbc_keys()[0x1001], cbc_keys()[0x1002]
     out = tmp_path / "out"
@@ -249,7 +249,7 @@ def test_tcpdump_secret_on_the_command_line(tmp_path: Path) -> None:
     )
 
 
-@real
+@helpers.needs_captures
 def test_policy_blocks_and_skipped_lines_are_warnings_on_stderr(tmp_path: Path) -> None:
     path = tmp_path / "xfrm.txt"
     policy = "src 192.0.2.1/32 dst 192.0.2.2/32 \n\tdir out priority 0 ptype main \n"
@@ -275,13 +275,15 @@ def test_policy_blocks_and_skipped_lines_are_warnings_on_stderr(tmp_path: Path) 
 # -- the key doctor: a key one byte short that no 00 byte fixes ---------------------------
 
 
-def test_short_key_that_no_leading_zero_fixes_is_named_by_its_length(tmp_path: Path) -> None:
-    from espforensics.engine.run import iter_records
+def test_short_key_that_no_leading_zero_fixes_is_named_by_its_length(
+    tmp_path: Path, lane: Options
+) -> None:
     from espforensics.keys import SaTable, load_sas
     from espforensics.pipeline import FrameAnalyzer
     from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, SaFlow, make_sa
     from espforensics.synth.keytext import keys_yaml
     from espforensics.synth.scenarios_crypto import send_udp
+    from tests.helpers import iter_rows
 
     rng, cb = random.Random(7), CaptureBuilder(7)
     material = rng.randbytes(20)  # a byte lost in the middle, not a leading zero
@@ -295,8 +297,8 @@ def test_short_key_that_no_leading_zero_fixes_is_named_by_its_length(tmp_path: P
     path.write_text(text.replace("0x" + material.hex(), "0x" + short.hex()))
     [sa] = load_sas([path])
     assert len(sa.key) == 19 and not sa.key_usable
-    analyzer = FrameAnalyzer(SaTable((sa,)), Options(), "test")
-    records = list(iter_records(list(sc.frames), analyzer))
+    analyzer = FrameAnalyzer(SaTable((sa,)), lane, "test")
+    records = list(iter_rows(list(sc.frames), analyzer, lane))
     assert [r.verdict for r in records] == [Verdict.AUTH_FAIL] * 6
     [f] = [f for f in analyzer.findings if f.kind is FindingKind.KEY_MISMATCH]
     assert f.detail == (
@@ -308,7 +310,7 @@ def test_short_key_that_no_leading_zero_fixes_is_named_by_its_length(tmp_path: P
     assert short.hex() not in f.detail
 
 
-@real
+@helpers.needs_captures
 def test_hmac_key_of_another_length_is_an_info_finding(tmp_path: Path) -> None:
     enc, auth = cbc_keys()[0x1001]
     keys = tmp_path / "keys.yaml"
@@ -329,7 +331,7 @@ def test_hmac_key_of_another_length_is_an_info_finding(tmp_path: Path) -> None:
     assert by_spi(s)[0x1001] == {"auth_fail": 318}
 
 
-@real
+@helpers.needs_captures
 def test_unused_reasons_are_the_same_with_the_steady_lane_on_and_off(tmp_path: Path) -> None:
     keys = cbc_keys()
     e2, a2 = keys[0x1002]

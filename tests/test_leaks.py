@@ -11,12 +11,12 @@ from __future__ import annotations
 from espforensics.checks.leaks import name_fields
 from espforensics.crypto import AeadContext
 from espforensics.decode.clear import clear_ip_header
-from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.keys.sa import NULL_CIPHER
 from espforensics.model import FindingKind, Frame, Severity, Verdict
 from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import build_scenario
+from tests.helpers import iter_rows
 
 ETH, HDR = 14, 16  # Ethernet header; ESP header + IV
 
@@ -44,7 +44,7 @@ V6_FIELDS = (
 )
 
 
-def test_unencrypted_inner_header_is_named() -> None:
+def test_unencrypted_inner_header_is_named(lane: Options) -> None:
     sc = build_scenario("ipv6-tunnel", seed=1)
     table = SaTable(sc.sas)
     frames = list(sc.frames)
@@ -53,8 +53,8 @@ def test_unencrypted_inner_header_is_named() -> None:
     for t in targets:
         assert t.esp_offset is not None
         frames[t.frame - 1] = _unencrypted(frames[t.frame - 1], t.esp_offset, sc.sas)
-    analyzer = FrameAnalyzer(table, Options(), "ipv6-tunnel")
-    records = list(iter_records(frames, analyzer))
+    analyzer = FrameAnalyzer(table, lane, "ipv6-tunnel")
+    records = list(iter_rows(frames, analyzer, lane))
     leaked = {r.frame: (r.verdict, r.leaked, r.leaked_fields) for r in records if r.leaked}
     assert leaked == {
         t.frame: (Verdict.AUTH_FAIL, 20, V4_FIELDS)
@@ -67,10 +67,10 @@ def test_unencrypted_inner_header_is_named() -> None:
     assert {n for f in found for n in f.frames} == set(leaked)
 
 
-def test_encrypted_packets_leak_nothing() -> None:
+def test_encrypted_packets_leak_nothing(lane: Options) -> None:
     sc = build_scenario("ipv6-tunnel", seed=1)
-    analyzer = FrameAnalyzer(SaTable(sc.sas), Options(), "ipv6-tunnel")
-    assert not any(r.leaked for r in iter_records(sc.frames, analyzer))
+    analyzer = FrameAnalyzer(SaTable(sc.sas), lane, "ipv6-tunnel")
+    assert not any(r.leaked for r in iter_rows(sc.frames, analyzer, lane))
     assert analyzer.findings == []
 
 
@@ -87,7 +87,7 @@ def test_field_names_and_header_test() -> None:
     assert clear_ip_header(broken + bytes(20), 0, 40) == 0
 
 
-def test_keyless_null_packets_are_clear_not_proven_leaks_and_have_no_iv() -> None:
+def test_keyless_null_packets_are_clear_not_proven_leaks_and_have_no_iv(lane: Options) -> None:
     """ecb(cipher_null) sends its payload in clear right after the ESP header (RFC 2410).
 
     Without a key that cannot be told from a leak: one high finding per such SA
@@ -98,8 +98,8 @@ def test_keyless_null_packets_are_clear_not_proven_leaks_and_have_no_iv() -> Non
     null = {sa.spi for sa in sc.sas if sa.algorithm == NULL_CIPHER}
     packets = {spi: sum(1 for t in sc.truth if t.spi == spi) for spi in null}
     assert len(null) == 10 and all(packets.values())
-    keyless = FrameAnalyzer(SaTable(), Options(), "encauth")
-    records = list(iter_records(sc.frames, keyless))
+    keyless = FrameAnalyzer(SaTable(), lane, "encauth")
+    records = list(iter_rows(sc.frames, keyless, lane))
     mine = [f for f in keyless.findings if f.spi in null]
     leaks = {f.spi: f for f in mine if f.kind is FindingKind.CLEARTEXT_LEAK}
     assert set(leaks) == null  # tunnel (an IP header) and transport (a TCP/UDP checksum)
@@ -108,8 +108,8 @@ def test_keyless_null_packets_are_clear_not_proven_leaks_and_have_no_iv() -> Non
         assert "unless the SA uses NULL encryption or GMAC" in f.detail
     assert {f.kind for f in mine} == {FindingKind.CLEARTEXT_LEAK}  # no IV finding
     assert {r.leaked for r in records if r.spi in null} <= {8, 20, 32, 40}  # the headers
-    keyed = FrameAnalyzer(SaTable(sc.sas), Options(), "encauth")
-    list(iter_records(sc.frames, keyed))
+    keyed = FrameAnalyzer(SaTable(sc.sas), lane, "encauth")
+    list(iter_rows(sc.frames, keyed, lane))
     assert [f for f in keyed.findings if f.kind is FindingKind.CLEARTEXT_LEAK] == []
 
 

@@ -7,13 +7,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
 
-from espforensics.cli import app
 from espforensics.synth import build_scenario, write_scenario
 from espforensics.tables import CSV_ROWS
-
-runner = CliRunner()
+from tests.helpers import run_cli
 
 
 @pytest.fixture(autouse=True)
@@ -33,9 +30,9 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def _run(capture: tuple[Path, Path], out: Path, *extra: str) -> tuple[int, str]:
     cap, keys = capture
     args = ["analyze", str(cap), "--sa", str(keys), "--out", str(out), "--no-plots", *extra]
-    res = runner.invoke(app, args)
+    res = run_cli(*args)
     assert pq.ParquetFile(out / "packets.parquet").metadata.num_rows == 98  # always
-    return res.exit_code, res.stderr
+    return res.code, res.stderr
 
 
 def _lower_limit(monkeypatch: pytest.MonkeyPatch, rows: int) -> None:

@@ -3,12 +3,12 @@
 Clean captures: every ESP packet ``ok``, no finding above ``info``. The
 ip6tnl TSO-on capture: exactly the frames the patch's tcpdump filter
 selects are ``esp_misplaced``, each with the 4 clear bytes ``45 00 LL LL``.
+The cbc(aes) capture with its key file edited to a cipher, or an HMAC, this
+version does not open: every ICV still verified, or every packet decrypted.
 """
 
 from __future__ import annotations
 
-import json
-from functools import cache
 from pathlib import Path
 
 import dpkt
@@ -16,8 +16,9 @@ import pytest
 
 from espforensics import Analysis, analyze
 from espforensics.model import FindingKind, Severity
+from espforensics.pipeline import Options
+from tests.helpers import analyze_real, needs_captures, real_capture
 
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
 CLEAN = [
     "ip6tnl-transport-tso-off",
     "tcp-transport-v4",
@@ -25,16 +26,7 @@ CLEAN = [
     "natt-espinudp-v4",
     "cbc-aes-hmac-sha256-v4",  # cbc(aes) + hmac(sha256) 128: RFC 3602, RFC 4868
 ]
-pytestmark = pytest.mark.skipif(
-    not CAPTURES.is_dir(), reason="shared/captures not beside the project"
-)
-
-
-@cache
-def run(name: str) -> tuple[Analysis, dict[str, object]]:
-    folder = CAPTURES / name
-    truth = json.loads((folder / "ground-truth.json").read_text())
-    return analyze(folder / "capture.pcap", [folder / "xfrm-state.txt"]), truth
+pytestmark = needs_captures
 
 
 def _seed_filter_frames(path: Path) -> list[int]:
@@ -54,10 +46,10 @@ def _seed_filter_frames(path: Path) -> list[int]:
 
 
 @pytest.mark.parametrize("name", [*CLEAN, "ip6tnl-transport-tso-on"])
-def test_one_row_per_frame_and_esp_counts(name: str) -> None:
-    result, truth = run(name)
+def test_one_row_per_frame_and_esp_counts(name: str, lane: Options) -> None:
+    result, truth = analyze_real(f"linux-6.1/{name}", lane), real_capture(f"linux-6.1/{name}").truth
     packets = result.packets
-    assert list(packets["frame"]) == list(range(1, int(truth["frames"]) + 1))  # type: ignore[call-overload]
+    assert list(packets["frame"]) == list(range(1, int(truth["frames"]) + 1))
     assert result.summary.esp_packets == truth["esp_frames"]
     per_spi = {f"{sa.spi:#x}": sa.packets for sa in result.summary.sas}
     assert per_spi == truth["frames_per_spi"]
@@ -65,8 +57,8 @@ def test_one_row_per_frame_and_esp_counts(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", CLEAN)
-def test_clean_captures_verify_and_find_nothing(name: str) -> None:
-    result, _ = run(name)
+def test_clean_captures_verify_and_find_nothing(name: str, lane: Options) -> None:
+    result = analyze_real(f"linux-6.1/{name}", lane)
     esp = result.packets[result.packets["proto"] != "other"]
     assert set(esp["verdict"]) == {"ok"}
     assert result.summary.findings[FindingKind.CLEARTEXT_LEAK] == 0  # measured false positives: 0
@@ -74,11 +66,14 @@ def test_clean_captures_verify_and_find_nothing(name: str) -> None:
     assert serious == []
 
 
-def test_tso_on_misplaced_packets_are_exactly_the_filter_matches() -> None:
-    result, truth = run("ip6tnl-transport-tso-on")
+def test_tso_on_misplaced_packets_are_exactly_the_filter_matches(lane: Options) -> None:
+    result, truth = (
+        analyze_real("linux-6.1/ip6tnl-transport-tso-on", lane),
+        real_capture("linux-6.1/ip6tnl-transport-tso-on").truth,
+    )
     packets = result.packets
     misplaced = packets[packets["verdict"] == "esp_misplaced"]
-    expected = _seed_filter_frames(CAPTURES / "ip6tnl-transport-tso-on" / "capture.pcap")
+    expected = _seed_filter_frames(real_capture("linux-6.1/ip6tnl-transport-tso-on").pcap)
     assert (
         len(expected)
         == truth["seed_filter_matches"]
@@ -101,8 +96,8 @@ def test_tso_on_misplaced_packets_are_exactly_the_filter_matches() -> None:
     )
 
 
-def test_tso_on_ivs_of_misplaced_packets_come_from_the_next_seq() -> None:
-    result, _ = run("ip6tnl-transport-tso-on")
+def test_tso_on_ivs_of_misplaced_packets_come_from_the_next_seq(lane: Options) -> None:
+    result = analyze_real("linux-6.1/ip6tnl-transport-tso-on", lane)
     packets = result.packets
     misplaced = packets[packets["verdict"] == "esp_misplaced"]
     assert set(misplaced["iv_seq_delta"]) == {1}
@@ -119,11 +114,14 @@ def test_tso_on_ivs_of_misplaced_packets_come_from_the_next_seq() -> None:
         assert str(by_frame["iv"][first]) == str(by_frame["iv"][second])
 
 
-def test_ccm_capture_decrypts_every_packet_to_its_tcp_stream() -> None:
+def test_ccm_capture_decrypts_every_packet_to_its_tcp_stream(lane: Options) -> None:
     """rfc4309(ccm(aes)), AES-128, ICV 128, IPv4 transport: iperf3's TCP stream on port 5201."""
-    result, truth = run("rfc4309-ccm-v4")
+    result, truth = (
+        analyze_real("linux-6.1/rfc4309-ccm-v4", lane),
+        real_capture("linux-6.1/rfc4309-ccm-v4").truth,
+    )
     packets = result.packets
-    assert list(packets["frame"]) == list(range(1, int(truth["frames"]) + 1))  # type: ignore[call-overload]
+    assert list(packets["frame"]) == list(range(1, int(truth["frames"]) + 1))
     esp = packets[packets["proto"] != "other"]
     assert len(esp) == truth["esp_frames"] == 530
     assert {f"{sa.spi:#x}": sa.packets for sa in result.summary.sas} == truth["frames_per_spi"]
@@ -135,3 +133,55 @@ def test_ccm_capture_decrypts_every_packet_to_its_tcp_stream() -> None:
     assert set(esp["iv_seq_delta"]) == {0}  # seqiv: every IV built from its own number
     assert list(esp["payload_len"][:3]) == [40, 40, 32]  # SYN, SYN-ACK, ACK with options
     assert result.summary.finding_list == ()
+
+
+# -- a real Linux capture, its key file edited -----------------------------------------------
+
+
+def _real(tmp_path: Path, old: str, new: str, lane: Options) -> tuple[Analysis, Analysis]:
+    cap = real_capture("linux-6.1/cbc-aes-hmac-sha256-v4")
+    keys = tmp_path / "xfrm.txt"
+    keys.write_text(cap.keys.read_text().replace(old, new))
+    given = analyze(cap.pcap, [cap.keys], lane)
+    return given, analyze(cap.pcap, [keys], lane)
+
+
+def _kinds(a: Analysis) -> dict[str, int]:
+    return {k: n for k, n in a.summary.findings.items() if n}
+
+
+@needs_captures
+def test_real_capture_cipher_not_opened_every_icv_verified(tmp_path: Path, lane: Options) -> None:
+    given, edited = _real(tmp_path, "cbc(aes)", "cbc(twofish)", lane)
+    esp = given.summary.esp_packets
+    assert given.summary.verdicts["ok"] == esp > 0
+    assert {k: n for k, n in edited.summary.verdicts.items() if n} == {
+        "authentic_not_decrypted": esp,
+        "not_esp": given.summary.verdicts["not_esp"],
+    }
+    mine = edited.packets[edited.packets["verdict"] == "authentic_not_decrypted"]
+    same = given.packets[given.packets["verdict"] == "ok"]
+    assert list(mine["seq64"]) == list(same["seq64"])  # verified with the same high halves
+    assert list(mine["iv"]) == list(same["iv"])  # the clear IVs, for IV reuse
+    assert mine["inner_proto"].eq("").all() and mine["pad_len"].isna().all()
+    # the same sequence and IV reuse findings, none about keys; no echainiv verdict
+    both = {k: n for k, n in _kinds(given).items() if k != "iv_derivation"}
+    assert _kinds(edited) == both
+
+
+@needs_captures
+def test_real_capture_hmac_not_verified_decrypts_and_says_so(tmp_path: Path, lane: Options) -> None:
+    given, edited = _real(tmp_path, "hmac(sha256)", "hmac(sm3)", lane)
+    esp = given.summary.esp_packets
+    assert edited.summary.verdicts["decrypted_no_icv"] == esp
+    mine = edited.packets[edited.packets["verdict"] == "decrypted_no_icv"]
+    same = given.packets[given.packets["verdict"] == "ok"]
+    for column in ("seq64", "inner_proto", "inner_sport", "inner_dport", "pad_len"):
+        assert list(mine[column]) == list(same[column]), column
+    assert set(mine["detail"]) == {
+        "trailer and inner header sound; ICV not checked: hmac(sm3) is not verified by this version"
+    }
+    found = [f for f in edited.summary.finding_list if f.kind is FindingKind.NO_INTEGRITY]
+    assert sorted((f.spi, f.count) for f in found) == sorted(
+        (sa.spi, sa.packets) for sa in given.summary.sas if sa.packets
+    )

@@ -19,8 +19,10 @@ from espforensics.analysis import analyze_to_dir
 from espforensics.batch.run import run_batch
 from espforensics.captions import caption
 from espforensics.synth import build_scenario, write_scenario
+from tests import helpers
+from tests.helpers import analyzed_dir
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
+REAL = helpers.CAPTURES / "linux-6.1"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no headless chromium installed")
 
@@ -74,16 +76,9 @@ def _dom(text: str) -> _Dom:
     return dom
 
 
-def _analyzed(tmp: Path, scenario: str, plots: bool = True) -> Path:
-    paths = write_scenario(build_scenario(scenario, seed=1), tmp / "in", stem=scenario)
-    out = tmp / "out"
-    analyze_to_dir(paths["capture"], [paths["keys"]], out, plots=plots)
-    return out
-
-
 @pytest.fixture(scope="module")
 def gso(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _analyzed(tmp_path_factory.mktemp("gso"), "kernel-gso-v6")
+    return analyzed_dir(tmp_path_factory.mktemp("gso"), "kernel-gso-v6")
 
 
 # Five frames, how many more, and the filter that selects all 12 (findings.csv lists them).
@@ -163,7 +158,7 @@ def _open_text(html: str) -> str:
 @pytest.fixture(scope="module")
 def tso_on_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not (REAL / "ip6tnl-transport-tso-on").is_dir():
-        pytest.skip("shared/captures not beside the project")
+        pytest.skip(helpers.NO_CAPTURES)
     out = tmp_path_factory.mktemp("tso") / "out"
     folder = REAL / "ip6tnl-transport-tso-on"
     analyze_to_dir(folder / "capture.pcap", [folder / "xfrm-state.txt"], out)
@@ -226,7 +221,7 @@ def test_report_html_is_self_contained(gso: Path) -> None:
 
 
 def test_without_plots_the_report_says_so(tmp_path: Path) -> None:
-    out = _analyzed(tmp_path, "kernel-gso-v4", plots=False)
+    out = analyzed_dir(tmp_path, "kernel-gso-v4", plots=False)
     dom = _dom((out / "report.html").read_text())
     assert not dom.all("img") and "plots" not in [h["id"] for h in dom.all("h2")]
 
@@ -282,7 +277,7 @@ def test_chromium_sorts_a_kinds_findings_by_a_clicked_header(
     tmp_path: Path, header: str, clicks: int, frames: list[str]
 ) -> None:
     """iv-seq-minus-1: five iv_reuse findings (2 packets each), one iv_derivation (5)."""
-    out = _analyzed(tmp_path, "iv-seq-minus-1", plots=False)
+    out = analyzed_dir(tmp_path, "iv-seq-minus-1", plots=False)
     html = (out / "report.html").read_text()
     heads, *before = _dom(html).tables["findings-iv_reuse"]
     assert [row[2] for row in before] == ["13 14", "25 26", "37 38", "49 50", "61 62"]
@@ -297,7 +292,7 @@ def test_chromium_sorts_a_kinds_findings_by_a_clicked_header(
 
 @needs_chromium
 def test_chromium_opens_the_kind_a_link_points_at(tmp_path: Path) -> None:
-    out = _analyzed(tmp_path, "iv-seq-minus-1", plots=False)
+    out = analyzed_dir(tmp_path, "iv-seq-minus-1", plots=False)
     dom = _dom(_chromium(out / "report.html", "#kind-iv_reuse"))
     kinds = {d["id"]: "open" in d for d in dom.all("details") if d.get("class") == "kind"}
     assert kinds == {"kind-iv_reuse": True, "kind-iv_derivation": False}

@@ -6,13 +6,10 @@ import hashlib
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from espforensics.cli import app
 from espforensics.summary import TOOL_VERSION
 from espforensics.synth import build_scenario, write_scenario
+from tests.helpers import run_cli
 
-runner = CliRunner()
 CHECKS = ["esp_placement", "cleartext_leak", "iv_reuse", "iv_derivation", "sequence"]
 CHECKS += ["esn_mismatch", "keys", "inner_checksum"]
 
@@ -20,9 +17,9 @@ CHECKS += ["esn_mismatch", "keys", "inner_checksum"]
 def _run(tmp: Path, scenario: str, *args: str) -> tuple[int, list[str], Path]:
     paths = write_scenario(build_scenario(scenario, seed=1), tmp / "in", stem=scenario)
     cmd = ["analyze", str(paths["capture"]), "--sa", str(paths["keys"]), "--out", str(tmp / "o")]
-    res = runner.invoke(app, [*cmd, "--no-plots", "--format", "ktap", *args])
+    res = run_cli(*[*cmd, "--no-plots", "--format", "ktap", *args])
     assert not res.stderr, res.stderr
-    return res.exit_code, res.stdout.splitlines(), paths["capture"]
+    return res.code, res.stdout.splitlines(), paths["capture"]
 
 
 def _head(capture: Path) -> list[str]:
@@ -112,13 +109,11 @@ def test_a_damaged_capture_is_an_error_on_every_line(tmp_path: Path) -> None:
     capture = paths["capture"]
     capture.write_bytes(capture.read_bytes()[:-40])  # inside its last record
     out = tmp_path / "out"
-    res = runner.invoke(
-        app, ["analyze", str(capture), "--sa", str(paths["keys"]), "--out", str(out)]
-    )
-    assert res.exit_code == 2
+    res = run_cli(*["analyze", str(capture), "--sa", str(paths["keys"]), "--out", str(out)])
+    assert res.code == 2
     assert json.loads((out / "summary.json").read_text())["error"]
-    res = runner.invoke(app, ["report", str(out), "--format", "ktap"])
-    assert res.exit_code == 2  # as analyze exited
+    res = run_cli(*["report", str(out), "--format", "ktap"])
+    assert res.code == 2  # as analyze exited
     results = _results(res.stdout.splitlines())
     assert results == [
         f"not ok {n} {name} # ERROR the capture is damaged" for n, name in enumerate(CHECKS, 1)

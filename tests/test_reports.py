@@ -18,30 +18,24 @@ from espforensics.cli import app
 from espforensics.gate import exit_code
 from espforensics.model import Frame, PacketRecord, Proto, Severity, Verdict
 from espforensics.synth import build_scenario, write_scenario
+from tests import helpers
+from tests.helpers import analyzed_dir
 
 ROOT = Path(__file__).resolve().parents[1]
-REAL = ROOT.parent / "shared" / "captures" / "linux-6.1"
+REAL = helpers.CAPTURES / "linux-6.1"
 GOLDEN = ROOT / "tests" / "golden"
 runner = CliRunner()
-needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="shared/captures not beside the project")
-
-
-def _analyzed(tmp: Path, scenario: str) -> Path:
-    paths = write_scenario(build_scenario(scenario, seed=1), tmp / "in", stem=scenario)
-    out = tmp / "out"
-    analyze_to_dir(paths["capture"], [paths["keys"]], out)
-    return out
 
 
 @pytest.fixture(scope="module")
 def gso_v6(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _analyzed(tmp_path_factory.mktemp("gso6"), "kernel-gso-v6")
+    return analyzed_dir(tmp_path_factory.mktemp("gso6"), "kernel-gso-v6")
 
 
 @pytest.fixture(scope="module")
 def tso_on(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not REAL.is_dir():
-        pytest.skip("shared/captures not beside the project")
+        pytest.skip(helpers.NO_CAPTURES)
     out = tmp_path_factory.mktemp("tso") / "out"
     folder = REAL / "ip6tnl-transport-tso-on"
     analyze_to_dir(folder / "capture.pcap", [folder / "xfrm-state.txt"], out)
@@ -56,8 +50,8 @@ def _ascii_72(text: str) -> None:
 
 @pytest.mark.parametrize("scenario", ["kernel-gso-v4", "sequence", "iv-reuse", "natt", "snaplen"])
 def test_reports_are_ascii_72_and_deterministic(tmp_path: Path, scenario: str) -> None:
-    first = _analyzed(tmp_path / "a", scenario)
-    second = _analyzed(tmp_path / "b", scenario)
+    first = analyzed_dir(tmp_path / "a", scenario)
+    second = analyzed_dir(tmp_path / "b", scenario)
     for name in ("report.txt", "report.md"):
         assert (first / name).read_text() == (second / name).read_text()
     _ascii_72((first / "report.txt").read_text())
@@ -119,7 +113,7 @@ def _printed_filter(report: str) -> str:
 
 @pytest.mark.parametrize("scenario", ["kernel-gso-v4", "kernel-gso-v6"])
 def test_printed_filter_selects_exactly_the_misplaced_frames(tmp_path: Path, scenario: str) -> None:
-    out = _analyzed(tmp_path, scenario)
+    out = analyzed_dir(tmp_path, scenario)
     bpf = _printed_filter((out / "report.txt").read_text())
     capture = tmp_path / "in" / f"{scenario}.pcap"
     packets = json.loads((out / "summary.json").read_text())
@@ -132,7 +126,7 @@ def test_printed_filter_selects_exactly_the_misplaced_frames(tmp_path: Path, sce
     assert _tcpdump_frames(capture, bpf, tmp_path) == misplaced
 
 
-@needs_real
+@helpers.needs_captures
 def test_real_capture_report_states_count_and_filter(tso_on: Path, tmp_path: Path) -> None:
     report = (tso_on / "report.txt").read_text()
     _ascii_72(report)
@@ -146,7 +140,7 @@ def test_real_capture_report_states_count_and_filter(tso_on: Path, tmp_path: Pat
     assert frames == [int(r.split(",")[0]) for r in csv_rows if '"esp_misplaced"' in r]
 
 
-@needs_real
+@helpers.needs_captures
 def test_compare_tso_on_and_off() -> None:
     on, off = REAL / "ip6tnl-transport-tso-on", REAL / "ip6tnl-transport-tso-off"
     base = [
@@ -181,8 +175,8 @@ def test_compare_tso_on_and_off() -> None:
 
 
 def test_compare_output_folders(tmp_path: Path) -> None:
-    a = _analyzed(tmp_path / "a", "kernel-gso-v4")
-    b = _analyzed(tmp_path / "b", "ipv4-transport-tcp")
+    a = analyzed_dir(tmp_path / "a", "kernel-gso-v4")
+    b = analyzed_dir(tmp_path / "b", "ipv4-transport-tcp")
     res = runner.invoke(app, ["compare", str(a), str(b), "--format", "json", "--fail-on", "high"])
     assert res.exit_code == 0  # the after side has no finding
     rows = {r["label"]: r for r in json.loads(res.stdout)["rows"]}
@@ -253,7 +247,7 @@ def test_plots_from_a_fixture_have_the_expected_series(tmp_path: Path) -> None:
         plot_verdicts,
     )
 
-    out = _analyzed(tmp_path, "sequence")
+    out = analyzed_dir(tmp_path, "sequence")
     summary = json.loads((out / "summary.json").read_text())
     assert [p["skipped"] for p in summary["plots"]] == [""] * 5
     for p in summary["plots"]:
@@ -279,7 +273,7 @@ def test_plot_gaps_are_the_checks_gaps(tmp_path: Path) -> None:
     from espforensics.analysis import load_summary
     from espforensics.plotdata import plot_frames
 
-    out = _analyzed(tmp_path, "sequence")
+    out = analyzed_dir(tmp_path, "sequence")
     summary = load_summary(out)
     events = plot_frames(out / "packets.parquet", summary)["sequence"]
     gaps = events[events["event"] == "gap"]
@@ -433,7 +427,7 @@ def test_misplaced_section_in_markdown(gso_v6: Path) -> None:
     )
 
 
-@needs_real
+@helpers.needs_captures
 def test_real_capture_shows_the_clear_bytes_with_lengths_masked(tso_on: Path) -> None:
     summary = json.loads((tso_on / "summary.json").read_text())
     assert summary["layouts"] == [

@@ -10,25 +10,16 @@ from __future__ import annotations
 
 import struct
 from collections import Counter
-from functools import cache
 from pathlib import Path
 
 import pytest
 
 from espforensics import analyze
-from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
-from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Proto, Verdict
-from espforensics.pipeline import FrameAnalyzer, Options
-from espforensics.synth import SCENARIOS, Scenario, build_scenario, write_scenario
-
-
-@cache
-def run(name: str, keys: bool = True) -> tuple[Scenario, list[PacketRecord], list[Finding]]:
-    sc = build_scenario(name, seed=1)
-    analyzer = FrameAnalyzer(SaTable(sc.sas if keys else ()), Options(), name)
-    records = list(iter_records([*sc.secrets, *sc.frames] if keys else sc.frames, analyzer))
-    return sc, records, analyzer.findings
+from espforensics.model import Finding, FindingKind, Frame, Proto, Verdict
+from espforensics.pipeline import Options
+from espforensics.synth import SCENARIOS, build_scenario, write_scenario
+from tests.helpers import run_frames, run_scenario
 
 
 def _facts(findings: list[Finding], kind: FindingKind) -> list[Finding]:
@@ -36,8 +27,8 @@ def _facts(findings: list[Finding], kind: FindingKind) -> list[Finding]:
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_every_frame_matches_its_truth(name: str) -> None:
-    sc, records, _ = run(name)
+def test_every_frame_matches_its_truth(name: str, lane: Options) -> None:
+    sc, records, _ = run_scenario(name, lane, secrets=True)
     assert [r.frame for r in records] == list(range(1, len(sc.frames) + 1))
     for rec, truth in zip(records, sc.truth, strict=True):
         got = (rec.verdict, rec.esp_offset, rec.expected_offset, rec.seq64, rec.leaked)
@@ -53,8 +44,8 @@ def test_every_frame_matches_its_truth(name: str) -> None:
             assert rec.iv_seq_delta == truth.iv_seq_delta, f"frame {rec.frame}: {rec.detail}"
 
 
-def test_fragments_name_the_frame_that_completes_them() -> None:
-    sc, records, _ = run("fragments-v6")
+def test_fragments_name_the_frame_that_completes_them(lane: Options) -> None:
+    sc, records, _ = run_scenario("fragments-v6", lane, secrets=True)
     for rec, truth in zip(records, sc.truth, strict=True):
         if truth.verdict is Verdict.FRAGMENT and truth.reassembled_in is not None:
             assert (
@@ -65,8 +56,8 @@ def test_fragments_name_the_frame_that_completes_them() -> None:
 
 
 @pytest.mark.parametrize("name", ["kernel-gso-v4", "kernel-gso-v6"])
-def test_kernel_layout_found_with_and_without_keys(name: str) -> None:
-    sc, records, findings = run(name)
+def test_kernel_layout_found_with_and_without_keys(name: str, lane: Options) -> None:
+    sc, records, findings = run_scenario(name, lane, secrets=True)
     misplaced = [r for r in records if r.verdict is Verdict.ESP_MISPLACED]
     assert len(misplaced) == sc.facts["esp_misplaced"] == 12
     outer = 40 if name.endswith("v6") else 20
@@ -79,7 +70,7 @@ def test_kernel_layout_found_with_and_without_keys(name: str) -> None:
     assert [f.count for f in _facts(findings, FindingKind.ESP_MISPLACED)] == [12]
     assert [f.count for f in _facts(findings, FindingKind.CLEARTEXT_LEAK)] == [12]
 
-    _, keyless, keyless_findings = run(name, keys=False)
+    _, keyless, keyless_findings = run_scenario(name, lane, keys=False)
     unproven = [r for r in keyless if r.verdict is Verdict.ESP_MISPLACED]
     assert [r.frame for r in unproven] == [r.frame for r in misplaced]
     assert all(r.esp_offset == outer + 20 and r.leaked == 4 for r in unproven)
@@ -98,8 +89,8 @@ def test_kernel_layout_found_with_and_without_keys(name: str) -> None:
         for k in (True, False)
     ],
 )
-def test_iv_reuse_counts_match_facts(name: str, keys: bool) -> None:
-    sc, records, findings = run(name, keys)
+def test_iv_reuse_counts_match_facts(name: str, keys: bool, lane: Options) -> None:
+    sc, records, findings = run_scenario(name, lane, keys=keys, secrets=True)
     reuse = _facts(findings, FindingKind.IV_REUSE)
     if name == "shared-key" and not keys:
         # Without keys the SAs are separate groups: one key shared by three SAs is invisible.
@@ -112,8 +103,8 @@ def test_iv_reuse_counts_match_facts(name: str, keys: bool) -> None:
     assert {r.frame for r in records if r.iv_reused} == reused_frames
 
 
-def test_iv_reuse_evidence_is_the_plaintext_xor() -> None:
-    _, _, findings = run("iv-reuse")
+def test_iv_reuse_evidence_is_the_plaintext_xor(lane: Options) -> None:
+    _, _, findings = run_scenario("iv-reuse", lane, secrets=True)
     [f] = _facts(findings, FindingKind.IV_REUSE)
     assert "(equal: same keystream)" in f.detail
     ct_xor = f.detail.split("ciphertext XOR ")[1].split(";")[0]
@@ -122,8 +113,8 @@ def test_iv_reuse_evidence_is_the_plaintext_xor() -> None:
 
 
 @pytest.mark.parametrize("name", ["iv-reuse", "iv-seq-minus-1", "iv-policies"])
-def test_iv_derivation_counts_deviating_packets(name: str) -> None:
-    sc, records, findings = run(name)
+def test_iv_derivation_counts_deviating_packets(name: str, lane: Options) -> None:
+    sc, records, findings = run_scenario(name, lane, secrets=True)
     assert (
         sum(1 for r in records if r.iv_seq_delta)
         + sum(1 for r in records if r.iv_seq_delta is None and r.spi is not None)
@@ -133,15 +124,15 @@ def test_iv_derivation_counts_deviating_packets(name: str) -> None:
     assert f.count == sc.facts["iv_not_seqiv"]
 
 
-def test_iv_built_from_seq_minus_one() -> None:
-    _, records, findings = run("iv-seq-minus-1")
+def test_iv_built_from_seq_minus_one(lane: Options) -> None:
+    _, records, findings = run_scenario("iv-seq-minus-1", lane, secrets=True)
     assert Counter(r.iv_seq_delta for r in records) == Counter({0: 61, -1: 5})
     [f] = _facts(findings, FindingKind.IV_DERIVATION)
     assert "IV built from seq-1 x5" in f.detail
 
 
-def test_sequence_duplicates_gaps_reorder() -> None:
-    sc, records, findings = run("sequence")
+def test_sequence_duplicates_gaps_reorder(lane: Options) -> None:
+    sc, records, findings = run_scenario("sequence", lane, secrets=True)
     [dup] = _facts(findings, FindingKind.SEQ_DUPLICATE)
     [gap] = _facts(findings, FindingKind.SEQ_GAP)
     [late] = _facts(findings, FindingKind.SEQ_REORDER)
@@ -154,16 +145,16 @@ def test_sequence_duplicates_gaps_reorder() -> None:
     assert _facts(findings, FindingKind.IV_REUSE) == []  # a replay reuses no keystream
 
 
-def test_esn_wrap_verifies_on_both_sides() -> None:
-    sc, records, findings = run("esn-wrap")
+def test_esn_wrap_verifies_on_both_sides(lane: Options) -> None:
+    sc, records, findings = run_scenario("esn-wrap", lane, secrets=True)
     assert all(r.verdict is Verdict.OK for r in records)
     assert [r.seq64 for r in records] == [t.seq64 for t in sc.truth]
     assert any(r.seq64 is not None and r.seq64 >= 1 << 32 for r in records)
     assert len(_facts(findings, FindingKind.ESN_WRAP)) == sc.facts["esn_wraps"]
 
 
-def test_shared_key_is_a_finding() -> None:
-    sc, _, findings = run("shared-key")
+def test_shared_key_is_a_finding(lane: Options) -> None:
+    sc, _, findings = run_scenario("shared-key", lane, secrets=True)
     [f] = _facts(findings, FindingKind.SHARED_KEY)
     assert f.count == sc.facts["shared_key_sas"]
 
@@ -206,7 +197,7 @@ def test_decryption_secrets_block_needs_no_key_file(tmp_path: Path) -> None:
     assert alone.summary.verdicts["ok"] == both.summary.verdicts["ok"] == len(sc.frames)
 
 
-def test_misplaced_header_found_when_the_slot_holds_no_known_spi() -> None:
+def test_misplaced_header_found_when_the_slot_holds_no_known_spi(lane: Options) -> None:
     """The SA's header is found and proven later even if nothing at the expected offset names it."""
     sc = build_scenario("kernel-gso-v4", seed=1)
     frames = list(sc.frames)
@@ -215,8 +206,7 @@ def test_misplaced_header_found_when_the_slot_holds_no_known_spi() -> None:
         f = frames[t.frame - 1]
         at = 14 + (t.expected_offset or 0)  # Ethernet header, then the slot
         frames[t.frame - 1] = f._replace(data=f.data[:at] + b"\xde\xad\xbe\xef" + f.data[at + 4 :])
-    analyzer = FrameAnalyzer(SaTable(sc.sas), Options(), "slot")
-    records = list(iter_records(frames, analyzer))
+    records = run_frames(frames, SaTable(sc.sas), lane, "slot").records
     misplaced = [r for r in records if r.verdict is Verdict.ESP_MISPLACED]
     assert [r.frame for r in misplaced] == [t.frame for t in targets]
     # nothing at the expected offset belongs to the SA: all 20 bytes before the header are clear
@@ -236,11 +226,10 @@ def _in_udp(frame: Frame, port: int = 4500) -> Frame:
 
 
 @pytest.mark.parametrize("keys", [True, False])
-def test_misplaced_header_inside_esp_in_udp(keys: bool) -> None:
+def test_misplaced_header_inside_esp_in_udp(keys: bool, lane: Options) -> None:
     sc = build_scenario("kernel-gso-v4", seed=1)
     frames = [_in_udp(f) for f in sc.frames]
-    analyzer = FrameAnalyzer(SaTable(sc.sas if keys else ()), Options(), "natt-gso")
-    records = list(iter_records(frames, analyzer))
+    records = run_frames(frames, SaTable(sc.sas if keys else ()), lane, "natt-gso").records
     misplaced = [r for r in records if r.verdict is Verdict.ESP_MISPLACED]
     want = [t.frame for t in sc.truth if t.verdict is Verdict.ESP_MISPLACED]
     assert [r.frame for r in misplaced] == want

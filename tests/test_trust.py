@@ -8,7 +8,6 @@ sequence numbers and findings a reviewer would quote.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -17,10 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from espforensics.cli import app
-from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.model import (
-    DecryptionSecrets,
     Finding,
     FindingKind,
     Frame,
@@ -28,20 +25,13 @@ from espforensics.model import (
     Severity,
     Verdict,
 )
-from espforensics.pipeline import FrameAnalyzer, Options
+from espforensics.pipeline import Options
 from espforensics.synth import SCENARIOS, build_scenario
+from tests import helpers
+from tests.helpers import run_frames
 
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
-real = pytest.mark.skipif(not CAPTURES.is_dir(), reason="shared/captures not beside the project")
+CAPTURES = helpers.CAPTURES / "linux-6.1"
 WRAP = 1 << 32
-
-
-def run(
-    frames: Sequence[Frame | DecryptionSecrets], sas: tuple[SecurityAssociation, ...]
-) -> tuple[list[PacketRecord], list[Finding]]:
-    analyzer = FrameAnalyzer(SaTable(sas), Options(), "test")
-    records = list(iter_records(frames, analyzer))
-    return records, analyzer.findings
 
 
 def kinds(findings: list[Finding], kind: FindingKind) -> list[Finding]:
@@ -54,10 +44,13 @@ ESN_FAULTS = {"esn-fault-v4": 0, "esn-fault-v6": 0, "esn-fault-late-start": 1}
 
 
 @pytest.mark.parametrize("name", sorted(ESN_FAULTS))
-def test_esn_mismatch_is_its_own_verdict_and_does_not_move_the_wrap(name: str) -> None:
+def test_esn_mismatch_is_its_own_verdict_and_does_not_move_the_wrap(
+    name: str, lane: Options
+) -> None:
     sc = build_scenario(name)
     hi = ESN_FAULTS[name]
-    records, findings = run(list(sc.frames), sc.sas)
+    run = run_frames(list(sc.frames), sc.sas, lane, "test")
+    records, findings = run.records, run.findings
     faulty = [t for t in sc.truth if "esn-mismatch" in t.tags]
     assert len(faulty) == sc.facts["esn_mismatches"]
     for t in faulty:
@@ -83,9 +76,9 @@ def test_esn_mismatch_is_its_own_verdict_and_does_not_move_the_wrap(name: str) -
     }
 
 
-def test_esn_mismatch_finding_says_what_a_reviewer_would() -> None:
+def test_esn_mismatch_finding_says_what_a_reviewer_would(lane: Options) -> None:
     sc = build_scenario("esn-fault-v6")
-    _, findings = run(list(sc.frames), sc.sas)
+    findings = run_frames(list(sc.frames), sc.sas, lane, "test").findings
     [f] = kinds(findings, FindingKind.ESN_MISMATCH)
     assert f.detail.startswith(
         "2001:db8::1 -> 2001:db8::2: 2 packets sealed with the wrong ESN high half, "
@@ -100,20 +93,20 @@ def test_esn_mismatch_finding_says_what_a_reviewer_would() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(ESN_FAULTS))
-def test_keyless_esn_run_places_the_wrap_on_the_same_frame(name: str) -> None:
+def test_keyless_esn_run_places_the_wrap_on_the_same_frame(name: str, lane: Options) -> None:
     sc = build_scenario(name)
-    _, keyed = run(list(sc.frames), sc.sas)
-    _, keyless = run(list(sc.frames), ())
+    keyed = run_frames(list(sc.frames), sc.sas, lane, "test").findings
+    keyless = run_frames(list(sc.frames), (), lane, "test").findings
     frames = [[f.frames for f in kinds(x, FindingKind.ESN_WRAP)] for x in (keyed, keyless)]
     assert frames[0] == frames[1]
     assert kinds(keyless, FindingKind.SEQ_GAP) == []
 
 
-def test_first_packet_teaches_the_high_half_when_esn_hi_is_not_given() -> None:
+def test_first_packet_teaches_the_high_half_when_esn_hi_is_not_given(lane: Options) -> None:
     """Without esn_hi, a capture that starts after a wrap is no sender fault."""
     sc = build_scenario("esn-fault-late-start")
     sas = tuple(replace(sa, esn_hi=0) for sa in sc.sas)
-    records, _ = run(list(sc.frames), sas)
+    records = run_frames(list(sc.frames), sas, lane, "test").records
     assert records[0].verdict is Verdict.OK
     assert records[0].seq64 == sc.truth[0].seq64 and (records[0].seq64 or 0) >> 32 == 1
     assert [r.frame for r in records if r.verdict is Verdict.ESN_MISMATCH] == [
@@ -121,21 +114,21 @@ def test_first_packet_teaches_the_high_half_when_esn_hi_is_not_given() -> None:
     ]
 
 
-def test_esn_hi_at_the_top_of_the_range_and_a_failed_icv_is_no_crash() -> None:
+def test_esn_hi_at_the_top_of_the_range_and_a_failed_icv_is_no_crash(lane: Options) -> None:
     """esn_hi 0xffffffff: the retry must not try a seq64 of 2^64 (struct.error before)."""
     sc = build_scenario("esn-wrap")
     sas = tuple(replace(sa, esn_hi=0xFFFFFFFF) if sa.esn else sa for sa in sc.sas)
-    records, _ = run(list(sc.frames), sas)
+    records = run_frames(list(sc.frames), sas, lane, "test").records
     esn = [r for r in records if r.spi == 0x6001]
     assert esn and all(r.verdict is Verdict.AUTH_FAIL for r in esn)
 
 
-@real
-def test_real_esn_wrap_capture_names_the_dropped_packet() -> None:
+@helpers.needs_captures
+def test_real_esn_wrap_capture_names_the_dropped_packet(lane: Options) -> None:
     from espforensics import analyze
 
     folder = CAPTURES / "esn-wrap-v4"
-    result = analyze(folder / "capture.pcap", [folder / "xfrm-state.txt"])
+    result = analyze(folder / "capture.pcap", [folder / "xfrm-state.txt"], lane)
     p = result.packets
     bad = p[p.verdict == "esn_mismatch"]
     assert bad["frame"].tolist() == [373]
@@ -165,14 +158,15 @@ def _clear_v6_header_in_ciphertext(frame: Frame, esp_at: int) -> Frame:
     return frame._replace(data=bytes(data))
 
 
-def test_keyless_lookalike_header_is_possible_not_critical() -> None:
+def test_keyless_lookalike_header_is_possible_not_critical(lane: Options) -> None:
     sc = build_scenario("ipv6-tunnel")
     frames = list(sc.frames)
     target = next(t for t in sc.truth if t.verdict is Verdict.OK and t.esp_offset is not None)
     frames[target.frame - 1] = _clear_v6_header_in_ciphertext(
         frames[target.frame - 1], target.esp_offset or 0
     )
-    records, findings = run(frames, ())
+    run = run_frames(frames, (), lane, "test")
+    records, findings = run.records, run.findings
     rec = records[target.frame - 1]
     assert rec.leaked is None
     assert rec.leaked_fields.startswith("possible: IPv6 version+traffic class+flow label")
@@ -182,27 +176,23 @@ def test_keyless_lookalike_header_is_possible_not_critical() -> None:
 
 
 @cache
-def _criticals(name: str, keyed: bool) -> set[tuple[str, int | None]]:
+def _criticals(name: str, keyed: bool, lane: Options) -> set[tuple[str, int | None]]:
     sc = build_scenario(name)
-    _, findings = run(
-        [*sc.secrets, *sc.frames] if keyed else list(sc.frames), sc.sas if keyed else ()
-    )
+    findings = run_frames(
+        [*sc.secrets, *sc.frames] if keyed else list(sc.frames), sc.sas if keyed else (), lane
+    ).findings
     return {(f.kind.value, f.spi) for f in findings if f.severity is Severity.CRITICAL}
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_keyless_makes_no_critical_finding_the_keyed_run_does_not(name: str) -> None:
-    assert _criticals(name, keyed=False) <= _criticals(name, keyed=True)
+def test_keyless_makes_no_critical_finding_the_keyed_run_does_not(name: str, lane: Options) -> None:
+    assert _criticals(name, False, lane) <= _criticals(name, True, lane)
 
 
-@real
-@pytest.mark.parametrize("folder", sorted(p.name for p in CAPTURES.glob("*")) or ["none"])
-def test_real_capture_keyless_criticals_are_keyed_ones(folder: str) -> None:
-    from espforensics import analyze
-
-    path = CAPTURES / folder
-    keyed = analyze(path / "capture.pcap", [path / "xfrm-state.txt"]).summary.finding_list
-    keyless = analyze(path / "capture.pcap").summary.finding_list
+@pytest.mark.parametrize("name", helpers.capture_params("linux-6.1"))
+def test_real_capture_keyless_criticals_are_keyed_ones(name: str, lane: Options) -> None:
+    keyed = helpers.analyze_real(name, lane).summary.finding_list
+    keyless = helpers.analyze_real(name, lane, keys=False).summary.finding_list
 
     def crit(fs: tuple[Finding, ...]) -> set[tuple[str, int | None]]:
         return {(f.kind.value, f.spi) for f in fs if f.severity is Severity.CRITICAL}
@@ -213,17 +203,20 @@ def test_real_capture_keyless_criticals_are_keyed_ones(folder: str) -> None:
 # -- 4. A run that checked nothing must not look clean ------------------------------------
 
 
-def _doctor(name: str, change: dict[str, object], spi: int) -> tuple[list[PacketRecord], Finding]:
+def _doctor(
+    name: str, change: dict[str, object], spi: int, lane: Options
+) -> tuple[list[PacketRecord], Finding]:
     sc = build_scenario(name)
     sas = tuple(replace(sa, **change) if sa.spi == spi else sa for sa in sc.sas)  # type: ignore[arg-type]
-    records, findings = run(list(sc.frames), sas)
+    run = run_frames(list(sc.frames), sas, lane, "test")
+    records, findings = run.records, run.findings
     [f] = [f for f in findings if f.kind is FindingKind.KEY_MISMATCH]
     assert (f.spi, f.severity) == (spi, Severity.HIGH)
     return records, f
 
 
-def test_key_doctor_names_a_wrong_icv_length() -> None:
-    records, f = _doctor("ipv4-transport-tcp", {"icv_bits": 96}, 0x1001)
+def test_key_doctor_names_a_wrong_icv_length(lane: Options) -> None:
+    records, f = _doctor("ipv4-transport-tcp", {"icv_bits": 96}, 0x1001, lane)
     n = sum(1 for r in records if r.spi == 0x1001 and r.verdict is Verdict.AUTH_FAIL)
     assert n > 4
     assert f.detail == (
@@ -232,8 +225,8 @@ def test_key_doctor_names_a_wrong_icv_length() -> None:
     )
 
 
-def test_key_doctor_names_esn_off() -> None:
-    records, f = _doctor("esn-wrap", {"esn": False}, 0x6001)
+def test_key_doctor_names_esn_off(lane: Options) -> None:
+    records, f = _doctor("esn-wrap", {"esn": False}, 0x6001, lane)
     n = sum(1 for r in records if r.spi == 0x6001)
     assert f.detail.endswith(
         f"all {n} that fail verify with ESN on with high half 0x0 at the start "
@@ -241,27 +234,27 @@ def test_key_doctor_names_esn_off() -> None:
     )
 
 
-def test_key_doctor_names_the_other_directions_key() -> None:
+def test_key_doctor_names_the_other_directions_key(lane: Options) -> None:
     sc = build_scenario("ipv4-transport-tcp")
     a, b = sc.sas
     swapped = (replace(a, key=b.key), replace(b, key=a.key))
-    _, findings = run(list(sc.frames), swapped)
+    findings = run_frames(list(sc.frames), swapped, lane, "test").findings
     got = {f.spi: f.detail for f in kinds(findings, FindingKind.KEY_MISMATCH)}
     assert set(got) == {a.spi, b.spi}
     assert f"verify with the key given for SPI {b.spi:#010x}" in got[a.spi]
     assert f"verify with the key given for SPI {a.spi:#010x}" in got[b.spi]
 
 
-def test_key_doctor_says_when_nothing_fits() -> None:
+def test_key_doctor_says_when_nothing_fits(lane: Options) -> None:
     from espforensics.keys import Secret
 
-    _, f = _doctor("ipv4-transport-tcp", {"key": Secret(bytes(range(20)))}, 0x1001)
+    _, f = _doctor("ipv4-transport-tcp", {"key": Secret(bytes(range(20)))}, 0x1001, lane)
     assert "none of the usual mistakes makes them verify" in f.detail
 
 
-def test_a_few_corrupt_packets_are_no_key_mismatch() -> None:
+def test_a_few_corrupt_packets_are_no_key_mismatch(lane: Options) -> None:
     sc = build_scenario("corrupt-icv")
-    _, findings = run(list(sc.frames), sc.sas)
+    findings = run_frames(list(sc.frames), sc.sas, lane, "test").findings
     assert kinds(findings, FindingKind.KEY_MISMATCH) == []
 
 
@@ -279,7 +272,7 @@ def _swap_cbc_keys(text: str) -> str:
     return text
 
 
-@real
+@helpers.needs_captures
 @pytest.mark.parametrize(
     ("name", "edit", "fix"),
     [
@@ -334,7 +327,7 @@ def test_real_capture_with_a_wrong_key_exits_3_and_names_the_fix(
     assert "key_mismatch" in findings and re.search(fix, findings), findings
 
 
-@real
+@helpers.needs_captures
 @pytest.mark.parametrize(
     ("name", "edit"),
     [
@@ -374,7 +367,9 @@ def test_algorithm_not_decrypted_is_unsupported_and_exits_1(
     assert summary["findings"]["unsupported"] == esp
 
 
-def test_key_one_byte_short_loads_and_the_doctor_puts_the_zero_back(tmp_path: Path) -> None:
+def test_key_one_byte_short_loads_and_the_doctor_puts_the_zero_back(
+    tmp_path: Path, lane: Options
+) -> None:
     """A key whose leading 00 byte a copy-paste dropped: not refused, proven by the packets."""
     import random
 
@@ -395,7 +390,8 @@ def test_key_one_byte_short_loads_and_the_doctor_puts_the_zero_back(tmp_path: Pa
     path.write_text(text.replace("0x" + material.hex(), "0x" + material.hex()[2:]))
     [short] = load_sas([path])
     assert len(short.key) == 19 and not short.key_usable
-    records, findings = run(list(sc.frames), (short,))
+    run = run_frames(list(sc.frames), (short,), lane, "test")
+    records, findings = run.records, run.findings
     assert [r.verdict for r in records] == [Verdict.AUTH_FAIL] * 6
     [f] = kinds(findings, FindingKind.KEY_MISMATCH)
     assert f.detail == (
@@ -407,13 +403,16 @@ def test_key_one_byte_short_loads_and_the_doctor_puts_the_zero_back(tmp_path: Pa
 
 
 @pytest.mark.parametrize("name", sorted(ESN_FAULTS))
-def test_a_capture_that_starts_with_the_faulty_packet_still_names_it(name: str) -> None:
+def test_a_capture_that_starts_with_the_faulty_packet_still_names_it(
+    name: str, lane: Options
+) -> None:
     """Cut just before the packet sealed with the wrong high half: the next packet decides."""
     sc = build_scenario(name)
     cut = next(t.frame for t in sc.truth if "esn-mismatch" in t.tags) - 1
     esn = [f.frame for f in sc.truth if f.spi == 0x6101 and f.frame > cut]
     frames = [f._replace(number=f.number - cut) for f in sc.frames[cut:]]
-    records, findings = run(frames, sc.sas)
+    run = run_frames(frames, sc.sas, lane, "test")
+    records, findings = run.records, run.findings
     for rec, truth in zip(records, sc.truth[cut:], strict=True):
         assert (rec.verdict, rec.seq64) == (truth.verdict, truth.seq64), rec.frame
     assert [f.frames for f in kinds(findings, FindingKind.ESN_MISMATCH)] == [
@@ -423,19 +422,22 @@ def test_a_capture_that_starts_with_the_faulty_packet_still_names_it(name: str) 
 
 
 @pytest.mark.parametrize("start", [6, 7, 8])
-def test_a_capture_that_starts_after_the_wrap_learns_the_high_half(start: int) -> None:
+def test_a_capture_that_starts_after_the_wrap_learns_the_high_half(
+    start: int, lane: Options
+) -> None:
     """Cut after the wrap, esn_hi 0 in the key file: the first packet is no fault."""
     sc = build_scenario("esn-fault-v4")
     frames = [f._replace(number=f.number - start + 1) for f in sc.frames[start - 1 :]]
-    records, findings = run(frames, sc.sas)
+    run = run_frames(frames, sc.sas, lane, "test")
+    records, findings = run.records, run.findings
     for rec, truth in zip(records, sc.truth[start - 1 :], strict=True):
         assert (rec.verdict, rec.seq64) == (truth.verdict, truth.seq64), rec.frame
     assert kinds(findings, FindingKind.ESN_MISMATCH) == []
 
 
-@real
+@helpers.needs_captures
 @pytest.mark.parametrize("first", [370, 372, 373, 374, 375])
-def test_real_esn_capture_cut_near_the_wrap(first: int) -> None:
+def test_real_esn_capture_cut_near_the_wrap(first: int, lane: Options) -> None:
     """The real ESN capture cut at frames around the dropped packet (frame 373)."""
     from espforensics.capture import open_capture
     from espforensics.keys import load_sas
@@ -447,7 +449,8 @@ def test_real_esn_capture_cut_near_the_wrap(first: int) -> None:
             for f in cap
             if isinstance(f, Frame) and f.number >= first
         ]
-    records, findings = run(frames, tuple(load_sas([folder / "xfrm-state.txt"])))
+    run = run_frames(frames, tuple(load_sas([folder / "xfrm-state.txt"])), lane, "test")
+    records, findings = run.records, run.findings
     mismatched = [r.frame + first - 1 for r in records if r.verdict is Verdict.ESN_MISMATCH]
     assert mismatched == ([373] if first <= 373 else [])
     assert not [r for r in records if r.spi is not None and r.verdict is Verdict.AUTH_FAIL]
@@ -466,11 +469,11 @@ def _wrong_keys(sas: tuple[SecurityAssociation, ...]) -> tuple[SecurityAssociati
 
 
 @pytest.mark.parametrize("name", ["kernel-gso-v4", "kernel-gso-v6", "iv-reuse", "sequence"])
-def test_a_wrong_key_hides_nothing_a_keyless_run_shows(name: str) -> None:
+def test_a_wrong_key_hides_nothing_a_keyless_run_shows(name: str, lane: Options) -> None:
     """A key that verifies nothing proves nothing either way: its packets count as keyless."""
     sc = build_scenario(name)
-    _, keyless = run(list(sc.frames), ())
-    _, wrong = run(list(sc.frames), _wrong_keys(sc.sas))
+    keyless = run_frames(list(sc.frames), (), lane, "test").findings
+    wrong = run_frames(list(sc.frames), _wrong_keys(sc.sas), lane, "test").findings
 
     def shown(findings: list[Finding]) -> set[tuple[str, str, int | None, tuple[int, ...]]]:
         return {
@@ -483,23 +486,24 @@ def test_a_wrong_key_hides_nothing_a_keyless_run_shows(name: str) -> None:
     assert {f.spi for f in kinds(wrong, FindingKind.KEY_MISMATCH)} == {sa.spi for sa in sc.sas}
 
 
-@real
-def test_real_tso_on_capture_with_a_wrong_key_still_shows_the_misplaced_packets() -> None:
+@helpers.needs_captures
+def test_real_tso_on_capture_with_a_wrong_key_still_shows_the_misplaced_packets(
+    lane: Options,
+) -> None:
     from espforensics import analyze
     from espforensics.keys import load_sas
 
     folder = CAPTURES / "ip6tnl-transport-tso-on"
-    keyless = analyze(folder / "capture.pcap").summary
-    wrong = analyze(
-        folder / "capture.pcap", SaTable(_wrong_keys(tuple(load_sas([folder / "xfrm-state.txt"]))))
-    ).summary
+    keyless = analyze(folder / "capture.pcap", None, lane).summary
+    wrong_keys = SaTable(_wrong_keys(tuple(load_sas([folder / "xfrm-state.txt"]))))
+    wrong = analyze(folder / "capture.pcap", wrong_keys, lane).summary
     assert wrong.verdicts["esp_misplaced"] == keyless.verdicts["esp_misplaced"] == 94
     for kind in ("esp_misplaced", "cleartext_leak", "iv_reuse"):
         assert wrong.findings[kind] == keyless.findings[kind] > 0, kind
     assert wrong.findings["key_mismatch"] > 0
 
 
-def test_the_doctor_does_not_try_another_sas_key_that_is_one_byte_short() -> None:
+def test_the_doctor_does_not_try_another_sas_key_that_is_one_byte_short(lane: Options) -> None:
     """fuzz/ seed 3 #677321: an SA whose key is one byte short (here 35 ASCII bytes, as
     Wireshark reads a key without 0x) was offered as 'the other direction's key' to an
     SA whose packets fail, and AESGCM refused it: a ValueError, exit 70."""
@@ -510,5 +514,5 @@ def test_the_doctor_does_not_try_another_sas_key_that_is_one_byte_short() -> Non
     failing = replace(a, key=Secret(bytes(20)))  # verifies nothing: the doctor runs
     short = replace(b, key=Secret(b"AES-GCM with 16 octet ICV [RFC4106]"))
     assert len(short.key) == 35 and not short.key_usable
-    _, findings = run(list(sc.frames), (failing, short))
+    findings = run_frames(list(sc.frames), (failing, short), lane, "test").findings
     assert {f.spi for f in kinds(findings, FindingKind.KEY_MISMATCH)} == {a.spi, b.spi}

@@ -31,7 +31,6 @@ from dataclasses import replace
 import pytest
 
 from espforensics.crypto import AeadContext, EncAuthContext
-from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
 from espforensics.keys.sa import (
     CBC_AES,
@@ -43,6 +42,7 @@ from espforensics.keys.sa import (
 )
 from espforensics.model import Frame, Verdict
 from espforensics.pipeline import FrameAnalyzer, Options
+from tests.helpers import iter_rows
 
 LINKTYPE_RAW = 101
 TEST_HMAC_KEY = bytes(range(32))  # ours, not the RFC's: RFC 3602's packets have no ICV
@@ -85,11 +85,13 @@ def _ipv4(esp: bytes, proto: int = 50) -> bytes:
     return header[:10] + struct.pack(">H", ~total & 0xFFFF) + header[12:] + esp
 
 
-def _analyze(sa: SecurityAssociation, esp: bytes) -> tuple[Verdict, int | None, int | None]:
+def _analyze(
+    sa: SecurityAssociation, esp: bytes, lane: Options
+) -> tuple[Verdict, int | None, int | None]:
     data = _ipv4(esp)
     frame = Frame(1, 1_735_689_600_000_000_000, len(data), len(data), LINKTYPE_RAW, data)
-    analyzer = FrameAnalyzer(SaTable((sa,)), Options(), "vector")
-    [rec] = list(iter_records([frame], analyzer))
+    analyzer = FrameAnalyzer(SaTable((sa,)), lane, "vector")
+    [rec] = list(iter_rows([frame], analyzer, lane))
     return rec.verdict, rec.next_header, rec.pad_len
 
 
@@ -192,7 +194,13 @@ RFC3602_ESP = [
 
 @pytest.mark.parametrize(("key", "spi", "seq", "nh", "packet", "payload"), RFC3602_ESP)
 def test_rfc3602_esp_packets_cases_5_to_8(
-    key: str, spi: int, seq: int, nh: int, packet: str, payload: str
+    key: str,
+    spi: int,
+    seq: int,
+    nh: int,
+    packet: str,
+    payload: str,
+    lane: Options,
 ) -> None:
     esp, body = _hex(packet), _hex(payload)
     assert struct.unpack_from(">II", esp) == (spi, seq)
@@ -205,9 +213,9 @@ def test_rfc3602_esp_packets_cases_5_to_8(
     assert sealed[:-16] == ciphertext  # the RFC's own padding, byte for byte
     icv = sealed[-16:]
     assert ctx.open(seq, iv, ciphertext + icv) == plaintext
-    assert _analyze(sa, esp + icv) == (Verdict.OK, nh, pad)
+    assert _analyze(sa, esp + icv, lane) == (Verdict.OK, nh, pad)
     flipped = esp + icv[:-1] + bytes((icv[-1] ^ 1,))
-    assert _analyze(sa, flipped)[0] is Verdict.AUTH_FAIL
+    assert _analyze(sa, flipped, lane)[0] is Verdict.AUTH_FAIL
 
 
 # -- RFC 4868 s2.7.2 ---------------------------------------------------------------------
@@ -310,7 +318,7 @@ RFC7634_CIPHERTEXT = (
 RFC7634_TAG = "76aaa8266b7fb0f7b11b369907e1ad43"
 
 
-def test_rfc7634_appendix_a_esp_packet() -> None:
+def test_rfc7634_appendix_a_esp_packet(lane: Options) -> None:
     sa = SecurityAssociation(
         spi=0x01020304, algorithm=RFC7539ESP, key=Secret(_hex(RFC7634_KEYMAT)), origin="vector"
     )
@@ -319,7 +327,7 @@ def test_rfc7634_appendix_a_esp_packet() -> None:
     assert ctx.open(5, iv, sealed) == _hex(RFC7634_PLAINTEXT)
     assert ctx.seal(5, iv, _hex(RFC7634_PLAINTEXT)) == sealed
     esp = struct.pack(">II", 0x01020304, 5) + iv + sealed
-    assert _analyze(sa, esp) == (Verdict.OK, 4, 2)
+    assert _analyze(sa, esp, lane) == (Verdict.OK, 4, 2)
 
 
 # -- RFC 3686 s6 ---------------------------------------------------------------------------

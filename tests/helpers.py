@@ -1,0 +1,245 @@
+"""What many test modules share: the real captures and one way to run the analyzer.
+
+The real Linux captures live beside the checkout, in ``../shared/captures``
+(``KERNEL/NAME/{capture.pcap,xfrm-state.txt,ground-truth.json}``); a test
+that needs them skips, with ``NO_CAPTURES`` as its reason, where they are
+absent. ``run_frames``/``run_scenario`` analyze in process with the
+``Options`` a test gives (tests/conftest.py's ``lane`` fixture gives each
+test the steady lane off and on); ``run_cli`` runs the command line in
+process and returns its exit code, its output and its output folder.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+import pytest
+from typer.testing import CliRunner
+
+from espforensics.analysis import Analysis, analyze, analyze_to_dir
+from espforensics.engine import Engine, Row, SteadyRows
+from espforensics.keys import SaTable
+from espforensics.keys.sa import SecurityAssociation
+from espforensics.model import DecryptionSecrets, Finding, Frame, PacketRecord, Proto, Verdict
+from espforensics.pipeline import FrameAnalyzer, Options
+from espforensics.synth import Scenario, build_scenario, write_scenario
+from espforensics.tables import records_to_table, steady_table
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
+NO_CAPTURES = f"the real captures are not beside the checkout ({CAPTURES} is absent)"
+needs_captures = pytest.mark.skipif(not CAPTURES.is_dir(), reason=NO_CAPTURES)
+
+# The two lanes every in-process end-to-end test runs with (tests/conftest.py ``lane``).
+PER_FRAME = Options(steady_lane=False)
+STEADY = Options(batch_frames=64)  # small batches: the lane takes an SA from its second batch
+
+
+# -- the real captures -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RealCapture:
+    """One real capture: its files and its ground truth."""
+
+    name: str  # KERNEL/NAME, e.g. linux-6.1/esn-wrap-v4
+    folder: Path
+
+    @property
+    def pcap(self) -> Path:
+        return self.folder / "capture.pcap"
+
+    @property
+    def keys(self) -> Path:
+        """The ``ip xfrm state`` text of its SAs."""
+        return self.folder / "xfrm-state.txt"
+
+    @property
+    def truth(self) -> dict[str, Any]:
+        return _truth(self.folder)
+
+    @property
+    def frames(self) -> int:
+        """The frames the ground truth counts."""
+        return int(str(self.truth["frames"]))
+
+
+@cache
+def _truth(folder: Path) -> dict[str, Any]:
+    truth: dict[str, Any] = json.loads((folder / "ground-truth.json").read_text())
+    return truth
+
+
+def real_capture(name: str) -> RealCapture:
+    """The capture ``KERNEL/NAME``; the calling test skips if the captures are absent."""
+    if not CAPTURES.is_dir():
+        pytest.skip(NO_CAPTURES)
+    folder = CAPTURES / name
+    assert (folder / "capture.pcap").is_file(), f"no real capture {name} in {CAPTURES}"
+    return RealCapture(name, folder)
+
+
+@cache
+def analyze_real(name: str, options: Options, keys: bool = True) -> Analysis:
+    """A real capture analyzed in process (once per session), with its keys or without."""
+    cap = real_capture(name)
+    return analyze(cap.pcap, [cap.keys] if keys else None, options)
+
+
+def capture_names(kernel: str | None = None) -> list[str]:
+    """Every real capture as ``KERNEL/NAME`` (of one kernel, if given), sorted."""
+    pattern = f"{kernel or '*'}/*/capture.pcap"
+    return sorted(f"{p.parent.parent.name}/{p.parent.name}" for p in CAPTURES.glob(pattern))
+
+
+def capture_params(kernel: str | None = None) -> list[object]:
+    """``capture_names`` for ``parametrize``; one visibly skipped case where they are absent."""
+    names = capture_names(kernel)
+    if names:
+        return [pytest.param(n, id=n) for n in names]
+    return [pytest.param("", id="no-captures", marks=pytest.mark.skip(reason=NO_CAPTURES))]
+
+
+# -- in process ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """An in-process run: one record per row of packets.parquet, the findings, the analyzer."""
+
+    records: list[PacketRecord]
+    findings: list[Finding]
+    analyzer: FrameAnalyzer
+
+
+def _record(ns: int, row: dict[str, Any]) -> PacketRecord:
+    """A record from a packets-table row (``time`` apart: Arrow reads it as a datetime)."""
+    enums = {"verdict": Verdict(row["verdict"]), "proto": Proto(row["proto"])}
+    return PacketRecord(**{**row, **enums, "time": ns})
+
+
+def steady_records(rows: SteadyRows) -> list[PacketRecord]:
+    """The records of a steady run, read back from the packets table it writes.
+
+    The table (tables.steady_table) is what packets.parquet holds for these
+    frames, so each record is what a user reads; the records made from it
+    must give the same table again, or the reading here is wrong.
+    """
+    table = steady_table(rows)
+    times = table.column("time").cast(pa.int64()).to_pylist()
+    plain = table.drop_columns(["time"]).to_pylist()
+    records = [_record(ns, row) for ns, row in zip(times, plain, strict=True)]
+    assert records_to_table(records).equals(table), "a steady run read back differs"
+    return records
+
+
+def records_of(row: Row) -> list[PacketRecord]:
+    """The records of one row the engine yields (a record, or a steady run's records)."""
+    return [row] if isinstance(row, PacketRecord) else steady_records(row)
+
+
+def run_frames(
+    items: Iterable[Frame | DecryptionSecrets],
+    sas: SaTable | Iterable[SecurityAssociation],
+    options: Options,
+    origin: str = "<capture>",
+) -> Run:
+    """Analyze ``items`` in process with ``options``; every row as records."""
+    table = sas if isinstance(sas, SaTable) else SaTable(tuple(sas))
+    analyzer = FrameAnalyzer(table, options, origin)
+    engine = Engine(analyzer, options)
+    try:
+        records = [rec for row in engine.iter_rows(items) for rec in records_of(row)]
+    finally:
+        engine.close()
+    return Run(records, analyzer.findings, analyzer)
+
+
+def iter_rows(
+    items: Iterable[Frame | DecryptionSecrets], analyzer: FrameAnalyzer, options: Options
+) -> Iterator[PacketRecord]:
+    """``run_frames`` for a test that builds its own analyzer: its records, lazily."""
+    engine = Engine(analyzer, options)
+    try:
+        for row in engine.iter_rows(items):
+            yield from records_of(row)
+    finally:
+        engine.close()
+
+
+@cache
+def scenario(name: str, seed: int = 1) -> Scenario:
+    """A synthetic scenario, built once per test session."""
+    return build_scenario(name, seed=seed)
+
+
+class ScenarioRun(NamedTuple):
+    """A scenario and what the analyzer made of it."""
+
+    scenario: Scenario
+    records: list[PacketRecord]
+    findings: list[Finding]
+
+
+@cache
+def run_scenario(
+    name: str, options: Options, keys: bool = True, secrets: bool = False, seed: int = 1
+) -> ScenarioRun:
+    """A scenario (built once) analyzed in process, with its keys or without; ``secrets``:
+    its pcapng decryption secrets blocks go first, as a capture file holds them."""
+    sc = scenario(name, seed)
+    items: Sequence[Frame | DecryptionSecrets] = (
+        [*sc.secrets, *sc.frames] if keys and secrets else sc.frames
+    )
+    run = run_frames(items, sc.sas if keys else (), options, name)
+    return ScenarioRun(sc, run.records, run.findings)
+
+
+def analyzed_dir(tmp: Path, name: str, plots: bool = True) -> Path:
+    """A scenario (seed 1) written under ``tmp/in`` and analyzed with its keys into
+    ``tmp/out`` (every output file; plots unless told not to)."""
+    paths = write_scenario(scenario(name), tmp / "in", stem=name)
+    out = tmp / "out"
+    analyze_to_dir(paths["capture"], [paths["keys"]], out, plots=plots)
+    return out
+
+
+# -- the command line, in process ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CliRun:
+    """What ``espforensics ARGS`` did: its exit code, stdout, stderr and output folder."""
+
+    code: int
+    stdout: str
+    stderr: str
+    out: Path | None
+    exception: BaseException | None
+    stdout_bytes: bytes
+    stderr_bytes: bytes
+
+
+def run_cli(*args: str | Path) -> CliRun:
+    """``espforensics ARGS`` in process; ``out`` is the ``--out`` folder, if one is given."""
+    from espforensics.cli import app
+
+    argv = [str(a) for a in args]
+    res = CliRunner().invoke(app, argv)
+    out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else None
+    return CliRun(
+        res.exit_code,
+        res.stdout,
+        res.stderr,
+        out,
+        res.exception,
+        res.stdout_bytes,
+        res.stderr_bytes,
+    )
