@@ -48,6 +48,7 @@ from espforensics.rewrite.comments import finding_comment
 from espforensics.stored import stored_evidence
 from espforensics.summary import Summary
 from espforensics.synth import build_scenario, write_scenario
+from tests.helpers import real_capture
 
 WRAP = 1 << 32
 _TMP: list[Path] = []
@@ -261,13 +262,10 @@ def test_the_annotated_copy_reads_the_esn_wrap_evidence() -> None:
 
 # -- a real capture: Linux 6.1's GSO fault (ip6tnl over IPv6 transport ESP, TSO on) --------
 
-TSO_ON = Path(__file__).resolve().parents[2] / "shared" / "captures" / "linux-6.1"
-TSO_ON = TSO_ON / "ip6tnl-transport-tso-on"
 
-
-@pytest.mark.skipif(not TSO_ON.is_dir(), reason="shared/captures not beside the project")
 def test_real_gso_fault_evidence() -> None:
-    s = summarize(TSO_ON / "capture.pcap", [TSO_ON / "xfrm-state.txt"])
+    cap = real_capture("linux-6.1/ip6tnl-transport-tso-on")
+    s = summarize(cap.pcap, [cap.keys])
 
     def one(kind: FindingKind) -> Finding:
         (f,) = [f for f in s.finding_list if f.kind is kind]
