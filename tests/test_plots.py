@@ -307,6 +307,26 @@ def test_throughput_stays_linear_for_one_bursty_sa() -> None:
     assert axes_of(plot_throughput(df)).get_yscale() == "linear"
 
 
+def test_throughput_more_than_twelve_sas_sums_the_quietest() -> None:
+    # 20 SAs, SA k sends k+1 Mbit/s in bin 0 and 1 Mbit/s in bin 1: the 11 busiest (SA 9..19)
+    # keep their line, SA 0..8 become one line of their sums (45 and 9 Mbit/s).
+    sas = [f"0x{k:08x} 192.0.2.1>192.0.2.2" for k in range(20)]
+    df = pd.DataFrame(
+        {
+            "t": [0.0] * 20 + [1.0] * 20,
+            "sa": sas * 2,
+            "mbit_s": [k + 1.0 for k in range(20)] + [1.0] * 20,
+        }
+    )
+    fig = plot_throughput(df)
+    ax = axes_of(fig)
+    assert fig is not None
+    assert legend_texts(fig) == [*sas[9:], "9 other SAs, summed"]
+    assert len(ax.lines) == 12
+    assert np.asarray(ax.lines[-1].get_ydata()).tolist() == [45.0, 9.0]
+    assert np.asarray(ax.lines[0].get_ydata()).tolist() == [10.0, 1.0]  # SA 9 as it was
+
+
 def test_throughput_none_without_data() -> None:
     assert plot_throughput(throughput_df().iloc[0:0]) is None
     assert plot_throughput(throughput_df().assign(mbit_s=math.nan)) is None

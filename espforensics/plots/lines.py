@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 # would lie flat on zero (the GSO bug: Gbit/s one way, Mbit/s the other)
 _PEAK_RATIO = 20.0
 _MAX_BINS = 600  # throughput points per SA at most, whatever the capture's time span
+_MAX_LINES = 12  # SAs drawn as lines of their own; more are summed into one line
 _WIDE_SPAN = 1e6  # s: a time axis this long gets fewer ticks, as its labels are long
 # event -> (colour, marker, lane offset within the SA's row)
 _EVENT_STYLE = {
@@ -62,6 +63,24 @@ def _throughput_table(df: pd.DataFrame) -> tuple[pd.DataFrame, float, float]:
     return table.reindex(range(int(table.index.max()) + 1)).fillna(0.0), width * merge, first
 
 
+def _busiest(table: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The table with at most ``_MAX_LINES`` columns, and their drawing order.
+
+    Beyond that a legend of one entry per SA covers the plot (a capture of
+    60 SAs collapsed the axes): the ``_MAX_LINES - 1`` SAs that sent the
+    most bytes keep their line, the others are summed into one last line.
+    """
+    if len(table.columns) <= _MAX_LINES:
+        return table, _ordered(table.columns)
+    total = table.sum()
+    by_bytes = sorted(table.columns, key=lambda sa: (-float(total[sa]), sa))
+    keep = sorted(by_bytes[: _MAX_LINES - 1])
+    rest = by_bytes[_MAX_LINES - 1 :]
+    other = f"{len(rest)} other SAs, summed"
+    summed = table[keep].assign(**{other: table[rest].sum(axis=1)})
+    return summed, [*keep, other]
+
+
 def plot_throughput(df: pd.DataFrame) -> Figure | None:
     """One line per SA: Mbit/s per time bin (missing bins are 0)."""
     if not _has(df, "t", "sa", "mbit_s"):
@@ -71,6 +90,7 @@ def plot_throughput(df: pd.DataFrame) -> Figure | None:
     if df.empty:
         return None
     table, width, first = _throughput_table(df)
+    table, order = _busiest(table)
     centres = first + (table.index.to_numpy(dtype=np.float64) + 0.5) * width
     log = _far_apart(table.max().to_numpy(dtype=np.float64), _PEAK_RATIO)
     gaps = log and bool((table.to_numpy() <= 0).any())  # log axes cannot show a 0
@@ -81,7 +101,7 @@ def plot_throughput(df: pd.DataFrame) -> Figure | None:
             "throughput (Mbit/s, log scale)" if log else "throughput (Mbit/s)",
         )
         marker = "o" if len(centres) <= 60 else None
-        for i, sa in enumerate(_ordered(table.columns)):
+        for i, sa in enumerate(order):
             values = table[sa].to_numpy(dtype=np.float64)
             colour = _SA_COLOURS[i % len(_SA_COLOURS)]
             style = "-" if i < len(_SA_COLOURS) else "--"  # colours repeat: tell them apart
