@@ -23,7 +23,17 @@ from fuzz.oracle import INTERNAL_ERROR, Oracle, Verdict
 from fuzz.seeds import all_secrets, seeds
 
 # Kinds per 24 inputs: captures and key files most, compare and batch (slow) least.
-WEIGHTS = {"pcap": 6, "pcapng": 6, "yaml": 3, "xfrm": 3, "esp_sa": 3, "compare": 2, "batch": 1}
+# steady: a long run analyzed twice (both lanes), about as slow as a batch input.
+WEIGHTS = {
+    "pcap": 6,
+    "pcapng": 6,
+    "yaml": 3,
+    "xfrm": 3,
+    "esp_sa": 3,
+    "compare": 2,
+    "batch": 1,
+    "steady": 1,
+}
 
 
 def schedule(kinds: Sequence[str]) -> list[str]:
@@ -60,10 +70,17 @@ class Tally:
     examples: dict[str, Example] = field(default_factory=dict)
     # Bugs of the harness itself (a mutator that raised): counted, the campaign goes on.
     harness: Counter[str] = field(default_factory=Counter)
+    # Per kind: frames the steady lane took, candidates it refused, inputs it took any of.
+    lane_taken: Counter[str] = field(default_factory=Counter)
+    lane_refused: Counter[str] = field(default_factory=Counter)
+    lane_inputs: Counter[str] = field(default_factory=Counter)
 
     def add(self, fuzz_input: FuzzInput, verdict: Verdict) -> None:
         self.tried[fuzz_input.kind] += 1
         self.outcomes[(fuzz_input.kind, verdict.outcome)] += 1
+        self.lane_taken[fuzz_input.kind] += verdict.lane_taken
+        self.lane_refused[fuzz_input.kind] += verdict.lane_refused
+        self.lane_inputs[fuzz_input.kind] += verdict.lane_taken > 0
         for failure in {f.cls: f for f in verdict.failures}.values():
             self.failures[failure.cls] += 1
             if failure.cls not in self.examples:
@@ -75,6 +92,9 @@ class Tally:
         self.outcomes.update(other.outcomes)
         self.failures.update(other.failures)
         self.harness.update(other.harness)
+        self.lane_taken.update(other.lane_taken)
+        self.lane_refused.update(other.lane_refused)
+        self.lane_inputs.update(other.lane_inputs)
         for cls, example in other.examples.items():
             mine = self.examples.get(cls)
             if mine is None or example.index < mine.index:

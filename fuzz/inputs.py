@@ -16,10 +16,11 @@ from fuzz.captures import ESPS, pcap_chunks, pcapng_chunks
 from fuzz.keytext import MUTATORS
 from fuzz.packets import mutate_frames
 from fuzz.seeds import Seed, pick_seed
+from fuzz.steady import pick_steady, steady_frames
 
 CAPTURE_KINDS = ("pcap", "pcapng")
 KEY_KINDS = ("yaml", "xfrm", "esp_sa")
-KINDS = (*CAPTURE_KINDS, *KEY_KINDS, "compare", "batch")
+KINDS = (*CAPTURE_KINDS, *KEY_KINDS, "compare", "batch", "steady")
 KEY_NAMES = {"yaml": "keys.yaml", "xfrm": "xfrm", "esp_sa": "esp_sa"}
 COMPRESSIONS = ("gz", "bz2", "xz", "zst")
 
@@ -87,6 +88,23 @@ def _capture_input(rng: random.Random, kind: str, index: int, seed: Seed) -> Fuz
     return FuzzInput(kind, index, seed.name, tuple(files.items()), compress, table)
 
 
+def _steady_input(rng: random.Random, index: int) -> FuzzInput:
+    """A long steady run with faults inside (fuzz/steady.py), analyzed with both lanes."""
+    st = pick_steady(rng)
+    frames = steady_frames(rng, st)
+    fmt = rng.choice(CAPTURE_KINDS)
+    if fmt == "pcap":
+        chunks = pcap_chunks(rng, frames, st.seed.linktypes, 0.0)
+    else:
+        chunks = pcapng_chunks(rng, frames, st.seed.linktypes, (), 0.0)
+    files = {f"a.{fmt}": tuple(chunks)}
+    table = rng.random() < 0.9  # else the keys in a file of any format, unmutated
+    if not table:
+        name, text = _keys_file(rng, st.seed, "a", mutate=False)
+        files[name] = (text,)
+    return FuzzInput("steady", index, st.seed.name, tuple(files.items()), None, table, True)
+
+
 def _key_input(rng: random.Random, kind: str, index: int, seed: Seed) -> FuzzInput:
     text = {"yaml": seed.yaml, "xfrm": seed.xfrm, "esp_sa": seed.esp_sa}[kind]
     lines = MUTATORS[kind](rng, text).encode("utf-8", "surrogatepass").splitlines(keepends=True)
@@ -111,6 +129,8 @@ def _multi_input(rng: random.Random, kind: str, index: int, seed: Seed) -> FuzzI
 def make_input(campaign: int, index: int, kind: str) -> FuzzInput:
     """The input number ``index`` of the campaign ``campaign``."""
     rng = rng_for(campaign, index)
+    if kind == "steady":  # always analyze(), to compare the lanes; to a folder 1 in 23
+        return replace(_steady_input(rng, index), to_dir=rng.random() < 1 / 23)
     seed = pick_seed(rng)
     if kind in CAPTURE_KINDS:
         fuzz_input = _capture_input(rng, kind, index, seed)

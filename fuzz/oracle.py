@@ -43,6 +43,7 @@ from espforensics.render.json import render_json
 from espforensics.render.markdown import render_report_md
 from espforensics.render.text import render_report, render_summary
 from espforensics.summary import Summary
+from fuzz import lanecount
 from fuzz.inputs import FuzzInput
 from fuzz.leaks import find_leak
 from fuzz.seeds import seed_named
@@ -76,6 +77,8 @@ class Verdict:
 
     outcome: str = OK
     failures: list[Failure] = field(default_factory=list)
+    lane_taken: int = 0  # frames the steady lane took (every lane-on call of the input)
+    lane_refused: int = 0  # candidates of SAs it admitted that it left to the per-frame path
 
     def input_error(self) -> None:
         if self.outcome == OK:
@@ -112,10 +115,12 @@ class Oracle:
         self.out = scratch / "out"
         self.written: list[Path] = []
         self.inputs.mkdir(parents=True, exist_ok=True)
+        lanecount.install()
 
     def run(self, fuzz_input: FuzzInput) -> Verdict:
         """Judge one input."""
         verdict = Verdict()
+        lanecount.take()  # what an input before this one left uncounted (an interrupted run)
         walks = self._materialize(fuzz_input)
         try:
             if fuzz_input.kind == "batch":
@@ -126,6 +131,8 @@ class Oracle:
                 self._single(verdict, fuzz_input, walks)
         except Exception as exc:  # an error of the harness itself is a failure too
             verdict.fail(f"harness: {failure_class(exc)}", repr(exc))
+        lane = lanecount.take()
+        verdict.lane_taken, verdict.lane_refused = lane.taken, lane.refused
         return verdict
 
     def _materialize(self, fuzz_input: FuzzInput) -> dict[Path, Walk]:
@@ -155,7 +162,9 @@ class Oracle:
         keys: KeysArg = self._keys()
         if fuzz_input.table:
             keys = SaTable(seed_named(fuzz_input.seed).sas)
-        elif fuzz_input.kind not in ("pcap", "pcapng") and not self._load(verdict, self._keys()):
+        elif fuzz_input.kind not in ("pcap", "pcapng", "steady") and not self._load(
+            verdict, self._keys()
+        ):
             return
         for capture, walked in walks.items():
             if fuzz_input.full:

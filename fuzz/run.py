@@ -175,6 +175,18 @@ def save_findings(tally: Tally, ns: argparse.Namespace) -> dict[str, Path]:
     return saved
 
 
+def _lane_lines(tally: Tally) -> list[str]:
+    """Per kind: inputs the steady lane took frames of, the frames, the candidates refused."""
+    out = [f"steady lane: {'kind':<8} {'inputs':>9} {'frames':>9} {'refused':>9}"]
+    for kind in KINDS:
+        if tally.tried[kind]:
+            taken, refused = tally.lane_taken[kind], tally.lane_refused[kind]
+            out.append(
+                f"             {kind:<8} {tally.lane_inputs[kind]:>9} {taken:>9} {refused:>9}"
+            )
+    return out
+
+
 def report(tally: Tally, seconds: float, saved: dict[str, Path]) -> str:
     """The campaign's figures as text."""
     done = sum(tally.tried.values())
@@ -186,6 +198,7 @@ def report(tally: Tally, seconds: float, saved: dict[str, Path]) -> str:
             out.append(
                 f"{kind:<8} {tally.tried[kind]:>9} {counts[0]:>9} {counts[1]:>11} {counts[2]:>14}"
             )
+    out += _lane_lines(tally)
     out.append(f"harness errors (inputs not made): {sum(tally.harness.values())}")
     out += [f"  {count:>7}  {cls}" for cls, count in tally.harness.most_common(10)]
     out.append(f"failure classes: {len(tally.failures)}")

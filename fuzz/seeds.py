@@ -125,14 +125,21 @@ def secret_bytes(sa: SecurityAssociation) -> list[bytes]:
     return [k for k in out if len(k) >= 8]
 
 
+def _every_seed() -> tuple[Seed, ...]:
+    """The scenarios' seeds and the long steady ones (fuzz/steady.py)."""
+    from fuzz.steady import steady_seeds  # noqa: PLC0415 (fuzz.steady imports Seed from here)
+
+    return (*seeds(), *(st.seed for st in steady_seeds()))
+
+
 @cache
 def all_secrets() -> tuple[bytes, ...]:
     """Every key of the corpus, longest first, without repeats."""
-    keys = {k for s in seeds() for sa in s.sas for k in secret_bytes(sa)}
+    keys = {k for s in _every_seed() for sa in s.sas for k in secret_bytes(sa)}
     return tuple(sorted(keys, key=lambda k: (-len(k), k)))
 
 
 @cache
 def seed_named(name: str) -> Seed:
-    """The seed of the scenario called ``name``."""
-    return next(s for s in seeds() if s.name == name)
+    """The seed of the scenario (or the steady seed) called ``name``."""
+    return next(s for s in _every_seed() if s.name == name)

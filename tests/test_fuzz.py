@@ -11,6 +11,7 @@ No timing: the harness's time-out is off and nothing here sleeps.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -18,16 +19,24 @@ import pytest
 
 import fuzz.oracle
 from espforensics.analysis import Analysis, KeysArg, analyze
+from espforensics.engine.plan import Plan
+from espforensics.engine.rows import SteadyRows
+from espforensics.engine.steady import SteadyLane
+from espforensics.engine.wire import FrameBatch, WireColumns
+from espforensics.keys import SaTable
+from espforensics.model import PacketRecord
 from espforensics.pipeline import Options
 from espforensics.synth import SCENARIOS, build_scenario, write_capture
 from espforensics.synth.truth import CaptureFormat
+from fuzz import lanecount
 from fuzz.campaign import Tally, prepare_process, run_block, schedule
 from fuzz.inputs import KINDS, FuzzInput, make_input
 from fuzz.leaks import find_leak
 from fuzz.minimize import minimize
 from fuzz.oracle import OK, Oracle, Verdict
 from fuzz.run import load_finding, main, replay, save_finding
-from fuzz.seeds import all_secrets
+from fuzz.seeds import all_secrets, secret_bytes
+from fuzz.steady import STEADY, steady_seeds
 from fuzz.walker import walk
 
 SEED = 2026
@@ -39,6 +48,7 @@ BUDGET = {
     "esp_sa": 300,
     "compare": 40,
     "batch": 16,
+    "steady": 12,
 }
 
 # Failure classes still open: issue -> (class pattern, kind, the budget's inputs showing
@@ -216,5 +226,76 @@ def test_the_lanes_are_compared(oracle: Oracle, monkeypatch: pytest.MonkeyPatch)
         return result
 
     monkeypatch.setattr(fuzz.oracle, "analyze", otherwise)
+    failed = [f.cls for f in oracle.run(fuzz_input).failures]
+    assert failed == ["invariant: the steady lane's packets differ"]
+
+
+def test_steady_inputs_feed_the_lane_and_make_it_refuse(oracle: Oracle) -> None:
+    """The steady kind's inputs of a fixed seed: the lane takes frames of them, and
+    refuses some (the faults inside the runs), with no failure."""
+    verdicts = [oracle.run(make_input(SEED, i, "steady")) for i in range(BUDGET["steady"])]
+    assert [v.failures for v in verdicts] == [[]] * BUDGET["steady"]
+    assert sum(v.lane_taken > 0 for v in verdicts) > 0
+    assert sum(v.lane_refused for v in verdicts) > 0
+
+
+@pytest.mark.parametrize("name", list(STEADY))
+def test_a_clean_steady_window_goes_to_the_lane_after_the_iv_window(
+    tmp_path: Path, name: str
+) -> None:
+    """Without a fault, the lane takes every frame once each SA of the window has shown
+    the IV derivation check its first 64 packets (docs/architecture.md), refusing none."""
+    st = next(s for s in steady_seeds() if s.seed.name == name)
+    path = tmp_path / "w.pcap"
+    sending = 2 if STEADY[name][2] else 1  # the SAs the window's frames use
+    lanecount.install()
+    for first, size in ((0, 100), (13, 233), (20, 300)):
+        write_capture(path, list(st.seed.frames[first : first + size]), linktypes=(1,))
+        lanecount.take()
+        analyze(path, SaTable(st.seed.sas), fuzz.oracle.LANE)
+        count = lanecount.take()
+        assert (count.taken, count.refused) == (max(0, size - 64 * sending), 0)
+
+
+def test_a_replayed_iv_is_one_its_sa_used(tmp_path: Path) -> None:
+    """The steady seeds' replay frames carry the IV of their SA's packet 3 numbers back."""
+    for st in steady_seeds():
+        ivs = {f.data[34:42]: f.data[42:50] for f in st.seed.frames}  # (SPI, seq) -> IV
+        for clean, again in zip(st.seed.frames[40:60], st.replayed[40:60], strict=True):
+            spi, seq = again.data[34:38], int.from_bytes(again.data[38:42], "big")
+            assert again.data[34:42] == clean.data[34:42]
+            assert again.data[42:50] == ivs[spi + (seq - 3).to_bytes(4, "big")] != clean.data[42:50]
+
+
+def test_the_leak_scanner_knows_the_steady_keys() -> None:
+    keys = {k for st in steady_seeds() for sa in st.seed.sas for k in secret_bytes(sa)}
+    assert len(keys) == 12  # 4 seeds of 2 SAs: the AEAD key, or CBC's key and HMAC key
+    assert keys <= set(all_secrets())
+
+
+def test_a_lane_difference_on_a_steady_run_is_caught(
+    oracle: Oracle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lane that committed a wrong sequence number for the frames it took breaks the
+    'both lanes alike' invariant on a steady input that was ok."""
+    index = next(
+        i for i in range(BUDGET["steady"]) if oracle.run(make_input(SEED, i, "steady")).lane_taken
+    )
+    fuzz_input = make_input(SEED, index, "steady")
+    assert oracle.run(fuzz_input).failures == []
+    real = SteadyLane.apply
+
+    def off_by_one(
+        self: SteadyLane,
+        batch: FrameBatch,
+        wire: WireColumns,
+        plan: Plan,
+        rows: list[int],
+        records: tuple[PacketRecord, ...],
+    ) -> SteadyRows:
+        out = real(self, batch, wire, plan, rows, records)
+        return dataclasses.replace(out, seq=out.seq + 1)
+
+    monkeypatch.setattr(SteadyLane, "apply", off_by_one)
     failed = [f.cls for f in oracle.run(fuzz_input).failures]
     assert failed == ["invariant: the steady lane's packets differ"]
