@@ -8,6 +8,7 @@ own: every exception of the code under test becomes an outcome.
 Layout (data flows one way)::
 
     seeds      fixture scenarios, their frames, SAs and key texts
+    steady     long steady runs (the engine's steady lane) with faults inside
     packets    mutators of the bytes inside frames (IP, ext headers, UDP, ESP)
     captures   pcap / pcapng writers whose every field can be mutated
     keytext    mutators of keys.yaml, ``ip xfrm state`` text and esp_sa lines
@@ -15,6 +16,7 @@ Layout (data flows one way)::
     walker     an independent frame counter for pcap / pcapng bytes
     leaks      the key-byte scanner (hex any case, 0x or not, raw)
     oracle     runs the library entry points; outcome and failure class
+    lanecount  frames the steady lane took and refused, per input
     minimize   delta debugging over an input's chunks
     campaign   a block of inputs judged in one process, tallied
     run        the command line: ``python -m fuzz --inputs N --seed S``
