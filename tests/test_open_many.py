@@ -49,3 +49,21 @@ def test_open_many_is_open_per_packet(algorithm: str, esn: bool, damaged: tuple[
         ctx.open(int(q), iv.tobytes(), bytes(s))
         for q, iv, s in zip(seq64, ivs, sealed, strict=True)
     ]
+
+
+@pytest.mark.parametrize("algorithm", _ALGORITHMS)
+@pytest.mark.parametrize("esn", [False, True])
+def test_nonces_and_aads_ending_in_zero_bytes_keep_them(algorithm: str, esn: bool) -> None:
+    """IVs and sequence numbers whose last bytes are 00 (an all-zero IV, seq 256): the
+    nonce and the AAD keep every byte (a C-string cut would drop them and fail every ICV)."""
+    ctx = _context(algorithm, esn)
+    low = [256, 512, 0x01000000, 1 << 16]
+    seq64 = np.array([((7 << 32) if esn else 0) + q for q in low], np.uint64)
+    iv_rows = [bytes(8), b"\x01" + bytes(7), b"\xff" * 4 + bytes(4), bytes(7) + b"\x01"]
+    ivs = np.array([list(iv) for iv in iv_rows], np.uint8)
+    plains = [bytes([0x40 + i]) * (17 + i) for i in range(4)]
+    sealed = [
+        memoryview(ctx.seal(int(q), iv.tobytes(), p))
+        for q, iv, p in zip(seq64, ivs, plains, strict=True)
+    ]
+    assert ctx.open_many(seq64, ivs, sealed) == plains

@@ -122,6 +122,25 @@ def test_a_refused_row_sends_the_rest_of_its_unit_per_frame() -> None:
     assert plan.taken.count(False) == (2 * PACKETS - frame + 1) // 2
 
 
+def test_a_failed_icv_sends_the_rest_of_its_sa_per_frame() -> None:
+    """One A packet's ICV damaged (its last byte): the packets before it are the lane's,
+    it and A's later ones go per frame, B's are all the lane's, each decoded."""
+    an, _, _ = _warm()
+    frame = WARM + 21  # an A frame (odd frames are A's)
+    frames = list(_scenario().frames[WARM:])
+    bad = frames[frame - WARM - 1]
+    assert bad.number == frame
+    frames[frame - WARM - 1] = bad._replace(data=bad.data[:-1] + bytes([bad.data[-1] ^ 1]))
+    batch = FrameBatch.of(tuple(frames))
+    wire = parse(batch, an.natt_ports)
+    plan = _plan(SteadyLane(an), batch, wire)
+    numbers = batch.number.tolist()
+    assert plan.taken == [s == B or f < frame for s, f in zip(_spis(wire), numbers, strict=True)]
+    opened = plan.plain_at[plan.cand[np.flatnonzero(plan.taken)]]
+    assert (opened >= 0).all() and len(set(opened.tolist())) == len(opened)  # decoded, once
+    assert int(plan.plain_at[plan.cand[frame - WARM - 1]]) == -1  # not decoded
+
+
 def test_a_scope_shared_by_two_sas_makes_them_one_unit() -> None:
     an, batch, wire = _warm()
     frame = WARM + 21

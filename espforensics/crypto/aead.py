@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from dataclasses import replace
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -148,10 +149,8 @@ class AeadContext:
         if self.esn:
             words.append((seq64 >> np.uint64(32)).astype(np.uint32))
         words.append((seq64 & np.uint64(0xFFFFFFFF)).astype(np.uint32))
-        aads = np.stack(words, axis=1).astype(">u4").tobytes()
-        width, nb, step = 4 * len(words), nonces.tobytes(), salt_len + IV_LEN
-        nonce_list = [nb[i : i + step] for i in range(0, k * step, step)]
-        aad_list = [aads[i : i + width] for i in range(0, k * width, width)]
+        aads = np.stack(words, axis=1).astype(">u4").view(np.uint8)
+        nonce_list, aad_list = _row_bytes(nonces), _row_bytes(aads)
         # One call per packet from C (map); a packet whose ICV fails stops ``extend`` and
         # is None, then the same map goes on from the next packet.
         opened = map(self._aead.decrypt, nonce_list, sealed, aad_list)
@@ -176,6 +175,12 @@ class AeadContext:
         enc.authenticate_additional_data(aad)
         body = enc.update(plaintext) + enc.finalize()
         return body + enc.tag[: self.icv_len]
+
+
+def _row_bytes(rows: npt.NDArray[np.uint8]) -> list[bytes]:
+    """Each row of a C-contiguous 2-D byte array as ``bytes`` (every byte, trailing zeros
+    too: a void scalar keeps them), in C rather than one slice per row."""
+    return cast(list[bytes], rows.view(np.dtype((np.void, rows.shape[1]))).ravel().tolist())
 
 
 def key_fingerprint(sa: SecurityAssociation) -> bytes:

@@ -121,16 +121,19 @@ class Engine:
     def iter_rows(self, items: Iterable[Frame | DecryptionSecrets]) -> Iterator[Row]:
         """One row per frame of ``items``; ``analyzer.findings`` is complete at the end."""
         batch: list[Frame] = []
+        size, append = self._size, batch.append  # the hot loop: one pass per frame
         try:
             for item in items:
                 if isinstance(item, Frame):
-                    batch.append(item)
-                    if len(batch) >= self._size:
+                    append(item)
+                    if len(batch) >= size:
                         yield from self._batch(batch)
                         batch = []
+                        append = batch.append
                 else:
                     yield from self._batch(batch)
                     batch = []
+                    append = batch.append
                     self._an.add_secrets(item)
         except InputError:  # a damaged capture or a bad secrets block
             yield from self._batch(batch)
@@ -189,11 +192,11 @@ class Engine:
         self, lane: SteadyLane, batch: FrameBatch, wire: WireColumns, plan: Plan, i: int, j: int
     ) -> Iterator[Row]:
         """Frames ``i`` to ``j`` (excluded), each the lane's or without ESP."""
-        taken = plan.taken
-        rows = [r for r in range(i, j) if taken[r]]
-        records = tuple(
-            rec for r in range(i, j) if not taken[r] for rec in self._an.process(batch.frames[r])
-        )
+        mine = np.asarray(plan.taken[i:j], np.bool_)
+        rows = (np.flatnonzero(mine) + i).tolist()
+        frames, process = batch.frames, self._an.process
+        others = (np.flatnonzero(~mine) + i).tolist()  # inert: no ESP
+        records = tuple(rec for r in others for rec in process(frames[r]))
         if rows:
             yield lane.apply(batch, wire, plan, rows, records)
         else:

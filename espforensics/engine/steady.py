@@ -28,6 +28,9 @@ the SAs of one key) and hold while no other frame reaches the unit's SAs
 
 from __future__ import annotations
 
+from itertools import chain
+from typing import cast
+
 import numpy as np
 import numpy.typing as npt
 
@@ -132,12 +135,15 @@ class SteadyLane:
         plan = opening.plan
         if not opening.jobs:
             return plan
-        plains = [p for part in opened for p in part]
-        good = np.flatnonzero(np.fromiter((p is not None for p in plains), np.bool_, len(plains)))
+        plains = list(chain.from_iterable(opened))
+        if None in plains:  # an ICV failed: only the verified packets are decoded
+            good = np.flatnonzero(np.fromiter((p is not None for p in plains), np.bool_))
+            texts: list[bytes] = [p for p in plains if p is not None]
+        else:
+            good, texts = np.arange(len(plains)), cast(list[bytes], plains)
         at_good = opening.opened[good]
         plan.plain_at = np.full(len(plan.rows), -1, np.int64)
         plan.plain_at[at_good] = np.arange(len(good))
-        texts = [p for p in plains if p is not None]
         view = np.frombuffer(batch.buf, np.uint8)
         plan.cts = view[opening.sealed_at[at_good][:, None] + np.arange(HEAD_LEN)]
         # Per flow, then per row: the outer names, GMAC (clear by design) and the ICV length.
@@ -146,10 +152,11 @@ class SteadyLane:
         clear = np.array([c is not None and c.clear for c in ctxs], np.bool_)[plan.flow[at_good]]
         outer = Outer(plan.outer.words[at_good], plan.outer.v4[at_good], plan.outer.natt[at_good])
         plan.columns = decode_plaintexts(texts, names[:, 0], names[:, 1], plan.cts, clear, outer)
+        taken = np.zeros(len(plan.taken), np.bool_)
         for unit in plan.units:
             unit.cut = self._verified(unit, plan)
-            for p in unit.rows[: unit.cut]:
-                plan.taken[int(plan.rows[p])] = True
+            taken[plan.rows[unit.rows[: unit.cut]]] = True
+        plan.taken = taken.tolist()
         return plan
 
     def _flows(self, wire: WireColumns, rows: Index) -> tuple[list[Flow], I64]:
@@ -199,9 +206,10 @@ class SteadyLane:
                     plan.units.append(Unit())
                 plan.unit_of[flow.state] = plan.units[u]
         plan.unit = unit_of_flow[plan.flow]
-        for pos, u in enumerate(plan.unit.tolist()):
-            if u >= 0:
-                plan.units[u].rows.append(pos)
+        order = np.argsort(plan.unit, kind="stable")  # per unit, its rows in capture order
+        bounds = np.searchsorted(plan.unit[order], np.arange(len(plan.units) + 1))
+        for u, unit in enumerate(plan.units):
+            unit.rows = order[bounds[u] : bounds[u + 1]].tolist()
 
     def _eligible(self, flow: Flow) -> tuple[object | None, ...] | None:
         """The checks' scopes of a flow whose SA is in the steady state, else None."""
@@ -230,7 +238,8 @@ class SteadyLane:
         flow = plan.flow[pos]
         seq = wire.seq[plan.rows[pos]].astype(np.uint64)
         states: dict[SaState, list[int]] = {}
-        for f in np.unique(flow).tolist():
+        distinct = np.unique(flow).tolist()
+        for f in distinct:
             states.setdefault(plan.flows[f].state, []).append(f)
         for state, own_flows in states.items():
             mine = np.isin(flow, own_flows)
@@ -239,7 +248,7 @@ class SteadyLane:
                 return 0  # near a wrap: the per-frame path places them one by one
             plan.seq64[pos[mine]] = seq64
         bad = np.zeros(len(pos), np.bool_)
-        for f in np.unique(flow).tolist():
+        for f in distinct:
             at = np.flatnonzero(flow == f)
             rows = flow_rows(plan, pos[at], view)
             for check in self._checks:
