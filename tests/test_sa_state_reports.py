@@ -1,0 +1,66 @@
+"""The reports of many SAs (issue 21): summary.json streamed a row at a time.
+
+``format_json`` makes, dumps and drops one row dict at a time and joins the text
+once; the document and its layout (one compact line per SA and per finding) are
+what they were.
+"""
+
+from __future__ import annotations
+
+import json
+
+from espforensics.model import Finding, FindingKind, Severity
+from espforensics.render.content import report_content
+from espforensics.render.json import format_json
+from espforensics.summary import CaptureInfo, SaSummary, Summary, finding_json, sa_json
+
+
+def _sa(spi: int) -> SaSummary:
+    return SaSummary(spi, "10.0.0.1", "10.0.0.2", "", 1, {"not_verified": 1}, 1, 1, 5.0, 5.0, 98)
+
+
+def _summary(sas: int, findings: int) -> Summary:
+    gap = Finding(FindingKind.SEQ_GAP, Severity.MEDIUM, 0x1001, (7, 8, 9), 3, "gap", "a", "b")
+    return Summary(
+        tool_version="1",
+        capture=CaptureInfo("c.pcap", "00", 10, sas, 5.0, 5.0),
+        esp_packets=sas,
+        verdicts={"not_verified": sas},
+        sas=tuple(_sa(0x10000 + i) for i in range(sas)),
+        finding_list=(gap,) * findings,
+    )
+
+
+def test_sa_and_finding_rows_are_the_documents_rows() -> None:
+    s = _summary(2, 1)
+    doc = s.to_json()
+    assert doc["sas"] == [sa_json(sa) for sa in s.sas]
+    assert sa_json(s.sas[1])["spi"] == "0x00010001"
+    assert sa_json(s.sas[1])["verdicts"] == {"not_verified": 1}
+    assert finding_json(s.finding_list[0])["frames"] == [[7, 9]]
+    assert doc["finding_list"] == [finding_json(s.finding_list[0])]
+
+
+def test_summary_json_of_two_sas_one_line_each() -> None:
+    s = _summary(2, 1)
+    text = format_json(report_content(s))
+    lines = text.splitlines()
+    start = lines.index('  "sas": [')
+    assert lines[start + 1] == "    " + json.dumps(sa_json(s.sas[0])) + ","
+    assert lines[start + 2] == "    " + json.dumps(sa_json(s.sas[1]))
+    assert lines[start + 3] == "  ],"
+    at = lines.index('  "finding_list": [')
+    assert lines[at + 1 : at + 3] == ["    " + json.dumps(finding_json(s.finding_list[0])), "  ],"]
+    assert text.endswith("\n}\n") and not text.endswith("\n\n")
+    doc = json.loads(text)
+    assert list(doc)[:3] == ["schema", "tool_version", "capture"]
+    assert list(doc).index("likely_causes") == list(doc).index("layouts") + 1
+    assert Summary.from_json(doc) == s
+
+
+def test_summary_json_of_no_sas_keeps_empty_lists_inline() -> None:
+    text = format_json(report_content(_summary(0, 0)))
+    assert '  "sas": [],' in text.splitlines()
+    assert '  "finding_list": [],' in text.splitlines()
+    assert "\0" not in text and "\\u0000" not in text
+    assert json.loads(text)["sas"] == []
