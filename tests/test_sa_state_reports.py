@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 
-from espforensics.model import Finding, FindingKind, Severity
+from espforensics.model import Finding, FindingKind, PacketRecord, Proto, Severity, Verdict
 from espforensics.render.content import report_content
 from espforensics.render.json import format_json
 from espforensics.summary import CaptureInfo, SaSummary, Summary, finding_json, sa_json
+from espforensics.summary_builder import SummaryBuilder
 
 
 def _sa(spi: int) -> SaSummary:
@@ -64,3 +65,34 @@ def test_summary_json_of_no_sas_keeps_empty_lists_inline() -> None:
     assert '  "finding_list": [],' in text.splitlines()
     assert "\0" not in text and "\\u0000" not in text
     assert json.loads(text)["sas"] == []
+
+
+# -- per-SA counts made at their first use ----------------------------------------
+
+
+def _esp(frame: int, spi: int, **kw: object) -> PacketRecord:
+    rec = PacketRecord(frame, frame * 1_000_000_000, 100, 100, Verdict.UNKNOWN_SA, Proto.ESP)
+    rec.spi, rec.src, rec.dst, rec.seq64 = spi, "10.0.0.1", "10.0.0.2", frame
+    for name, value in kw.items():
+        setattr(rec, name, value)
+    return rec
+
+
+def test_sa_without_padding_or_checksums_makes_no_counter() -> None:
+    b = SummaryBuilder()
+    for frame in (1, 2):
+        b.observe(_esp(frame, 0x1001))
+    b.observe(_esp(3, 0x1002, tfc_len=12, payload_len=1400, inner_checksum="ok"))
+    b.observe(_esp(4, 0x1002, tfc_len=20, payload_len=1400, inner_checksum="bad"))
+    b.observe(_esp(5, 0x1002, tfc_len=8, payload_len=600, inner_checksum="ok"))
+    bare, padded = (
+        b._sas[(0x1001, "10.0.0.1", "10.0.0.2")],
+        b._sas[(0x1002, "10.0.0.1", "10.0.0.2")],
+    )
+    assert (bare.tfc_to, bare.checksums) == (None, None)
+    assert (padded.tfc_to, padded.checksums) == ({1400: 2, 600: 1}, {"ok": 2, "bad": 1})
+    sas = b.finish(CaptureInfo("c.pcap", "00"), []).sas
+    assert (sas[0].tfc_padded_to, sas[0].inner_checksums, sas[0].tfc_packets) == ({}, {}, 0)
+    assert sas[1].tfc_padded_to == {"1400": 2, "600": 1}
+    assert sas[1].inner_checksums == {"ok": 2, "bad": 1}
+    assert (sas[1].tfc_packets, sas[1].tfc_bytes, sas[1].packets) == (3, 40, 3)
