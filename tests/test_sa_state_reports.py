@@ -96,3 +96,20 @@ def test_sa_without_padding_or_checksums_makes_no_counter() -> None:
     assert sas[1].tfc_padded_to == {"1400": 2, "600": 1}
     assert sas[1].inner_checksums == {"ok": 2, "bad": 1}
     assert (sas[1].tfc_packets, sas[1].tfc_bytes, sas[1].packets) == (3, 40, 3)
+
+
+def test_sequence_wrap_list_is_made_at_the_first_wrap() -> None:
+    from espforensics.checks.sequence import SequenceCheck
+    from espforensics.keys.sa import RFC4106
+    from tests.bulk_batches import Pkt, context, keyed, sa_of
+
+    flow = keyed(sa_of(0x1001, RFC4106, bytes(20)))
+    check = SequenceCheck()
+    for frame, seq64 in enumerate([(1 << 32) - 2, (1 << 32) - 1], 1):
+        check.observe(context(flow, Pkt(frame, seq64, bytes(8), bytes(32), bytes(16))))
+    state = check._sas.by_key[flow.key]
+    assert state.wraps is None
+    check.observe(context(flow, Pkt(3, 1 << 32, bytes(8), bytes(32), bytes(16))))
+    assert state.wraps == [(3, 1)]
+    wraps = [f for f in check.finish() if f.kind is FindingKind.ESN_WRAP]
+    assert [(f.frames, f.count) for f in wraps] == [((3,), 1)]
