@@ -55,7 +55,11 @@ class _SaAcc:
     last_seq64: int | None = None
     packets: int = 0
     wire_bytes: int = 0
-    verdicts: Counter[str] = field(default_factory=Counter)
+    # The first verdict seen and its packets; a Counter for any other verdict (issue 21:
+    # most SAs of a scan have one verdict, and a Counter of one entry is 160 bytes)
+    verdict: str = ""
+    verdict_packets: int = 0
+    other_verdicts: Counter[str] | None = None
     leaked: int = 0
     iv_reused: int = 0
     iv_deviating: int = 0
@@ -74,7 +78,7 @@ class _SaAcc:
         self.packets += 1
         self.wire_bytes += rec.len
         self.last_time = rec.time / 1e9
-        self.verdicts[rec.verdict] += 1
+        self.count_verdict(rec.verdict, 1)
         if rec.seq64 is not None:
             if self.first_seq64 is None:
                 self.first_seq64 = rec.seq64
@@ -94,6 +98,22 @@ class _SaAcc:
             self.padded_to()[rec.payload_len or 0] += 1
         if rec.inner_checksum:
             self.checksum_counts()[rec.inner_checksum] += 1
+
+    def count_verdict(self, verdict: str, n: int) -> None:
+        """``n`` more packets of ``verdict``."""
+        if verdict == self.verdict or not self.verdict_packets:
+            self.verdict, self.verdict_packets = verdict, self.verdict_packets + n
+            return
+        if self.other_verdicts is None:
+            self.other_verdicts = Counter()
+        self.other_verdicts[verdict] += n
+
+    def verdicts(self) -> dict[str, int]:
+        """Packets per verdict, in ``Verdict`` order, none of 0."""
+        counts = Counter(self.other_verdicts or {})
+        if self.verdict_packets:
+            counts[self.verdict] += self.verdict_packets
+        return {str(v): n for v, n in sorted(counts.items(), key=_in_verdict_order) if n}
 
     def padded_to(self) -> Counter[int]:
         """``tfc_to``, made on first use."""
@@ -126,7 +146,7 @@ class _SaAcc:
             dst,
             self.algorithm,
             self.packets,
-            {str(v): n for v, n in sorted(self.verdicts.items(), key=_in_verdict_order) if n},
+            self.verdicts(),
             self.first_seq64,
             self.last_seq64,
             self.first_time,
@@ -239,7 +259,7 @@ class SummaryBuilder:
         acc.packets += len(idx)
         acc.wire_bytes += int(rows.wirelen[idx].sum())
         acc.last_time = int(rows.ts_ns[idx[-1]]) / 1e9
-        acc.verdicts[Verdict.OK] += len(idx)
+        acc.count_verdict(Verdict.OK, len(idx))
         if acc.first_seq64 is None:
             acc.first_seq64 = int(rows.seq64[idx[0]])
         acc.last_seq64 = int(rows.seq64[idx[-1]])

@@ -113,3 +113,19 @@ def test_sequence_wrap_list_is_made_at_the_first_wrap() -> None:
     assert state.wraps == [(3, 1)]
     wraps = [f for f in check.finish() if f.kind is FindingKind.ESN_WRAP]
     assert [(f.frames, f.count) for f in wraps] == [((3,), 1)]
+
+
+def test_sa_verdicts_one_kept_plain_others_counted_in_verdict_order() -> None:
+    b = SummaryBuilder()
+    b.observe(_esp(1, 0x1001, verdict=Verdict.TRUNCATED))
+    b.observe(_esp(2, 0x1001, verdict=Verdict.OK))
+    b.observe(_esp(3, 0x1001, verdict=Verdict.TRUNCATED))
+    b.observe(_esp(4, 0x1001, verdict=Verdict.AUTH_FAIL))
+    b.observe(_esp(5, 0x1002))
+    one, mixed = b._sas[(0x1002, "10.0.0.1", "10.0.0.2")], b._sas[(0x1001, "10.0.0.1", "10.0.0.2")]
+    assert (one.verdict, one.verdict_packets, one.other_verdicts) == ("unknown_sa", 1, None)
+    assert (mixed.verdict, mixed.verdict_packets) == ("truncated", 2)
+    assert mixed.other_verdicts == {"ok": 1, "auth_fail": 1}
+    sas = b.finish(CaptureInfo("c.pcap", "00"), []).sas
+    assert list(sas[0].verdicts.items()) == [("ok", 1), ("auth_fail", 1), ("truncated", 2)]
+    assert sas[1].verdicts == {"unknown_sa": 1}
