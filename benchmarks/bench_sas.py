@@ -61,6 +61,9 @@ def make_capture(path: Path, frames: int, spis: int) -> None:
 def _child(cap: Path, out: Path) -> tuple[float, int, int, float]:
     words = subprocess.run(
         [sys.executable, "-c", _ANALYZE, str(cap), str(out)],
+        # Not the caller's directory: ``-c`` puts it first on sys.path, so run from a
+        # checkout the child imported that checkout's package whatever the interpreter.
+        cwd=out.parent,
         check=True,
         capture_output=True,
         text=True,

@@ -139,11 +139,8 @@ class Summary:
         doc = _fields(self)
         doc["capture"] = _fields(self.capture)
         doc["verdicts"], doc["findings"] = dict(self.verdicts), dict(self.findings)
-        doc["sas"] = [
-            {**_fields(sa), "spi": f"{sa.spi:#010x}", "verdicts": dict(sa.verdicts)}
-            for sa in self.sas
-        ]
-        doc["finding_list"] = [_finding_json(f) for f in self.finding_list]
+        doc["sas"] = [sa_json(sa) for sa in self.sas]
+        doc["finding_list"] = [finding_json(f) for f in self.finding_list]
         doc["layouts"] = [{**_fields(x), "spi": f"{x.spi:#010x}"} for x in self.layouts]
         doc["plots"] = [{**_fields(p), "files": list(p.files)} for p in self.plots]
         doc["unused_sas"] = [
@@ -206,6 +203,16 @@ def _fields(obj: Any) -> dict[str, Any]:
     if names is None:
         names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(obj))
     return {name: getattr(obj, name) for name in names}
+
+
+def sa_json(sa: SaSummary) -> dict[str, Any]:
+    """One SA's row of ``summary.json`` (render/json.py streams them one at a time)."""
+    return {**_fields(sa), "spi": f"{sa.spi:#010x}", "verdicts": dict(sa.verdicts)}
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    """One finding's row of ``summary.json``."""
+    return _finding_json(f)
 
 
 def _finding_json(f: Finding) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -38,6 +39,9 @@ from espforensics.summary import (
 _VERDICT_ORDER: dict[str, int] = {v.value: i for i, v in enumerate(Verdict)}
 
 
+_NO_COUNTS: Counter[Any] = Counter()  # read only: an SA's counts never made
+
+
 def _in_verdict_order(item: tuple[str, int]) -> int:
     return _VERDICT_ORDER[item[0]]  # a Verdict is the str of its value (StrEnum)
 
@@ -51,7 +55,11 @@ class _SaAcc:
     last_seq64: int | None = None
     packets: int = 0
     wire_bytes: int = 0
-    verdicts: Counter[str] = field(default_factory=Counter)
+    # The first verdict seen and its packets; a Counter for any other verdict (issue 21:
+    # most SAs of a scan have one verdict, and a Counter of one entry is 160 bytes)
+    verdict: str = ""
+    verdict_packets: int = 0
+    other_verdicts: Counter[str] | None = None
     leaked: int = 0
     iv_reused: int = 0
     iv_deviating: int = 0
@@ -61,14 +69,16 @@ class _SaAcc:
     l4_payloads: int = 0  # verified packets with any other next header
     tfc_packets: int = 0
     tfc_bytes: int = 0
-    tfc_to: Counter[int] = field(default_factory=Counter)  # payload_len of padded packets
-    checksums: Counter[str] = field(default_factory=Counter)
+    # payload_len of padded packets, and inner_checksum values: made at their first count
+    # (most SAs of a scan have neither; an empty Counter is 100 bytes, issue 21)
+    tfc_to: Counter[int] | None = None
+    checksums: Counter[str] | None = None
 
     def observe(self, rec: PacketRecord) -> None:
         self.packets += 1
         self.wire_bytes += rec.len
         self.last_time = rec.time / 1e9
-        self.verdicts[rec.verdict] += 1
+        self.count_verdict(rec.verdict, 1)
         if rec.seq64 is not None:
             if self.first_seq64 is None:
                 self.first_seq64 = rec.seq64
@@ -85,9 +95,37 @@ class _SaAcc:
         if rec.tfc_len:
             self.tfc_packets += 1
             self.tfc_bytes += rec.tfc_len
-            self.tfc_to[rec.payload_len or 0] += 1
+            self.padded_to()[rec.payload_len or 0] += 1
         if rec.inner_checksum:
-            self.checksums[rec.inner_checksum] += 1
+            self.checksum_counts()[rec.inner_checksum] += 1
+
+    def count_verdict(self, verdict: str, n: int) -> None:
+        """``n`` more packets of ``verdict``."""
+        if verdict == self.verdict or not self.verdict_packets:
+            self.verdict, self.verdict_packets = verdict, self.verdict_packets + n
+            return
+        if self.other_verdicts is None:
+            self.other_verdicts = Counter()
+        self.other_verdicts[verdict] += n
+
+    def verdicts(self) -> dict[str, int]:
+        """Packets per verdict, in ``Verdict`` order, none of 0."""
+        counts = Counter(self.other_verdicts or {})
+        if self.verdict_packets:
+            counts[self.verdict] += self.verdict_packets
+        return {str(v): n for v, n in sorted(counts.items(), key=_in_verdict_order) if n}
+
+    def padded_to(self) -> Counter[int]:
+        """``tfc_to``, made on first use."""
+        if self.tfc_to is None:
+            self.tfc_to = Counter()
+        return self.tfc_to
+
+    def checksum_counts(self) -> Counter[str]:
+        """``checksums``, made on first use."""
+        if self.checksums is None:
+            self.checksums = Counter()
+        return self.checksums
 
     def mode_guess(self) -> str:
         """RFC 4303 s3.1: tunnel mode carries IP packets (as do ipip/ip6tnl over transport)."""
@@ -101,13 +139,14 @@ class _SaAcc:
         self, key: tuple[int, str, str], missing: int, mode: str, iv_scheme: str = ""
     ) -> SaSummary:
         spi, src, dst = key
+        tfc_to, checksums = self.tfc_to or _NO_COUNTS, self.checksums or _NO_COUNTS
         return SaSummary(
             spi,
             src,
             dst,
             self.algorithm,
             self.packets,
-            {str(v): n for v, n in sorted(self.verdicts.items(), key=_in_verdict_order) if n},
+            self.verdicts(),
             self.first_seq64,
             self.last_seq64,
             self.first_time,
@@ -122,8 +161,8 @@ class _SaAcc:
             mode or self.mode_guess(),
             self.tfc_packets,
             self.tfc_bytes,
-            {str(k): n for k, n in sorted(self.tfc_to.items(), key=_most)[:PADDED_TO_KEPT]},
-            {c.value: self.checksums[c.value] for c in InnerChecksum if self.checksums[c.value]},
+            {str(k): n for k, n in sorted(tfc_to.items(), key=_most)[:PADDED_TO_KEPT]},
+            {c.value: checksums[c.value] for c in InnerChecksum if checksums[c.value]},
             iv_scheme,
         )
 
@@ -220,7 +259,7 @@ class SummaryBuilder:
         acc.packets += len(idx)
         acc.wire_bytes += int(rows.wirelen[idx].sum())
         acc.last_time = int(rows.ts_ns[idx[-1]]) / 1e9
-        acc.verdicts[Verdict.OK] += len(idx)
+        acc.count_verdict(Verdict.OK, len(idx))
         if acc.first_seq64 is None:
             acc.first_seq64 = int(rows.seq64[idx[0]])
         acc.last_seq64 = int(rows.seq64[idx[-1]])
@@ -234,9 +273,9 @@ class SummaryBuilder:
             acc.tfc_packets += int(padded.sum())
             acc.tfc_bytes += int(tfc[padded].sum())
             lengths, counts = np.unique(rows.payload_len[idx][padded], return_counts=True)
-            acc.tfc_to.update(dict(zip(lengths.tolist(), counts.tolist(), strict=True)))
+            acc.padded_to().update(dict(zip(lengths.tolist(), counts.tolist(), strict=True)))
         values, counts = np.unique(rows.inner_checksum[idx].astype(str), return_counts=True)
-        acc.checksums.update(dict(zip(values.tolist(), counts.tolist(), strict=True)))
+        acc.checksum_counts().update(dict(zip(values.tolist(), counts.tolist(), strict=True)))
 
     def sa_keys(self) -> list[tuple[int, str, str]]:
         """The (spi, src, dst) of every SA seen so far."""

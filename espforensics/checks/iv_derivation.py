@@ -44,7 +44,7 @@ and of the sequence number are compared: a guess must not make a finding.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterator
 
 import numpy as np
@@ -319,6 +319,8 @@ class IvDerivationCheck(BulkRules):
         sealed = _sealed_with(rec, seq64)
         if built_from is not None and abs(signed_delta(built_from, sealed, sa.mask)) < NEARBY:
             rec.iv_seq_delta = delta
+            if sa.deltas is None:
+                sa.deltas = Counter()
             sa.deltas[delta] += 1
             note = f"IV built from seq {built_from} (seq{delta:+d})"
         else:

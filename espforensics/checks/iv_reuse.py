@@ -79,7 +79,8 @@ class _Group:
     # Oldest first, by IV. An OrderedDict inside: evicting a plain dict's first key costs a
     # scan over the slots deleted before it (measured: 5 us per packet at a 4,096 window).
     recent: RecentWindow[_Use] = field(default_factory=lambda: RecentWindow(WINDOW))
-    events: dict[int, list[_Use]] = field(default_factory=dict)
+    # Made at the first reuse: most groups of a capture of many SAs never have one (issue 21).
+    events: dict[int, list[_Use]] | None = None
     dropped: int = 0
     unconfirmed: int = 0  # a wide IV's fold seen before, its earlier use out of the window
 
@@ -289,6 +290,8 @@ class IvReuseCheck(BulkRules):
         return group
 
     def _event(self, group: _Group, iv: int, use: _Use, first: _Use | None) -> None:
+        if group.events is None:
+            group.events = {}
         uses = group.events.get(iv)
         if uses is None:
             if len(group.events) >= MAX_EVENTS:
@@ -299,7 +302,7 @@ class IvReuseCheck(BulkRules):
 
     def finish(self) -> Iterator[Finding]:
         for group in self._groups.values():
-            for iv, uses in group.events.items():
+            for iv, uses in (group.events or {}).items():
                 yield self._finding(group, iv, uses)
             if group.unconfirmed:
                 yield Finding(

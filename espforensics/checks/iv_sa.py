@@ -36,7 +36,7 @@ class IvSa:
     packets: int = 0
     no_iv: int = 0  # packets of an algorithm without IV (NULL), or clear from the header on
     deviating: int = 0
-    deltas: Counter[int] = field(default_factory=Counter)
+    deltas: Counter[int] | None = None  # made at the first deviating packet (issue 21)
     unrelated: int = 0
     frames: FrameRuns = field(default_factory=FrameRuns)  # every one
     # CBC: the previous packet's last ciphertext block, and the IVs equal to it
@@ -107,7 +107,8 @@ def chained_finding(spi: int, src: str, dst: str, sa: IvSa) -> Finding:
 
 def deviating_finding(spi: int, src: str, dst: str, sa: IvSa) -> Finding:
     """Packets whose IVs break their SA's counter scheme: the four most common deltas."""
-    deltas = tuple(SeqDelta(d, n) for d, n in sa.deltas.most_common(4))
+    counts = sa.deltas or Counter[int]()
+    deltas = tuple(SeqDelta(d, n) for d, n in counts.most_common(4))
     common = ", ".join(
         [f"seq{x.delta:+d} x{x.count}" for x in deltas]
         + ([f"no nearby seq x{sa.unrelated}"] if sa.unrelated else [])

@@ -61,7 +61,8 @@ class _Sa:
     reorder_frames: FrameRuns = field(default_factory=FrameRuns)
     reordered: int = 0
     max_late: int = 0  # how far below the top the latest arrival was
-    wraps: list[tuple[int, int]] = field(default_factory=list)  # (frame, new high half)
+    # (frame, new high half); made at the first wrap: most SAs never wrap (issue 21)
+    wraps: list[tuple[int, int]] | None = None
 
 
 class SequenceCheck(BulkRules):
@@ -95,6 +96,8 @@ class SequenceCheck(BulkRules):
             sa.max_late = max(sa.max_late, sa.top - seq64)
             sa.reorder_frames.add(rec.frame)
         if sa.top >= 0 and seq64 >> 32 > sa.top >> 32:
+            if sa.wraps is None:
+                sa.wraps = []
             sa.wraps.append((rec.frame, seq64 >> 32))
         sa.top = max(sa.top, seq64)
         sa.digests.put(seq64, digest, renew=False)
@@ -181,7 +184,7 @@ class SequenceCheck(BulkRules):
                     dst,
                     SeqReorder(sa.reordered, sa.max_late),
                 )
-            for frame, hi in sa.wraps:
+            for frame, hi in sa.wraps or ():
                 yield Finding(
                     FindingKind.ESN_WRAP,
                     Severity.INFO,
