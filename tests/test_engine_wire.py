@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from espforensics.decode.esp import ESP_HEADER_LEN, EspLocation, locate_esp, parse_esp_header
 from espforensics.decode.ip import OuterIp, parse_ip
 from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
-from espforensics.engine.wire import ADDR_LEN, FrameBatch, parse
+from espforensics.engine.wire import ADDR_LEN, FrameBatch, WireColumns, parse
 from espforensics.errors import MalformedPacket
 from espforensics.model import Frame, Proto
 from espforensics.synth import SCENARIOS, build_scenario
@@ -36,6 +36,30 @@ def _decoded(frame: Frame) -> tuple[int, OuterIp | None, EspLocation | None]:
         return link.offset, ip, None
     loc = locate_esp(ip, data[: ip.total_len], NATT)
     return link.offset, ip, loc if isinstance(loc, EspLocation) else None
+
+
+def _assert_fields(
+    wire: WireColumns, i: int, frame: Frame, at: int, ip: OuterIp, loc: EspLocation
+) -> None:
+    """Row ``i`` of ``wire`` holds exactly the fields the per-frame decoders read from ``frame``."""
+    spi, seq = parse_esp_header(frame.data[at:], loc.offset)
+    width = 4 if ip.version == 4 else ADDR_LEN
+    addrs = wire.addrs[i]
+    got = (
+        int(wire.l3[i]),
+        int(wire.ip_version[i]),
+        int(wire.total_len[i]),
+        int(wire.esp_offset[i]),
+        bool(wire.udp[i]),
+        int(wire.spi[i]),
+        int(wire.seq[i]),
+        addrs[:width].tobytes(),
+        addrs[ADDR_LEN : ADDR_LEN + width].tobytes(),
+    )
+    want = (at, ip.version, ip.total_len, loc.offset, loc.proto is Proto.ESP_UDP, spi, seq)
+    assert got == (*want, ip.src, ip.dst), frame.number
+    if loc.proto is Proto.ESP_UDP:
+        assert (int(wire.udp_sport[i]), int(wire.udp_dport[i])) == (loc.udp_sport, loc.udp_dport)
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -66,36 +90,7 @@ def test_wire_fields_are_the_decoders(name: str) -> None:
             continue
         steady += 1
         assert loc is not None and ip is not None, frame.number
-        data = frame.data[at:]
-        spi, seq = parse_esp_header(data, loc.offset)
-        width = 4 if ip.version == 4 else ADDR_LEN
-        addrs = wire.addrs[i]
-        assert (
-            int(wire.l3[i]),
-            int(wire.ip_version[i]),
-            int(wire.total_len[i]),
-            int(wire.esp_offset[i]),
-            bool(wire.udp[i]),
-            int(wire.spi[i]),
-            int(wire.seq[i]),
-            addrs[:width].tobytes(),
-            addrs[ADDR_LEN : ADDR_LEN + width].tobytes(),
-        ) == (
-            at,
-            ip.version,
-            ip.total_len,
-            loc.offset,
-            loc.proto is Proto.ESP_UDP,
-            spi,
-            seq,
-            ip.src,
-            ip.dst,
-        ), frame.number
-        if loc.proto is Proto.ESP_UDP:
-            assert (int(wire.udp_sport[i]), int(wire.udp_dport[i])) == (
-                loc.udp_sport,
-                loc.udp_dport,
-            )
+        _assert_fields(wire, i, frame, at, ip, loc)
     if name in ("example", "ipv4-transport-tcp", "ipv6-tunnel", "natt", "link-all"):
         assert steady >= 10 and inert >= 1, (steady, inert)
 
@@ -202,27 +197,7 @@ def test_parse_is_the_per_frame_decoders(batch: list[Frame]) -> None:
         if not wire.steady[i]:
             continue
         assert loc is not None and ip is not None, f
-        spi, seq = parse_esp_header(f.data[at:], loc.offset)
-        width = 4 if ip.version == 4 else ADDR_LEN
-        addrs = wire.addrs[i]
-        got = (
-            int(wire.l3[i]),
-            int(wire.ip_version[i]),
-            int(wire.total_len[i]),
-            int(wire.esp_offset[i]),
-            bool(wire.udp[i]),
-            int(wire.spi[i]),
-            int(wire.seq[i]),
-            addrs[:width].tobytes(),
-            addrs[ADDR_LEN : ADDR_LEN + width].tobytes(),
-        )
-        want = (at, ip.version, ip.total_len, loc.offset, loc.proto is Proto.ESP_UDP, spi, seq)
-        assert got == (*want, ip.src, ip.dst), f
-        if loc.proto is Proto.ESP_UDP:
-            assert (int(wire.udp_sport[i]), int(wire.udp_dport[i])) == (
-                loc.udp_sport,
-                loc.udp_dport,
-            )
+        _assert_fields(wire, i, f, at, ip, loc)
 
 
 def test_generated_layouts_are_steady() -> None:
