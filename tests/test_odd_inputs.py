@@ -266,7 +266,10 @@ def test_force_keeps_the_earlier_outputs_until_new_ones_replace_them(
 
 
 def test_a_lone_fragment_then_one_packet_prints_nothing_on_stderr(tmp_path: Path) -> None:
-    """The issue's capture, with plots, under -W error: exit 0, stderr empty."""
+    """The issue's capture, with plots, under -W error: exit 0, stderr empty.
+
+    ``--quiet``: off a terminal a run past 10 s writes a progress line, and this run is a
+    fresh interpreter the test's frozen clock does not reach; on a loaded machine it may."""
     sc = build_scenario("fragments-v6", seed=1)
     first = next(i for i, t in enumerate(sc.truth) if t.verdict.value == "fragment")
     keys = write_scenario(sc, tmp_path / "full")["keys"]
@@ -275,12 +278,13 @@ def test_a_lone_fragment_then_one_packet_prints_nothing_on_stderr(tmp_path: Path
         frames = [sc.frames[first]._replace(number=1), sc.frames[0]._replace(number=2)]
         write_pcap(fh, frames, linktype=frames[0].linktype)
     out = tmp_path / "out"
-    args = ["analyze", str(capture), "--sa", str(keys), "--out", str(out)]
+    args = ["analyze", str(capture), "--sa", str(keys), "--out", str(out), "--quiet"]
     env = {**os.environ, "PYTHONWARNINGS": "error"}
     run = subprocess.run(
         [sys.executable, "-W", "error", "-m", "espforensics", *args],
         check=False, capture_output=True, text=True, env=env, timeout=600,
     )  # fmt: skip
     assert (run.returncode, run.stderr) == (0, "")
-    assert "  verdicts: ok 1, fragment 1" in run.stdout.splitlines()
+    verdicts = json.loads((out / "summary.json").read_text())["verdicts"]
+    assert {k: v for k, v in verdicts.items() if v} == {"ok": 1, "fragment": 1}
     assert sorted(p.name for p in (out / "plots").iterdir())  # the plots were drawn
