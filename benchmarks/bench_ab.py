@@ -17,11 +17,13 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_speed import _ANALYZE, _FLOOR
+from bench_speed import _ANALYZE, _FLOOR, NEUTRAL_CWD
 
 
 def _fps(python: str, *args: str) -> float:
-    out = subprocess.run([python, "-c", *args], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [python, "-c", *args], capture_output=True, text=True, check=True, cwd=NEUTRAL_CWD
+    )
     secs, frames = out.stdout.split()[:2]
     return int(frames) / float(secs)
 

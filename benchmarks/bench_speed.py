@@ -121,9 +121,18 @@ print(time.perf_counter() - t, n, resource.getrusage(resource.RUSAGE_SELF).ru_ma
 """
 
 
+# Where children run: ``python -c`` and ``-m`` put the working directory first on sys.path,
+# so a child started in a checkout would import that checkout's package, whatever the venv.
+NEUTRAL_CWD = tempfile.gettempdir()
+
+
 def _child(code: str, *args: str) -> tuple[float, int, float]:
     out = subprocess.run(
-        [sys.executable, "-c", code, *args], check=True, capture_output=True, text=True
+        [sys.executable, "-c", code, *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=NEUTRAL_CWD,
     ).stdout.split()
     return float(out[0]), int(out[1]), int(out[2]) / 1024
 

@@ -29,6 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
+# ``-c`` and ``-m`` put the working directory first on sys.path: run from a checkout, a child
+# would import that checkout's package whatever the interpreter (before/after alike).
+NEUTRAL_CWD = tempfile.gettempdir()
+
 HERE = Path(__file__).resolve().parents[1]
 EXAMPLE = ("fixtures/example.pcap", "fixtures/example.keys.yaml")
 # The third-party modules a run of analyze --no-plots cannot do without (the floor of its
@@ -75,7 +79,9 @@ def wall(command: list[str]) -> tuple[float, float]:
     """
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=NEUTRAL_CWD
+    )
     took = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return took, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -86,6 +92,7 @@ def slowest_imports(command: list[str], count: int) -> list[str]:
     res = subprocess.run(
         [command[0], "-X", "importtime", *command[1:]],
         check=True,
+        cwd=NEUTRAL_CWD,
         capture_output=True,
         text=True,
     )
