@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from espforensics.coverage import CheckCoverage, check_coverage
 from espforensics.frames import frame_runs, from_runs
@@ -228,17 +228,29 @@ def _finding_json(f: Finding) -> dict[str, Any]:
     }
 
 
+T = TypeVar("T")
+
+
+def _typed(d: dict[str, Any], key: str, kind: type[T]) -> T:
+    """``d[key]``, if it is a ``kind``; a TypeError naming the key if not (load_summary: exit 2)."""
+    value = d[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise TypeError(f"{key} is {value!r}, not {kind.__name__}")
+    return value
+
+
 def _finding_from_json(d: dict[str, Any]) -> Finding:
+    count, detail = _typed(d, "count", int), _typed(d, "detail", str)
     return Finding(
         FindingKind(d["kind"]),
         Severity(d["severity"]),
         None if d["spi"] is None else int(d["spi"], 16),
         from_runs(d["frames"]),
-        d["count"],
-        d["detail"],
-        d["src"],
-        d["dst"],
-        stored_evidence(FindingKind(d["kind"]), d["detail"], d["count"]),
+        count,
+        detail,
+        _typed(d, "src", str),
+        _typed(d, "dst", str),
+        stored_evidence(FindingKind(d["kind"]), detail, count),
     )
 
 

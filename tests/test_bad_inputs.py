@@ -30,7 +30,7 @@ from espforensics.model import Frame
 from espforensics.narrative import utc
 from espforensics.plotdata import TIME_BINS, plot_frames
 from espforensics.plots import plot_throughput
-from espforensics.synth import build_scenario, keys_yaml, write_capture
+from espforensics.synth import build_scenario, keys_yaml, write_capture, write_scenario
 from espforensics.synth.builder import ip
 from espforensics.synth.link import frame_ip
 from espforensics.synth.packets import ipv4_fragments, ipv6_fragments
@@ -240,3 +240,33 @@ def test_throughput_plot_merges_bins_beyond_its_limit() -> None:
     assert x[0] == merge / 2 and x[-1] == (599 + 0.5) * merge
     assert y[0] == 6.0 / merge and y[-1] == 3.0 / merge  # the same bytes over merge seconds
     assert y.sum() * merge == 9.0
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("count", "x", "count is 'x', not int"),
+        ("count", True, "count is True, not int"),
+        ("detail", 5, "detail is 5, not str"),
+        ("src", None, "src is None, not str"),
+    ],
+)
+def test_report_on_a_summary_json_with_a_mistyped_finding_field(
+    tmp_path: Path, field: str, value: object, why: str
+) -> None:
+    """A hand-edited summary.json is an input: one line and exit 2, not an internal error."""
+    paths = write_scenario(build_scenario("sequence", seed=1), tmp_path / "in")
+    out = tmp_path / "out"
+    run = run_cli(
+        "analyze", paths["capture"], "--sa", paths["keys"], "--out", out, "-q", "--no-plots"
+    )
+    assert run.code == 0  # its sequence findings are below --fail-on high
+    summary = out / "summary.json"
+    data = json.loads(summary.read_text())
+    data["finding_list"][0][field] = value
+    summary.write_text(json.dumps(data))
+    res = run_cli("report", out)
+    assert (res.code, res.stdout) == (2, "")
+    assert (
+        res.stderr == f"espforensics: error: {summary}: not a summary.json of this version: {why}\n"
+    )
