@@ -14,11 +14,13 @@ import json
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import cache
+from importlib.metadata import version
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
@@ -27,6 +29,9 @@ import pyarrow.parquet as pq
 from espforensics.crypto import IV_LEN
 from espforensics.engine import Row, SteadyRows
 from espforensics.model import PACKET_COLUMNS, PacketRecord, Proto, Verdict
+
+if TYPE_CHECKING:  # imported by packets_frame when called: 0.24 s of every run's start-up
+    import pandas as pd
 
 _INT_COLUMNS = frozenset(
     {
@@ -75,40 +80,62 @@ def _arrow_type(name: str) -> pa.DataType:
     return pa.string()
 
 
-def _pandas_dtype(name: str) -> str:
-    """The pandas dtype a column reads back as: nullable integers stay integers.
+# The pandas dtype each column reads back as, in packets.parquet's b"pandas" metadata
+# (pandas_type, numpy_type): nullable integers stay integers. Without it ``pd.read_parquet``
+# makes an int64 column with empty cells float64 (``spi`` 4097.0), and
+# ``packets.merge(sas, on="spi")`` fails. Keyed by the Arrow type of the column.
+_PANDAS_TYPES: dict[str, tuple[str, str]] = {
+    "int64": ("int64", "Int64"),
+    "uint64": ("uint64", "UInt64"),
+    "timestamp[ns, tz=UTC]": ("datetimetz", "datetime64[ns]"),
+    "bool": ("bool", "boolean"),
+    "string": ("unicode", "object"),
+}
 
-    Without this ``pd.read_parquet`` makes an int64 column with empty cells
-    float64 (``spi`` 4097.0), and ``packets.merge(sas, on="spi")`` fails.
+
+def pandas_metadata(schema: pa.Schema) -> bytes:
+    """The b"pandas" metadata ``pa.Schema.from_pandas`` writes for ``schema``'s columns.
+
+    What pyarrow gives for an empty DataFrame of the dtypes of ``_PANDAS_TYPES``
+    (``preserve_index=False``; tests/test_tables_metadata.py compares the bytes),
+    built without importing pandas: its version comes from the installed
+    package's metadata, pyarrow's is what pyarrow writes (``pa.__version__``).
     """
-    if name in _INT_COLUMNS:
-        return "Int64"
-    if name in _UINT64_COLUMNS:
-        return "UInt64"
-    if name == "time":
-        return "datetime64[ns, UTC]"
-    if name in _BOOL_COLUMNS:
-        return "boolean"
-    return "object"
+    columns = []
+    for field in schema:
+        pandas_type, numpy_type = _PANDAS_TYPES[str(field.type)]
+        tz = getattr(field.type, "tz", None)
+        columns.append(
+            {
+                "name": field.name,
+                "field_name": field.name,
+                "pandas_type": pandas_type,
+                "numpy_type": numpy_type,
+                "metadata": None if tz is None else {"timezone": tz},
+            }
+        )
+    meta = {
+        "index_columns": [],
+        "column_indexes": [],
+        "columns": columns,
+        "attributes": {},
+        "creator": {"library": "pyarrow", "version": pa.__version__},
+        "pandas_version": version("pandas"),
+    }
+    return json.dumps(meta).encode()
 
 
-def _with_pandas_dtypes(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with the pandas metadata pyarrow reads the dtypes above from."""
-    empty = pd.DataFrame({n: pd.Series([], dtype=_pandas_dtype(n)) for n in schema.names})
-    meta = json.loads(pa.Schema.from_pandas(empty, preserve_index=False).metadata[b"pandas"])
-    for column in meta["columns"]:
-        if column["pandas_type"] == "empty":
-            column["pandas_type"] = "unicode"
-    return schema.with_metadata({b"pandas": json.dumps(meta).encode()})
+_ARROW_SCHEMA = pa.schema([pa.field(n, _arrow_type(n)) for n in PACKET_COLUMNS])
 
 
-PACKET_SCHEMA = _with_pandas_dtypes(
-    pa.schema([pa.field(n, _arrow_type(n)) for n in PACKET_COLUMNS])
-)
+@cache
+def packet_schema() -> pa.Schema:
+    """The packets table's schema, with the pandas metadata (built on first use)."""
+    return _ARROW_SCHEMA.with_metadata({b"pandas": pandas_metadata(_ARROW_SCHEMA)})
+
+
 # packets.csv: ``time`` as seconds since the epoch (what sas.csv's times are), not ISO text.
-CSV_SCHEMA = PACKET_SCHEMA.set(
-    PACKET_COLUMNS.index("time"), pa.field("time", pa.float64())
-).remove_metadata()
+CSV_SCHEMA = _ARROW_SCHEMA.set(PACKET_COLUMNS.index("time"), pa.field("time", pa.float64()))
 _TIME = PACKET_COLUMNS.index("time")
 
 
@@ -137,8 +164,8 @@ def records_to_table(records: Sequence[PacketRecord]) -> pa.Table:
         values = [getattr(r, name) for r in records]
         if name == "time":
             values = [_time_ns(ns) for ns in values]
-        columns.append(pa.array(values, type=PACKET_SCHEMA.field(name).type))
-    return pa.Table.from_arrays(columns, schema=PACKET_SCHEMA)
+        columns.append(pa.array(values, type=_ARROW_SCHEMA.field(name).type))
+    return pa.Table.from_arrays(columns, schema=packet_schema())
 
 
 def _nullable(values: np.ndarray, present: np.ndarray) -> pa.Array:
@@ -215,10 +242,10 @@ def steady_table(rows: SteadyRows) -> pa.Table:
     cols["verdict"] = _repeat("ok", n)
     cols["layer"] = pa.array(np.ones(n, np.int64), pa.int64())  # the lane takes no nested ESP
     arrays = [
-        cols[name] if name in cols else pa.nulls(n, PACKET_SCHEMA.field(name).type)
+        cols[name] if name in cols else pa.nulls(n, _ARROW_SCHEMA.field(name).type)
         for name in PACKET_COLUMNS
     ]
-    table = pa.Table.from_arrays(arrays, schema=PACKET_SCHEMA)
+    table = pa.Table.from_arrays(arrays, schema=packet_schema())
     if not rows.records:
         return table
     both = pa.concat_tables([table, records_to_table(rows.records)])
@@ -296,7 +323,7 @@ class PacketTableWriter(RowGroups):
     """
 
     def __init__(self, parquet: Path, csv_path: Path, csv_rows: int | None = None) -> None:
-        self._parquet = pq.ParquetWriter(parquet, PACKET_SCHEMA)
+        self._parquet = pq.ParquetWriter(parquet, packet_schema())
         self._csv_path, self._csv_rows, self._csv_written = csv_path, csv_rows, 0
         self._csv = None if csv_rows == 0 else pacsv.CSVWriter(str(csv_path), CSV_SCHEMA)
         self.csv_dropped = False
@@ -345,7 +372,9 @@ class PacketTableWriter(RowGroups):
 
 def packets_frame(tables: Sequence[pa.Table]) -> pd.DataFrame:
     """The packets table as a pandas DataFrame (nullable integer columns)."""
-    table = pa.concat_tables(tables) if tables else PACKET_SCHEMA.empty_table()
+    import pandas as pd  # noqa: PLC0415  # only here: see the TYPE_CHECKING import
+
+    table = pa.concat_tables(tables) if tables else packet_schema().empty_table()
     frame: pd.DataFrame = table.to_pandas(types_mapper=pd.ArrowDtype)
     return frame
 
