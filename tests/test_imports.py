@@ -130,6 +130,22 @@ def test_analyze_without_plots_needs_no_pandas(tmp_path: Path) -> None:
         ).read_bytes(), name
 
 
+def test_analyze_with_plots_draws_on_agg_without_pyplot(tmp_path: Path) -> None:
+    """The plots are drawn on Agg's canvas directly: pyplot (whose first figure picks a
+    backend, probing the GUI ones) is never imported, nor any GUI backend."""
+    out = tmp_path / "out"
+    code, loaded = _run_cli(["analyze", *EXAMPLE, "--quiet", "--out", str(out)], tmp_path)
+    assert code == 0
+    assert (out / "plots" / "verdicts.png").is_file()
+    backends = {m for m in loaded if m.startswith("matplotlib.backends.backend_")}
+    assert backends == {
+        "matplotlib.backends.backend_agg",
+        "matplotlib.backends.backend_mixed",
+        "matplotlib.backends.backend_svg",
+    }
+    assert "matplotlib.pyplot" not in loaded
+
+
 # Every name the four split modules offered before the split (the lead's merge and the
 # other helpers' code import them from there), with the module that now defines it.
 MOVED = {
