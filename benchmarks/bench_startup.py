@@ -36,11 +36,13 @@ NEUTRAL_CWD = tempfile.gettempdir()
 HERE = Path(__file__).resolve().parents[1]
 EXAMPLE = ("fixtures/example.pcap", "fixtures/example.keys.yaml")
 # The third-party modules a run of analyze --no-plots cannot do without (the floor of its
-# start-up: tables.py writes parquet with pandas metadata, crypto/ decrypts, the CLI is typer's,
-# whose options are coerced by pydantic), and what drawing the plots adds.
+# start-up: tables.py writes Parquet and CSV with pyarrow, crypto/ decrypts, decode/clear.py
+# takes the RFC 1071 checksum from dpkt, the keys are YAML, the CLI is typer's, whose options
+# are coerced by pydantic; pandas is no longer among them: its packets.parquet metadata is
+# built from the schema and the arrays from buffers), and what drawing the plots adds (pandas
+# with matplotlib: the plots' data are DataFrames).
 LIBRARIES = (
     "numpy",
-    "pandas",
     "pyarrow.parquet",
     "pyarrow.csv",
     "cryptography.hazmat.primitives.ciphers.aead",
@@ -49,7 +51,7 @@ LIBRARIES = (
     "typer",
     "pydantic",
 )
-PLOTTING = "matplotlib.figure, matplotlib.backends.backend_agg"
+PLOTTING = "pandas, matplotlib.figure, matplotlib.backends.backend_agg"
 
 
 def cases(python: str, out: Path) -> dict[str, list[str]]:

@@ -4,8 +4,10 @@ In: batches of ``PacketRecord`` and the steady lane's ``SteadyRows``. Out:
 files in the output folder (the packets table streamed in row groups, so
 memory does not grow with the capture) and pandas DataFrames for the
 library API. Raises ``OSError`` from the file system, which callers wrap.
-With small_tables.py (sas.csv, findings.csv) and plotdata.py (the plots'
-data) the only modules that import pyarrow and pandas.
+With small_tables.py (sas.csv, findings.csv), arrow_arrays.py (the arrays,
+built without ``pa.array``, which imports pandas) and plotdata.py (the
+plots' data) the only modules that import pyarrow; pandas is imported only
+by ``packets_frame`` and plotdata.py, for the library API and the plots.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from espforensics.arrow_arrays import bools, from_list, from_numpy, strings
 from espforensics.crypto import IV_LEN
 from espforensics.engine import Row, SteadyRows
 from espforensics.model import PACKET_COLUMNS, PacketRecord, Proto, Verdict
@@ -144,9 +147,13 @@ def csv_table(table: pa.Table) -> pa.Table:
     return table.set_column(_TIME, CSV_SCHEMA.field(_TIME), ns_to_seconds(table.column(_TIME)))
 
 
+# 1e9 as an Arrow scalar: pyarrow converts a Python float with pa.scalar, which imports pandas.
+_NS_PER_S = from_numpy(np.array([1e9]), pa.float64())[0]
+
+
 def ns_to_seconds(time: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """ns / 1e9 as Python computes it: the int rounded to a float, then divided."""
-    return pc.divide(pc.cast(pc.cast(time, pa.int64()), pa.float64(), safe=False), 1e9)
+    return pc.divide(pc.cast(pc.cast(time, pa.int64()), pa.float64(), safe=False), _NS_PER_S)
 
 
 def _time_ns(ns: int) -> int | None:
@@ -164,19 +171,20 @@ def records_to_table(records: Sequence[PacketRecord]) -> pa.Table:
         values = [getattr(r, name) for r in records]
         if name == "time":
             values = [_time_ns(ns) for ns in values]
-        columns.append(pa.array(values, type=_ARROW_SCHEMA.field(name).type))
+        columns.append(from_list(values, _ARROW_SCHEMA.field(name).type))
     return pa.Table.from_arrays(columns, schema=packet_schema())
 
 
 def _nullable(values: np.ndarray, present: np.ndarray) -> pa.Array:
-    return pa.array(values, type=pa.int64(), mask=~present)
+    return from_numpy(values, pa.int64(), present)
 
 
 def _hex(rows: np.ndarray) -> pa.Array:
     """Each row of bytes as lowercase hex (what ``bytes.hex`` gives), as strings."""
     width = 2 * rows.shape[1]
     text = np.frombuffer(np.ascontiguousarray(rows).tobytes().hex().encode(), f"S{width}")
-    return pa.array(text, pa.binary(width)).cast(pa.string())
+    fixed = pa.Array.from_buffers(pa.binary(width), len(text), [None, pa.py_buffer(text)])
+    return fixed.cast(pa.string())
 
 
 def _iv_hex(ivs: np.ndarray, wide: np.ndarray) -> pa.Array:
@@ -185,16 +193,16 @@ def _iv_hex(ivs: np.ndarray, wide: np.ndarray) -> pa.Array:
         return _hex(ivs[:, :IV_LEN])
     if wide.all():
         return _hex(ivs)
-    return pc.if_else(wide, _hex(ivs), _hex(ivs[:, :IV_LEN]))
+    return pc.if_else(bools(wide), _hex(ivs), _hex(ivs[:, :IV_LEN]))
 
 
 def _repeat(value: str, n: int) -> pa.Array:
-    return pa.array([value], pa.string()).take(np.zeros(n, np.int64))
+    return strings([value]).take(from_numpy(np.zeros(n, np.int64), pa.int64()))
 
 
 def _pick(values: list[str], idx: np.ndarray) -> pa.Array:
     """``values[i]`` for each ``i`` of ``idx``, as strings."""
-    return pa.array(values, pa.string()).take(idx)
+    return strings(values).take(from_numpy(idx, pa.int64()))
 
 
 def steady_table(rows: SteadyRows) -> pa.Table:
@@ -204,43 +212,43 @@ def steady_table(rows: SteadyRows) -> pa.Table:
     flow, flows = rows.flow, rows.flows
     seq64 = rows.seq64
     cols: dict[str, pa.Array] = {
-        "frame": pa.array(rows.frame, pa.int64()),
-        "time": pa.array(rows.ts_ns, TIME_TYPE),
-        "caplen": pa.array(rows.caplen, pa.int64()),
-        "len": pa.array(rows.wirelen, pa.int64()),
+        "frame": from_numpy(rows.frame, pa.int64()),
+        "time": from_numpy(rows.ts_ns, TIME_TYPE),
+        "caplen": from_numpy(rows.caplen, pa.int64()),
+        "len": from_numpy(rows.wirelen, pa.int64()),
         "proto": _pick(["esp", "esp-udp"], rows.udp.astype(np.int64)),
-        "ip_version": pa.array(rows.ip_version, pa.int64()),
+        "ip_version": from_numpy(rows.ip_version, pa.int64()),
         "src": _pick([f.src for f in flows], flow),
         "dst": _pick([f.dst for f in flows], flow),
         "udp_sport": _nullable(rows.udp_sport, rows.udp),
         "udp_dport": _nullable(rows.udp_dport, rows.udp),
-        "spi": pa.array(rows.spi, pa.int64()),
+        "spi": from_numpy(rows.spi, pa.int64()),
         "algorithm": _pick(list(rows.algorithm), flow),
-        "seq": pa.array(rows.seq, pa.int64()),
-        "seq64": pa.array(seq64, pa.uint64()),
+        "seq": from_numpy(rows.seq, pa.int64()),
+        "seq64": from_numpy(seq64, pa.uint64()),
         "seq_hi_verified": _nullable((seq64 >> np.uint64(32)).astype(np.int64), rows.esn),
         "iv": _iv_hex(rows.iv, rows.iv_wide),
-        "esp_offset": pa.array(rows.esp_offset, pa.int64()),
-        "expected_offset": pa.array(rows.esp_offset, pa.int64()),
-        "esp_len": pa.array(rows.esp_len, pa.int64()),
-        "pad_len": pa.array(rows.pad_len, pa.int64()),
-        "next_header": pa.array(rows.next_header, pa.int64()),
-        "payload_len": pa.array(rows.payload_len, pa.int64()),
-        "inner_proto": pa.array(rows.inner_proto, pa.string()),
-        "inner_src": pa.array(rows.inner_src, pa.string()),
-        "inner_dst": pa.array(rows.inner_dst, pa.string()),
+        "esp_offset": from_numpy(rows.esp_offset, pa.int64()),
+        "expected_offset": from_numpy(rows.esp_offset, pa.int64()),
+        "esp_len": from_numpy(rows.esp_len, pa.int64()),
+        "pad_len": from_numpy(rows.pad_len, pa.int64()),
+        "next_header": from_numpy(rows.next_header, pa.int64()),
+        "payload_len": from_numpy(rows.payload_len, pa.int64()),
+        "inner_proto": strings(rows.inner_proto),
+        "inner_src": strings(rows.inner_src),
+        "inner_dst": strings(rows.inner_dst),
         "inner_sport": _nullable(rows.inner_sport, rows.inner_sport >= 0),
         "inner_dport": _nullable(rows.inner_dport, rows.inner_dport >= 0),
-        "iv_reused": pa.array(np.zeros(n, np.bool_), pa.bool_()),
+        "iv_reused": bools(np.zeros(n, np.bool_)),
         "iv_seq_delta": _nullable(np.zeros(n, np.int64), rows.counter),
-        "inner_checksum": pa.array(rows.inner_checksum, pa.string()),
-        "detail": pa.array(rows.checksum_detail, pa.string()),
+        "inner_checksum": strings(rows.inner_checksum),
+        "detail": strings(rows.checksum_detail),
         "tfc_len": _nullable(rows.tfc_len, rows.tfc_len >= 0),
     }
     for name in ("leaked_hex", "leaked_fields", "seq_anomaly"):
         cols[name] = _repeat("", n)
     cols["verdict"] = _repeat("ok", n)
-    cols["layer"] = pa.array(np.ones(n, np.int64), pa.int64())  # the lane takes no nested ESP
+    cols["layer"] = from_numpy(np.ones(n, np.int64), pa.int64())  # the lane takes no nested ESP
     arrays = [
         cols[name] if name in cols else pa.nulls(n, _ARROW_SCHEMA.field(name).type)
         for name in PACKET_COLUMNS

@@ -1,0 +1,123 @@
+"""Arrow arrays from numpy arrays and Python lists, built from their buffers.
+
+In: numpy arrays (int64, uint64, bool, object arrays of ``str``) and lists of
+Python values (``int``, ``bool``, ``str`` or None). Out: ``pa.Array`` values,
+equal to what ``pa.array`` makes of the same values and type. Raises
+``TypeError`` for a string column holding another type; a numeric column's
+values are taken as numpy converts them (the records' fields are typed, so
+they are not checked one by one as ``pa.array`` does).
+
+Why not ``pa.array``: its first call imports pandas (pyarrow's pandas shim
+asks whether the values are a pandas Series or Index, apache/arrow#34994),
+0.15 s of CPU in every run of ``analyze`` that draws no plot. These build the
+Arrow buffers (Arrow columnar format: a validity bitmap, least significant bit
+first, and the values; for strings int32 offsets and UTF-8 bytes) and wrap them
+with ``pa.Array.from_buffers``, which converts nothing. Used by tables.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import cast
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+Mask = npt.NDArray[np.bool_]
+
+
+def _validity(present: Mask) -> tuple[pa.Buffer | None, int]:
+    """The validity bitmap of ``present`` (None when nothing is null) and the null count."""
+    nulls = len(present) - int(np.count_nonzero(present))
+    if not nulls:
+        return None, 0
+    return pa.py_buffer(np.packbits(present, bitorder="little")), nulls
+
+
+def _dtype(type: pa.DataType) -> type[np.generic]:
+    """The numpy type of the values of a fixed-width Arrow type (timestamps: int64 ns)."""
+    if pa.types.is_floating(type):
+        return np.float64
+    return np.uint64 if pa.types.is_uint64(type) else np.int64
+
+
+def from_numpy(values: np.ndarray, type: pa.DataType, present: Mask | None = None) -> pa.Array:
+    """A fixed-width array (int64, uint64, float64, timestamp[ns]) of ``values`` (cast to its
+    width, as ``pa.array`` casts); null where not ``present``."""
+    data = np.ascontiguousarray(values, dtype=_dtype(type))
+    validity, nulls = (None, 0) if present is None else _validity(present)
+    return pa.Array.from_buffers(type, len(data), [validity, pa.py_buffer(data)], nulls)
+
+
+def bools(values: Mask, present: Mask | None = None) -> pa.Array:
+    """A boolean array of ``values``; null where not ``present``."""
+    bits = pa.py_buffer(np.packbits(values, bitorder="little"))
+    validity, nulls = (None, 0) if present is None else _validity(present)
+    return pa.Array.from_buffers(pa.bool_(), len(values), [validity, bits], nulls)
+
+
+def strings(values: Sequence[str | None] | np.ndarray) -> pa.Array:
+    """A string array of ``values`` (``str``, its subclasses or None).
+
+    One join with NUL between the values, one encode, and the NUL bytes found
+    and dropped by numpy (UTF-8 has no 0 byte in a multi-byte character); a
+    value that holds NUL itself, or None, takes a slower path.
+    """
+    # str or None each; None makes the join raise (and is found then)
+    items = cast(list[str], values.tolist() if isinstance(values, np.ndarray) else list(values))
+    n = len(items)
+    try:
+        text = "\0".join(items)
+    except TypeError:  # None among them (another type raises below)
+        return _with_nulls(items)
+    if not n or text.count("\0") != n - 1:
+        return _one_by_one(items, None)
+    raw = np.frombuffer(text.encode(), np.uint8)
+    sep = raw == 0
+    offsets = np.empty(n + 1, np.int32)
+    offsets[0] = 0
+    offsets[1:n] = np.flatnonzero(sep) - np.arange(n - 1)
+    offsets[n] = len(raw) - (n - 1)
+    return _string_array(n, None, offsets, raw[~sep].tobytes())
+
+
+def _with_nulls(raw: Sequence[str | None]) -> pa.Array:
+    present = np.fromiter((v is not None for v in raw), np.bool_, len(raw))
+    return _one_by_one(["" if v is None else v for v in raw], present)
+
+
+def _one_by_one(items: list[str], present: Mask | None) -> pa.Array:
+    """The string array of ``items`` from each one's UTF-8 length."""
+    data = "".join(items).encode()
+    lengths = np.fromiter((len(v.encode()) for v in items), np.int32, len(items))
+    offsets = np.zeros(len(items) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return _string_array(len(items), present, offsets, data)
+
+
+def _string_array(n: int, present: Mask | None, offsets: np.ndarray, data: bytes) -> pa.Array:
+    validity, nulls = (None, 0) if present is None else _validity(present)
+    buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(data)]
+    return pa.Array.from_buffers(pa.string(), n, buffers, nulls)
+
+
+def from_list(values: Sequence[object], type: pa.DataType) -> pa.Array:
+    """The array of a list of Python values (None is null), of a type of the packets table."""
+    if pa.types.is_string(type):
+        return strings(values)  # type: ignore[arg-type]  # a str column holds str
+    n = len(values)
+    nulls = values.count(None)
+    if nulls == n:
+        return pa.nulls(n, type)
+    boolean = pa.types.is_boolean(type)
+    if not nulls:  # numpy converts the ints (or bools) itself
+        if boolean:
+            return bools(np.fromiter(values, np.bool_, n))
+        return from_numpy(np.fromiter(values, _dtype(type), n), type)
+    items = np.fromiter(values, object, n)
+    present = items != None  # noqa: E711  # elementwise: numpy compares each item
+    if boolean:
+        return bools(items.astype(np.bool_), present)  # None is False, and masked
+    items[~present] = 0
+    return from_numpy(items.astype(_dtype(type)), type, present)
