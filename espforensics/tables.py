@@ -388,6 +388,7 @@ def packets_frame(tables: Sequence[pa.Table]) -> pd.DataFrame:
 
 
 _RECORD_BATCH = 8192
+_NO_NS = from_numpy(np.zeros(1, np.int64), pa.int64())[0]  # 0 as pa.scalar would, without pandas
 _ALWAYS = ("frame", "time", "caplen", "len")  # PacketRecord's fields without a default
 
 
@@ -405,7 +406,7 @@ def iter_packet_records(parquet: Path, columns: Sequence[str]) -> Iterator[Packe
     names = list(dict.fromkeys([*_ALWAYS, *columns, *(["layer"] if layered else [])]))
     for batch in reader.iter_batches(_RECORD_BATCH, columns=names, use_threads=False):
         at = batch.schema.get_field_index("time")
-        ns = pc.fill_null(pc.cast(batch.column(at), pa.int64()), 0)  # not read by rewrite/
+        ns = pc.fill_null(pc.cast(batch.column(at), pa.int64()), _NO_NS)  # not read by rewrite/
         for row in batch.set_column(at, "time", ns).to_pylist():
             if (row.get("layer") or 1) > 1:
                 continue

@@ -93,13 +93,15 @@ def test_the_command_line_and_the_tables_load_no_pandas() -> None:
 
 def test_analyze_without_plots_loads_no_pandas(tmp_path: Path) -> None:
     """Nor does pyarrow load it for us: its ``pa.array`` imports pandas on first use
-    (apache/arrow#34994), so the packets table is built from buffers (arrow_arrays.py)."""
+    (apache/arrow#34994), so the packets table is built from buffers (arrow_arrays.py).
+    The capture copies, which read packets.parquet back, load none either."""
     out = tmp_path / "out"
-    code, loaded = _run_cli(
-        ["analyze", *EXAMPLE, "--no-plots", "--quiet", "--out", str(out)], tmp_path
-    )
+    copies = ["--annotate", str(tmp_path / "a.pcapng"), "--decrypted", str(tmp_path / "d.pcap")]
+    args = ["analyze", *EXAMPLE, "--no-plots", "--quiet", "--out", str(out), *copies]
+    code, loaded = _run_cli(args, tmp_path)
     assert code == 0
     assert (out / "packets.parquet").is_file() and (out / "packets.csv").is_file()
+    assert (tmp_path / "a.pcapng").is_file() and (tmp_path / "d.pcap").is_file()
     assert {"numpy", "pyarrow", "pyarrow.parquet", "typer"} <= loaded  # what a run needs
     assert "pandas" not in loaded
     assert not {m for m in loaded if m.split(".")[0] == "matplotlib"}
