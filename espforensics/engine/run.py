@@ -39,6 +39,7 @@ from espforensics.model import DecryptionSecrets, Frame, PacketRecord
 from espforensics.pipeline import FrameAnalyzer, Options
 
 Row = PacketRecord | SteadyRows
+Item = Frame | FrameBatch | DecryptionSecrets  # what a capture hands the engine
 _MIN_SHARE = 64  # packets a thread gets at the least: below it, one thread opens them all
 
 
@@ -80,19 +81,7 @@ class _Opener:
         return finish
 
 
-def _batch_of(frames: list[Frame], analyzer: FrameAnalyzer) -> FrameBatch | None:
-    """The frames as a batch for the steady lane, or None when the lane has nothing to take."""
-    if not analyzer.sas.has_usable_key():
-        return None
-    try:
-        return FrameBatch.of(tuple(frames))
-    except OverflowError:  # a timestamp past 2^63 ns (year 2262): the per-frame path
-        return None
-
-
-def iter_records(
-    items: Iterable[Frame | DecryptionSecrets], analyzer: FrameAnalyzer
-) -> Iterator[PacketRecord]:
+def iter_records(items: Iterable[Item], analyzer: FrameAnalyzer) -> Iterator[PacketRecord]:
     """The per-frame path alone over ``items``: one record per frame, in capture order."""
     engine = Engine(analyzer, Options(steady_lane=False))
     for row in engine.iter_rows(items):
@@ -114,11 +103,16 @@ class Engine:
         self._open = _Opener(self._pool, jobs)
         self._held: list[Row] = []  # the last batch's rows: yielded while the next one decrypts
 
+    @property
+    def batch_frames(self) -> int:
+        """Frames per batch: what a capture reader should hand over at a time."""
+        return self._size
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
 
-    def iter_rows(self, items: Iterable[Frame | DecryptionSecrets]) -> Iterator[Row]:
+    def iter_rows(self, items: Iterable[Item]) -> Iterator[Row]:
         """One row per frame of ``items``; ``analyzer.findings`` is complete at the end."""
         batch: list[Frame] = []
         size, append = self._size, batch.append  # the hot loop: one pass per frame
@@ -127,20 +121,23 @@ class Engine:
                 if isinstance(item, Frame):
                     append(item)
                     if len(batch) >= size:
-                        yield from self._batch(batch)
+                        yield from self._frames(batch)
                         batch = []
                         append = batch.append
+                    continue
+                yield from self._frames(batch)
+                batch = []
+                append = batch.append
+                if isinstance(item, FrameBatch):
+                    yield from self._batch(item)
                 else:
-                    yield from self._batch(batch)
-                    batch = []
-                    append = batch.append
                     self._an.add_secrets(item)
         except InputError:  # a damaged capture or a bad secrets block
-            yield from self._batch(batch)
+            yield from self._frames(batch)
             yield from self._release()
             yield from self._an.finish()  # what was read is still reported, held records too
             raise
-        yield from self._batch(batch)
+        yield from self._frames(batch)
         yield from self._release()
         yield from self._an.finish()
 
@@ -148,15 +145,32 @@ class Engine:
         held, self._held = self._held, []
         return held
 
-    def _batch(self, frames: list[Frame]) -> Iterator[Row]:
+    def _lane_on(self) -> bool:
+        """Whether the steady lane may take anything now (it takes only SAs with a key)."""
+        return self._lane is not None and self._an.sas.has_usable_key()
+
+    def _frames(self, frames: list[Frame]) -> Iterator[Row]:
+        """A batch of frames read one by one (pcapng)."""
         if not frames:
             return
+        if self._lane_on():
+            try:
+                batch = FrameBatch.of(tuple(frames))
+            except OverflowError:  # a timestamp past 2^63 ns (year 2262): the per-frame path
+                pass
+            else:
+                yield from self._batch(batch)
+                return
+        yield from self._release()
+        for frame in frames:
+            yield from self._an.process(frame)
+
+    def _batch(self, batch: FrameBatch) -> Iterator[Row]:
         lane = self._lane
-        batch = None if lane is None else _batch_of(frames, self._an)
-        if lane is None or batch is None:
+        if lane is None or not self._lane_on():
             yield from self._release()
-            for frame in frames:
-                yield from self._an.process(frame)
+            for i in range(len(batch)):
+                yield from self._an.process(batch.frame(i))
             return
         wire = parse(batch, self._an.natt_ports)
         opening = lane.prepare(batch, wire)
@@ -169,10 +183,10 @@ class Engine:
         self, lane: SteadyLane, batch: FrameBatch, wire: WireColumns, plan: Plan
     ) -> Iterator[Row]:
         """The batch in capture order: the lane's runs in bulk, the other frames one by one."""
-        an, frames = self._an, batch.frames
+        an = self._an
         inert = wire.inert
         free = np.asarray(plan.taken, np.bool_) | inert  # may go without the per-frame path
-        i, n = 0, len(frames)
+        i, n = 0, len(batch)
         while i < n:
             if free[i] and not an.busy:
                 j = n if free[i:].all() else i + int(np.argmin(free[i:]))
@@ -180,7 +194,7 @@ class Engine:
                 i = j
                 continue
             an.touched.clear()
-            yield from an.process(frames[i])
+            yield from an.process(batch.frame(i))
             for state in an.touched:
                 unit = plan.unit_of.get(state)
                 if unit is not None and plan.unit_of_row(i) is not unit:
@@ -194,9 +208,9 @@ class Engine:
         """Frames ``i`` to ``j`` (excluded), each the lane's or without ESP."""
         mine = np.asarray(plan.taken[i:j], np.bool_)
         rows = (np.flatnonzero(mine) + i).tolist()
-        frames, process = batch.frames, self._an.process
+        frame, process = batch.frame, self._an.process
         others = (np.flatnonzero(~mine) + i).tolist()  # inert: no ESP
-        records = tuple(rec for r in others for rec in process(frames[r]))
+        records = tuple(rec for r in others for rec in process(frame(r)))
         if rows:
             yield lane.apply(batch, wire, plan, rows, records)
         else:

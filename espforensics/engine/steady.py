@@ -79,7 +79,7 @@ class SteadyLane:
     # -- planning -------------------------------------------------------------
     def prepare(self, batch: FrameBatch, wire: WireColumns) -> Opening:
         """Which rows of ``batch`` the lane may take, and the packets to open for them."""
-        n = len(batch.frames)
+        n = len(batch)
         plan = Plan([False] * n, np.full(n, -1, np.int64))
         rows = np.flatnonzero(wire.steady)
         plan.rows = rows

@@ -1,0 +1,71 @@
+"""A batch of captured frames as columns, their bytes in one buffer.
+
+In: the frames of a batch (``FrameBatch.of``), or a capture reader's
+records as they sit in its buffer (capture/pcap.py). Out: a
+``FrameBatch``, which the engine parses as columns (engine/wire.py) and
+whose ``frame(i)`` the per-frame path takes. Raises ``OverflowError``
+(``of``) for a timestamp past 2^63 ns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from espforensics.model import Frame
+
+I64 = npt.NDArray[np.int64]
+PAD: Final = 16  # zero bytes after the last frame: a masked-out read, an ICV's 16-byte gather
+
+
+@dataclass(frozen=True, slots=True)
+class FrameBatch:
+    """The frames of one batch: their fields as arrays, their bytes in one buffer.
+
+    A frame's bytes are ``buf[start:start + caplen]``; what lies between
+    two frames (a pcap record header, say) is never read. At least PAD
+    bytes follow the last frame. ``frame(i)`` builds the i-th ``Frame``
+    only when the per-frame path asks for it.
+    """
+
+    buf: bytes  # every frame's bytes, in order, then at least PAD bytes
+    start: I64  # where each frame starts in ``buf``
+    number: I64
+    ts_ns: I64
+    caplen: I64
+    wirelen: I64
+    linktype: I64
+    given: tuple[Frame, ...] | None = None  # the frames it was made of, if any
+
+    def __len__(self) -> int:
+        return len(self.number)
+
+    def frame(self, i: int) -> Frame:
+        """The i-th frame of the batch."""
+        if self.given is not None:
+            return self.given[i]
+        at, length = int(self.start[i]), int(self.caplen[i])
+        return Frame(
+            int(self.number[i]),
+            int(self.ts_ns[i]),
+            length,
+            int(self.wirelen[i]),
+            int(self.linktype[i]),
+            self.buf[at : at + length],
+        )
+
+    @classmethod
+    def of(cls, frames: tuple[Frame, ...]) -> FrameBatch:
+        """The batch of ``frames``; raises OverflowError for a timestamp past 2^63 ns."""
+        # The frames' fields as columns (a transpose in C), then their bytes in one buffer.
+        number, ts_ns, caplen, wirelen, linktype, datas = zip(*frames, strict=True)
+        fields = np.array((number, ts_ns, caplen, wirelen, linktype), np.int64)
+        start = np.zeros(len(frames), np.int64)
+        np.cumsum(fields[2][:-1], out=start[1:])
+        # Zero bytes after the last frame: a masked-out read looks at offsets 0 to 3.
+        buf = b"".join([*datas, bytes(PAD)])
+        number, ts_ns, caplen, wirelen, linktype = fields
+        return cls(buf, start, number, ts_ns, caplen, wirelen, linktype, frames)
