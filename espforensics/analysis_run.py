@@ -68,7 +68,7 @@ def _stream(
 ) -> Iterator[Row]:
     with open_capture(path) as capture:
         frames = shown = 0
-        for row in engine.iter_rows(capture.batches(engine.batch_frames)):
+        for row in engine.iter_rows(capture.batches(engine.batch_sizes())):
             frames += 1 if isinstance(row, PacketRecord) else row.rows
             if frames - shown >= 4096:
                 shown = frames

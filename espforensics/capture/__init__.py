@@ -78,14 +78,14 @@ class Capture:
         self._items, self._head = items, b""
         return items
 
-    def batches(self, size: int) -> Iterator[Frame | FrameBatch | DecryptionSecrets]:
-        """Iterate once as batches of at most ``size`` frames where the format allows it
-        (pcap), else as ``Frame`` and ``DecryptionSecrets`` (pcapng)."""
+    def batches(self, sizes: Iterator[int]) -> Iterator[Frame | FrameBatch | DecryptionSecrets]:
+        """Iterate once as batches where the format allows it (pcap), each of at most the
+        next of ``sizes`` frames, else as ``Frame`` and ``DecryptionSecrets`` (pcapng)."""
         if self.format != "pcap":
             return iter(self)
         if self._items is not None or self._closed:
             raise CaptureError(self.path, "capture already read or closed; open it again")
-        self._items = iter_pcap_batches(self._source, self._head, size)
+        self._items = iter_pcap_batches(self._source, self._head, sizes)
         self._head = b""
         return self._items
 

@@ -9,6 +9,7 @@ whose ``frame(i)`` the per-frame path takes. Raises ``OverflowError``
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Final
 
@@ -39,6 +40,7 @@ class FrameBatch:
     wirelen: I64
     linktype: I64
     given: tuple[Frame, ...] | None = None  # the frames it was made of, if any
+    span: Span | None = None  # where its records sit in an uncompressed pcap file
 
     def __len__(self) -> int:
         return len(self.number)
@@ -69,3 +71,52 @@ class FrameBatch:
         buf = b"".join([*datas, bytes(PAD)])
         number, ts_ns, caplen, wirelen, linktype = fields
         return cls(buf, start, number, ts_ns, caplen, wirelen, linktype, frames)
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """How a pcap file's record headers read (draft-ietf-opsawg-pcap s4, s5)."""
+
+    order: str  # "<" or ">"
+    scale: int  # ns per unit of the fraction field (1000 for microseconds)
+    linktype: int
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Where a batch's records sit in an uncompressed pcap file: enough to read it again
+    (in another process) as the very same batch."""
+
+    path: str
+    file_at: int  # offset of the first record header
+    nbytes: int  # from it to the end of the last record
+    heads: I64  # each record header's offset from ``file_at``
+    first: int  # the number of the first frame
+    layout: Layout
+
+    def read(self) -> FrameBatch:
+        """The batch, read from the file again; OSError if it cannot be read."""
+        with open(self.path, "rb") as fh:
+            data = os.pread(fh.fileno(), self.nbytes, self.file_at)
+        if len(data) != self.nbytes:
+            raise OSError(f"{self.path}: the file is shorter than when it was first read")
+        return records_batch(data + bytes(PAD), self.heads, self.first, self.layout, self)
+
+
+RECORD_HEADER_LEN: Final = 16
+
+
+def records_batch(
+    joined: bytes, heads: I64, first: int, layout: Layout, span: Span | None = None
+) -> FrameBatch:
+    """The batch of the pcap records whose headers sit at ``heads`` of ``joined`` (which
+    ends with PAD bytes), numbered from ``first``."""
+    view = np.frombuffer(joined, np.uint8)
+    fields = view[heads[:, None] + np.arange(RECORD_HEADER_LEN)].view(layout.order + "u4")
+    sec, frac, caplen, wirelen = fields.astype(np.int64).T
+    n = len(heads)
+    number = np.arange(first, first + n, dtype=np.int64)
+    ts_ns = sec * 1_000_000_000 + frac * layout.scale  # at most 2^32 s: no overflow
+    linktype = np.full(n, layout.linktype, np.int64)
+    start = heads + RECORD_HEADER_LEN
+    return FrameBatch(joined, start, number, ts_ns, caplen, wirelen, linktype, None, span)

@@ -4,8 +4,9 @@ In: a ``ByteSource`` and the first bytes already taken from it (at least the
 4-byte magic). Out: batches of records (``FrameBatch``: header fields as
 columns, the frames' bytes in one buffer), or the same records one
 ``Frame`` at a time, with integer-nanosecond timestamps, numbered from 1.
-The file is read in ~1 MiB chunks and a batch holds at most ``size``
-frames and about BATCH_BYTES, so memory does not grow with the file.
+The file is read in ~1 MiB chunks and a batch holds as many frames as
+the caller asks for (at most about BATCH_BYTES), so memory does not grow
+with the file.
 
 Raises (from inside iteration, after the frames before the fault were
 yielded) ``CaptureTruncated`` when the file ends inside the file header or a
@@ -17,11 +18,19 @@ Format: draft-ietf-opsawg-pcap (the pcap file format), s3-s5.
 from __future__ import annotations
 
 import struct
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
+from itertools import repeat
 
 import numpy as np
 
-from espforensics.capture.batch import PAD, FrameBatch
+from espforensics.capture.batch import (
+    PAD,
+    RECORD_HEADER_LEN,
+    FrameBatch,
+    Layout,
+    Span,
+    records_batch,
+)
 from espforensics.capture.compression import ByteSource
 from espforensics.errors import CaptureError
 from espforensics.model import Frame
@@ -38,7 +47,6 @@ _MAGICS: dict[bytes, tuple[str, int]] = {
 PCAP_MAGICS = frozenset(_MAGICS)
 
 FILE_HEADER_LEN = 24
-RECORD_HEADER_LEN = 16
 MAX_CAPLEN = 256 << 20  # larger than any link's frame; beyond it the header is garbage
 BATCH_FRAMES = 4096  # frames of a batch read for the per-frame iteration
 BATCH_BYTES = 8 << 20  # a batch ends past this many bytes: memory stays bounded
@@ -62,7 +70,7 @@ def _parse_file_header(source: ByteSource, buf: bytes) -> tuple[struct.Struct, i
 
 def iter_pcap(source: ByteSource, buf: bytes) -> Generator[Frame, None, None]:
     """Yield every record of the pcap file as a ``Frame``; close the source at the end."""
-    for batch in iter_pcap_batches(source, buf, BATCH_FRAMES):
+    for batch in iter_pcap_batches(source, buf, repeat(BATCH_FRAMES)):
         for i in range(len(batch)):
             frame = batch.frame(i)
             source.frames_read = frame.number
@@ -70,10 +78,10 @@ def iter_pcap(source: ByteSource, buf: bytes) -> Generator[Frame, None, None]:
 
 
 def iter_pcap_batches(
-    source: ByteSource, buf: bytes, size: int
+    source: ByteSource, buf: bytes, sizes: Iterator[int]
 ) -> Generator[FrameBatch, None, None]:
-    """Yield the records of the pcap file as batches of at most ``size`` frames (and about
-    BATCH_BYTES); close the source at the end.
+    """Yield the records of the pcap file as batches, each of at most the next of ``sizes``
+    frames (and about BATCH_BYTES); close the source at the end.
 
     Each record is walked once (its captured length); the batch's header fields are then
     read as columns and its frames' bytes stay where they sit, between the record headers.
@@ -82,9 +90,10 @@ def iter_pcap_batches(
         buf = source.fill(buf, FILE_HEADER_LEN)
         record, scale, linktype = _parse_file_header(source, buf)
         caplen_of = struct.Struct(record.format[0] + "8xI").unpack_from
-        pending = _Pending(record.format[0], scale, linktype)
+        pending = _Pending(source, Layout(record.format[0], scale, linktype))
         off = FILE_HEADER_LEN
         base = 0  # file offset of buf[0]
+        size = next(sizes)
         while True:
             end, first = len(buf), off
             room = size - pending.count
@@ -97,9 +106,10 @@ def iter_pcap_batches(
                 offs.append(off)
                 off = stop
             if offs:
-                pending.add(buf, first, off, offs)
+                pending.add(buf, first, off, offs, base + first)
             if pending.count >= size or pending.nbytes >= BATCH_BYTES:
-                yield pending.take(source)
+                yield pending.take()
+                size = next(sizes)
                 continue
             source.frames_read = pending.walked  # what an error says was read
             try:  # a damaged record or a failed read: the frames before it first
@@ -108,12 +118,12 @@ def iter_pcap_batches(
                 buf = source.fill(buf[off:], need)
             except CaptureError:
                 if pending.count:
-                    yield pending.take(source)
+                    yield pending.take()
                 raise
             off = 0
             if len(buf) < need:
                 if pending.count:
-                    yield pending.take(source)
+                    yield pending.take()
                 if buf:
                     raise source.truncated(f"frame {source.frames_read + 1}")
                 return
@@ -124,11 +134,11 @@ def iter_pcap_batches(
 class _Pending:
     """The records of the batch being gathered: pieces of the reader's buffers."""
 
-    def __init__(self, order: str, scale: int, linktype: int) -> None:
-        self._fields = np.dtype(order + "u4")
-        self._scale, self._linktype = scale, linktype
+    def __init__(self, source: ByteSource, layout: Layout) -> None:
+        self._source, self._layout = source, layout
         self._pieces: list[memoryview] = []
         self._offs: list[int] = []  # each record header's offset in the joined pieces
+        self._file_at = 0  # the file offset of the first piece (when not compressed)
         self.count = self.nbytes = self._numbered = 0
 
     @property
@@ -136,27 +146,27 @@ class _Pending:
         """Frames walked so far, this batch's included."""
         return self._numbered + self.count
 
-    def add(self, buf: bytes, first: int, stop: int, offs: list[int]) -> None:
-        """Records at ``offs`` of ``buf``, which fill ``buf[first:stop]``."""
+    def add(self, buf: bytes, first: int, stop: int, offs: list[int], file_at: int) -> None:
+        """Records at ``offs`` of ``buf``, which fill ``buf[first:stop]`` (at ``file_at``)."""
+        if not self._pieces:
+            self._file_at = file_at
         shift = self.nbytes - first
         self._offs.extend([o + shift for o in offs])
         self._pieces.append(memoryview(buf)[first:stop])
         self.count += len(offs)
         self.nbytes += stop - first
 
-    def take(self, source: ByteSource) -> FrameBatch:
-        """The batch gathered; ``source.frames_read`` then counts its frames too."""
+    def take(self) -> FrameBatch:
+        """The batch gathered; the source's ``frames_read`` then counts its frames too."""
+        source = self._source
         joined = b"".join([*self._pieces, bytes(PAD)])
-        at = np.array(self._offs, np.int64)
-        view = np.frombuffer(joined, np.uint8)
-        heads = view[at[:, None] + np.arange(RECORD_HEADER_LEN)].view(self._fields)
-        sec, frac, caplen, wirelen = heads.astype(np.int64).T
-        n = len(at)
-        number = np.arange(self._numbered + 1, self._numbered + n + 1, dtype=np.int64)
-        ts_ns = sec * 1_000_000_000 + frac * self._scale  # at most 2^32 s: no overflow
-        linktype = np.full(n, self._linktype, np.int64)
-        batch = FrameBatch(joined, at + RECORD_HEADER_LEN, number, ts_ns, caplen, wirelen, linktype)
-        self._numbered += n
+        heads = np.array(self._offs, np.int64)
+        first = self._numbered + 1
+        span = None
+        if source.compression is None:  # the same bytes can be read again where they sit
+            span = Span(source.path, self._file_at, self.nbytes, heads, first, self._layout)
+        batch = records_batch(joined, heads, first, self._layout, span)
+        self._numbered += self.count
         source.frames_read = self._numbered
         self._pieces, self._offs = [], []
         self.count = self.nbytes = 0

@@ -28,19 +28,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from itertools import repeat
 
 import numpy as np
 
+from espforensics.checks import SaState
+from espforensics.crypto import sa_identity
+from espforensics.engine.pool import Ahead, Item, Prefetcher
+from espforensics.engine.prefetch import resolve
 from espforensics.engine.rows import SteadyRows
 from espforensics.engine.steady import OpenJob, Plan, SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns, parse
 from espforensics.errors import InputError
-from espforensics.model import DecryptionSecrets, Frame, PacketRecord
+from espforensics.model import Frame, PacketRecord
 from espforensics.pipeline import FrameAnalyzer, Options
 
 Row = PacketRecord | SteadyRows
-Item = Frame | FrameBatch | DecryptionSecrets  # what a capture hands the engine
 _MIN_SHARE = 64  # packets a thread gets at the least: below it, one thread opens them all
+FIRST_BATCH = 64  # frames of the first batch (batch_sizes)
 
 
 def _open(job: OpenJob) -> list[bytes | None]:
@@ -102,20 +107,36 @@ class Engine:
         )
         self._open = _Opener(self._pool, jobs)
         self._held: list[Row] = []  # the last batch's rows: yielded while the next one decrypts
+        # --jobs: worker processes open an uncompressed pcap's batches ahead (engine/pool.py)
+        self._ahead = (
+            Prefetcher(analyzer.sas, jobs, self._size) if jobs > 1 and self._lane else None
+        )
+        self._idents: dict[SaState, bytes] = {}
 
-    @property
-    def batch_frames(self) -> int:
-        """Frames per batch: what a capture reader should hand over at a time."""
-        return self._size
+    def batch_sizes(self) -> Iterator[int]:
+        """How many frames each batch should hold, for a capture reader: FIRST_BATCH, then
+        twice as many each time up to ``Options.batch_frames``. A batch's plan is made at
+        its start, before its frames prove an SA's key: a first batch all goes the
+        per-frame path, and a small one costs little."""
+        size = min(FIRST_BATCH, self._size)
+        while size < self._size:
+            yield size
+            size *= 2
+        yield from repeat(self._size)
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
+        if self._ahead is not None:
+            self._ahead.close()
 
     def iter_rows(self, items: Iterable[Item]) -> Iterator[Row]:
         """One row per frame of ``items``; ``analyzer.findings`` is complete at the end."""
         batch: list[Frame] = []
-        size, append = self._size, batch.append  # the hot loop: one pass per frame
+        sizes = self.batch_sizes()
+        size, append = next(sizes), batch.append  # the hot loop: one pass per frame
+        if self._ahead is not None:
+            items = self._ahead.ahead(items, self._an.natt_ports)
         try:
             for item in items:
                 if isinstance(item, Frame):
@@ -123,13 +144,15 @@ class Engine:
                     if len(batch) >= size:
                         yield from self._frames(batch)
                         batch = []
-                        append = batch.append
+                        size, append = next(sizes), batch.append
                     continue
                 yield from self._frames(batch)
                 batch = []
                 append = batch.append
                 if isinstance(item, FrameBatch):
                     yield from self._batch(item)
+                elif isinstance(item, Ahead):
+                    yield from self._batch(item.batch, item)
                 else:
                     self._an.add_secrets(item)
         except InputError:  # a damaged capture or a bad secrets block
@@ -165,19 +188,39 @@ class Engine:
         for frame in frames:
             yield from self._an.process(frame)
 
-    def _batch(self, batch: FrameBatch) -> Iterator[Row]:
+    def _batch(self, batch: FrameBatch, ahead: Ahead | None = None) -> Iterator[Row]:
         lane = self._lane
         if lane is None or not self._lane_on():
             yield from self._release()
             for i in range(len(batch)):
                 yield from self._an.process(batch.frame(i))
             return
-        wire = parse(batch, self._an.natt_ports)
+        ports = self._an.natt_ports
+        pre = None if ahead is None else ahead.result()
+        wire = pre.wire if pre is not None and pre.ports == ports else parse(batch, ports)
         opening = lane.prepare(batch, wire)
-        opened = self._open.submit(opening.jobs)
-        yield from self._release()  # the consumer takes them while the pool decrypts
-        plan = lane.settle(opening, batch, opened())
+        decoded = None
+        if pre is not None and opening.jobs:
+            idents = [self._ident(f.state) for f in opening.plan.flows]
+            decoded = resolve(pre, opening, idents, ports)
+        if decoded is None:
+            opened = self._open.submit(opening.jobs)
+            yield from self._release()  # the consumer takes them while the pool decrypts
+            decoded = lane.decode(opening, batch, opened())
+        else:
+            yield from self._release()
+        plan = lane.settle(opening, batch, decoded)
         self._held = list(self._segments(lane, batch, wire, plan))
+        if self._ahead is not None:
+            self._ahead.note(plan.flows, self._ident)
+
+    def _ident(self, state: SaState) -> bytes:
+        """The identity of the SA of ``state`` (``crypto.sa_identity``), computed once."""
+        ident = self._idents.get(state)
+        if ident is None:
+            assert state.sa is not None  # the lane takes only SAs with a usable key
+            ident = self._idents[state] = sa_identity(state.sa)
+        return ident
 
     def _segments(
         self, lane: SteadyLane, batch: FrameBatch, wire: WireColumns, plan: Plan

@@ -1,0 +1,159 @@
+"""``--jobs N``: worker processes that prefetch one capture's batches ahead of the engine.
+
+In: the capture's items (``FrameBatch`` of an uncompressed pcap carry the
+``Span`` their records sit at), the SAs of the key files, the NAT-T ports
+and how many workers. Out: ``Prefetcher.ahead`` hands the items on in the
+same order, each batch with the ``Future`` of its ``Prefetch``
+(engine/prefetch.py), submitted ``depth`` batches ahead so the workers
+open packets while the engine checks the ones before. Raises
+``WorkerFailed`` (from ``Ahead.result``) when a worker died or failed: an
+error naming the batch's frames, never a partial result.
+
+Each worker reads its batch from the file itself (``Span.read``): only the
+record offsets go to it, and only columns come back. The engine's own
+process keeps every piece of state; what a worker computes is a pure
+function of the batch's bytes and the SAs, and the engine uses it only
+where its own plan agrees (``prefetch.resolve``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+
+from espforensics.capture.batch import FrameBatch, Span
+from espforensics.checks import Flow, SaState
+from espforensics.engine.prefetch import KeyRing, Prefetch, prefetch
+from espforensics.errors import EspForensicsError
+from espforensics.keys import SaTable
+from espforensics.model import DecryptionSecrets, Frame
+
+
+class WorkerFailed(EspForensicsError):
+    """A worker process died or failed on a batch: the run stops, its outputs say so."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ahead:
+    """A batch, and the worker's prefetch of it (pending)."""
+
+    batch: FrameBatch
+    pending: Future[Prefetch]
+
+    def result(self) -> Prefetch:
+        """The prefetch; raises ``WorkerFailed`` naming the batch's frames."""
+        try:
+            return self.pending.result()
+        except (BrokenProcessPool, OSError) as exc:  # a killed process, a read error
+            first, last = int(self.batch.number[0]), int(self.batch.number[-1])
+            why = type(exc).__name__
+            raise WorkerFailed(
+                self.batch.span.path if self.batch.span else "<capture>",
+                f"a --jobs worker failed on frames {first}-{last} ({why}); no result of it is used",
+            ) from exc
+
+
+# What a capture hands the engine, and a batch whose prefetch is on its way.
+Item = Frame | FrameBatch | DecryptionSecrets | Ahead
+
+_RING: list[KeyRing] = []  # the worker's SAs and contexts (one per process)
+_PORTS: list[frozenset[int]] = []
+
+
+def _init(table: SaTable, ports: frozenset[int]) -> None:
+    _RING.append(KeyRing(table))
+    _PORTS.append(ports)
+
+
+def _ready() -> None:
+    """A task that returns once its worker has started."""
+
+
+def _work(span: Span, hints: dict[bytes, int]) -> Prefetch:
+    return prefetch(span.read(), _PORTS[0], _RING[0], hints)
+
+
+class Prefetcher:
+    """Worker processes for one capture, and the batches they work on ahead."""
+
+    def __init__(self, table: SaTable, workers: int, start_at: int) -> None:
+        """``start_at``: the workers start at the first batch of this many frames (a
+        capture of a few frames is done before a process would have started)."""
+        self._table, self._workers, self._start_at = table, workers, start_at
+        self._pool: ProcessPoolExecutor | None = None
+        self._starting: threading.Thread | None = None
+        self._failed: BaseException | None = None
+        self.depth = 2 * workers
+        self.hints: dict[bytes, int] = {}  # per ESN SA (identity): the highest seq64 seen
+
+    def _ready(self, ports: frozenset[int]) -> ProcessPoolExecutor | None:
+        """The pool once its workers run; until then None (the engine opens the batches).
+
+        The first call starts them on a thread: a worker process takes a fraction of a
+        second to start, and the engine goes on with the first batches meanwhile.
+        """
+        if self._starting is None:
+            self._starting = threading.Thread(
+                target=self._start, args=(ports,), name="espforensics-workers", daemon=True
+            )
+            self._starting.start()
+        if self._starting.is_alive():
+            return None
+        if self._failed is not None:
+            raise WorkerFailed("<capture>", f"--jobs workers did not start ({self._failed})")
+        return self._pool
+
+    def _start(self, ports: frozenset[int]) -> None:
+        try:
+            # forkserver: a fork of this process would copy its threads' locks (the SHA-256
+            # thread is running); the server imports the analyzer's modules once.
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(["espforensics.engine.pool"])
+            pool = ProcessPoolExecutor(
+                self._workers, context, initializer=_init, initargs=(self._table, ports)
+            )
+            for started in [pool.submit(_ready) for _ in range(self._workers)]:
+                started.result()
+            self._pool = pool
+        except Exception as exc:  # raised on the engine's thread by _ready
+            self._failed = exc
+
+    def note(self, flows: Iterable[Flow], ident: Callable[[SaState], bytes]) -> None:
+        """The ESN SAs' tops after a batch: the next batches submitted open with them."""
+        for flow in flows:
+            ctx = flow.state.ctx
+            if ctx is not None and ctx.esn:
+                self.hints[ident(flow.state)] = flow.state.tracker.top
+
+    def ahead(self, items: Iterable[Item], ports: frozenset[int]) -> Iterator[Item]:
+        """``items`` in order, a batch with a span as ``Ahead`` (its prefetch submitted)."""
+        queue: deque[Item] = deque()
+        try:
+            for item in items:
+                span = item.span if isinstance(item, FrameBatch) else None
+                pool = None
+                if span is not None and (self._starting or len(span.heads) >= self._start_at):
+                    pool = self._ready(ports)
+                if pool is not None and span is not None and isinstance(item, FrameBatch):
+                    queue.append(Ahead(item, pool.submit(_work, span, dict(self.hints))))
+                else:
+                    queue.append(item)
+                while len(queue) > self.depth:
+                    yield queue.popleft()
+        except Exception:  # the capture's own error: what was read before it goes first
+            while queue:
+                yield queue.popleft()
+            raise
+        while queue:
+            yield queue.popleft()
+
+    def close(self) -> None:
+        if self._starting is not None:
+            self._starting.join()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
