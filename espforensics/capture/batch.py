@@ -9,7 +9,7 @@ whose ``frame(i)`` the per-frame path takes. Raises ``OverflowError``
 
 from __future__ import annotations
 
-import os
+import mmap
 from dataclasses import dataclass
 from typing import Final
 
@@ -19,6 +19,8 @@ import numpy.typing as npt
 from espforensics.model import Frame
 
 I64 = npt.NDArray[np.int64]
+# What a batch's bytes sit in: a buffer of their own, or the capture file mapped.
+Buffer = bytes | mmap.mmap
 PAD: Final = 16  # zero bytes after the last frame: a masked-out read, an ICV's 16-byte gather
 
 
@@ -32,7 +34,7 @@ class FrameBatch:
     only when the per-frame path asks for it.
     """
 
-    buf: bytes  # every frame's bytes, in order, then at least PAD bytes
+    buf: Buffer  # every frame's bytes, in order, then at least PAD bytes
     start: I64  # where each frame starts in ``buf``
     number: I64
     ts_ns: I64
@@ -96,21 +98,35 @@ class Span:
 
     def read(self) -> FrameBatch:
         """The batch, read from the file again; OSError if it cannot be read."""
-        with open(self.path, "rb") as fh:
-            data = os.pread(fh.fileno(), self.nbytes, self.file_at)
-        if len(data) != self.nbytes:
+        mapped = _mapping(self.path)
+        end = self.file_at + self.nbytes
+        if end > len(mapped):
             raise OSError(f"{self.path}: the file is shorter than when it was first read")
-        return records_batch(data + bytes(PAD), self.heads, self.first, self.layout, self)
+        if end + PAD <= len(mapped):
+            return records_batch(mapped, self.heads + self.file_at, self.first, self.layout, self)
+        data = mapped[self.file_at : end] + bytes(PAD)
+        return records_batch(data, self.heads, self.first, self.layout, self)
+
+
+_MAPPED: dict[str, mmap.mmap] = {}  # a worker's mapping of the capture (one per process)
+
+
+def _mapping(path: str) -> mmap.mmap:
+    mapped = _MAPPED.get(path)
+    if mapped is None:
+        with open(path, "rb") as fh:
+            mapped = _MAPPED[path] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    return mapped
 
 
 RECORD_HEADER_LEN: Final = 16
 
 
 def records_batch(
-    joined: bytes, heads: I64, first: int, layout: Layout, span: Span | None = None
+    joined: Buffer, heads: I64, first: int, layout: Layout, span: Span | None = None
 ) -> FrameBatch:
-    """The batch of the pcap records whose headers sit at ``heads`` of ``joined`` (which
-    ends with PAD bytes), numbered from ``first``."""
+    """The batch of the pcap records whose headers sit at ``heads`` of ``joined`` (at
+    least PAD bytes after the last), numbered from ``first``."""
     view = np.frombuffer(joined, np.uint8)
     fields = view[heads[:, None] + np.arange(RECORD_HEADER_LEN)].view(layout.order + "u4")
     sec, frac, caplen, wirelen = fields.astype(np.int64).T

@@ -17,6 +17,7 @@ Format: draft-ietf-opsawg-pcap (the pcap file format), s3-s5.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Generator, Iterator
 from itertools import repeat
@@ -26,6 +27,7 @@ import numpy as np
 from espforensics.capture.batch import (
     PAD,
     RECORD_HEADER_LEN,
+    Buffer,
     FrameBatch,
     Layout,
     Span,
@@ -59,7 +61,7 @@ _HEADERS = {order: struct.Struct(order + "IHHiIII") for order in "<>"}
 _RECORDS = {order: struct.Struct(order + "IIII") for order in "<>"}
 
 
-def _parse_file_header(source: ByteSource, buf: bytes) -> tuple[struct.Struct, int, int]:
+def _parse_file_header(source: ByteSource, buf: Buffer) -> tuple[struct.Struct, int, int]:
     """(record header layout, ns per fraction unit, link type) from the header."""
     if len(buf) < FILE_HEADER_LEN:
         raise source.truncated(f"the pcap file header ({len(buf)} of {FILE_HEADER_LEN} bytes)")
@@ -87,44 +89,46 @@ def iter_pcap_batches(
     read as columns and its frames' bytes stay where they sit, between the record headers.
     """
     try:
-        buf = source.fill(buf, FILE_HEADER_LEN)
-        record, scale, linktype = _parse_file_header(source, buf)
+        mapped = source.mapped()  # a plain file: walked where it sits, the batches not copied
+        data: Buffer = source.fill(buf, FILE_HEADER_LEN) if mapped is None else mapped
+        record, scale, linktype = _parse_file_header(source, data)
         caplen_of = struct.Struct(record.format[0] + "8xI").unpack_from
         pending = _Pending(source, Layout(record.format[0], scale, linktype))
         off = FILE_HEADER_LEN
-        base = 0  # file offset of buf[0]
+        base = 0  # file offset of data[0]
         size = next(sizes)
         while True:
-            end, first = len(buf), off
+            end, first = len(data), off
             room = size - pending.count
             offs: list[int] = []
             while off + RECORD_HEADER_LEN <= end and len(offs) < room:
-                (caplen,) = caplen_of(buf, off)
+                (caplen,) = caplen_of(data, off)
                 stop = off + RECORD_HEADER_LEN + caplen
                 if stop > end or caplen > MAX_CAPLEN:
                     break
                 offs.append(off)
                 off = stop
             if offs:
-                pending.add(buf, first, off, offs, base + first)
+                pending.add(data, first, off, offs, base + first)
             if pending.count >= size or pending.nbytes >= BATCH_BYTES:
                 yield pending.take()
                 size = next(sizes)
                 continue
             source.frames_read = pending.walked  # what an error says was read
             try:  # a damaged record or a failed read: the frames before it first
-                need = _bytes_needed(source, record, buf, off, base)
-                base += off
-                buf = source.fill(buf[off:], need)
+                need = _bytes_needed(source, record, data, off, base)
+                if not isinstance(data, mmap.mmap):
+                    base += off
+                    data = source.fill(data[off:], need)
+                    off = 0
             except CaptureError:
                 if pending.count:
                     yield pending.take()
                 raise
-            off = 0
-            if len(buf) < need:
+            if len(data) - off < need:  # the file ends: whole, or inside a record
                 if pending.count:
                     yield pending.take()
-                if buf:
+                if len(data) > off:
                     raise source.truncated(f"frame {source.frames_read + 1}")
                 return
     finally:
@@ -146,7 +150,7 @@ class _Pending:
         """Frames walked so far, this batch's included."""
         return self._numbered + self.count
 
-    def add(self, buf: bytes, first: int, stop: int, offs: list[int], file_at: int) -> None:
+    def add(self, buf: Buffer, first: int, stop: int, offs: list[int], file_at: int) -> None:
         """Records at ``offs`` of ``buf``, which fill ``buf[first:stop]`` (at ``file_at``)."""
         if not self._pieces:
             self._file_at = file_at
@@ -159,13 +163,18 @@ class _Pending:
     def take(self) -> FrameBatch:
         """The batch gathered; the source's ``frames_read`` then counts its frames too."""
         source = self._source
-        joined = b"".join([*self._pieces, bytes(PAD)])
         heads = np.array(self._offs, np.int64)
         first = self._numbered + 1
         span = None
         if source.compression is None:  # the same bytes can be read again where they sit
             span = Span(source.path, self._file_at, self.nbytes, heads, first, self._layout)
-        batch = records_batch(joined, heads, first, self._layout, span)
+        mapped = source.mapped()
+        if mapped is not None and self._file_at + self.nbytes + PAD <= len(mapped):
+            batch = records_batch(mapped, heads + self._file_at, first, self._layout, span)
+        else:  # the reader's buffers, or the file's last bytes, with PAD zero bytes after
+            joined = b"".join([*self._pieces, bytes(PAD)])
+            batch = records_batch(joined, heads, first, self._layout, span)
+        source.bytes_read = max(source.bytes_read, self._file_at + self.nbytes)
         self._numbered += self.count
         source.frames_read = self._numbered
         self._pieces, self._offs = [], []
@@ -174,7 +183,7 @@ class _Pending:
 
 
 def _bytes_needed(
-    source: ByteSource, record: struct.Struct, buf: bytes, off: int, base: int
+    source: ByteSource, record: struct.Struct, buf: Buffer, off: int, base: int
 ) -> int:
     """Bytes the record at ``off`` occupies (its header's 16 if that is incomplete)."""
     if off + RECORD_HEADER_LEN > len(buf):

@@ -45,8 +45,12 @@ class Ahead:
     batch: FrameBatch
     pending: Future[Prefetch]
 
-    def result(self) -> Prefetch:
-        """The prefetch; raises ``WorkerFailed`` naming the batch's frames."""
+    def result(self) -> Prefetch | None:
+        """The prefetch, or None when no worker has started on it yet (it is then
+        cancelled: the engine does the work itself rather than wait); raises
+        ``WorkerFailed`` naming the batch's frames."""
+        if not self.pending.done() and self.pending.cancel():
+            return None
         try:
             return self.pending.result()
         except (BrokenProcessPool, OSError) as exc:  # a killed process, a read error
