@@ -19,7 +19,6 @@ with ``decompressobj`` and an unfinished frame at end of input is an error.
 from __future__ import annotations
 
 import bz2
-import contextlib
 import gzip
 import io
 import lzma
@@ -227,9 +226,9 @@ class ByteSource:
             self._stream.close()
         finally:
             self._raw.close()
-            if self._mapped is not None:
-                with contextlib.suppress(BufferError):  # a batch still views it: unmapped
-                    self._mapped.close()  # with the last view
+            # The mapping is not closed: batches read ahead still view it. It is unmapped
+            # when the last of them is gone.
+            self._mapped = None
 
 
 def _open_regular(path: str) -> io.BufferedReader:
