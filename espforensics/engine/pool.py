@@ -34,6 +34,12 @@ from espforensics.keys import SaTable
 from espforensics.model import DecryptionSecrets, Frame
 
 
+# True: the engine waits for the workers to start and for every batch they were given, in
+# place of opening a batch itself; tests set it, so that which batches the workers open
+# does not depend on timing (the outputs never do).
+PATIENT = False
+
+
 class WorkerFailed(EspForensicsError):
     """A worker process died or failed on a batch: the run stops, its outputs say so."""
 
@@ -49,7 +55,7 @@ class Ahead:
         """The prefetch, or None when no worker has started on it yet (it is then
         cancelled: the engine does the work itself rather than wait); raises
         ``WorkerFailed`` naming the batch's frames."""
-        if not self.pending.done() and self.pending.cancel():
+        if not PATIENT and not self.pending.done() and self.pending.cancel():
             return None
         try:
             return self.pending.result()
@@ -106,6 +112,8 @@ class Prefetcher:
                 target=self._start, args=(ports,), name="espforensics-workers", daemon=True
             )
             self._starting.start()
+        if PATIENT:
+            self._starting.join()
         if self._starting.is_alive():
             return None
         if self._failed is not None:
