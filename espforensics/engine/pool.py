@@ -33,7 +33,6 @@ from espforensics.errors import EspForensicsError
 from espforensics.keys import SaTable
 from espforensics.model import DecryptionSecrets, Frame
 
-
 # True: the engine waits for the workers to start and for every batch they were given, in
 # place of opening a batch itself; tests set it, so that which batches the workers open
 # does not depend on timing (the outputs never do).
