@@ -190,7 +190,7 @@ def _planned(capture: Path, keys: Path, warm: int) -> Planned:
     batch = FrameBatch.of(tuple(frames[warm:]))
     lane = SteadyLane(an)
     opening = lane.prepare(batch, parse(batch, an.natt_ports))
-    assert opening.jobs, "the lane plans to open packets of this batch"
+    assert opening.parts, "the lane plans to open packets of this batch"
     idents = []
     for flow in opening.plan.flows:
         assert flow.state.sa is not None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import mmap
 import struct
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from itertools import repeat
 
 import numpy as np
@@ -99,15 +99,7 @@ def iter_pcap_batches(
         size = next(sizes)
         while True:
             end, first = len(data), off
-            room = size - pending.count
-            offs: list[int] = []
-            while off + RECORD_HEADER_LEN <= end and len(offs) < room:
-                (caplen,) = caplen_of(data, off)
-                stop = off + RECORD_HEADER_LEN + caplen
-                if stop > end or caplen > MAX_CAPLEN:
-                    break
-                offs.append(off)
-                off = stop
+            offs, off = _walk(data, off, end, size - pending.count, caplen_of)
             if offs:
                 pending.add(data, first, off, offs, base + first)
             if pending.count >= size or pending.nbytes >= BATCH_BYTES:
@@ -133,6 +125,25 @@ def iter_pcap_batches(
                 return
     finally:
         source.close()
+
+
+def _walk(
+    data: Buffer, off: int, end: int, room: int, caplen_of: Callable[[Buffer, int], tuple[int]]
+) -> tuple[list[int], int]:
+    """The offsets of up to ``room`` whole records from ``off`` (before ``end``), and the
+    offset after them. The hot loop of the reader: one unpack per record."""
+    offs: list[int] = []
+    append, last = offs.append, end - RECORD_HEADER_LEN
+    for _ in range(room):
+        if off > last:
+            break
+        caplen = caplen_of(data, off)[0]
+        stop = off + RECORD_HEADER_LEN + caplen
+        if stop > end or caplen > MAX_CAPLEN:
+            break
+        append(off)
+        off = stop
+    return offs, off
 
 
 class _Pending:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from espforensics.capture.batch import Buffer
 from espforensics.checks import Flow, SaState
 from espforensics.checks.bulk import FlowRows, ScopeRows
 from espforensics.checks.context import HEAD_LEN
@@ -95,12 +96,27 @@ class Plan:
 
 @dataclass(frozen=True, slots=True)
 class Opening:
-    """A plan whose packets are to be opened: the jobs (one per SA), and where each sits."""
+    """A plan whose packets are to be opened: per SA its context and its packets (candidate
+    positions), and where each packet sits."""
 
     plan: Plan
-    jobs: tuple[OpenJob, ...]
-    opened: Index  # the candidate position of each packet of the jobs, in job order
+    parts: tuple[tuple[CipherContext, Index], ...]
+    opened: Index  # the candidate position of each packet of the parts, in their order
     sealed_at: I64  # per candidate: where its ciphertext starts in the batch buffer
+    end: I64  # per candidate: where its datagram ends
+    buf: Buffer  # the batch's bytes
+
+    @property
+    def jobs(self) -> tuple[OpenJob, ...]:
+        """The packets to open, one job per SA; their sealed bytes are viewed only now (a
+        batch a worker opened never needs them)."""
+        mv = memoryview(self.buf)
+        jobs: list[OpenJob] = []
+        for ctx, own in self.parts:
+            spans = zip(self.sealed_at[own].tolist(), self.end[own].tolist(), strict=True)
+            ivs = self.plan.iv_bytes[own, : ctx.iv_len]
+            jobs.append((ctx, self.plan.seq64[own], ivs, [mv[a:b] for a, b in spans]))
+        return tuple(jobs)
 
 
 def distinct_flows(wire: WireColumns, rows: Index) -> tuple[Index, I64]:

@@ -200,7 +200,7 @@ class Engine:
         wire = pre.wire if pre is not None and pre.ports == ports else parse(batch, ports)
         opening = lane.prepare(batch, wire)
         decoded = None
-        if pre is not None and opening.jobs:
+        if pre is not None and opening.parts:
             idents = [self._ident(f.state) for f in opening.plan.flows]
             decoded = resolve(pre, opening, idents, ports)
         if decoded is None:

@@ -37,7 +37,7 @@ import numpy.typing as npt
 from espforensics.checks import Flow, SaState, bulk_checks
 from espforensics.checks.bulk import BulkCheck, Opened, first_refused
 from espforensics.checks.context import HEAD_LEN
-from espforensics.crypto import IV_LEN
+from espforensics.crypto import IV_LEN, CipherContext
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.inner import l4_name
 from espforensics.decode.ip import PROTO_ESP
@@ -92,7 +92,8 @@ class SteadyLane:
         plan.cand[rows] = np.arange(len(rows))
         at = batch.start[rows] + wire.l3[rows] + wire.esp_offset[rows]
         end = batch.start[rows] + wire.l3[rows] + wire.total_len[rows]
-        nothing = Opening(plan, (), np.zeros(0, np.intp), at + ESP_HEADER_LEN + IV_LEN)
+        none = np.zeros(0, np.intp)
+        nothing = Opening(plan, (), none, at + ESP_HEADER_LEN + IV_LEN, end, batch.buf)
         if not len(rows):
             return nothing
         plan.flows, plan.flow = self._flows(wire, rows)
@@ -116,22 +117,13 @@ class SteadyLane:
         plan.seq64 = np.zeros(len(rows), np.uint64)
         for unit in plan.units:
             unit.cut = self._prefix(unit, plan, wire, view, end - sealed_at)
-        parts: list[Index] = []
-        jobs: list[OpenJob] = []
-        mv = memoryview(batch.buf)
+        parts: list[tuple[CipherContext, Index]] = []
         for unit in plan.units:
             pos = np.asarray(unit.rows[: unit.cut], np.intp)
             flow = plan.flow[pos]
-            for f in np.unique(flow).tolist():
-                own = pos[flow == f]
-                spans = zip(sealed_at[own].tolist(), end[own].tolist(), strict=True)
-                sealed_views = [mv[a:b] for a, b in spans]
-                ctx = ctx_of(plan.flows[f])
-                ivs = plan.iv_bytes[own, : ctx.iv_len]
-                jobs.append((ctx, plan.seq64[own], ivs, sealed_views))
-                parts.append(own)
-        opened = np.concatenate(parts) if parts else np.zeros(0, np.intp)
-        return Opening(plan, tuple(jobs), opened, sealed_at)
+            parts.extend((ctx_of(plan.flows[f]), pos[flow == f]) for f in np.unique(flow).tolist())
+        opened = np.concatenate([own for _, own in parts]) if parts else np.zeros(0, np.intp)
+        return Opening(plan, tuple(parts), opened, sealed_at, end, batch.buf)
 
     def decode(
         self, opening: Opening, batch: FrameBatch, opened: list[list[bytes | None]]
@@ -139,7 +131,7 @@ class SteadyLane:
         """The packets ``prepare`` asked to open, opened (one list per job): those that
         verified and their columns (None: there were none to open)."""
         plan = opening.plan
-        if not opening.jobs:
+        if not opening.parts:
             return None
         plains = list(chain.from_iterable(opened))
         if None in plains:  # an ICV failed: only the verified packets are decoded
@@ -160,7 +152,7 @@ class SteadyLane:
     def settle(self, opening: Opening, batch: FrameBatch, decoded: Decoded | None) -> Plan:
         """The plan, once its packets are opened and decoded (None: there were none to open)."""
         plan = opening.plan
-        if not opening.jobs or decoded is None:
+        if not opening.parts or decoded is None:
             return plan
         plan.plain_at = np.full(len(plan.rows), -1, np.int64)
         plan.plain_at[decoded.good] = np.arange(len(decoded.good))
