@@ -107,9 +107,10 @@ class Engine:
         )
         self._open = _Opener(self._pool, jobs)
         self._held: list[Row] = []  # the last batch's rows: yielded while the next one decrypts
-        # --jobs: worker processes open an uncompressed pcap's batches ahead (engine/pool.py)
+        # --jobs: worker processes open an uncompressed pcap's batches ahead (engine/pool.py);
+        # this process is one of the ``jobs``, so ``jobs - 1`` of them
         self._ahead = (
-            Prefetcher(analyzer.sas, jobs, self._size) if jobs > 1 and self._lane else None
+            Prefetcher(analyzer.sas, jobs - 1, self._size) if jobs > 1 and self._lane else None
         )
         self._idents: dict[SaState, bytes] = {}
 
