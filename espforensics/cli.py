@@ -206,6 +206,15 @@ def analyze(
             "packet (pcap; pcapng if FILE ends in .pcapng).",
         ),
     ] = None,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            metavar="ADDRESS",
+            help="Dask scheduler address, e.g. tcp://h:8786: its workers parse, decrypt and "
+            "decode the batches of CAPTURE (an uncompressed pcap at the same path on them).",
+        ),
+    ] = None,
     packets_csv: Annotated[
         bool | None,
         typer.Option(
@@ -233,6 +242,7 @@ def analyze(
                 jobs=_threads(jobs, quiet),
                 copies=copies,
                 packets_csv=packets_csv,
+                scheduler=scheduler,
             ),
             out_dir,
         )

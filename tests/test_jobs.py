@@ -35,6 +35,7 @@ from espforensics.engine.pool import WorkerFailed
 from espforensics.engine.prefetch import KeyRing, Prefetch, prefetch, resolve
 from espforensics.engine.steady import SteadyLane
 from espforensics.engine.wire import parse
+from espforensics.errors import InputError
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import Frame
 from espforensics.pipeline import FrameAnalyzer, Options
@@ -247,3 +248,34 @@ def test_a_failed_worker_is_an_error_naming_its_frames(tmp_path: Path, patient: 
                 pass
     finally:
         engine.close()
+
+
+def test_a_dask_cluster_gives_the_same_outputs(tmp_path: Path, patient: list[int]) -> None:
+    """``--scheduler``: a LocalCluster's worker processes prefetch the batches."""
+    distributed = pytest.importorskip("distributed")
+    capture, keys = _window(tmp_path, 1)
+    options = Options(batch_frames=16)
+    one, many = tmp_path / "one", tmp_path / "dask"
+    analyze_to_dir(capture, [keys], one, options=options, plots=False)
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        analyze_to_dir(
+            capture, [keys], many, options=options, plots=False, scheduler=cluster.scheduler_address
+        )
+    assert _outputs(one) == _outputs(many)
+    assert patient[0] > 0, "no batch was opened by a Dask worker"
+
+
+def test_an_unreachable_scheduler_is_an_input_error(tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    capture, keys = _window(tmp_path, 0)
+    with pytest.raises(InputError, match=r"tcp://127\.0\.0\.1:9: cannot reach the Dask scheduler"):
+        analyze_to_dir(
+            capture,
+            [keys],
+            tmp_path / "o",
+            options=Options(batch_frames=16),
+            plots=False,
+            scheduler="tcp://127.0.0.1:9",
+        )

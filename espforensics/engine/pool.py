@@ -22,12 +22,14 @@ import multiprocessing
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from typing import Protocol
 
 from espforensics.capture.batch import FrameBatch, Span
 from espforensics.checks import Flow, SaState
+from espforensics.engine.dask_workers import dask_backend
 from espforensics.engine.prefetch import KeyRing, Prefetch, prefetch
 from espforensics.errors import EspForensicsError
 from espforensics.keys import SaTable
@@ -43,12 +45,34 @@ class WorkerFailed(EspForensicsError):
     """A worker process died or failed on a batch: the run stops, its outputs say so."""
 
 
+class Pending(Protocol):
+    """A prefetch on its way (a local process pool's future, or a Dask cluster's)."""
+
+    def done(self) -> bool: ...
+
+    def cancel(self) -> bool:
+        """True when the result will not be used (the engine does the work itself)."""
+        ...
+
+    def result(self) -> Prefetch: ...
+
+
+class Backend(Protocol):
+    """Where the prefetches run."""
+
+    slots: int  # how many run at once
+
+    def submit(self, span: Span, hints: dict[bytes, int]) -> Pending: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Ahead:
-    """A batch, and the worker's prefetch of it (pending)."""
+    """A batch, and the workers' prefetch of it (pending)."""
 
     batch: FrameBatch
-    pending: Future[Prefetch]
+    pending: Pending
 
     def result(self) -> Prefetch | None:
         """The prefetch, or None when no worker has started on it yet (it is then
@@ -58,13 +82,22 @@ class Ahead:
             return None
         try:
             return self.pending.result()
-        except (BrokenProcessPool, OSError) as exc:  # a killed process, a read error
+        except Exception as exc:
+            if not _lost(exc):
+                raise  # a bug in a worker: the engine's own error report (exit 70)
             first, last = int(self.batch.number[0]), int(self.batch.number[-1])
             why = type(exc).__name__
             raise WorkerFailed(
                 self.batch.span.path if self.batch.span else "<capture>",
                 f"a --jobs worker failed on frames {first}-{last} ({why}); no result of it is used",
             ) from exc
+
+
+def _lost(exc: BaseException) -> bool:
+    """A worker lost (killed, its connection closed, its batch unreadable), not a bug."""
+    return isinstance(exc, BrokenProcessPool | OSError | CancelledError) or (
+        type(exc).__module__.split(".")[0] == "distributed"  # KilledWorker, a closed comm
+    )
 
 
 # What a capture hands the engine, and a batch whose prefetch is on its way.
@@ -87,21 +120,46 @@ def _work(span: Span, hints: dict[bytes, int]) -> Prefetch:
     return prefetch(span.read(), _PORTS[0], _RING[0], hints)
 
 
-class Prefetcher:
-    """Worker processes for one capture, and the batches they work on ahead."""
+class _Local:
+    """Worker processes of a ``multiprocessing`` fork server on this machine."""
 
-    def __init__(self, table: SaTable, workers: int, start_at: int) -> None:
-        """``start_at``: the workers start at the first batch of this many frames (a
-        capture of a few frames is done before a process would have started)."""
+    def __init__(self, workers: int, table: SaTable, ports: frozenset[int]) -> None:
+        # forkserver: a fork of this process would copy its threads' locks (the SHA-256
+        # thread is running); the server imports the analyzer's modules once.
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["espforensics.engine.pool"])
+        self._pool = ProcessPoolExecutor(
+            workers, context, initializer=_init, initargs=(table, ports)
+        )
+        for started in [self._pool.submit(_ready) for _ in range(workers)]:
+            started.result()
+        self.slots = workers
+
+    def submit(self, span: Span, hints: dict[bytes, int]) -> Pending:
+        return self._pool.submit(_work, span, hints)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class Prefetcher:
+    """The workers of one capture, and the batches they work on ahead."""
+
+    def __init__(
+        self, table: SaTable, workers: int, start_at: int, scheduler: str | None = None
+    ) -> None:
+        """``workers`` local processes, or a Dask cluster's at ``scheduler``; ``start_at``:
+        they start at the first batch of this many frames (a capture of a few frames is
+        done before a process would have started)."""
         self._table, self._workers, self._start_at = table, workers, start_at
-        self._pool: ProcessPoolExecutor | None = None
+        self._scheduler = scheduler
+        self._backend: Backend | None = None
         self._starting: threading.Thread | None = None
         self._failed: BaseException | None = None
-        self.depth = 2 * workers
         self.hints: dict[bytes, int] = {}  # per ESN SA (identity): the highest seq64 seen
 
-    def _ready(self, ports: frozenset[int]) -> ProcessPoolExecutor | None:
-        """The pool once its workers run; until then None (the engine opens the batches).
+    def _ready(self, ports: frozenset[int]) -> Backend | None:
+        """The workers once they run; until then None (the engine opens the batches).
 
         The first call starts them on a thread: a worker process takes a fraction of a
         second to start, and the engine goes on with the first batches meanwhile.
@@ -111,26 +169,22 @@ class Prefetcher:
                 target=self._start, args=(ports,), name="espforensics-workers", daemon=True
             )
             self._starting.start()
-        if PATIENT:
+        if PATIENT or self._scheduler is not None:  # a cluster asked for: reached, or an error
             self._starting.join()
         if self._starting.is_alive():
             return None
+        if isinstance(self._failed, EspForensicsError):
+            raise self._failed
         if self._failed is not None:
             raise WorkerFailed("<capture>", f"--jobs workers did not start ({self._failed})")
-        return self._pool
+        return self._backend
 
     def _start(self, ports: frozenset[int]) -> None:
         try:
-            # forkserver: a fork of this process would copy its threads' locks (the SHA-256
-            # thread is running); the server imports the analyzer's modules once.
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(["espforensics.engine.pool"])
-            pool = ProcessPoolExecutor(
-                self._workers, context, initializer=_init, initargs=(self._table, ports)
-            )
-            for started in [pool.submit(_ready) for _ in range(self._workers)]:
-                started.result()
-            self._pool = pool
+            if self._scheduler is not None:
+                self._backend = dask_backend(self._scheduler, self._table, ports)
+            else:
+                self._backend = _Local(self._workers, self._table, ports)
         except Exception as exc:  # raised on the engine's thread by _ready
             self._failed = exc
 
@@ -151,10 +205,10 @@ class Prefetcher:
                 if span is not None and (self._starting or len(span.heads) >= self._start_at):
                     pool = self._ready(ports)
                 if pool is not None and span is not None and isinstance(item, FrameBatch):
-                    queue.append(Ahead(item, pool.submit(_work, span, dict(self.hints))))
+                    queue.append(Ahead(item, pool.submit(span, dict(self.hints))))
                 else:
                     queue.append(item)
-                while len(queue) > self.depth:
+                while len(queue) > 2 * (self._backend.slots if self._backend else 1):
                     yield queue.popleft()
         except Exception:  # the capture's own error: what was read before it goes first
             while queue:
@@ -166,5 +220,5 @@ class Prefetcher:
     def close(self) -> None:
         if self._starting is not None:
             self._starting.join()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._backend is not None:
+            self._backend.close()

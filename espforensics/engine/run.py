@@ -97,7 +97,15 @@ def iter_records(items: Iterable[Item], analyzer: FrameAnalyzer) -> Iterator[Pac
 class Engine:
     """Runs a capture's items through the analyzer, batch by batch."""
 
-    def __init__(self, analyzer: FrameAnalyzer, options: Options, jobs: int = 1) -> None:
+    def __init__(
+        self,
+        analyzer: FrameAnalyzer,
+        options: Options,
+        jobs: int = 1,
+        scheduler: str | None = None,
+    ) -> None:
+        """``jobs``: processes (``jobs - 1`` workers; threads for what they cannot read);
+        ``scheduler``: a Dask scheduler whose workers prefetch instead (engine/pool.py)."""
         self._an = analyzer
         # Without the steady lane nothing is gained by batching: each frame goes at once.
         self._size = max(1, options.batch_frames) if options.steady_lane else 1
@@ -109,9 +117,8 @@ class Engine:
         self._held: list[Row] = []  # the last batch's rows: yielded while the next one decrypts
         # --jobs: worker processes open an uncompressed pcap's batches ahead (engine/pool.py);
         # this process is one of the ``jobs``, so ``jobs - 1`` of them
-        self._ahead = (
-            Prefetcher(analyzer.sas, jobs - 1, self._size) if jobs > 1 and self._lane else None
-        )
+        on = (jobs > 1 or scheduler is not None) and self._lane is not None
+        self._ahead = Prefetcher(analyzer.sas, jobs - 1, self._size, scheduler) if on else None
         self._idents: dict[SaState, bytes] = {}
 
     def batch_sizes(self) -> Iterator[int]:
