@@ -16,6 +16,10 @@ import gzip
 import itertools
 import os
 import random
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -279,3 +283,102 @@ def test_an_unreachable_scheduler_is_an_input_error(tmp_path: Path) -> None:
             plots=False,
             scheduler="tcp://127.0.0.1:9",
         )
+
+
+# A run that stops at the engine's first submission to its (started) workers: it writes
+# "reached" and blocks on stdin, so the test signals it at a known point, not after a sleep.
+_STOPPED_RUN = """
+import os, sys
+from espforensics.analysis import analyze_to_dir
+from espforensics.engine import pool
+from espforensics.pipeline import Options
+pool.PATIENT = True
+submit = pool._Local.submit
+def stop(self, span, hints):
+    os.write(1, b"reached\\n")
+    os.read(0, 1)
+    return submit(self, span, hints)
+pool._Local.submit = stop
+try:
+    analyze_to_dir(sys.argv[1], [sys.argv[2]], sys.argv[3], options=Options(batch_frames=16),
+                   plots=False, jobs=3)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+BOUND = 60.0  # seconds for the workers to go; PDEATHSIG acts at once, the watchdog in 0.5 s
+
+
+def _descendants(pid: int) -> list[int]:
+    """Live processes below ``pid`` (the fork server and its workers), from /proc."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _alive(int(entry.name)):
+            parents[int(entry.name)] = _stat(int(entry.name))[1]
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        kids = [p for p, pp in parents.items() if pp == parent]
+        found += kids
+        todo += kids
+    return found
+
+
+def _stat(pid: int) -> tuple[str, int]:
+    try:
+        text = (Path("/proc") / str(pid) / "stat").read_text()
+    except OSError:
+        return "X", 0
+    fields = text[text.rindex(")") + 2 :].split()
+    return fields[0], int(fields[1])
+
+
+def _alive(pid: int) -> bool:
+    return _stat(pid)[0] not in ("X", "Z")
+
+
+def _stopped(tmp: Path) -> tuple[subprocess.Popen[bytes], list[int], Path]:
+    capture, keys = _window(tmp, 2)
+    out = tmp / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _STOPPED_RUN, str(capture), str(keys), str(out)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"reached\n"  # returns when the child writes, or exits
+    workers = _descendants(proc.pid)
+    assert len(workers) >= 3, workers  # the fork server and its 2 workers
+    return proc, workers, out
+
+
+def _gone(workers: list[int]) -> list[int]:
+    deadline = time.monotonic() + BOUND
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)  # a poll interval, not a wait for something to happen
+    return [w for w in workers if _alive(w)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_a_stopped_run_leaves_no_worker_and_no_finished_output(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """SIGKILL of the engine's process, or Ctrl-C (SIGINT to its process group): the workers
+    go with it, none prints a traceback, and nothing in the output folder looks finished."""
+    proc, workers, out = _stopped(tmp_path)
+    try:
+        if sig == signal.SIGKILL:
+            os.kill(proc.pid, sig)  # the engine's process only
+        else:
+            os.killpg(proc.pid, sig)  # a terminal's Ctrl-C: the whole group
+        assert _gone(workers) == []
+        _, stderr = proc.communicate(timeout=BOUND)
+        assert proc.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else 130)
+        assert b"Traceback" not in stderr, stderr
+        assert not (out / "summary.json").exists()
+    finally:
+        for w in workers:
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)

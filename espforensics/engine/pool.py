@@ -19,12 +19,15 @@ where its own plan agrees (``prefetch.resolve``).
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import CancelledError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing import forkserver
 from typing import Protocol
 
 from espforensics.capture.batch import FrameBatch, Span
@@ -34,6 +37,7 @@ from espforensics.engine.prefetch import KeyRing, Prefetch, prefetch
 from espforensics.errors import EspForensicsError
 from espforensics.keys import SaTable
 from espforensics.model import DecryptionSecrets, Frame
+from espforensics.workers import owned_worker_init
 
 # True: the engine waits for the workers to start and for every batch they were given, in
 # place of opening a batch itself; tests set it, so that which batches the workers open
@@ -107,7 +111,10 @@ _RING: list[KeyRing] = []  # the worker's SAs and contexts (one per process)
 _PORTS: list[frozenset[int]] = []
 
 
-def _init(table: SaTable, ports: frozenset[int]) -> None:
+def _init(owner: int, table: SaTable, ports: frozenset[int]) -> None:
+    """A worker's first act: die with the engine's process ``owner``, leave Ctrl-C to it
+    (it stops the workers), keep the SAs."""
+    owned_worker_init(owner)
     _RING.append(KeyRing(table))
     _PORTS.append(ports)
 
@@ -120,16 +127,30 @@ def _work(span: Span, hints: dict[bytes, int]) -> Prefetch:
     return prefetch(span.read(), _PORTS[0], _RING[0], hints)
 
 
+def _fork_server() -> None:
+    """Start the ``multiprocessing`` fork server (once per process) with Ctrl-C ignored, so
+    that every worker forked from it ignores it from its first instruction: the engine's
+    process alone answers a Ctrl-C, and stops them. A fork of this process itself would
+    copy its threads' locks (the SHA-256 thread is running); the server imports the
+    analyzer's modules once, and forks each worker from there."""
+    multiprocessing.set_forkserver_preload(["espforensics.engine.pool"])
+    if threading.current_thread() is not threading.main_thread():
+        forkserver.ensure_running()  # only the main thread may set a signal's handler
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class _Local:
     """Worker processes of a ``multiprocessing`` fork server on this machine."""
 
     def __init__(self, workers: int, table: SaTable, ports: frozenset[int]) -> None:
-        # forkserver: a fork of this process would copy its threads' locks (the SHA-256
-        # thread is running); the server imports the analyzer's modules once.
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["espforensics.engine.pool"])
+        context = multiprocessing.get_context("forkserver")  # started by _fork_server
         self._pool = ProcessPoolExecutor(
-            workers, context, initializer=_init, initargs=(table, ports)
+            workers, context, initializer=_init, initargs=(os.getpid(), table, ports)
         )
         for started in [self._pool.submit(_ready) for _ in range(workers)]:
             started.result()
@@ -165,6 +186,8 @@ class Prefetcher:
         second to start, and the engine goes on with the first batches meanwhile.
         """
         if self._starting is None:
+            if self._scheduler is None:
+                _fork_server()
             self._starting = threading.Thread(
                 target=self._start, args=(ports,), name="espforensics-workers", daemon=True
             )
