@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/bench_speed.py [--sizes 200000,2000000] [--workdir DIR]
                                         [--algorithm gcm|ccm|chacha20|cbc]
-                                        [--jobs 2] [--repeat 3] [--no-tshark]
+                                        [--jobs 2,4] [--repeat 3] [--no-tshark]
                                         [--tshark CMD ...] [--full] [--keep]
 
 For each size, generates (once, with the project's own builder) an
@@ -13,8 +13,10 @@ measures, each in a fresh process:
 
 - analyze: `analyze_to_dir` with every check, the tables and the reports,
   without and then with the plots; frames/s, MB/s and peak RSS;
-- analyze with `jobs=2` (or --jobs), no plots: the same outputs, decoding
-  spread over more processes; its speed against the one-process run;
+- analyze with `jobs=N` for every N from 2 to the usable cores (or the
+  list --jobs gives), no plots: the same outputs, N - 1 worker processes
+  opening the batches ahead of the engine's; each one's speed against the
+  one-process run (the scaling curve);
 - the floor: one bare loop that walks the pcap records with mmap+struct,
   parses Ethernet/IPv4/ESP and decrypts with one AEAD object per SA (cbc:
   verifies the HMAC, then decrypts the CBC ciphertext);
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import shlex
 import shutil
 import subprocess
@@ -49,6 +52,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from espforensics.workers import usable_cores
 
 LARGE = 5_000_000  # frames from which a capture is measured once and deleted after
 CAPTURE_BYTES_PER_FRAME = 1_305  # bench capture: 1,289-byte mean frame + 16-byte record header
@@ -325,7 +330,7 @@ def target_lines(fig: Figures, jobs: int) -> list[str]:
         rows.append(("analyze/fastest tshark", "no tshark run", ">= 3.0", None))
     for name, values, goal in (
         ("analyze/floor", fig.floor, 0.6),
-        (f"jobs-{jobs}/jobs-1", fig.jobs, 1.6),
+        (f"jobs-{jobs}/jobs-1", fig.jobs, 1.7),
     ):
         if values:
             n = min(values, key=values.__getitem__)
@@ -394,11 +399,12 @@ def _measure(
     mb = cap.stat().st_size / 1e6
     out = str(args.workdir / "out")
     common = [str(cap), str(keys), out]
+    curve = {f"jobs {j}": [_ANALYZE, *common, "no-plots", str(j)] for j in args.curve}
     best = _best_of(
         {
             "analyze": [_ANALYZE, *common, "no-plots", "1"],
             "plots": [_ANALYZE, *common, "plots", "1"],
-            "jobs": [_ANALYZE, *common, "no-plots", str(args.jobs)],
+            **curve,
             "floor": [_FLOOR, str(cap), str(keys)],
         },
         args.repeat,
@@ -406,11 +412,11 @@ def _measure(
     secs, frames, fig.rss[n] = best["analyze"]
     fps = frames / secs
     psecs, _, prss = best["plots"]
-    jsecs, _, jrss = best["jobs"]
     fsecs, fframes, _ = best["floor"]
     floor = fframes / fsecs
     fig.floor[n] = fps / floor
-    fig.jobs[n] = secs / jsecs
+    if f"jobs {args.jobs}" in best:
+        fig.jobs[n] = secs / best[f"jobs {args.jobs}"][0]
     fig.plots_pct[n] = (psecs - secs) / secs * 100
     print(f"{n:>9,} frames ({mb:,.0f} MB), fastest of {args.repeat} runs each")
     print(
@@ -421,10 +427,12 @@ def _measure(
         f"  + plots   {frames / psecs:>10,.0f} frames/s  {mb / psecs:7.1f} MB/s  "
         f"peak RSS {prss:.0f} MB  (the plots add {psecs - secs:.1f} s)"
     )
-    print(
-        f"  --jobs {args.jobs} {frames / jsecs:>10,.0f} frames/s  {mb / jsecs:7.1f} MB/s  "
-        f"peak RSS {jrss:.0f} MB (main process)  x{secs / jsecs:.2f} of one process"
-    )
+    for j in args.curve:  # the scaling curve: --jobs N processes, N - 1 of them workers
+        jsecs, _, jrss = best[f"jobs {j}"]
+        print(
+            f"  --jobs {j:<2} {frames / jsecs:>10,.0f} frames/s  {mb / jsecs:7.1f} MB/s  "
+            f"peak RSS {jrss:.0f} MB (engine's process)  x{secs / jsecs:.2f} of one process"
+        )
     print(f"  floor     {floor:>10,.0f} frames/s")
     print(f"  analyze/floor             {fps / floor:6.2f}")
     if tsharks:
@@ -444,7 +452,12 @@ def main() -> int:
         help="a tshark command to compare against (repeatable, split with shlex; "
         "default: tshark when on PATH)",
     )
-    parser.add_argument("--jobs", type=int, default=2, help="processes of the --jobs run")
+    parser.add_argument(
+        "--jobs",
+        default=None,
+        help="the --jobs values of the scaling curve, e.g. 2,4 (default: 2 to the usable "
+        "cores); the first is the one the target is for",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; the fastest counts")
     parser.add_argument(
         "--full",
@@ -462,6 +475,12 @@ def main() -> int:
     parser.add_argument("--large-from", type=int, default=LARGE, help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = sorted({int(s) for s in args.sizes.split(",")})
+    cores = usable_cores()
+    args.curve = (
+        [int(j) for j in args.jobs.split(",")] if args.jobs else list(range(2, max(2, cores) + 1))
+    )
+    args.jobs = args.curve[0]
+    print(f"machine: {cores} usable cores, {platform.processor() or platform.machine()}")
     if args.algorithm != "gcm":  # its own captures, beside the GCM ones
         args.workdir = args.workdir / args.algorithm
     tsharks: list[Tshark] = []

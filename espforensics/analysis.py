@@ -158,6 +158,7 @@ def analyze_to_dir(
     copies: CaptureCopies | None = None,
     packets_csv: bool | None = None,
     meter: Meter | None = None,
+    scheduler: str | None = None,
 ) -> Summary:
     """Analyze a capture into ``out``; every file is written even if the capture is damaged.
 
@@ -168,8 +169,10 @@ def analyze_to_dir(
 
     ``sha256``: the capture's digest when the caller has it already (a batch
     hashes every capture to decide what to skip), so the file is read once less.
-    ``jobs``: threads that decrypt the steady lane's packets (engine/run.py).
-    The outputs are the same for every value.
+    ``jobs``: processes; ``jobs - 1`` workers parse, decrypt and decode an
+    uncompressed pcap's batches ahead (threads decrypt other captures),
+    ``scheduler``: a Dask scheduler whose workers do it instead
+    (engine/pool.py). The outputs are the same for every value.
     ``copies``: the annotated and decrypted captures to write too (rewrite/),
     from a second pass over the capture; staged and renamed like the rest.
     ``packets_csv``: write packets.csv (True), not (False), or only for a
@@ -190,7 +193,7 @@ def analyze_to_dir(
         )
         with tables as writer:
             summary, error = _run(
-                path, table, options, writer.write_rows, progress, sha256, jobs, meter
+                path, table, options, writer.write_rows, progress, sha256, jobs, meter, scheduler
             )
             stage(TABLES)  # the last row groups are written as the block ends
         parquet = partial(out, "packets.parquet")

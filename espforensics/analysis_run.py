@@ -68,7 +68,7 @@ def _stream(
 ) -> Iterator[Row]:
     with open_capture(path) as capture:
         frames = shown = 0
-        for row in engine.iter_rows(capture):
+        for row in engine.iter_rows(capture.batches(engine.batch_sizes())):
             frames += 1 if isinstance(row, PacketRecord) else row.rows
             if frames - shown >= 4096:
                 shown = frames
@@ -184,6 +184,7 @@ def _run(
     sha256: str | None = None,
     jobs: int = 1,
     meter: Meter | None = None,
+    scheduler: str | None = None,
 ) -> tuple[Summary, Exception | None]:
     """Stream the capture through the pipeline into ``sink``; the summary and the error, if any."""
     check_regular(path)  # before the hashing thread starts: it would never end on /dev/zero
@@ -192,7 +193,7 @@ def _run(
     builder = SummaryBuilder()
     options = options or Options()
     analyzer = FrameAnalyzer(table, options, str(path))
-    engine = Engine(analyzer, options, jobs)
+    engine = Engine(analyzer, options, jobs, scheduler)
     try:
         with fewer_collections():
             error = _consume(_stream(path, engine, progress, meter), builder, sink)

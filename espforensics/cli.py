@@ -110,7 +110,7 @@ def _notice(line: str) -> None:
 
 
 def _threads(jobs: int, quiet: bool) -> int:
-    """``analyze --jobs``, capped at the usable cores: more threads only wait for one."""
+    """``analyze --jobs``, capped at the usable cores: more processes only wait for one."""
     workers = cap_workers(jobs, None, usable_cores())
     if workers.why and not quiet:
         _notice(workers.notice())
@@ -183,8 +183,9 @@ def analyze(
             "-j",
             min=1,
             metavar="N",
-            help="Threads that decrypt this capture's packets (the checks run on one, in "
-            "capture order). Outputs are identical for every value.",
+            help="Processes for this capture: N - 1 workers parse, decrypt and decode an "
+            "uncompressed pcap's batches ahead; the checks run in one, in capture order "
+            "(compressed or pcapng: N threads decrypt). Outputs are identical for every value.",
         ),
     ] = 1,
     annotate: Annotated[
@@ -203,6 +204,15 @@ def analyze(
             metavar="FILE",
             help="Also write CAPTURE with each verified ESP packet replaced by its inner "
             "packet (pcap; pcapng if FILE ends in .pcapng).",
+        ),
+    ] = None,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            metavar="ADDRESS",
+            help="Dask scheduler address, e.g. tcp://h:8786: its workers parse, decrypt and "
+            "decode the batches of CAPTURE (an uncompressed pcap at the same path on them).",
         ),
     ] = None,
     packets_csv: Annotated[
@@ -232,6 +242,7 @@ def analyze(
                 jobs=_threads(jobs, quiet),
                 copies=copies,
                 packets_csv=packets_csv,
+                scheduler=scheduler,
             ),
             out_dir,
         )

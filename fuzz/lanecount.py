@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from espforensics.engine.plan import Opening, Plan
 from espforensics.engine.rows import SteadyRows
-from espforensics.engine.steady import SteadyLane
+from espforensics.engine.steady import Decoded, SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns
 from espforensics.model import PacketRecord
 
@@ -41,9 +41,9 @@ def install() -> None:
     settle, apply = SteadyLane.settle, SteadyLane.apply
 
     def counting_settle(
-        self: SteadyLane, opening: Opening, batch: FrameBatch, opened: list[list[bytes | None]]
+        self: SteadyLane, opening: Opening, batch: FrameBatch, decoded: Decoded | None
     ) -> Plan:
-        plan = settle(self, opening, batch, opened)
+        plan = settle(self, opening, batch, decoded)
         _COUNT.refused += sum(len(u.rows) - u.cut for u in plan.units)
         return plan
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from espforensics.batch.executor import EXIT_ORPHANED, _watch
 from espforensics.synth import build_scenario, write_scenario
+from espforensics.workers import EXIT_ORPHANED, watch_parent
 from tests.stop_at import run_until_stopped
 
 BOUND = 60.0  # seconds; PDEATHSIG acts at once, the watchdog within 0.5 s
@@ -75,7 +75,7 @@ def test_workers_die_with_a_killed_batch(tmp_path: Path) -> None:
 
 def test_the_watchdog_ends_a_worker_whose_parent_is_gone() -> None:
     """The portable fallback alone: a worker told of a parent that is not its own exits 75."""
-    process = multiprocessing.get_context("spawn").Process(target=_watch, args=(-1,))
+    process = multiprocessing.get_context("spawn").Process(target=watch_parent, args=(-1,))
     process.start()
     process.join(BOUND)
     if process.exitcode is None:

@@ -53,6 +53,7 @@ def test_bench_speed_prints_every_figure(tmp_path: Path) -> None:
         "6000",
     )
     for needle in (
+        "machine: ",
         "generated 3,000 frames in",
         "analyze ",
         "+ plots",

@@ -2,7 +2,8 @@
 
 In: a path. Out: ``open_capture(path)`` returns a ``Capture``, a context
 manager whose iteration streams ``Frame`` (and, from pcapng, ``DecryptionSecrets``)
-in file order while memory stays flat. The writers used by tests and by the
+in file order while memory stays flat; ``Capture.batches`` streams a pcap's
+records as ``FrameBatch`` (columns, no ``Frame`` per record). The writers used by tests and by the
 fixture builder are re-exported: ``write_pcap``, ``write_pcapng``,
 ``open_compressed_writer``.
 
@@ -18,8 +19,9 @@ import os
 from collections.abc import Generator, Iterator
 from types import TracebackType
 
+from espforensics.capture.batch import FrameBatch
 from espforensics.capture.compression import ByteSource, open_source
-from espforensics.capture.pcap import PCAP_MAGICS, iter_pcap
+from espforensics.capture.pcap import PCAP_MAGICS, iter_pcap, iter_pcap_batches
 from espforensics.capture.pcapng import PCAPNG_MAGIC, iter_pcapng
 from espforensics.capture.writer import open_compressed_writer, write_pcap, write_pcapng
 from espforensics.errors import CaptureError
@@ -50,7 +52,7 @@ class Capture:
         self.format = fmt
         self._source = source
         self._head = head
-        self._items: Generator[Frame | DecryptionSecrets, None, None] | None = None
+        self._items: Generator[Frame | FrameBatch | DecryptionSecrets, None, None] | None = None
         self._closed = False
 
     @property
@@ -72,7 +74,18 @@ class Capture:
         if self._items is not None or self._closed:
             raise CaptureError(self.path, "capture already read or closed; open it again")
         walk = iter_pcap if self.format == "pcap" else iter_pcapng
-        self._items = walk(self._source, self._head)
+        items = walk(self._source, self._head)
+        self._items, self._head = items, b""
+        return items
+
+    def batches(self, sizes: Iterator[int]) -> Iterator[Frame | FrameBatch | DecryptionSecrets]:
+        """Iterate once as batches where the format allows it (pcap), each of at most the
+        next of ``sizes`` frames, else as ``Frame`` and ``DecryptionSecrets`` (pcapng)."""
+        if self.format != "pcap":
+            return iter(self)
+        if self._items is not None or self._closed:
+            raise CaptureError(self.path, "capture already read or closed; open it again")
+        self._items = iter_pcap_batches(self._source, self._head, sizes)
         self._head = b""
         return self._items
 

@@ -22,6 +22,7 @@ import bz2
 import gzip
 import io
 import lzma
+import mmap
 import os
 import zlib
 from typing import BinaryIO, Protocol, cast
@@ -134,7 +135,17 @@ class ByteSource:
     uncompressed bytes taken from the stream, a chunk at a time.
     """
 
-    __slots__ = ("_errors", "_raw", "_stream", "bytes_read", "compression", "frames_read", "path")
+    __slots__ = (
+        "_errors",
+        "_mapped",
+        "_raw",
+        "_stream",
+        "_unmappable",
+        "bytes_read",
+        "compression",
+        "frames_read",
+        "path",
+    )
 
     def __init__(self, path: str, raw: BinaryIO, compression: str | None) -> None:
         self.path = path
@@ -144,6 +155,8 @@ class ByteSource:
         self._raw = raw
         self._stream: _Readable = raw if compression is None else _decompressor(raw, compression)
         self._errors = (OSError,) if compression is None else _DECOMPRESSION_ERRORS
+        self._mapped: mmap.mmap | None = None
+        self._unmappable = False
 
     def read(self, size: int = CHUNK_SIZE) -> bytes:
         """Up to ``size`` bytes (fewer is not the end); b"" at the end."""
@@ -196,12 +209,26 @@ class ByteSource:
             return CaptureTruncated(self.path, message, frames_read=n)
         return CaptureError(self.path, message, frames_read=n)
 
+    def mapped(self) -> mmap.mmap | None:
+        """The whole file mapped read-only, when it is not compressed (else None)."""
+        if self.compression is not None or self._unmappable:
+            return None
+        if self._mapped is None:
+            try:
+                self._mapped = mmap.mmap(self._raw.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):  # a file that cannot be mapped is read as a stream
+                self._unmappable = True
+        return self._mapped
+
     def close(self) -> None:
         """Close the decompressor and the file; safe to call twice."""
         try:
             self._stream.close()
         finally:
             self._raw.close()
+            # The mapping is not closed: batches read ahead still view it. It is unmapped
+            # when the last of them is gone.
+            self._mapped = None
 
 
 def _open_regular(path: str) -> io.BufferedReader:

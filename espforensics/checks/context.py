@@ -56,8 +56,14 @@ class SaState:
         self.tentative: PacketContext | None = None
         self.tentative_start = 0
         self.tracker = EsnTracker(sa.esn_hi if sa is not None else 0)
-        usable = sa is not None and sa.supported and sa.key_usable
-        self.ctx: CipherContext | None = context_for(sa) if sa is not None and usable else None
+        self.ctx: CipherContext | None = usable_context(sa)
+
+
+def usable_context(sa: SecurityAssociation | None) -> CipherContext | None:
+    """The SA's cipher context, when this version opens its algorithm with its key."""
+    if sa is None or not (sa.supported and sa.key_usable):
+        return None
+    return context_for(sa)
 
 
 class Flow:

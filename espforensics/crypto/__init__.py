@@ -15,6 +15,7 @@ are revealed in this package only; ``cryptography`` is imported here only.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 
 from espforensics.crypto.aead import (
@@ -37,6 +38,20 @@ def context_for(sa: SecurityAssociation) -> CipherContext:
     if sa.is_aead:
         return AeadContext(sa)
     return EncAuthContext(sa)
+
+
+def sa_identity(sa: SecurityAssociation) -> bytes:
+    """A digest equal for two SAs whose contexts open every packet alike (algorithm, keys,
+    ICV length, ESN, SPI), in this process or another; used to match them, never printed."""
+    digest = hashlib.blake2b(digest_size=16, person=b"espforensics-sa")
+    fields = (sa.spi, sa.algorithm, sa.icv_bits, sa.esn, sa.auth_algorithm)
+    for part in (
+        repr(fields).encode(),
+        sa.key.reveal(),
+        sa.auth_key.reveal() if sa.auth_key else b"",
+    ):
+        digest.update(len(part).to_bytes(4, "big") + part)
+    return digest.digest()
 
 
 def opener(ctx: CipherContext) -> Opener:
@@ -63,5 +78,6 @@ __all__ = [
     "key_fingerprint",
     "leading_zero",
     "opener",
+    "sa_identity",
     "salt_first",
 ]

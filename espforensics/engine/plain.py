@@ -34,7 +34,7 @@ from espforensics.errors import MalformedPacket
 from espforensics.model import InnerChecksum
 from espforensics.trailer import parse_trailers
 
-__all__ = ["Outer", "PlainColumns", "Strs", "decode_plaintexts"]
+__all__ = ["Decoded", "Outer", "PlainColumns", "Strs", "decode_plaintexts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +54,19 @@ class PlainColumns:
     checksum: Strs  # inner_checksum: ok, none or not_checked (the lane takes no other)
     checksum_detail: Strs  # the detail of a not_checked row, else ""
     tfc_len: I64  # -1: empty
+
+    def take(self, rows: npt.NDArray[np.intp]) -> PlainColumns:
+        """These rows, in this order."""
+        return PlainColumns(*(getattr(self, f)[rows] for f in self.__slots__))
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """Packets of a batch opened and decoded: those that verified (candidate positions of
+    the plan, in the order its jobs opened them) and their columns, row for row."""
+
+    good: npt.NDArray[np.intp]
+    columns: PlainColumns
 
 
 def decode_plaintexts(

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from espforensics.capture.batch import Buffer
 from espforensics.checks import Flow, SaState
 from espforensics.checks.bulk import FlowRows, ScopeRows
 from espforensics.checks.context import HEAD_LEN
 from espforensics.crypto import CipherContext
 from espforensics.engine.plain import Outer, PlainColumns
-from espforensics.engine.wire import ADDR_LEN, I64, Mask
+from espforensics.engine.wire import ADDR_LEN, I64, FrameBatch, Mask, WireColumns
 
 U64 = npt.NDArray[np.uint64]
 Index = npt.NDArray[np.intp]
@@ -95,12 +96,62 @@ class Plan:
 
 @dataclass(frozen=True, slots=True)
 class Opening:
-    """A plan whose packets are to be opened: the jobs (one per SA), and where each sits."""
+    """A plan whose packets are to be opened: per SA its context and its packets (candidate
+    positions), and where each packet sits."""
 
     plan: Plan
-    jobs: tuple[OpenJob, ...]
-    opened: Index  # the candidate position of each packet of the jobs, in job order
+    parts: tuple[tuple[CipherContext, Index], ...]
+    opened: Index  # the candidate position of each packet of the parts, in their order
     sealed_at: I64  # per candidate: where its ciphertext starts in the batch buffer
+    end: I64  # per candidate: where its datagram ends
+    buf: Buffer  # the batch's bytes
+
+    @property
+    def jobs(self) -> tuple[OpenJob, ...]:
+        """The packets to open, one job per SA; their sealed bytes are viewed only now (a
+        batch a worker opened never needs them)."""
+        mv = memoryview(self.buf)
+        jobs: list[OpenJob] = []
+        for ctx, own in self.parts:
+            spans = zip(self.sealed_at[own].tolist(), self.end[own].tolist(), strict=True)
+            ivs = self.plan.iv_bytes[own, : ctx.iv_len]
+            jobs.append((ctx, self.plan.seq64[own], ivs, [mv[a:b] for a, b in spans]))
+        return tuple(jobs)
+
+
+def distinct_flows(wire: WireColumns, rows: Index) -> tuple[Index, I64]:
+    """The first of ``rows`` of each distinct (SPI, IP version, addresses), and each row's."""
+    key = np.empty((len(rows), 5 + 2 * ADDR_LEN), np.uint8)
+    spi = wire.spi[rows]
+    for k in range(4):
+        key[:, k] = (spi >> (24 - 8 * k)) & 0xFF
+    key[:, 4] = wire.ip_version[rows]
+    key[:, 5:] = wire.addrs[rows]
+    packed = key.view(np.dtype((np.void, key.shape[1]))).ravel()
+    _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
+    return first, inverse.ravel().astype(np.int64)
+
+
+def flow_key(wire: WireColumns, row: int) -> tuple[int, bytes, bytes]:
+    """A row's (SPI, packed outer source, packed outer destination)."""
+    width = 4 if wire.ip_version[row] == 4 else ADDR_LEN
+    addrs = wire.addrs[row]
+    return int(wire.spi[row]), addrs[:width].tobytes(), addrs[ADDR_LEN : ADDR_LEN + width].tobytes()
+
+
+def unopenable(sealed: I64, icv_len: I64, iv_wide: Mask) -> Mask:
+    """Rows the lane does not open: fewer sealed bytes than the evidence needs (HEAD_LEN),
+    or with 16-byte CBC IVs a ciphertext that is not whole AES blocks (RFC 3602 s3)."""
+    ct_len = sealed - icv_len  # CBC: whole AES blocks, as long as the IV, else a trailer's
+    cut: Mask = (ct_len < WIDE) | (ct_len % WIDE != 0)
+    return (iv_wide & cut) | (sealed < HEAD_LEN)
+
+
+def cipher_heads(batch: FrameBatch, sealed_at: I64) -> npt.NDArray[np.uint8]:
+    """Per row, the first HEAD_LEN bytes of its ciphertext (the leak check's evidence)."""
+    view = np.frombuffer(batch.buf, np.uint8)
+    heads: npt.NDArray[np.uint8] = view[sealed_at[:, None] + np.arange(HEAD_LEN)]
+    return heads
 
 
 def ctx_of(flow: Flow) -> CipherContext:

@@ -28,18 +28,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from itertools import repeat
 
 import numpy as np
 
+from espforensics.checks import SaState
+from espforensics.crypto import sa_identity
+from espforensics.engine.pool import Ahead, Item, Prefetcher
+from espforensics.engine.prefetch import resolve
 from espforensics.engine.rows import SteadyRows
 from espforensics.engine.steady import OpenJob, Plan, SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns, parse
 from espforensics.errors import InputError
-from espforensics.model import DecryptionSecrets, Frame, PacketRecord
+from espforensics.model import Frame, PacketRecord
 from espforensics.pipeline import FrameAnalyzer, Options
 
 Row = PacketRecord | SteadyRows
 _MIN_SHARE = 64  # packets a thread gets at the least: below it, one thread opens them all
+FIRST_BATCH = 64  # frames of the first batch (batch_sizes)
 
 
 def _open(job: OpenJob) -> list[bytes | None]:
@@ -80,19 +86,7 @@ class _Opener:
         return finish
 
 
-def _batch_of(frames: list[Frame], analyzer: FrameAnalyzer) -> FrameBatch | None:
-    """The frames as a batch for the steady lane, or None when the lane has nothing to take."""
-    if not analyzer.sas.has_usable_key():
-        return None
-    try:
-        return FrameBatch.of(tuple(frames))
-    except OverflowError:  # a timestamp past 2^63 ns (year 2262): the per-frame path
-        return None
-
-
-def iter_records(
-    items: Iterable[Frame | DecryptionSecrets], analyzer: FrameAnalyzer
-) -> Iterator[PacketRecord]:
+def iter_records(items: Iterable[Item], analyzer: FrameAnalyzer) -> Iterator[PacketRecord]:
     """The per-frame path alone over ``items``: one record per frame, in capture order."""
     engine = Engine(analyzer, Options(steady_lane=False))
     for row in engine.iter_rows(items):
@@ -103,7 +97,15 @@ def iter_records(
 class Engine:
     """Runs a capture's items through the analyzer, batch by batch."""
 
-    def __init__(self, analyzer: FrameAnalyzer, options: Options, jobs: int = 1) -> None:
+    def __init__(
+        self,
+        analyzer: FrameAnalyzer,
+        options: Options,
+        jobs: int = 1,
+        scheduler: str | None = None,
+    ) -> None:
+        """``jobs``: processes (``jobs - 1`` workers; threads for what they cannot read);
+        ``scheduler``: a Dask scheduler whose workers prefetch instead (engine/pool.py)."""
         self._an = analyzer
         # Without the steady lane nothing is gained by batching: each frame goes at once.
         self._size = max(1, options.batch_frames) if options.steady_lane else 1
@@ -113,34 +115,60 @@ class Engine:
         )
         self._open = _Opener(self._pool, jobs)
         self._held: list[Row] = []  # the last batch's rows: yielded while the next one decrypts
+        # --jobs: worker processes open an uncompressed pcap's batches ahead (engine/pool.py);
+        # this process is one of the ``jobs``, so ``jobs - 1`` of them
+        on = (jobs > 1 or scheduler is not None) and self._lane is not None
+        self._ahead = Prefetcher(analyzer.sas, jobs - 1, self._size, scheduler) if on else None
+        self._idents: dict[SaState, bytes] = {}
+
+    def batch_sizes(self) -> Iterator[int]:
+        """How many frames each batch should hold, for a capture reader: FIRST_BATCH, then
+        twice as many each time up to ``Options.batch_frames``. A batch's plan is made at
+        its start, before its frames prove an SA's key: a first batch all goes the
+        per-frame path, and a small one costs little."""
+        size = min(FIRST_BATCH, self._size)
+        while size < self._size:
+            yield size
+            size *= 2
+        yield from repeat(self._size)
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
+        if self._ahead is not None:
+            self._ahead.close()
 
-    def iter_rows(self, items: Iterable[Frame | DecryptionSecrets]) -> Iterator[Row]:
+    def iter_rows(self, items: Iterable[Item]) -> Iterator[Row]:
         """One row per frame of ``items``; ``analyzer.findings`` is complete at the end."""
         batch: list[Frame] = []
-        size, append = self._size, batch.append  # the hot loop: one pass per frame
+        sizes = self.batch_sizes()
+        size, append = next(sizes), batch.append  # the hot loop: one pass per frame
+        if self._ahead is not None:
+            items = self._ahead.ahead(items, self._an.natt_ports)
         try:
             for item in items:
                 if isinstance(item, Frame):
                     append(item)
                     if len(batch) >= size:
-                        yield from self._batch(batch)
+                        yield from self._frames(batch)
                         batch = []
-                        append = batch.append
+                        size, append = next(sizes), batch.append
+                    continue
+                yield from self._frames(batch)
+                batch = []
+                append = batch.append
+                if isinstance(item, FrameBatch):
+                    yield from self._batch(item)
+                elif isinstance(item, Ahead):
+                    yield from self._batch(item.batch, item)
                 else:
-                    yield from self._batch(batch)
-                    batch = []
-                    append = batch.append
                     self._an.add_secrets(item)
         except InputError:  # a damaged capture or a bad secrets block
-            yield from self._batch(batch)
+            yield from self._frames(batch)
             yield from self._release()
             yield from self._an.finish()  # what was read is still reported, held records too
             raise
-        yield from self._batch(batch)
+        yield from self._frames(batch)
         yield from self._release()
         yield from self._an.finish()
 
@@ -148,31 +176,68 @@ class Engine:
         held, self._held = self._held, []
         return held
 
-    def _batch(self, frames: list[Frame]) -> Iterator[Row]:
+    def _lane_on(self) -> bool:
+        """Whether the steady lane may take anything now (it takes only SAs with a key)."""
+        return self._lane is not None and self._an.sas.has_usable_key()
+
+    def _frames(self, frames: list[Frame]) -> Iterator[Row]:
+        """A batch of frames read one by one (pcapng)."""
         if not frames:
             return
+        if self._lane_on():
+            try:
+                batch = FrameBatch.of(tuple(frames))
+            except OverflowError:  # a timestamp past 2^63 ns (year 2262): the per-frame path
+                pass
+            else:
+                yield from self._batch(batch)
+                return
+        yield from self._release()
+        for frame in frames:
+            yield from self._an.process(frame)
+
+    def _batch(self, batch: FrameBatch, ahead: Ahead | None = None) -> Iterator[Row]:
         lane = self._lane
-        batch = None if lane is None else _batch_of(frames, self._an)
-        if lane is None or batch is None:
+        if lane is None or not self._lane_on():
             yield from self._release()
-            for frame in frames:
-                yield from self._an.process(frame)
+            for i in range(len(batch)):
+                yield from self._an.process(batch.frame(i))
             return
-        wire = parse(batch, self._an.natt_ports)
+        ports = self._an.natt_ports
+        pre = None if ahead is None else ahead.result()
+        wire = pre.wire if pre is not None and pre.ports == ports else parse(batch, ports)
         opening = lane.prepare(batch, wire)
-        opened = self._open.submit(opening.jobs)
-        yield from self._release()  # the consumer takes them while the pool decrypts
-        plan = lane.settle(opening, batch, opened())
+        decoded = None
+        if pre is not None and opening.parts:
+            idents = [self._ident(f.state) for f in opening.plan.flows]
+            decoded = resolve(pre, opening, idents, ports)
+        if decoded is None:
+            opened = self._open.submit(opening.jobs)
+            yield from self._release()  # the consumer takes them while the pool decrypts
+            decoded = lane.decode(opening, batch, opened())
+        else:
+            yield from self._release()
+        plan = lane.settle(opening, batch, decoded)
         self._held = list(self._segments(lane, batch, wire, plan))
+        if self._ahead is not None:
+            self._ahead.note(plan.flows, self._ident)
+
+    def _ident(self, state: SaState) -> bytes:
+        """The identity of the SA of ``state`` (``crypto.sa_identity``), computed once."""
+        ident = self._idents.get(state)
+        if ident is None:
+            assert state.sa is not None  # the lane takes only SAs with a usable key
+            ident = self._idents[state] = sa_identity(state.sa)
+        return ident
 
     def _segments(
         self, lane: SteadyLane, batch: FrameBatch, wire: WireColumns, plan: Plan
     ) -> Iterator[Row]:
         """The batch in capture order: the lane's runs in bulk, the other frames one by one."""
-        an, frames = self._an, batch.frames
+        an = self._an
         inert = wire.inert
         free = np.asarray(plan.taken, np.bool_) | inert  # may go without the per-frame path
-        i, n = 0, len(frames)
+        i, n = 0, len(batch)
         while i < n:
             if free[i] and not an.busy:
                 j = n if free[i:].all() else i + int(np.argmin(free[i:]))
@@ -180,7 +245,7 @@ class Engine:
                 i = j
                 continue
             an.touched.clear()
-            yield from an.process(frames[i])
+            yield from an.process(batch.frame(i))
             for state in an.touched:
                 unit = plan.unit_of.get(state)
                 if unit is not None and plan.unit_of_row(i) is not unit:
@@ -194,9 +259,9 @@ class Engine:
         """Frames ``i`` to ``j`` (excluded), each the lane's or without ESP."""
         mine = np.asarray(plan.taken[i:j], np.bool_)
         rows = (np.flatnonzero(mine) + i).tolist()
-        frames, process = batch.frames, self._an.process
+        frame, process = batch.frame, self._an.process
         others = (np.flatnonzero(~mine) + i).tolist()  # inert: no ESP
-        records = tuple(rec for r in others for rec in process(frames[r]))
+        records = tuple(rec for r in others for rec in process(frame(r)))
         if rows:
             yield lane.apply(batch, wire, plan, rows, records)
         else:

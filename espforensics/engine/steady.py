@@ -37,12 +37,12 @@ import numpy.typing as npt
 from espforensics.checks import Flow, SaState, bulk_checks
 from espforensics.checks.bulk import BulkCheck, Opened, first_refused
 from espforensics.checks.context import HEAD_LEN
-from espforensics.crypto import IV_LEN
+from espforensics.crypto import IV_LEN, CipherContext
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.inner import l4_name
 from espforensics.decode.ip import PROTO_ESP
 from espforensics.decode.ipcomp import PROTO_IPCOMP
-from espforensics.engine.plain import Outer, PlainColumns, decode_plaintexts
+from espforensics.engine.plain import Decoded, Outer, PlainColumns, decode_plaintexts
 from espforensics.engine.plan import (
     WIDE,
     Index,
@@ -50,20 +50,23 @@ from espforensics.engine.plan import (
     OpenJob,
     Plan,
     Unit,
+    cipher_heads,
     ctx_of,
+    distinct_flows,
+    flow_key,
     flow_rows,
     outer_of,
     scope_rows,
     scopes,
+    unopenable,
 )
 from espforensics.engine.rows import SteadyRows
-from espforensics.engine.wire import ADDR_LEN, I64, FrameBatch, Mask, WireColumns
+from espforensics.engine.wire import I64, FrameBatch, Mask, WireColumns
 from espforensics.esn import EsnTracker
 from espforensics.model import PacketRecord
 from espforensics.pipeline import FrameAnalyzer
 
-_SEALED = HEAD_LEN  # ciphertext and ICV bytes the lane needs at the least (the evidence)
-__all__ = ["OpenJob", "Opening", "Plan", "SteadyLane"]
+__all__ = ["Decoded", "OpenJob", "Opening", "Plan", "SteadyLane"]
 
 
 class SteadyLane:
@@ -79,7 +82,7 @@ class SteadyLane:
     # -- planning -------------------------------------------------------------
     def prepare(self, batch: FrameBatch, wire: WireColumns) -> Opening:
         """Which rows of ``batch`` the lane may take, and the packets to open for them."""
-        n = len(batch.frames)
+        n = len(batch)
         plan = Plan([False] * n, np.full(n, -1, np.int64))
         rows = np.flatnonzero(wire.steady)
         plan.rows = rows
@@ -89,7 +92,8 @@ class SteadyLane:
         plan.cand[rows] = np.arange(len(rows))
         at = batch.start[rows] + wire.l3[rows] + wire.esp_offset[rows]
         end = batch.start[rows] + wire.l3[rows] + wire.total_len[rows]
-        nothing = Opening(plan, (), np.zeros(0, np.intp), at + ESP_HEADER_LEN + IV_LEN)
+        none = np.zeros(0, np.intp)
+        nothing = Opening(plan, (), none, at + ESP_HEADER_LEN + IV_LEN, end, batch.buf)
         if not len(rows):
             return nothing
         plan.flows, plan.flow = self._flows(wire, rows)
@@ -113,28 +117,22 @@ class SteadyLane:
         plan.seq64 = np.zeros(len(rows), np.uint64)
         for unit in plan.units:
             unit.cut = self._prefix(unit, plan, wire, view, end - sealed_at)
-        parts: list[Index] = []
-        jobs: list[OpenJob] = []
-        mv = memoryview(batch.buf)
+        parts: list[tuple[CipherContext, Index]] = []
         for unit in plan.units:
             pos = np.asarray(unit.rows[: unit.cut], np.intp)
             flow = plan.flow[pos]
-            for f in np.unique(flow).tolist():
-                own = pos[flow == f]
-                spans = zip(sealed_at[own].tolist(), end[own].tolist(), strict=True)
-                sealed_views = [mv[a:b] for a, b in spans]
-                ctx = ctx_of(plan.flows[f])
-                ivs = plan.iv_bytes[own, : ctx.iv_len]
-                jobs.append((ctx, plan.seq64[own], ivs, sealed_views))
-                parts.append(own)
-        opened = np.concatenate(parts) if parts else np.zeros(0, np.intp)
-        return Opening(plan, tuple(jobs), opened, sealed_at)
+            parts.extend((ctx_of(plan.flows[f]), pos[flow == f]) for f in np.unique(flow).tolist())
+        opened = np.concatenate([own for _, own in parts]) if parts else np.zeros(0, np.intp)
+        return Opening(plan, tuple(parts), opened, sealed_at, end, batch.buf)
 
-    def settle(self, opening: Opening, batch: FrameBatch, opened: list[list[bytes | None]]) -> Plan:
-        """The plan, once its packets are opened (one list per job, as ``prepare`` made them)."""
+    def decode(
+        self, opening: Opening, batch: FrameBatch, opened: list[list[bytes | None]]
+    ) -> Decoded | None:
+        """The packets ``prepare`` asked to open, opened (one list per job): those that
+        verified and their columns (None: there were none to open)."""
         plan = opening.plan
-        if not opening.jobs:
-            return plan
+        if not opening.parts:
+            return None
         plains = list(chain.from_iterable(opened))
         if None in plains:  # an ICV failed: only the verified packets are decoded
             good = np.flatnonzero(np.fromiter((p is not None for p in plains), np.bool_))
@@ -142,16 +140,24 @@ class SteadyLane:
         else:
             good, texts = np.arange(len(plains)), cast(list[bytes], plains)
         at_good = opening.opened[good]
-        plan.plain_at = np.full(len(plan.rows), -1, np.int64)
-        plan.plain_at[at_good] = np.arange(len(good))
-        view = np.frombuffer(batch.buf, np.uint8)
-        plan.cts = view[opening.sealed_at[at_good][:, None] + np.arange(HEAD_LEN)]
         # Per flow, then per row: the outer names, GMAC (clear by design) and the ICV length.
         ctxs = [f.state.ctx for f in plan.flows]
         names = np.array([(f.src, f.dst) for f in plan.flows], dtype=object)[plan.flow[at_good]]
         clear = np.array([c is not None and c.clear for c in ctxs], np.bool_)[plan.flow[at_good]]
         outer = Outer(plan.outer.words[at_good], plan.outer.v4[at_good], plan.outer.natt[at_good])
-        plan.columns = decode_plaintexts(texts, names[:, 0], names[:, 1], plan.cts, clear, outer)
+        cts = cipher_heads(batch, opening.sealed_at[at_good])
+        columns = decode_plaintexts(texts, names[:, 0], names[:, 1], cts, clear, outer)
+        return Decoded(at_good, columns)
+
+    def settle(self, opening: Opening, batch: FrameBatch, decoded: Decoded | None) -> Plan:
+        """The plan, once its packets are opened and decoded (None: there were none to open)."""
+        plan = opening.plan
+        if not opening.parts or decoded is None:
+            return plan
+        plan.plain_at = np.full(len(plan.rows), -1, np.int64)
+        plan.plain_at[decoded.good] = np.arange(len(decoded.good))
+        plan.cts = cipher_heads(batch, opening.sealed_at[decoded.good])
+        plan.columns = decoded.columns
         taken = np.zeros(len(plan.taken), np.bool_)
         for unit in plan.units:
             unit.cut = self._verified(unit, plan)
@@ -161,22 +167,9 @@ class SteadyLane:
 
     def _flows(self, wire: WireColumns, rows: Index) -> tuple[list[Flow], I64]:
         """The distinct flows of the rows, and each row's: one lookup per distinct key."""
-        key = np.empty((len(rows), 5 + 2 * ADDR_LEN), np.uint8)
-        spi = wire.spi[rows]
-        for k in range(4):
-            key[:, k] = (spi >> (24 - 8 * k)) & 0xFF
-        key[:, 4] = wire.ip_version[rows]
-        key[:, 5:] = wire.addrs[rows]
-        packed = key.view(np.dtype((np.void, key.shape[1]))).ravel()
-        _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
-        flows: list[Flow] = []
-        for i in first.tolist():
-            row = int(rows[i])
-            width = 4 if wire.ip_version[row] == 4 else ADDR_LEN
-            addrs = wire.addrs[row]
-            src, dst = addrs[:width].tobytes(), addrs[ADDR_LEN : ADDR_LEN + width].tobytes()
-            flows.append(self._an.flow_for(int(wire.spi[row]), src, dst))
-        return flows, inverse.ravel().astype(np.int64)
+        first, inverse = distinct_flows(wire, rows)
+        flows = [self._an.flow_for(*flow_key(wire, int(rows[i]))) for i in first.tolist()]
+        return flows, inverse
 
     def _units(self, plan: Plan) -> None:
         """Each eligible flow's unit: the flows that share its SA or a check's scope."""
@@ -258,9 +251,7 @@ class SteadyLane:
                     plan.counter[pos[at]] |= counter
         for k, scope, at in scopes(plan, pos):
             bad[at] |= self._checks[k].refuses_scope(scope, scope_rows(plan, pos[at]))
-        ct_len = sealed[pos] - plan.icv_len[pos]  # CBC: whole AES blocks, as long as the IV,
-        bad |= plan.iv_wide[pos] & ((ct_len < WIDE) | (ct_len % WIDE != 0))  # else a trailer's
-        bad |= sealed[pos] < _SEALED
+        bad |= unopenable(sealed[pos], plan.icv_len[pos], plan.iv_wide[pos])
         return first_refused(bad)
 
     @staticmethod

@@ -26,6 +26,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from espforensics.capture.batch import PAD, FrameBatch
 from espforensics.columns import read_be
 from espforensics.columns import u8 as _u8
 from espforensics.decode.esp import ESP_HEADER_LEN, UDP_HEADER_LEN
@@ -40,7 +41,6 @@ from espforensics.decode.link import (
     LINKTYPE_LINUX_SLL2,
     LINKTYPE_RAW,
 )
-from espforensics.model import Frame
 
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
@@ -50,33 +50,7 @@ _VLAN_TAGS: Final = (0x8100, 0x88A8, 0x9100)
 _RAW_TYPES: Final = (12, 14, LINKTYPE_RAW)
 ADDR_LEN: Final = 16  # address bytes per side in ``addrs`` (IPv4 in the first 4)
 MIN_SEALED: Final = ESP_HEADER_LEN + 8  # SPI, seq and an 8-byte IV at least
-_PAD: Final = 16  # and an ICV's 16-byte gather from its start
-
-
-@dataclass(frozen=True, slots=True)
-class FrameBatch:
-    """The frames of one batch: their fields as arrays, their bytes in one buffer."""
-
-    frames: tuple[Frame, ...]
-    buf: bytes  # every frame's bytes, joined in order, then _PAD zero bytes
-    start: I64  # where each frame starts in ``buf``
-    number: I64
-    ts_ns: I64
-    caplen: I64
-    wirelen: I64
-    linktype: I64
-
-    @classmethod
-    def of(cls, frames: tuple[Frame, ...]) -> FrameBatch:
-        # The frames' fields as columns (a transpose in C), then their bytes in one buffer.
-        number, ts_ns, caplen, wirelen, linktype, datas = zip(*frames, strict=True)
-        fields = np.array((number, ts_ns, caplen, wirelen, linktype), np.int64)
-        start = np.zeros(len(frames), np.int64)
-        np.cumsum(fields[2][:-1], out=start[1:])
-        # Zero bytes after the last frame: a masked-out read looks at offsets 0 to 3.
-        buf = b"".join([*datas, bytes(_PAD)])
-        number, ts_ns, caplen, wirelen, linktype = fields
-        return cls(frames, buf, start, number, ts_ns, caplen, wirelen, linktype)
+__all__ = ["PAD", "FrameBatch", "WireColumns", "parse"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +75,7 @@ class WireColumns:
 def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
     """The wire fields of every frame of ``batch`` in a common layout."""
     view = np.frombuffer(batch.buf, np.uint8)
-    n = len(batch.frames)
+    n = len(batch)
     start, caplen, lt = batch.start, batch.caplen, batch.linktype
     end = start + caplen
 
