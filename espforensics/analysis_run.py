@@ -72,10 +72,11 @@ def _stream(
             frames += 1 if isinstance(row, PacketRecord) else row.rows
             if frames - shown >= 4096:
                 shown = frames
+                at = capture.bytes_read if engine.done_bytes is None else engine.done_bytes
                 if progress is not None:
-                    progress(capture.bytes_read)
+                    progress(at)
                 if meter is not None:
-                    meter.reading(frames, capture.bytes_read)
+                    meter.reading(frames, at)
             yield row
         if meter is not None:
             meter.reading(frames, capture.bytes_read)

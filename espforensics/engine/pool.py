@@ -231,7 +231,7 @@ class Prefetcher:
                     queue.append(Ahead(item, pool.submit(span, dict(self.hints))))
                 else:
                     queue.append(item)
-                while len(queue) > 2 * (self._backend.slots if self._backend else 1):
+                while len(queue) > (2 * self._backend.slots if self._backend else 0):
                     yield queue.popleft()
         except Exception:  # the capture's own error: what was read before it goes first
             while queue:

@@ -86,6 +86,11 @@ class _Opener:
         return finish
 
 
+def _end_of(batch: FrameBatch) -> int | None:
+    """Where the batch's last record ends in the file, when it was read from one."""
+    return None if batch.span is None else batch.span.file_at + batch.span.nbytes
+
+
 def iter_records(items: Iterable[Item], analyzer: FrameAnalyzer) -> Iterator[PacketRecord]:
     """The per-frame path alone over ``items``: one record per frame, in capture order."""
     engine = Engine(analyzer, Options(steady_lane=False))
@@ -115,6 +120,10 @@ class Engine:
         )
         self._open = _Opener(self._pool, jobs)
         self._held: list[Row] = []  # the last batch's rows: yielded while the next one decrypts
+        self._held_end: int | None = None  # where their records end in the file, if known
+        # Where the records of the rows yielded so far end in the file (None: not known, a
+        # compressed capture). The reader's own position runs ahead by the batches in flight.
+        self.done_bytes: int | None = None
         # --jobs: worker processes open an uncompressed pcap's batches ahead (engine/pool.py);
         # this process is one of the ``jobs``, so ``jobs - 1`` of them
         on = (jobs > 1 or scheduler is not None) and self._lane is not None
@@ -174,6 +183,8 @@ class Engine:
 
     def _release(self) -> list[Row]:
         held, self._held = self._held, []
+        if self._held_end is not None:
+            self.done_bytes, self._held_end = self._held_end, None
         return held
 
     def _lane_on(self) -> bool:
@@ -202,6 +213,7 @@ class Engine:
             yield from self._release()
             for i in range(len(batch)):
                 yield from self._an.process(batch.frame(i))
+            self.done_bytes = _end_of(batch) or self.done_bytes
             return
         ports = self._an.natt_ports
         pre = None if ahead is None else ahead.result()
@@ -219,6 +231,7 @@ class Engine:
             yield from self._release()
         plan = lane.settle(opening, batch, decoded)
         self._held = list(self._segments(lane, batch, wire, plan))
+        self._held_end = _end_of(batch)
         if self._ahead is not None:
             self._ahead.note(plan.flows, self._ident)
 
