@@ -29,12 +29,12 @@ the capture is read at ``--disk-mbps`` at best, a bound printed beside.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-NEUTRAL_CWD = tempfile.gettempdir()  # -c puts the working directory first on sys.path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_speed import child_output
 
 _ONE = """
 import sys, time
@@ -125,14 +125,7 @@ print(time.perf_counter() - t, frames)
 
 
 def _child(script: str, *args: str) -> list[float]:
-    out = subprocess.run(
-        [sys.executable, "-c", script, *args],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=NEUTRAL_CWD,
-    )
-    return [float(x) for x in out.stdout.split()]
+    return [float(x) for x in child_output(script, *args).split()]
 
 
 def model(s: float, m: float, w: float, n: int) -> float:

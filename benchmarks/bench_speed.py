@@ -131,14 +131,19 @@ print(time.perf_counter() - t, n, resource.getrusage(resource.RUSAGE_SELF).ru_ma
 NEUTRAL_CWD = tempfile.gettempdir()
 
 
-def _child(code: str, *args: str) -> tuple[float, int, float]:
-    out = subprocess.run(
+def child_output(code: str, *args: str) -> str:
+    """What ``python -c code args`` prints, run from NEUTRAL_CWD."""
+    return subprocess.run(
         [sys.executable, "-c", code, *args],
         check=True,
         capture_output=True,
         text=True,
         cwd=NEUTRAL_CWD,
-    ).stdout.split()
+    ).stdout
+
+
+def _child(code: str, *args: str) -> tuple[float, int, float]:
+    out = child_output(code, *args).split()
     return float(out[0]), int(out[1]), int(out[2]) / 1024
 
 

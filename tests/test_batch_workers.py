@@ -21,32 +21,11 @@ import pytest
 
 from espforensics.synth import build_scenario, write_scenario
 from espforensics.workers import EXIT_ORPHANED, watch_parent
+from tests.procs import alive as _alive
+from tests.procs import children as _children
 from tests.stop_at import run_until_stopped
 
 BOUND = 60.0  # seconds; PDEATHSIG acts at once, the watchdog within 0.5 s
-
-
-def _children(pid: int) -> list[int]:
-    """Live processes whose parent is ``pid`` (from /proc/PID/stat)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and _stat(int(entry.name))[1] == pid:
-            found.append(int(entry.name))
-    return found
-
-
-def _stat(pid: int) -> tuple[str, int]:
-    """(state, parent pid) of a process; ("X", 0) once it is gone."""
-    try:
-        text = (Path("/proc") / str(pid) / "stat").read_text()
-    except OSError:
-        return "X", 0
-    fields = text[text.rindex(")") + 2 :].split()  # after "PID (comm) "
-    return fields[0], int(fields[1])
-
-
-def _alive(pid: int) -> bool:
-    return _stat(pid)[0] not in ("X", "Z")  # a zombie has run its last instruction
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

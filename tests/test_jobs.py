@@ -46,6 +46,8 @@ from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import write_scenario
 from fuzz.steady import pick_steady, steady_frames
 from tests.helpers import capture_params, real_capture, scenario
+from tests.procs import alive as _alive
+from tests.procs import descendants
 
 # Scenarios whose boundaries matter: fragments, ESN wraps and faults, reorder and
 # duplicates, IV reuse across batches, SAs that start late, many algorithms, NAT-T.
@@ -308,34 +310,6 @@ except KeyboardInterrupt:
 BOUND = 60.0  # seconds for the workers to go; PDEATHSIG acts at once, the watchdog in 0.5 s
 
 
-def _descendants(pid: int) -> list[int]:
-    """Live processes below ``pid`` (the fork server and its workers), from /proc."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and _alive(int(entry.name)):
-            parents[int(entry.name)] = _stat(int(entry.name))[1]
-    found, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        kids = [p for p, pp in parents.items() if pp == parent]
-        found += kids
-        todo += kids
-    return found
-
-
-def _stat(pid: int) -> tuple[str, int]:
-    try:
-        text = (Path("/proc") / str(pid) / "stat").read_text()
-    except OSError:
-        return "X", 0
-    fields = text[text.rindex(")") + 2 :].split()
-    return fields[0], int(fields[1])
-
-
-def _alive(pid: int) -> bool:
-    return _stat(pid)[0] not in ("X", "Z")
-
-
 def _stopped(tmp: Path) -> tuple[subprocess.Popen[bytes], list[int], Path]:
     capture, keys = _window(tmp, 2)
     out = tmp / "out"
@@ -348,7 +322,7 @@ def _stopped(tmp: Path) -> tuple[subprocess.Popen[bytes], list[int], Path]:
     )
     assert proc.stdout is not None
     assert proc.stdout.readline() == b"reached\n"  # returns when the child writes, or exits
-    workers = _descendants(proc.pid)
+    workers = descendants(proc.pid)
     assert len(workers) >= 3, workers  # the fork server and its 2 workers
     return proc, workers, out
 

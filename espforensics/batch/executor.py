@@ -2,8 +2,8 @@
 
 In: ``CaptureTask`` values and a callback. Out: each ``CaptureResult``
 handed to the callback as it completes (any order; the caller sorts).
-Raises ``InputError`` when the Dask scheduler cannot be reached. The only
-module that imports concurrent.futures' process pool and dask.
+Raises ``InputError`` when the Dask scheduler cannot be reached
+(``engine.dask_workers.dask_client``, which ``analyze --scheduler`` uses too).
 
 Workers of a Dask cluster must see the captures and the output folder at
 the same paths (a shared file system); results travel back as small rows.
@@ -20,7 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import as_completed as local_completed
 
 from espforensics.batch.task import CaptureResult, CaptureTask, run_task
-from espforensics.errors import InputError
+from espforensics.engine.dask_workers import dask_client
 from espforensics.workers import worker_init
 
 Done = Callable[[CaptureResult], None]
@@ -52,14 +52,9 @@ def run_local(tasks: Sequence[CaptureTask], jobs: int, done: Done) -> None:
 
 def run_dask(tasks: Sequence[CaptureTask], address: str, done: Done) -> None:
     """Run the tasks on an existing Dask distributed cluster."""
-    try:  # imported here: dask is an optional extra, needed only with --scheduler
-        from dask.distributed import Client, as_completed  # noqa: PLC0415
-    except ImportError as exc:
-        raise InputError(address, "--scheduler needs dask[distributed] installed") from exc
-    try:
-        client = Client(address, timeout="10s")  # type: ignore[no-untyped-call]
-    except OSError as exc:
-        raise InputError(address, f"cannot reach the Dask scheduler: {exc}") from exc
+    client = dask_client(address)
+    from dask.distributed import as_completed  # noqa: PLC0415 (installed: dask_client said so)
+
     with client:
         futures = client.map(run_task, list(tasks), pure=False)
         for future in as_completed(futures):  # type: ignore[no-untyped-call]

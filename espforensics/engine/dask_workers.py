@@ -70,14 +70,20 @@ class _Cluster:
         self._client.close()
 
 
-def dask_backend(address: str, table: SaTable, ports: frozenset[int]) -> Backend:
-    """The cluster at ``address`` as the workers of one capture."""
+def dask_client(address: str) -> Any:
+    """A client of the Dask scheduler at ``address`` (``batch`` and ``analyze``'s
+    ``--scheduler``); raises ``InputError`` naming it when dask is not installed or the
+    scheduler cannot be reached."""
     try:  # imported here: dask is an optional extra, needed only with --scheduler
         from dask.distributed import Client  # noqa: PLC0415
     except ImportError as exc:
         raise InputError(address, "--scheduler needs dask[distributed] installed") from exc
     try:
-        client = Client(address, timeout="10s")  # type: ignore[no-untyped-call]
+        return Client(address, timeout="10s")  # type: ignore[no-untyped-call]
     except OSError as exc:
         raise InputError(address, f"cannot reach the Dask scheduler: {exc}") from exc
-    return _Cluster(client, table, ports)
+
+
+def dask_backend(address: str, table: SaTable, ports: frozenset[int]) -> Backend:
+    """The cluster at ``address`` as the workers of one capture."""
+    return _Cluster(dask_client(address), table, ports)
