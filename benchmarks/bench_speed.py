@@ -53,8 +53,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from espforensics.workers import usable_cores
-
 LARGE = 5_000_000  # frames from which a capture is measured once and deleted after
 CAPTURE_BYTES_PER_FRAME = 1_305  # bench capture: 1,289-byte mean frame + 16-byte record header
 TABLES_BYTES_PER_FRAME = 240  # packets.csv + packets.parquet (47 MB for 200,000 frames)
@@ -480,6 +478,8 @@ def main() -> int:
     parser.add_argument("--large-from", type=int, default=LARGE, help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = sorted({int(s) for s in args.sizes.split(",")})
+    from espforensics.workers import usable_cores  # noqa: PLC0415 (bench_ab imports this file)
+
     cores = usable_cores()
     args.curve = (
         [int(j) for j in args.jobs.split(",")] if args.jobs else list(range(2, max(2, cores) + 1))
