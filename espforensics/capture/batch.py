@@ -21,6 +21,7 @@ from espforensics.model import Frame
 I64 = npt.NDArray[np.int64]
 # What a batch's bytes sit in: a buffer of their own, or the capture file mapped.
 Buffer = bytes | mmap.mmap
+_CAN_DROP = hasattr(mmap.mmap, "madvise") and hasattr(mmap, "MADV_DONTNEED")  # Linux, BSDs
 PAD: Final = 16  # zero bytes after the last frame: a masked-out read, an ICV's 16-byte gather
 
 
@@ -60,6 +61,18 @@ class FrameBatch:
             int(self.linktype[i]),
             self.buf[at : at + length],
         )
+
+    def release(self) -> None:
+        """Let go of the pages its records occupy in a mapped capture file, once it is done
+        with: they stay in the page cache (read again if touched), but no longer count in
+        this process's memory, which stays flat however large the file."""
+        span, mapped = self.span, self.buf
+        if span is None or not isinstance(mapped, mmap.mmap) or not _CAN_DROP:
+            return
+        first = span.file_at // mmap.PAGESIZE * mmap.PAGESIZE  # the page before is done with
+        last = (span.file_at + span.nbytes) // mmap.PAGESIZE * mmap.PAGESIZE  # the next's not
+        if last > first:
+            mapped.madvise(mmap.MADV_DONTNEED, first, last - first)
 
     @classmethod
     def of(cls, frames: tuple[Frame, ...]) -> FrameBatch:

@@ -77,6 +77,7 @@ def iter_pcap(source: ByteSource, buf: bytes) -> Generator[Frame, None, None]:
             frame = batch.frame(i)
             source.frames_read = frame.number
             yield frame
+        batch.release()  # each frame was a copy
 
 
 def iter_pcap_batches(

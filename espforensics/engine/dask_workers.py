@@ -35,7 +35,11 @@ def _work_on(
     held = _RINGS.get(id(table))
     if held is None or held[0] is not table:
         held = _RINGS[id(table)] = (table, KeyRing(table))
-    return prefetch(span.read(), ports, held[1], hints)
+    batch = span.read()
+    try:
+        return prefetch(batch, ports, held[1], hints)
+    finally:
+        batch.release()
 
 
 class _Pending:

@@ -124,7 +124,11 @@ def _ready() -> None:
 
 
 def _work(span: Span, hints: dict[bytes, int]) -> Prefetch:
-    return prefetch(span.read(), _PORTS[0], _RING[0], hints)
+    batch = span.read()
+    try:
+        return prefetch(batch, _PORTS[0], _RING[0], hints)  # columns: copies, no view
+    finally:
+        batch.release()
 
 
 def _fork_server() -> None:

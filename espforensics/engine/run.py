@@ -214,6 +214,7 @@ class Engine:
             for i in range(len(batch)):
                 yield from self._an.process(batch.frame(i))
             self.done_bytes = _end_of(batch) or self.done_bytes
+            batch.release()
             return
         ports = self._an.natt_ports
         pre = None if ahead is None else ahead.result()
@@ -232,6 +233,7 @@ class Engine:
         plan = lane.settle(opening, batch, decoded)
         self._held = list(self._segments(lane, batch, wire, plan))
         self._held_end = _end_of(batch)
+        batch.release()  # its rows hold copies of what they need
         if self._ahead is not None:
             self._ahead.note(plan.flows, self._ident)
 
