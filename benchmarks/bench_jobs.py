@@ -1,12 +1,14 @@
 """What `analyze --jobs N` costs where, and a model of how it scales, from one run.
 
-Usage: python benchmarks/bench_jobs.py CAPTURE KEYS [--cores-per-node 32] [--nodes 10]
-                                       [--disk-mbps 2000]
+Usage: python benchmarks/bench_jobs.py CAPTURE KEYS [--jobs 2,3] [--cores-per-node 32]
+                                       [--nodes 10] [--disk-mbps 2000]
 
 Measures, each in a fresh process, on an uncompressed pcap (bench_speed.py
 makes them):
 
-- s: analyze with one process, no plots (us of wall time per frame);
+- s: analyze with one process, no plots (us of wall time per frame), and
+  each --jobs N asked for, measured: wall time, and the CPU time of the
+  engine's process (its threads included: the SHA-256 and the table writer);
 - m: the engine's process alone when every batch comes prefetched (the
   prefetches computed first, then the engine timed with them in hand):
   what no number of workers takes off it;
@@ -40,9 +42,10 @@ _ONE = """
 import sys, time
 from pathlib import Path
 from espforensics.analysis import analyze_to_dir
-t = time.perf_counter()
-s = analyze_to_dir(sys.argv[1], [sys.argv[2]], Path(sys.argv[3]), force=True, plots=False)
-print(time.perf_counter() - t, s.capture.frames)
+t, cpu = time.perf_counter(), time.process_time()
+s = analyze_to_dir(sys.argv[1], [sys.argv[2]], Path(sys.argv[3]), force=True, plots=False,
+                   jobs=int(sys.argv[4]))
+print(time.perf_counter() - t, s.capture.frames, time.process_time() - cpu)
 """
 
 # The engine with every batch's prefetch already computed (engine/pool.py's Prefetcher
@@ -145,23 +148,34 @@ def main() -> int:
     parser.add_argument("--cores-per-node", type=int, default=32)
     parser.add_argument("--nodes", type=int, default=10)
     parser.add_argument("--disk-mbps", type=float, default=2000.0)
+    parser.add_argument("--jobs", default="2", help="--jobs values to run besides 1, e.g. 2,3")
     args = parser.parse_args()
+    args.jobs = [1, *(int(n) for n in args.jobs.split(",") if int(n) > 1)]
     cap, keys = str(args.capture), str(args.keys)
     with tempfile.TemporaryDirectory() as tmp:
-        secs, frames = _child(_ONE, cap, keys, str(Path(tmp) / "one"))
+        runs = {n: _child(_ONE, cap, keys, str(Path(tmp) / "run"), str(n)) for n in args.jobs}
         esecs, _ = _child(_ENGINE, cap, keys, str(Path(tmp) / "engine"))
+    secs, frames, cpu = runs[1]
     wsecs, wframes, wbytes = _child(_WORKER, cap, keys)
     rsecs, _ = _child(_WALK, cap)
     us = 1e6 / frames
     s, m, w, r = secs * us, esecs * us, wsecs * 1e6 / wframes, rsecs * us
     frame_bytes = args.capture.stat().st_size / frames
     print(f"{frames:,} frames, {frame_bytes:,.0f} bytes each on average")
-    print(f"  s  one process                      {s:6.2f} us/frame  {1e6 / s:>10,.0f} frames/s")
+    print(
+        f"  s  one process                      {s:6.2f} us/frame  {1e6 / s:>10,.0f} frames/s"
+        f"  ({cpu / secs:.2f} cores: its threads hash the file and write the tables)"
+    )
     print(f"  m  engine, every batch prefetched   {m:6.2f} us/frame  {1e6 / m:>10,.0f} frames/s")
     back = wbytes / wframes
     print(f"  w  a worker: read, parse, open, decode {w:6.2f} us/frame, {back:.0f} B back")
     print(f"  p  what a worker takes off the engine {s - m:6.2f} us/frame")
     print(f"  r  the reader's walk alone          {r:6.2f} us/frame (part of m)")
+    for n, (wall, _, engine_cpu) in runs.items():
+        print(
+            f"  measured --jobs {n}: {wall:.2f} s wall, the engine's process {engine_cpu:.2f} s "
+            f"of CPU ({engine_cpu / wall:.2f} cores), x{secs / wall:.2f} of one process"
+        )
     print("model: t(N) = m + f p, f = max(0, (w/k - m) / (p + w/k)), k = N - 1 workers")
     for n in (1, 2, 3, 4, 8, 16, 32, 64):
         t = model(s, m, w, n)
