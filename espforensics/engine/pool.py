@@ -3,9 +3,9 @@
 In: the capture's items (``FrameBatch`` of an uncompressed pcap carry the
 ``Span`` their records sit at), the SAs of the key files, the NAT-T ports
 and how many workers. Out: ``Prefetcher.ahead`` hands the items on in the
-same order, each batch with the ``Future`` of its ``Prefetch``
-(engine/prefetch.py), submitted ``depth`` batches ahead so the workers
-open packets while the engine checks the ones before. Raises
+same order, each batch with the ``Pending`` of its ``Prefetch``
+(engine/prefetch.py), submitted up to two batches per worker ahead so
+the workers open packets while the engine checks the ones before. Raises
 ``WorkerFailed`` (from ``Ahead.result``) when a worker died or failed: an
 error naming the batch's frames, never a partial result.
 
