@@ -46,7 +46,7 @@ from espforensics.cli_typer import (
     _Command,
     _Group,
 )
-from espforensics.errors import EXIT_INTERNAL
+from espforensics.errors import EXIT_INTERNAL, EspForensicsError
 from espforensics.gate import Unchecked, exit_code, worst_code
 from espforensics.model import SEVERITY_RANK, Severity
 from espforensics.narrative import worst_severity
@@ -115,6 +115,24 @@ def _threads(jobs: int, quiet: bool) -> int:
     if workers.why and not quiet:
         _notice(workers.notice())
     return workers.count
+
+
+def _streamed_notice(capture: Path, jobs: int, scheduler: str | None, quiet: bool) -> None:
+    """One line when --jobs or --scheduler asks for workers that cannot take CAPTURE's
+    batches: a compressed capture or pcapng is read as a stream (engine/pool.py)."""
+    if quiet or (jobs <= 1 and scheduler is None):
+        return
+    from espforensics.capture import open_capture  # noqa: PLC0415 (numpy: only when asked)
+
+    try:
+        with open_capture(capture) as found:
+            kind = f"{found.compression}-compressed" if found.compression else found.format
+            if found.format == "pcap" and not found.compression:
+                return
+    except EspForensicsError:  # the run itself says what is wrong with the file
+        return
+    what = "--scheduler is not used" if scheduler else f"--jobs {jobs} decrypts on threads"
+    _notice(f"{capture}: {kind}, read as a stream: no worker takes its batches ({what})")
 
 
 def _meter(capture: Path, quiet: bool) -> tuple[Meter | None, Callable[[], None]]:
@@ -228,6 +246,7 @@ def analyze(
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
     copies = CaptureCopies(annotate=annotate, decrypted=decrypted)
     out_dir = out if out is not None else default_out_dir(capture)
+    _streamed_notice(capture, jobs, scheduler, quiet)
     meter, stop = _meter(capture, quiet)
     try:
         summary = _guarded(

@@ -45,7 +45,7 @@ from espforensics.model import Frame
 from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import write_scenario
 from fuzz.steady import pick_steady, steady_frames
-from tests.helpers import capture_params, real_capture, scenario
+from tests.helpers import capture_params, real_capture, run_cli, scenario
 from tests.procs import alive as _alive
 from tests.procs import descendants
 
@@ -356,3 +356,27 @@ def test_a_stopped_run_leaves_no_worker_and_no_finished_output(
         for w in workers:
             if _alive(w):
                 os.kill(w, signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--jobs", "2"], "--jobs 2 decrypts on threads"),
+        (["--scheduler", "tcp://127.0.0.1:9"], "--scheduler is not used"),
+    ],
+)
+def test_a_streamed_capture_says_no_worker_takes_it(
+    tmp_path: Path, extra: list[str], says: str
+) -> None:
+    """A compressed capture asked --jobs or --scheduler: one line says why no worker runs,
+    and the run goes on (the outputs of one process)."""
+    capture, keys = _window(tmp_path, 0, compress=True)
+    alone = run_cli("analyze", capture, "--sa", keys, "--out", tmp_path / "a", "--no-plots")
+    res = run_cli("analyze", capture, "--sa", keys, "--out", tmp_path / "o", "--no-plots", *extra)
+    assert res.code == alone.code == 1, res.stderr  # the window's faults are findings
+    assert "read as a stream" not in alone.stderr
+    line = (
+        f"espforensics: {capture}: gzip-compressed, read as a stream: no worker takes its "
+        f"batches ({says})"
+    )
+    assert line in res.stderr.splitlines()
