@@ -1,22 +1,25 @@
 """The engine's loop: capture items in batches, rows out in capture order.
 
-In: the items of an open capture (``Frame`` and ``DecryptionSecrets``), a
-``FrameAnalyzer`` (the stateful per-frame path and the checks' state),
-``Options`` and the size of the decryption thread pool. Out:
-``iter_rows`` yields ``PacketRecord`` (a frame of the per-frame path) and
-``SteadyRows`` (a run of frames of the steady lane, with the frames
-between them that carry no ESP), together one row per frame, in capture
-order. Raises ``KeyFileError`` for a bad Decryption Secrets Block and
+In: the items of an open capture (``FrameBatch`` of a pcap, ``Frame`` and
+``DecryptionSecrets`` of a pcapng), a ``FrameAnalyzer`` (the stateful
+per-frame path and the checks' state), ``Options``, ``jobs`` and a Dask
+scheduler, if any. Out: ``iter_rows`` yields ``PacketRecord`` (a frame of
+the per-frame path) and ``SteadyRows`` (a run of frames of the steady
+lane, with the frames between them that carry no ESP), together one row
+per frame, in capture order. Raises ``KeyFileError`` for a bad
+Decryption Secrets Block and ``WorkerFailed`` for a lost worker, and
 lets the capture's own errors through, after yielding every row it could
 (the held records included).
 
-Per batch of ``Options.batch_frames`` frames (a Decryption Secrets Block
-ends a batch: the SAs it loads apply from the next frame on):
+Per batch (64 frames, doubling to ``Options.batch_frames``; a Decryption
+Secrets Block ends a batch: the SAs it loads apply from the next frame on):
 1. wire.parse: the common layouts' fields, as arrays (stateless);
-2. steady.prepare / settle: which packets the steady lane takes, opened
-   by ``jobs`` threads, the caller's among them (AES-GCM releases the
-   GIL); while the pool decrypts, the caller hands the previous batch's
-   rows on (the summary and the tables take them then);
+2. steady.prepare / decode / settle: which packets the steady lane takes,
+   opened and decoded by a worker process ahead (``jobs - 1`` of them, or
+   a Dask cluster's: engine/pool.py, taken only where ``prefetch.resolve``
+   agrees) or here, by ``jobs`` threads, the caller's among them (AES-GCM
+   releases the GIL); meanwhile the caller hands the previous batch's rows
+   on (the summary and the tables take them then);
 3. in capture order: a frame the lane does not take goes through
    ``FrameAnalyzer.process``; the lane's frames between two of those are
    committed to the checks in bulk. While records are held (fragments,
