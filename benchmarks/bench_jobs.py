@@ -66,10 +66,8 @@ cap, keys = sys.argv[1], sys.argv[2]
 table = load_sas([keys])
 ports = Options().natt_ports | {sa.encap_port for sa in table if sa.encap_port is not None}
 ring, done = KeyRing(table), {}
-engine = run.Engine.__new__(run.Engine)
-engine._size = Options().batch_frames
 with open_capture(cap) as capture:
-    for batch in capture.batches(run.Engine.batch_sizes(engine)):
+    for batch in capture.batches(run.batch_sizes(Options().batch_frames)):
         future = Future()
         future.set_result(prefetch(batch, ports, ring, {}))
         done[int(batch.number[0])] = future

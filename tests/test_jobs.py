@@ -77,10 +77,8 @@ def patient(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     counts = [0, 0]
     real = resolve
 
-    def counting(
-        pre: Prefetch, opening: Opening, idents: list[bytes], ports: frozenset[int]
-    ) -> Decoded | None:
-        found = real(pre, opening, idents, ports)
+    def counting(pre: Prefetch, opening: Opening, idents: list[bytes]) -> Decoded | None:
+        found = real(pre, opening, idents)
         counts[found is None] += 1
         return found
 
@@ -184,7 +182,7 @@ class Planned:
         return prefetch(self.batch, self.analyzer.natt_ports, KeyRing(self.analyzer.sas), hints)
 
     def resolve(self, pre: Prefetch, idents: list[bytes] | None = None) -> Decoded | None:
-        return resolve(pre, self.opening, idents or self.idents, self.analyzer.natt_ports)
+        return resolve(pre, self.opening, idents or self.idents)
 
 
 def _planned(capture: Path, keys: Path, warm: int) -> Planned:

@@ -73,8 +73,7 @@ def _parse_file_header(source: ByteSource, buf: Buffer) -> tuple[struct.Struct, 
 def iter_pcap(source: ByteSource, buf: bytes) -> Generator[Frame, None, None]:
     """Yield every record of the pcap file as a ``Frame``; close the source at the end."""
     for batch in iter_pcap_batches(source, buf, repeat(BATCH_FRAMES)):
-        for i in range(len(batch)):
-            frame = batch.frame(i)
+        for frame in batch.frames():
             source.frames_read = frame.number
             yield frame
         batch.release()  # each frame was a copy

@@ -113,16 +113,18 @@ def prefetch(
     sa_of, seq64, col = np.full(n, -1, np.int64), np.zeros(n, np.uint64), np.full(n, -1, np.int64)
     rows = np.flatnonzero(wire.steady)
     first, inverse = distinct_flows(wire, rows)
-    idents: list[bytes] = []
+    order = np.argsort(inverse, kind="stable")  # per flow, its rows in capture order
+    bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
+    idents: dict[bytes, int] = {}
     opened: list[tuple[I64, CipherContext, str, str, list[bytes | None], I64]] = []
-    mv = memoryview(batch.buf)
+    mv, view = memoryview(batch.buf), np.frombuffer(batch.buf, np.uint8)
     for f, i in enumerate(first.tolist()):
         spi, src, dst = flow_key(wire, int(rows[i]))
         keyed = ring.context(spi, src, dst)
         if keyed is None:
             continue
         ident, ctx = keyed.ident, keyed.ctx
-        own = rows[inverse == f]
+        own = rows[order[bounds[f] : bounds[f + 1]]]
         at = batch.start[own] + wire.l3[own] + wire.esp_offset[own]
         sealed_at = at + ESP_HEADER_LEN + ctx.iv_len
         end = batch.start[own] + wire.l3[own] + wire.total_len[own]
@@ -131,18 +133,15 @@ def prefetch(
         own, at, sealed_at, end = own[keep], at[keep], sealed_at[keep], end[keep]
         if not len(own):
             continue
-        if ident not in idents:
-            idents.append(ident)
         hi = _start_hi(keyed, hints.get(ident))
         seq64[own] = wire.seq[own].astype(np.uint64) | np.uint64(hi << 32)
-        sa_of[own] = idents.index(ident)
-        view = np.frombuffer(batch.buf, np.uint8)
+        sa_of[own] = idents.setdefault(ident, len(idents))
         ivs = view[(at + ESP_HEADER_LEN)[:, None] + np.arange(ctx.iv_len)]
         sealed = [mv[a:b] for a, b in zip(sealed_at.tolist(), end.tolist(), strict=True)]
         plains = ctx.open_many(seq64[own], ivs, sealed)
         opened.append((own, ctx, ntop(src), ntop(dst), plains, sealed_at))
     columns = _decode(batch, wire, opened, col)
-    return Prefetch(ports, wire, tuple(idents), sa_of, seq64, col, columns)
+    return Prefetch(ports, wire, tuple(idents), sa_of, seq64, col, columns)  # dict order
 
 
 def _decode(
@@ -177,16 +176,13 @@ def _decode(
     return decode_plaintexts(texts, *names, cts, np.array(clear, np.bool_), outer)
 
 
-def resolve(
-    pre: Prefetch, opening: Opening, idents: list[bytes], ports: frozenset[int]
-) -> Decoded | None:
+def resolve(pre: Prefetch, opening: Opening, idents: list[bytes]) -> Decoded | None:
     """The prefetched opening of the packets ``opening`` asks to open, when every one of
-    them was opened ahead as the plan would open it; else None (open them here).
+    them was opened ahead as the plan would open it; else None (open them here). The
+    caller takes ``pre`` only if it was made with its NAT-T ports.
 
     ``idents``: the SA identity of each of the plan's flows.
     """
-    if pre.ports != ports:
-        return None
     plan = opening.plan
     pos = opening.opened
     rows = plan.rows[pos]

@@ -89,6 +89,17 @@ class _Opener:
         return finish
 
 
+def batch_sizes(largest: int) -> Iterator[int]:
+    """FIRST_BATCH frames, then twice as many each time up to ``largest``. A batch's plan
+    is made at its start, before its frames prove an SA's key: a first batch all goes the
+    per-frame path, and a small one costs little."""
+    size = min(FIRST_BATCH, largest)
+    while size < largest:
+        yield size
+        size *= 2
+    yield from repeat(largest)
+
+
 def _end_of(batch: FrameBatch) -> int | None:
     """Where the batch's last record ends in the file, when it was read from one."""
     return None if batch.span is None else batch.span.file_at + batch.span.nbytes
@@ -134,15 +145,8 @@ class Engine:
         self._idents: dict[SaState, bytes] = {}
 
     def batch_sizes(self) -> Iterator[int]:
-        """How many frames each batch should hold, for a capture reader: FIRST_BATCH, then
-        twice as many each time up to ``Options.batch_frames``. A batch's plan is made at
-        its start, before its frames prove an SA's key: a first batch all goes the
-        per-frame path, and a small one costs little."""
-        size = min(FIRST_BATCH, self._size)
-        while size < self._size:
-            yield size
-            size *= 2
-        yield from repeat(self._size)
+        """How many frames each batch should hold, for a capture reader (``batch_sizes``)."""
+        return batch_sizes(self._size)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -214,19 +218,20 @@ class Engine:
         lane = self._lane
         if lane is None or not self._lane_on():
             yield from self._release()
-            for i in range(len(batch)):
-                yield from self._an.process(batch.frame(i))
+            for frame in batch.frames():
+                yield from self._an.process(frame)
             self.done_bytes = _end_of(batch) or self.done_bytes
             batch.release()
             return
         ports = self._an.natt_ports
         pre = None if ahead is None else ahead.result()
-        wire = pre.wire if pre is not None and pre.ports == ports else parse(batch, ports)
+        if pre is not None and pre.ports != ports:  # parsed with other NAT-T ports
+            pre = None
+        wire = parse(batch, ports) if pre is None else pre.wire
         opening = lane.prepare(batch, wire)
         decoded = None
         if pre is not None and opening.parts:
-            idents = [self._ident(f.state) for f in opening.plan.flows]
-            decoded = resolve(pre, opening, idents, ports)
+            decoded = resolve(pre, opening, [self._ident(f.state) for f in opening.plan.flows])
         if decoded is None:
             opened = self._open.submit(opening.jobs)
             yield from self._release()  # the consumer takes them while the pool decrypts
