@@ -44,7 +44,7 @@ from espforensics.analysis_run import (
 from espforensics.capture.regular import check_regular
 from espforensics.errors import InputError, OutputError
 from espforensics.keys import SaTable
-from espforensics.pipeline import Options
+from espforensics.pipeline import Options, fewer_collections
 from espforensics.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
 from espforensics.render.content import report_content
 from espforensics.render.registry import FILE_RENDERERS
@@ -204,7 +204,8 @@ def analyze_to_dir(
             stage(PLOTS)
             summary = _draw(out, summary)
         stage(REPORTS)
-        _write_reports(out, summary)
+        with fewer_collections():  # a row per SA: tens of thousands of objects for a scan
+            _write_reports(out, summary)
         publish_copies(copies)
         _publish(out)
         stage(DONE)

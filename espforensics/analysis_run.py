@@ -198,17 +198,15 @@ def _run(
     try:
         with fewer_collections():
             error = _consume(_stream(path, engine, progress, meter), builder, sink)
+            summary = builder.finish(
+                info(),
+                analyzer.findings,
+                _modes(analyzer.sas, builder),
+                _stop_message(error),
+                iv_schemes=_iv_schemes(analyzer),
+                unused_sas=analyzer.unused_sas,
+                key_notes=tuple(analyzer.sas.notes),
+            )
     finally:
         engine.close()
-    message = _stop_message(error)
-    schemes = _iv_schemes(analyzer)
-    summary = builder.finish(
-        info(),
-        analyzer.findings,
-        _modes(analyzer.sas, builder),
-        message,
-        iv_schemes=schemes,
-        unused_sas=analyzer.unused_sas,
-        key_notes=tuple(analyzer.sas.notes),
-    )
     return summary, error

@@ -156,8 +156,8 @@ def _named(groups: list[FindingGroup]) -> str:
     )
 
 
-def lead(summary: Summary) -> tuple[str, str]:
-    """The two sentences that follow the capture's name in every report."""
-    return checked_sentence(summary, tally(summary.sas, summary.esp_packets)), wrong_sentence(
-        summary
-    )
+def lead(summary: Summary, tallied: Tally | None = None) -> tuple[str, str]:
+    """The two sentences that follow the capture's name in every report (``tallied``: the
+    summary's ``coverage.tally``, when the caller has it)."""
+    t = tally(summary.sas, summary.esp_packets) if tallied is None else tallied
+    return checked_sentence(summary, t), wrong_sentence(summary)

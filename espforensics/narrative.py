@@ -8,13 +8,14 @@ Raises nothing; reads no clock and no environment.
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import PurePath
 
 from espforensics.checks.leaks import name_fields
-from espforensics.coverage import tally
+from espforensics.coverage import Tally, tally
 from espforensics.frames import Frames, first_frames
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
 from espforensics.summary import MisplacedLayout, SaSummary, Summary
@@ -102,13 +103,14 @@ def shown_sas(summary: Summary) -> tuple[tuple[SaSummary, ...], str]:
     """
     if len(summary.sas) <= SAS_SHOWN:
         return summary.sas, ""
-    ranked = sorted(
+    ranked = heapq.nsmallest(  # sorted(...)[:SAS_SHOWN], without sorting every SA
+        SAS_SHOWN,
         summary.sas,
         key=lambda sa: (sa.verdicts.get(Verdict.OK.value, 0) == sa.packets, -sa.packets, sa.key),
     )
     rest = len(summary.sas) - SAS_SHOWN
     return (
-        tuple(sorted(ranked[:SAS_SHOWN], key=lambda sa: sa.key)),
+        tuple(sorted(ranked, key=lambda sa: sa.key)),
         f"... and {plural(rest, 'more SA')}, fewer packets or all ok: every SA is in sas.csv",
     )
 
@@ -141,17 +143,18 @@ def finding_groups(summary: Summary) -> tuple[FindingGroup, ...]:
 NOT_AT_OFFSET_0 = (Verdict.ESP_MISPLACED, Verdict.AUTH_FAIL, Verdict.BAD_TRAILER)
 
 
-def verdict_sentences(summary: Summary) -> tuple[str, ...]:
+def verdict_sentences(summary: Summary, tallied: Tally | None = None) -> tuple[str, ...]:
     """What a reviewer wants to read first: what was not checked, placement, clear text, IVs.
 
     Only packets a key was tried on are said to decrypt or not; the rest are
-    "not checked", with why (coverage.tally): without a key nothing was tried.
+    "not checked", with why (coverage.tally, or ``tallied``, the same, when the
+    caller has it: it walks every SA): without a key nothing was tried.
     """
     v, esp = summary.verdicts, summary.esp_packets
     unused = unused_sentences(summary)
     if esp == 0:
         return ("no ESP packet in this capture", *unused)
-    t = tally(summary.sas, esp)
+    t = tally(summary.sas, esp) if tallied is None else tallied
     # the key files' unused SAs matter where they may explain packets left unverified
     out = list(unused) if t.proven < esp else []
     if t.untried:

@@ -74,11 +74,15 @@ __all__ = ["MAX_LAYERS", "FrameAnalyzer", "Layer", "Options", "Released", "fewer
 
 
 class _FewerCollections:
-    """Run the cyclic GC after 50,000 allocations instead of 700 while analyses run.
+    """Run the cyclic GC after 50,000 allocations instead of 700 while analyses run
+    (the frames, the summary and the reports).
 
     The per-frame path makes many short-lived containers and few cycles; at
     the default threshold the collector took about 6% of a run (measured on
-    the bench capture: 25.7 -> 24.6 us per frame on the main thread). The
+    the bench capture: 25.7 -> 24.6 us per frame on the main thread). A
+    capture of many SAs keeps tens of objects per SA to the end: at 700, the
+    summary's row per SA made the collector walk them all again
+    (bench_sas.py, 60,000 SAs: one full collection of 0.6-1.2 s). The
     first analysis in the process sets the threshold and the last one to end
     restores the caller's (analyses may run on several threads, as on Dask).
     """

@@ -110,7 +110,9 @@ class _SaAcc:
 
     def verdicts(self) -> dict[str, int]:
         """Packets per verdict, in ``Verdict`` order, none of 0."""
-        counts = Counter(self.other_verdicts or {})
+        if self.other_verdicts is None:  # one verdict: most SAs of a scan
+            return {str(self.verdict): self.verdict_packets} if self.verdict_packets else {}
+        counts = Counter(self.other_verdicts)
         if self.verdict_packets:
             counts[self.verdict] += self.verdict_packets
         return {str(v): n for v, n in sorted(counts.items(), key=_in_verdict_order) if n}
@@ -162,7 +164,9 @@ class _SaAcc:
             self.tfc_packets,
             self.tfc_bytes,
             {str(k): n for k, n in sorted(tfc_to.items(), key=_most)[:PADDED_TO_KEPT]},
-            {c.value: checksums[c.value] for c in InnerChecksum if checksums[c.value]},
+            {c.value: checksums[c.value] for c in InnerChecksum if checksums[c.value]}
+            if checksums
+            else {},
             iv_scheme,
         )
 

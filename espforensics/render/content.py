@@ -23,6 +23,7 @@ from pathlib import PurePath
 
 from espforensics import narrative
 from espforensics.causes import CAUSES, LikelyCause, likely_causes
+from espforensics.coverage import tally
 from espforensics.frames import Frames, display_filter
 from espforensics.lead import lead
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
@@ -194,11 +195,12 @@ def report_content(
     layouts = summary.layouts[: narrative.LAYOUTS_SHOWN]
     hidden = len(summary.layouts) - len(layouts)
     causes = likely_causes(summary)
+    tallied = tally(summary.sas, summary.esp_packets)  # one walk of the SAs for both
     return Report(
         summary=summary,
         header=_header(summary),
         damage=narrative.damage_sentence(summary) or "",
-        verdict=narrative.verdict_sentences(summary),
+        verdict=narrative.verdict_sentences(summary, tallied),
         sas=tuple(_sa_row(sa) for sa in shown),
         sas_rest=rest,
         groups=tuple(_group_row(g, _kind_frames(summary, g.kind)) for g in groups),
@@ -211,7 +213,7 @@ def report_content(
         causes_note=_causes_note(summary, causes),
         checks=_checks(summary, fail_on),
         plots=tuple(_plot_row(p.name, p.files, p.skipped, images or {}) for p in summary.plots),
-        lead=lead(summary),
+        lead=lead(summary, tallied),
     )
 
 
