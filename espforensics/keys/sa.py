@@ -309,6 +309,8 @@ class SaTable:
 
     def lookup(self, spi: int, src: bytes, dst: bytes) -> SecurityAssociation | None:
         """The SA for a packet with this SPI and packed outer addresses, if any."""
+        if not self._by_key:  # keyless: nothing to find, nothing to cache for a scan's SPIs
+            return None
         ck = (spi, src, dst)
         try:
             return self._cache[ck]
