@@ -109,7 +109,7 @@ def _write_reports(out: Path, summary: Summary) -> None:
     write_sas_csv(partial(out, "sas.csv"), summary)
     report = report_content(summary, images=_plot_images(out, summary))
     for renderer in FILE_RENDERERS:  # report.txt, report.md, summary.json, report.html
-        partial(out, renderer.file).write_text(renderer.render(report), encoding="utf-8")
+        renderer.write(report, partial(out, renderer.file))
 
 
 def _plot_images(out: Path, summary: Summary) -> dict[str, bytes]:

@@ -30,6 +30,13 @@ _ROW_LISTS: tuple[tuple[str, Callable[[Summary], Iterator[dict[str, Any]]]], ...
 
 def format_json(report: Report) -> str:
     """``summary.json``: indented, with one line per SA and per finding."""
+    return "".join(json_pieces(report))
+
+
+def json_pieces(report: Report) -> Iterator[str]:
+    """``format_json``'s text in pieces, each row's made as it is asked for: written to a
+    file piece by piece, the document is never held whole (60,000 SAs: 28 MB, and as
+    much again encoded)."""
     summary = report.summary
     doc = {}
     for name, value in replace(summary, sas=(), finding_list=()).to_json().items():
@@ -39,13 +46,11 @@ def format_json(report: Report) -> str:
     for name, _ in _ROW_LISTS:
         doc[name] = f"\0{name}\0"  # a placeholder no JSON string of ours holds
     rest = json.dumps(doc, indent=2)
-    parts: list[str] = []
     for name, rows in _ROW_LISTS:
         before, rest = rest.split(json.dumps(f"\0{name}\0"), 1)
-        parts.append(before)
-        parts.extend(_laid(rows(summary)))
-    parts += (rest, "\n")
-    return "".join(parts)
+        yield before
+        yield from _laid(rows(summary))
+    yield rest + "\n"
 
 
 def _laid(rows: Iterator[dict[str, Any]]) -> Iterator[str]:

@@ -3,17 +3,20 @@
 In: a renderer's name. Out: ``RENDERERS`` (name -> ``Renderer``, one dict
 literal, the only registry of renderers) and ``FILE_RENDERERS``, those that
 write a file of the output folder. Each renderer lays out a ``Report``
-(render/content.py) and returns text. Raises nothing.
+(render/content.py) and returns text, in pieces where the text can be
+large (summary.json: a line per SA); ``write`` puts them in a file one at
+a time. Raises nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from espforensics.render.content import Report
 from espforensics.render.html import format_html
-from espforensics.render.json import format_json
+from espforensics.render.json import json_pieces
 from espforensics.render.ktap import format_ktap
 from espforensics.render.markdown import format_markdown
 from espforensics.render.text import format_summary, format_text
@@ -24,18 +27,32 @@ class Renderer:
     """One output format."""
 
     name: str
-    render: Callable[[Report], str]
+    pieces: Callable[[Report], Iterable[str]]  # the text, in order
     file: str = ""  # the file of the output folder it writes; "" for none
     stdout: bool = True  # a --format choice (report.html embeds files: written, not printed)
 
+    def render(self, report: Report) -> str:
+        """The whole text."""
+        return "".join(self.pieces(report))
+
+    def write(self, report: Report, path: Path) -> None:
+        """The text into ``path`` (UTF-8), a piece at a time."""
+        with path.open("w", encoding="utf-8") as fh:
+            fh.writelines(self.pieces(report))
+
+
+def _whole(render: Callable[[Report], str]) -> Callable[[Report], Iterable[str]]:
+    """A renderer of one piece: its text is small (the reports list at most 20 SAs)."""
+    return lambda report: (render(report),)
+
 
 RENDERERS: dict[str, Renderer] = {
-    "summary": Renderer("summary", format_summary),
-    "text": Renderer("text", format_text, "report.txt"),
-    "markdown": Renderer("markdown", format_markdown, "report.md"),
-    "json": Renderer("json", format_json, "summary.json"),
-    "html": Renderer("html", format_html, "report.html", stdout=False),
-    "ktap": Renderer("ktap", format_ktap),
+    "summary": Renderer("summary", _whole(format_summary)),
+    "text": Renderer("text", _whole(format_text), "report.txt"),
+    "markdown": Renderer("markdown", _whole(format_markdown), "report.md"),
+    "json": Renderer("json", json_pieces, "summary.json"),
+    "html": Renderer("html", _whole(format_html), "report.html", stdout=False),
+    "ktap": Renderer("ktap", _whole(format_ktap)),
 }
 FILE_RENDERERS = tuple(r for r in RENDERERS.values() if r.file)
 STDOUT_FORMATS = tuple(name for name, r in RENDERERS.items() if r.stdout)
