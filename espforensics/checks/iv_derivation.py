@@ -63,6 +63,7 @@ from espforensics.checks.iv_sa import (
 )
 from espforensics.checks.ivmath import signed_delta
 from espforensics.checks.ivscheme import (
+    CHAINED,
     MIN_SCHEME,
     Candidate,
     Reading,
@@ -287,7 +288,7 @@ class IvDerivationCheck(BulkRules):
         """The SA's scheme from its window (ivscheme.py; CBC: chained, then echainiv)."""
         n = len(sa.probe)
         if n >= MIN_SCHEME and 2 * sa.chained >= n - 1 and sa.chained >= MIN_SCHEME - 1:
-            return Reading(IvScheme.CHAINED)  # the first packet has no predecessor
+            return CHAINED  # the first packet has no predecessor
         if not sa.words:
             whole = [(seq64, wire) for _, seq64, _, wire in sa.probe]
             return read_ivs([(seq64, iv) for _, seq64, iv, _ in sa.probe], sa.mask, whole)

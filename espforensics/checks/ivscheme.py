@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from espforensics.checks.ivmath import AGREE, SPAN, rank
 from espforensics.model import IvScheme
@@ -76,6 +77,13 @@ class Reading:
     candidates: tuple[Candidate, ...] = ()
     constant_iv: int | None = None  # the repeated IV of a ``constant`` window
     repeats: int = 0  # how many window packets carry it
+
+
+# The readings without constants, made once: an SA keeps its reading to the end, and most
+# SAs of a scan have too few packets for any other (a Reading is 80 bytes).
+UNKNOWN: Final = Reading(IvScheme.UNKNOWN)
+RANDOM: Final = Reading(IvScheme.RANDOM)
+CHAINED: Final = Reading(IvScheme.CHAINED)
 
 
 def followed(per_delta: dict[int, int], packets: int) -> bool:
@@ -123,7 +131,7 @@ def read_ivs(
     """
     n = len(samples)
     if n < MIN_SCHEME:
-        return Reading(IvScheme.UNKNOWN)
+        return UNKNOWN
     constant = _constant(samples if whole is None else whole)
     if constant is not None:
         return constant
@@ -143,8 +151,8 @@ def read_ivs(
         return Reading(chosen.scheme, (chosen,))
     distinct = len({iv for _, iv in samples}) == n
     if n >= MIN_RANDOM and distinct and max(map(_packets, votes.values())) <= FEW:
-        return Reading(IvScheme.RANDOM)
-    return Reading(IvScheme.UNKNOWN)
+        return RANDOM
+    return UNKNOWN
 
 
 def _packets(per_delta: dict[int, int]) -> int:
