@@ -105,6 +105,7 @@ def test_analyze_without_plots_loads_no_pandas(tmp_path: Path) -> None:
     assert {"numpy", "pyarrow", "pyarrow.parquet", "typer"} <= loaded  # what a run needs
     assert "pandas" not in loaded
     assert not {m for m in loaded if m.split(".")[0] == "matplotlib"}
+    assert "dpkt" not in loaded  # decode/clear.py sums RFC 1071 itself
 
 
 def test_analyze_with_plots_draws_on_agg_without_pyplot(tmp_path: Path) -> None:
