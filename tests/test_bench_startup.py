@@ -12,7 +12,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_startup.py"
 
 def test_bench_startup_prints_a_figure_per_case_and_the_slowest_imports() -> None:
     res = subprocess.run(
-        [sys.executable, str(SCRIPT), "--runs", "1", "--profile", "3"],
+        [sys.executable, str(SCRIPT), "--runs", "1", "--profile", "3", "--bytecode"],
         check=False,
         capture_output=True,
         text=True,
@@ -20,18 +20,22 @@ def test_bench_startup_prints_a_figure_per_case_and_the_slowest_imports() -> Non
     )
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
+    assert lines[0] == (
+        "bytecode: each tree's own cache (PYTHONPYCACHEPREFIX), filled by the first round"
+    )
     cases = [
         "python -c pass",
         "libraries, no plots",
         "libraries and plots",
         "import espforensics.cli",
+        "espforensics --help",
         "analyze (plots)",
         "analyze --no-plots",
     ]
-    for first, what in ((0, "wall"), (8, "CPU")):
+    for first, what in ((1, "wall"), (10, "CPU")):
         assert lines[first] == f"median {what} of 1 runs, seconds"
         assert lines[first + 1].split() == ["case", "after"]  # no --before: no ratio
-        rows = lines[first + 2 : first + 8]
+        rows = lines[first + 2 : first + 9]
         assert [row[:26].strip() for row in rows] == cases
         assert all(float(row[26:]) > 0 for row in rows)
     profiles = [i for i, line in enumerate(lines) if line.startswith("slowest imports, after")]

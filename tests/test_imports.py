@@ -70,7 +70,7 @@ EXAMPLE = [
 
 def _run_cli(args: list[str], tmp_path: Path) -> tuple[int, set[str]]:
     """``espforensics ARGS`` in a fresh interpreter: its exit code and the modules of
-    HEAVY it had loaded when it exited."""
+    HEAVY, of espforensics and of dask it had loaded when it exited."""
     listing = tmp_path / "modules.json"
     code = (
         "import sys, json\n"
@@ -81,7 +81,7 @@ def _run_cli(args: list[str], tmp_path: Path) -> tuple[int, set[str]]:
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=300)
     code, modules = json.loads(listing.read_text())
-    return code, {m for m in modules if m.split(".")[0] in HEAVY}
+    return code, {m for m in modules if m.split(".")[0] in (*HEAVY, "espforensics", "dask")}
 
 
 def test_the_command_line_and_the_tables_load_no_pandas() -> None:
@@ -105,6 +105,64 @@ def test_analyze_without_plots_loads_no_pandas(tmp_path: Path) -> None:
     assert {"numpy", "pyarrow", "pyarrow.parquet", "typer"} <= loaded  # what a run needs
     assert "pandas" not in loaded
     assert not {m for m in loaded if m.split(".")[0] == "matplotlib"}
+    assert {"espforensics.rewrite.annotate", "espforensics.rewrite.decrypted"} <= loaded
+
+
+# What analyze --no-plots on the example never uses, and so must not import (start-up,
+# issue 21): other commands, other options, other key notations, other libraries.
+NOT_IN_A_RUN = (
+    "dpkt",  # decode/clear.py sums RFC 1071 itself
+    "pandas",
+    "matplotlib",
+    "dask",
+    "espforensics.plots",
+    "espforensics.plotdata",
+    "espforensics.compare",
+    "espforensics.render.compare",
+    "espforensics.batch",
+    "espforensics.synth",
+    "espforensics.rewrite.annotate",  # --annotate
+    "espforensics.rewrite.decrypted",  # --decrypted
+    "espforensics.keys.xfrm_text",  # the key file is a keys.yaml
+    "espforensics.keys.tcpdump",
+)
+
+
+def test_analyze_without_plots_imports_only_what_the_run_uses(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, loaded = _run_cli(
+        ["analyze", *EXAMPLE, "--no-plots", "--quiet", "--out", str(out)], tmp_path
+    )
+    assert code == 0
+    assert (out / "summary.json").is_file() and (out / "report.html").is_file()
+    assert {"espforensics.rewrite", "espforensics.keys.yaml_file"} <= loaded  # imported
+    unused = {m for m in loaded if any(m == n or m.startswith(n + ".") for n in NOT_IN_A_RUN)}
+    assert unused == set()
+
+
+@pytest.mark.parametrize(
+    ("key_file", "notation"),
+    [
+        ("example.keys.yaml", "espforensics.keys.yaml_file"),
+        ("example.xfrm-state.txt", "espforensics.keys.xfrm_text"),
+        ("example.esp_sa", "espforensics.keys.wireshark"),
+    ],
+)
+def test_a_key_file_imports_the_notations_tried_up_to_its_own(key_file: str, notation: str) -> None:
+    """keys.FORMATS names each detector and parser by its import path, resolved when a
+    file is tried against it: tried in order, the later notations are never imported."""
+    path = ROOT / "fixtures" / key_file
+    loaded = _loaded(f"from espforensics.keys import load_sas\nassert load_sas({str(path)!r})")
+    order = [
+        "espforensics.keys.yaml_file",
+        "espforensics.keys.xfrm_text",
+        "espforensics.keys.wireshark",
+        "espforensics.keys.tcpdump",
+    ]
+    tried = order[: order.index(notation) + 1]
+    later = set(order) - set(tried) - {"espforensics.keys.wireshark"}  # keys re-exports it
+    assert set(tried) <= loaded
+    assert not later & loaded
 
 
 def test_analyze_with_plots_draws_on_agg_without_pyplot(tmp_path: Path) -> None:
@@ -177,3 +235,15 @@ def test_the_constants_of_split_modules_are_the_same_objects() -> None:
     assert render.content.CHECKS is check_results.CHECKS
     assert render.content.NOUNS is check_results.NOUNS
     assert [name for name, _ in render.content.CHECKS][:2] == ["esp_placement", "cleartext_leak"]
+
+
+def test_every_key_format_names_a_detector_and_a_parser_that_exist() -> None:
+    from espforensics.keys import FORMATS
+
+    for key_format in FORMATS:
+        for path in (key_format.detector, key_format.parser):
+            module, _, name = path.partition(":")
+            assert callable(getattr(importlib.import_module(module), name)), path
+    tcpdump = FORMATS[-1]
+    assert tcpdump.name == "tcpdump -E"
+    assert tcpdump.detect("0x1000@192.0.2.1 aes128-cbc-hmac96:0x00112233445566778899aabbccddeeff")

@@ -15,8 +15,6 @@ take its payload for an IV.
 
 from __future__ import annotations
 
-import dpkt
-
 from espforensics.trailer import parse_trailer
 
 # The ICV lengths an unknown SA may use: RFC 4106 s6 (8, 12, 16), HMAC-SHA-384-192 and
@@ -49,8 +47,18 @@ def trailer_follows(data: bytes, start: int, icv_lens: tuple[int, ...]) -> bool:
 
 
 def internet_checksum(data: bytes) -> int:
-    """RFC 1071: the ones' complement of the ones' complement sum (0 over a sound header)."""
-    return int(dpkt.in_cksum(data))
+    """RFC 1071: the ones' complement of the ones' complement sum (0 over a sound header).
+
+    The 16-bit words summed with end-around carry are the bytes read as one big-endian
+    number modulo 0xFFFF (65536 = 1 mod 0xFFFF; RFC 1071 s2(B), byte-order independence),
+    an odd last byte padded with a zero (s4.1); that sum is 0 only if every word is 0,
+    else in 1..0xFFFF. Equal to ``dpkt.in_cksum`` (tests/test_internet_checksum.py).
+    """
+    total = int.from_bytes(data, "big") << (8 * (len(data) & 1))
+    folded = total % 0xFFFF
+    if folded == 0 and total:
+        folded = 0xFFFF
+    return 0xFFFF ^ folded
 
 
 def l4_checksum_ok(src: bytes, dst: bytes, proto: int, segment: bytes) -> bool:

@@ -27,20 +27,15 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from importlib import import_module
+from typing import Any, NamedTuple
 
 from espforensics.capture.regular import kind_of
 from espforensics.errors import KeyFileError
 from espforensics.keys.sa import ANY_SPI, SaTable, Secret, SecurityAssociation
-from espforensics.keys.tcpdump import (
-    is_tcpdump_secrets,
-    looks_like_secrets,
-    parse_tcpdump_secrets,
-)
 from espforensics.keys.validate import LoadLog, shown
-from espforensics.keys.wireshark import is_esp_sa, parse_esp_sa
-from espforensics.keys.xfrm_text import is_xfrm_text, parse_xfrm_text
-from espforensics.keys.yaml_file import is_keys_yaml, parse_keys_yaml
+from espforensics.keys.wireshark import parse_esp_sa
+from espforensics.keys.yaml_file import parse_keys_yaml
 
 __all__ = [
     "ANY_SPI",
@@ -56,16 +51,31 @@ __all__ = [
 ]
 
 
+def _named(path: str) -> Any:
+    """The function a ``"module:name"`` path names, its module imported on this first use
+    (a run imports only the notations its key files are tried against: start-up, issue 21)."""
+    module, _, name = path.partition(":")
+    return getattr(import_module(module), name)
+
+
 class KeyFormat(NamedTuple):
-    """One key-file format: its name, a content detector and its parser.
+    """One key-file format: its name, and where its content detector and its parser are.
 
     The parser takes the text, the name for messages and a ``LoadLog``: a
     format whose entries are independent lines logs a bad line there and goes on.
     """
 
     name: str
-    detect: Callable[[str], bool]
-    parse: Callable[[str, str, LoadLog], list[SecurityAssociation]]
+    detector: str  # "module:function", (text) -> bool, imported when first tried
+    parser: str  # "module:function", (text, origin, log) -> list[SecurityAssociation]
+
+    def detect(self, text: str) -> bool:
+        detect: Callable[[str], bool] = _named(self.detector)
+        return detect(text)
+
+    def parse(self, text: str, origin: str, log: LoadLog) -> list[SecurityAssociation]:
+        parse: Callable[[str, str, LoadLog], list[SecurityAssociation]] = _named(self.parser)
+        return parse(text, origin, log)
 
 
 def _yaml(text: str, origin: str, log: LoadLog) -> list[SecurityAssociation]:
@@ -74,11 +84,24 @@ def _yaml(text: str, origin: str, log: LoadLog) -> list[SecurityAssociation]:
 
 # The one registry of formats, tried in this order.
 FORMATS: tuple[KeyFormat, ...] = (
-    KeyFormat("keys.yaml", is_keys_yaml, _yaml),
-    KeyFormat("ip xfrm state", is_xfrm_text, parse_xfrm_text),
-    KeyFormat("esp_sa", is_esp_sa, parse_esp_sa),
-    KeyFormat("tcpdump -E", is_tcpdump_secrets, parse_tcpdump_secrets),
+    KeyFormat("keys.yaml", "espforensics.keys.yaml_file:is_keys_yaml", "espforensics.keys:_yaml"),
+    KeyFormat(
+        "ip xfrm state",
+        "espforensics.keys.xfrm_text:is_xfrm_text",
+        "espforensics.keys.xfrm_text:parse_xfrm_text",
+    ),
+    KeyFormat(
+        "esp_sa",
+        "espforensics.keys.wireshark:is_esp_sa",
+        "espforensics.keys.wireshark:parse_esp_sa",
+    ),
+    KeyFormat(
+        "tcpdump -E",
+        "espforensics.keys.tcpdump:is_tcpdump_secrets",
+        "espforensics.keys.tcpdump:parse_tcpdump_secrets",
+    ),
 )
+TCPDUMP = FORMATS[-1]  # also the notation of a secret given in place of a path
 ARGUMENT_ORIGIN = "--sa (tcpdump -E text)"  # names a secret given in place of a path
 
 
@@ -97,7 +120,7 @@ def load_sas(
         paths = [paths]
     for path in paths:
         name = os.fspath(path)
-        if not os.path.lexists(name) and looks_like_secrets(name):
+        if not os.path.lexists(name) and _looks_like_secrets(name):
             sas, log = _argument(name)  # never named by its text: it may hold a key
         else:
             sas, log = read_sas(_read(name), name)
@@ -107,13 +130,17 @@ def load_sas(
     return table
 
 
+def _looks_like_secrets(text: str) -> bool:
+    return bool(_named("espforensics.keys.tcpdump:looks_like_secrets")(text))
+
+
 def _argument(text: str) -> tuple[list[SecurityAssociation], LoadLog]:
     """The SAs of tcpdump ``-E`` text given in place of a path (``ARGUMENT_ORIGIN``)."""
-    if not is_tcpdump_secrets(text):  # "name:rest" of no cipher tcpdump knows: a path?
+    if not TCPDUMP.detect(text):  # "name:rest" of no cipher tcpdump knows: a path?
         why = "no such file, nor tcpdump -E text of a cipher espforensics knows"
         raise KeyFileError(f"--sa {shown(text)}", why)
     log = LoadLog()
-    sas = parse_tcpdump_secrets(text, ARGUMENT_ORIGIN, log)
+    sas = TCPDUMP.parse(text, ARGUMENT_ORIGIN, log)
     if log.errors:  # one argument, typed by hand: every item of it must read
         raise log.errors[0]
     return sas, log

@@ -28,8 +28,6 @@ from typing import BinaryIO
 from espforensics.errors import CaptureError, EspForensicsError, KeyFileError, OutputError
 from espforensics.keys import SaTable
 from espforensics.model import Finding
-from espforensics.rewrite.annotate import write_annotated
-from espforensics.rewrite.decrypted import write_decrypted
 
 PARTIAL = ".partial"
 
@@ -45,6 +43,8 @@ def _annotate(
     out: BinaryIO,
 ) -> int:
     del sas, target  # the comments need no key
+    from espforensics.rewrite.annotate import write_annotated  # noqa: PLC0415 (only if asked)
+
     return write_annotated(capture, parquet, findings, out)
 
 
@@ -57,6 +57,8 @@ def _decrypted(
     out: BinaryIO,
 ) -> int:
     del findings
+    from espforensics.rewrite.decrypted import write_decrypted  # noqa: PLC0415 (only if asked)
+
     return write_decrypted(capture, parquet, sas, target, out)
 
 

@@ -1,0 +1,71 @@
+"""The RFC 1071 checksum of decode/clear.py: the values dpkt's ``in_cksum`` gives.
+
+``internet_checksum`` verifies the clear IP headers of the leak test and every inner
+IPv4, TCP, UDP and ICMP checksum; it used to call ``dpkt.in_cksum`` (dpkt stays a
+dependency: the synth builds its packets with it), so the two must agree on every input.
+"""
+
+from __future__ import annotations
+
+import dpkt
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from espforensics.decode.clear import internet_checksum, l4_checksum_ok
+
+
+def test_the_worked_example_of_rfc_1071() -> None:
+    """RFC 1071 s3: the words 0001 f203 f4f5 f6f7 sum to ddf2 (carries folded); the
+    checksum is its complement."""
+    assert internet_checksum(bytes.fromhex("0001f203f4f5f6f7")) == 0x220D
+
+
+def test_a_sound_ipv4_header_sums_to_zero_and_a_flipped_bit_does_not() -> None:
+    header = bytearray.fromhex("450000730000400040110000c0a80001c0a800c7")
+    assert internet_checksum(bytes(header)) == 0xB861  # the value the header carries
+    header[10:12] = (0xB861).to_bytes(2)
+    assert internet_checksum(bytes(header)) == 0
+    header[15] ^= 0x04
+    assert internet_checksum(bytes(header)) == 0xFFFB  # the sum 0xFFFF + 4, folded
+
+
+def test_zero_words_and_all_ones_words_are_told_apart() -> None:
+    """A ones' complement sum is 0 only when every word is 0 (its complement 0xFFFF);
+    words of 0xFFFF sum to 0xFFFF ("negative zero", checksum 0)."""
+    assert internet_checksum(b"") == 0xFFFF
+    assert internet_checksum(bytes(7)) == 0xFFFF
+    assert internet_checksum(b"\xff\xff") == 0
+    assert internet_checksum(b"\xff" * 9) == 0x00FF  # the odd byte padded with a zero
+    assert internet_checksum(b"\x80\x00\x80\x00") == 0xFFFE  # the carry goes around
+
+
+def test_an_odd_last_byte_is_the_high_byte_of_a_word() -> None:
+    """RFC 1071 s4.1: an odd count is padded with a zero byte at the end."""
+    assert internet_checksum(b"\x12\x34\x56") == internet_checksum(b"\x12\x34\x56\x00")
+    assert internet_checksum(b"\x12\x34\x56") == 0xFFFF ^ (0x1234 + 0x5600)
+
+
+def test_a_udp_segment_verifies_over_its_pseudo_header() -> None:
+    src, dst = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
+    segment = bytearray((1234).to_bytes(2) + (53).to_bytes(2) + (12).to_bytes(2) + bytes(2))
+    segment += b"abcd"
+    pseudo = src + dst + bytes([0, 17]) + len(segment).to_bytes(2)
+    segment[6:8] = internet_checksum(pseudo + bytes(segment)).to_bytes(2)
+    assert l4_checksum_ok(src, dst, 17, bytes(segment))
+    segment[8] ^= 1
+    assert not l4_checksum_ok(src, dst, 17, bytes(segment))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=1600))
+def test_equal_to_dpkt_on_random_bytes(data: bytes) -> None:
+    assert internet_checksum(data) == dpkt.in_cksum(data)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(min_value=0, max_value=65535 + 40), st.sampled_from([0x00, 0xFF, 0x80]))
+def test_equal_to_dpkt_on_long_uniform_bytes(length: int, byte: int) -> None:
+    """Up to an IP packet's largest size and its pseudo-header, odd lengths included:
+    runs of 0x00 (sum 0) and 0xFF (sum 0xFFFF) are where 0 and 0xFFFF part."""
+    data = bytes([byte]) * length
+    assert internet_checksum(data) == dpkt.in_cksum(data)
