@@ -1,6 +1,6 @@
 """Every frame a finding concerns, kept as runs of consecutive frame numbers.
 
-In: frame numbers, one at a time (``FrameRuns.add``, in any order) or all at
+In: frame numbers, one at a time (``with_frame``, in any order; ``frozen``) or all at
 once (``Frames.of``). Out: ``Frames``, an immutable ``Sequence[int]`` of the
 distinct frames, lowest first, and their texts: ``runs_text`` for
 findings.csv (``20-24 30``), ``display_filter`` for Wireshark
@@ -37,10 +37,10 @@ class Frames(Sequence[int]):
         """The frames of any iterable (repeats and order do not matter)."""
         if isinstance(frames, Frames):
             return frames
-        runs = FrameRuns()
+        runs = IntervalSet()
         for frame in frames:
             runs.add(frame)
-        return runs.freeze()
+        return frozen(runs)
 
     @property
     def runs(self) -> tuple[tuple[int, int], ...]:
@@ -87,23 +87,23 @@ class Frames(Sequence[int]):
         return f"Frames({runs_text(self) or 'none'})"
 
 
-class FrameRuns:
-    """A check's growing set of frames for one finding; ``freeze`` gives its ``Frames``."""
+def with_frame(runs: IntervalSet | None, frame: int) -> IntervalSet:
+    """``runs`` with ``frame`` added: a check's growing frames of one finding.
 
-    __slots__ = ("_set",)
+    A check keeps them in a field that is None until its first frame (one per SA
+    and flow, and most SAs of a capture of many short-lived ones never name a
+    frame: an object each was 40 bytes and one more for the collector to walk,
+    bench_sas.py). ``frozen`` gives their ``Frames``.
+    """
+    if runs is None:
+        runs = IntervalSet()
+    runs.add(frame)
+    return runs
 
-    def __init__(self) -> None:
-        # Made at the first frame: a check keeps one per SA and flow, and most of a
-        # capture of many short-lived SAs never name a frame (bench_sas.py).
-        self._set: IntervalSet | None = None
 
-    def add(self, frame: int) -> None:
-        if self._set is None:
-            self._set = IntervalSet()
-        self._set.add(frame)
-
-    def freeze(self) -> Frames:
-        return Frames(() if self._set is None else self._set.runs())
+def frozen(runs: IntervalSet | None) -> Frames:
+    """The ``Frames`` of a check's frames (``with_frame``), none if it never named one."""
+    return Frames(() if runs is None else runs.runs())
 
 
 def _runs_of(frames: Sequence[int]) -> tuple[tuple[int, int], ...]:

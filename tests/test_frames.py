@@ -12,13 +12,14 @@ import pytest
 
 from espforensics.analysis import analyze_to_dir, load_summary
 from espforensics.frames import (
-    FrameRuns,
     Frames,
     display_filter,
     first_frames,
     frame_runs,
     from_runs,
+    frozen,
     runs_text,
+    with_frame,
 )
 from espforensics.model import FindingKind
 from espforensics.render.content import frames_text
@@ -29,10 +30,11 @@ GSO_FRAMES = (4, 5, 6, 8, 9, 10, 12, 13, 14, 16, 17, 18)  # the 12 misplaced of 
 
 
 def test_frames_are_runs_and_a_sequence() -> None:
-    runs = FrameRuns()
+    assert frozen(None) == Frames()  # a check that never named a frame
+    runs = None
     for frame in (30, 20, 21, 22, 24, 23, 21, 40):
-        runs.add(frame)
-    frames = runs.freeze()
+        runs = with_frame(runs, frame)
+    frames = frozen(runs)
     assert frames.runs == ((20, 24), (30, 30), (40, 40))
     assert list(frames) == [20, 21, 22, 23, 24, 30, 40] and len(frames) == 7
     assert (frames[0], frames[5], frames[-1], frames[:2]) == (20, 30, 40, (20, 21))
@@ -50,10 +52,10 @@ def test_frames_are_runs_and_a_sequence() -> None:
 
 
 def test_a_million_back_to_back_frames_are_one_run() -> None:
-    runs = FrameRuns()
+    runs = None
     for frame in range(1, 1_000_001):
-        runs.add(frame)
-    frames = runs.freeze()
+        runs = with_frame(runs, frame)
+    frames = frozen(runs)
     assert frames.runs == ((1, 1_000_000),) and len(frames) == 1_000_000
     assert frames_text(frames) == (
         "1 2 3 4 5 ... and 999995 more (Wireshark: frame.number in {1..1000000})"

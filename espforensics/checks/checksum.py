@@ -46,7 +46,8 @@ from espforensics.decode.inner import (
     unchecked_protocol,
 )
 from espforensics.evidence import BadChecksums
-from espforensics.frames import FrameRuns
+from espforensics.frames import frozen, with_frame
+from espforensics.intervals import IntervalSet
 from espforensics.model import (
     Finding,
     FindingKind,
@@ -68,12 +69,12 @@ _REASONS = {
 @dataclass(slots=True)
 class _Kind:
     count: int = 0
-    frames: FrameRuns = field(default_factory=FrameRuns)  # every frame, as runs
+    frames: IntervalSet | None = None  # every frame, as runs
     first: str = ""  # the first packet's detail, as evidence
 
     def add(self, rec: PacketRecord, detail: str) -> None:
         self.count += 1
-        self.frames.add(rec.frame)
+        self.frames = with_frame(self.frames, rec.frame)
         if not self.first:
             self.first = f"frame {rec.frame} (seq {rec.seq}): {detail}"
 
@@ -166,7 +167,7 @@ def _finding(
         FindingKind.INNER_CHECKSUM,
         severity,
         spi,
-        kind.frames.freeze(),
+        frozen(kind.frames),
         n,
         f"{src} -> {dst}: {subject} {verb[n > 1]} {what}. First: {kind.first}",
         src,

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from espforensics.checks.context import PacketContext, PerFlow
 from espforensics.checks.coverage import Seen
 from espforensics.evidence import EsnBelow, EsnEvent, EsnMismatch
-from espforensics.frames import FrameRuns
+from espforensics.frames import frozen, with_frame
+from espforensics.intervals import IntervalSet
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 
 EXAMPLES = 5
@@ -57,9 +58,9 @@ class _Event:
 class _Sa:
     count: int = 0
     events: list[_Event] = field(default_factory=list)
-    frames: FrameRuns = field(default_factory=FrameRuns)  # every one, not only the events'
+    frames: IntervalSet | None = None  # every one, not only the events'
     below: int = 0  # verified only with a high half below the key file's esn_hi
-    below_frames: FrameRuns = field(default_factory=FrameRuns)
+    below_frames: IntervalSet | None = None
     below_his: set[int] = field(default_factory=set)
     esn_hi: int = 0
 
@@ -100,7 +101,7 @@ class EsnMismatchCheck:
             return
         sa = self._sas.get(pkt.flow)
         sa.count += 1
-        sa.frames.add(rec.frame)
+        sa.frames = with_frame(sa.frames, rec.frame)
         if len(sa.events) < EXAMPLES and rec.seq_hi_verified is not None:
             verified = rec.seq_hi_verified << 32 | rec.seq64 & 0xFFFFFFFF
             sa.events.append(_Event(rec, rec.seq64, verified))
@@ -120,7 +121,7 @@ class EsnMismatchCheck:
         sa.below += 1
         sa.below_his.add(hi)
         sa.esn_hi = sa_keys.esn_hi
-        sa.below_frames.add(rec.frame)
+        sa.below_frames = with_frame(sa.below_frames, rec.frame)
 
     def finish(self) -> Iterator[Finding]:
         for (spi, src, dst), sa in self._sas.items():
@@ -140,7 +141,7 @@ class EsnMismatchCheck:
                 FindingKind.ESN_MISMATCH,
                 Severity.HIGH,
                 spi,
-                sa.frames.freeze(),
+                frozen(sa.frames),
                 sa.count,
                 f"{src} -> {dst}: {sa.count} packet{'s' if sa.count > 1 else ''} sealed with "
                 f"the wrong ESN high half, which a receiver drops (RFC 4303 A2.2): "
@@ -162,7 +163,7 @@ class EsnMismatchCheck:
             FindingKind.ESN_MISMATCH,
             Severity.HIGH,
             spi,
-            sa.below_frames.freeze(),
+            frozen(sa.below_frames),
             n,
             f"{src} -> {dst}: {n} packet{'s' if n > 1 else ''} verify only with ESN high half "
             f"{his}, below the {sa.esn_hi:#x} the key file gives (esn_hi): the key file's "

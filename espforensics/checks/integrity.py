@@ -14,11 +14,12 @@ column of its own. Raises nothing.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from espforensics.checks.context import PacketContext, SaState
 from espforensics.evidence import NoIntegrity
-from espforensics.frames import FrameRuns
+from espforensics.frames import frozen, with_frame
+from espforensics.intervals import IntervalSet
 from espforensics.keys.sa import SecurityAssociation
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 
@@ -29,7 +30,7 @@ class _Sa:
     why: str
     packets: int = 0
     sound: int = 0  # decrypted_no_icv: trailer and inner header sound
-    frames: FrameRuns = field(default_factory=FrameRuns)  # every frame, as runs
+    frames: IntervalSet | None = None  # every frame, as runs
 
 
 class IntegrityCheck:
@@ -51,7 +52,7 @@ class IntegrityCheck:
         acc.packets += 1
         if pkt.rec.verdict is Verdict.DECRYPTED_NO_ICV:
             acc.sound += 1
-        acc.frames.add(pkt.rec.frame)
+        acc.frames = with_frame(acc.frames, pkt.rec.frame)
 
     def finish(self) -> Iterator[Finding]:
         for acc in self._sas.values():
@@ -68,7 +69,7 @@ class IntegrityCheck:
                 FindingKind.NO_INTEGRITY,
                 Severity.HIGH,
                 sa.spi,
-                acc.frames.freeze(),
+                frozen(acc.frames),
                 acc.packets,
                 f"{what}; {acc.sound} of {acc.packets} packets decrypted to a sound trailer "
                 "and inner header, none proven authentic",

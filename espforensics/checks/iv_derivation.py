@@ -74,6 +74,7 @@ from espforensics.checks.ivscheme import (
 from espforensics.crypto import EncAuthContext
 from espforensics.decode.clear import KEYLESS_ICV_LENS
 from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.frames import with_frame
 from espforensics.keys.sa import NULL_CIPHER
 from espforensics.model import (
     Finding,
@@ -158,7 +159,7 @@ class IvDerivationCheck(BulkRules):
         sa.repeated += 1
         note = "IV built from no sequence number (the SA's one constant IV)"
         rec.detail = f"{rec.detail}; {note}" if rec.detail else note
-        sa.repeated_frames.add(rec.frame)
+        sa.repeated_frames = with_frame(sa.repeated_frames, rec.frame)
 
     @staticmethod
     def _chaining(sa: IvSa, pkt: PacketContext, iv: bytes, icv_len: int) -> None:
@@ -168,7 +169,7 @@ class IvDerivationCheck(BulkRules):
             sa.chained += 1
             note = f"IV is the last ciphertext block of frame {sa.last_frame} (chained)"
             rec.detail = f"{rec.detail}; {note}" if rec.detail else note
-            sa.chained_frames.add(rec.frame)
+            sa.chained_frames = with_frame(sa.chained_frames, rec.frame)
         end, body = len(data) - icv_len, (rec.esp_offset or 0) + ESP_HEADER_LEN + len(iv)
         if rec.verdict is not Verdict.TRUNCATED and end - len(iv) >= body:
             sa.last, sa.last_frame = bytes(data[end - len(iv) : end]), rec.frame
@@ -198,7 +199,7 @@ class IvDerivationCheck(BulkRules):
             sa.chained += 1
             note = f"IV is the last ciphertext block of frame {sa.last_frame} (chained)"
             rec.detail = f"{rec.detail}; {note}" if rec.detail else note
-            sa.chained_frames.add(rec.frame)
+            sa.chained_frames = with_frame(sa.chained_frames, rec.frame)
         if rec.verdict is not Verdict.TRUNCATED:
             body = (rec.esp_offset or 0) + ESP_HEADER_LEN + 16  # past an IV of up to 16 bytes
             keep = max(KEYLESS_ICV_LENS) + 16
@@ -328,7 +329,7 @@ class IvDerivationCheck(BulkRules):
             sa.unrelated += 1  # the IV encodes no sequence number near this one
             note = "IV built from no nearby sequence number"
         rec.detail = f"{rec.detail}; {note}" if rec.detail else note
-        sa.frames.add(rec.frame)
+        sa.frames = with_frame(sa.frames, rec.frame)
 
     @staticmethod
     def _tell(sa: IvSa, fits: bool, iv: int, seq64: int) -> bool:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from espforensics.checks.ivscheme import Candidate, Reading
 from espforensics.evidence import IvChained, IvConstant, IvDeviating, IvPredictable, SeqDelta
-from espforensics.frames import FrameRuns
+from espforensics.frames import frozen
+from espforensics.intervals import IntervalSet
 from espforensics.model import Finding, FindingKind, IvScheme, PacketRecord, Severity
 
 _MASK64 = (1 << 64) - 1
@@ -38,15 +39,15 @@ class IvSa:
     deviating: int = 0
     deltas: Counter[int] | None = None  # made at the first deviating packet (issue 21)
     unrelated: int = 0
-    frames: FrameRuns = field(default_factory=FrameRuns)  # every one
+    frames: IntervalSet | None = None  # every one
     # CBC: the previous packet's last ciphertext block, and the IVs equal to it
     last: bytes = b""
     last_frame: int = 0
     last_head: int = 0  # keyless: where in ``last`` the previous packet's ciphertext may start
     chained: int = 0
-    chained_frames: FrameRuns = field(default_factory=FrameRuns)
+    chained_frames: IntervalSet | None = None
     repeated: int = 0  # packets of a constant-IV SA that carry its constant IV
-    repeated_frames: FrameRuns = field(default_factory=FrameRuns)
+    repeated_frames: IntervalSet | None = None
 
 
 def constant_finding(spi: int, src: str, dst: str, sa: IvSa) -> Finding:
@@ -57,7 +58,7 @@ def constant_finding(spi: int, src: str, dst: str, sa: IvSa) -> Finding:
         FindingKind.IV_DERIVATION,
         Severity.HIGH,
         spi,
-        sa.repeated_frames.freeze(),
+        frozen(sa.repeated_frames),
         sa.repeated,
         f"{src} -> {dst}: a constant IV: {sa.repeated} of {sa.packets} packets carry IV "
         f"{reading.constant_iv:x} (an IV must not repeat under one key: RFC 4106 s3.1, "
@@ -93,7 +94,7 @@ def chained_finding(spi: int, src: str, dst: str, sa: IvSa) -> Finding:
         FindingKind.IV_DERIVATION,
         Severity.HIGH,
         spi,
-        sa.chained_frames.freeze(),
+        frozen(sa.chained_frames),
         sa.chained,
         f"{src} -> {dst}: {sa.chained} of {sa.packets} CBC IVs are chained: each equals "
         f"the last ciphertext block of the SA's previous packet, so the next IV is known "
@@ -117,7 +118,7 @@ def deviating_finding(spi: int, src: str, dst: str, sa: IvSa) -> Finding:
         FindingKind.IV_DERIVATION,
         Severity.HIGH,
         spi,
-        sa.frames.freeze(),
+        frozen(sa.frames),
         sa.deviating,
         f"{src} -> {dst}: {sa.deviating} of {sa.packets} IVs not built from their own "
         f"sequence number (IV built from {common})"

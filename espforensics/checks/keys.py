@@ -29,7 +29,8 @@ from espforensics.crypto import context_for, leading_zero, salt_first
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.esn import EsnTracker
 from espforensics.evidence import CipherMismatch, HmacKeySize, KeyMismatch, Unsupported
-from espforensics.frames import FrameRuns
+from espforensics.frames import frozen, with_frame
+from espforensics.intervals import IntervalSet
 from espforensics.keys.sa import (
     AEAD_KEY_LAYOUT,
     CTR_AES,
@@ -88,8 +89,8 @@ class _Sa:
     verified: int = 0
     failed: int = 0
     garbled: int = 0  # verified ICV, unsound trailer: with enc + auth, a wrong cipher key
-    frames: FrameRuns = field(default_factory=FrameRuns)  # every one
-    garbled_frames: FrameRuns = field(default_factory=FrameRuns)
+    frames: IntervalSet | None = None  # every one
+    garbled_frames: IntervalSet | None = None
     samples: list[_Sample] = field(default_factory=list)
     cure: _Cure | None = None
     cured: int = 0  # failed packets that verify with the cure
@@ -180,7 +181,7 @@ class KeyCheck(BulkRules):
         if rec.verdict is Verdict.UNSUPPORTED:
             acc = self._unsupported.get(state) or self._unsupported.setdefault(state, _Sa(state.sa))
             acc.packets += 1
-            acc.frames.add(rec.frame)
+            acc.frames = with_frame(acc.frames, rec.frame)
             return
         acc = self._sas.get(state) or self._sas.setdefault(state, _Sa(state.sa))
         acc.packets += 1
@@ -190,10 +191,10 @@ class KeyCheck(BulkRules):
             acc.verified += 1
             if rec.verdict is Verdict.BAD_TRAILER and state.sa.auth_algorithm is not None:
                 acc.garbled += 1
-                acc.garbled_frames.add(rec.frame)
+                acc.garbled_frames = with_frame(acc.garbled_frames, rec.frame)
         elif rec.verdict is Verdict.AUTH_FAIL and rec.esp_offset is not None:
             acc.failed += 1
-            acc.frames.add(rec.frame)
+            acc.frames = with_frame(acc.frames, rec.frame)
             self._doctor(acc, pkt, rec.esp_offset)
 
     # -- the steady lane's rules (checks/bulk.py) ------------------------------
@@ -247,7 +248,7 @@ class KeyCheck(BulkRules):
                 FindingKind.UNSUPPORTED,
                 Severity.HIGH,
                 sa.spi,
-                acc.frames.freeze(),
+                frozen(acc.frames),
                 acc.packets,
                 f"{acc.packets} ESP packets of SPI {sa.spi:#010x} not checked: {why}{sa.suite} "
                 "is not decrypted by this version, so nothing was proven about them",
@@ -303,7 +304,7 @@ def _mismatch(acc: _Sa) -> Finding:
         FindingKind.KEY_MISMATCH,
         Severity.HIGH,
         sa.spi,
-        acc.frames.freeze(),
+        frozen(acc.frames),
         acc.failed,
         f"SPI {sa.spi:#010x}: {text}",
         str(sa.src or ""),
@@ -343,7 +344,7 @@ def _cipher_mismatch(acc: _Sa) -> Finding:
         FindingKind.KEY_MISMATCH,
         Severity.HIGH,
         sa.spi,
-        acc.garbled_frames.freeze(),
+        frozen(acc.garbled_frames),
         acc.garbled,
         f"SPI {sa.spi:#010x}: {text}",
         str(sa.src or ""),

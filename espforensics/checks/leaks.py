@@ -38,7 +38,8 @@ from espforensics.decode.clear import (
 )
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.evidence import Leak, LeakProof
-from espforensics.frames import FrameRuns
+from espforensics.frames import frozen, with_frame
+from espforensics.intervals import IntervalSet
 from espforensics.keys.sa import CLEAR_BY_DESIGN
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 
@@ -83,7 +84,7 @@ def name_fields(leaked: bytes) -> str:
 
 @dataclass(slots=True)
 class _PerSpi:
-    frames: FrameRuns = field(default_factory=FrameRuns)  # every one
+    frames: IntervalSet | None = None  # every one
     count: int = 0
     fields: set[str] = field(default_factory=set)
 
@@ -166,7 +167,7 @@ class LeakCheck:
         acc = per_spi.setdefault(spi if spi is not None else -1, _PerSpi())
         acc.count += 1
         acc.fields.add(fields)
-        acc.frames.add(frame)
+        acc.frames = with_frame(acc.frames, frame)
 
     def finish(self) -> Iterator[Finding]:
         proven = (
@@ -197,7 +198,7 @@ class LeakCheck:
                     FindingKind.CLEARTEXT_LEAK,
                     severity,
                     spi if spi >= 0 else None,
-                    acc.frames.freeze(),
+                    frozen(acc.frames),
                     acc.count,
                     words.format(n=acc.count, fields="; ".join(sorted(acc.fields))),
                     evidence=Leak(proof, tuple(sorted(acc.fields))),

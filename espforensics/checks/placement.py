@@ -30,7 +30,8 @@ from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN, opener
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.evidence import Misplaced, Offsets
-from espforensics.frames import FrameRuns
+from espforensics.frames import frozen, with_frame
+from espforensics.intervals import IntervalSet
 from espforensics.keys.sa import SaTable
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 
@@ -43,7 +44,7 @@ _SEARCHED = frozenset({Verdict.AUTH_FAIL, Verdict.UNKNOWN_SA, Verdict.UNSUPPORTE
 
 @dataclass(slots=True)
 class _PerSpi:
-    frames: FrameRuns = field(default_factory=FrameRuns)  # every one
+    frames: IntervalSet | None = None  # every one
     count: int = 0
     proven: int = 0
     offsets: set[tuple[int, int]] = field(default_factory=set)
@@ -178,7 +179,7 @@ class PlacementCheck:
         acc.count += 1
         acc.proven += proven
         acc.offsets.add((rec.expected_offset, at))
-        acc.frames.add(rec.frame)
+        acc.frames = with_frame(acc.frames, rec.frame)
 
     def finish(self) -> Iterator[Finding]:
         for spi, acc in sorted(self._per_spi.items()):
@@ -187,7 +188,7 @@ class PlacementCheck:
                 FindingKind.ESP_MISPLACED,
                 Severity.CRITICAL,
                 spi,
-                acc.frames.freeze(),
+                frozen(acc.frames),
                 acc.count,
                 f"{acc.count} packets carry the ESP header later than the outer headers "
                 f"(expected -> found offset: {where}); {acc.proven} proven by decryption",

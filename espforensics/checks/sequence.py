@@ -28,7 +28,7 @@ from espforensics.checks.bulk import BulkRules, FlowRows, Mask
 from espforensics.checks.context import Flow, PacketContext, PerFlow
 from espforensics.checks.coverage import Seen
 from espforensics.evidence import EsnWrap, SeqDuplicates, SeqGaps, SeqRange, SeqReorder
-from espforensics.frames import FrameRuns
+from espforensics.frames import frozen, with_frame
 from espforensics.intervals import IntervalSet
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 from espforensics.window import RecentWindow
@@ -55,10 +55,10 @@ class _Sa:
     seen: IntervalSet = field(default_factory=IntervalSet)
     top: int = -1
     digests: RecentWindow[bytes] = field(default_factory=lambda: RecentWindow(WINDOW))
-    dup_frames: FrameRuns = field(default_factory=FrameRuns)  # every one
+    dup_frames: IntervalSet | None = None  # every one
     duplicates: int = 0
     identical: int = 0
-    reorder_frames: FrameRuns = field(default_factory=FrameRuns)
+    reorder_frames: IntervalSet | None = None
     reordered: int = 0
     max_late: int = 0  # how far below the top the latest arrival was
     # (frame, new high half); made at the first wrap: most SAs never wrap (issue 21)
@@ -89,12 +89,12 @@ class SequenceCheck(BulkRules):
             rec.seq_anomaly = "duplicate-identical" if identical else "duplicate"
             sa.duplicates += 1
             sa.identical += identical
-            sa.dup_frames.add(rec.frame)
+            sa.dup_frames = with_frame(sa.dup_frames, rec.frame)
         elif seq64 < sa.top:
             rec.seq_anomaly = "reordered"
             sa.reordered += 1
             sa.max_late = max(sa.max_late, sa.top - seq64)
-            sa.reorder_frames.add(rec.frame)
+            sa.reorder_frames = with_frame(sa.reorder_frames, rec.frame)
         if sa.top >= 0 and seq64 >> 32 > sa.top >> 32:
             if sa.wraps is None:
                 sa.wraps = []
@@ -144,7 +144,7 @@ class SequenceCheck(BulkRules):
                     FindingKind.SEQ_DUPLICATE,
                     Severity.MEDIUM,
                     spi,
-                    sa.dup_frames.freeze(),
+                    frozen(sa.dup_frames),
                     sa.duplicates,
                     f"{where}: {sa.duplicates} repeated sequence numbers "
                     f"({sa.identical} byte-identical retransmissions, "
@@ -176,7 +176,7 @@ class SequenceCheck(BulkRules):
                     FindingKind.SEQ_REORDER,
                     sev,
                     spi,
-                    sa.reorder_frames.freeze(),
+                    frozen(sa.reorder_frames),
                     sa.reordered,
                     f"{where}: {sa.reordered} packets arrived after a "
                     f"higher sequence number, at most {sa.max_late} below it",
