@@ -127,7 +127,7 @@ def _streamed_notice(capture: Path, jobs: int, scheduler: str | None, quiet: boo
     try:
         with open_capture(capture) as found:
             kind = f"{found.compression}-compressed" if found.compression else found.format
-            if found.format == "pcap" and not found.compression:
+            if not found.compression:  # pcap or pcapng: the workers read its batches
                 return
     except EspForensicsError:  # the run itself says what is wrong with the file
         return

@@ -2,7 +2,7 @@
 
 In: a path. Out: ``open_capture(path)`` returns a ``Capture``, a context
 manager whose iteration streams ``Frame`` (and, from pcapng, ``DecryptionSecrets``)
-in file order while memory stays flat; ``Capture.batches`` streams a pcap's
+in file order while memory stays flat; ``Capture.batches`` streams the
 records as ``FrameBatch`` (columns, no ``Frame`` per record). The writers used by tests and by the
 fixture builder are re-exported: ``write_pcap``, ``write_pcapng``,
 ``open_compressed_writer``.
@@ -22,7 +22,7 @@ from types import TracebackType
 from espforensics.capture.batch import FrameBatch
 from espforensics.capture.compression import ByteSource, open_source
 from espforensics.capture.pcap import PCAP_MAGICS, iter_pcap, iter_pcap_batches
-from espforensics.capture.pcapng import PCAPNG_MAGIC, iter_pcapng
+from espforensics.capture.pcapng import PCAPNG_MAGIC, iter_pcapng, iter_pcapng_batches
 from espforensics.capture.writer import open_compressed_writer, write_pcap, write_pcapng
 from espforensics.errors import CaptureError
 from espforensics.model import DecryptionSecrets, Frame
@@ -79,13 +79,13 @@ class Capture:
         return items
 
     def batches(self, sizes: Iterator[int]) -> Iterator[Frame | FrameBatch | DecryptionSecrets]:
-        """Iterate once as batches where the format allows it (pcap), each of at most the
-        next of ``sizes`` frames, else as ``Frame`` and ``DecryptionSecrets`` (pcapng)."""
-        if self.format != "pcap":
-            return iter(self)
+        """Iterate once as batches, each of at most the next of ``sizes`` frames; a pcapng
+        file's ``DecryptionSecrets`` between them (each ends a batch), and as ``Frame`` the
+        frames of a batch with a timestamp out of int64's range."""
         if self._items is not None or self._closed:
             raise CaptureError(self.path, "capture already read or closed; open it again")
-        self._items = iter_pcap_batches(self._source, self._head, sizes)
+        walk = iter_pcap_batches if self.format == "pcap" else iter_pcapng_batches
+        self._items = walk(self._source, self._head, sizes)
         self._head = b""
         return self._items
 
