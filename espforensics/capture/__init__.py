@@ -23,6 +23,7 @@ from espforensics.capture.batch import FrameBatch
 from espforensics.capture.compression import ByteSource, open_source
 from espforensics.capture.pcap import PCAP_MAGICS, iter_pcap, iter_pcap_batches
 from espforensics.capture.pcapng import PCAPNG_MAGIC, iter_pcapng, iter_pcapng_batches
+from espforensics.capture.unpack import Unpacked, remove, unpack
 from espforensics.capture.writer import open_compressed_writer, write_pcap, write_pcapng
 from espforensics.errors import CaptureError
 from espforensics.model import DecryptionSecrets, Frame
@@ -45,11 +46,27 @@ class Capture:
     when ``close()`` is called, or on leaving a ``with`` block.
     """
 
-    __slots__ = ("_closed", "_head", "_items", "_source", "format", "path")
+    __slots__ = (
+        "_closed",
+        "_compression",
+        "_copy",
+        "_head",
+        "_items",
+        "_source",
+        "format",
+        "path",
+    )
 
-    def __init__(self, path: str, source: ByteSource, head: bytes, fmt: str) -> None:
+    def __init__(
+        self, path: str, source: ByteSource, head: bytes, fmt: str, unpacked: Unpacked | None = None
+    ) -> None:
+        """``unpacked``: the compressed file's decompressed copy, read in ``source``'s place."""
         self.path = path
         self.format = fmt
+        self._compression = source.compression
+        self._copy: str | None = None
+        if unpacked is not None:
+            source, head, self._copy = unpacked.source, unpacked.head, unpacked.copy
         self._source = source
         self._head = head
         self._items: Generator[Frame | FrameBatch | DecryptionSecrets, None, None] | None = None
@@ -58,7 +75,12 @@ class Capture:
     @property
     def compression(self) -> str | None:
         """The compression found from the file's content: gzip, bzip2, xz, zstd or None."""
-        return self._source.compression
+        return self._compression
+
+    @property
+    def unpacked(self) -> str | None:
+        """The decompressed copy read in place of the compressed file, if any."""
+        return self._copy
 
     @property
     def frames_read(self) -> int:
@@ -92,9 +114,12 @@ class Capture:
     def close(self) -> None:
         """Stop the iteration, if any, and close the file; safe to call twice."""
         self._closed = True
-        if self._items is not None:
-            self._items.close()
-        self._source.close()
+        try:
+            if self._items is not None:
+                self._items.close()
+            self._source.close()
+        finally:
+            remove(self._copy)  # its pages stay readable while batches still view them
 
     def __enter__(self) -> Capture:
         return self
@@ -126,8 +151,13 @@ def _format_of(source: ByteSource, head: bytes) -> str:
     raise CaptureError(source.path, message)
 
 
-def open_capture(path: str | os.PathLike[str]) -> Capture:
-    """Open a capture, undo its compression and recognize its format."""
+def open_capture(path: str | os.PathLike[str], unpack_once: bool = False) -> Capture:
+    """Open a capture, undo its compression and recognize its format.
+
+    ``unpack_once``: a compressed capture is first decompressed to a temporary file, which
+    is then read mapped, its batches carrying spans (for ``--jobs`` workers); if that
+    fails it is read as a stream, as without (capture/unpack.py).
+    """
     name = os.fspath(path)
     source = open_source(name)
     try:
@@ -136,4 +166,9 @@ def open_capture(path: str | os.PathLike[str]) -> Capture:
     except CaptureError:
         source.close()
         raise
+    if unpack_once and source.compression is not None:
+        unpacked = unpack(source, head, "." + fmt)  # closes the stream
+        if unpacked is None:
+            return open_capture(name)  # the stream again: its error, if any, is its own
+        return Capture(name, source, head, fmt, unpacked)
     return Capture(name, source, head, fmt)

@@ -142,6 +142,9 @@ class Engine:
         # this process is one of the ``jobs``, so ``jobs - 1`` of them
         on = (jobs > 1 or scheduler is not None) and self._lane is not None
         self._ahead = Prefetcher(analyzer.sas, jobs - 1, self._size, scheduler) if on else None
+        # A compressed capture is decompressed once, for local workers to read it in spans
+        # (capture/unpack.py); a cluster's workers may not see this machine's files.
+        self.unpack_once = on and scheduler is None
         self._idents: dict[SaState, bytes] = {}
 
     def batch_sizes(self) -> Iterator[int]:
