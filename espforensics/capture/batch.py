@@ -10,6 +10,7 @@ Raises ``OverflowError`` (``of``) for a timestamp past 2^63 ns.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -79,10 +80,15 @@ class FrameBatch:
 
     def release(self) -> None:
         """Let go of the pages its records occupy in a mapped capture file, once it is done
-        with (``drop_pages``)."""
+        with: they stay in the page cache (read again if touched), but no longer count in
+        this process's memory, which stays flat however large the file."""
         span, mapped = self.span, self.buf
-        if span is not None and isinstance(mapped, mmap.mmap):
-            drop_pages(mapped, span.file_at, span.nbytes)
+        if span is None or not isinstance(mapped, mmap.mmap) or not _CAN_DROP:
+            return
+        first = span.file_at // mmap.PAGESIZE * mmap.PAGESIZE  # the page before is done with
+        last = (span.file_at + span.nbytes) // mmap.PAGESIZE * mmap.PAGESIZE  # the next's not
+        if last > first:
+            mapped.madvise(mmap.MADV_DONTNEED, first, last - first)
 
     @classmethod
     def of(cls, frames: tuple[Frame, ...]) -> FrameBatch:
@@ -217,43 +223,48 @@ class Gathered:
         """The batch of the frames gathered, whose bytes end at ``buf[stop]`` (None if
         none): a FrameBatch, or its frames (as asked, or when a timestamp is out of int64's
         range)."""
-        mapped, file_at, rows = self._mapped, self._from, self.rows
+        file_at, rows = self._from, self.rows
+        joined, shift, nbytes = self._bytes(buf, stop)
+        if not rows:
+            return None
+        first = self.numbered + 1
+        self.numbered += len(rows)
+        fields = None
+        if not self._as_frames:  # the per-frame iteration makes no columns
+            with contextlib.suppress(OverflowError):  # a timestamp past the year 2262
+                fields = np.array(rows, np.int64).T.copy()  # a row per field
+        if fields is None:  # the frames, for the per-frame path
+            taken = rows.copy()
+            rows.clear()  # in place: the walker holds its append
+            return _frames(joined, shift, first, taken)
+        rows.clear()
+        rel, columns = fields[0] - file_at, fields[1:]
+        span = None
+        if self._source.compression is None:  # the same bytes can be read again where they sit
+            span = Span(self._source.file, file_at, nbytes, rel, first, None, columns)
+        return columns_batch(joined, fields[0] - shift, first, columns, span)
+
+    def _bytes(self, buf: Buffer, stop: int) -> tuple[Buffer, int, int]:
+        """The batch's bytes, ending at ``buf[stop]``: the buffer they are in, its stream
+        offset, and their length; the next batch's begin there."""
+        mapped, file_at = self._mapped, self._from
         if mapped is None:  # a stream: the pieces of the buffers it was read in
             pieces = [*self._pieces, memoryview(buf)[self._piece_from : stop]]
             nbytes = sum(len(p) for p in pieces)
         else:  # a mapped file: walked where it sits (its offsets are the file's)
             pieces, nbytes = [], stop - file_at
             self._source.bytes_read = max(self._source.bytes_read, file_at + nbytes)
-        at_buf = file_at - self._piece_from  # the stream offset of buf[0] (one piece)
+        joined: Buffer = buf
+        shift = file_at - self._piece_from  # the stream offset of buf[0]
         self._from, self._piece_from, self._pieces = file_at + nbytes, stop, []
-        if not rows:
-            return None
-        first = self.numbered + 1
-        self.numbered += len(rows)
-        if self._as_frames:  # the per-frame iteration: one buffer, no columns made
-            assert mapped is None and len(pieces) == 1  # the walker takes before it refills
-            taken = rows.copy()
-            rows.clear()  # in place: the walker holds its append
-            return _frames(buf, at_buf, first, taken)
-        if mapped is not None and file_at + nbytes + PAD <= len(mapped):
-            joined: Buffer = mapped
-            shift = 0  # its offsets are the file's
+        if self._as_frames or not self.rows:  # frames are copied from the walker's buffer
+            assert len(pieces) <= 1  # the walker takes before it refills
+        elif mapped is not None and file_at + nbytes + PAD <= len(mapped):
+            joined, shift = mapped, 0
         else:  # the stream's pieces, or the file's last bytes, with PAD zero bytes after
             whole = [mapped[file_at : file_at + nbytes]] if mapped is not None else pieces
             joined, shift = b"".join([*whole, bytes(PAD)]), file_at
-        try:
-            fields = np.array(rows, np.int64).T.copy()  # a row per field
-        except OverflowError:  # a timestamp past the year 2262: the per-frame path
-            taken = rows.copy()
-            rows.clear()  # in place: the walker holds its append
-            return _frames(joined, shift, first, taken)
-        rows.clear()  # in place: the walker holds its append
-        rel = fields[0] - file_at
-        columns = fields[1:]
-        span = None
-        if self._source.compression is None:  # the same bytes can be read again where they sit
-            span = Span(self._source.file, file_at, nbytes, rel, first, None, columns)
-        return columns_batch(joined, fields[0] - shift, first, columns, span)
+        return joined, shift, nbytes
 
 
 def _frames(data: Buffer, shift: int, first: int, rows: list[Row]) -> Iterator[Frame]:
@@ -263,15 +274,3 @@ def _frames(data: Buffer, shift: int, first: int, rows: list[Row]) -> Iterator[F
     for number, (at, ts_ns, caplen, wirelen, linktype) in enumerate(rows, first):
         i = at - shift
         yield new(Frame, (number, ts_ns, caplen, wirelen, linktype, data[i : i + caplen]))
-
-
-def drop_pages(mapped: mmap.mmap, file_at: int, nbytes: int) -> None:
-    """Let go of the pages of ``mapped[file_at:file_at + nbytes]``, once done with: they stay
-    in the page cache (read again if touched), but no longer count in this process's
-    memory, which stays flat however large the file."""
-    if not _CAN_DROP:
-        return
-    first = file_at // mmap.PAGESIZE * mmap.PAGESIZE  # the page before is done with
-    last = (file_at + nbytes) // mmap.PAGESIZE * mmap.PAGESIZE  # the next's not
-    if last > first:
-        mapped.madvise(mmap.MADV_DONTNEED, first, last - first)

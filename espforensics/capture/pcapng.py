@@ -1,12 +1,16 @@
 """Walk the blocks of a pcapng file.
 
 In: a ``ByteSource`` and the first bytes already taken from it (at least the
-4-byte Section Header Block type). Out: an iterator of ``Frame`` (from
-Enhanced, Simple and obsolete Packet Blocks, numbered from 1 across the whole
-file) and ``DecryptionSecrets`` (from Decryption Secrets Blocks), in file
-order. Every section has its own byte order and its own interfaces, so one
-file may mix link types and endiannesses. Other blocks (name resolution,
-statistics, custom, ...) are checked for a sound length and skipped.
+4-byte Section Header Block type). Out: ``iter_pcapng``, an iterator of
+``Frame`` (from Enhanced, Simple and obsolete Packet Blocks, numbered from 1
+across the whole file) and ``DecryptionSecrets`` (from Decryption Secrets
+Blocks), in file order; ``iter_pcapng_batches``, the same frames as
+``FrameBatch`` (a plain file's with the ``Span`` a worker reads them again
+from), a Decryption Secrets Block ending a batch. Both come from one walk
+(``_walk``), so every rule of the format below holds for both. Every
+section has its own byte order and its own interfaces, so one file may mix
+link types and endiannesses. Other blocks (name resolution, statistics,
+custom, ...) are checked for a sound length and skipped.
 
 Raises (from inside iteration, after the frames before the fault were
 yielded) ``CaptureTruncated`` when the file ends inside a block, and
