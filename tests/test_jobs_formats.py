@@ -16,6 +16,9 @@ import gzip
 import json
 import os
 import random
+import signal
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,7 +37,9 @@ from espforensics.model import DecryptionSecrets, Frame
 from espforensics.pipeline import Options
 from fuzz.steady import SteadySeed, pick_steady, steady_frames
 from tests.helpers import run_cli
-from tests.test_jobs import _outputs
+from tests.procs import alive as _alive
+from tests.procs import descendants
+from tests.test_jobs import BOUND, _gone, _outputs
 
 Kind = Literal["gzip", "zstd"]
 _SUFFIX = {None: "", "gzip": ".gz", "zstd": ".zst"}
@@ -158,7 +163,7 @@ def test_a_compressed_capture_is_decompressed_once_for_the_workers(
     capture, keys = _write(tmp_path, 2, fmt, kind)
     _same(tmp_path, capture, keys, batch=16, jobs=2)
     assert patient[0] > 0, "no batch was opened by a worker"
-    assert list(tmpdir_of_run.iterdir()) == []  # the decompressed copy is gone
+    assert list(tmpdir_of_run.glob("espforensics-*")) == []  # the decompressed copy is gone
 
 
 def test_the_copy_is_gone_after_a_capture_error(
@@ -190,7 +195,7 @@ def test_the_copy_is_gone_after_a_capture_error(
     assert f"capture ends inside frame {len(frames)}: read {len(frames) - 1} complete" in errors[0]
     assert _outputs(tmp_path / "one") == _outputs(tmp_path / "many")
     assert patient[0] > 0
-    assert list(tmpdir_of_run.iterdir()) == []
+    assert list(tmpdir_of_run.glob("espforensics-*")) == []
 
 
 def _damaged_gzip(tmp: Path) -> tuple[Path, Path]:
@@ -220,7 +225,7 @@ def test_a_damaged_stream_is_read_as_with_one_process(tmp_path: Path, tmpdir_of_
     assert error[0] in many.stderr.splitlines()
     assert one.stdout == many.stdout
     assert _outputs(tmp_path / "one") == _outputs(tmp_path / "many")
-    assert list(tmpdir_of_run.iterdir()) == []
+    assert list(tmpdir_of_run.glob("espforensics-*")) == []
     notice = (
         f"espforensics: {capture}: gzip-compressed, decompressed once to a temporary file for "
         "the workers (if that fails, read as a stream: --jobs 2 decrypts on threads)"
@@ -255,4 +260,74 @@ def test_a_copy_cut_short_by_a_full_disk_is_removed(
     _same(tmp_path, *_write(tmp_path, 0, "pcap", "gzip"), batch=16, jobs=2)
     assert len(made) == 1  # the copy was begun (by the --jobs 2 run only)
     assert patient == [0, 0]
-    assert list(tmpdir_of_run.iterdir()) == []
+    assert list(tmpdir_of_run.glob("espforensics-*")) == []
+
+
+# A run of a gzip capture that stops at a known point, writes "reached" and blocks on stdin,
+# so that the test signals it there: while the capture is decompressed (the second read of
+# its stream), or at the engine's first submission to its started workers.
+_STOPPED_RUN = """
+import os, sys
+from espforensics.analysis import analyze_to_dir
+from espforensics.capture import unpack
+from espforensics.engine import pool
+from espforensics.pipeline import Options
+pool.PATIENT = True
+def reached():
+    os.write(1, b"reached\\n")
+    os.read(0, 1)
+if sys.argv[4] == "decompressing":
+    read = unpack.ByteSource.read
+    def blocked(self, size=1 << 20):
+        if self.compression is not None and self.bytes_read > 0:
+            reached()
+        return read(self, size)
+    unpack.ByteSource.read = blocked
+else:
+    submit = pool._Local.submit
+    def stop(self, span, hints):
+        reached()
+        return submit(self, span, hints)
+    pool._Local.submit = stop
+try:
+    analyze_to_dir(sys.argv[1], [sys.argv[2]], sys.argv[3], options=Options(batch_frames=16),
+                   plots=False, jobs=2)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("where", ["decompressing", "working"])
+def test_ctrl_c_removes_the_copy(tmp_path: Path, where: str) -> None:
+    """Ctrl-C (SIGINT to the process group) while the capture is decompressed, or while
+    the workers read the copy: the run ends (exit 130) and the copy is gone."""
+    capture, keys = _write(tmp_path, 2, "pcap", "gzip")
+    assert keys is not None
+    folder = tmp_path / "tmpdir"
+    folder.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _STOPPED_RUN, str(capture), str(keys), str(tmp_path / "o"), where],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env={**os.environ, "TMPDIR": str(folder)},
+    )
+    workers: list[int] = []
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"reached\n"  # returns when the child writes, or exits
+        workers = descendants(proc.pid)
+        copies = [p.name for p in folder.glob("espforensics-*")]  # pymp-*: multiprocessing's
+        assert len(copies) == 1 and copies[0].endswith(".pcap"), copies
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=BOUND)
+        assert proc.returncode == 130, stderr
+        assert b"Traceback" not in stderr, stderr
+        assert _gone(workers) == []
+        assert list(folder.glob("espforensics-*")) == []
+    finally:
+        for pid in [proc.pid, *workers]:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -23,7 +23,7 @@ from espforensics.capture.batch import FrameBatch
 from espforensics.capture.compression import ByteSource, open_source
 from espforensics.capture.pcap import PCAP_MAGICS, iter_pcap, iter_pcap_batches
 from espforensics.capture.pcapng import PCAPNG_MAGIC, iter_pcapng, iter_pcapng_batches
-from espforensics.capture.unpack import Unpacked, remove, unpack
+from espforensics.capture.unpack import Unpacked, decompress_once, remove
 from espforensics.capture.writer import open_compressed_writer, write_pcap, write_pcapng
 from espforensics.errors import CaptureError
 from espforensics.model import DecryptionSecrets, Frame
@@ -167,7 +167,7 @@ def open_capture(path: str | os.PathLike[str], unpack_once: bool = False) -> Cap
         source.close()
         raise
     if unpack_once and source.compression is not None:
-        unpacked = unpack(source, head, "." + fmt)  # closes the stream
+        unpacked = decompress_once(source, head, "." + fmt)  # closes the stream
         if unpacked is None:
             return open_capture(name)  # the stream again: its error, if any, is its own
         return Capture(name, source, head, fmt, unpacked)

@@ -1,7 +1,7 @@
 """Decompress a compressed capture once, to a temporary file the ``--jobs`` workers read.
 
 In: the ``ByteSource`` of a compressed capture and the first bytes already
-taken from it. Out: ``unpack`` returns an ``Unpacked``: a ``ByteSource``
+taken from it. Out: ``decompress_once`` returns an ``Unpacked``: a ``ByteSource``
 reading the decompressed copy (mapped, its batches handed out in spans like
 a plain file's: ``ByteSource.file`` is the copy, ``path`` the original
 file, which every error names) and the copy's path, which its owner
@@ -35,7 +35,7 @@ class Unpacked:
     copy: str  # the temporary file, removed by its owner
 
 
-def unpack(source: ByteSource, head: bytes, suffix: str) -> Unpacked | None:
+def decompress_once(source: ByteSource, head: bytes, suffix: str) -> Unpacked | None:
     """Decompress the rest of ``source`` after ``head`` to a temporary file (named
     ``espforensics-*{suffix}``); close ``source``. None when that fails (nothing left)."""
     copy: str | None = None
