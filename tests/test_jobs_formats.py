@@ -331,3 +331,14 @@ def test_ctrl_c_removes_the_copy(tmp_path: Path, where: str) -> None:
         for pid in [proc.pid, *workers]:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_plain_pcapng_gets_no_notice(tmp_path: Path) -> None:
+    """Its batches go to the workers as a pcap's do: no line about a stream on stderr."""
+    capture, keys = _write(tmp_path, 0, "pcapng")
+    assert keys is not None
+    res = run_cli(
+        "analyze", capture, "--sa", keys, "--out", tmp_path / "o", "--no-plots", "-j", "2"
+    )
+    assert res.code == 1, res.stderr  # the window's faults are findings
+    assert "read as a stream" not in res.stderr and "decompressed" not in res.stderr
