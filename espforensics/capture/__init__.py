@@ -170,5 +170,10 @@ def open_capture(path: str | os.PathLike[str], unpack_once: bool = False) -> Cap
         unpacked = decompress_once(source, head, "." + fmt)  # closes the stream
         if unpacked is None:
             return open_capture(name)  # the stream again: its error, if any, is its own
-        return Capture(name, source, head, fmt, unpacked)
+        try:
+            return Capture(name, source, head, fmt, unpacked)
+        except BaseException:  # a Ctrl-C before the Capture owns the copy
+            unpacked.source.close()
+            remove(unpacked.copy)
+            raise
     return Capture(name, source, head, fmt)

@@ -47,7 +47,11 @@ def decompress_once(source: ByteSource, head: bytes, suffix: str) -> Unpacked | 
                 out.write(chunk)
         raw = open(copy, "rb")  # noqa: SIM115 -- owned and closed by the ByteSource
         unpacked = ByteSource(source.path, raw, None, file=copy)
-        taken = Unpacked(unpacked, unpacked.fill(b"", len(head)), copy)
+        try:
+            taken = Unpacked(unpacked, unpacked.fill(b"", len(head)), copy)
+        except CaptureError:
+            unpacked.close()
+            raise
         copy = None  # kept: its owner removes it
         return taken
     except (CaptureError, OSError):  # a damaged stream, no space left: read it as a stream
