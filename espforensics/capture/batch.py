@@ -236,7 +236,7 @@ class Gathered:
         if fields is None:  # the frames, for the per-frame path
             taken = rows.copy()
             rows.clear()  # in place: the walker holds its append
-            return _frames(joined, shift, first, taken)
+            return _frames(self._source, joined, shift, first, taken)
         rows.clear()
         rel, columns = fields[0] - file_at, fields[1:]
         span = None
@@ -267,10 +267,13 @@ class Gathered:
         return joined, shift, nbytes
 
 
-def _frames(data: Buffer, shift: int, first: int, rows: list[Row]) -> Iterator[Frame]:
+def _frames(
+    source: ByteSource, data: Buffer, shift: int, first: int, rows: list[Row]
+) -> Iterator[Frame]:
     """The frames of ``rows`` numbered from ``first``, their bytes copied from ``data``
-    (at stream offset ``shift``), one at a time."""
+    (at stream offset ``shift``), one at a time; ``source.frames_read`` counts them."""
     new = new_tuple  # Frame's own __new__ is Python: a quarter of the cost
     for number, (at, ts_ns, caplen, wirelen, linktype) in enumerate(rows, first):
         i = at - shift
+        source.frames_read = number
         yield new(Frame, (number, ts_ns, caplen, wirelen, linktype, data[i : i + caplen]))

@@ -134,9 +134,7 @@ def iter_pcapng(source: ByteSource, buf: bytes) -> Generator[Frame | DecryptionS
             yield item
             continue
         assert not isinstance(item, FrameBatch)  # asked for as frames
-        for frame in item:
-            source.frames_read = frame.number
-            yield frame
+        yield from item  # each counted in source.frames_read as it comes
 
 
 def iter_pcapng_batches(
