@@ -170,7 +170,7 @@ def analyze_to_dir(
     ``sha256``: the capture's digest when the caller has it already (a batch
     hashes every capture to decide what to skip), so the file is read once less.
     ``jobs``: processes; ``jobs - 1`` workers parse, decrypt and decode an
-    uncompressed pcap's batches ahead (threads decrypt other captures),
+    capture's batches ahead (a compressed one decompressed once to a temporary file),
     ``scheduler``: a Dask scheduler whose workers do it instead
     (engine/pool.py). The outputs are the same for every value.
     ``copies``: the annotated and decrypted captures to write too (rewrite/),

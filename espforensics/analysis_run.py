@@ -66,7 +66,7 @@ def _stream(
     progress: Progress | None,
     meter: Meter | None = None,
 ) -> Iterator[Row]:
-    with open_capture(path) as capture:
+    with open_capture(path, engine.unpack_once) as capture:
         frames = shown = 0
         for row in engine.iter_rows(capture.batches(engine.batch_sizes())):
             frames += 1 if isinstance(row, PacketRecord) else row.rows

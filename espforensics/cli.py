@@ -118,8 +118,9 @@ def _threads(jobs: int, quiet: bool) -> int:
 
 
 def _streamed_notice(capture: Path, jobs: int, scheduler: str | None, quiet: bool) -> None:
-    """One line when --jobs or --scheduler asks for workers that cannot take CAPTURE's
-    batches: a compressed capture or pcapng is read as a stream (engine/pool.py)."""
+    """One line when --jobs or --scheduler asks for workers and CAPTURE is compressed: it
+    is decompressed once for local workers (capture/unpack.py); a cluster's workers
+    cannot take its batches, read as a stream (engine/pool.py)."""
     if quiet or (jobs <= 1 and scheduler is None):
         return
     from espforensics.capture import open_capture  # noqa: PLC0415 (numpy: only when asked)
@@ -127,12 +128,20 @@ def _streamed_notice(capture: Path, jobs: int, scheduler: str | None, quiet: boo
     try:
         with open_capture(capture) as found:
             kind = f"{found.compression}-compressed" if found.compression else found.format
-            if found.format == "pcap" and not found.compression:
+            if not found.compression:  # pcap or pcapng: the workers read its batches
                 return
     except EspForensicsError:  # the run itself says what is wrong with the file
         return
-    what = "--scheduler is not used" if scheduler else f"--jobs {jobs} decrypts on threads"
-    _notice(f"{capture}: {kind}, read as a stream: no worker takes its batches ({what})")
+    if scheduler is None:  # decompressed once for the workers (capture/unpack.py)
+        _notice(
+            f"{capture}: {kind}, decompressed once to a temporary file for the workers "
+            f"(if that fails, read as a stream: --jobs {jobs} decrypts on threads)"
+        )
+        return
+    _notice(
+        f"{capture}: {kind}, read as a stream: no worker takes its batches "
+        "(--scheduler is not used)"
+    )
 
 
 def _meter(capture: Path, quiet: bool) -> tuple[Meter | None, Callable[[], None]]:
@@ -201,9 +210,10 @@ def analyze(
             "-j",
             min=1,
             metavar="N",
-            help="Processes for this capture: N - 1 workers parse, decrypt and decode an "
-            "uncompressed pcap's batches ahead; the checks run in one, in capture order "
-            "(compressed or pcapng: N threads decrypt). Outputs are identical for every value.",
+            help="Processes for this capture: N - 1 workers parse, decrypt and decode its "
+            "batches ahead (a compressed capture is decompressed once to a temporary file "
+            "first); the checks run in one, in capture order. Outputs are identical for "
+            "every value.",
         ),
     ] = 1,
     annotate: Annotated[
@@ -230,7 +240,8 @@ def analyze(
             "--scheduler",
             metavar="ADDRESS",
             help="Dask scheduler address, e.g. tcp://h:8786: its workers parse, decrypt and "
-            "decode the batches of CAPTURE (an uncompressed pcap at the same path on them).",
+            "decode the batches of CAPTURE (an uncompressed pcap or pcapng at the same path "
+            "on them).",
         ),
     ] = None,
     packets_csv: Annotated[

@@ -161,10 +161,11 @@ def test_jobs_outputs_equal_without_waiting(tmp_path: Path) -> None:
     _both(tmp_path, *_window(tmp_path, 0), batch=8, jobs=2)
 
 
-def test_a_compressed_capture_is_opened_by_the_engine(tmp_path: Path, patient: list[int]) -> None:
-    """A compressed capture is read as a stream: no batch has a span for a worker."""
+def test_a_compressed_capture_is_decompressed_once(tmp_path: Path, patient: list[int]) -> None:
+    """A compressed capture is decompressed to a temporary file first, whose batches the
+    workers read in spans (capture/unpack.py; tests/test_jobs_formats.py has more)."""
     _both(tmp_path, *_window(tmp_path, 0, compress=True), batch=16, jobs=2)
-    assert patient == [0, 0]  # no batch came with a worker's prefetch
+    assert patient[0] > 0  # batches came with a worker's prefetch
 
 
 @dataclass(frozen=True)
@@ -359,22 +360,25 @@ def test_a_stopped_run_leaves_no_worker_and_no_finished_output(
 @pytest.mark.parametrize(
     ("extra", "says"),
     [
-        (["--jobs", "2"], "--jobs 2 decrypts on threads"),
-        (["--scheduler", "tcp://127.0.0.1:9"], "--scheduler is not used"),
+        (
+            ["--jobs", "2"],
+            "decompressed once to a temporary file for the workers (if that fails, read as "
+            "a stream: --jobs 2 decrypts on threads)",
+        ),
+        (
+            ["--scheduler", "tcp://127.0.0.1:9"],
+            "read as a stream: no worker takes its batches (--scheduler is not used)",
+        ),
     ],
 )
 def test_a_streamed_capture_says_no_worker_takes_it(
     tmp_path: Path, extra: list[str], says: str
 ) -> None:
-    """A compressed capture asked --jobs or --scheduler: one line says why no worker runs,
-    and the run goes on (the outputs of one process)."""
+    """A compressed capture asked --jobs or --scheduler: one line says what happens (local
+    workers read it decompressed once; a cluster's cannot), and the run goes on."""
     capture, keys = _window(tmp_path, 0, compress=True)
     alone = run_cli("analyze", capture, "--sa", keys, "--out", tmp_path / "a", "--no-plots")
     res = run_cli("analyze", capture, "--sa", keys, "--out", tmp_path / "o", "--no-plots", *extra)
     assert res.code == alone.code == 1, res.stderr  # the window's faults are findings
     assert "read as a stream" not in alone.stderr
-    line = (
-        f"espforensics: {capture}: gzip-compressed, read as a stream: no worker takes its "
-        f"batches ({says})"
-    )
-    assert line in res.stderr.splitlines()
+    assert f"espforensics: {capture}: gzip-compressed, {says}" in res.stderr.splitlines()

@@ -2,7 +2,7 @@
 
 In: a path. Out: ``open_capture(path)`` returns a ``Capture``, a context
 manager whose iteration streams ``Frame`` (and, from pcapng, ``DecryptionSecrets``)
-in file order while memory stays flat; ``Capture.batches`` streams a pcap's
+in file order while memory stays flat; ``Capture.batches`` streams the
 records as ``FrameBatch`` (columns, no ``Frame`` per record). The writers used by tests and by the
 fixture builder are re-exported: ``write_pcap``, ``write_pcapng``,
 ``open_compressed_writer``.
@@ -22,7 +22,8 @@ from types import TracebackType
 from espforensics.capture.batch import FrameBatch
 from espforensics.capture.compression import ByteSource, open_source
 from espforensics.capture.pcap import PCAP_MAGICS, iter_pcap, iter_pcap_batches
-from espforensics.capture.pcapng import PCAPNG_MAGIC, iter_pcapng
+from espforensics.capture.pcapng import PCAPNG_MAGIC, iter_pcapng, iter_pcapng_batches
+from espforensics.capture.unpack import Unpacked, decompress_once, remove
 from espforensics.capture.writer import open_compressed_writer, write_pcap, write_pcapng
 from espforensics.errors import CaptureError
 from espforensics.model import DecryptionSecrets, Frame
@@ -45,11 +46,27 @@ class Capture:
     when ``close()`` is called, or on leaving a ``with`` block.
     """
 
-    __slots__ = ("_closed", "_head", "_items", "_source", "format", "path")
+    __slots__ = (
+        "_closed",
+        "_compression",
+        "_copy",
+        "_head",
+        "_items",
+        "_source",
+        "format",
+        "path",
+    )
 
-    def __init__(self, path: str, source: ByteSource, head: bytes, fmt: str) -> None:
+    def __init__(
+        self, path: str, source: ByteSource, head: bytes, fmt: str, unpacked: Unpacked | None = None
+    ) -> None:
+        """``unpacked``: the compressed file's decompressed copy, read in ``source``'s place."""
         self.path = path
         self.format = fmt
+        self._compression = source.compression
+        self._copy: str | None = None
+        if unpacked is not None:
+            source, head, self._copy = unpacked.source, unpacked.head, unpacked.copy
         self._source = source
         self._head = head
         self._items: Generator[Frame | FrameBatch | DecryptionSecrets, None, None] | None = None
@@ -58,7 +75,12 @@ class Capture:
     @property
     def compression(self) -> str | None:
         """The compression found from the file's content: gzip, bzip2, xz, zstd or None."""
-        return self._source.compression
+        return self._compression
+
+    @property
+    def unpacked(self) -> str | None:
+        """The decompressed copy read in place of the compressed file, if any."""
+        return self._copy
 
     @property
     def frames_read(self) -> int:
@@ -79,22 +101,25 @@ class Capture:
         return items
 
     def batches(self, sizes: Iterator[int]) -> Iterator[Frame | FrameBatch | DecryptionSecrets]:
-        """Iterate once as batches where the format allows it (pcap), each of at most the
-        next of ``sizes`` frames, else as ``Frame`` and ``DecryptionSecrets`` (pcapng)."""
-        if self.format != "pcap":
-            return iter(self)
+        """Iterate once as batches, each of at most the next of ``sizes`` frames; a pcapng
+        file's ``DecryptionSecrets`` between them (each ends a batch), and as ``Frame`` the
+        frames of a batch with a timestamp out of int64's range."""
         if self._items is not None or self._closed:
             raise CaptureError(self.path, "capture already read or closed; open it again")
-        self._items = iter_pcap_batches(self._source, self._head, sizes)
+        walk = iter_pcap_batches if self.format == "pcap" else iter_pcapng_batches
+        self._items = walk(self._source, self._head, sizes)
         self._head = b""
         return self._items
 
     def close(self) -> None:
         """Stop the iteration, if any, and close the file; safe to call twice."""
         self._closed = True
-        if self._items is not None:
-            self._items.close()
-        self._source.close()
+        try:
+            if self._items is not None:
+                self._items.close()
+            self._source.close()
+        finally:
+            remove(self._copy)  # its pages stay readable while batches still view them
 
     def __enter__(self) -> Capture:
         return self
@@ -126,8 +151,13 @@ def _format_of(source: ByteSource, head: bytes) -> str:
     raise CaptureError(source.path, message)
 
 
-def open_capture(path: str | os.PathLike[str]) -> Capture:
-    """Open a capture, undo its compression and recognize its format."""
+def open_capture(path: str | os.PathLike[str], unpack_once: bool = False) -> Capture:
+    """Open a capture, undo its compression and recognize its format.
+
+    ``unpack_once``: a compressed capture is first decompressed to a temporary file, which
+    is then read mapped, its batches carrying spans (for ``--jobs`` workers); if that
+    fails it is read as a stream, as without (capture/unpack.py).
+    """
     name = os.fspath(path)
     source = open_source(name)
     try:
@@ -136,4 +166,14 @@ def open_capture(path: str | os.PathLike[str]) -> Capture:
     except CaptureError:
         source.close()
         raise
+    if unpack_once and source.compression is not None:
+        unpacked = decompress_once(source, head, "." + fmt)  # closes the stream
+        if unpacked is None:
+            return open_capture(name)  # the stream again: its error, if any, is its own
+        try:
+            return Capture(name, source, head, fmt, unpacked)
+        except BaseException:  # a Ctrl-C before the Capture owns the copy
+            unpacked.source.close()
+            remove(unpacked.copy)
+            raise
     return Capture(name, source, head, fmt)

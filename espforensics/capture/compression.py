@@ -143,12 +143,16 @@ class ByteSource:
         "_unmappable",
         "bytes_read",
         "compression",
+        "file",
         "frames_read",
         "path",
     )
 
-    def __init__(self, path: str, raw: BinaryIO, compression: str | None) -> None:
-        self.path = path
+    def __init__(
+        self, path: str, raw: BinaryIO, compression: str | None, file: str | None = None
+    ) -> None:
+        self.path = path  # what errors name
+        self.file = path if file is None else file  # the file read (capture/unpack.py)
         self.compression = compression
         self.bytes_read = 0
         self.frames_read = 0

@@ -178,7 +178,7 @@ class _Pending:
         first = self._numbered + 1
         span = None
         if source.compression is None:  # the same bytes can be read again where they sit
-            span = Span(source.path, self._file_at, self.nbytes, heads, first, self._layout)
+            span = Span(source.file, self._file_at, self.nbytes, heads, first, self._layout)
         mapped = source.mapped()
         if mapped is not None and self._file_at + self.nbytes + PAD <= len(mapped):
             batch = records_batch(mapped, heads + self._file_at, first, self._layout, span)

@@ -1,12 +1,16 @@
 """Walk the blocks of a pcapng file.
 
 In: a ``ByteSource`` and the first bytes already taken from it (at least the
-4-byte Section Header Block type). Out: an iterator of ``Frame`` (from
-Enhanced, Simple and obsolete Packet Blocks, numbered from 1 across the whole
-file) and ``DecryptionSecrets`` (from Decryption Secrets Blocks), in file
-order. Every section has its own byte order and its own interfaces, so one
-file may mix link types and endiannesses. Other blocks (name resolution,
-statistics, custom, ...) are checked for a sound length and skipped.
+4-byte Section Header Block type). Out: ``iter_pcapng``, an iterator of
+``Frame`` (from Enhanced, Simple and obsolete Packet Blocks, numbered from 1
+across the whole file) and ``DecryptionSecrets`` (from Decryption Secrets
+Blocks), in file order; ``iter_pcapng_batches``, the same frames as
+``FrameBatch`` (a plain file's with the ``Span`` a worker reads them again
+from), a Decryption Secrets Block ending a batch. Both come from one walk
+(``_walk``), so every rule of the format below holds for both. Every
+section has its own byte order and its own interfaces, so one file may mix
+link types and endiannesses. Other blocks (name resolution, statistics,
+custom, ...) are checked for a sound length and skipped.
 
 Raises (from inside iteration, after the frames before the fault were
 yielded) ``CaptureTruncated`` when the file ends inside a block, and
@@ -21,13 +25,22 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, NamedTuple
 
+from espforensics.capture.batch import Buffer, FrameBatch, Gathered
 from espforensics.capture.compression import ByteSource
+from espforensics.capture.pcap import BATCH_BYTES, BATCH_FRAMES
 from espforensics.errors import CaptureError
-from espforensics.model import DecryptionSecrets, Frame, new_tuple
+from espforensics.model import DecryptionSecrets, Frame
+
+# What the batch walker yields, in file order.
+Item = FrameBatch | Frame | DecryptionSecrets
+# What the walk yields: a batch's frames come as a tuple when asked, or when a timestamp
+# is out of int64's range (capture/batch.py ``Gathered.take``).
+_Walked = FrameBatch | Iterator[Frame] | DecryptionSecrets
 
 # pcapng s10.1 block type codes.
 SHB = 0x0A0D0D0A  # a palindrome, so it reads the same in either byte order
@@ -83,7 +96,7 @@ def _layout(order: str) -> _Layout:
     return _Layout(s("II"), s("I"), s("HH"), s("H2xI"), s("IIIII"), s("H2xIIII"), s("HH"), s("q"))
 
 
-_Unpack = Callable[[bytes, int], tuple[Any, ...]]
+_Unpack = Callable[[Buffer, int], tuple[Any, ...]]
 
 
 def _unpackers(layout: _Layout) -> tuple[_Unpack, _Unpack, _Unpack]:
@@ -92,6 +105,16 @@ def _unpackers(layout: _Layout) -> tuple[_Unpack, _Unpack, _Unpack]:
 
 
 _LAYOUTS = {b"\x1a\x2b\x3c\x4d": _layout(">"), b"\x4d\x3c\x2b\x1a": _layout("<")}
+
+
+class _Fields(NamedTuple):
+    """A packet block's frame: its data's offset in the buffer, and its fields."""
+
+    at: int
+    ts_ns: int
+    caplen: int
+    wirelen: int
+    linktype: int
 
 
 class _Interface(NamedTuple):
@@ -106,16 +129,67 @@ class _Interface(NamedTuple):
 
 def iter_pcapng(source: ByteSource, buf: bytes) -> Generator[Frame | DecryptionSecrets, None, None]:
     """Yield the frames and secrets of a pcapng file; close the source at the end."""
+    for item in _iter_items(source, buf, repeat(BATCH_FRAMES), as_frames=True):
+        if isinstance(item, DecryptionSecrets):
+            yield item
+            continue
+        assert not isinstance(item, FrameBatch)  # asked for as frames
+        yield from item  # each counted in source.frames_read as it comes
+
+
+def iter_pcapng_batches(
+    source: ByteSource, buf: bytes, sizes: Iterator[int]
+) -> Generator[Item, None, None]:
+    """Yield the frames of a pcapng file as batches, each of at most the next of ``sizes``
+    frames (and about BATCH_BYTES), and its secrets in file order (a Decryption Secrets
+    Block ends a batch: the SAs it loads apply from the next frame on); close the source
+    at the end.
+
+    Frames of a batch with a timestamp out of int64's range come one by one, as ``Frame``.
+    A mapped file's frames stay where they sit; a batch of an uncompressed file carries
+    the ``Span`` a worker reads it again from.
+    """
+    for item in _iter_items(source, buf, sizes, as_frames=False):
+        if isinstance(item, FrameBatch | DecryptionSecrets):
+            yield item
+        else:  # a timestamp out of int64's range: its batch's frames one by one
+            yield from item
+
+
+def _iter_items(
+    source: ByteSource, buf: bytes, sizes: Iterator[int], as_frames: bool
+) -> Generator[_Walked, None, None]:
+    """The one walk of both iterations: batches, or (``as_frames``) their frames."""
     try:
-        layout = _LAYOUTS[b"\x4d\x3c\x2b\x1a"]  # replaced by the first block, an SHB
-        head, u32, epb = _unpackers(layout)
-        interfaces: list[_Interface] = []
-        new = new_tuple
-        off = base = number = last_ts = 0  # base: file offset of buf[0]
-        end = len(buf)
-        # Hot loop kept in one function, with bound methods in locals: an
-        # enhanced packet block is handled inline; every other block goes to
-        # a helper.
+        # A plain file's batches are walked where they sit, not copied; frames are copies
+        # anyway, read faster from the file's chunks than from its pages mapped.
+        mapped = None if as_frames else source.mapped()
+        gathered = Gathered(source, mapped, as_frames)
+        yield from _walk(source, buf if mapped is None else mapped, sizes, gathered, as_frames)
+    finally:
+        source.close()
+
+
+def _walk(
+    source: ByteSource, buf: Buffer, sizes: Iterator[int], gathered: Gathered, as_frames: bool
+) -> Generator[_Walked, None, None]:
+    """The walk of ``iter_pcapng_batches``, every block of ``buf`` (refilled from
+    ``source`` unless it is the mapped file) in turn.
+
+    Hot loop kept in one function, with bound methods in locals: an enhanced packet block
+    is handled inline, every other block by a helper; a packet block's fields go to the
+    ``gathered`` lists, which ``take`` makes a batch of.
+    """
+    layout = _LAYOUTS[b"\x4d\x3c\x2b\x1a"]  # replaced by the first block, an SHB
+    head, u32, epb = _unpackers(layout)
+    interfaces: list[_Interface] = []
+    add = gathered.rows.append
+    streamed = isinstance(buf, bytes)
+    off = base = number = last_ts = 0  # base: stream offset of buf[0]
+    end = len(buf)
+    size = room = next(sizes)  # room: frames the batch may still take
+    limit = BATCH_BYTES  # the stream offset that ends a batch
+    try:
         while True:
             need = 12  # the smallest block
             if off + 12 <= end:
@@ -137,37 +211,65 @@ def iter_pcapng(source: ByteSource, buf: bytes) -> Generator[Frame | DecryptionS
                             raise _bad_packet(source, btype, base + off, if_id, caplen, interfaces)
                         linktype, _, mul, div, offset_ns = interfaces[if_id]
                         last_ts = ((high << 32) | low) * mul // div + offset_ns
-                        number += 1
-                        source.frames_read = number
-                        data = buf[off + 28 : off + 28 + caplen]
-                        yield new(Frame, (number, last_ts, caplen, wirelen, linktype, data))
+                        at = off + 28
                     elif btype in (SPB, OPB):
-                        number += 1
                         read = _simple_packet if btype == SPB else _obsolete_packet
-                        frame = read(source, layout, interfaces, buf, off, base, number, last_ts)
-                        last_ts = frame.ts_ns
-                        yield frame
-                    elif btype == IDB:
-                        interfaces.append(_interface(source, layout, buf, off, blen, base))
-                    elif btype == DSB:
-                        yield _secrets(source, layout, buf, off, blen, base)
-                    elif btype == SHB:
-                        _check_version(source, layout, buf, off, base)
-                        interfaces = []
+                        at, last_ts, caplen, wirelen, linktype = read(
+                            source, layout, interfaces, buf, off, base, last_ts
+                        )
+                    else:
+                        if btype == IDB:
+                            interfaces.append(_interface(source, layout, buf, off, blen, base))
+                        elif btype == DSB:  # the SAs it loads apply from the next frame on
+                            secrets = _secrets(source, layout, buf, off, blen, base)
+                            off += blen
+                            if (taken := gathered.take(buf, off)) is not None:
+                                yield taken
+                            room, limit = size, base + off + BATCH_BYTES  # as the engine did
+                            yield secrets
+                            continue
+                        elif btype == SHB:
+                            _check_version(source, layout, buf, off, base)
+                            interfaces = []
+                        off += blen
+                        continue
+                    number += 1
+                    source.frames_read = number
+                    add((base + at, last_ts, caplen, wirelen, linktype))
                     off += blen
+                    room -= 1
+                    if not room or base + off >= limit:
+                        if (taken := gathered.take(buf, off)) is not None:
+                            yield taken
+                        size = room = next(sizes)
+                        limit = base + off + BATCH_BYTES
                     continue
+            if not streamed:  # the mapped file's end: whole, or inside a block
+                if end > off:
+                    raise source.truncated(_cut_block(layout, buf[off : off + 4], off, number))
+                if (taken := gathered.take(buf, off)) is not None:
+                    yield taken
+                return
+            if as_frames and (taken := gathered.take(buf, off)) is not None:
+                yield taken  # its frames' bytes are copied from this buffer
+            gathered.piece(buf, off)
             base += off
-            buf = source.fill(buf[off:], need)
-            off, end = 0, len(buf)
+            buf, off = buf[off:], 0  # what an error takes: none of it
+            buf = source.fill(buf, need)
+            end = len(buf)
             if end < need:
                 if buf:
                     raise source.truncated(_cut_block(layout, buf, base, number))
+                if (taken := gathered.take(buf, 0)) is not None:
+                    yield taken
                 return
-    finally:
-        source.close()
+    except CaptureError:  # a damaged block or a failed read: the frames before it first
+        if (taken := gathered.take(buf, off)) is not None:
+            yield taken
+        raise
 
 
-def _section_layout(source: ByteSource, buf: bytes, off: int, base: int) -> _Layout:
+def _section_layout(source: ByteSource, buf: Buffer, off: int, base: int) -> _Layout:
     magic = buf[off + 8 : off + 12]
     layout = _LAYOUTS.get(magic)
     if layout is None:
@@ -186,7 +288,7 @@ def _bad_length(source: ByteSource, btype: int, blen: int, where: int) -> Captur
     return _damaged(source, btype, where, why)
 
 
-def _check_version(source: ByteSource, layout: _Layout, buf: bytes, off: int, base: int) -> None:
+def _check_version(source: ByteSource, layout: _Layout, buf: Buffer, off: int, base: int) -> None:
     """pcapng s4.1: a reader must refuse a major version other than 1."""
     major, minor = layout.shb.unpack_from(buf, off + 12)
     if major != 1:
@@ -195,7 +297,7 @@ def _check_version(source: ByteSource, layout: _Layout, buf: bytes, off: int, ba
 
 
 def _interface(
-    source: ByteSource, layout: _Layout, buf: bytes, off: int, blen: int, base: int
+    source: ByteSource, layout: _Layout, buf: Buffer, off: int, blen: int, base: int
 ) -> _Interface:
     """pcapng s4.2: link type, snaplen and the timestamp options of an IDB.
 
@@ -249,12 +351,11 @@ def _simple_packet(
     source: ByteSource,
     layout: _Layout,
     interfaces: list[_Interface],
-    buf: bytes,
+    buf: Buffer,
     off: int,
     base: int,
-    number: int,
     ts_ns: int,
-) -> Frame:
+) -> _Fields:
     """pcapng s4.4: interface 0, no timestamp (the previous packet's is used).
 
     The captured length is not stored: it is the original length cut to the
@@ -267,21 +368,18 @@ def _simple_packet(
     caplen = min(wirelen, blen - 16)
     if snaplen:
         caplen = min(caplen, snaplen)
-    source.frames_read = number
-    data = buf[off + 12 : off + 12 + caplen]
-    return Frame(number, ts_ns, caplen, wirelen, linktype, data)
+    return _Fields(off + 12, ts_ns, caplen, wirelen, linktype)
 
 
 def _obsolete_packet(
     source: ByteSource,
     layout: _Layout,
     interfaces: list[_Interface],
-    buf: bytes,
+    buf: Buffer,
     off: int,
     base: int,
-    number: int,
     ts_ns: int,
-) -> Frame:
+) -> _Fields:
     """pcapng appendix A: an EPB with a 16-bit interface id and a drops count."""
     del ts_ns  # this block carries its own timestamp
     blen = layout.head.unpack_from(buf, off)[1]
@@ -289,13 +387,12 @@ def _obsolete_packet(
     if if_id >= len(interfaces) or caplen > blen - 32:
         raise _bad_packet(source, OPB, base + off, if_id, caplen, interfaces)
     linktype, _, mul, div, offset_ns = interfaces[if_id]
-    source.frames_read = number
     ts_ns = ((high << 32) | low) * mul // div + offset_ns
-    return Frame(number, ts_ns, caplen, wirelen, linktype, buf[off + 28 : off + 28 + caplen])
+    return _Fields(off + 28, ts_ns, caplen, wirelen, linktype)
 
 
 def _secrets(
-    source: ByteSource, layout: _Layout, buf: bytes, off: int, blen: int, base: int
+    source: ByteSource, layout: _Layout, buf: Buffer, off: int, blen: int, base: int
 ) -> DecryptionSecrets:
     """pcapng s4.7: secrets type, secrets length, secrets data."""
     secrets_type, length = layout.head.unpack_from(buf, off + 8)
@@ -328,7 +425,7 @@ def _bad_packet(
     return _damaged(source, btype, where, why)
 
 
-def _cut_block(layout: _Layout, buf: bytes, base: int, frames: int) -> str:
+def _cut_block(layout: _Layout, buf: Buffer, base: int, frames: int) -> str:
     """Name the block the input ends inside, for the truncation message."""
     if len(buf) < 4:
         return f"a block header at byte offset {base}"

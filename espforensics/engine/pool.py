@@ -1,7 +1,8 @@
 """``--jobs N``: worker processes that prefetch one capture's batches ahead of the engine.
 
-In: the capture's items (``FrameBatch`` of an uncompressed pcap carry the
-``Span`` their records sit at), the SAs of the key files, the NAT-T ports
+In: the capture's items (``FrameBatch`` of an uncompressed pcap or pcapng,
+or of a compressed capture's decompressed copy, carry the ``Span`` their
+records sit at), the SAs of the key files, the NAT-T ports
 and how many workers. Out: ``Prefetcher.ahead`` hands the items on in the
 same order, each batch with the ``Pending`` of its ``Prefetch``
 (engine/prefetch.py), submitted up to two batches per worker ahead so

@@ -1,7 +1,8 @@
 """The engine's loop: capture items in batches, rows out in capture order.
 
-In: the items of an open capture (``FrameBatch`` of a pcap, ``Frame`` and
-``DecryptionSecrets`` of a pcapng), a ``FrameAnalyzer`` (the stateful
+In: the items of an open capture (``FrameBatch``, a pcapng's
+``DecryptionSecrets`` between them, ``Frame`` that no column holds), a
+``FrameAnalyzer`` (the stateful
 per-frame path and the checks' state), ``Options``, ``jobs`` and a Dask
 scheduler, if any. Out: ``iter_rows`` yields ``PacketRecord`` (a frame of
 the per-frame path) and ``SteadyRows`` (a run of frames of the steady
@@ -138,10 +139,13 @@ class Engine:
         # Where the records of the rows yielded so far end in the file (None: not known, a
         # compressed capture). The reader's own position runs ahead by the batches in flight.
         self.done_bytes: int | None = None
-        # --jobs: worker processes open an uncompressed pcap's batches ahead (engine/pool.py);
+        # --jobs: worker processes open the batches of a file ahead (engine/pool.py);
         # this process is one of the ``jobs``, so ``jobs - 1`` of them
         on = (jobs > 1 or scheduler is not None) and self._lane is not None
         self._ahead = Prefetcher(analyzer.sas, jobs - 1, self._size, scheduler) if on else None
+        # A compressed capture is decompressed once, for local workers to read it in spans
+        # (capture/unpack.py); a cluster's workers may not see this machine's files.
+        self.unpack_once = on and scheduler is None
         self._idents: dict[SaState, bytes] = {}
 
     def batch_sizes(self) -> Iterator[int]:
@@ -199,7 +203,7 @@ class Engine:
         return self._lane is not None and self._an.sas.has_usable_key()
 
     def _frames(self, frames: list[Frame]) -> Iterator[Row]:
-        """A batch of frames read one by one (pcapng)."""
+        """A batch of frames read one by one (a pcapng's past 2^63 ns, a test's)."""
         if not frames:
             return
         if self._lane_on():
