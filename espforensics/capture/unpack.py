@@ -61,12 +61,8 @@ def decompress_once(source: ByteSource, head: bytes, suffix: str) -> Unpacked | 
         remove(copy)  # a failure, or a Ctrl-C while decompressing
 
 
-def _remove(copy: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(copy)
-
-
 def remove(copy: str | None) -> None:
     """Remove the decompressed copy, if any (safe to call twice)."""
     if copy is not None:
-        _remove(copy)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(copy)
