@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import espforensics.cli
+from espforensics.engine import pool, run
+from espforensics.engine.plain import Decoded
+from espforensics.engine.plan import Opening
+from espforensics.engine.prefetch import Prefetch, resolve
 from espforensics.pipeline import Options
 from tests.helpers import CAPTURES, NO_CAPTURES, PER_FRAME, STEADY
 
@@ -34,3 +39,20 @@ def captures() -> Path:
     if not CAPTURES.is_dir():
         pytest.skip(NO_CAPTURES)
     return CAPTURES
+
+
+@pytest.fixture
+def patient(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """--jobs runs whose engine waits for its workers (``pool.PATIENT``); yields
+    [batches opened by a worker, by the engine itself] of those a worker's prefetch came
+    for (``resolve`` took it, or refused it), so a test can assert the workers did work."""
+    monkeypatch.setattr(pool, "PATIENT", True)
+    counts = [0, 0]
+
+    def counting(pre: Prefetch, opening: Opening, idents: list[bytes]) -> Decoded | None:
+        found = resolve(pre, opening, idents)
+        counts[found is None] += 1
+        return found
+
+    monkeypatch.setattr(run, "resolve", counting)
+    yield counts

@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, cast
@@ -32,7 +31,7 @@ from espforensics.analysis import analyze_to_dir
 from espforensics.capture import open_capture, write_pcap
 from espforensics.capture.batch import FrameBatch
 from espforensics.crypto import sa_identity
-from espforensics.engine import Engine, pool, run
+from espforensics.engine import Engine
 from espforensics.engine.plain import Decoded, PlainColumns
 from espforensics.engine.plan import Opening
 from espforensics.engine.pool import WorkerFailed
@@ -68,22 +67,6 @@ SCENARIOS = (
     "midstream-odd-10",
     "corrupt-icv",
 )
-
-
-@pytest.fixture
-def patient(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """The engine waits for its workers; yields [batches opened by a worker, by itself]."""
-    monkeypatch.setattr(pool, "PATIENT", True)
-    counts = [0, 0]
-    real = resolve
-
-    def counting(pre: Prefetch, opening: Opening, idents: list[bytes]) -> Decoded | None:
-        found = real(pre, opening, idents)
-        counts[found is None] += 1
-        return found
-
-    monkeypatch.setattr(run, "resolve", counting)
-    yield counts
 
 
 def _outputs(folder: Path) -> dict[str, bytes]:

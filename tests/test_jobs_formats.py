@@ -28,10 +28,6 @@ import pytest
 
 from espforensics.analysis import analyze_to_dir
 from espforensics.capture import open_compressed_writer, write_pcap, write_pcapng
-from espforensics.engine import pool, run
-from espforensics.engine.plain import Decoded
-from espforensics.engine.plan import Opening
-from espforensics.engine.prefetch import Prefetch, resolve
 from espforensics.errors import CaptureTruncated
 from espforensics.model import DecryptionSecrets, Frame
 from espforensics.pipeline import Options
@@ -44,22 +40,6 @@ from tests.test_jobs import BOUND, _gone, _outputs
 Kind = Literal["gzip", "zstd"]
 _SUFFIX = {None: "", "gzip": ".gz", "zstd": ".zst"}
 ESP_SA = 0x45535053  # the esp_sa Decryption Secrets Block type (docs/keys.md)
-
-
-@pytest.fixture
-def patient(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """The engine waits for its workers; yields [batches opened by a worker, by itself]
-    (of those a worker's prefetch came for: ``resolve`` took it, or refused it)."""
-    monkeypatch.setattr(pool, "PATIENT", True)
-    counts = [0, 0]
-
-    def counting(pre: Prefetch, opening: Opening, idents: list[bytes]) -> Decoded | None:
-        found = resolve(pre, opening, idents)
-        counts[found is None] += 1
-        return found
-
-    monkeypatch.setattr(run, "resolve", counting)
-    yield counts
 
 
 @pytest.fixture
