@@ -27,7 +27,7 @@ from typing import Literal
 import pytest
 
 from espforensics.analysis import analyze_to_dir
-from espforensics.capture import open_compressed_writer, write_pcap, write_pcapng
+from espforensics.capture import open_compressed_writer, unpack, write_pcap, write_pcapng
 from espforensics.errors import CaptureTruncated
 from espforensics.model import DecryptionSecrets, Frame
 from espforensics.pipeline import Options
@@ -49,6 +49,7 @@ def tmpdir_of_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     folder.mkdir()
     monkeypatch.setenv("TMPDIR", str(folder))
     monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    monkeypatch.setattr(unpack, "RESERVE", 0.0)  # a copy however full this disk is
     yield folder
     monkeypatch.setattr(tempfile, "tempdir", None)
 
@@ -243,6 +244,18 @@ def test_a_copy_cut_short_by_a_full_disk_is_removed(
     assert list(tmpdir_of_run.glob("espforensics-*")) == []
 
 
+def test_a_copy_that_would_fill_its_disk_is_not_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, patient: list[int], tmpdir_of_run: Path
+) -> None:
+    """The copy may not take the last ``RESERVE`` of its file system (here all of it: no
+    disk is that empty): it is given up at its first chunk, removed, and the capture read
+    as a stream, its outputs those of one process."""
+    monkeypatch.setattr(unpack, "RESERVE", 1.0)
+    _same(tmp_path, *_write(tmp_path, 0, "pcap", "gzip"), batch=16, jobs=2)
+    assert patient == [0, 0]  # no batch came with a worker's prefetch
+    assert list(tmpdir_of_run.glob("espforensics-*")) == []
+
+
 # A run of a gzip capture that stops at a known point, writes "reached" and blocks on stdin,
 # so that the test signals it there: while the capture is decompressed (the second read of
 # its stream), or at the engine's first submission to its started workers.
@@ -253,6 +266,7 @@ from espforensics.capture import unpack
 from espforensics.engine import pool
 from espforensics.pipeline import Options
 pool.PATIENT = True
+unpack.RESERVE = 0.0  # a copy however full this disk is
 def reached():
     os.write(1, b"reached\\n")
     os.read(0, 1)

@@ -11,19 +11,27 @@ written (ENOSPC, a read-only TMPDIR): the caller then reads the original as
 a stream, so its outputs and its error are those of one process. A Ctrl-C
 while it decompresses removes the copy too.
 
-The copy goes where ``tempfile`` puts it: TMPDIR, else /tmp. Only a
-SIGKILL leaves it behind (``espforensics-*.pcap`` or ``.pcapng`` there).
+The copy goes where ``tempfile`` puts it: TMPDIR, else /tmp. It never
+takes the last tenth of that file system (``RESERVE``): a capture of tens
+of gigabytes would otherwise fill it (a tmpfs /tmp is half the memory) and
+fail every other program writing there; it is given up then, as for
+ENOSPC. Only a SIGKILL leaves it behind (``espforensics-*.pcap`` or
+``.pcapng`` there).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from dataclasses import dataclass
+from typing import BinaryIO, Final
 
 from espforensics.capture.compression import CHUNK_SIZE, ByteSource
 from espforensics.errors import CaptureError
+
+RESERVE: Final = 0.1  # of the copy's file system, left free: the copy is given up first
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +50,11 @@ def decompress_once(source: ByteSource, head: bytes, suffix: str) -> Unpacked | 
     try:
         fd, copy = tempfile.mkstemp(prefix="espforensics-", suffix=suffix)
         with open(fd, "wb") as out:
-            out.write(head)
-            while chunk := source.read(CHUNK_SIZE):
+            chunk = head  # what open_capture read already: up to a chunk
+            while chunk:
+                _check_room(out, len(chunk))
                 out.write(chunk)
+                chunk = source.read(CHUNK_SIZE)
         raw = open(copy, "rb")  # noqa: SIM115 -- owned and closed by the ByteSource
         unpacked = ByteSource(source.path, raw, None, file=copy)
         try:
@@ -54,11 +64,19 @@ def decompress_once(source: ByteSource, head: bytes, suffix: str) -> Unpacked | 
             raise
         copy = None  # kept: its owner removes it
         return taken
-    except (CaptureError, OSError):  # a damaged stream, no space left: read it as a stream
+    except (CaptureError, OSError):  # a damaged stream, no room: read it as a stream
         return None
     finally:
         source.close()
         remove(copy)  # a failure, or a Ctrl-C while decompressing
+
+
+def _check_room(out: BinaryIO, more: int) -> None:
+    """Raise ENOSPC before ``more`` bytes would leave less than ``RESERVE`` of the copy's
+    file system free."""
+    fs = os.fstatvfs(out.fileno())
+    if (fs.f_bavail * fs.f_frsize - more) < RESERVE * fs.f_blocks * fs.f_frsize:
+        raise OSError(errno.ENOSPC, "the copy would leave under a tenth of its file system")
 
 
 def remove(copy: str | None) -> None:
