@@ -29,7 +29,7 @@ from espforensics.errors import (
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import PacketRecord
 from espforensics.pipeline import FrameAnalyzer, Options, fewer_collections
-from espforensics.progress import Meter
+from espforensics.progress import READING, UNPACKING, Meter
 from espforensics.summary import CaptureInfo, Summary
 from espforensics.summary_builder import SummaryBuilder
 
@@ -66,7 +66,10 @@ def _stream(
     progress: Progress | None,
     meter: Meter | None = None,
 ) -> Iterator[Row]:
-    with open_capture(path, engine.unpack_once) as capture:
+    told = None if meter is None else _Unpacking(meter)
+    with open_capture(path, engine.unpack_once, told) as capture:
+        if told is not None:
+            told.end()
         frames = shown = 0
         for row in engine.iter_rows(capture.batches(engine.batch_sizes())):
             frames += 1 if isinstance(row, PacketRecord) else row.rows
@@ -80,6 +83,25 @@ def _stream(
             yield row
         if meter is not None:
             meter.reading(frames, capture.bytes_read)
+
+
+class _Unpacking:
+    """Tells the meter how far the decompression of a compressed capture for the --jobs
+    workers has got (capture/unpack.py): the ``UNPACKING`` phase, before the reading."""
+
+    def __init__(self, meter: Meter) -> None:
+        self._meter, self.said = meter, False
+
+    def __call__(self, compressed_at: int) -> None:
+        if not self.said:
+            self._meter.phase(UNPACKING)
+            self.said = True
+        self._meter.reading(0, compressed_at)
+
+    def end(self) -> None:
+        """The capture is open: if it was decompressed, the reading begins now."""
+        if self.said:
+            self._meter.phase(READING)
 
 
 def _consume(

@@ -51,6 +51,8 @@ class _BarMeter:
         )
 
     def phase(self, name: str) -> None:
+        if name == READING:  # after the decompression: the frames/s count from here
+            self._start = monotonic()
         self._bar.update(self._task, description=name)
         if name == DONE:
             self.stop()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+UNPACKING = "decompressing for the workers"  # --jobs: a compressed capture's copy, first
 READING = "reading"
 TABLES = "writing tables"
 COPIES = "writing the capture copies"
@@ -52,7 +53,7 @@ class LineMeter:
         every: float = 10.0,
     ) -> None:
         self._write, self._clock, self._size, self._every = write, clock, size, every
-        self._start = self._last = clock()
+        self._start = self._last = self._since = clock()  # _since: the reading's start
         self._frames = self._bytes = 0
         self._phase = READING
         self._read_for = 0.0  # seconds the reading took, once it ended
@@ -63,8 +64,11 @@ class LineMeter:
 
     def phase(self, name: str) -> None:
         if self._phase == READING:
-            self._read_for = self._clock() - self._start
+            self._read_for = self._clock() - self._since
         self._phase = name
+        if name == READING:  # after the decompression: the frames/s and bytes count anew
+            self._since, self._bytes = self._clock(), 0
+            return
         if name == DONE:
             if self._last != self._start:  # a line was written: end with the totals
                 self._write(self._line(self._clock()))
@@ -78,9 +82,12 @@ class LineMeter:
             self._write(self._line(now))
 
     def _line(self, now: float) -> str:
+        if self._phase == UNPACKING:  # the bytes: the compressed file's taken so far
+            share = f": {100 * self._bytes // self._size}% of the capture" if self._size else ""
+            return f"espforensics: {UNPACKING}{share}"
         if self._phase == READING:
             share = f", {100 * self._bytes // self._size}% of the capture" if self._size else ""
-            speed = rate(self._frames, now - self._start)
+            speed = rate(self._frames, now - self._since)
             return f"espforensics: {READING}: {self._frames:,} frames, {speed}{share}"
         speed = rate(self._frames, self._read_for)
         took = f"{now - self._start:.0f} s"

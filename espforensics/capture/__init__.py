@@ -23,7 +23,7 @@ from espforensics.capture.batch import FrameBatch
 from espforensics.capture.compression import ByteSource, open_source
 from espforensics.capture.pcap import PCAP_MAGICS, iter_pcap, iter_pcap_batches
 from espforensics.capture.pcapng import PCAPNG_MAGIC, iter_pcapng, iter_pcapng_batches
-from espforensics.capture.unpack import Unpacked, decompress_once, remove
+from espforensics.capture.unpack import Told, Unpacked, decompress_once, remove
 from espforensics.capture.writer import open_compressed_writer, write_pcap, write_pcapng
 from espforensics.errors import CaptureError
 from espforensics.model import DecryptionSecrets, Frame
@@ -151,12 +151,15 @@ def _format_of(source: ByteSource, head: bytes) -> str:
     raise CaptureError(source.path, message)
 
 
-def open_capture(path: str | os.PathLike[str], unpack_once: bool = False) -> Capture:
+def open_capture(
+    path: str | os.PathLike[str], unpack_once: bool = False, told: Told | None = None
+) -> Capture:
     """Open a capture, undo its compression and recognize its format.
 
     ``unpack_once``: a compressed capture is first decompressed to a temporary file, which
     is then read mapped, its batches carrying spans (for ``--jobs`` workers); if that
-    fails it is read as a stream, as without (capture/unpack.py).
+    fails it is read as a stream, as without (capture/unpack.py); ``told`` hears how far
+    into the compressed file that decompression has got, after each chunk.
     """
     name = os.fspath(path)
     source = open_source(name)
@@ -167,7 +170,7 @@ def open_capture(path: str | os.PathLike[str], unpack_once: bool = False) -> Cap
         source.close()
         raise
     if unpack_once and source.compression is not None:
-        unpacked = decompress_once(source, head, "." + fmt)  # closes the stream
+        unpacked = decompress_once(source, head, "." + fmt, told)  # closes the stream
         if unpacked is None:
             return open_capture(name)  # the stream again: its error, if any, is its own
         try:

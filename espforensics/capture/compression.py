@@ -213,6 +213,11 @@ class ByteSource:
             return CaptureTruncated(self.path, message, frames_read=n)
         return CaptureError(self.path, message, frames_read=n)
 
+    @property
+    def file_at(self) -> int:
+        """How far into the file (its compressed bytes, if compressed) the reads have got."""
+        return self._raw.tell()
+
     def mapped(self) -> mmap.mmap | None:
         """The whole file mapped read-only, when it is not compressed (else None)."""
         if self.compression is not None or self._unmappable:

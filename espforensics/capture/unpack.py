@@ -25,12 +25,14 @@ import contextlib
 import errno
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO, Final
 
 from espforensics.capture.compression import CHUNK_SIZE, ByteSource
 from espforensics.errors import CaptureError
 
+Told = Callable[[int], None]  # the compressed bytes decompressed so far
 RESERVE: Final = 0.1  # of the copy's file system, left free: the copy is given up first
 
 
@@ -43,9 +45,13 @@ class Unpacked:
     copy: str  # the temporary file, removed by its owner
 
 
-def decompress_once(source: ByteSource, head: bytes, suffix: str) -> Unpacked | None:
+def decompress_once(
+    source: ByteSource, head: bytes, suffix: str, told: Told | None = None
+) -> Unpacked | None:
     """Decompress the rest of ``source`` after ``head`` to a temporary file (named
-    ``espforensics-*{suffix}``); close ``source``. None when that fails (nothing left)."""
+    ``espforensics-*{suffix}``); close ``source``. None when that fails (nothing left).
+    ``told``: called after each chunk with the compressed bytes taken so far (progress:
+    a capture of tens of gigabytes takes minutes)."""
     copy: str | None = None
     try:
         fd, copy = tempfile.mkstemp(prefix="espforensics-", suffix=suffix)
@@ -54,6 +60,8 @@ def decompress_once(source: ByteSource, head: bytes, suffix: str) -> Unpacked | 
             while chunk:
                 _check_room(out, len(chunk))
                 out.write(chunk)
+                if told is not None:
+                    told(source.file_at)
                 chunk = source.read(CHUNK_SIZE)
         raw = open(copy, "rb")  # noqa: SIM115 -- owned and closed by the ByteSource
         unpacked = ByteSource(source.path, raw, None, file=copy)
