@@ -1,11 +1,15 @@
 """The process table, for the tests that kill a run and check its workers went with it.
 
-Linux only (/proc): ``stat`` gives a process's state and parent, ``alive``
-whether it still runs, ``children`` and ``descendants`` the processes below one.
+Linux only (/proc, pidfds): ``stat`` gives a process's state and parent, ``alive``
+whether it still runs, ``children`` and ``descendants`` the processes below one,
+``wait_gone`` waits for some to end.
 """
 
 from __future__ import annotations
 
+import os
+import select
+import time
 from pathlib import Path
 
 
@@ -46,3 +50,28 @@ def descendants(pid: int) -> list[int]:
         found += below
         todo += below
     return found
+
+
+def wait_gone(pids: list[int], bound: float) -> list[int]:
+    """Wait until every process of ``pids`` has ended, for at most ``bound`` seconds; those
+    still running then. Each is watched through a pidfd, readable the moment it exits: no
+    poll interval, and the bound is only a limit (a loaded machine takes longer)."""
+    poller, watched = select.poll(), {}
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:  # gone already
+            continue
+        watched[fd] = pid
+        poller.register(fd, select.POLLIN)
+    deadline = time.monotonic() + bound
+    try:
+        while watched and (left := deadline - time.monotonic()) > 0:
+            for fd, _ in poller.poll(left * 1000):
+                poller.unregister(fd)
+                os.close(fd)
+                del watched[fd]
+    finally:
+        for fd in watched:
+            os.close(fd)
+    return [pid for pid in pids if alive(pid)]

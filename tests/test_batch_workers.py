@@ -3,7 +3,7 @@
 The batch is stopped at a known point by tests/stop_at.py (its first
 result being recorded in the manifest: the pool is up, its workers
 alive), its workers are read from /proc, and only the batch process is
-killed. The test then polls the process table until no worker is left,
+killed. The test then waits on each worker's pidfd until none is left,
 up to a generous bound (a loaded 2-core machine), never a fixed sleep;
 any worker still there at the bound fails the test and is killed.
 """
@@ -14,7 +14,6 @@ import multiprocessing
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from espforensics.synth import build_scenario, write_scenario
 from espforensics.workers import EXIT_ORPHANED, watch_parent
 from tests.procs import alive as _alive
 from tests.procs import children as _children
+from tests.procs import wait_gone
 from tests.stop_at import run_until_stopped
 
 BOUND = 60.0  # seconds; PDEATHSIG acts at once, the watchdog within 0.5 s
@@ -39,10 +39,7 @@ def test_workers_die_with_a_killed_batch(tmp_path: Path) -> None:
     try:
         assert len(workers) == 2, workers
         os.kill(proc.pid, signal.SIGKILL)  # the batch process only, not its group
-        deadline = time.monotonic() + BOUND
-        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)  # a poll interval, not a wait for something to happen
-        assert [w for w in workers if _alive(w)] == []
+        assert wait_gone(workers, BOUND) == []
         stdout, _ = proc.communicate(timeout=BOUND)  # no worker holds the pipe open
         assert stdout == b""
         assert proc.returncode == -signal.SIGKILL

@@ -19,7 +19,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, cast
@@ -46,7 +45,7 @@ from espforensics.synth import write_scenario
 from fuzz.steady import pick_steady, steady_frames
 from tests.helpers import capture_params, real_capture, run_cli, scenario
 from tests.procs import alive as _alive
-from tests.procs import descendants
+from tests.procs import descendants, wait_gone
 
 # Scenarios whose boundaries matter: fragments, ESN wraps and faults, reorder and
 # duplicates, IV reuse across batches, SAs that start late, many algorithms, NAT-T.
@@ -313,10 +312,8 @@ def _stopped(tmp: Path) -> tuple[subprocess.Popen[bytes], list[int], Path]:
 
 
 def _gone(workers: list[int]) -> list[int]:
-    deadline = time.monotonic() + BOUND
-    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
-        time.sleep(0.05)  # a poll interval, not a wait for something to happen
-    return [w for w in workers if _alive(w)]
+    """The workers still running once all have ended or BOUND has passed."""
+    return wait_gone(workers, BOUND)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
