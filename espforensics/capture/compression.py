@@ -214,7 +214,7 @@ class ByteSource:
         return CaptureError(self.path, message, frames_read=n)
 
     @property
-    def file_at(self) -> int:
+    def file_position(self) -> int:
         """How far into the file (its compressed bytes, if compressed) the reads have got."""
         return self._raw.tell()
 

@@ -61,7 +61,7 @@ def decompress_once(
                 _check_room(out, len(chunk))
                 out.write(chunk)
                 if told is not None:
-                    told(source.file_at)
+                    told(source.file_position)
                 chunk = source.read(CHUNK_SIZE)
         raw = open(copy, "rb")  # noqa: SIM115 -- owned and closed by the ByteSource
         unpacked = ByteSource(source.path, raw, None, file=copy)
