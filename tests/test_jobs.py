@@ -271,23 +271,37 @@ def test_an_unreachable_scheduler_is_an_input_error(tmp_path: Path) -> None:
         )
 
 
-# A run that stops at the engine's first submission to its (started) workers: it writes
-# "reached" and blocks on stdin, so the test signals it at a known point, not after a sleep.
-_STOPPED_RUN = """
+# A run that stops at a known point, writes "reached" and blocks on stdin, so that the
+# test signals it there, not after a sleep. argv: capture, keys, out, where, jobs; where:
+# "working", the engine's first submission to its started workers, or "decompressing",
+# the second read of a compressed capture's stream while its copy is made.
+STOPPED_RUN = """
 import os, sys
 from espforensics.analysis import analyze_to_dir
+from espforensics.capture import unpack
 from espforensics.engine import pool
 from espforensics.pipeline import Options
 pool.PATIENT = True
-submit = pool._Local.submit
-def stop(self, span, hints):
+unpack.RESERVE = 0.0  # a copy however full this disk is
+def reached():
     os.write(1, b"reached\\n")
     os.read(0, 1)
-    return submit(self, span, hints)
-pool._Local.submit = stop
+if sys.argv[4] == "decompressing":
+    read = unpack.ByteSource.read
+    def blocked(self, size=1 << 20):
+        if self.compression is not None and self.bytes_read > 0:
+            reached()
+        return read(self, size)
+    unpack.ByteSource.read = blocked
+else:
+    submit = pool._Local.submit
+    def stop(self, span, hints):
+        reached()
+        return submit(self, span, hints)
+    pool._Local.submit = stop
 try:
     analyze_to_dir(sys.argv[1], [sys.argv[2]], sys.argv[3], options=Options(batch_frames=16),
-                   plots=False, jobs=3)
+                   plots=False, jobs=int(sys.argv[5]))
 except KeyboardInterrupt:
     sys.exit(130)
 """
@@ -298,7 +312,7 @@ def _stopped(tmp: Path) -> tuple[subprocess.Popen[bytes], list[int], Path]:
     capture, keys = _window(tmp, 2)
     out = tmp / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-c", _STOPPED_RUN, str(capture), str(keys), str(out)],
+        [sys.executable, "-c", STOPPED_RUN, str(capture), str(keys), str(out), "working", "3"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -35,7 +35,7 @@ from fuzz.steady import SteadySeed, pick_steady, steady_frames
 from tests.helpers import run_cli
 from tests.procs import alive as _alive
 from tests.procs import descendants
-from tests.test_jobs import BOUND, _gone, _outputs
+from tests.test_jobs import BOUND, STOPPED_RUN, _gone, _outputs
 
 Kind = Literal["gzip", "zstd"]
 _SUFFIX = {None: "", "gzip": ".gz", "zstd": ".zst"}
@@ -256,41 +256,6 @@ def test_a_copy_that_would_fill_its_disk_is_not_made(
     assert list(tmpdir_of_run.glob("espforensics-*")) == []
 
 
-# A run of a gzip capture that stops at a known point, writes "reached" and blocks on stdin,
-# so that the test signals it there: while the capture is decompressed (the second read of
-# its stream), or at the engine's first submission to its started workers.
-_STOPPED_RUN = """
-import os, sys
-from espforensics.analysis import analyze_to_dir
-from espforensics.capture import unpack
-from espforensics.engine import pool
-from espforensics.pipeline import Options
-pool.PATIENT = True
-unpack.RESERVE = 0.0  # a copy however full this disk is
-def reached():
-    os.write(1, b"reached\\n")
-    os.read(0, 1)
-if sys.argv[4] == "decompressing":
-    read = unpack.ByteSource.read
-    def blocked(self, size=1 << 20):
-        if self.compression is not None and self.bytes_read > 0:
-            reached()
-        return read(self, size)
-    unpack.ByteSource.read = blocked
-else:
-    submit = pool._Local.submit
-    def stop(self, span, hints):
-        reached()
-        return submit(self, span, hints)
-    pool._Local.submit = stop
-try:
-    analyze_to_dir(sys.argv[1], [sys.argv[2]], sys.argv[3], options=Options(batch_frames=16),
-                   plots=False, jobs=2)
-except KeyboardInterrupt:
-    sys.exit(130)
-"""
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("where", ["decompressing", "working"])
 def test_ctrl_c_removes_the_copy(tmp_path: Path, where: str) -> None:
@@ -301,7 +266,10 @@ def test_ctrl_c_removes_the_copy(tmp_path: Path, where: str) -> None:
     folder = tmp_path / "tmpdir"
     folder.mkdir()
     proc = subprocess.Popen(
-        [sys.executable, "-c", _STOPPED_RUN, str(capture), str(keys), str(tmp_path / "o"), where],
+        [
+            *(sys.executable, "-c", STOPPED_RUN),
+            *(str(capture), str(keys), str(tmp_path / "o"), where, "2"),
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
