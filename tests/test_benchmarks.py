@@ -136,3 +136,19 @@ def test_bench_iv_constant_prints_every_window() -> None:
     out = _run("bench_iv_constant.py", "--trials", "20")
     for n in (16, 32, 64):
         assert f"window {n:2d}: true constant in" in out, out
+
+
+def test_bench_formats_prints_every_format_and_the_copy() -> None:
+    fixtures = BENCH.parent / "fixtures"
+    out = _run(
+        "bench_formats.py",
+        str(fixtures / "example.pcap"),
+        str(fixtures / "example.keys.yaml"),
+        "--rounds",
+        "1",
+    )
+    lines = out.splitlines()
+    assert lines[0] == "40 frames, best of 1 rounds, the formats taking turns"
+    assert [line.split()[0] for line in lines[2:5]] == ["pcap", "pcapng", "pcapng.gz"]
+    assert lines[2].count(" x") == 2 and " x1.00 " in lines[2]
+    assert lines[5].startswith("the copy --jobs makes of the .gz: ")
