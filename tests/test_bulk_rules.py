@@ -1,9 +1,11 @@
 """Each bulk rule equals its per-packet rule, row by row, on generated plaintexts.
 
 The steady lane decodes a batch's plaintexts with the bulk rules
-(trailer.parse_trailers, decode.inner.parse_inners,
-checks.checksum.check_inners); every other packet goes through the
-per-packet rules beside them (parse_trailer, parse_inner, check_inner).
+(trailer.parse_trailers, decode.inner.parse_inners) and asks the checks'
+rules over plaintexts (checks.PLAIN: checks.checksum.plaintexts, which
+runs check_inners, and checks.leaks.plaintexts); every other packet goes
+through the per-packet rules beside them (parse_trailer, parse_inner,
+check_inner, leaks.not_encrypted).
 Hypothesis generates batches of well-formed plaintexts (sound trailers,
 inner IPv4 / IPv6 / transport headers with checksums that verify) and
 malformed ones (a byte changed, cut short, random bytes): a row the bulk
@@ -18,7 +20,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from espforensics.checks.checksum import Outer, Payloads, check_inners
+from espforensics.checks import PLAIN, checksum, leaks
+from espforensics.checks.bulk import Outer, Payloads, Plaintexts
+from espforensics.checks.checksum import check_inners
+from espforensics.checks.context import HEAD_LEN
 from espforensics.columns import I64, Strs
 from espforensics.decode.clear import internet_checksum
 from espforensics.decode.inner import (
@@ -192,13 +197,21 @@ def batch(draw: st.DrawFn) -> list[Row]:
     return rows
 
 
-def _columns(rows: list[Row]) -> tuple[InnerColumns, Strs, Strs, I64]:
+def _plaintexts(rows: list[Row]) -> Plaintexts:
+    """The rows as the lane hands them to the checks' rules: every row plain but those the
+    per-packet parser cannot decode (the lane's glue drops those first)."""
     view, start, n = _joined([body for _, body, _, _ in rows])
     nh = np.array([r[0] for r in rows], np.int64)
     src = np.array([ntop(r[2][0]) for r in rows], dtype=object)
     dst = np.array([ntop(r[2][1]) for r in rows], dtype=object)
-    ok = np.ones(len(rows), np.bool_)
-    inner = parse_inners(view, start, n, nh, ok, src, dst)
+    inner = parse_inners(view, start, n, nh, np.ones(len(rows), np.bool_), src, dst)
+    plain = np.ones(len(rows), np.bool_)
+    for row, (number, body, (a, b), _) in enumerate(rows):
+        if not inner.decoded[row]:
+            try:
+                parse_inner(number, body, ntop(a), ntop(b))
+            except MalformedPacket:
+                plain[row] = False
     words = [
         sum(int.from_bytes(a[i : i + 2]) for a in r[2] for i in range(0, len(a), 2)) for r in rows
     ]
@@ -207,7 +220,15 @@ def _columns(rows: list[Row]) -> tuple[InnerColumns, Strs, Strs, I64]:
         np.array([len(r[2][0]) == 4 for r in rows]),
         np.array([r[3] for r in rows]),
     )
-    status, detail, tfc = check_inners(Payloads(view, start, n, nh), inner, inner.decoded, outer)
+    heads = view[start[:, None] + np.arange(HEAD_LEN)]
+    clear = np.zeros(len(rows), np.bool_)
+    return Plaintexts(Payloads(view, start, n, nh), inner, heads, heads ^ 0x5A, clear, outer, plain)
+
+
+def _columns(rows: list[Row]) -> tuple[InnerColumns, Strs, Strs, I64]:
+    p = _plaintexts(rows)
+    inner = p.inner
+    status, detail, tfc = check_inners(p.payloads, inner, inner.decoded, p.outer)
     return inner, status, detail, tfc
 
 
@@ -251,6 +272,72 @@ def test_check_inners_is_check_inner(rows: list[Row]) -> None:
         got = (status[row], detail[row], int(tfc[row]))
         want = (one.status.value, one.detail, -1 if one.tfc_len is None else one.tfc_len)
         assert got == want, (nh, body.hex(), natt)
+
+
+@SETTINGS
+@given(batch())
+def test_the_checksum_rule_is_check_inner(rows: list[Row]) -> None:
+    """checks.checksum.plaintexts, rows decoded in bulk and one by one alike: a row it takes
+    has check_inner's columns; a row with a bad or partial checksum it refuses."""
+    p = _plaintexts(rows)
+    said = checksum.plaintexts(p)
+    assert said.refused is not None
+    assert said.inner_checks is not None
+    got = said.inner_checks
+    for row, (nh, body, (src, dst), natt) in enumerate(rows):
+        if not p.plain[row]:
+            continue  # the glue's: not a plain row
+        tunnel = not p.inner.decoded[row]  # one by one: only an inner IP packet's are taken
+        if tunnel and nh not in (4, 41):
+            assert said.refused[row], row
+            continue
+        addrs = (b"", b"") if tunnel else (src, dst)
+        one = check_inner(nh, body, *addrs, NATT_TRANSPORT if natt and not tunnel else "")
+        if one.status in (InnerChecksum.BAD, InnerChecksum.PARTIAL):
+            assert said.refused[row], (nh, body.hex())  # the per-packet path's finding
+            continue
+        if said.refused[row]:
+            assert got.status[row] == "", row  # left to the per-packet rule
+            continue
+        tfc = int(got.tfc_len[row])
+        columns = (got.status[row], got.detail[row], None if tfc < 0 else tfc)
+        assert columns == (one.status.value, one.detail, one.tfc_len), (nh, body.hex(), natt)
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.tuples(
+            st.binary(min_size=HEAD_LEN, max_size=HEAD_LEN),
+            st.integers(-1, HEAD_LEN - 1),  # where the ciphertext first differs (-1: nowhere)
+            st.booleans(),  # clear by design
+        ),
+        min_size=1,
+        max_size=16,
+    )
+)
+def test_the_leak_rule_is_not_encrypted(rows: list[tuple[bytes, int, bool]]) -> None:
+    """checks.leaks.plaintexts refuses a row exactly when leaks.not_encrypted proves it a
+    leak (ciphertext equal to plaintext over MIN_RUN bytes) and its SA is not clear by
+    design."""
+    heads = np.array([list(pt) for pt, _, _ in rows], np.uint8).reshape(len(rows), HEAD_LEN)
+    cts = heads.copy()
+    for row, (_, differs, _) in enumerate(rows):
+        if differs >= 0:
+            cts[row, differs] ^= 0xFF
+    p = _plaintexts([(59, b"", _OUTERS[0], False)] * len(rows))
+    clear = np.array([c for _, _, c in rows], np.bool_)
+    said = leaks.plaintexts(Plaintexts(p.payloads, p.inner, heads, cts, clear, p.outer, p.plain))
+    assert said.refused is not None
+    assert said.inner_checks is None
+    for row, (pt, _, is_clear) in enumerate(rows):
+        proven = leaks.not_encrypted(cts[row, : leaks.MIN_RUN].tobytes(), pt)
+        assert bool(said.refused[row]) == (proven and not is_clear), row
+
+
+def test_every_plaintext_rule_is_tested_here() -> None:
+    """The registry's rules are the two this module holds equal to their per-packet forms."""
+    assert (leaks.plaintexts, checksum.plaintexts) == PLAIN
 
 
 def test_well_formed_inner_packets_verify_in_bulk() -> None:

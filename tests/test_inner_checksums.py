@@ -386,7 +386,8 @@ def test_the_lane_columns_are_check_inners_and_it_leaves_bad_and_partial_alone()
     """engine/plain.py's vectorised sums give what decode/inner.py gives, row by row."""
     import numpy as np
 
-    from espforensics.engine.plain import Outer, decode_plaintexts
+    from espforensics.checks.bulk import Outer
+    from espforensics.engine.plain import decode_plaintexts
 
     partial = 0xFFFF ^ internet_checksum(pseudo_header(A4, B4, 6, 20 + 7))
     v6_src, v6_dst = bytes(15) + b"\1", bytes(15) + b"\2"

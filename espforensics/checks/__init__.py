@@ -24,7 +24,7 @@ from espforensics.checks import (
     placement,
     sequence,
 )
-from espforensics.checks.bulk import BulkCheck
+from espforensics.checks.bulk import BulkCheck, PlainRule, Plaintexts
 from espforensics.checks.checksum import InnerChecksumCheck
 from espforensics.checks.context import Flow, Holds, PacketContext, SaState
 from espforensics.checks.coverage import Seen
@@ -73,6 +73,11 @@ BULK: tuple[type[BulkCheck], ...] = (IvReuseCheck, IvDerivationCheck, SequenceCh
 def bulk_checks(checks: tuple[object, ...]) -> tuple[BulkCheck, ...]:
     """The checks of a run that have bulk rules, in the order they run."""
     return tuple(c for c in checks if isinstance(c, BULK))
+
+
+# The checks' rules over the plaintexts the lane opened (checks/bulk.py, ``Plaintexts``):
+# functions of the batch's plaintexts alone, so a worker process runs them too.
+PLAIN: tuple[Callable[[Plaintexts], PlainRule], ...] = (leaks.plaintexts, checksum.plaintexts)
 
 
 # What each check examined (the KTAP names of render/content.py), in the order

@@ -7,6 +7,11 @@ not treat as the plain case (``refuses``), the columns it fills for them
 (``columns``), and its bulk state update once the lane takes them
 (``commit``). Raises nothing.
 
+Once the lane's packets are opened and decoded (in the engine's process or
+a worker's), each check with a rule over plaintexts says which rows it
+refuses and fills its columns: a function of the ``Plaintexts`` alone, no
+check state (``PlainRule``; the registry is ``PLAIN`` in checks/__init__.py).
+
 The engine (engine/steady.py) knows only this protocol: a row is the
 lane's when no check refuses it, nor any row before it in its unit (the
 flows that share a scope), and every check's ``commit`` must then leave
@@ -25,6 +30,8 @@ import numpy as np
 import numpy.typing as npt
 
 from espforensics.checks.context import Flow
+from espforensics.columns import Strs
+from espforensics.decode.inner import InnerColumns
 from espforensics.intervals import I64, U8, U64
 
 Mask = npt.NDArray[np.bool_]
@@ -99,6 +106,69 @@ class BulkColumns:
 
 
 NOTHING = BulkColumns()
+
+
+@dataclass(frozen=True, slots=True)
+class Outer:
+    """Per row, what a transport-mode checksum takes from the outer header."""
+
+    words: I64  # the sum of the outer addresses' 16-bit words (RFC 1071)
+    v4: Mask  # the outer header is IPv4
+    natt: Mask  # ESP in UDP: NAT-T transport checksums are not checked (RFC 3948 s3.1.2)
+
+
+@dataclass(frozen=True, slots=True)
+class Payloads:
+    """Many decrypted payloads joined in one buffer: where each starts, its length, next header."""
+
+    view: U8  # with at least 64 bytes after the last payload's end
+    start: I64
+    payload: I64
+    nh: I64
+
+    def body(self, row: int) -> bytes:
+        """Row ``row``'s payload (its plaintext up to the padding)."""
+        at = int(self.start[row])
+        return self.view[at : at + int(self.payload[row])].tobytes()
+
+
+@dataclass(frozen=True, slots=True)
+class Plaintexts:
+    """The plaintexts of a batch's packets that verified, decoded by the lane, row for row.
+
+    ``plain``: the rows that are the plain case before the checks' own rules
+    (at least ``HEAD_LEN`` bytes, a sound trailer, inner headers that decode:
+    by the bulk parser where ``inner.decoded``, else one by one); ``heads``
+    and ``cipher_heads``: rows of each plaintext's and ciphertext's first
+    ``HEAD_LEN`` bytes; ``clear``: the payload is clear by design (GMAC,
+    RFC 4543 s3.2).
+    """
+
+    payloads: Payloads
+    inner: InnerColumns
+    heads: U8
+    cipher_heads: U8
+    clear: Mask
+    outer: Outer
+    plain: Mask
+
+
+@dataclass(frozen=True, slots=True)
+class InnerChecks:
+    """The ``inner_checksum``, its detail and the ``tfc_len`` columns (-1: empty) of rows."""
+
+    status: Strs
+    detail: Strs
+    tfc_len: I64
+
+
+@dataclass(frozen=True, slots=True)
+class PlainRule:
+    """What a check says of a batch's plaintexts: the rows it would not treat as the plain
+    case (None: none), and the inner checksum columns if it fills them."""
+
+    refused: Mask | None = None
+    inner_checks: InnerChecks | None = None
 
 
 class BulkCheck(Protocol):

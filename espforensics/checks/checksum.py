@@ -18,8 +18,9 @@ What cannot be verified is ``not_checked``, and ``detail`` says why:
 NAT-T transport mode (RFC 3948 s3.1.2), inner fragments, protocols
 without a checksum verified here, misplaced headers, unsound trailers.
 The steady lane fills the same columns for the packets it takes with
-``check_inners`` below, the bulk form of the same rule (engine/plain.py
-calls it), and takes no packet this check makes a finding of.
+``plaintexts`` below, the bulk form of the same rule (``check_inners`` over
+the rows the bulk parser decoded, ``check_inner`` one by one over the
+others), and takes no packet this check makes a finding of.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from espforensics.checks.bulk import InnerChecks, Outer, Payloads, PlainRule, Plaintexts
 from espforensics.checks.context import PacketContext, PerFlow
 from espforensics.checks.coverage import NOT_DECRYPTED, Seen
 from espforensics.columns import I64, U8, Mask, Strs, read_be
@@ -184,28 +186,40 @@ def coverage(seen: Seen) -> str | None:
 
 # -- the bulk rule: check_inner of many plaintexts at once (the steady lane's) ----------
 
+
+def plaintexts(p: Plaintexts) -> PlainRule:
+    """``observe``'s columns for the plain rows of a batch (``check_inners`` over the rows the
+    bulk parser decoded, ``check_inner`` one by one over the others); refused: the rows with
+    a bad or partial checksum (this check's findings) or a case not computed in bulk."""
+    fast = p.plain & p.inner.decoded
+    status, detail, tfc = check_inners(p.payloads, p.inner, fast, p.outer)
+    refused = fast & (status == "")
+    for row in np.flatnonzero(p.plain & ~p.inner.decoded).tolist():
+        refused[row] = not _one_by_one(row, p.payloads, (status, detail, tfc))
+    return PlainRule(refused, InnerChecks(status, detail, tfc))
+
+
+def _one_by_one(row: int, p: Payloads, out: tuple[Strs, Strs, I64]) -> bool:
+    """``check_inner`` of a row the bulk parser left (inner IPv6 with extension headers, say).
+
+    Tunnel mode only (a transport row here is a cut header: the per-frame
+    path's); a bad or partial checksum is the per-frame path's too.
+    """
+    nh = int(p.nh[row])
+    if nh not in (4, 41):
+        return False
+    found = check_inner(nh, p.body(row), b"", b"", "")
+    if found.status in (InnerChecksum.BAD, InnerChecksum.PARTIAL):
+        return False
+    status, detail, tfc = out
+    status[row], detail[row] = found.status.value, found.detail
+    tfc[row] = -1 if found.tfc_len is None else found.tfc_len
+    return True
+
+
 _LITTLE = sys.byteorder == "little"
 _SUM_ROWS = 256  # rows summed per reduceat call (_spans)
 U64 = npt.NDArray[np.uint64]
-
-
-@dataclass(frozen=True, slots=True)
-class Outer:
-    """Per row, what a transport-mode checksum takes from the outer header."""
-
-    words: I64  # the sum of the outer addresses' 16-bit words (RFC 1071)
-    v4: Mask  # the outer header is IPv4
-    natt: Mask  # ESP in UDP: NAT-T transport checksums are not checked (RFC 3948 s3.1.2)
-
-
-@dataclass(frozen=True, slots=True)
-class Payloads:
-    """Many decrypted payloads joined in one buffer: where each starts, its length, next header."""
-
-    view: U8  # with at least 64 bytes after the last payload's end
-    start: I64
-    payload: I64
-    nh: I64
 
 
 def _fold(total: U64) -> U64:

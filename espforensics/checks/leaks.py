@@ -13,6 +13,10 @@ fits) or IPv6 header (payload length that fits); and for packets that
 decrypted, a ciphertext that equals its plaintext over the first
 ``MIN_RUN`` bytes. RFC 4543 (GMAC) SAs are clear by design and skipped.
 
+The steady lane takes a packet only when its ciphertext and plaintext
+differ over those ``MIN_RUN`` bytes (``plaintexts``, the same rule over a
+batch's columns).
+
 A finding is a proof. A decrypted packet proves its leak (ciphertext equal
 to plaintext); so do the bytes in front of a misplaced header. A packet
 that did not verify (no key, or a failed ICV) proves a clear inner packet
@@ -27,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from espforensics.checks import coverage as coverage_reasons
+from espforensics.checks.bulk import PlainRule, Plaintexts
 from espforensics.checks.context import PacketContext
 from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN
@@ -118,7 +123,7 @@ class LeakCheck:
         iv_len = IV_LEN if ctx is None else ctx.iv_len
         if pkt.plain_head is not None:
             sealed = data[body + iv_len : body + iv_len + MIN_RUN]
-            if len(sealed) == MIN_RUN and sealed == pkt.plain_head[:MIN_RUN]:
+            if not_encrypted(sealed, pkt.plain_head):
                 rec.leaked, rec.leaked_hex = MIN_RUN, sealed.hex(" ")
                 rec.leaked_fields = "payload not encrypted: ciphertext equals plaintext"
                 self._count(rec.spi, rec.frame, rec.leaked_fields)
@@ -203,6 +208,20 @@ class LeakCheck:
                     words.format(n=acc.count, fields="; ".join(sorted(acc.fields))),
                     evidence=Leak(proof, tuple(sorted(acc.fields))),
                 )
+
+
+def not_encrypted(sealed: bytes, plain: bytes) -> bool:
+    """A decrypted packet's proven leak: its ciphertext's first ``MIN_RUN`` bytes (``sealed``)
+    equal its plaintext's."""
+    return len(sealed) == MIN_RUN and sealed == plain[:MIN_RUN]
+
+
+def plaintexts(p: Plaintexts) -> PlainRule:
+    """``not_encrypted`` over the lane's rows: refused, the rows whose ciphertext equals
+    their plaintext over ``MIN_RUN`` bytes, unless clear by design (the per-packet rule
+    skips those SAs)."""
+    equal = (p.heads[:, :MIN_RUN] == p.cipher_heads[:, :MIN_RUN]).all(axis=1)
+    return PlainRule(equal & ~p.clear)
 
 
 def coverage(seen: Seen) -> str | None:

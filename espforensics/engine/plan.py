@@ -14,10 +14,10 @@ import numpy.typing as npt
 
 from espforensics.capture.batch import Buffer
 from espforensics.checks import Flow, SaState
-from espforensics.checks.bulk import FlowRows, ScopeRows
+from espforensics.checks.bulk import FlowRows, Outer, ScopeRows
 from espforensics.checks.context import HEAD_LEN
 from espforensics.crypto import CipherContext
-from espforensics.engine.plain import Outer, PlainColumns
+from espforensics.engine.plain import PlainColumns
 from espforensics.engine.wire import ADDR_LEN, I64, FrameBatch, Mask, WireColumns
 
 U64 = npt.NDArray[np.uint64]

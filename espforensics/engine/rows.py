@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from espforensics.checks import Flow
-from espforensics.engine.plain import Strs
+from espforensics.columns import Strs
 from espforensics.engine.wire import I64, Mask
 from espforensics.model import PacketRecord
 

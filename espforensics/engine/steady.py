@@ -35,14 +35,14 @@ import numpy as np
 import numpy.typing as npt
 
 from espforensics.checks import Flow, SaState, bulk_checks
-from espforensics.checks.bulk import BulkCheck, Opened, first_refused
+from espforensics.checks.bulk import BulkCheck, Opened, Outer, first_refused
 from espforensics.checks.context import HEAD_LEN
 from espforensics.crypto import IV_LEN, CipherContext
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.inner import l4_name
 from espforensics.decode.ip import PROTO_ESP
 from espforensics.decode.ipcomp import PROTO_IPCOMP
-from espforensics.engine.plain import Decoded, Outer, PlainColumns, decode_plaintexts
+from espforensics.engine.plain import Decoded, PlainColumns, decode_plaintexts
 from espforensics.engine.plan import (
     WIDE,
     Index,
