@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import PurePath
 
 from espforensics.checks.leaks import name_fields
-from espforensics.coverage import Tally, tally
+from espforensics.coverage import Tally
 from espforensics.frames import Frames, first_frames
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
 from espforensics.summary import MisplacedLayout, SaSummary, Summary
@@ -143,18 +143,17 @@ def finding_groups(summary: Summary) -> tuple[FindingGroup, ...]:
 NOT_AT_OFFSET_0 = (Verdict.ESP_MISPLACED, Verdict.AUTH_FAIL, Verdict.BAD_TRAILER)
 
 
-def verdict_sentences(summary: Summary, tallied: Tally | None = None) -> tuple[str, ...]:
+def verdict_sentences(summary: Summary, t: Tally) -> tuple[str, ...]:
     """What a reviewer wants to read first: what was not checked, placement, clear text, IVs.
 
     Only packets a key was tried on are said to decrypt or not; the rest are
-    "not checked", with why (coverage.tally, or ``tallied``, the same, when the
-    caller has it: it walks every SA): without a key nothing was tried.
+    "not checked", with why (``t``: the summary's coverage.tally, which the caller
+    makes once for the whole report): without a key nothing was tried.
     """
     v, esp = summary.verdicts, summary.esp_packets
     unused = unused_sentences(summary)
     if esp == 0:
         return ("no ESP packet in this capture", *unused)
-    t = tally(summary.sas, esp) if tallied is None else tallied
     # the key files' unused SAs matter where they may explain packets left unverified
     out = list(unused) if t.proven < esp else []
     if t.untried:

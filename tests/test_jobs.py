@@ -325,11 +325,6 @@ def _stopped(tmp: Path) -> tuple[subprocess.Popen[bytes], list[int], Path]:
     return proc, workers, out
 
 
-def _gone(workers: list[int]) -> list[int]:
-    """The workers still running once all have ended or BOUND has passed."""
-    return wait_gone(workers, BOUND)
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_a_stopped_run_leaves_no_worker_and_no_finished_output(
@@ -343,7 +338,7 @@ def test_a_stopped_run_leaves_no_worker_and_no_finished_output(
             os.kill(proc.pid, sig)  # the engine's process only
         else:
             os.killpg(proc.pid, sig)  # a terminal's Ctrl-C: the whole group
-        assert _gone(workers) == []
+        assert wait_gone(workers, BOUND) == []
         _, stderr = proc.communicate(timeout=BOUND)
         assert proc.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else 130)
         assert b"Traceback" not in stderr, stderr

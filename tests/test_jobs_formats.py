@@ -34,8 +34,8 @@ from espforensics.pipeline import Options
 from fuzz.steady import SteadySeed, pick_steady, steady_frames
 from tests.helpers import run_cli
 from tests.procs import alive as _alive
-from tests.procs import descendants
-from tests.test_jobs import BOUND, STOPPED_RUN, _gone, _outputs
+from tests.procs import descendants, wait_gone
+from tests.test_jobs import BOUND, STOPPED_RUN, _outputs
 
 Kind = Literal["gzip", "zstd"]
 _SUFFIX = {None: "", "gzip": ".gz", "zstd": ".zst"}
@@ -287,7 +287,7 @@ def test_ctrl_c_removes_the_copy(tmp_path: Path, where: str) -> None:
         _, stderr = proc.communicate(timeout=BOUND)
         assert proc.returncode == 130, stderr
         assert b"Traceback" not in stderr, stderr
-        assert _gone(workers) == []
+        assert wait_gone(workers, BOUND) == []
         assert list(folder.glob("espforensics-*")) == []
     finally:
         for pid in [proc.pid, *workers]:

@@ -38,7 +38,7 @@ from espforensics.model import DecryptionSecrets, Frame
 
 # What the batch walker yields, in file order.
 Item = FrameBatch | Frame | DecryptionSecrets
-# What the walk yields: a batch's frames come as a tuple when asked, or when a timestamp
+# What the walk yields: a batch's frames come one by one when asked, or when a timestamp
 # is out of int64's range (capture/batch.py ``Gathered.take``).
 _Walked = FrameBatch | Iterator[Frame] | DecryptionSecrets
 

@@ -21,14 +21,13 @@ are decoded by decode/inner.py one by one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from espforensics.checks import PLAIN
-from espforensics.checks.bulk import InnerChecks, Outer, Payloads, PlainRule, Plaintexts
+from espforensics.checks.bulk import InnerChecks, Outer, Payloads, Plaintexts
 from espforensics.checks.context import HEAD_LEN
 from espforensics.columns import I64, Mask, Strs
 from espforensics.decode.inner import parse_inner, parse_inners
@@ -77,7 +76,6 @@ def decode_plaintexts(
     cipher_heads: npt.NDArray[np.uint8],
     clear: Mask,
     outer: Outer,
-    rules: tuple[Callable[[Plaintexts], PlainRule], ...] = PLAIN,
 ) -> PlainColumns:
     """The trailer and inner columns of each plaintext, and which rows are the plain case."""
     m = len(plains)
@@ -107,7 +105,7 @@ def decode_plaintexts(
     p = Plaintexts(Payloads(view, start, payload, nh), inner, heads, cipher_heads, clear, outer, ok)
     refused = np.zeros(m, np.bool_)
     checks = InnerChecks(np.full(m, "", dtype=object), np.full(m, "", dtype=object), np.full(m, -1))
-    for rule in rules:
+    for rule in PLAIN:
         said = rule(p)
         if said.refused is not None:
             refused |= said.refused

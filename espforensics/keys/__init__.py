@@ -131,7 +131,9 @@ def load_sas(
 
 
 def _looks_like_secrets(text: str) -> bool:
-    return bool(_named("espforensics.keys.tcpdump:looks_like_secrets")(text))
+    from espforensics.keys.tcpdump import looks_like_secrets  # noqa: PLC0415 (only if asked)
+
+    return looks_like_secrets(text)
 
 
 def _argument(text: str) -> tuple[list[SecurityAssociation], LoadLog]:
