@@ -685,6 +685,10 @@ def test_cli_bench_and_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit):
         main(["no-such-scenario", str(tmp_path)])
     capsys.readouterr()
+    missing = tmp_path / "no-such-folder" / "bench.pcap"
+    assert main(["bench", "3", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"python -m espforensics.synth: error: {missing}: No such file or directory\n"
 
 
 # -- benchmark frames -------------------------------------------------------------------------

@@ -110,15 +110,20 @@ def _run_bench(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Dispatch to ``bench``, ``list`` or a scenario; returns the exit code."""
+    """Dispatch to ``bench``, ``list`` or a scenario; returns the exit code (2: a file
+    could not be written, said in one line)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["bench"]:
-        return _run_bench(args[1:])
-    if args == ["list"]:
-        for name, builder in SCENARIOS.items():
-            print(f"{name:20} {builder(1).description}")
-        return 0
-    return _run_scenario(args)
+    try:
+        if args[:1] == ["bench"]:
+            return _run_bench(args[1:])
+        if args == ["list"]:
+            for name, builder in SCENARIOS.items():
+                print(f"{name:20} {builder(1).description}")
+            return 0
+        return _run_scenario(args)
+    except OSError as exc:  # a missing folder, no space left, no permission
+        print(f"{PROG}: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
