@@ -144,6 +144,18 @@ def _write_copies(
     return error
 
 
+def _both(first: Progress, then: Progress | None) -> Progress:
+    """Tell ``first``, then ``then`` (if any), how many bytes of the capture were read."""
+    if then is None:
+        return first
+
+    def told(at: int) -> None:
+        first(at)
+        then(at)
+
+    return told
+
+
 def analyze_to_dir(
     path: str | os.PathLike[str],
     sas: KeysArg,
@@ -188,12 +200,14 @@ def analyze_to_dir(
     prepare_out_dir(out, force)
     try:
         csv_rows = {True: None, False: 0, None: CSV_ROWS}[packets_csv]
+        size = os.path.getsize(path)  # with the bytes read, projects the frames (tables.py)
         tables = PacketTableWriter(
-            partial(out, "packets.parquet"), partial(out, "packets.csv"), csv_rows
+            partial(out, "packets.parquet"), partial(out, "packets.csv"), csv_rows, size
         )
         with tables as writer:
+            told = _both(writer.reached, progress)
             summary, error = _run(
-                path, table, options, writer.write_rows, progress, sha256, jobs, meter, scheduler
+                path, table, options, writer.write_rows, told, sha256, jobs, meter, scheduler
             )
             stage(TABLES)  # the last row groups are written as the block ends
         parquet = partial(out, "packets.parquet")

@@ -8,8 +8,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from espforensics.model import PACKET_COLUMNS, PacketRecord
 from espforensics.synth import build_scenario, write_scenario
-from espforensics.tables import CSV_ROWS
+from espforensics.tables import CSV_ROWS, PacketTableWriter, iter_packet_records
 from tests.helpers import run_cli
 
 
@@ -74,3 +75,51 @@ def test_csv_writes_it_over_the_limit_and_no_csv_never(
     assert len((tmp_path / "a" / "packets.csv").read_text().splitlines()) == 99
     assert _run(capture, tmp_path / "b", "--no-csv") == (0, "")
     assert not (tmp_path / "b" / "packets.csv").exists()
+
+
+def _records(capture: tuple[Path, Path], tmp: Path) -> list[PacketRecord]:
+    """The capture's rows as records, read back from its packets.parquet."""
+    _run(capture, tmp / "src", "--no-csv")
+    return list(iter_packet_records(tmp / "src" / "packets.parquet", PACKET_COLUMNS))
+
+
+def _write(
+    tmp: Path, name: str, records: list[PacketRecord], csv_rows: int | None, at: int
+) -> Path:
+    """Write ``records`` with a writer told, after half of them, that ``at`` of the
+    capture's 1,000 bytes were read; its packets.csv (which may not exist)."""
+    csv = tmp / f"{name}.csv"
+    with PacketTableWriter(tmp / f"{name}.parquet", csv, csv_rows, 1000) as writer:
+        for i, rec in enumerate(records):
+            if i == len(records) // 2:
+                writer.reached(at)
+            writer.write(rec)
+    return csv
+
+
+def test_a_projection_past_the_limit_stops_the_csv_and_a_wrong_one_costs_only_time(
+    capture: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("espforensics.tables.ROW_GROUP", 8)
+    monkeypatch.setattr("espforensics.tables._SAMPLE", 16)
+    rebuilt: list[Path] = []
+    rebuild = PacketTableWriter._csv_from_parquet
+
+    def spy(writer: PacketTableWriter) -> None:
+        rebuilt.append(writer._csv_path)
+        rebuild(writer)
+
+    monkeypatch.setattr(PacketTableWriter, "_csv_from_parquet", spy)
+    records = _records(capture, tmp_path)
+    assert len(records) == 98
+    whole = _write(tmp_path, "whole", records, None, 1000).read_bytes()
+    assert len(whole.splitlines()) == 99
+    # 48 rows given from 10 bytes of 1,000 project 4,800 frames: more than 5/4 of 98, so
+    # the CSV stops; the capture ends at 98, within the limit: written from the Parquet
+    assert _write(tmp_path, "wrong", records, 98, 10).read_bytes() == whole
+    assert rebuilt == [tmp_path / "wrong.csv"]
+    # the same projection for a limit of 97: stopped, and rightly (98 > 97)
+    assert not _write(tmp_path, "right", records, 97, 10).exists()
+    # 48 rows from 500 bytes project 96, not more than 5/4 of 98: written as it goes
+    assert _write(tmp_path, "kept", records, 98, 500).read_bytes() == whole
+    assert rebuilt == [tmp_path / "wrong.csv"]  # neither "right" nor "kept" was rebuilt
