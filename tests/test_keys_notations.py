@@ -99,6 +99,10 @@ def test_tcpdump_ascii_secret_is_its_bytes() -> None:
         ('"IPv4","*","*","*","NULL","","NULL",""\n', False),
         ("hello\n", False),
         ("sa:\n  - spi: 1\n", False),
+        # tcpdump's tests/ikev2pI2-secrets.txt: IKEv2 keys only, still tcpdump's notation
+        ("ikev2 I 0x0001020304050607 0xc02e7a3031a03188 sha1:0x4e aes128:0x3f\n", True),
+        ("file /etc/esp-secrets\n", True),
+        ("ikev2\n", False),
     ],
 )
 def test_tcpdump_detected_by_content(text: str, expected: bool) -> None:
@@ -137,6 +141,18 @@ def test_tcpdump_file_of_only_bad_items_is_refused_with_its_first_error(tmp_path
     with pytest.raises(KeyFileError) as info:
         load_sas([path])
     assert str(info.value) == f"{path}: line 1: spi 0 is reserved (RFC 4303 s2.1)"
+
+
+def test_tcpdump_file_of_only_ikev2_keys_is_refused_saying_so(tmp_path: Path) -> None:
+    path = tmp_path / "ikev2pI2-secrets.txt"  # as in tcpdump's tests: keys of one IKE SA
+    path.write_text(
+        "ikev2 I 0x0001020304050607 0xc02e7a3031a03188 sha1:0x4ea8e662 aes128:0x3f44bf47\n"
+        "ikev2 R 0x0001020304050607 0xc02e7a3031a03188 sha1:0x515b0bd2 aes128:0xbedb67ec\n"
+    )
+    with pytest.raises(KeyFileError) as info:
+        load_sas([path])
+    assert str(info.value) == f"{path}: line 1: an `ikev2` item holds IKEv2 keys, not ESP keys"
+    no_secret_in(str(info.value))
 
 
 def test_tcpdump_text_given_in_place_of_a_path() -> None:

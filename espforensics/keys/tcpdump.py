@@ -108,8 +108,13 @@ def looks_like_secrets(text: str) -> bool:
 
 
 def is_tcpdump_secrets(text: str) -> bool:
-    """True when every item looks like ``[spi@addr ]algo:secret`` and one names a known cipher."""
-    items = [item for _, item in _items(text) if item.split()[0].casefold() not in _OTHER_FORMS]
+    """True when every item looks like ``[spi@addr ]algo:secret`` and one names a known
+    cipher, or when every item is one of tcpdump's own other forms (``ikev2 I ...``,
+    ``file NAME``): such a file is tcpdump's, and the parser says why it gives no ESP SA."""
+    every = _items(text)
+    items = [item for _, item in every if item.split()[0].casefold() not in _OTHER_FORMS]
+    if every and not items:
+        return all(len(item.split()) >= 2 for _, item in every)
     matches = [_ITEM.fullmatch(item) for item in items]
     if not items or not all(matches):
         return False
