@@ -257,6 +257,26 @@ def test_a_clean_steady_window_goes_to_the_lane_after_the_iv_window(
         assert (count.taken, count.refused) == (max(0, size - 64 * sending), 0)
 
 
+def test_a_batch_whose_every_planned_packet_fails_its_icv(tmp_path: Path) -> None:
+    """The fuzzer's steady #2582 of campaign 1111 (session 11): the lane planned a batch
+    whose packets all failed their ICV, so none decoded, and settling the plan read row 0
+    of no rows (IndexError). Now those frames go per frame: auth_fail, as without the lane."""
+    st = next(s for s in steady_seeds() if s.seed.name == "steady-gcm")
+    frames = list(st.seed.frames[:200])
+    for k in range(100, 200):  # past the IV window: whole batches of 16, every ICV flipped
+        f = frames[k]
+        frames[k] = f._replace(data=f.data[:-1] + bytes([f.data[-1] ^ 1]))
+    path = tmp_path / "w.pcap"
+    write_capture(path, frames, linktypes=(1,))
+    lanecount.install()
+    lanecount.take()
+    lane = analyze(path, SaTable(st.seed.sas), fuzz.oracle.LANE)
+    assert lanecount.take().taken == 100 - 64  # frames 65 to 100, before the flipped ones
+    alone = analyze(path, SaTable(st.seed.sas), fuzz.oracle.PER_FRAME)
+    assert lane.packets.equals(alone.packets)
+    assert lane.packets["verdict"].tolist() == ["ok"] * 100 + ["auth_fail"] * 100
+
+
 def test_a_replayed_iv_is_one_its_sa_used(tmp_path: Path) -> None:
     """The steady seeds' replay frames carry the IV of their SA's packet 3 numbers back."""
     for st in steady_seeds():

@@ -260,6 +260,8 @@ class SteadyLane:
         cols = plan.columns
         assert cols is not None
         pos = np.asarray(unit.rows[: unit.cut], np.intp)
+        if not len(cols.plain):  # no packet of the batch verified: there is no row 0 to read
+            return 0
         at = plan.plain_at[pos]
         bad = (at < 0) | ~cols.plain[np.where(at < 0, 0, at)]
         return first_refused(bad | _carries(cols, np.where(at < 0, 0, at)))
