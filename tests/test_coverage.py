@@ -19,7 +19,7 @@ import dpkt
 import pytest
 
 from espforensics.checks import COVERAGE
-from espforensics.checks.coverage import SEEN
+from espforensics.checks.coverage import NO_ICV, SEEN
 from espforensics.gate import worst_code
 from espforensics.model import Verdict
 from espforensics.render.content import CHECKS
@@ -118,6 +118,15 @@ def test_every_verdict_and_the_new_ones_have_a_line_in_the_table() -> None:
 
 def test_each_check_declares_its_coverage_under_its_ktap_name() -> None:
     assert [name for name, _ in COVERAGE] == NAMES
+
+
+def test_a_check_that_did_not_examine_a_verdict_always_says_why() -> None:
+    """esn_mismatch gave "" for decrypted_no_icv (tcpdump's 3des-cbc-hmac96 captures, whose
+    -E secret has no integrity key): its KTAP line read "examined none of 8 ESP packets: 8"."""
+    for name, rule in COVERAGE:
+        for verdict, seen in SEEN.items():
+            assert rule(seen) != "", (name, verdict)
+    assert dict(COVERAGE)["esn_mismatch"](SEEN["decrypted_no_icv"]) == NO_ICV
 
 
 @pytest.mark.parametrize(

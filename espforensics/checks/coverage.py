@@ -31,6 +31,7 @@ NO_IV = "of an algorithm without IV (ecb(cipher_null))"
 CLEAR_BY_DESIGN = "of an algorithm that does not encrypt (GMAC, NULL)"
 NO_SPI = "cut before their SPI"
 NO_ICV_UNSOUND = "decrypted to no sound trailer, with no ICV to check"
+NO_ICV = "decrypted with no ICV to check"  # for a check that needs the ICV verified
 UNKNOWN_VERDICT = "of a verdict this version does not know"
 
 

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from espforensics.checks.context import PacketContext, PerFlow
-from espforensics.checks.coverage import Seen
+from espforensics.checks.coverage import NO_ICV, Seen
 from espforensics.evidence import EsnBelow, EsnEvent, EsnMismatch
 from espforensics.frames import frozen, with_frame
 from espforensics.intervals import IntervalSet
@@ -177,4 +177,4 @@ class EsnMismatchCheck:
 
 def coverage(seen: Seen) -> str | None:
     """Examined: packets whose ICV verified (only a verified ICV proves a high half)."""
-    return None if seen.verified else seen.why
+    return None if seen.verified else seen.why or NO_ICV
