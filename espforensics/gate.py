@@ -69,8 +69,8 @@ def exit_code(
         return EXIT_KEY_FILE
     if unchecked is Unchecked.IGNORE:
         return EXIT_CLEAN
-    proven = tally(summary.sas, summary.esp_packets).proven
-    if not proven or (unchecked is Unchecked.FAIL and proven < summary.esp_packets):
+    proven = tally(summary.sas, summary.esp_layers).proven
+    if not proven or (unchecked is Unchecked.FAIL and proven < summary.esp_layers):
         return EXIT_UNCHECKED
     return EXIT_CLEAN
 

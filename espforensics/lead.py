@@ -56,12 +56,14 @@ def checked_sentence(summary: Summary, t: Tally) -> str:
 
 def _checked(summary: Summary, t: Tally) -> str:
     """How many ESP packets a key proved, and why not the rest."""
-    esp = summary.esp_packets
+    esp = summary.esp_layers
     if esp == 0:
         return "no ESP packet in this capture: nothing was checked"
     sas = plural(len(summary.sas), "SA")
+    inner = summary.inner_esp_packets
+    packets = f"ESP packets ({inner} inside other ESP packets)" if inner else "ESP packets"
     if t.proven == esp:
-        return f"all {esp} ESP packets verified with their keys ({sas})"
+        return f"all {esp} {packets} verified with their keys ({sas})"
     why = "; ".join(
         f"{n} {reason}" + (f" ({spi_list(spis)})" if (spis := t.untried_spis.get(reason)) else "")
         for reason, n in t.untried.items()
@@ -71,9 +73,9 @@ def _checked(summary: Summary, t: Tally) -> str:
     rest = "; ".join(x for x in (fails, why) if x)
     if t.proven == 0:
         if not t.tried and len(t.untried) == 1 and next(iter(t.untried)) == NO_KEY:
-            return f"{esp} ESP packets, none decrypted: no key ({sas})"
-        return f"{esp} ESP packets, none verified: {rest}"
-    return f"{t.proven} of {esp} ESP packets verified with their keys; not: {rest}"
+            return f"{esp} {packets}, none decrypted: no key ({sas})"
+        return f"{esp} {packets}, none verified: {rest}"
+    return f"{t.proven} of {esp} {packets} verified with their keys; not: {rest}"
 
 
 def _fixes(findings: tuple[Finding, ...]) -> list[_Fix]:
@@ -98,7 +100,7 @@ def _no_cure(f: Finding) -> bool:
 
 def _key_sentence(summary: Summary) -> str:
     """The key file's fault, proven or not, or "" when the key doctor found none."""
-    esp = summary.esp_packets
+    esp = summary.esp_layers
     fixes = _fixes(summary.finding_list)
     swapped = [x for x in fixes if x.what.startswith(_SWAPPED)]
     if len(swapped) > 1 and len(swapped) == len(fixes):  # each verifies with the other's key
@@ -159,5 +161,5 @@ def _named(groups: list[FindingGroup]) -> str:
 def lead(summary: Summary, tallied: Tally | None = None) -> tuple[str, str]:
     """The two sentences that follow the capture's name in every report (``tallied``: the
     summary's ``coverage.tally``, when the caller has it)."""
-    t = tally(summary.sas, summary.esp_packets) if tallied is None else tallied
+    t = tally(summary.sas, summary.esp_layers) if tallied is None else tallied
     return checked_sentence(summary, t), wrong_sentence(summary)

@@ -150,7 +150,7 @@ def verdict_sentences(summary: Summary, t: Tally) -> tuple[str, ...]:
     "not checked", with why (``t``: the summary's coverage.tally, which the caller
     makes once for the whole report): without a key nothing was tried.
     """
-    v, esp = summary.verdicts, summary.esp_packets
+    v, esp = summary.verdicts, summary.esp_layers
     unused = unused_sentences(summary)
     if esp == 0:
         return ("no ESP packet in this capture", *unused)

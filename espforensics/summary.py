@@ -129,6 +129,15 @@ class Summary:
     # Warnings of loading the key files: lines skipped, policy blocks ignored ("FILE: what").
     key_notes: tuple[str, ...] = ()
     coverage: tuple[CheckCoverage, ...] = ()  # one per check, in the order they run
+    # ESP packets inside the frames' ESP packets' plaintexts (layer 2 on), not in esp_packets.
+    inner_esp_packets: int = 0
+
+    @property
+    def esp_layers(self) -> int:
+        """Every ESP packet the checks analyzed: each frame's outermost (``esp_packets``)
+        and those inside their plaintexts, each a packet of its own SA. What the
+        coverage, the tally of what keys proved and the ``--unchecked`` gate count."""
+        return self.esp_packets + self.inner_esp_packets
 
     def to_json(self) -> dict[str, Any]:
         """The ``summary.json`` document.
@@ -188,8 +197,9 @@ class Summary:
                     CheckCoverage(**{**c, "skipped": dict(c["skipped"])}) for c in doc["coverage"]
                 )
                 if "coverage" in doc  # else a summary.json written before coverage: derive it
-                else check_coverage(sas, doc["esp_packets"])
+                else check_coverage(sas, doc["esp_packets"] + doc.get("inner_esp_packets", 0))
             ),
+            inner_esp_packets=doc.get("inner_esp_packets", 0),
         )
 
 

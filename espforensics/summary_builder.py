@@ -206,6 +206,7 @@ class SummaryBuilder:
     def __init__(self) -> None:
         self.frames = 0
         self.esp_packets = 0
+        self.inner_esp_packets = 0  # layer 2 on: ESP packets inside an ESP packet's plaintext
         self.first_time: float | None = None
         self.last_time: float | None = None
         self.verdicts: Counter[str] = Counter()
@@ -224,6 +225,8 @@ class SummaryBuilder:
             return
         if rec.layer == 1:
             self.esp_packets += 1
+        else:
+            self.inner_esp_packets += 1
         if rec.spi is None:
             return
         key = (rec.spi, rec.src, rec.dst)
@@ -358,5 +361,6 @@ class SummaryBuilder:
             error=error,
             unused_sas=unused_sas,
             key_notes=key_notes,
-            coverage=check_coverage(sas, self.esp_packets),
+            coverage=check_coverage(sas, self.esp_packets + self.inner_esp_packets),
+            inner_esp_packets=self.inner_esp_packets,
         )

@@ -12,6 +12,7 @@ and tshark 4.0 is asked what it reads of the same capture.
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
 import subprocess
@@ -24,17 +25,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from espforensics.analysis import analyze_to_dir
+from espforensics.analysis import analyze_to_dir, summarize
 from espforensics.capture import open_capture
 from espforensics.decode.ip import parse_ip
 from espforensics.decode.ipcomp import MAX_INFLATED, decompress
 from espforensics.decode.nested import NestedEsp, nested_esp
 from espforensics.engine.run import Engine
 from espforensics.errors import MalformedPacket
+from espforensics.gate import EXIT_CLEAN, EXIT_UNCHECKED, Unchecked, exit_code
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import Secret, SecurityAssociation
+from espforensics.lead import lead
 from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Verdict
 from espforensics.pipeline import FrameAnalyzer, Options
+from espforensics.render.text import render_report
+from espforensics.summary import Summary
 from espforensics.synth.esp import EspSealer
 from espforensics.synth.packets import ipv4_packet, ipv6_packet, udp_bytes
 from espforensics.tables import iter_packet_records
@@ -212,6 +217,32 @@ def test_tables_write_a_row_per_layer_and_count_frames_once(tmp_path: Path) -> N
     # The passes that walk the capture beside its table see one row per frame.
     once = list(iter_packet_records(tmp_path / "out" / "packets.parquet", ["spi"]))
     assert [(r.frame, r.spi) for r in once] == [(n, s) for n, s in _outer_spis()]
+
+
+def test_every_count_of_the_reports_takes_the_inner_layers_too(tmp_path: Path) -> None:
+    """15 ESP packets: one per frame (9) and 6 inside them. The lead, the coverage and the
+    --unchecked gate count all 15 (they said "15 of 9" before, and the gate let the 6
+    unverified inner layers of an outer-keys-only run pass as checked)."""
+    whole = summarize(PCAP, load_sas([KEYS]))
+    assert (whole.esp_packets, whole.inner_esp_packets, whole.esp_layers) == (9, 6, 15)
+    text = render_report(whole)
+    assert "all 15 ESP packets (6 inside other ESP packets) verified with their keys (5 SAs)" in (
+        " ".join(text.split())
+    )
+    assert "frames: 9; ESP packets: 9 (and 6 inside them) in 5 SAs" in text
+    assert {(c.name, c.examined, c.esp_packets) for c in whole.coverage} >= {
+        ("esp_placement", 15, 15)
+    }
+    outer = summarize(PCAP, _keys(A, T, P))
+    assert (outer.esp_packets, outer.inner_esp_packets) == (9, 6)
+    assert lead(outer)[0] == (
+        "9 of 15 ESP packets (6 inside other ESP packets) verified with their keys; "
+        "not: 6 without a key (SPIs 0x0000b002, 0x0000b004)"
+    )
+    assert exit_code(outer, None, Unchecked.FAIL) == EXIT_UNCHECKED
+    assert exit_code(whole, None, Unchecked.FAIL) == EXIT_CLEAN
+    again = Summary.from_json(json.loads(json.dumps(outer.to_json())))
+    assert (again.inner_esp_packets, again.coverage) == (6, outer.coverage)
 
 
 def _outer_spis() -> list[tuple[int, int]]:

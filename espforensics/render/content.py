@@ -69,6 +69,7 @@ class Header:
     span: str  # "0.004 s"
     frames: int
     esp_packets: int
+    esp_more: str  # "", or with ESP inside ESP " (and 8 inside them)"
     sa_count: int
     verdicts: str  # "ok 13, esp_misplaced 12", or "none"
 
@@ -195,7 +196,7 @@ def report_content(
     layouts = summary.layouts[: narrative.LAYOUTS_SHOWN]
     hidden = len(summary.layouts) - len(layouts)
     causes = likely_causes(summary)
-    tallied = tally(summary.sas, summary.esp_packets)  # one walk of the SAs for both
+    tallied = tally(summary.sas, summary.esp_layers)  # one walk of the SAs for both
     return Report(
         summary=summary,
         header=_header(summary),
@@ -235,6 +236,7 @@ def _header(summary: Summary) -> Header:
         f"{span:.3f} s",
         cap.frames,
         summary.esp_packets,
+        f" (and {inner} inside them)" if (inner := summary.inner_esp_packets) else "",
         len(summary.sas),
         _counts(summary.verdicts) or "none",
     )

@@ -168,7 +168,7 @@ def _sections(report: Report) -> list[str]:
     out.append(
         table(
             ["capture", "bytes", "sha256", "first", "last", "frames", "ESP packets"],
-            [[h.name, h.size, h.sha256, h.first, h.last, h.frames, h.esp_packets]],
+            [[h.name, h.size, h.sha256, h.first, h.last, h.frames, f"{h.esp_packets}{h.esp_more}"]],
             name="capture",
         )
     )

@@ -38,7 +38,7 @@ def format_ktap(report: Report) -> str:
     lines.append(_diagnostic(f"{h.title}: {h.name}, sha256 {h.sha256}"))
     lines.append(
         _diagnostic(
-            f"{h.frames} frames, {h.esp_packets} ESP packets in {h.sa_count} SAs; "
+            f"{h.frames} frames, {h.esp_packets} ESP packets{h.esp_more} in {h.sa_count} SAs; "
             f"verdicts: {h.verdicts}"
         )
     )

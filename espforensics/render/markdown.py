@@ -35,7 +35,17 @@ def format_markdown(report: Report) -> str:
     lines = [f"# {h.title}", ""]
     lines += table(
         ["capture", "bytes", "sha256", "first", "last", "frames", "ESP packets"],
-        [[h.name, h.size, f"`{h.sha256}`", h.first, h.last, h.frames, h.esp_packets]],
+        [
+            [
+                h.name,
+                h.size,
+                f"`{h.sha256}`",
+                h.first,
+                h.last,
+                h.frames,
+                f"{h.esp_packets}{h.esp_more}",
+            ]
+        ],
     )
     for sentence in report.lead:
         lines += ["", f"**{_cell(sentence)}.**"]

@@ -57,7 +57,7 @@ def format_summary(report: Report) -> str:
         *wrap(h.path, whole=(h.path,)),
         *(wrap(report.damage + ".", "  ") if report.damage else []),
         *(x for sentence in report.lead for x in wrap(sentence, "  ")),
-        f"  {h.frames} frames, {h.esp_packets} ESP packets, {h.sa_count} SAs",
+        f"  {h.frames} frames, {h.esp_packets} ESP packets{h.esp_more}, {h.sa_count} SAs",
         *wrap(f"verdicts: {h.verdicts}", "  "),
     ]
     for sa in report.sas:
@@ -83,7 +83,7 @@ def _header(report: Report) -> list[str]:
         f"sha256: {h.sha256}",
         f"first:  {h.first}",
         f"last:   {h.last} ({h.span})",
-        f"frames: {h.frames}; ESP packets: {h.esp_packets} in {h.sa_count} SAs",
+        f"frames: {h.frames}; ESP packets: {h.esp_packets}{h.esp_more} in {h.sa_count} SAs",
     ]
 
 
