@@ -685,10 +685,14 @@ def test_cli_bench_and_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit):
         main(["no-such-scenario", str(tmp_path)])
     capsys.readouterr()
-    missing = tmp_path / "no-such-folder" / "bench.pcap"
-    assert main(["bench", "3", str(missing)]) == 2
-    err = capsys.readouterr().err
-    assert err == f"python -m espforensics.synth: error: {missing}: No such file or directory\n"
+    made = tmp_path / "new-folder" / "bench.pcap"  # its folder is made, as a scenario's
+    assert main(["bench", "3", str(made)]) == 0 and made.exists()
+    capsys.readouterr()
+    (tmp_path / "a-file").write_text("")
+    below = tmp_path / "a-file" / "bench.pcap"
+    assert main(["bench", "3", str(below)]) == 2
+    err = capsys.readouterr().err  # one line naming what is in the way
+    assert err == f"python -m espforensics.synth: error: {tmp_path / 'a-file'}: File exists\n"
 
 
 # -- benchmark frames -------------------------------------------------------------------------

@@ -99,6 +99,7 @@ def _run_bench(argv: Sequence[str]) -> int:
     if args.frames < 0:
         parser.error("the frame count must not be negative")
     frames = iter_bench_frames(args.frames, args.seed, args.mean_size, args.algorithm)
+    args.out.parent.mkdir(parents=True, exist_ok=True)  # as a scenario's folder is made
     count = write_capture(
         args.out, frames, format=args.format or "pcap", compression=args.compression, linktypes=(1,)
     )
