@@ -206,6 +206,7 @@ def test_documented_command_runs(
     result = _run(command, tmp_path)
     expected = _expected_exit(doc)
     assert result.returncode in expected, f"{doc.where}: {result.stderr}"
+    assert "Traceback (most recent call last)" not in result.stderr, doc.where  # exit 1 too
     _shown_lines_match(doc.output, result.stdout)
 
 
