@@ -79,7 +79,7 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
     start, caplen, lt = batch.start, batch.caplen, batch.linktype
     end = start + caplen
 
-    def fits(at: I64, width: int) -> Mask:
+    def fits(at: I64, width: int | I64) -> Mask:
         return at + width <= end
 
     # -- link: where the IP header starts, and the EtherType it announces
@@ -113,7 +113,7 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
     v4 = (etype == ETH_IPV4) & (vihl >> 4 == 4) & fits(l3, 20)
     v6 = (etype == ETH_IPV6) & (vihl >> 4 == 6) & fits(l3, 40)
     ihl = (vihl & 0x0F) * 4
-    v4 &= ihl >= 20
+    v4 &= (ihl >= 20) & fits(l3, ihl)  # options cut by the snap length: the per-frame path's
     total = np.where(v4, read_be(view, l3 + 2, v4, 2), 40 + read_be(view, l3 + 4, v6, 2))
     v4 &= (total >= ihl) & (read_be(view, l3 + 6, v4, 2) & 0x3FFF == 0)
     proto = np.where(v4, _u8(view, l3 + 9, v4), _u8(view, l3 + 6, v6))
