@@ -122,8 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{name:20} {builder(1).description}")
             return 0
         return _run_scenario(args)
-    except OSError as exc:  # a missing folder, no space left, no permission
-        print(f"{PROG}: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+    except OSError as exc:  # no permission, a file in the way, no space left (no file name)
+        print(f"{PROG}: error: {exc.filename or 'writing'}: {exc.strerror}", file=sys.stderr)
         return 2
 
 
