@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import pyarrow.parquet as pq
+
 from espforensics.analysis import Analysis, KeysArg, analyze, analyze_to_dir, summarize
 from espforensics.batch.run import run_batch
 from espforensics.capture import open_compressed_writer
@@ -393,7 +395,21 @@ def _scan(verdict: Verdict, where: str, text: str | bytes, raw: bool = False) ->
 def _scan_dir(verdict: Verdict, folder: Path) -> None:
     for path in sorted(folder.rglob("*")):
         if path.is_file():
-            _scan(verdict, "an output file", path.read_bytes())
+            _scan(verdict, "an output file", _readable(path))
+
+
+def _readable(path: Path) -> str | bytes:
+    """What a reader of the file gets: a Parquet file's values and metadata as text (its
+    pages are compressed: Snappy's bytes once put a tag byte after 15 hex digits of an IV
+    and showed 8 "key bytes" no value holds), any other file's bytes."""
+    if path.suffix != ".parquet":
+        return path.read_bytes()
+    try:
+        table = pq.read_table(path)
+    except (OSError, ValueError):  # not whole: its bytes, as for any other file
+        return path.read_bytes()
+    meta = repr(table.schema.metadata)
+    return "\n".join([meta, *("\n".join(map(str, c.to_pylist())) for c in table.columns)])
 
 
 def _csv_rows(path: Path) -> int:

@@ -15,6 +15,8 @@ import dataclasses
 import re
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import fuzz.oracle
@@ -155,6 +157,22 @@ def test_leak_scanner_sees_every_spelling() -> None:
         assert find_leak(f"spi {text} is bad") is not None, text
     assert find_leak(b"raw " + key[3:20] + b" bytes") is not None
     assert find_leak("iv 0x0011223344556677 seq 0x00000001, sha " + "ab" * 32) is None
+
+
+def test_an_output_parquet_is_scanned_for_what_its_values_show(
+    oracle: Oracle, tmp_path: Path
+) -> None:
+    """Campaign 4444, batch #1961 (session 11): packets.parquet's Snappy bytes put a tag
+    byte after 15 hex digits of a public IV, and so showed 8 "key bytes" of another
+    scenario's key that no value holds. A key in a value is still a leak."""
+    assert oracle.run(make_input(4444, 1961, "batch")).failures == []
+    key = all_secrets()[0]
+    folder = tmp_path / "out"
+    folder.mkdir()
+    pq.write_table(pa.table({"detail": ["ok", f"key {key.hex()}"]}), folder / "t.parquet")
+    verdict = Verdict()
+    fuzz.oracle._scan_dir(verdict, folder)
+    assert [f.cls for f in verdict.failures] == ["invariant: key bytes in an output file"]
 
 
 def test_minimizer_keeps_the_header_and_the_culprit() -> None:
