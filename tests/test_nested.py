@@ -38,6 +38,8 @@ from espforensics.keys.sa import Secret, SecurityAssociation
 from espforensics.lead import lead
 from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Verdict
 from espforensics.pipeline import FrameAnalyzer, Options
+from espforensics.render.content import report_content
+from espforensics.render.html import format_html
 from espforensics.render.text import render_report
 from espforensics.summary import Summary
 from espforensics.synth.esp import EspSealer
@@ -230,6 +232,10 @@ def test_every_count_of_the_reports_takes_the_inner_layers_too(tmp_path: Path) -
         " ".join(text.split())
     )
     assert "frames: 9; ESP packets: 9 (and 6 inside them) in 5 SAs" in text
+    html = format_html(report_content(whole))
+    assert '<td data-sort="9">9 (and 6 inside them)</td></tr>' in html  # sorted as a number
+    plain = format_html(report_content(summarize(PCAP, _keys(B, D))))  # no inner layer seen
+    assert '<td class="num" data-sort="9">9</td></tr>' in plain
     assert {(c.name, c.examined, c.esp_packets) for c in whole.coverage} >= {
         ("esp_placement", 15, 15)
     }

@@ -73,6 +73,11 @@ class Header:
     sa_count: int
     verdicts: str  # "ok 13, esp_misplaced 12", or "none"
 
+    @property
+    def esp_count(self) -> str:
+        """The ESP packets as a table cell gives them: "8", "8 (and 8 inside them)"."""
+        return f"{self.esp_packets}{self.esp_more}"
+
 
 @dataclass(frozen=True, slots=True)
 class SaRow:

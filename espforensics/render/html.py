@@ -24,7 +24,7 @@ from html import escape
 from urllib.parse import quote
 
 from espforensics.captions import caption
-from espforensics.render.content import FindingRow, Report, coverage_rows
+from espforensics.render.content import FindingRow, Header, Report, coverage_rows
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
 STYLE = """
@@ -162,13 +162,18 @@ SECTIONS: tuple[tuple[str, str], ...] = (
 )
 
 
+def _esp_cell(h: Header) -> Cell:
+    """A number cell, or with ESP inside ESP its text sorted by the frames' count."""
+    return (h.esp_count, h.esp_packets) if h.esp_more else h.esp_packets
+
+
 def _sections(report: Report) -> list[str]:
     h = report.header
     out = [f"<h1>{escape(h.title)}</h1>"]
     out.append(
         table(
             ["capture", "bytes", "sha256", "first", "last", "frames", "ESP packets"],
-            [[h.name, h.size, h.sha256, h.first, h.last, h.frames, f"{h.esp_packets}{h.esp_more}"]],
+            [[h.name, h.size, h.sha256, h.first, h.last, h.frames, _esp_cell(h)]],
             name="capture",
         )
     )

@@ -35,17 +35,7 @@ def format_markdown(report: Report) -> str:
     lines = [f"# {h.title}", ""]
     lines += table(
         ["capture", "bytes", "sha256", "first", "last", "frames", "ESP packets"],
-        [
-            [
-                h.name,
-                h.size,
-                f"`{h.sha256}`",
-                h.first,
-                h.last,
-                h.frames,
-                f"{h.esp_packets}{h.esp_more}",
-            ]
-        ],
+        [[h.name, h.size, f"`{h.sha256}`", h.first, h.last, h.frames, h.esp_count]],
     )
     for sentence in report.lead:
         lines += ["", f"**{_cell(sentence)}.**"]

@@ -83,7 +83,7 @@ def _header(report: Report) -> list[str]:
         f"sha256: {h.sha256}",
         f"first:  {h.first}",
         f"last:   {h.last} ({h.span})",
-        f"frames: {h.frames}; ESP packets: {h.esp_packets}{h.esp_more} in {h.sa_count} SAs",
+        f"frames: {h.frames}; ESP packets: {h.esp_count} in {h.sa_count} SAs",
     ]
 
 
