@@ -169,6 +169,17 @@ def test_tcpdump_text_given_in_place_of_a_path() -> None:
     )
 
 
+def test_ikev2_keys_given_in_place_of_a_path_are_never_quoted() -> None:
+    """They were taken for a path that does not exist, and the error quoted the keys."""
+    text = f"ikev2 I 0x0001020304050607 0xc02e7a3031a03188 sha1:0x{AES128} aes128:0x{AES128}"
+    with pytest.raises(KeyFileError) as info:
+        load_sas([text])
+    assert str(info.value) == (
+        "--sa (tcpdump -E text): line 1: an `ikev2` item holds IKEv2 keys, not ESP keys"
+    )
+    no_secret_in(str(info.value))
+
+
 def test_a_secret_with_an_unknown_cipher_is_never_quoted_as_a_path() -> None:
     with pytest.raises(KeyFileError) as info:
         load_sas([f"0x1001@192.0.2.2 rc5-cbc:0x{AES128}"])

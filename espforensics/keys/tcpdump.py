@@ -102,9 +102,16 @@ def _cipher_of(algo: str) -> tuple[_Cipher | None, bool]:
 
 
 def looks_like_secrets(text: str) -> bool:
-    """True when every item has the shape ``[spi@addr ]name:secret``, whatever the name."""
+    """True when every item has the shape ``[spi@addr ]name:secret``, whatever the name,
+    or is one of tcpdump's other forms (``ikev2 I ...`` holds keys too, never to be shown)."""
     items = _items(text)
-    return bool(items) and all(_ITEM.fullmatch(item) for _, item in items)
+    return bool(items) and all(_ITEM.fullmatch(x) or _other_form(x) for _, x in items)
+
+
+def _other_form(item: str) -> bool:
+    """``ikev2 ...`` or ``file NAME``: tcpdump items that hold no ESP SA."""
+    words = item.split()
+    return len(words) >= 2 and words[0].casefold() in _OTHER_FORMS
 
 
 def is_tcpdump_secrets(text: str) -> bool:
@@ -114,7 +121,7 @@ def is_tcpdump_secrets(text: str) -> bool:
     every = _items(text)
     items = [item for _, item in every if item.split()[0].casefold() not in _OTHER_FORMS]
     if every and not items:
-        return all(len(item.split()) >= 2 for _, item in every)
+        return all(_other_form(item) for _, item in every)
     matches = [_ITEM.fullmatch(item) for item in items]
     if not items or not all(matches):
         return False
