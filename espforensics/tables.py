@@ -131,8 +131,9 @@ def pandas_metadata(schema: pa.Schema) -> bytes:
 _ARROW_SCHEMA = pa.schema([pa.field(n, _arrow_type(n)) for n in PACKET_COLUMNS])
 # packets.parquet's dictionary-encoded columns: the text that repeats (verdicts, addresses,
 # algorithms, details). Not ``iv``, new in every packet, nor the numbers: on the 2M-frame
-# bench capture the writer then takes 2.2 CPU s, not 2.9, and the file is 10% smaller.
-_DICTIONARY = [f.name for f in _ARROW_SCHEMA if f.type == pa.string() and f.name != "iv"]
+# bench capture's table the writer then takes 0.67-0.83 of the CPU and the file is 10%
+# smaller (benchmarks/bench_tables.py).
+DICTIONARY_COLUMNS = [f.name for f in _ARROW_SCHEMA if f.type == pa.string() and f.name != "iv"]
 
 
 @cache
@@ -338,16 +339,19 @@ class PacketTableWriter(RowGroups):
     ``size``: the capture file's bytes, when known. ``reached`` is told how
     many of them were read; once the rows so far project to more than 5/4 of
     ``csv_rows``, the CSV stops being written (a capture of 2M frames wrote,
-    then removed, 225 MB of it: 1.7 CPU s). Should the capture end with at
-    most ``csv_rows`` frames after all, ``close`` writes packets.csv from
-    packets.parquet, the same bytes: the projection decides only the speed.
+    then removed, 225 MB of it: 1.3-1.6 CPU s, benchmarks/bench_tables.py).
+    Should the capture end with at most ``csv_rows`` frames after all, ``close``
+    writes packets.csv from packets.parquet, the same bytes: the projection
+    decides only the speed.
     """
 
     def __init__(
         self, parquet: Path, csv_path: Path, csv_rows: int | None = None, size: int | None = None
     ) -> None:
         self._parquet_path = parquet
-        self._parquet = pq.ParquetWriter(parquet, packet_schema(), use_dictionary=_DICTIONARY)
+        self._parquet = pq.ParquetWriter(
+            parquet, packet_schema(), use_dictionary=DICTIONARY_COLUMNS
+        )
         self._csv_path, self._csv_rows = csv_path, csv_rows
         self._rows_given = self._csv_written = 0  # rows handed to the thread; that it wrote
         self._csv = None if csv_rows == 0 else pacsv.CSVWriter(str(csv_path), CSV_SCHEMA)

@@ -152,3 +152,13 @@ def test_bench_formats_prints_every_format_and_the_copy() -> None:
     assert [line.split()[0] for line in lines[2:5]] == ["pcap", "pcapng", "pcapng.gz"]
     assert lines[2].count(" x") == 2 and " x1.00 " in lines[2]
     assert lines[5].startswith("the copy --jobs makes of the .gz: ")
+
+
+def test_bench_tables_writes_the_table_both_ways(tmp_path: Path) -> None:
+    from espforensics.analysis import analyze_to_dir
+
+    root = BENCH.parent / "fixtures"
+    analyze_to_dir(root / "example.pcap", root / "example.keys.yaml", tmp_path / "o", plots=False)
+    out = _run("bench_tables.py", str(tmp_path / "o" / "packets.parquet"), "--rounds", "1")
+    assert out.splitlines()[0] == "40 rows in 1 row groups of 8,192"
+    assert "text columns but iv" in out and "csv of 40 rows" in out
