@@ -85,6 +85,7 @@ class Tally:
     esp_packets: int
     tried: int  # a key was tried at the expected offset and proved something
     proven: int  # of ``tried``: verified or decrypted (the run's exit code counts these)
+    verified: int  # of ``proven``: their ICV verified (the rest had none to check)
     verdicts: dict[str, int]  # of ``tried``: verdict -> packets
     untried: dict[str, int]  # why not tried -> packets, most first
     untried_spis: dict[str, tuple[int, ...]]  # why not tried -> the SPIs concerned
@@ -92,7 +93,7 @@ class Tally:
 
 def tally(sas: Iterable[SaCounts], esp_packets: int) -> Tally:
     """Count what decryption proved; what it did not try, and why."""
-    proven_n = 0
+    proven_n = verified_n = 0
     tried: Counter[str] = Counter()
     untried: Counter[str] = Counter()
     spis: dict[str, set[int]] = {}
@@ -102,6 +103,7 @@ def tally(sas: Iterable[SaCounts], esp_packets: int) -> Tally:
         if _tried(s):
             tried[group.verdict] += n
             proven_n += n if s.verified or s.decrypted else 0
+            verified_n += n if s.verified else 0
         else:
             untried[s.why] += n
             spis.setdefault(s.why, set()).update(group.spis)
@@ -111,6 +113,7 @@ def tally(sas: Iterable[SaCounts], esp_packets: int) -> Tally:
         esp_packets,
         tried.total(),
         proven_n,
+        verified_n,
         dict(tried),
         dict(untried.most_common()),
         {why: tuple(sorted(spis.get(why, ()))) for why in untried},

@@ -32,11 +32,13 @@ from pathlib import Path
 
 import pytest
 
+from espforensics.analysis import summarize
 from espforensics.capture.writer import write_pcap
 from espforensics.crypto import EncAuthContext
 from espforensics.crypto.macs import AesCmac, AesXcbc, Hmac
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import CBC_AES, NULL_CIPHER, Secret, SecurityAssociation
+from espforensics.lead import lead
 from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Severity, Verdict
 from espforensics.pipeline import Options
 from espforensics.synth.esp import EspSealer
@@ -588,3 +590,22 @@ def test_wireshark_esp_sa_rows_open_the_scapy_capture(tmp_path: Path, lane: Opti
         0xA008,
         0xA009,
     ]
+
+
+def test_the_lead_says_decrypted_not_verified_where_no_icv_was_checked() -> None:
+    """A packet of an SA without integrity was decrypted, not verified: the lead said "all 45
+    ESP packets verified with their keys" of algos.pcap, whose SAs 0xa006-0xa009 carry no ICV
+    (RFC 4303 s3.4.4: the ICV is what verifies a packet)."""
+    keys = _scapy_sas()
+    assert lead(summarize(DATA / "algos.pcap", keys))[0] == (
+        "all 45 ESP packets decrypted with their keys, 25 of them verified by their ICV (9 SAs)"
+    )
+    no_icv = SaTable(tuple(sa for sa in keys if not sa.integrity_checked))
+    assert lead(summarize(DATA / "algos.pcap", no_icv))[0] == (
+        "20 of 45 ESP packets decrypted with their keys, none with an ICV to verify; "
+        "not: 25 without a key (SPIs 0x0000a001, 0x0000a002, 0x0000a003 and 2 more)"
+    )
+    icv = SaTable(tuple(sa for sa in keys if sa.integrity_checked)[:1])
+    assert lead(summarize(DATA / "algos.pcap", icv))[0].startswith(
+        "5 of 45 ESP packets verified with their keys; not: 40 without a key"
+    )
