@@ -548,6 +548,15 @@ YAML_ERRORS = [
         "rfc7539esp(chacha20,poly1305), rfc8750(gcm(aes)), rfc8750(chacha20,poly1305)",
     ),
     (yaml_entry(aead="-"), "k: entry 1 (spi 0x00001001): aead (or enc with auth) is missing"),
+    (  # ip xfrm's own split: an AEAD is an "aead" line, a cipher an "enc" line
+        yaml_entry(aead="-", enc="rfc4106(gcm(aes))"),
+        "k: entry 1 (spi 0x00001001): rfc4106(gcm(aes)) is an AEAD, not a cipher: "
+        "give it as aead (no auth)",
+    ),
+    (
+        yaml_entry(aead="cbc(aes)"),
+        "k: entry 1 (spi 0x00001001): cbc(aes) is a cipher, not an AEAD: give it as enc, with auth",
+    ),
     (
         yaml_entry(enc="cbc(aes)"),
         "k: entry 1 (spi 0x00001001): an SA has aead or enc (with auth), not both",
@@ -717,6 +726,10 @@ XFRM_ERRORS = [
     ),
     (xfrm(head="src fd00::zz dst fd00::1"), "k: line 1: src 'fd00::zz' is not an IP address"),
     (xfrm(head="src 192.0.2.1 dst fd00::1"), "k: line 1: src is IPv4 but dst is IPv6"),
+    (
+        xfrm(PROTO, f"enc {GCM} 0x{KEY}"),
+        "k: line 3: rfc4106(gcm(aes)) is an AEAD, not a cipher: give it as aead (no auth)",
+    ),
     (
         xfrm(PROTO, f"enc cbc(foo) 0x{KEY}"),
         f"k: line 3: unknown encryption algorithm 'cbc(foo)'; known: {KNOWN_CIPHERS}",

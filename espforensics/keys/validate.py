@@ -263,6 +263,9 @@ def decode_hex(value: object, where: Where, name: str) -> bytes:
 
 def _check_aead(raw: RawSa, where: Where) -> tuple[bytes, int]:
     layout = AEADS.get(raw.algorithm)
+    if layout is None and raw.algorithm in CIPHERS:  # a known name: no key, safe to quote
+        why = f"{raw.algorithm} is a cipher, not an AEAD: give it as enc, with auth"
+        raise where.error("algorithm", why)
     if layout is None:
         known = ", ".join(AEADS)
         why = f"unknown AEAD {shown(raw.algorithm)}; known: {known}"
@@ -289,6 +292,9 @@ def _check_aead(raw: RawSa, where: Where) -> tuple[bytes, int]:
 
 def _check_cipher(raw: RawSa, where: Where) -> bytes:
     lengths = CIPHERS.get(raw.algorithm)
+    if lengths is None and raw.algorithm in AEADS:  # ip xfrm's "aead" line, not its "enc"
+        why = f"{raw.algorithm} is an AEAD, not a cipher: give it as aead (no auth)"
+        raise where.error("algorithm", why)
     if lengths is None:
         known = ", ".join(CIPHERS)
         raise where.error(
