@@ -45,7 +45,7 @@ from espforensics.decode.esp import (
     parse_esp_header,
     protocol_name,
 )
-from espforensics.decode.ip import PROTO_ESP, PROTO_UDP, OuterIp, parse_ip
+from espforensics.decode.ip import PROTO_AH, PROTO_ESP, PROTO_UDP, OuterIp, parse_ip
 from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
 from espforensics.decode.nested import NestedEsp
 from espforensics.decode.reassembly import Expired
@@ -218,7 +218,7 @@ class FrameAnalyzer:
                 rec.detail = f"not IP: EtherType {link.ethertype:#06x}"
                 return None
             data = frame.data[link.offset :]
-            ip = parse_ip(data)
+            ip = parse_ip(data, through_ah=True)
             rec.ip_version, rec.src = ip.version, self._flows.name(ip.src)
             rec.dst = self._flows.name(ip.dst)
             if ip.frag_id is None:
@@ -235,7 +235,7 @@ class FrameAnalyzer:
     def _fragment(
         self, frame: Frame, rec: PacketRecord, ip: OuterIp, data: bytes, cut: bool
     ) -> PacketContext | None:
-        if ip.proto not in (PROTO_ESP, PROTO_UDP):
+        if ip.proto not in (PROTO_ESP, PROTO_UDP, PROTO_AH):
             rec.detail = f"fragment of a {protocol_name(ip.proto)} datagram"
             return None
         if cut or len(data) < ip.total_len:
@@ -246,7 +246,7 @@ class FrameAnalyzer:
         if done is None:
             return None
         rec.fragments = len(done.frames)
-        pkt = self._datagram(rec, parse_ip(done.packet), done.packet)
+        pkt = self._datagram(rec, parse_ip(done.packet, through_ah=True), done.packet)
         if rec.detail == "":
             rec.detail = f"reassembled from {len(done.frames)} fragments"
         return pkt

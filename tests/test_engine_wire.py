@@ -31,7 +31,7 @@ def _decoded(frame: Frame) -> tuple[int, OuterIp | None, EspLocation | None]:
     if link.ethertype not in (ETH_IPV4, ETH_IPV6):
         return link.offset, None, None
     data = frame.data[link.offset :]
-    ip = parse_ip(data)
+    ip = parse_ip(data, through_ah=True)  # as pipeline.py decodes the outer header
     if ip.frag_id is not None:
         return link.offset, ip, None
     loc = locate_esp(ip, data[: ip.total_len], NATT)
@@ -109,7 +109,8 @@ def test_every_common_link_type_is_read() -> None:
 #
 # Hypothesis builds frames of every common layout (Ethernet with 0-2 VLAN
 # tags, Linux cooked v1/v2, raw IP; IPv4 with or without options, IPv6;
-# ESP on protocol 50 or in UDP on a NAT-T port, keepalives and IKE's marker)
+# ESP on protocol 50, after an AH, or in UDP on a NAT-T port, keepalives and
+# IKE's marker)
 # and damages some (cut short, a byte changed). Every frame ``parse`` marks
 # ``steady`` must have exactly the fields decode/link.py, decode/ip.py and
 # decode/esp.py read; a frame the decoders reject must be neither steady nor
@@ -120,14 +121,18 @@ def test_every_common_link_type_is_read() -> None:
 def transport(draw: st.DrawFn) -> tuple[int, bytes]:
     """(IP protocol, what follows the IP header): ESP, ESP in UDP, other UDP, or other."""
     esp = draw(st.binary(min_size=0, max_size=40))
-    kind = draw(st.sampled_from(("esp", "esp", "natt", "keepalive", "ike", "udp", "other")))
+    kind = draw(st.sampled_from(("esp", "esp", "natt", "keepalive", "ike", "udp", "other", "ah")))
     if kind == "esp":
         return 50, esp
+    if kind == "ah":  # RFC 4302: next header, length in 4-byte words minus 2, then ESP or not
+        words = draw(st.sampled_from((1, 4, 5)))
+        head = bytes([draw(st.sampled_from((50, 50, 17, 6))), words, 0, 0])
+        return 51, head + bytes((words + 2) * 4 - 4) + esp
     port = draw(st.sampled_from((4500, 4500, 500, 53)))
     ports = port.to_bytes(2) + draw(st.sampled_from((4500, 1234))).to_bytes(2)
     body = {"natt": esp, "keepalive": b"\xff", "ike": bytes(4) + esp}.get(kind, esp)
     if kind == "other":
-        return draw(st.sampled_from((6, 1, 0, 43, 44, 60))), esp
+        return draw(st.sampled_from((6, 1, 0, 43, 44, 60, 51))), esp
     return 17, ports + (8 + len(body)).to_bytes(2) + bytes(2) + body
 
 

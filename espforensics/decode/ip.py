@@ -8,6 +8,10 @@ fragment fields. Raises ``Truncated`` when a header is cut short and
 
 RFC 791 s3.1 (IPv4, options skipped by IHL); RFC 8200 s4 (IPv6 extension
 headers: hop-by-hop 0, routing 43, fragment 44, destination options 60).
+With ``through_ah`` an Authentication Header (RFC 4302: protocol 51, its
+length in 4-byte words minus 2) is walked too, as the outer decode does: an
+AH-then-ESP bundle (RFC 4301 s4.3) carries its ESP header right after AH.
+An IPv4 fragment's AH is walked once its datagram is rebuilt.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from espforensics.model import new_tuple
 
 PROTO_ESP = 50
 PROTO_UDP = 17
+PROTO_AH = 51
+_AH_MIN = 12  # next header, length, reserved, SPI, sequence number (RFC 4302 s2)
 _HOPOPTS, _ROUTING, _FRAGMENT, _DSTOPTS = 0, 43, 44, 60
 _EXT_HEADERS = frozenset({_HOPOPTS, _ROUTING, _DSTOPTS})
 _V4 = struct.Struct(">BBHHHBBH4s4s")
@@ -33,7 +39,7 @@ class OuterIp(NamedTuple):
     version: int
     src: bytes
     dst: bytes
-    proto: int  # upper-layer protocol (after IPv6 extension headers)
+    proto: int  # upper-layer protocol (after IPv6 extension headers, and AH when walked)
     header_len: int  # bytes from the IP header to the upper-layer header
     total_len: int  # datagram length the header claims
     frag_id: int | None  # None when the datagram is not a fragment
@@ -43,7 +49,19 @@ class OuterIp(NamedTuple):
     next_header_at: int  # IPv6: offset of the next-header byte naming the Fragment header
 
 
-def _parse_v4(data: bytes) -> OuterIp:
+def _ah_len(data: bytes, off: int, end: int) -> int:
+    """The length of the Authentication Header at ``off`` (RFC 4302 s2.2)."""
+    if len(data) < off + _AH_MIN:
+        raise Truncated(f"AH header cut at {max(len(data) - off, 0)} bytes")
+    length = (data[off + 1] + 2) * 4
+    if length < _AH_MIN:
+        raise MalformedPacket(f"AH length {length} is below {_AH_MIN} bytes")
+    if off + length > end:
+        raise MalformedPacket(f"AH length {length} overruns the datagram ({end} bytes)")
+    return length
+
+
+def _parse_v4(data: bytes, through_ah: bool) -> OuterIp:
     if len(data) < 20:
         raise Truncated(f"IPv4 header cut at {len(data)} bytes")
     vihl, _tos, total, ident, flags_frag, _ttl, proto, _csum, src, dst = _V4.unpack_from(data)
@@ -57,17 +75,21 @@ def _parse_v4(data: bytes) -> OuterIp:
     more = bool(flags_frag & 0x2000)
     offset = (flags_frag & 0x1FFF) * 8
     frag_id = ident if (more or offset) else None
+    if through_ah and proto == PROTO_AH and frag_id is None:
+        length = _ah_len(data, ihl, total)
+        proto, ihl = data[ihl], ihl + length
     return new_tuple(OuterIp, (4, src, dst, proto, ihl, total, frag_id, offset, more, ihl, 9))
 
 
-def _parse_v6(data: bytes) -> OuterIp:
+def _parse_v6(data: bytes, through_ah: bool) -> OuterIp:
     if len(data) < 40:
         raise Truncated(f"IPv6 header cut at {len(data)} bytes")
     _vtf, payload_len, nxt, _hlim, src, dst = _V6.unpack_from(data)
     off, nxt_at = 40, 6
     frag_id: int | None = None
     frag_offset, more, unfrag_len, frag_nxt_at = 0, False, 40, 6
-    while nxt in _EXT_HEADERS or nxt == _FRAGMENT:
+    walked = _EXT_HEADERS | {PROTO_AH} if through_ah else _EXT_HEADERS
+    while nxt in walked or nxt == _FRAGMENT:
         if len(data) < off + 8:
             raise Truncated(f"IPv6 extension header {nxt} cut at {len(data)} bytes")
         if nxt == _FRAGMENT:
@@ -79,7 +101,11 @@ def _parse_v6(data: bytes) -> OuterIp:
             # RFC 8200 s4.5: what follows is fragment data, reparsed after reassembly.
             nxt, off = new_nxt, off + 8
             break
-        new_nxt, length = data[off], (data[off + 1] + 1) * 8
+        if nxt == PROTO_AH:
+            length = _ah_len(data, off, 40 + payload_len)
+        else:
+            length = (data[off + 1] + 1) * 8
+        new_nxt = data[off]
         nxt, nxt_at, off = new_nxt, off, off + length
     total = 40 + payload_len
     if off > total:
@@ -89,13 +115,13 @@ def _parse_v6(data: bytes) -> OuterIp:
     )
 
 
-def parse_ip(data: bytes) -> OuterIp:
-    """Decode the IPv4 or IPv6 header at the start of ``data``."""
+def parse_ip(data: bytes, *, through_ah: bool = False) -> OuterIp:
+    """Decode the IPv4 or IPv6 header at the start of ``data`` (and an AH after it)."""
     if not data:
         raise Truncated("no IP header")
     version = data[0] >> 4
     if version == 4:
-        return _parse_v4(data)
+        return _parse_v4(data, through_ah)
     if version == 6:
-        return _parse_v6(data)
+        return _parse_v6(data, through_ah)
     raise MalformedPacket(f"IP version {version} is neither 4 nor 6")

@@ -10,7 +10,8 @@ simply not marked, and the per-frame decoders (decode/) handle it.
 The common layouts (each row chosen by a mask, one code path):
 - link: Ethernet with at most two VLAN tags (802.1Q, 802.1ad, old QinQ),
   Linux cooked v1 and v2, raw IP (LINKTYPE 12, 14, 101, 228, 229);
-- IPv4 without options past the IHL, not a fragment (RFC 791 s3.1);
+- IPv4 without options past the IHL, not a fragment (RFC 791 s3.1), its
+  payload ESP or UDP, or an AH (RFC 4302) before them;
   IPv6 whose next header is ESP or UDP (no extension headers, RFC 8200 s4);
 - ESP on protocol 50, or in UDP on a NAT-T port whose payload is neither a
   NAT-keepalive nor IKE's non-ESP marker (RFC 3948 s2).
@@ -30,7 +31,7 @@ from espforensics.capture.batch import PAD, FrameBatch
 from espforensics.columns import read_be
 from espforensics.columns import u8 as _u8
 from espforensics.decode.esp import ESP_HEADER_LEN, UDP_HEADER_LEN
-from espforensics.decode.ip import PROTO_ESP, PROTO_UDP
+from espforensics.decode.ip import PROTO_AH, PROTO_ESP, PROTO_UDP
 from espforensics.decode.link import (
     ETH_IPV4,
     ETH_IPV6,
@@ -117,9 +118,17 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
     total = np.where(v4, read_be(view, l3 + 2, v4, 2), 40 + read_be(view, l3 + 4, v6, 2))
     v4 &= (total >= ihl) & (read_be(view, l3 + 6, v4, 2) & 0x3FFF == 0)
     proto = np.where(v4, _u8(view, l3 + 9, v4), _u8(view, l3 + 6, v6))
-    # RFC 8200 s4: 0, 43, 44 and 60 are extension headers (44 a fragment) to walk first.
-    plain_ip = v4 | (v6 & ~np.isin(proto, (0, 43, 44, 60)))
     header_len = np.where(v4, ihl, 40)
+    # IPv4: an AH before ESP (RFC 4302 s2.2: its length in 4-byte words minus 2), walked
+    # as decode/ip.py walks it; a bad one stays protocol 51, the per-frame decoder's.
+    ah = v4 & (proto == PROTO_AH) & fits(l3 + ihl, 2)
+    ah_len = (_u8(view, l3 + ihl + 1, ah) + 2) * 4
+    ah &= (ah_len >= 12) & (ihl + ah_len <= total) & fits(l3 + ihl, ah_len)
+    proto = np.where(ah, _u8(view, l3 + ihl, ah), proto)
+    header_len = np.where(ah, ihl + ah_len, header_len)
+    # RFC 8200 s4: 0, 43, 44 and 60 are extension headers (44 a fragment) to walk first,
+    # and an IPv6 AH: such frames are the per-frame decoder's.
+    plain_ip = (v4 & (proto != PROTO_AH)) | (v6 & ~np.isin(proto, (0, 43, 44, 60, PROTO_AH)))
     ip = (v4 | v6) & ((proto == PROTO_ESP) | (proto == PROTO_UDP)) & fits(l3, 0)
     ip &= l3 + total <= end  # the whole datagram was captured
     ip_version = np.where(v4, 4, 6)
