@@ -30,6 +30,9 @@ ALIASES = {"keys": KEY_KINDS, "captures": ("pcap", "pcapng"), "all": KINDS}
 BLOCK = 500  # inputs per task handed to a worker process
 
 
+FINDING = "finding.json"  # a saved finding's metadata, beside its input files
+
+
 def parse_kinds(text: str) -> tuple[str, ...]:
     """``pcap,keys`` -> ("pcap", "yaml", "xfrm", "esp_sa")."""
     out: list[str] = []
@@ -51,7 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per input; 0: none")
     p.add_argument("--memory-mib", type=int, default=4096, help="address space cap per process")
     p.add_argument("--minimize-budget", type=int, default=250, help="oracle calls per class")
-    p.add_argument("--replay", type=Path, help="judge a saved finding folder again")
+    p.add_argument(
+        "--replay", type=Path, help="judge a saved finding folder (or each in a --findings folder)"
+    )
     return p
 
 
@@ -132,14 +137,14 @@ def save_finding(folder: Path, cls: str, fuzz_input: FuzzInput, detail: str, see
         "to_dir": fuzz_input.to_dir,
         "plots": fuzz_input.plots,
     }
-    (folder / "finding.json").write_text(json.dumps(meta, indent=2) + "\n")
+    (folder / FINDING).write_text(json.dumps(meta, indent=2) + "\n")
 
 
 def load_finding(folder: Path) -> FuzzInput:
     """The input saved in a finding folder."""
-    meta = json.loads((folder / "finding.json").read_text())
+    meta = json.loads((folder / FINDING).read_text())
     files = tuple(
-        (p.name, (p.read_bytes(),)) for p in sorted(folder.iterdir()) if p.name != "finding.json"
+        (p.name, (p.read_bytes(),)) for p in sorted(folder.iterdir()) if p.name != FINDING
     )
     flags = {k: meta[k] for k in ("compress", "table", "full", "to_dir", "plots")}
     return FuzzInput(meta["kind"], meta["index"], meta["seed"], files, **flags)
@@ -212,17 +217,29 @@ def report(tally: Tally, seconds: float, saved: dict[str, Path]) -> str:
 
 
 def replay(folder: Path, timeout: float, memory_mib: int) -> int:
-    """Judge a saved finding again; 1 if it still fails."""
+    """Judge a saved finding again, or each finding of a campaign's --findings folder;
+    1 if one still fails, 2 if there is none to judge."""
+    found = (
+        [folder]
+        if (folder / FINDING).is_file()
+        else sorted(p.parent for p in folder.glob(f"*/{FINDING}"))
+    )
+    if not found:
+        print(f"fuzz: {folder}: no {FINDING} in it or in its folders", file=sys.stderr)
+        return 2
     prepare_process(memory_mib)
-    oracle = Oracle(scratch_dir())
-    try:
-        verdict = judge(oracle, load_finding(folder), timeout)
-    finally:
-        shutil.rmtree(oracle.scratch, ignore_errors=True)
-    print(f"{folder}: {verdict.outcome}")
-    for failure in verdict.failures:
-        print(f"  {failure.cls}: {failure.detail}")
-    return 1 if verdict.outcome == INTERNAL_ERROR else 0
+    failed = 0
+    for one in found:
+        oracle = Oracle(scratch_dir())
+        try:
+            verdict = judge(oracle, load_finding(one), timeout)
+        finally:
+            shutil.rmtree(oracle.scratch, ignore_errors=True)
+        print(f"{one}: {verdict.outcome}")
+        for failure in verdict.failures:
+            print(f"  {failure.cls}: {failure.detail}")
+        failed += verdict.outcome == INTERNAL_ERROR
+    return 1 if failed else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

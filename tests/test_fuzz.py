@@ -227,6 +227,15 @@ def test_a_saved_finding_replays(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert again.with_files(dict(fuzz_input.files)) == fuzz_input
     assert replay(tmp_path / "f", 0, 0) == 0
     assert capsys.readouterr().out.startswith(f"{tmp_path / 'f'}: ")
+    save_finding(tmp_path / "g", "another class", make_input(SEED, 4, "yaml"), "seen", SEED)
+    assert replay(tmp_path, 0, 0) == 0  # the --findings folder: each finding in it
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(": ")[0] for line in out if not line.startswith(" ")] == [
+        str(tmp_path / "f"),
+        str(tmp_path / "g"),
+    ]
+    assert replay(tmp_path / "f" / "none", 0, 0) == 2  # was a traceback
+    assert "no finding.json in it or in its folders" in capsys.readouterr().err
 
 
 def test_the_lanes_are_compared(oracle: Oracle, monkeypatch: pytest.MonkeyPatch) -> None:
