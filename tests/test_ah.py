@@ -26,7 +26,7 @@ from espforensics.engine.run import Engine
 from espforensics.errors import MalformedPacket, Truncated
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import Secret, SecurityAssociation
-from espforensics.model import Frame, PacketRecord, Verdict
+from espforensics.model import Frame, InnerChecksum, PacketRecord, Verdict
 from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.rewrite import CaptureCopies
 from espforensics.synth.esp import EspSealer
@@ -74,6 +74,9 @@ def test_every_esp_packet_after_an_ah_is_found_and_opened(options: Options) -> N
     run = run_frames(_frames(), load_sas([KEYS]), options)
     assert [_row(r) for r in run.records] == ROWS
     assert all(r.expected_offset == r.esp_offset for r in run.records if r.spi is not None)
+    # The transport-mode checksums cover the outer addresses: AH and hop-by-hop change
+    # nothing of the pseudo-header (RFC 8200 s8.1), so every one is checked.
+    assert {r.inner_checksum for r in run.records if r.spi is not None} == {InnerChecksum.OK}
     assert not run.findings
 
 

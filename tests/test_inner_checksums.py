@@ -30,6 +30,7 @@ from espforensics.decode.clear import internet_checksum
 from espforensics.decode.inner import (
     INNER_FRAGMENT,
     NATT_TRANSPORT,
+    OUTER_EXTENSIONS,
     check_inner,
     pseudo_header,
     unchecked_protocol,
@@ -434,3 +435,21 @@ def test_the_lane_columns_are_check_inners_and_it_leaves_bad_and_partial_alone()
     nc = "not_checked"
     assert statuses == ["ok", nc, "none", "ok", nc, nc, "ok", "ok", "none"]
     assert cols.tfc_len[:9].tolist() == [-1, -1, -1, 100, 0, 0, 37, 0, -1]
+
+
+def test_only_a_routing_header_keeps_a_transport_checksum_unchecked() -> None:
+    """outer-headers (docs/synth.md): behind hop-by-hop + routing + destination options the
+    pseudo-header's destination is the routing header's last address (RFC 8200 s8.1), so the
+    checksum is not checked and says why; behind hop-by-hop only it is checked (it was not:
+    every IPv6 extension header counted as a routing header)."""
+    sc = helpers.scenario("outer-headers")
+    run = helpers.run_frames(sc.frames, sc.sas, helpers.PER_FRAME)
+    seen = [(r.frame, r.esp_offset, r.inner_checksum, r.detail) for r in run.records if r.spi]
+    assert seen == [
+        *[(n, 28, InnerChecksum.OK, "") for n in range(1, 5)],
+        *[(n, 64, InnerChecksum.NOT_CHECKED, OUTER_EXTENSIONS) for n in range(5, 9)],
+        (9, 48, InnerChecksum.OK, ""),
+        (10, 48, InnerChecksum.OK, ""),
+        (11, 64, InnerChecksum.NOT_CHECKED, NATT_TRANSPORT),
+        (12, 64, InnerChecksum.NOT_CHECKED, NATT_TRANSPORT),
+    ]

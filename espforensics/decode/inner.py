@@ -188,7 +188,7 @@ NATT_TRANSPORT = NOT_CHECKED + (
 )
 OUTER_EXTENSIONS = (
     NOT_CHECKED
-    + "outer IPv6 extension headers (a routing header changes the pseudo-header, RFC 8200 s8.1)"
+    + "an outer IPv6 routing header (it changes the pseudo-header's destination, RFC 8200 s8.1)"
 )
 INNER_FRAGMENT = NOT_CHECKED + "an inner IPv4 fragment (its checksum covers the whole datagram)"
 _OK = InnerChecksum.OK

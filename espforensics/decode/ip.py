@@ -115,6 +115,22 @@ def _parse_v6(data: bytes, through_ah: bool) -> OuterIp:
     )
 
 
+def routing_header(data: bytes, header_len: int) -> bool:
+    """Does the IPv6 header chain of ``data`` (as ``parse_ip`` walked it, up to
+    ``header_len``) hold a Routing header? Its last address, not the header's
+    destination, is what upper-layer checksums cover (RFC 8200 s8.1)."""
+    nxt, off = data[6], 40
+    while off < header_len and nxt != _ROUTING:
+        if nxt == _FRAGMENT:
+            length = 8
+        elif nxt == PROTO_AH:
+            length = (data[off + 1] + 2) * 4
+        else:
+            length = (data[off + 1] + 1) * 8
+        nxt, off = data[off], off + length
+    return nxt == _ROUTING and off < header_len
+
+
 def parse_ip(data: bytes, *, through_ah: bool = False) -> OuterIp:
     """Decode the IPv4 or IPv6 header at the start of ``data`` (and an AH after it)."""
     if not data:
