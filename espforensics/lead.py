@@ -63,7 +63,7 @@ def _checked(summary: Summary, t: Tally) -> str:
     inner = summary.inner_esp_packets
     packets = f"ESP packets ({inner} inside other ESP packets)" if inner else "ESP packets"
     if t.proven == esp:
-        return f"all {esp} {packets} {_proof(t, esp)} ({sas})"
+        return f"all {esp} {packets} {_proof(t)} ({sas})"
     why = "; ".join(
         f"{n} {reason}" + (f" ({spi_list(spis)})" if (spis := t.untried_spis.get(reason)) else "")
         for reason, n in t.untried.items()
@@ -75,13 +75,13 @@ def _checked(summary: Summary, t: Tally) -> str:
         if not t.tried and len(t.untried) == 1 and next(iter(t.untried)) == NO_KEY:
             return f"{esp} {packets}, none decrypted: no key ({sas})"
         return f"{esp} {packets}, none verified: {rest}"
-    return f"{t.proven} of {esp} {packets} {_proof(t, t.proven)}; not: {rest}"
+    return f"{t.proven} of {esp} {packets} {_proof(t)}; not: {rest}"
 
 
-def _proof(t: Tally, n: int) -> str:
-    """What a key proved of the ``n`` (= ``t.proven``) packets: an ICV is "verified",
-    a packet of an SA without integrity is only "decrypted" (RFC 4303 s3.4.4)."""
-    if t.verified == n:
+def _proof(t: Tally) -> str:
+    """What a key proved of the ``t.proven`` packets: an ICV is "verified", a packet of
+    an SA without integrity is only "decrypted" (RFC 4303 s3.4.4)."""
+    if t.verified == t.proven:
         return "verified with their keys"
     if t.verified == 0:
         return "decrypted with their keys, none with an ICV to verify"

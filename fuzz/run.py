@@ -28,8 +28,6 @@ from fuzz.oracle import INPUT_ERROR, INTERNAL_ERROR, OK, Oracle
 
 ALIASES = {"keys": KEY_KINDS, "captures": ("pcap", "pcapng"), "all": KINDS}
 BLOCK = 500  # inputs per task handed to a worker process
-
-
 FINDING = "finding.json"  # a saved finding's metadata, beside its input files
 
 

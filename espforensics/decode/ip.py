@@ -28,6 +28,7 @@ PROTO_AH = 51
 _AH_MIN = 12  # next header, length, reserved, SPI, sequence number (RFC 4302 s2)
 _HOPOPTS, _ROUTING, _FRAGMENT, _DSTOPTS = 0, 43, 44, 60
 _EXT_HEADERS = frozenset({_HOPOPTS, _ROUTING, _DSTOPTS})
+_EXT_AND_AH = _EXT_HEADERS | {PROTO_AH}
 _V4 = struct.Struct(">BBHHHBBH4s4s")
 _V6 = struct.Struct(">IHBB16s16s")
 _FRAG6 = struct.Struct(">BBHI")
@@ -88,7 +89,7 @@ def _parse_v6(data: bytes, through_ah: bool) -> OuterIp:
     off, nxt_at = 40, 6
     frag_id: int | None = None
     frag_offset, more, unfrag_len, frag_nxt_at = 0, False, 40, 6
-    walked = _EXT_HEADERS | {PROTO_AH} if through_ah else _EXT_HEADERS
+    walked = _EXT_AND_AH if through_ah else _EXT_HEADERS
     while nxt in walked or nxt == _FRAGMENT:
         if len(data) < off + 8:
             raise Truncated(f"IPv6 extension header {nxt} cut at {len(data)} bytes")

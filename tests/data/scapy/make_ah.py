@@ -67,16 +67,25 @@ def main(out: str) -> None:
     k2 = os.urandom(20)
     k3, a3 = os.urandom(16), os.urandom(32)
     esp1 = SecurityAssociation(
-        ESP, spi=0xE1, crypt_algo="AES-CBC", crypt_key=k1,
-        auth_algo="HMAC-SHA1-96", auth_key=a1,
+        ESP,
+        spi=0xE1,
+        crypt_algo="AES-CBC",
+        crypt_key=k1,
+        auth_algo="HMAC-SHA1-96",
+        auth_key=a1,
     )
     ah1 = SecurityAssociation(AH, spi=0xA1, auth_algo="HMAC-SHA1-96", auth_key=os.urandom(20))
     esp2 = SecurityAssociation(ESP, spi=0xE2, crypt_algo="AES-GCM", crypt_key=k2, auth_algo="NULL")
     ah2 = SecurityAssociation(AH, spi=0xA2, auth_algo="SHA2-256-128", auth_key=os.urandom(32))
     tunnel = IP(src=GW[0], dst=GW[1])
     esp3 = SecurityAssociation(
-        ESP, spi=0xE3, crypt_algo="AES-CBC", crypt_key=k3,
-        auth_algo="SHA2-256-128", auth_key=a3, tunnel_header=tunnel,
+        ESP,
+        spi=0xE3,
+        crypt_algo="AES-CBC",
+        crypt_key=k3,
+        auth_algo="SHA2-256-128",
+        auth_key=a3,
+        tunnel_header=tunnel,
     )
     ah3 = SecurityAssociation(AH, spi=0xA3, auth_algo="HMAC-SHA1-96", auth_key=os.urandom(20))
     eth = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
