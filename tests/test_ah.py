@@ -156,6 +156,7 @@ def test_the_ah_of_an_ipv4_fragment_waits_for_its_datagram() -> None:
     ("body", "error", "message"),
     [
         (_ah(PROTO_ESP, 4)[:10], Truncated, "AH header cut at 10 bytes"),
+        (b"", Truncated, "AH header cut at 0 bytes"),  # Hypothesis: was an IndexError
         (_ah(PROTO_ESP, 0), MalformedPacket, "AH length 8 is below 12 bytes"),
         (_ah(PROTO_ESP, 9)[:30], MalformedPacket, "AH length 44 overruns the datagram (50 bytes)"),
     ],
@@ -211,3 +212,14 @@ def test_the_decrypted_capture_leaves_the_ah_out(tmp_path: Path) -> None:
         sport = 1000 + (n if n < 4 else n - 3)
         assert udp[:2] == sport.to_bytes(2) and udp[8:] == bytes([0x41 + sport - 1000]) * 20
     assert [f.data for f in out[5:]] == [f.data for f in _frames()[5:]]  # fragments: as captured
+
+
+def test_a_frame_of_ah_without_esp_says_what_the_ah_carried() -> None:
+    """AH alone (transport mode, TCP behind it) is no ESP: its row says "AH, then TCP"."""
+    tcp = bytes(20)
+    packet = ipv4_packet(SRC, DST, PROTO_AH, _ah(6, 4) + tcp)
+    ip = parse_ip(packet, through_ah=True)
+    assert (ip.proto, ip.header_len, ip.ah) == (6, 44, True)
+    assert not parse_ip(packet).ah
+    run = run_frames([Frame(1, 1000, len(packet), len(packet), 101, packet)], [], PER_FRAME)
+    assert [(r.verdict, r.detail) for r in run.records] == [(Verdict.NOT_ESP, "AH, then TCP")]

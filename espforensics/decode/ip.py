@@ -48,6 +48,7 @@ class OuterIp(NamedTuple):
     more_fragments: bool
     unfrag_len: int  # IPv6: bytes before the Fragment header; IPv4: header_len
     next_header_at: int  # IPv6: offset of the next-header byte naming the Fragment header
+    ah: bool = False  # an Authentication Header was walked before ``proto``
 
 
 def _ah_len(data: bytes, off: int, end: int) -> int:
@@ -76,10 +77,11 @@ def _parse_v4(data: bytes, through_ah: bool) -> OuterIp:
     more = bool(flags_frag & 0x2000)
     offset = (flags_frag & 0x1FFF) * 8
     frag_id = ident if (more or offset) else None
-    if through_ah and proto == PROTO_AH and frag_id is None:
-        length = _ah_len(data, ihl, total)
+    ah = through_ah and proto == PROTO_AH and frag_id is None
+    if ah:
+        length = _ah_len(data, ihl, total)  # first: it raises for an AH cut short
         proto, ihl = data[ihl], ihl + length
-    return new_tuple(OuterIp, (4, src, dst, proto, ihl, total, frag_id, offset, more, ihl, 9))
+    return new_tuple(OuterIp, (4, src, dst, proto, ihl, total, frag_id, offset, more, ihl, 9, ah))
 
 
 def _parse_v6(data: bytes, through_ah: bool) -> OuterIp:
@@ -89,6 +91,7 @@ def _parse_v6(data: bytes, through_ah: bool) -> OuterIp:
     off, nxt_at = 40, 6
     frag_id: int | None = None
     frag_offset, more, unfrag_len, frag_nxt_at = 0, False, 40, 6
+    ah = False
     walked = _EXT_AND_AH if through_ah else _EXT_HEADERS
     while nxt in walked or nxt == _FRAGMENT:
         if len(data) < off + 8:
@@ -103,7 +106,7 @@ def _parse_v6(data: bytes, through_ah: bool) -> OuterIp:
             nxt, off = new_nxt, off + 8
             break
         if nxt == PROTO_AH:
-            length = _ah_len(data, off, 40 + payload_len)
+            length, ah = _ah_len(data, off, 40 + payload_len), True
         else:
             length = (data[off + 1] + 1) * 8
         new_nxt = data[off]
@@ -112,7 +115,7 @@ def _parse_v6(data: bytes, through_ah: bool) -> OuterIp:
     if off > total:
         raise MalformedPacket(f"IPv6 extension headers ({off} bytes) overrun payload length")
     return OuterIp(
-        6, src, dst, nxt, off, total, frag_id, frag_offset, more, unfrag_len, frag_nxt_at
+        6, src, dst, nxt, off, total, frag_id, frag_offset, more, unfrag_len, frag_nxt_at, ah
     )
 
 
