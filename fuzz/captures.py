@@ -18,7 +18,9 @@ from fuzz.keytext import mutate_esp_sa
 
 ESPS = 0x45535053  # pcapng DSB secrets type of ESP SA lines
 _NS = 1_000_000_000
-_PCAP_MAGICS = ((0xA1B23C4D, _NS), (0xA1B2C3D4, 1_000_000))  # nanosecond, microsecond
+# nanosecond, microsecond, and Kuznetzov's "modified" pcap (microseconds, 24-byte records)
+_PCAP_MAGICS = ((0xA1B23C4D, _NS), (0xA1B2C3D4, 1_000_000), (0xA1B2CD34, 1_000_000))
+_MODIFIED = 0xA1B2CD34
 _TSRESOLS = (9, 9, 9, 6, 0, 3, 19, 127, 0x80 | 10, 0x80 | 30, 0x80 | 127, 0xFF)
 _TSOFFSETS = (0, 0, 0, 1, -1, 1 << 40, -(1 << 40), (1 << 63) - 1, -(1 << 63))
 _BIG = (0, 1, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 257 << 20, 256 << 20)
@@ -28,7 +30,9 @@ def _maybe(rng: random.Random, rate: float, value: int, *choices: int) -> int:
     return rng.choice((*choices, rng.randrange(1 << 32))) if rng.random() < rate else value
 
 
-def _pcap_record(rng: random.Random, o: str, frame: Frame, per_s: int, rate: float) -> bytes:
+def _pcap_record(
+    rng: random.Random, o: str, frame: Frame, per_s: int, rate: float, extra: bytes
+) -> bytes:
     sec, frac = divmod(frame.ts_ns, _NS)
     frac = frac * per_s // _NS
     sec = _maybe(rng, rate / 4, sec % (1 << 32), 0, 0xFFFFFFFF, 0x7FFFFFFF)
@@ -39,7 +43,7 @@ def _pcap_record(rng: random.Random, o: str, frame: Frame, per_s: int, rate: flo
         wirelen = max(0, caplen - rng.randint(1, 64))  # caplen > wirelen
     elif r < rate / 3:
         caplen = rng.choice((*_BIG, caplen + rng.randint(1, 64), max(0, caplen - 4)))
-    return struct.pack(o + "IIII", sec, frac, caplen, wirelen) + frame.data
+    return struct.pack(o + "IIII", sec, frac, caplen, wirelen) + extra + frame.data
 
 
 def pcap_chunks(
@@ -55,7 +59,8 @@ def pcap_chunks(
     head = struct.pack(o + "IHHiII", magic, major % 65536, 4, 0, 0, snaplen) + struct.pack(
         o + "I", linktype
     )
-    return [head] + [_pcap_record(rng, o, f, per_s, rate) for f in frames]
+    extra = rng.randbytes(8) if magic == _MODIFIED else b""  # ifindex, protocol, type, pad
+    return [head] + [_pcap_record(rng, o, f, per_s, rate, extra) for f in frames]
 
 
 def _block(o: str, btype: int, body: bytes, rng: random.Random, rate: float) -> bytes:

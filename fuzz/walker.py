@@ -15,11 +15,13 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-_PCAP = {
-    b"\xd4\xc3\xb2\xa1": "<",
-    b"\xa1\xb2\xc3\xd4": ">",
-    b"\x4d\x3c\xb2\xa1": "<",
-    b"\xa1\xb2\x3c\x4d": ">",
+_PCAP = {  # magic: byte order, record header bytes (24: Kuznetzov's "modified" pcap)
+    b"\xd4\xc3\xb2\xa1": ("<", 16),
+    b"\xa1\xb2\xc3\xd4": (">", 16),
+    b"\x4d\x3c\xb2\xa1": ("<", 16),
+    b"\xa1\xb2\x3c\x4d": (">", 16),
+    b"\x34\xcd\xb2\xa1": ("<", 24),
+    b"\xa1\xb2\xcd\x34": (">", 24),
 }
 _MAX_CAPLEN = 256 << 20
 _MAX_BLOCK = 257 << 20
@@ -39,25 +41,25 @@ class Walk:
 def walk(data: bytes) -> Walk:
     """Count the frames of a pcap or pcapng file."""
     if data[:4] in _PCAP:
-        return _walk_pcap(data, _PCAP[data[:4]])
+        return _walk_pcap(data, *_PCAP[data[:4]])
     if data[:4] == b"\x0a\x0d\x0d\x0a":
         return _walk_pcapng(data)
     return Walk(capture=False)
 
 
-def _walk_pcap(data: bytes, o: str) -> Walk:
+def _walk_pcap(data: bytes, o: str, head: int) -> Walk:
     result = Walk()
     if len(data) < 24:
         return result
     off = 24
     while off < len(data):
-        if off + 16 > len(data):
+        if off + head > len(data):
             return result
         caplen = struct.unpack_from(o + "I", data, off + 8)[0]
-        if caplen > _MAX_CAPLEN or off + 16 + caplen > len(data):
+        if caplen > _MAX_CAPLEN or off + head + caplen > len(data):
             return result
         result.frames += 1
-        off += 16 + caplen
+        off += head + caplen
     result.complete = True
     return result
 

@@ -111,6 +111,7 @@ class Layout:
     order: str  # "<" or ">"
     scale: int  # ns per unit of the fraction field (1000 for microseconds)
     linktype: int
+    header_len: int = 16  # a record header's bytes (24 in the "modified" format)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,12 +170,12 @@ def records_batch(
     least PAD bytes after the last), numbered from ``first``."""
     view = np.frombuffer(joined, np.uint8)
     fields = view[heads[:, None] + np.arange(RECORD_HEADER_LEN)].view(layout.order + "u4")
-    sec, frac, caplen, wirelen = fields.astype(np.int64).T
+    sec, frac, caplen, wirelen = fields.astype(np.int64).T  # the first 16 of every layout
     n = len(heads)
     number = np.arange(first, first + n, dtype=np.int64)
     ts_ns = sec * 1_000_000_000 + frac * layout.scale  # at most 2^32 s: no overflow
     linktype = np.full(n, layout.linktype, np.int64)
-    start = heads + RECORD_HEADER_LEN
+    start = heads + layout.header_len
     return FrameBatch(joined, start, number, ts_ns, caplen, wirelen, linktype, None, span)
 
 

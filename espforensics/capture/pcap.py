@@ -26,7 +26,6 @@ import numpy as np
 
 from espforensics.capture.batch import (
     PAD,
-    RECORD_HEADER_LEN,
     Buffer,
     FrameBatch,
     Layout,
@@ -38,13 +37,18 @@ from espforensics.errors import CaptureError
 from espforensics.model import Frame
 
 # draft-ietf-opsawg-pcap s4: the magic decides the byte order and whether the
-# second timestamp field counts microseconds or nanoseconds. Values are the
-# nanoseconds per unit of that field.
-_MAGICS: dict[bytes, tuple[str, int]] = {
-    b"\xd4\xc3\xb2\xa1": ("<", 1000),
-    b"\xa1\xb2\xc3\xd4": (">", 1000),
-    b"\x4d\x3c\xb2\xa1": ("<", 1),
-    b"\xa1\xb2\x3c\x4d": (">", 1),
+# second timestamp field counts microseconds or nanoseconds (values: the
+# nanoseconds per unit of that field). The "modified" format of Alexey
+# Kuznetzov's Linux patches (Red Hat's libpcap of the FreeS/WAN years, read by
+# libpcap and Wireshark) has its own magic and 8 more bytes per record header
+# (interface index, protocol, packet type, padding), which are skipped.
+_MAGICS: dict[bytes, tuple[str, int, int]] = {
+    b"\xd4\xc3\xb2\xa1": ("<", 1000, 16),
+    b"\xa1\xb2\xc3\xd4": (">", 1000, 16),
+    b"\x4d\x3c\xb2\xa1": ("<", 1, 16),
+    b"\xa1\xb2\x3c\x4d": (">", 1, 16),
+    b"\x34\xcd\xb2\xa1": ("<", 1000, 24),
+    b"\xa1\xb2\xcd\x34": (">", 1000, 24),
 }
 PCAP_MAGICS = frozenset(_MAGICS)
 
@@ -61,13 +65,13 @@ _HEADERS = {order: struct.Struct(order + "IHHiIII") for order in "<>"}
 _RECORDS = {order: struct.Struct(order + "IIII") for order in "<>"}
 
 
-def _parse_file_header(source: ByteSource, buf: Buffer) -> tuple[struct.Struct, int, int]:
-    """(record header layout, ns per fraction unit, link type) from the header."""
+def _parse_file_header(source: ByteSource, buf: Buffer) -> tuple[struct.Struct, Layout]:
+    """(the record header's first 16 bytes, how records read) from the file header."""
     if len(buf) < FILE_HEADER_LEN:
         raise source.truncated(f"the pcap file header ({len(buf)} of {FILE_HEADER_LEN} bytes)")
-    order, scale = _MAGICS[buf[:4]]
+    order, scale, header_len = _MAGICS[buf[:4]]
     linktype = _HEADERS[order].unpack_from(buf)[6] & _LINKTYPE_MASK
-    return _RECORDS[order], scale, linktype
+    return _RECORDS[order], Layout(order, scale, linktype, header_len)
 
 
 def iter_pcap(source: ByteSource, buf: bytes) -> Generator[Frame, None, None]:
@@ -91,15 +95,16 @@ def iter_pcap_batches(
     try:
         mapped = source.mapped()  # a plain file: walked where it sits, the batches not copied
         data: Buffer = source.fill(buf, FILE_HEADER_LEN) if mapped is None else mapped
-        record, scale, linktype = _parse_file_header(source, data)
+        record, layout = _parse_file_header(source, data)
         caplen_of = struct.Struct(record.format[0] + "8xI").unpack_from
-        pending = _Pending(source, Layout(record.format[0], scale, linktype))
+        pending = _Pending(source, layout)
+        header_len = layout.header_len
         off = FILE_HEADER_LEN
         base = 0  # file offset of data[0]
         size = next(sizes)
         while True:
             end, first = len(data), off
-            offs, off = _walk(data, off, end, size - pending.count, caplen_of)
+            offs, off = _walk(data, off, end, size - pending.count, caplen_of, header_len)
             if offs:
                 pending.add(data, first, off, offs, base + first)
             if pending.count >= size or pending.nbytes >= BATCH_BYTES:
@@ -108,7 +113,7 @@ def iter_pcap_batches(
                 continue
             source.frames_read = pending.walked  # what an error says was read
             try:  # a damaged record or a failed read: the frames before it first
-                need = _bytes_needed(source, record, data, off, base)
+                need = _bytes_needed(source, record, data, off, base, header_len)
                 if not isinstance(data, mmap.mmap):
                     base += off
                     data = source.fill(data[off:], need)
@@ -128,17 +133,22 @@ def iter_pcap_batches(
 
 
 def _walk(
-    data: Buffer, off: int, end: int, room: int, caplen_of: Callable[[Buffer, int], tuple[int]]
+    data: Buffer,
+    off: int,
+    end: int,
+    room: int,
+    caplen_of: Callable[[Buffer, int], tuple[int]],
+    header_len: int,
 ) -> tuple[list[int], int]:
     """The offsets of up to ``room`` whole records from ``off`` (before ``end``), and the
     offset after them. The hot loop of the reader: one unpack per record."""
     offs: list[int] = []
-    append, last = offs.append, end - RECORD_HEADER_LEN
+    append, last = offs.append, end - header_len
     for _ in range(room):
         if off > last:
             break
         caplen = caplen_of(data, off)[0]
-        stop = off + RECORD_HEADER_LEN + caplen
+        stop = off + header_len + caplen
         if stop > end or caplen > MAX_CAPLEN:
             break
         append(off)
@@ -194,11 +204,11 @@ class _Pending:
 
 
 def _bytes_needed(
-    source: ByteSource, record: struct.Struct, buf: Buffer, off: int, base: int
+    source: ByteSource, record: struct.Struct, buf: Buffer, off: int, base: int, header_len: int
 ) -> int:
-    """Bytes the record at ``off`` occupies (its header's 16 if that is incomplete)."""
-    if off + RECORD_HEADER_LEN > len(buf):
-        return RECORD_HEADER_LEN
+    """Bytes the record at ``off`` occupies (its header's if that is incomplete)."""
+    if off + header_len > len(buf):
+        return header_len
     caplen: int = record.unpack_from(buf, off)[2]
     if caplen > MAX_CAPLEN:
         raise source.damaged(
@@ -206,4 +216,4 @@ def _bytes_needed(
             base + off,
             f"captured length {caplen} exceeds the 256 MiB limit",
         )
-    return RECORD_HEADER_LEN + caplen
+    return header_len + caplen
