@@ -73,6 +73,21 @@ LINK_CASES = [
     (0, b"\x18\x00\x00\x00", LinkLayer(4, 0x86DD)),
     (0, b"\x1e\x00\x00\x00", LinkLayer(4, 0x86DD)),
     (108, b"\x00\x00\x00\x1c", LinkLayer(4, 0x86DD)),
+    # PPPoE session (RFC 2516 s4: ver/type 0x11, code 0, session, length), then PPP's protocol
+    (1, b"\x00" * 12 + b"\x88\x64\x11\x00\x00\x07\x00\x40\x00\x21E", LinkLayer(22, 0x0800)),
+    (
+        1,
+        b"\x00" * 12 + b"\x81\x00\x00\x05\x88\x64\x11\x00\x00\x07\x00\x40\x00\x57`",
+        LinkLayer(26, 0x86DD),
+    ),
+    (1, b"\x00" * 12 + b"\x88\x64\x11\x00\x00\x07\x00\x40\xc0\x21", LinkLayer(22, 0x8864)),  # LCP
+    (1, b"\x00" * 12 + b"\x88\x64\x11\x09\x00\x00\x00\x00\x00\x21", LinkLayer(14, 0x8864)),  # PADI
+    (113, b"\x00" * 14 + b"\x88\x64\x11\x00\x00\x07\x00\x40\x00\x21", LinkLayer(24, 0x0800)),
+    # MPLS (RFC 3032): label entries to the bottom of stack (S bit), then the version nibble
+    (1, b"\x00" * 12 + b"\x88\x47\x00\x01\x01\x40E", LinkLayer(18, 0x0800)),
+    (1, b"\x00" * 12 + b"\x88\x47\x00\x01\x00\x40\x00\x02\x01\x40`", LinkLayer(22, 0x86DD)),
+    (1, b"\x00" * 12 + b"\x88\x47\x00\x01\x01\x40\x00\x00", LinkLayer(18, 0x8847)),  # a PW
+    (276, b"\x88\x48" + b"\x00" * 18 + b"\x00\x01\x01\x40E", LinkLayer(24, 0x0800)),
 ]
 
 
@@ -88,6 +103,10 @@ def test_link_errors() -> None:
         parse_link(113, b"\x00" * 15)
     with pytest.raises(MalformedPacket, match="link type 147 is not supported"):
         parse_link(147, b"\x00" * 40)
+    with pytest.raises(Truncated, match="PPPoE header cut at 7 bytes"):
+        parse_link(1, b"\x00" * 12 + b"\x88\x64" + bytes(7))
+    with pytest.raises(Truncated, match="MPLS label stack cut at 20 bytes"):
+        parse_link(1, b"\x00" * 12 + b"\x88\x47\x00\x01\x00\x40\x00\x02")
 
 
 # ---------------------------------------------------------------- IP

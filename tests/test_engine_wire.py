@@ -108,13 +108,13 @@ def test_every_common_link_type_is_read() -> None:
 # engine/wire.py's parse equals the per-frame decoders on generated frames.
 #
 # Hypothesis builds frames of every common layout (Ethernet with 0-2 VLAN
-# tags, Linux cooked v1/v2, raw IP; IPv4 with or without options, IPv6;
-# ESP on protocol 50, after an AH, or in UDP on a NAT-T port, keepalives and
-# IKE's marker)
-# and damages some (cut short, a byte changed). Every frame ``parse`` marks
-# ``steady`` must have exactly the fields decode/link.py, decode/ip.py and
-# decode/esp.py read; a frame the decoders reject must be neither steady nor
-# inert; a frame marked ``inert`` must carry no ESP and no fragment.
+# tags, Linux cooked v1/v2, raw IP; IP behind PPPoE or MPLS or not; IPv4
+# with or without options, IPv6; ESP on protocol 50, after an AH, or in UDP
+# on a NAT-T port, keepalives and IKE's marker) and damages some (cut
+# short, a byte changed). Every frame ``parse`` marks ``steady`` must have
+# exactly the fields decode/link.py, decode/ip.py and decode/esp.py read; a
+# frame the decoders reject must be neither steady nor inert; a frame marked
+# ``inert`` must carry no ESP and no fragment.
 
 
 @st.composite
@@ -151,21 +151,38 @@ def datagram(draw: st.DrawFn) -> bytes:
 
 
 @st.composite
+def carried(draw: st.DrawFn, v6: bool, ip: bytes) -> tuple[bytes, bytes]:
+    """(EtherType, what follows it): IP itself, or IP behind PPPoE or an MPLS stack."""
+    kind = draw(st.sampled_from(("ip", "ip", "ip", "pppoe", "mpls")))
+    if kind == "pppoe":  # RFC 2516 s4, then PPP's protocol (IPv4 0x0021, IPv6 0x0057, LCP)
+        proto = draw(st.sampled_from((0x0057 if v6 else 0x0021, 0xC021)))
+        head = b"\x11\x00\x00\x07" + (len(ip) + 2).to_bytes(2) + proto.to_bytes(2)
+        return (0x8864).to_bytes(2), head + ip
+    if kind == "mpls":  # RFC 3032: labels, the last with the bottom-of-stack bit
+        labels = draw(st.integers(1, 3))
+        stack = b"".join(
+            b"\x00\x01" + bytes([int(k == labels - 1)]) + b"\x40" for k in range(labels)
+        )
+        return draw(st.sampled_from((0x8847, 0x8848))).to_bytes(2), stack + ip
+    return (ETH_IPV6 if v6 else ETH_IPV4).to_bytes(2), ip
+
+
+@st.composite
 def frame(draw: st.DrawFn, number: int) -> Frame:
     ip = draw(datagram())
     v6 = ip[0] >> 4 == 6
-    etype = (ETH_IPV6 if v6 else ETH_IPV4).to_bytes(2)
+    etype, payload = draw(carried(v6, ip))
     link = draw(st.sampled_from((1, 1, 113, 276, 101, 228, 229)))
     if link == 1:
         tags = b"".join(
             t.to_bytes(2) + b"\x00\x07"
             for t in draw(st.lists(st.sampled_from((0x8100, 0x88A8, 0x9100)), max_size=2))
         )
-        data = bytes(12) + tags + etype + ip
+        data = bytes(12) + tags + etype + payload
     elif link == 113:
-        data = bytes(14) + etype + ip
+        data = bytes(14) + etype + payload
     elif link == 276:
-        data = etype + bytes(18) + ip
+        data = etype + bytes(18) + payload
     elif link == 228:
         data = ip if not v6 else bytes(1) + ip
     elif link == 229:

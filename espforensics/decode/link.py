@@ -8,7 +8,12 @@ else is not IP). Raises ``Truncated`` when the link header is cut short and
 Link types (tcpdump.org/linktypes.html): 0 NULL (BSD loopback, host byte
 order AF), 1 Ethernet (802.1Q / 802.1ad tags skipped), 12 and 14 raw IP
 (DLT_RAW on BSDs), 101 RAW, 108 LOOP (network byte order AF), 113 Linux
-cooked v1, 228 IPV4, 229 IPV6, 276 Linux cooked v2.
+cooked v1, 228 IPV4, 229 IPV6, 276 Linux cooked v2. Behind an EtherType
+(Ethernet, Linux cooked): a PPPoE session (RFC 2516 s4, 0x8864: its 6-byte
+header, then PPP's protocol, 0x0021 IPv4 or 0x0057 IPv6, RFC 1332/5072)
+and an MPLS label stack (RFC 3032, 0x8847/0x8848: 4-byte entries to the
+one marked bottom of stack, then IPv4 or IPv6 by its version nibble, as
+Wireshark guesses it).
 """
 
 from __future__ import annotations
@@ -21,6 +26,11 @@ from espforensics.model import new_tuple
 ETH_IPV4 = 0x0800
 ETH_IPV6 = 0x86DD
 _VLAN_TAGS = frozenset({0x8100, 0x88A8, 0x9100})  # 802.1Q, 802.1ad, old QinQ
+ETH_PPPOE = 0x8864  # a PPPoE session's frames (RFC 2516 s4)
+ETH_MPLS = frozenset({0x8847, 0x8848})  # unicast, multicast (RFC 3032 s5)
+ETH_CARRIERS = frozenset({ETH_PPPOE, *ETH_MPLS})  # what may carry IP behind an EtherType
+_PPP_IP = {0x0021: 0x0800, 0x0057: 0x86DD}  # PPP protocol -> EtherType
+_MAX_LABELS = 16  # an MPLS stack deeper than this is not read
 _AF_INET = 2
 _AF_INET6 = frozenset({10, 24, 28, 30})  # Linux, NetBSD/OpenBSD, FreeBSD, Darwin
 
@@ -49,8 +59,31 @@ def _ethernet(data: bytes) -> LinkLayer:
             raise Truncated(f"Ethernet header cut at {len(data)} bytes")
         ethertype = int.from_bytes(data[off : off + 2], "big")
         if ethertype not in _VLAN_TAGS:
-            return new_tuple(LinkLayer, (off + 2, ethertype))
+            return _carried(data, off + 2, ethertype)
         off += 4  # skip TPID's TCI; the next EtherType follows
+
+
+def _carried(data: bytes, off: int, ethertype: int) -> LinkLayer:
+    """What starts at ``off``, announced by ``ethertype``: IP itself, or IP behind a
+    PPPoE session header or an MPLS label stack (else that EtherType, as not IP)."""
+    if ethertype not in ETH_CARRIERS:
+        return new_tuple(LinkLayer, (off, ethertype))
+    if ethertype == ETH_PPPOE:
+        if len(data) < off + 8:
+            raise Truncated(f"PPPoE header cut at {max(len(data) - off, 0)} bytes")
+        if data[off] != 0x11 or data[off + 1] != 0:  # version 1, type 1; code 0: session data
+            return LinkLayer(off, ethertype)
+        protocol = int.from_bytes(data[off + 6 : off + 8], "big")
+        return LinkLayer(off + 8, _PPP_IP.get(protocol, ethertype))
+    for _ in range(_MAX_LABELS):
+        if len(data) < off + 4:
+            raise Truncated(f"MPLS label stack cut at {len(data)} bytes")
+        off += 4
+        if data[off - 2] & 0x01:  # bottom of stack: the payload follows
+            version = data[off] >> 4 if len(data) > off else 0
+            found = {4: ETH_IPV4, 6: ETH_IPV6}.get(version, ethertype)
+            return LinkLayer(off, found)
+    return LinkLayer(off, ethertype)  # no bottom of stack within _MAX_LABELS entries
 
 
 def _raw(data: bytes) -> LinkLayer:
@@ -85,11 +118,11 @@ def parse_link(linktype: int, data: bytes) -> LinkLayer:
     if linktype == LINKTYPE_LINUX_SLL:
         if len(data) < 16:
             raise Truncated("Linux cooked header cut short")
-        return LinkLayer(16, int.from_bytes(data[14:16], "big"))
+        return _carried(data, 16, int.from_bytes(data[14:16], "big"))
     if linktype == LINKTYPE_LINUX_SLL2:
         if len(data) < 20:
             raise Truncated("Linux cooked v2 header cut short")
-        return LinkLayer(20, int.from_bytes(data[0:2], "big"))
+        return _carried(data, 20, int.from_bytes(data[0:2], "big"))
     if linktype == LINKTYPE_NULL:
         return _null(data, "host")
     if linktype == LINKTYPE_LOOP:

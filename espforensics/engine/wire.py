@@ -33,6 +33,7 @@ from espforensics.columns import u8 as _u8
 from espforensics.decode.esp import ESP_HEADER_LEN, UDP_HEADER_LEN
 from espforensics.decode.ip import PROTO_AH, PROTO_ESP, PROTO_UDP
 from espforensics.decode.link import (
+    ETH_CARRIERS,
     ETH_IPV4,
     ETH_IPV6,
     LINKTYPE_ETHERNET,
@@ -156,7 +157,7 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
     spi = read_be(view, hdr, esp, 4)
     seq = read_be(view, hdr + 4, esp, 4)
     known = l3 >= 0
-    inert = known & ~np.isin(etype, (ETH_IPV4, ETH_IPV6))
+    inert = known & ~np.isin(etype, (ETH_IPV4, ETH_IPV6, *ETH_CARRIERS))  # PPPoE, MPLS: per frame
     inert |= plain_ip & ~np.isin(proto, (PROTO_ESP, PROTO_UDP))
     inert |= other_udp
 

@@ -42,7 +42,7 @@ from espforensics.capture.writer import PcapngStream, PcapStream
 from espforensics.crypto import CipherContext, context_for
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import PROTO_UDP, OuterIp, parse_ip
-from espforensics.decode.link import parse_link
+from espforensics.decode.link import LINKTYPE_IPV4, LINKTYPE_IPV6, parse_link
 from espforensics.errors import MalformedPacket, OutputError
 from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.keys.wireshark import secrets_block_sas
@@ -156,7 +156,11 @@ class Decryptor:
         packet = self._packet(sa, rec, datagram[: ip.header_len], datagram[:at], payload, nh)
         header = relink(frame.linktype, frame.data[: link.offset], packet[0] >> 4)
         if header is None:
-            raise MalformedPacket(f"link type {frame.linktype} cannot carry the inner IP version")
+            if frame.linktype in (LINKTYPE_IPV4, LINKTYPE_IPV6):
+                raise MalformedPacket(
+                    f"link type {frame.linktype} cannot carry the inner IP version"
+                )
+            raise MalformedPacket("its PPPoE or MPLS header is not rewritten for the inner packet")
         data = header + packet
         return new_tuple(
             Frame, (frame.number, frame.ts_ns, len(data), len(data), frame.linktype, data)

@@ -131,8 +131,12 @@ def relink(linktype: int, header: bytes, version: int) -> bytes | None:
     ethertype = ETH_IPV4 if version == 4 else ETH_IPV6
     out = bytearray(header)
     if linktype in (LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL) and len(out) >= 2:
+        if int.from_bytes(out[-2:]) not in (ETH_IPV4, ETH_IPV6):
+            return None  # IP behind PPPoE or MPLS: their headers are not rewritten
         out[-2:] = ethertype.to_bytes(2)
     elif linktype == LINKTYPE_LINUX_SLL2 and len(out) >= 2:
+        if len(out) != 20:
+            return None  # likewise
         out[0:2] = ethertype.to_bytes(2)
     elif linktype in (LINKTYPE_NULL, LINKTYPE_LOOP) and len(out) == 4:
         big = linktype == LINKTYPE_LOOP or out[:2] == b"\x00\x00"
