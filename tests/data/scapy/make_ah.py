@@ -25,7 +25,8 @@ Frames (tests/test_ah.py asserts each row):
 import os
 import sys
 
-from scapy.all import IP, UDP, Ether, IPv6, IPv6ExtHdrHopByHop, Raw, fragment, wrpcap
+from save import save
+from scapy.all import IP, UDP, Ether, IPv6, IPv6ExtHdrHopByHop, Raw, fragment
 from scapy.layers.ipsec import AH, ESP, SecurityAssociation
 
 V4 = ("192.0.2.1", "192.0.2.2")
@@ -107,17 +108,14 @@ def main(out: str) -> None:
         esp2.seq_num = ah2.seq_num = n
         packet = IPv6(src=V6[0], dst=V6[1]) / IPv6ExtHdrHopByHop() / _udp(n, 900)
         frames += [eth / f for f in _fragments6(_whole(ah2.encrypt(esp2.encrypt(packet))), n)]
-    wrpcap(os.path.join(out, "ah.pcap"), frames)
     yaml = [
-        "sas:",
         f"- spi: 0xe1\n  enc: cbc(aes)\n  key: 0x{k1.hex()}\n  auth: hmac(sha1)",
         f"  auth_key: 0x{a1.hex()}\n  icv: 96",
         f"- spi: 0xe2\n  aead: rfc4106(gcm(aes))\n  key: 0x{k2.hex()}\n  icv: 128",
         f"- spi: 0xe3\n  enc: cbc(aes)\n  key: 0x{k3.hex()}\n  auth: hmac(sha256)",
         f"  auth_key: 0x{a3.hex()}\n  icv: 128\n  mode: tunnel",
     ]
-    with open(os.path.join(out, "ah.keys.yaml"), "w") as fh:
-        fh.write("\n".join(yaml) + "\n")
+    save(out, "ah", frames, yaml)
 
 
 if __name__ == "__main__":

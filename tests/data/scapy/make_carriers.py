@@ -23,7 +23,8 @@ and SA 0xC2 (IPv6 transport, AES-CBC + HMAC-SHA2-256-128) seq 1 over PPPoE
 import os
 import sys
 
-from scapy.all import IP, UDP, Dot1Q, Ether, IPv6, Raw, wrpcap
+from save import save
+from scapy.all import IP, UDP, Dot1Q, Ether, IPv6, Raw
 from scapy.contrib.mpls import MPLS
 from scapy.layers.ipsec import ESP, SecurityAssociation
 from scapy.layers.ppp import PPP, PPP_LCP_Echo, PPPoE, PPPoED
@@ -73,15 +74,12 @@ def main(out: str) -> None:
     ]
     for n, frame in enumerate(frames):
         frame.time = 1_700_000_000 + n / 1000  # one millisecond apart, in order
-    wrpcap(os.path.join(out, "carriers.pcap"), frames)
     yaml = [
-        "sas:",
         f"- spi: 0xc1\n  aead: rfc4106(gcm(aes))\n  key: 0x{k1.hex()}\n  icv: 128",
         f"- spi: 0xc2\n  enc: cbc(aes)\n  key: 0x{k2.hex()}\n  auth: hmac(sha256)",
         f"  auth_key: 0x{a2.hex()}\n  icv: 128",
     ]
-    with open(os.path.join(out, "carriers.keys.yaml"), "w") as fh:
-        fh.write("\n".join(yaml) + "\n")
+    save(out, "carriers", frames, yaml)
 
 
 if __name__ == "__main__":
