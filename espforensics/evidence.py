@@ -35,7 +35,7 @@ class LeakProof(StrEnum):
     """How a cleartext_leak is known."""
 
     DECRYPTED = "decrypted"  # the ICV verified: inner header bytes in clear (critical)
-    LAYOUT = "layout"  # keyless: a whole clear IP packet, then a trailer and ICV (high)
+    LAYOUT = "layout"  # no ICV verified: a whole clear inner packet, then a trailer and ICV
     POSSIBLE = "possible"  # bytes that parse as an IP header, no trailer: not proven (info)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from espforensics.checks.leaks import name_fields
 from espforensics.crypto import AeadContext
 from espforensics.decode.clear import clear_ip_header
+from espforensics.evidence import Leak, LeakProof
 from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.keys.sa import NULL_CIPHER
 from espforensics.model import FindingKind, Frame, Severity, Verdict
@@ -65,6 +66,14 @@ def test_unencrypted_inner_header_is_named(lane: Options) -> None:
     found = [f for f in analyzer.findings if f.kind is FindingKind.CLEARTEXT_LEAK]
     assert sum(f.count for f in found) == 3  # one finding per SPI
     assert {n for f in found for n in f.frames} == set(leaked)
+    # No ICV verified them: the proof is the layout (a whole clear packet, then a trailer),
+    # and the finding names the other way such bytes reach a capture, ESP crypto offload.
+    fields = {V4_FIELDS, V6_FIELDS}
+    for f in found:
+        assert f.severity is Severity.CRITICAL and isinstance(f.evidence, Leak)
+        assert f.evidence.proof is LeakProof.LAYOUT and set(f.evidence.fields) <= fields
+        assert f.detail.startswith(f"{f.count} packets whose ICV does not verify carry a whole ")
+        assert "before a NIC with ESP crypto offload encrypted and sealed them" in f.detail
 
 
 def test_encrypted_packets_leak_nothing(lane: Options) -> None:

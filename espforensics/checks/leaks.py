@@ -103,6 +103,7 @@ class LeakCheck:
         self._per_spi: dict[int, _PerSpi] = {}
         self._possible_per_spi: dict[int, _PerSpi] = {}
         self._keyless_per_spi: dict[int, _PerSpi] = {}  # proven clear, algorithm unknown
+        self._unsealed_per_spi: dict[int, _PerSpi] = {}  # proven clear, the ICV failing
 
     def observe(self, pkt: PacketContext) -> None:
         rec, sa = pkt.rec, pkt.flow.state.sa
@@ -131,7 +132,8 @@ class LeakCheck:
         if rec.verdict is Verdict.TRUNCATED:
             return
         icv_lens = (ctx.icv_len,) if ctx is not None else KEYLESS_ICV_LENS
-        into = None if pkt.flow.state.sa is not None else self._keyless_per_spi
+        keyed = pkt.flow.state.sa is not None
+        into = self._unsealed_per_spi if keyed else self._keyless_per_spi
         for start in (body + iv_len, body):
             n = clear_ip_header(data, start, len(data))
             if n and trailer_follows(data, start, icv_lens):
@@ -181,6 +183,15 @@ class LeakCheck:
             LeakProof.DECRYPTED,
             "{n} packets carry inner header bytes in clear: {fields}",
         )
+        unsealed = (
+            self._unsealed_per_spi,
+            Severity.CRITICAL,
+            LeakProof.LAYOUT,
+            "{n} packets whose ICV does not verify carry a whole clear inner packet after the "
+            "ESP header, then an ESP trailer ({fields}): sent unencrypted, or captured on the "
+            "sending host before a NIC with ESP crypto offload encrypted and sealed them (ip "
+            "xfrm state ... offload); a capture on the wire tells which",
+        )
         keyless = (
             self._keyless_per_spi,
             Severity.HIGH,
@@ -197,7 +208,7 @@ class LeakCheck:
             "bytes that parse as a clear IP header but are not followed by an ESP trailer and "
             "ICV; random ciphertext looks like this now and then",
         )
-        for per_spi, severity, proof, words in (proven, keyless, possible):
+        for per_spi, severity, proof, words in (proven, unsealed, keyless, possible):
             for spi, acc in sorted(per_spi.items()):
                 yield Finding(
                     FindingKind.CLEARTEXT_LEAK,
