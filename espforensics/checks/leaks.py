@@ -188,9 +188,9 @@ class LeakCheck:
             Severity.CRITICAL,
             LeakProof.LAYOUT,
             "{n} packets whose ICV does not verify carry a whole clear inner packet after the "
-            "ESP header, then an ESP trailer ({fields}): sent unencrypted, or captured on the "
-            "sending host before a NIC with ESP crypto offload encrypted and sealed them (ip "
-            "xfrm state ... offload); a capture on the wire tells which",
+            "ESP header, then an ESP trailer ({fields}): sent unencrypted, or captured on a "
+            "host whose NIC does ESP crypto offload (ip xfrm state ... offload), before it "
+            "encrypted them or after it decrypted them; a capture on the wire tells which",
         )
         keyless = (
             self._keyless_per_spi,
