@@ -350,12 +350,22 @@ def test_reassembly_beyond_a_16_bit_length_expires(
 
 # ---------------------------------------------------------------- fuzz
 @settings(max_examples=400, deadline=None)
-@given(st.binary(max_size=200), st.sampled_from([0, 1, 12, 101, 108, 113, 228, 229, 276, 147]))
-def test_decoders_raise_only_our_errors(data: bytes, linktype: int) -> None:
+@given(
+    st.binary(max_size=200),
+    st.sampled_from([0, 1, 12, 101, 108, 113, 228, 229, 276, 147]),
+    st.sampled_from([b"", b"\x88\x64", b"\x88\x47", b"\x81\x00\x00\x01\x88\x64"]),
+    st.booleans(),
+)
+def test_decoders_raise_only_our_errors(
+    data: bytes, linktype: int, carrier: bytes, through_ah: bool
+) -> None:
+    framed = bytes(12) + carrier + data if carrier and linktype == 1 else data  # PPPoE, MPLS
+    if through_ah and len(data) > 9:  # an IPv4 header announcing AH (RFC 4302), the rest random
+        data = b"\x45" + data[1:9] + b"\x33" + data[10:]
     for call in (
-        lambda: parse_link(linktype, data),
-        lambda: parse_ip(data),
-        lambda: locate_esp(parse_ip(data), data, frozenset({4500})),
+        lambda: parse_link(linktype, framed),
+        lambda: parse_ip(data, through_ah=through_ah),
+        lambda: locate_esp(parse_ip(data, through_ah=through_ah), data, frozenset({4500})),
         lambda: parse_esp_header(data, 3),
         lambda: parse_inner(data[0] if data else 4, data[1:], "a", "b"),
     ):
