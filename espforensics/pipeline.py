@@ -215,7 +215,7 @@ class FrameAnalyzer:
         try:
             link = parse_link(frame.linktype, frame.data)
             if link.ethertype not in (ETH_IPV4, ETH_IPV6):
-                rec.detail = f"not IP: EtherType {link.ethertype:#06x}"
+                rec.detail = f"not IP: {link.named} {link.ethertype:#06x}"
                 return None
             data = frame.data[link.offset :]
             ip = parse_ip(data, through_ah=True)

@@ -56,6 +56,7 @@ def v6(nxt: int, payload: bytes, exts: bytes = b"") -> bytes:
 ESP = struct.pack(">II", 0x1001, 7) + b"\x11" * 8 + b"\xee" * 32
 
 # ---------------------------------------------------------------- link layer
+PPPOE = "PPPoE session, PPP protocol"
 LINK_CASES = [
     (1, b"\x00" * 12 + b"\x08\x00" + b"E", LinkLayer(14, 0x0800)),
     (1, b"\x00" * 12 + b"\x81\x00\x00\x05\x86\xdd", LinkLayer(18, 0x86DD)),
@@ -80,7 +81,11 @@ LINK_CASES = [
         b"\x00" * 12 + b"\x81\x00\x00\x05\x88\x64\x11\x00\x00\x07\x00\x40\x00\x57`",
         LinkLayer(26, 0x86DD),
     ),
-    (1, b"\x00" * 12 + b"\x88\x64\x11\x00\x00\x07\x00\x40\xc0\x21", LinkLayer(22, 0x8864)),  # LCP
+    (
+        1,
+        b"\x00" * 12 + b"\x88\x64\x11\x00\x00\x07\x00\x40\xc0\x21",
+        LinkLayer(22, 0xC021, PPPOE),
+    ),  # LCP
     (1, b"\x00" * 12 + b"\x88\x64\x11\x09\x00\x00\x00\x00\x00\x21", LinkLayer(14, 0x8864)),  # PADI
     (113, b"\x00" * 14 + b"\x88\x64\x11\x00\x00\x07\x00\x40\x00\x21", LinkLayer(24, 0x0800)),
     # MPLS (RFC 3032): label entries to the bottom of stack (S bit), then the version nibble
@@ -88,6 +93,17 @@ LINK_CASES = [
     (1, b"\x00" * 12 + b"\x88\x47\x00\x01\x00\x40\x00\x02\x01\x40`", LinkLayer(22, 0x86DD)),
     (1, b"\x00" * 12 + b"\x88\x47\x00\x01\x01\x40\x00\x00", LinkLayer(18, 0x8847)),  # a PW
     (276, b"\x88\x48" + b"\x00" * 18 + b"\x00\x01\x01\x40E", LinkLayer(24, 0x0800)),
+    # PPP (RFC 1661/1662): address and control or not, a 2- or 1-byte protocol
+    (9, b"\xff\x03\x00\x21E", LinkLayer(4, 0x0800)),
+    (9, b"\x00\x57`", LinkLayer(2, 0x86DD)),
+    (9, b"\x21E", LinkLayer(1, 0x0800)),  # protocol field compression
+    (9, b"\xff\x03\xc0\x21", LinkLayer(4, 0xC021, "PPP protocol")),  # LCP
+    (50, b"\xff\x03\x00\x57", LinkLayer(4, 0x86DD)),
+    (50, b"\x0f\x00\x08\x00", LinkLayer(4, 0x0800)),  # Cisco PPP with HDLC framing
+    (104, b"\x8f\x00\x86\xdd", LinkLayer(4, 0x86DD)),  # Cisco HDLC
+    (104, b"\x0f\x00\x80\x35", LinkLayer(4, 0x8035)),  # RARP: not IP
+    (51, b"\x11\x00\x00\x07\x00\x40\x00\x21E", LinkLayer(8, 0x0800)),  # PPPoE, no Ethernet
+    (51, b"\x11\x00\x00\x07\x00\x40\xc0\x21", LinkLayer(8, 0xC021, PPPOE)),
 ]
 
 
@@ -103,6 +119,10 @@ def test_link_errors() -> None:
         parse_link(113, b"\x00" * 15)
     with pytest.raises(MalformedPacket, match="link type 147 is not supported"):
         parse_link(147, b"\x00" * 40)
+    with pytest.raises(Truncated, match="PPP header cut at 3 bytes"):
+        parse_link(9, b"\xff\x03\x00")
+    with pytest.raises(Truncated, match="Cisco HDLC header cut at 3 bytes"):
+        parse_link(104, b"\x0f\x00\x08")
     with pytest.raises(Truncated, match="PPPoE header cut at 7 bytes"):
         parse_link(1, b"\x00" * 12 + b"\x88\x64" + bytes(7))
     with pytest.raises(Truncated, match="MPLS label stack cut at 20 bytes"):
@@ -352,7 +372,7 @@ def test_reassembly_beyond_a_16_bit_length_expires(
 @settings(max_examples=400, deadline=None)
 @given(
     st.binary(max_size=200),
-    st.sampled_from([0, 1, 12, 101, 108, 113, 228, 229, 276, 147]),
+    st.sampled_from([0, 1, 9, 12, 50, 51, 101, 104, 108, 113, 228, 229, 276, 147]),
     st.sampled_from([b"", b"\x88\x64", b"\x88\x47", b"\x81\x00\x00\x01\x88\x64"]),
     st.booleans(),
 )

@@ -8,7 +8,11 @@ else is not IP). Raises ``Truncated`` when the link header is cut short and
 Link types (tcpdump.org/linktypes.html): 0 NULL (BSD loopback, host byte
 order AF), 1 Ethernet (802.1Q / 802.1ad tags skipped), 12 and 14 raw IP
 (DLT_RAW on BSDs), 101 RAW, 108 LOOP (network byte order AF), 113 Linux
-cooked v1, 228 IPV4, 229 IPV6, 276 Linux cooked v2. Behind an EtherType
+cooked v1, 228 IPV4, 229 IPV6, 276 Linux cooked v2; 9 PPP (RFC 1661, with
+or without RFC 1662's 0xff 0x03 and with a 1- or 2-byte protocol), 50 PPP
+in HDLC-like framing (or Cisco's, RFC 1547 s4.3.1), 51 PPPoE without its
+Ethernet header, 104 Cisco HDLC (an EtherType after address and control).
+Behind an EtherType
 (Ethernet, Linux cooked): a PPPoE session (RFC 2516 s4, 0x8864: its 6-byte
 header, then PPP's protocol, 0x0021 IPv4 or 0x0057 IPv6, RFC 1332/5072)
 and an MPLS label stack (RFC 3032, 0x8847/0x8848: 4-byte entries to the
@@ -42,6 +46,11 @@ LINKTYPE_LINUX_SLL = 113
 LINKTYPE_IPV4 = 228
 LINKTYPE_IPV6 = 229
 LINKTYPE_LINUX_SLL2 = 276
+LINKTYPE_PPP = 9
+LINKTYPE_PPP_HDLC = 50
+LINKTYPE_PPP_ETHER = 51
+LINKTYPE_C_HDLC = 104
+_CISCO = frozenset({0x0F, 0x8F})  # Cisco HDLC's address byte: unicast, broadcast
 _RAW_TYPES = frozenset({12, 14, LINKTYPE_RAW})
 
 
@@ -49,7 +58,8 @@ class LinkLayer(NamedTuple):
     """Where the network-layer header starts and what it is."""
 
     offset: int
-    ethertype: int
+    ethertype: int  # 0x0800, 0x86DD; else what the link says follows, as ``named``
+    named: str = "EtherType"  # what ``ethertype`` is when not IP ("PPP protocol")
 
 
 def _ethernet(data: bytes) -> LinkLayer:
@@ -67,14 +77,16 @@ def _carried(data: bytes, off: int, ethertype: int) -> LinkLayer:
     """What starts at ``off``, announced by ``ethertype``: IP itself, or IP behind a
     PPPoE session header or an MPLS label stack (else that EtherType, as not IP)."""
     if ethertype not in ETH_CARRIERS:
-        return new_tuple(LinkLayer, (off, ethertype))
+        return new_tuple(LinkLayer, (off, ethertype, "EtherType"))
     if ethertype == ETH_PPPOE:
         if len(data) < off + 8:
             raise Truncated(f"PPPoE header cut at {max(len(data) - off, 0)} bytes")
         if data[off] != 0x11 or data[off + 1] != 0:  # version 1, type 1; code 0: session data
             return LinkLayer(off, ethertype)
         protocol = int.from_bytes(data[off + 6 : off + 8], "big")
-        return LinkLayer(off + 8, _PPP_IP.get(protocol, ethertype))
+        if protocol in _PPP_IP:
+            return LinkLayer(off + 8, _PPP_IP[protocol])
+        return LinkLayer(off + 8, protocol, "PPPoE session, PPP protocol")
     for _ in range(_MAX_LABELS):
         if len(data) < off + 4:
             raise Truncated(f"MPLS label stack cut at {len(data)} bytes")
@@ -105,6 +117,26 @@ def _null(data: bytes, byteorder: str) -> LinkLayer:
     return LinkLayer(4, ETH_IPV6 if af in _AF_INET6 else 0)
 
 
+def _ppp(data: bytes) -> LinkLayer:
+    """PPP (RFC 1661 s2): RFC 1662's address and control bytes if present, then the
+    protocol, one byte when its low bit is set (protocol field compression), else two."""
+    off = 2 if data[:2] == b"\xff\x03" else 0
+    if len(data) < off + 1 or (not data[off] & 1 and len(data) < off + 2):
+        raise Truncated(f"PPP header cut at {len(data)} bytes")
+    width = 1 if data[off] & 1 else 2
+    protocol = int.from_bytes(data[off : off + width], "big")
+    if protocol in _PPP_IP:
+        return LinkLayer(off + width, _PPP_IP[protocol])
+    return LinkLayer(off + width, protocol, "PPP protocol")
+
+
+def _cisco_hdlc(data: bytes) -> LinkLayer:
+    """Cisco HDLC: address, control, then an EtherType."""
+    if len(data) < 4:
+        raise Truncated(f"Cisco HDLC header cut at {len(data)} bytes")
+    return _carried(data, 4, int.from_bytes(data[2:4], "big"))
+
+
 def parse_link(linktype: int, data: bytes) -> LinkLayer:
     """Decode the link header of a frame captured with ``linktype``."""
     if linktype == LINKTYPE_ETHERNET:
@@ -127,4 +159,12 @@ def parse_link(linktype: int, data: bytes) -> LinkLayer:
         return _null(data, "host")
     if linktype == LINKTYPE_LOOP:
         return _null(data, "big")
+    if linktype == LINKTYPE_C_HDLC or (
+        linktype == LINKTYPE_PPP_HDLC and data[:1] and data[0] in _CISCO
+    ):
+        return _cisco_hdlc(data)
+    if linktype in (LINKTYPE_PPP, LINKTYPE_PPP_HDLC):
+        return _ppp(data)
+    if linktype == LINKTYPE_PPP_ETHER:
+        return _carried(data, 0, ETH_PPPOE)
     raise MalformedPacket(f"link type {linktype} is not supported")

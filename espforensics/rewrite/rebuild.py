@@ -21,6 +21,7 @@ from espforensics.decode.clear import internet_checksum, l4_checksum_ok
 from espforensics.decode.link import (
     ETH_IPV4,
     ETH_IPV6,
+    LINKTYPE_C_HDLC,
     LINKTYPE_ETHERNET,
     LINKTYPE_IPV4,
     LINKTYPE_IPV6,
@@ -28,6 +29,8 @@ from espforensics.decode.link import (
     LINKTYPE_LINUX_SLL2,
     LINKTYPE_LOOP,
     LINKTYPE_NULL,
+    LINKTYPE_PPP,
+    LINKTYPE_PPP_HDLC,
 )
 from espforensics.errors import MalformedPacket
 
@@ -121,12 +124,18 @@ def misplaced_ipv4(clear: bytes, template: bytes, segment: bytes) -> bytes:
     return inner
 
 
+_CISCO = (b"\x0f", b"\x8f")  # Cisco HDLC's address byte
+_RAW = frozenset({12, 14, 101})  # raw IP: no header to change
+
+
 def relink(linktype: int, header: bytes, version: int) -> bytes | None:
     """The link header ``header`` saying IP ``version``; None if the link type cannot.
 
-    Ethernet (the EtherType after any VLAN tags) and Linux cooked v1/v2
-    carry an EtherType; BSD loopback an address family (AF_INET6 as 24 when
-    it has to change, which every reader of LINKTYPE_NULL takes as IPv6).
+    Ethernet (the EtherType after any VLAN tags), Linux cooked v1/v2 and
+    Cisco HDLC carry an EtherType; PPP a protocol (RFC 1332 0x21, RFC 5072
+    0x57; one byte or two, as the header had it); BSD loopback an address
+    family (AF_INET6 as 24 when it has to change, which every reader of
+    LINKTYPE_NULL takes as IPv6).
     """
     ethertype = ETH_IPV4 if version == 4 else ETH_IPV6
     out = bytearray(header)
@@ -138,6 +147,14 @@ def relink(linktype: int, header: bytes, version: int) -> bytes | None:
         if len(out) != 20:
             return None  # likewise
         out[0:2] = ethertype.to_bytes(2)
+    elif linktype == LINKTYPE_C_HDLC or (linktype == LINKTYPE_PPP_HDLC and out[:1] in _CISCO):
+        if len(out) != 4:
+            return None  # address, control, EtherType, then PPPoE or MPLS: not rewritten
+        out[-2:] = ethertype.to_bytes(2)
+    elif linktype in (LINKTYPE_PPP, LINKTYPE_PPP_HDLC) and len(out) in (1, 2, 3, 4):
+        protocol = 0x21 if version == 4 else 0x57
+        width = 1 if len(out) in (1, 3) else 2  # protocol field compression, or not
+        out[-width:] = protocol.to_bytes(width)
     elif linktype in (LINKTYPE_NULL, LINKTYPE_LOOP) and len(out) == 4:
         big = linktype == LINKTYPE_LOOP or out[:2] == b"\x00\x00"
         family = int.from_bytes(out, "big" if big else "little")
@@ -146,4 +163,6 @@ def relink(linktype: int, header: bytes, version: int) -> bytes | None:
             out[:] = family.to_bytes(4, "big" if big else "little")
     elif linktype in (LINKTYPE_IPV4, LINKTYPE_IPV6):
         return header if (linktype == LINKTYPE_IPV4) == (version == 4) else None
+    elif linktype not in _RAW:
+        return None  # PPPoE without Ethernet (its length), or a type we do not rewrite
     return bytes(out)
