@@ -255,7 +255,8 @@ class FrameAnalyzer:
         """The ESP packet of a whole datagram: located, its SA found, opened, placed."""
         loc = locate_esp(ip, data, self._natt_ports)
         if isinstance(loc, NotEsp):
-            rec.detail, rec.udp_sport, rec.udp_dport = loc.reason, loc.udp_sport, loc.udp_dport
+            rec.udp_sport, rec.udp_dport = loc.udp_sport, loc.udp_dport
+            rec.detail = f"AH, then {loc.reason}" if ip.ah else loc.reason
             if loc.payload_word is not None and loc.payload_word in self.sas.spis:
                 # ESP-in-UDP on a port not given? (checks/keys.py names the SA's likely port)
                 self._keys.observe_udp(loc.payload_word, loc.udp_sport, loc.udp_dport)

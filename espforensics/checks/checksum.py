@@ -47,7 +47,6 @@ from espforensics.decode.inner import (
     check_inner,
     unchecked_protocol,
 )
-from espforensics.decode.ip import routing_header
 from espforensics.evidence import BadChecksums
 from espforensics.frames import frozen, with_frame
 from espforensics.intervals import IntervalSet
@@ -102,7 +101,7 @@ def checked(pkt: PacketContext) -> Checked | None:
     why_not = ""
     if rec.proto is Proto.ESP_UDP:
         why_not = NATT_TRANSPORT
-    elif pkt.ip.version == 6 and routing_header(pkt.data, pkt.ip.header_len):
+    elif pkt.ip.routed:
         why_not = OUTER_EXTENSIONS
     return check_inner(nh, payload, pkt.ip.src, pkt.ip.dst, why_not)
 

@@ -68,15 +68,7 @@ def protocol_name(proto: int) -> str:
 
 
 def locate_esp(ip: OuterIp, data: bytes, natt_ports: frozenset[int]) -> EspLocation | NotEsp:
-    """Where the ESP header should be in this datagram, or why there is none (after an
-    AH: "AH, then TCP")."""
-    found = _locate(ip, data, natt_ports)
-    if ip.ah and isinstance(found, NotEsp):
-        return found._replace(reason=f"AH, then {found.reason}")
-    return found
-
-
-def _locate(ip: OuterIp, data: bytes, natt_ports: frozenset[int]) -> EspLocation | NotEsp:
+    """Where the ESP header should be in this datagram, or why there is none."""
     if ip.proto == PROTO_ESP:
         return new_tuple(EspLocation, (ip.header_len, Proto.ESP, None, None))
     if ip.proto != PROTO_UDP:

@@ -49,6 +49,8 @@ class OuterIp(NamedTuple):
     unfrag_len: int  # IPv6: bytes before the Fragment header; IPv4: header_len
     next_header_at: int  # IPv6: offset of the next-header byte naming the Fragment header
     ah: bool = False  # an Authentication Header was walked before ``proto``
+    routed: bool = False  # IPv6: a Routing header was walked (RFC 8200 s8.1: checksums
+    # then cover its last address, not the header's destination)
 
 
 def _ah_len(data: bytes, off: int, end: int) -> int:
@@ -81,7 +83,9 @@ def _parse_v4(data: bytes, through_ah: bool) -> OuterIp:
     if ah:
         length = _ah_len(data, ihl, total)  # first: it raises for an AH cut short
         proto, ihl = data[ihl], ihl + length
-    return new_tuple(OuterIp, (4, src, dst, proto, ihl, total, frag_id, offset, more, ihl, 9, ah))
+    return new_tuple(
+        OuterIp, (4, src, dst, proto, ihl, total, frag_id, offset, more, ihl, 9, ah, False)
+    )
 
 
 def _parse_v6(data: bytes, through_ah: bool) -> OuterIp:
@@ -91,7 +95,7 @@ def _parse_v6(data: bytes, through_ah: bool) -> OuterIp:
     off, nxt_at = 40, 6
     frag_id: int | None = None
     frag_offset, more, unfrag_len, frag_nxt_at = 0, False, 40, 6
-    ah = False
+    ah = routed = False
     walked = _EXT_AND_AH if through_ah else _EXT_HEADERS
     while nxt in walked or nxt == _FRAGMENT:
         if len(data) < off + 8:
@@ -108,31 +112,16 @@ def _parse_v6(data: bytes, through_ah: bool) -> OuterIp:
         if nxt == PROTO_AH:
             length, ah = _ah_len(data, off, 40 + payload_len), True
         else:
-            length = (data[off + 1] + 1) * 8
+            length, routed = (data[off + 1] + 1) * 8, routed or nxt == _ROUTING
         new_nxt = data[off]
         nxt, nxt_at, off = new_nxt, off, off + length
     total = 40 + payload_len
     if off > total:
         raise MalformedPacket(f"IPv6 extension headers ({off} bytes) overrun payload length")
     return OuterIp(
-        6, src, dst, nxt, off, total, frag_id, frag_offset, more, unfrag_len, frag_nxt_at, ah
-    )
-
-
-def routing_header(data: bytes, header_len: int) -> bool:
-    """Does the IPv6 header chain of ``data`` (as ``parse_ip`` walked it, up to
-    ``header_len``) hold a Routing header? Its last address, not the header's
-    destination, is what upper-layer checksums cover (RFC 8200 s8.1)."""
-    nxt, off = data[6], 40
-    while off < header_len and nxt != _ROUTING:
-        if nxt == _FRAGMENT:
-            length = 8
-        elif nxt == PROTO_AH:
-            length = (data[off + 1] + 2) * 4
-        else:
-            length = (data[off + 1] + 1) * 8
-        nxt, off = data[off], off + length
-    return nxt == _ROUTING and off < header_len
+        6, src, dst, nxt, off, total, frag_id, frag_offset, more, unfrag_len, frag_nxt_at, ah,
+        routed,
+    )  # fmt: skip
 
 
 def parse_ip(data: bytes, *, through_ah: bool = False) -> OuterIp:

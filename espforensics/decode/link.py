@@ -50,8 +50,8 @@ LINKTYPE_PPP = 9
 LINKTYPE_PPP_HDLC = 50
 LINKTYPE_PPP_ETHER = 51
 LINKTYPE_C_HDLC = 104
-_CISCO = frozenset({0x0F, 0x8F})  # Cisco HDLC's address byte: unicast, broadcast
-_RAW_TYPES = frozenset({12, 14, LINKTYPE_RAW})
+CISCO_ADDRESSES = frozenset({0x0F, 0x8F})  # Cisco HDLC's address byte: unicast, broadcast
+RAW_TYPES = frozenset({12, 14, LINKTYPE_RAW})  # raw IP: no link header
 
 
 class LinkLayer(NamedTuple):
@@ -68,8 +68,10 @@ def _ethernet(data: bytes) -> LinkLayer:
         if len(data) < off + 2:
             raise Truncated(f"Ethernet header cut at {len(data)} bytes")
         ethertype = int.from_bytes(data[off : off + 2], "big")
-        if ethertype not in _VLAN_TAGS:
+        if ethertype in ETH_CARRIERS:
             return _carried(data, off + 2, ethertype)
+        if ethertype not in _VLAN_TAGS:
+            return new_tuple(LinkLayer, (off + 2, ethertype, "EtherType"))
         off += 4  # skip TPID's TCI; the next EtherType follows
 
 
@@ -141,7 +143,7 @@ def parse_link(linktype: int, data: bytes) -> LinkLayer:
     """Decode the link header of a frame captured with ``linktype``."""
     if linktype == LINKTYPE_ETHERNET:
         return _ethernet(data)
-    if linktype in _RAW_TYPES:
+    if linktype in RAW_TYPES:
         return _raw(data)
     if linktype == LINKTYPE_IPV4:
         return LinkLayer(0, ETH_IPV4)
@@ -160,7 +162,7 @@ def parse_link(linktype: int, data: bytes) -> LinkLayer:
     if linktype == LINKTYPE_LOOP:
         return _null(data, "big")
     if linktype == LINKTYPE_C_HDLC or (
-        linktype == LINKTYPE_PPP_HDLC and data[:1] and data[0] in _CISCO
+        linktype == LINKTYPE_PPP_HDLC and data[:1] and data[0] in CISCO_ADDRESSES
     ):
         return _cisco_hdlc(data)
     if linktype in (LINKTYPE_PPP, LINKTYPE_PPP_HDLC):

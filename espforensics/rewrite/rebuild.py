@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from espforensics.decode.clear import internet_checksum, l4_checksum_ok
 from espforensics.decode.link import (
+    CISCO_ADDRESSES,
     ETH_IPV4,
     ETH_IPV6,
     LINKTYPE_C_HDLC,
@@ -31,6 +32,7 @@ from espforensics.decode.link import (
     LINKTYPE_NULL,
     LINKTYPE_PPP,
     LINKTYPE_PPP_HDLC,
+    RAW_TYPES,
 )
 from espforensics.errors import MalformedPacket
 
@@ -124,10 +126,6 @@ def misplaced_ipv4(clear: bytes, template: bytes, segment: bytes) -> bytes:
     return inner
 
 
-_CISCO = (b"\x0f", b"\x8f")  # Cisco HDLC's address byte
-_RAW = frozenset({12, 14, 101})  # raw IP: no header to change
-
-
 def relink(linktype: int, header: bytes, version: int) -> bytes | None:
     """The link header ``header`` saying IP ``version``; None if the link type cannot.
 
@@ -147,7 +145,9 @@ def relink(linktype: int, header: bytes, version: int) -> bytes | None:
         if len(out) != 20:
             return None  # likewise
         out[0:2] = ethertype.to_bytes(2)
-    elif linktype == LINKTYPE_C_HDLC or (linktype == LINKTYPE_PPP_HDLC and out[:1] in _CISCO):
+    elif linktype == LINKTYPE_C_HDLC or (
+        linktype == LINKTYPE_PPP_HDLC and out[:1] and out[0] in CISCO_ADDRESSES
+    ):
         if len(out) != 4:
             return None  # address, control, EtherType, then PPPoE or MPLS: not rewritten
         out[-2:] = ethertype.to_bytes(2)
@@ -163,6 +163,6 @@ def relink(linktype: int, header: bytes, version: int) -> bytes | None:
             out[:] = family.to_bytes(4, "big" if big else "little")
     elif linktype in (LINKTYPE_IPV4, LINKTYPE_IPV6):
         return header if (linktype == LINKTYPE_IPV4) == (version == 4) else None
-    elif linktype not in _RAW:
+    elif linktype not in RAW_TYPES:
         return None  # PPPoE without Ethernet (its length), or a type we do not rewrite
     return bytes(out)
