@@ -271,7 +271,7 @@ class SummaryBuilder:
             acc.first_seq64 = int(rows.seq64[idx[0]])
         acc.last_seq64 = int(rows.seq64[idx[-1]])
         nh = rows.next_header[idx]
-        ip = int(np.isin(nh, (4, 41)).sum())
+        ip = int(np.count_nonzero((nh == 4) | (nh == 41)))
         acc.ip_payloads += ip
         acc.l4_payloads += len(idx) - ip - int((nh == 59).sum())
         tfc = rows.tfc_len[idx]
@@ -281,8 +281,8 @@ class SummaryBuilder:
             acc.tfc_bytes += int(tfc[padded].sum())
             lengths, counts = np.unique(rows.payload_len[idx][padded], return_counts=True)
             acc.padded_to().update(dict(zip(lengths.tolist(), counts.tolist(), strict=True)))
-        values, counts = np.unique(rows.inner_checksum[idx].astype(str), return_counts=True)
-        acc.checksum_counts().update(dict(zip(values.tolist(), counts.tolist(), strict=True)))
+        seen = Counter(rows.inner_checksum[idx].tolist())
+        acc.checksum_counts().update({value: seen[value] for value in sorted(seen)})
 
     def sa_keys(self) -> list[tuple[int, str, str]]:
         """The (spi, src, dst) of every SA seen so far."""

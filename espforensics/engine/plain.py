@@ -4,10 +4,10 @@ In: the plaintexts of a batch's packets that verified (bytes, in row
 order), the outer addresses of each as text, the ciphertext's first
 ``HEAD_LEN`` bytes of each, and which are clear by design (GMAC). Out:
 ``PlainColumns``: ``plain`` marks the rows that are the plain case (sound
-trailer, inner headers that decode, at least ``HEAD_LEN`` bytes, and no
-check's rule over plaintexts refuses them), and their trailer, inner and
-inner checksum columns, exactly as trailer.py, decode/inner.py and the
-checks give them. Raises nothing: any other row is simply not marked.
+trailer, inner headers that decode, at least ``HEAD_LEN`` bytes, no ESP or
+IPComp inside, and no check's rule over plaintexts refuses them), and their
+trailer, inner and inner checksum columns, exactly as trailer.py,
+decode/inner.py and the checks give them. Raises nothing: any other row is simply not marked.
 
 Only the glue lives here: the decoding's bulk forms sit beside their
 per-packet forms, trailer.parse_trailers (RFC 4303 s2.4, s2.6) and
@@ -30,7 +30,9 @@ from espforensics.checks import PLAIN
 from espforensics.checks.bulk import InnerChecks, Outer, Payloads, Plaintexts
 from espforensics.checks.context import HEAD_LEN
 from espforensics.columns import I64, Mask, Strs
-from espforensics.decode.inner import parse_inner, parse_inners
+from espforensics.decode.inner import l4_name, parse_inner, parse_inners
+from espforensics.decode.ip import PROTO_ESP
+from espforensics.decode.ipcomp import PROTO_IPCOMP
 from espforensics.errors import MalformedPacket
 from espforensics.trailer import parse_trailers
 
@@ -51,6 +53,7 @@ class PlainColumns:
     inner_sport: I64  # -1: empty
     inner_dport: I64
     heads: npt.NDArray[np.uint8]  # rows of each plaintext's first HEAD_LEN bytes
+    cipher_heads: npt.NDArray[np.uint8]  # rows of each ciphertext's first HEAD_LEN bytes
     checksum: Strs  # inner_checksum: ok, none or not_checked (the lane takes no other)
     checksum_detail: Strs  # the detail of a not_checked row, else ""
     tfc_len: I64  # -1: empty
@@ -112,4 +115,18 @@ def decode_plaintexts(
         checks = checks if said.inner_checks is None else said.inner_checks
     inner_cols = (name, src, dst, sport, dport)
     columns = (checks.status, checks.detail, checks.tfc_len)
-    return PlainColumns(ok & ~refused, payload, pad, nh, *inner_cols, heads, *columns)
+    plain = ok & ~refused & ~_carries(nh, name)
+    return PlainColumns(plain, payload, pad, nh, *inner_cols, heads, cipher_heads, *columns)
+
+
+_CARRIED = (PROTO_ESP, PROTO_IPCOMP)
+_CARRIED_NAMES = tuple(l4_name(proto) for proto in _CARRIED)
+
+
+def _carries(nh: I64, inner_proto: Strs) -> Mask:
+    """Rows whose plaintext carries ESP or IPComp, in transport or tunnel mode: the
+    per-frame path's (it analyzes the inner ESP layer, inflates IPComp)."""
+    out = np.isin(nh, _CARRIED)
+    for name in _CARRIED_NAMES:
+        out |= inner_proto == name
+    return out

@@ -39,10 +39,7 @@ from espforensics.checks.bulk import BulkCheck, Opened, Outer, first_refused
 from espforensics.checks.context import HEAD_LEN
 from espforensics.crypto import IV_LEN, CipherContext
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.decode.inner import l4_name
-from espforensics.decode.ip import PROTO_ESP
-from espforensics.decode.ipcomp import PROTO_IPCOMP
-from espforensics.engine.plain import Decoded, PlainColumns, decode_plaintexts
+from espforensics.engine.plain import Decoded, decode_plaintexts
 from espforensics.engine.plan import (
     WIDE,
     Index,
@@ -61,7 +58,7 @@ from espforensics.engine.plan import (
     unopenable,
 )
 from espforensics.engine.rows import SteadyRows
-from espforensics.engine.wire import I64, FrameBatch, Mask, WireColumns
+from espforensics.engine.wire import I64, FrameBatch, WireColumns
 from espforensics.esn import EsnTracker
 from espforensics.model import PacketRecord
 from espforensics.pipeline import FrameAnalyzer
@@ -156,7 +153,7 @@ class SteadyLane:
             return plan
         plan.plain_at = np.full(len(plan.rows), -1, np.int64)
         plan.plain_at[decoded.good] = np.arange(len(decoded.good))
-        plan.cts = cipher_heads(batch, opening.sealed_at[decoded.good])
+        plan.cts = decoded.columns.cipher_heads
         plan.columns = decoded.columns
         taken = np.zeros(len(plan.taken), np.bool_)
         for unit in plan.units:
@@ -264,7 +261,7 @@ class SteadyLane:
             return 0
         at = plan.plain_at[pos]
         bad = (at < 0) | ~cols.plain[np.where(at < 0, 0, at)]
-        return first_refused(bad | _carries(cols, np.where(at < 0, 0, at)))
+        return first_refused(bad)
 
     # -- applying -------------------------------------------------------------
     def apply(
@@ -345,14 +342,3 @@ class SteadyLane:
             counter=plan.counter[pos],
             algorithm=tuple(f.state.sa.suite if f.state.sa else "" for f in flows),
         )
-
-
-_CARRIED = (l4_name(PROTO_ESP), l4_name(PROTO_IPCOMP))  # inner_proto of ESP, IPComp
-
-
-def _carries(cols: PlainColumns, at: I64) -> Mask:
-    """Rows whose plaintext carries ESP or IPComp, in transport or tunnel mode: the
-    per-frame path's (it analyzes the inner ESP layer, inflates IPComp)."""
-    nh = cols.next_header[at]
-    inner = np.isin(cols.inner_proto[at].astype(str), _CARRIED)
-    return np.asarray(np.isin(nh, (PROTO_ESP, PROTO_IPCOMP)) | inner, np.bool_)
