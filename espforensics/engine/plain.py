@@ -7,7 +7,8 @@ order), the outer addresses of each as text, the ciphertext's first
 trailer, inner headers that decode, at least ``HEAD_LEN`` bytes, no ESP or
 IPComp inside, and no check's rule over plaintexts refuses them), and their
 trailer, inner and inner checksum columns, exactly as trailer.py,
-decode/inner.py and the checks give them. Raises nothing: any other row is simply not marked.
+decode/inner.py and the checks give them. Raises nothing: any other row is
+simply not marked.
 
 Only the glue lives here: the decoding's bulk forms sit beside their
 per-packet forms, trailer.parse_trailers (RFC 4303 s2.4, s2.6) and
