@@ -29,11 +29,12 @@ from espforensics.model import new_tuple
 
 ETH_IPV4 = 0x0800
 ETH_IPV6 = 0x86DD
-_VLAN_TAGS = frozenset({0x8100, 0x88A8, 0x9100})  # 802.1Q, 802.1ad, old QinQ
+VLAN_TAGS = frozenset({0x8100, 0x88A8, 0x9100})  # 802.1Q, 802.1ad, old QinQ
 ETH_PPPOE = 0x8864  # a PPPoE session's frames (RFC 2516 s4)
 ETH_MPLS = frozenset({0x8847, 0x8848})  # unicast, multicast (RFC 3032 s5)
 ETH_CARRIERS = frozenset({ETH_PPPOE, *ETH_MPLS})  # what may carry IP behind an EtherType
-_PPP_IP = {0x0021: 0x0800, 0x0057: 0x86DD}  # PPP protocol -> EtherType
+_PPP_IP = {0x0021: ETH_IPV4, 0x0057: ETH_IPV6}  # PPP protocol -> EtherType
+_BY_VERSION = {4: ETH_IPV4, 6: ETH_IPV6}  # an IP header's version nibble -> EtherType
 _MAX_LABELS = 16  # an MPLS stack deeper than this is not read
 _AF_INET = 2
 _AF_INET6 = frozenset({10, 24, 28, 30})  # Linux, NetBSD/OpenBSD, FreeBSD, Darwin
@@ -70,7 +71,7 @@ def _ethernet(data: bytes) -> LinkLayer:
         ethertype = int.from_bytes(data[off : off + 2], "big")
         if ethertype in ETH_CARRIERS:
             return _carried(data, off + 2, ethertype)
-        if ethertype not in _VLAN_TAGS:
+        if ethertype not in VLAN_TAGS:
             return new_tuple(LinkLayer, (off + 2, ethertype, "EtherType"))
         off += 4  # skip TPID's TCI; the next EtherType follows
 
@@ -95,16 +96,14 @@ def _carried(data: bytes, off: int, ethertype: int) -> LinkLayer:
         off += 4
         if data[off - 2] & 0x01:  # bottom of stack: the payload follows
             version = data[off] >> 4 if len(data) > off else 0
-            found = {4: ETH_IPV4, 6: ETH_IPV6}.get(version, ethertype)
-            return LinkLayer(off, found)
+            return LinkLayer(off, _BY_VERSION.get(version, ethertype))
     return LinkLayer(off, ethertype)  # no bottom of stack within _MAX_LABELS entries
 
 
 def _raw(data: bytes) -> LinkLayer:
     if not data:
         raise Truncated("empty raw IP frame")
-    version = data[0] >> 4
-    return LinkLayer(0, ETH_IPV4 if version == 4 else ETH_IPV6 if version == 6 else 0)
+    return LinkLayer(0, _BY_VERSION.get(data[0] >> 4, 0))
 
 
 def _null(data: bytes, byteorder: str) -> LinkLayer:
@@ -123,9 +122,9 @@ def _ppp(data: bytes) -> LinkLayer:
     """PPP (RFC 1661 s2): RFC 1662's address and control bytes if present, then the
     protocol, one byte when its low bit is set (protocol field compression), else two."""
     off = 2 if data[:2] == b"\xff\x03" else 0
-    if len(data) < off + 1 or (not data[off] & 1 and len(data) < off + 2):
+    width = 1 if len(data) > off and data[off] & 1 else 2
+    if len(data) < off + width:
         raise Truncated(f"PPP header cut at {len(data)} bytes")
-    width = 1 if data[off] & 1 else 2
     protocol = int.from_bytes(data[off : off + width], "big")
     if protocol in _PPP_IP:
         return LinkLayer(off + width, _PPP_IP[protocol])
@@ -137,6 +136,13 @@ def _cisco_hdlc(data: bytes) -> LinkLayer:
     if len(data) < 4:
         raise Truncated(f"Cisco HDLC header cut at {len(data)} bytes")
     return _carried(data, 4, int.from_bytes(data[2:4], "big"))
+
+
+def is_cisco_hdlc(linktype: int, header: bytes) -> bool:
+    """Cisco HDLC framing: its own link type, or under PPP_HDLC's (RFC 1547 s4.3.1)."""
+    return linktype == LINKTYPE_C_HDLC or (
+        linktype == LINKTYPE_PPP_HDLC and header[:1] != b"" and header[0] in CISCO_ADDRESSES
+    )
 
 
 def parse_link(linktype: int, data: bytes) -> LinkLayer:
@@ -161,9 +167,7 @@ def parse_link(linktype: int, data: bytes) -> LinkLayer:
         return _null(data, "host")
     if linktype == LINKTYPE_LOOP:
         return _null(data, "big")
-    if linktype == LINKTYPE_C_HDLC or (
-        linktype == LINKTYPE_PPP_HDLC and data[:1] and data[0] in CISCO_ADDRESSES
-    ):
+    if is_cisco_hdlc(linktype, data):
         return _cisco_hdlc(data)
     if linktype in (LINKTYPE_PPP, LINKTYPE_PPP_HDLC):
         return _ppp(data)

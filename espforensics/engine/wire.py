@@ -42,13 +42,14 @@ from espforensics.decode.link import (
     LINKTYPE_LINUX_SLL,
     LINKTYPE_LINUX_SLL2,
     RAW_TYPES,
+    VLAN_TAGS,
 )
 
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
 Mask = npt.NDArray[np.bool_]
 
-_VLAN_TAGS: Final = (0x8100, 0x88A8, 0x9100)
+_VLAN_TAGS: Final = tuple(VLAN_TAGS)  # for np.isin
 _RAW_TYPES: Final = tuple(RAW_TYPES)  # for np.isin
 ADDR_LEN: Final = 16  # address bytes per side in ``addrs`` (IPv4 in the first 4)
 MIN_SEALED: Final = ESP_HEADER_LEN + 8  # SPI, seq and an 8-byte IV at least

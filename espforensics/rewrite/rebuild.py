@@ -19,10 +19,8 @@ from __future__ import annotations
 
 from espforensics.decode.clear import internet_checksum, l4_checksum_ok
 from espforensics.decode.link import (
-    CISCO_ADDRESSES,
     ETH_IPV4,
     ETH_IPV6,
-    LINKTYPE_C_HDLC,
     LINKTYPE_ETHERNET,
     LINKTYPE_IPV4,
     LINKTYPE_IPV6,
@@ -33,6 +31,7 @@ from espforensics.decode.link import (
     LINKTYPE_PPP,
     LINKTYPE_PPP_HDLC,
     RAW_TYPES,
+    is_cisco_hdlc,
 )
 from espforensics.errors import MalformedPacket
 
@@ -145,9 +144,7 @@ def relink(linktype: int, header: bytes, version: int) -> bytes | None:
         if len(out) != 20:
             return None  # likewise
         out[0:2] = ethertype.to_bytes(2)
-    elif linktype == LINKTYPE_C_HDLC or (
-        linktype == LINKTYPE_PPP_HDLC and out[:1] and out[0] in CISCO_ADDRESSES
-    ):
+    elif is_cisco_hdlc(linktype, header):
         if len(out) != 4:
             return None  # address, control, EtherType, then PPPoE or MPLS: not rewritten
         out[-2:] = ethertype.to_bytes(2)
