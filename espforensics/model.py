@@ -209,6 +209,9 @@ class PacketRecord:
     layer: int = 1
     ipcomp_cpi: int | None = None  # the payload was IPComp (RFC 3173): its CPI
     ipcomp_len: int | None = None  # and the bytes its DEFLATE data inflated to (RFC 2394)
+    # The encapsulations before the outer IP header, as libpcap's filter keywords (decode/
+    # link.py): "vlan", "vlan vlan", "pppoes", "mpls", ...; empty when IP follows the link.
+    carriers: str = ""
 
 
 PACKET_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PacketRecord))

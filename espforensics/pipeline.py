@@ -214,6 +214,8 @@ class FrameAnalyzer:
         cut = frame.caplen < frame.wirelen
         try:
             link = parse_link(frame.linktype, frame.data)
+            if link.carriers:
+                rec.carriers = " ".join(link.carriers)
             if link.ethertype not in (ETH_IPV4, ETH_IPV6):
                 rec.detail = f"not IP: {link.named} {link.ethertype:#06x}"
                 return None

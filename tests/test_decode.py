@@ -57,10 +57,15 @@ ESP = struct.pack(">II", 0x1001, 7) + b"\x11" * 8 + b"\xee" * 32
 
 # ---------------------------------------------------------------- link layer
 PPPOE = "PPPoE session, PPP protocol"
+V, S, M = ("vlan",), ("pppoes",), ("mpls",)  # the libpcap keywords a filter crosses
 LINK_CASES = [
     (1, b"\x00" * 12 + b"\x08\x00" + b"E", LinkLayer(14, 0x0800)),
-    (1, b"\x00" * 12 + b"\x81\x00\x00\x05\x86\xdd", LinkLayer(18, 0x86DD)),
-    (1, b"\x00" * 12 + b"\x88\xa8\x00\x05\x81\x00\x00\x06\x08\x00", LinkLayer(22, 0x0800)),
+    (1, b"\x00" * 12 + b"\x81\x00\x00\x05\x86\xdd", LinkLayer(18, 0x86DD, carriers=V)),
+    (
+        1,
+        b"\x00" * 12 + b"\x88\xa8\x00\x05\x81\x00\x00\x06\x08\x00",
+        LinkLayer(22, 0x0800, carriers=V + V),
+    ),
     (1, b"\x00" * 12 + b"\x08\x06", LinkLayer(14, 0x0806)),
     (113, b"\x00" * 14 + b"\x86\xdd", LinkLayer(16, 0x86DD)),
     (276, b"\x08\x00" + b"\x00" * 18, LinkLayer(20, 0x0800)),
@@ -75,24 +80,40 @@ LINK_CASES = [
     (0, b"\x1e\x00\x00\x00", LinkLayer(4, 0x86DD)),
     (108, b"\x00\x00\x00\x1c", LinkLayer(4, 0x86DD)),
     # PPPoE session (RFC 2516 s4: ver/type 0x11, code 0, session, length), then PPP's protocol
-    (1, b"\x00" * 12 + b"\x88\x64\x11\x00\x00\x07\x00\x40\x00\x21E", LinkLayer(22, 0x0800)),
+    (
+        1,
+        b"\x00" * 12 + b"\x88\x64\x11\x00\x00\x07\x00\x40\x00\x21E",
+        LinkLayer(22, 0x0800, carriers=S),
+    ),
     (
         1,
         b"\x00" * 12 + b"\x81\x00\x00\x05\x88\x64\x11\x00\x00\x07\x00\x40\x00\x57`",
-        LinkLayer(26, 0x86DD),
+        LinkLayer(26, 0x86DD, carriers=V + S),
     ),
     (
         1,
         b"\x00" * 12 + b"\x88\x64\x11\x00\x00\x07\x00\x40\xc0\x21",
-        LinkLayer(22, 0xC021, PPPOE),
+        LinkLayer(22, 0xC021, PPPOE, S),
     ),  # LCP
     (1, b"\x00" * 12 + b"\x88\x64\x11\x09\x00\x00\x00\x00\x00\x21", LinkLayer(14, 0x8864)),  # PADI
-    (113, b"\x00" * 14 + b"\x88\x64\x11\x00\x00\x07\x00\x40\x00\x21", LinkLayer(24, 0x0800)),
+    (
+        113,
+        b"\x00" * 14 + b"\x88\x64\x11\x00\x00\x07\x00\x40\x00\x21",
+        LinkLayer(24, 0x0800, carriers=S),
+    ),
     # MPLS (RFC 3032): label entries to the bottom of stack (S bit), then the version nibble
-    (1, b"\x00" * 12 + b"\x88\x47\x00\x01\x01\x40E", LinkLayer(18, 0x0800)),
-    (1, b"\x00" * 12 + b"\x88\x47\x00\x01\x00\x40\x00\x02\x01\x40`", LinkLayer(22, 0x86DD)),
-    (1, b"\x00" * 12 + b"\x88\x47\x00\x01\x01\x40\x00\x00", LinkLayer(18, 0x8847)),  # a PW
-    (276, b"\x88\x48" + b"\x00" * 18 + b"\x00\x01\x01\x40E", LinkLayer(24, 0x0800)),
+    (1, b"\x00" * 12 + b"\x88\x47\x00\x01\x01\x40E", LinkLayer(18, 0x0800, carriers=M)),
+    (
+        1,
+        b"\x00" * 12 + b"\x88\x47\x00\x01\x00\x40\x00\x02\x01\x40`",
+        LinkLayer(22, 0x86DD, carriers=M + M),
+    ),
+    (
+        1,
+        b"\x00" * 12 + b"\x88\x47\x00\x01\x01\x40\x00\x00",
+        LinkLayer(18, 0x8847, carriers=M),
+    ),  # a PW
+    (276, b"\x88\x48" + b"\x00" * 18 + b"\x00\x01\x01\x40E", LinkLayer(24, 0x0800, carriers=M)),
     # PPP (RFC 1661/1662): address and control or not, a 2- or 1-byte protocol
     (9, b"\xff\x03\x00\x21E", LinkLayer(4, 0x0800)),
     (9, b"\x00\x57`", LinkLayer(2, 0x86DD)),

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from espforensics.decode.esp import ESP_HEADER_LEN, EspLocation, locate_esp, parse_esp_header
 from espforensics.decode.ip import OuterIp, parse_ip
-from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
+from espforensics.decode.link import ETH_IPV4, ETH_IPV6, LinkLayer, parse_link
 from espforensics.engine.wire import ADDR_LEN, FrameBatch, WireColumns, parse
 from espforensics.errors import MalformedPacket
 from espforensics.model import Frame, Proto
@@ -25,23 +25,25 @@ NATT = frozenset({4500})
 COMMON_LINKS = frozenset({1, 12, 14, 101, 113, 228, 229, 276})
 
 
-def _decoded(frame: Frame) -> tuple[int, OuterIp | None, EspLocation | None]:
-    """(IP offset, OuterIp, ESP location) by the per-frame decoders; raises for a bad frame."""
+def _decoded(frame: Frame) -> tuple[LinkLayer, OuterIp | None, EspLocation | None]:
+    """(link layer, OuterIp, ESP location) by the per-frame decoders; raises for a bad frame."""
     link = parse_link(frame.linktype, frame.data)
     if link.ethertype not in (ETH_IPV4, ETH_IPV6):
-        return link.offset, None, None
+        return link, None, None
     data = frame.data[link.offset :]
     ip = parse_ip(data, through_ah=True)  # as pipeline.py decodes the outer header
     if ip.frag_id is not None:
-        return link.offset, ip, None
+        return link, ip, None
     loc = locate_esp(ip, data[: ip.total_len], NATT)
-    return link.offset, ip, loc if isinstance(loc, EspLocation) else None
+    return link, ip, loc if isinstance(loc, EspLocation) else None
 
 
 def _assert_fields(
-    wire: WireColumns, i: int, frame: Frame, at: int, ip: OuterIp, loc: EspLocation
+    wire: WireColumns, i: int, frame: Frame, link: LinkLayer, ip: OuterIp, loc: EspLocation
 ) -> None:
     """Row ``i`` of ``wire`` holds exactly the fields the per-frame decoders read from ``frame``."""
+    at = link.offset
+    assert ("vlan",) * int(wire.vlans[i]) == link.carriers, frame.number  # the lane's carriers
     spi, seq = parse_esp_header(frame.data[at:], loc.offset)
     width = 4 if ip.version == 4 else ADDR_LEN
     addrs = wire.addrs[i]
@@ -69,7 +71,7 @@ def test_wire_fields_are_the_decoders(name: str) -> None:
     steady = inert = 0
     for i, frame in enumerate(frames):
         try:
-            at, ip, loc = _decoded(frame)
+            link, ip, loc = _decoded(frame)
         except MalformedPacket:  # Truncated too: such a frame is neither steady nor inert
             assert not wire.steady[i] and not wire.inert[i], frame.number
             continue
@@ -84,13 +86,13 @@ def test_wire_fields_are_the_decoders(name: str) -> None:
                 and ip is not None
                 and frame.linktype in COMMON_LINKS
                 and (ip.version == 4 or ip.header_len == 40)
-                and at + ip.total_len <= frame.caplen
+                and link.offset + ip.total_len <= frame.caplen
                 and ip.total_len - loc.offset >= ESP_HEADER_LEN + 8
             ), frame.number
             continue
         steady += 1
         assert loc is not None and ip is not None, frame.number
-        _assert_fields(wire, i, frame, at, ip, loc)
+        _assert_fields(wire, i, frame, link, ip, loc)
     if name in ("example", "ipv4-transport-tcp", "ipv6-tunnel", "natt", "link-all"):
         assert steady >= 10 and inert >= 1, (steady, inert)
 
@@ -216,7 +218,7 @@ def test_parse_is_the_per_frame_decoders(batch: list[Frame]) -> None:
     wire = parse(FrameBatch.of(tuple(batch)), NATT)
     for i, f in enumerate(batch):
         try:
-            at, ip, loc = _decoded(f)
+            link, ip, loc = _decoded(f)
         except MalformedPacket:
             assert not wire.steady[i] and not wire.inert[i], f
             continue
@@ -225,7 +227,7 @@ def test_parse_is_the_per_frame_decoders(batch: list[Frame]) -> None:
         if not wire.steady[i]:
             continue
         assert loc is not None and ip is not None, f
-        _assert_fields(wire, i, f, at, ip, loc)
+        _assert_fields(wire, i, f, link, ip, loc)
 
 
 def test_generated_layouts_are_steady() -> None:

@@ -2,7 +2,10 @@
 
 In: a LINKTYPE_* number and the frame bytes. Out: ``LinkLayer`` (offset of
 the network header and its EtherType; 0x0800 IPv4, 0x86DD IPv6, anything
-else is not IP). Raises ``Truncated`` when the link header is cut short and
+else is not IP), and ``carriers``: the encapsulations crossed on the way,
+as the libpcap filter keywords that cross them (``vlan`` per 802.1Q/802.1ad
+tag, ``pppoes`` for a PPPoE session, ``mpls`` per label; pcap-filter(7)).
+Raises ``Truncated`` when the link header is cut short and
 ``MalformedPacket`` for a link type we do not decode.
 
 Link types (tcpdump.org/linktypes.html): 0 NULL (BSD loopback, host byte
@@ -61,43 +64,51 @@ class LinkLayer(NamedTuple):
     offset: int
     ethertype: int  # 0x0800, 0x86DD; else what the link says follows, as ``named``
     named: str = "EtherType"  # what ``ethertype`` is when not IP ("PPP protocol")
+    carriers: tuple[str, ...] = ()  # libpcap keywords, outermost first: ("vlan", "mpls")
+
+
+VLAN: tuple[str, ...] = ("vlan",)
+_NONE: tuple[str, ...] = ()
 
 
 def _ethernet(data: bytes) -> LinkLayer:
-    off = 12
+    off, tags = 12, _NONE
     while True:
         if len(data) < off + 2:
             raise Truncated(f"Ethernet header cut at {len(data)} bytes")
         ethertype = int.from_bytes(data[off : off + 2], "big")
         if ethertype in ETH_CARRIERS:
-            return _carried(data, off + 2, ethertype)
+            return _carried(data, off + 2, ethertype, tags)
         if ethertype not in VLAN_TAGS:
-            return new_tuple(LinkLayer, (off + 2, ethertype, "EtherType"))
-        off += 4  # skip TPID's TCI; the next EtherType follows
+            return new_tuple(LinkLayer, (off + 2, ethertype, "EtherType", tags))
+        off, tags = off + 4, tags + VLAN  # skip TPID's TCI; the next EtherType follows
 
 
-def _carried(data: bytes, off: int, ethertype: int) -> LinkLayer:
-    """What starts at ``off``, announced by ``ethertype``: IP itself, or IP behind a
-    PPPoE session header or an MPLS label stack (else that EtherType, as not IP)."""
+def _carried(data: bytes, off: int, ethertype: int, outer: tuple[str, ...] = _NONE) -> LinkLayer:
+    """What starts at ``off``, announced by ``ethertype`` after the carriers ``outer``:
+    IP itself, or IP behind a PPPoE session header or an MPLS label stack (else that
+    EtherType, as not IP)."""
     if ethertype not in ETH_CARRIERS:
-        return new_tuple(LinkLayer, (off, ethertype, "EtherType"))
+        return new_tuple(LinkLayer, (off, ethertype, "EtherType", outer))
     if ethertype == ETH_PPPOE:
         if len(data) < off + 8:
             raise Truncated(f"PPPoE header cut at {max(len(data) - off, 0)} bytes")
         if data[off] != 0x11 or data[off + 1] != 0:  # version 1, type 1; code 0: session data
-            return LinkLayer(off, ethertype)
+            return LinkLayer(off, ethertype, carriers=outer)
         protocol = int.from_bytes(data[off + 6 : off + 8], "big")
+        session = (*outer, "pppoes")
         if protocol in _PPP_IP:
-            return LinkLayer(off + 8, _PPP_IP[protocol])
-        return LinkLayer(off + 8, protocol, "PPPoE session, PPP protocol")
+            return LinkLayer(off + 8, _PPP_IP[protocol], carriers=session)
+        return LinkLayer(off + 8, protocol, "PPPoE session, PPP protocol", session)
+    labels = outer
     for _ in range(_MAX_LABELS):
         if len(data) < off + 4:
             raise Truncated(f"MPLS label stack cut at {len(data)} bytes")
-        off += 4
+        off, labels = off + 4, (*labels, "mpls")
         if data[off - 2] & 0x01:  # bottom of stack: the payload follows
             version = data[off] >> 4 if len(data) > off else 0
-            return LinkLayer(off, _BY_VERSION.get(version, ethertype))
-    return LinkLayer(off, ethertype)  # no bottom of stack within _MAX_LABELS entries
+            return LinkLayer(off, _BY_VERSION.get(version, ethertype), carriers=labels)
+    return LinkLayer(off, ethertype, carriers=labels)  # no bottom of stack in _MAX_LABELS
 
 
 def _raw(data: bytes) -> LinkLayer:
@@ -172,5 +183,6 @@ def parse_link(linktype: int, data: bytes) -> LinkLayer:
     if linktype in (LINKTYPE_PPP, LINKTYPE_PPP_HDLC):
         return _ppp(data)
     if linktype == LINKTYPE_PPP_ETHER:
-        return _carried(data, 0, ETH_PPPOE)
+        # libpcap reads IP at once behind this link type's PPPoE header: no keyword
+        return _carried(data, 0, ETH_PPPOE)._replace(carriers=_NONE)
     raise MalformedPacket(f"link type {linktype} is not supported")

@@ -71,6 +71,7 @@ class WireColumns:
     spi: I64
     seq: I64
     addrs: U8  # rows of src (16 bytes) || dst (16 bytes); IPv4 in the first 4 of each
+    vlans: I64  # the VLAN tags crossed before the IP header (decode/link.py's carriers)
     # Frames that certainly carry neither ESP nor a fragment: their records need no state.
     inert: Mask
 
@@ -89,15 +90,18 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
     eth = lt == LINKTYPE_ETHERNET
     l3 = np.full(n, -1, np.int64)
     etype = np.zeros(n, np.int64)
+    vlans = np.zeros(n, np.int64)
     at = start + 12
     live = eth.copy()
-    for _ in range(3):  # the EtherType, after at most two VLAN tags
+    for tags in range(3):  # the EtherType, after at most two VLAN tags
         ok = live & fits(at, 2)
         value = read_be(view, at, ok, 2)
         tagged = ok & np.isin(value, _VLAN_TAGS)
         done = ok & ~tagged
         l3 = np.where(done, at + 2, l3)
         etype = np.where(done, value, etype)
+        if tags:
+            vlans[done] = tags
         live, at = tagged, at + 4
     for kind, type_at, header in ((LINKTYPE_LINUX_SLL, 14, 16), (LINKTYPE_LINUX_SLL2, 0, 20)):
         sll = (lt == kind) & fits(start + header, 0)
@@ -184,5 +188,6 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
         spi=spi,
         seq=seq,
         addrs=addrs,
+        vlans=vlans,
         inert=inert & ~esp,
     )
