@@ -106,6 +106,7 @@ class MisplacedLayout:
     # All the clear bytes, hex, space separated; a byte that differs between
     # the layout's packets is "..", e.g. "45 00 .. .." (IPv4 total length)
     clear_hex: str = ""
+    carriers: str = ""  # the packets' ``carriers`` column: "vlan", "pppoes", "mpls mpls", ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -178,7 +178,7 @@ def _most(item: tuple[int, int]) -> tuple[int, int]:
     return (-item[1], item[0])
 
 
-_LayoutKey = tuple[int, str, int, int, str, int, int]
+_LayoutKey = tuple[int, str, int, int, str, int, int, str]
 
 
 @dataclass(slots=True)
@@ -301,6 +301,7 @@ class SummaryBuilder:
             clear[:2].hex(),
             rec.esp_offset,
             rec.spi,
+            rec.carriers,
         )
         acc = self._layouts.get(key)
         if acc is None:
@@ -355,7 +356,7 @@ class SummaryBuilder:
             ),
             finding_list=sort_findings(findings),
             layouts=tuple(
-                MisplacedLayout(*k, a.packets, a.clear_hex())
+                MisplacedLayout(*k[:-1], a.packets, a.clear_hex(), carriers=k[-1])
                 for k, a in sorted(self._layouts.items())
             ),
             error=error,

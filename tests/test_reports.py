@@ -441,6 +441,7 @@ def test_real_capture_shows_the_clear_bytes_with_lengths_masked(tso_on: Path) ->
             "spi": "0x00001001",
             "packets": 94,
             "clear_hex": "45 00 .. ..",
+            "carriers": "",
         }
     ]
     text = " ".join(x.strip() for x in (tso_on / "report.txt").read_text().splitlines())

@@ -8,10 +8,24 @@ Each layout becomes ``ip6 proto 50 and ip6[CLEAR:2] = 0xPREFIX and
 ip6[ESP:4] = 0xSPI`` (``ip``/``ip[]`` for IPv4, ``proto 17`` for ESP in
 UDP): the bytes tcpdump's ``ip[]``/``ip6[]`` index are counted from the
 outer IP header, as the analyzer counts ``esp_offset``. With IPv6
-extension headers, ``ip6 protochain`` replaces ``ip6 proto``.
+extension headers, ``ip6 protochain`` replaces ``ip6 proto``; IPv4 with
+more than its 20-byte header before ESP (options, or an AH: RFC 4302)
+says ``(ip proto 50 or ip proto 51)``. Behind VLAN tags, a PPPoE session
+or MPLS labels (the layout's ``carriers``), the clause starts with the
+keywords that cross them, ``vlan and ...`` (pcap-filter(7)): libpcap then
+counts ``ip[]`` from the IP header behind them. Such a keyword moves every
+offset after it in the whole expression, ``or`` or not: the clauses go
+from the fewest carriers to the most, each naming only the keywords the
+ones before it did not, which works when each layout's carriers extend
+the previous one's (none, ``vlan``, ``vlan vlan``); the layouts behind
+the same carriers share one prefix, ``vlan and ((...) or (...))``.
+Layouts behind encapsulations that do not (``vlan`` and ``mpls``) get no
+filter: no one expression of libpcap's reaches both.
 """
 
 from __future__ import annotations
+
+from itertools import groupby
 
 from espforensics.summary import MisplacedLayout
 
@@ -21,8 +35,11 @@ MAX_LAYOUTS = 8  # beyond this a filter is no help to a human
 def _clause(x: MisplacedLayout) -> str:
     ip = "ip6" if x.ip_version == 6 else "ip"
     number = 50 if x.proto == "esp" else 17
-    if x.ip_version == 6 and x.expected_offset - (8 if x.proto == "esp-udp" else 0) > 40:
+    headers = x.expected_offset - (8 if x.proto == "esp-udp" else 0)  # before ESP or UDP
+    if x.ip_version == 6 and headers > 40:
         head = f"ip6 protochain {number}"
+    elif x.ip_version == 4 and headers > 20:
+        head = f"(ip proto {number} or ip proto 51)"
     else:
         head = f"{ip} proto {number}"
     parts = [head]
@@ -36,7 +53,16 @@ def misplaced_filter(layouts: tuple[MisplacedLayout, ...]) -> str | None:
     """The filter matching every layout (joined with ``or``), or None."""
     if not layouts or len(layouts) > MAX_LAYOUTS:
         return None
-    clauses = sorted({_clause(x) for x in layouts})
-    if len(clauses) == 1:
-        return clauses[0]
-    return " or ".join(f"({c})" for c in clauses)
+    groups: list[str] = []
+    crossed: list[str] = []
+    ordered = sorted(layouts, key=lambda x: (len(x.carriers.split()), x.carriers))
+    for carried, group in groupby(ordered, key=lambda x: x.carriers):
+        carriers = carried.split()
+        if carriers[: len(crossed)] != crossed:
+            return None  # not a chain: see the module's docstring
+        clauses = sorted({_clause(x) for x in group})
+        body = clauses[0] if len(clauses) == 1 else " or ".join(f"({c})" for c in clauses)
+        fresh = carriers[len(crossed) :]  # each keyword once: it shifts all that follows
+        groups.append(" and ".join([*fresh, body if len(clauses) == 1 else f"({body})"]))
+        crossed = carriers
+    return groups[0] if len(groups) == 1 else " or ".join(f"({g})" for g in groups)
