@@ -251,11 +251,17 @@ def clear_fields(layout: MisplacedLayout) -> str:
     return "; ".join([fields, *notes])
 
 
+def behind(layout: MisplacedLayout) -> str:
+    """The words naming a layout's carriers (" behind vlan"), or "" when there are none."""
+    return f" behind {layout.carriers}" if layout.carriers else ""
+
+
 def layout_sentences(layout: MisplacedLayout) -> tuple[str, str]:
     """Where a layout's ESP header sat, and which inner bytes travelled in clear."""
     x = layout
     where = (
-        f"SPI {x.spi:#010x} over IPv{x.ip_version} ({x.proto}): {plural(x.packets, 'packet')} "
+        f"SPI {x.spi:#010x} over IPv{x.ip_version} ({x.proto}){behind(x)}: "
+        f"{plural(x.packets, 'packet')} "
         f"with the ESP header at byte {x.esp_offset} instead of {x.expected_offset}"
     )
     shown = clear_bytes(x)

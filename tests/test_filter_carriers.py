@@ -115,6 +115,9 @@ def test_filter_reaches_layouts_behind_a_chain_of_carriers(
     assert len(misplaced) == 12
     bpf = _printed_filter((out / "report.txt").read_text())
     assert bpf.count(" or ") == len(pick) - 1, bpf
+    md = (out / "report.md").read_text()  # one layout per depth, each saying which
+    for carriers in pick:
+        assert f"| IPv6 esp{' behind ' if carriers else ''}{' '.join(carriers)} |" in md
     assert _tcpdump_frames(capture, bpf, tmp_path) == misplaced
 
 

@@ -320,7 +320,7 @@ def _layout_row(x: MisplacedLayout) -> LayoutRow:
     where, clear = narrative.layout_sentences(x)
     return LayoutRow(
         f"{x.spi:#010x}",
-        f"IPv{x.ip_version} {x.proto}",
+        f"IPv{x.ip_version} {x.proto}{narrative.behind(x)}",
         x.packets,
         x.expected_offset,
         x.esp_offset,
