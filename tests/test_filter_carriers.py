@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -181,3 +183,32 @@ def test_filter_behind_an_ipv4_ah(tmp_path: Path, carriers: tuple[str, ...]) -> 
     bpf = _printed_filter((out / "report.txt").read_text())
     assert bpf.startswith(" and ".join([*carriers, "(ip proto 50 or ip proto 51) and ip["]))
     assert _tcpdump_frames(capture, bpf, tmp_path) == misplaced
+
+
+def test_carriers_are_what_tshark_dissects(tmp_path: Path) -> None:
+    """Every depth in one capture, against Wireshark's own dissectors: per frame, the tags
+    (``vlan``, ``ieee8021ad``), a PPPoE session and the MPLS labels tshark finds are the
+    ``carriers`` column's."""
+    tshark = shutil.which("tshark")
+    if tshark is None:
+        pytest.skip("tshark is not installed")
+    pick = [*CHAINS, ()]
+    capture, out = _analyzed(tmp_path, _reframed(scenario("kernel-gso-v6"), pick), "all")
+    fields = ["-e", "frame.protocols", "-e", "mpls.label", "-E", "aggregator=,"]
+    res = subprocess.run(
+        [tshark, "-n", "-r", str(capture), "-T", "fields", *fields],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    theirs = []
+    for line in res.stdout.splitlines():
+        layers, labels = line.split("\t")
+        names = layers.split(":")
+        tags = names.count("vlan") + names.count("ieee8021ad")
+        session = ["pppoes"] if "pppoes" in names else []
+        mpls = ["mpls"] * len(labels.split(",")) if labels else []
+        theirs.append(" ".join(["vlan"] * tags + session + mpls))
+    ours = [r["carriers"] for r in _rows(out)]
+    assert ours == theirs == [" ".join(pick[i % len(pick)]) for i in range(25)]
