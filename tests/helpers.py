@@ -12,6 +12,9 @@ process and returns its exit code, its output and its output folder.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -23,6 +26,7 @@ import pytest
 from typer.testing import CliRunner
 
 from espforensics.analysis import Analysis, analyze, analyze_to_dir
+from espforensics.capture import open_capture
 from espforensics.engine import Engine, Row, SteadyRows
 from espforensics.keys import SaTable
 from espforensics.keys.sa import SecurityAssociation
@@ -243,3 +247,36 @@ def run_cli(*args: str | Path) -> CliRun:
         res.stdout_bytes,
         res.stderr_bytes,
     )
+
+
+# -- the report's tcpdump filter, run by tcpdump -------------------------------------------
+
+
+def tcpdump_frames(capture: Path, bpf: str, tmp: Path) -> list[int]:
+    """Frame numbers tcpdump selects with ``bpf`` (matched back by time and bytes)."""
+    tcpdump = shutil.which("tcpdump")
+    if tcpdump is None:
+        if os.environ.get("CI"):
+            pytest.fail("tcpdump is not installed in CI")
+        pytest.skip("tcpdump not installed")
+    picked = tmp / "picked.pcap"
+    subprocess.run(
+        [tcpdump, "-r", str(capture), "-w", str(picked), bpf], check=True, capture_output=True
+    )
+    # tcpdump writes microsecond timestamps: match on those and the bytes.
+    with open_capture(capture) as cap:
+        index = {(f.ts_ns // 1000, f.data): f.number for f in cap if isinstance(f, Frame)}
+    with open_capture(picked) as cap:
+        return [index[(f.ts_ns // 1000, f.data)] for f in cap if isinstance(f, Frame)]
+
+
+def printed_filter(report: str) -> str:
+    """The misplaced-ESP filter a report.txt prints, its wrapped lines joined."""
+    lines = report.splitlines()
+    start = lines.index("tcpdump filter selecting the misplaced ESP packets (no keys needed):")
+    body = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        body.append(line.strip())
+    return " ".join(body)

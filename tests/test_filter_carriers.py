@@ -7,8 +7,8 @@ session (RFC 2516 s4, then PPP's protocol, RFC 1332/5072) and MPLS label
 stacks (RFC 3032). The ``carriers`` column must name what each frame
 crosses, the report's filter must select exactly the misplaced frames when
 tcpdump runs it (pcap-filter(7): ``vlan``, ``pppoes`` and ``mpls`` move
-the offsets of all that follows them), and no filter is printed when no
-single expression can reach every layout.
+the offsets of all that follows them), also behind an IPv4 AH, and no
+filter is printed when no single expression can reach every layout.
 """
 
 from __future__ import annotations
@@ -29,8 +29,15 @@ from espforensics.keys import SaTable
 from espforensics.model import Frame
 from espforensics.pipeline import FrameAnalyzer
 from espforensics.synth import Scenario, bench_sas, iter_bench_frames, write_scenario
-from tests.helpers import PER_FRAME, STEADY, records_of, run_frames, scenario
-from tests.test_reports import _printed_filter, _tcpdump_frames
+from tests.helpers import (
+    PER_FRAME,
+    STEADY,
+    printed_filter,
+    records_of,
+    run_frames,
+    scenario,
+    tcpdump_frames,
+)
 
 TAG = {"vlan": b"\x81\x00\x00\x64", "svlan": b"\x88\xa8\x00\xc8"}  # TPID, then VLAN 100 / 200
 PPP_IP = {0x0800: b"\x00\x21", 0x86DD: b"\x00\x57"}
@@ -93,9 +100,9 @@ def test_filter_behind_carriers_selects_exactly_the_misplaced_frames(
     assert [r["carriers"] for r in rows] == [" ".join(carriers)] * 25
     misplaced = [int(r["frame"]) for r in rows if r["verdict"] == "esp_misplaced"]
     assert len(misplaced) == 12
-    bpf = _printed_filter((out / "report.txt").read_text())
+    bpf = printed_filter((out / "report.txt").read_text())
     assert bpf.startswith(" and ".join(carriers) + " and ip")
-    assert _tcpdump_frames(capture, bpf, tmp_path) == misplaced
+    assert tcpdump_frames(capture, bpf, tmp_path) == misplaced
     layouts = json.loads((out / "summary.json").read_text())["layouts"]
     assert {x["carriers"] for x in layouts} == {" ".join(carriers)}
 
@@ -115,12 +122,12 @@ def test_filter_reaches_layouts_behind_a_chain_of_carriers(
     assert [r["carriers"] for r in rows] == [" ".join(pick[i % len(pick)]) for i in range(25)]
     misplaced = [int(r["frame"]) for r in rows if r["verdict"] == "esp_misplaced"]
     assert len(misplaced) == 12
-    bpf = _printed_filter((out / "report.txt").read_text())
+    bpf = printed_filter((out / "report.txt").read_text())
     assert bpf.count(" or ") == len(pick) - 1, bpf
     md = (out / "report.md").read_text()  # one layout per depth, each saying which
     for carriers in pick:
         assert f"| IPv6 esp{' behind ' if carriers else ''}{' '.join(carriers)} |" in md
-    assert _tcpdump_frames(capture, bpf, tmp_path) == misplaced
+    assert tcpdump_frames(capture, bpf, tmp_path) == misplaced
 
 
 def test_no_filter_when_no_one_expression_reaches_every_layout(tmp_path: Path) -> None:
@@ -180,9 +187,9 @@ def test_filter_behind_an_ipv4_ah(tmp_path: Path, carriers: tuple[str, ...]) -> 
     misplaced = [int(r["frame"]) for r in rows if r["verdict"] == "esp_misplaced"]
     assert len(misplaced) == 12
     assert {r["expected_offset"] for r in rows} == {"44"}  # 20 + AH's 24
-    bpf = _printed_filter((out / "report.txt").read_text())
+    bpf = printed_filter((out / "report.txt").read_text())
     assert bpf.startswith(" and ".join([*carriers, "(ip proto 50 or ip proto 51) and ip["]))
-    assert _tcpdump_frames(capture, bpf, tmp_path) == misplaced
+    assert tcpdump_frames(capture, bpf, tmp_path) == misplaced
 
 
 def test_carriers_are_what_tshark_dissects(tmp_path: Path) -> None:

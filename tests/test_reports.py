@@ -5,18 +5,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from espforensics.analysis import analyze_to_dir, load_summary
-from espforensics.capture import open_capture
 from espforensics.cli import app
 from espforensics.gate import exit_code
-from espforensics.model import Frame, PacketRecord, Proto, Severity, Verdict
+from espforensics.model import PacketRecord, Proto, Severity, Verdict
 from espforensics.synth import build_scenario, write_scenario
 from tests import helpers
 from tests.helpers import analyzed_dir
@@ -82,39 +79,10 @@ def test_report_of_a_folder_that_is_not_one(tmp_path: Path) -> None:
     assert res.stderr.startswith(f"espforensics: error: {tmp_path}: not an espforensics output")
 
 
-def _tcpdump_frames(capture: Path, bpf: str, tmp: Path) -> list[int]:
-    """Frame numbers tcpdump selects with ``bpf`` (matched back by time and bytes)."""
-    tcpdump = shutil.which("tcpdump")
-    if tcpdump is None:
-        if os.environ.get("CI"):
-            pytest.fail("tcpdump is not installed in CI")
-        pytest.skip("tcpdump not installed")
-    picked = tmp / "picked.pcap"
-    subprocess.run(
-        [tcpdump, "-r", str(capture), "-w", str(picked), bpf], check=True, capture_output=True
-    )
-    # tcpdump writes microsecond timestamps: match on those and the bytes.
-    with open_capture(capture) as cap:
-        index = {(f.ts_ns // 1000, f.data): f.number for f in cap if isinstance(f, Frame)}
-    with open_capture(picked) as cap:
-        return [index[(f.ts_ns // 1000, f.data)] for f in cap if isinstance(f, Frame)]
-
-
-def _printed_filter(report: str) -> str:
-    lines = report.splitlines()
-    start = lines.index("tcpdump filter selecting the misplaced ESP packets (no keys needed):")
-    body = []
-    for line in lines[start + 1 :]:
-        if not line.startswith("  "):
-            break
-        body.append(line.strip())
-    return " ".join(body)
-
-
 @pytest.mark.parametrize("scenario", ["kernel-gso-v4", "kernel-gso-v6"])
 def test_printed_filter_selects_exactly_the_misplaced_frames(tmp_path: Path, scenario: str) -> None:
     out = analyzed_dir(tmp_path, scenario)
-    bpf = _printed_filter((out / "report.txt").read_text())
+    bpf = helpers.printed_filter((out / "report.txt").read_text())
     capture = tmp_path / "in" / f"{scenario}.pcap"
     packets = json.loads((out / "summary.json").read_text())
     misplaced = [
@@ -123,7 +91,7 @@ def test_printed_filter_selects_exactly_the_misplaced_frames(tmp_path: Path, sce
         if '"esp_misplaced"' in line
     ]
     assert len(misplaced) == packets["verdicts"]["esp_misplaced"] == 12
-    assert _tcpdump_frames(capture, bpf, tmp_path) == misplaced
+    assert helpers.tcpdump_frames(capture, bpf, tmp_path) == misplaced
 
 
 @helpers.needs_captures
@@ -131,10 +99,11 @@ def test_real_capture_report_states_count_and_filter(tso_on: Path, tmp_path: Pat
     report = (tso_on / "report.txt").read_text()
     _ascii_72(report)
     assert "94 of 687 ESP packets do not decrypt at offset 0 (94 esp_misplaced)." in report
-    bpf = _printed_filter(report)
+    bpf = helpers.printed_filter(report)
     assert bpf == "ip6 proto 50 and ip6[56:2] = 0x4500 and ip6[60:4] = 0x1001"
     truth = json.loads((REAL / "ip6tnl-transport-tso-on" / "ground-truth.json").read_text())
-    frames = _tcpdump_frames(REAL / "ip6tnl-transport-tso-on" / "capture.pcap", bpf, tmp_path)
+    capture = REAL / "ip6tnl-transport-tso-on" / "capture.pcap"
+    frames = helpers.tcpdump_frames(capture, bpf, tmp_path)
     assert len(frames) == truth["seed_filter_matches"] == 94
     csv_rows = (tso_on / "packets.csv").read_text().splitlines()[1:]
     assert frames == [int(r.split(",")[0]) for r in csv_rows if '"esp_misplaced"' in r]
@@ -291,11 +260,11 @@ def test_printed_filter_for_esp_in_udp(tmp_path: Path) -> None:
     keys.write_text(keys_yaml(sc.sas))
     out = tmp_path / "out"
     analyze_to_dir(capture, [keys], out, plots=False)
-    bpf = _printed_filter((out / "report.txt").read_text())
+    bpf = helpers.printed_filter((out / "report.txt").read_text())
     assert bpf == "ip proto 17 and ip[44:2] = 0x4500 and ip[48:4] = 0x1001"
     csv_rows = (out / "packets.csv").read_text().splitlines()[1:]
     misplaced = [int(r.split(",")[0]) for r in csv_rows if '"esp_misplaced"' in r]
-    assert _tcpdump_frames(capture, bpf, tmp_path) == misplaced
+    assert helpers.tcpdump_frames(capture, bpf, tmp_path) == misplaced
 
 
 # -- damaged captures, misplaced layouts, no local paths ------------------------
