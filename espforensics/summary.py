@@ -107,6 +107,7 @@ class MisplacedLayout:
     # the layout's packets is "..", e.g. "45 00 .. .." (IPv4 total length)
     clear_hex: str = ""
     carriers: str = ""  # the packets' ``carriers`` column: "vlan", "pppoes", "mpls mpls", ...
+    reassembled: bool = False  # datagrams rebuilt from outer fragments (``fragments`` set)
 
 
 @dataclass(frozen=True, slots=True)

@@ -178,7 +178,7 @@ def _most(item: tuple[int, int]) -> tuple[int, int]:
     return (-item[1], item[0])
 
 
-_LayoutKey = tuple[int, str, int, int, str, int, int, str]
+_LayoutKey = tuple[int, str, int, int, str, int, int, str, bool]
 
 
 @dataclass(slots=True)
@@ -302,6 +302,7 @@ class SummaryBuilder:
             rec.esp_offset,
             rec.spi,
             rec.carriers,
+            rec.fragments is not None,
         )
         acc = self._layouts.get(key)
         if acc is None:
@@ -356,7 +357,7 @@ class SummaryBuilder:
             ),
             finding_list=sort_findings(findings),
             layouts=tuple(
-                MisplacedLayout(*k[:-1], a.packets, a.clear_hex(), carriers=k[-1])
+                MisplacedLayout(*k[:7], a.packets, a.clear_hex(), *k[7:])
                 for k, a in sorted(self._layouts.items())
             ),
             error=error,

@@ -18,6 +18,7 @@ import json
 import shutil
 import subprocess
 from dataclasses import replace
+from ipaddress import ip_address
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from espforensics.keys import SaTable
 from espforensics.model import Frame
 from espforensics.pipeline import FrameAnalyzer
 from espforensics.synth import Scenario, bench_sas, iter_bench_frames, write_scenario
+from espforensics.synth.packets import ipv4_fragments, ipv6_fragments
 from tests.helpers import (
     PER_FRAME,
     STEADY,
@@ -219,3 +221,40 @@ def test_carriers_are_what_tshark_dissects(tmp_path: Path) -> None:
         theirs.append(" ".join(["vlan"] * tags + session + mpls))
     ours = [r["carriers"] for r in _rows(out)]
     assert ours == theirs == [" ".join(pick[i % len(pick)]) for i in range(25)]
+
+
+def _fragmented(sc: Scenario) -> Scenario:
+    """Every frame's outer datagram (Ethernet, IPv4 without options or bare IPv6) in two
+    fragments (RFC 791 s2.3, RFC 8200 s4.5), the first a microsecond before the second."""
+    frames: list[Frame] = []
+    for i, f in enumerate(sc.frames):
+        ip = f.data[14:]
+        if ip[0] >> 4 == 4:
+            src, dst = ip_address(ip[12:16]), ip_address(ip[16:20])
+            parts = ipv4_fragments(src, dst, ip[9], ip[20:], 2, ident=100 + i)
+        else:
+            src, dst = ip_address(ip[8:24]), ip_address(ip[24:40])
+            parts = ipv6_fragments(src, dst, ip[6], ip[40:], 2, ident=100 + i)
+        for k, part in enumerate(parts):
+            body = f.data[:14] + part
+            number, ts_ns = len(frames) + 1, f.ts_ns + k * 1000
+            frames.append(Frame(number, ts_ns, len(body), len(body), f.linktype, body))
+    return replace(sc, frames=tuple(frames))
+
+
+@pytest.mark.parametrize("name", ["kernel-gso-v4", "kernel-gso-v6"])
+def test_filter_of_reassembled_datagrams_selects_their_first_fragments(
+    tmp_path: Path, name: str
+) -> None:
+    """The row of a reassembled datagram is its last fragment's; the ESP header travels in
+    its first, where the filter finds it (IPv6: 8 bytes further, behind the Fragment
+    header), and the report says which fragment it selects."""
+    capture, out = _analyzed(tmp_path, _fragmented(scenario(name)), "frag")
+    rows = _rows(out)
+    misplaced = [int(r["frame"]) for r in rows if r["verdict"] == "esp_misplaced"]
+    assert len(misplaced) == 12
+    assert {r["fragments"] for r in rows if r["verdict"] == "esp_misplaced"} == {"2"}
+    report = (out / "report.txt").read_text()
+    bpf = printed_filter(report)
+    assert tcpdump_frames(capture, bpf, tmp_path) == [frame - 1 for frame in misplaced]
+    assert "it selects the first fragment" in " ".join(report.split())

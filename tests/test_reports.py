@@ -411,6 +411,7 @@ def test_real_capture_shows_the_clear_bytes_with_lengths_masked(tso_on: Path) ->
             "packets": 94,
             "clear_hex": "45 00 .. ..",
             "carriers": "",
+            "reassembled": False,
         }
     ]
     text = " ".join(x.strip() for x in (tso_on / "report.txt").read_text().splitlines())

@@ -35,7 +35,7 @@ from espforensics.render.check_results import (
     coverage_line,
     skip_reason,
 )
-from espforensics.render.tcpdump import misplaced_filter
+from espforensics.render.tcpdump import filter_note, misplaced_filter
 from espforensics.summary import MisplacedLayout, SaSummary, Summary
 
 FINDINGS_SHOWN = 2000  # finding rows a report lists one by one; findings.csv has every one
@@ -171,6 +171,7 @@ class Report:
     layouts: tuple[LayoutRow, ...]
     layouts_rest: str  # "2 more layouts", or ""
     tcpdump: str  # the filter selecting the misplaced packets, or ""
+    tcpdump_note: str  # a sentence under it, or ""
     causes: tuple[LikelyCause, ...]
     causes_note: str  # when findings match no cause: says so; else ""
     checks: tuple[CheckResult, ...]
@@ -215,6 +216,7 @@ def report_content(
         layouts=tuple(_layout_row(x) for x in layouts),
         layouts_rest=narrative.plural(hidden, "more layout") if hidden > 0 else "",
         tcpdump=misplaced_filter(summary.layouts) or "",
+        tcpdump_note=filter_note(summary.layouts),
         causes=causes,
         causes_note=_causes_note(summary, causes),
         checks=_checks(summary, fail_on),

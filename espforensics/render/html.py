@@ -346,6 +346,8 @@ def _misplaced(report: Report) -> list[str]:
     if report.tcpdump:
         out.append(_p("tcpdump filter selecting the misplaced ESP packets (no keys needed):"))
         out.append(f"<pre>{escape(report.tcpdump)}</pre>")
+        if report.tcpdump_note:
+            out.append(_p(report.tcpdump_note))
     return out
 
 

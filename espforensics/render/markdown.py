@@ -150,4 +150,6 @@ def _misplaced(report: Report) -> list[str]:
             "",
             f"    {report.tcpdump}",
         ]
+        if report.tcpdump_note:
+            lines += ["", report.tcpdump_note]
     return lines

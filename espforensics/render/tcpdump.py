@@ -13,7 +13,10 @@ more than its 20-byte header before ESP (options, or an AH: RFC 4302)
 says ``(ip proto 50 or ip proto 51)``. Behind VLAN tags, a PPPoE session
 or MPLS labels (the layout's ``carriers``), the clause starts with the
 keywords that cross them, ``vlan and ...`` (pcap-filter(7)): libpcap then
-counts ``ip[]`` from the IP header behind them. Such a keyword moves every
+counts ``ip[]`` from the IP header behind them. A datagram reassembled from
+outer fragments is matched on its first fragment, which holds the ESP
+header (IPv6: behind a Fragment header, so ``ip6 protochain`` and offsets
+8 bytes further); ``filter_note`` says so under the filter. Such a keyword moves every
 offset after it in the whole expression, ``or`` or not: the clauses go
 from the fewest carriers to the most, each naming only the keywords the
 ones before it did not, which works when each layout's carriers extend
@@ -30,13 +33,26 @@ from itertools import groupby
 from espforensics.summary import MisplacedLayout
 
 MAX_LAYOUTS = 8  # beyond this a filter is no help to a human
+FRAGMENT_HEADER = 8
+FIRST_FRAGMENT_NOTE = (
+    "Of a datagram reassembled from fragments it selects the first fragment, which "
+    "carries the ESP header; the packets table has the datagram on its last."
+)
+
+
+def filter_note(layouts: tuple[MisplacedLayout, ...]) -> str:
+    """What the report says under the filter: where it finds reassembled datagrams."""
+    return FIRST_FRAGMENT_NOTE if any(x.reassembled for x in layouts) else ""
 
 
 def _clause(x: MisplacedLayout) -> str:
     ip = "ip6" if x.ip_version == 6 else "ip"
     number = 50 if x.proto == "esp" else 17
     headers = x.expected_offset - (8 if x.proto == "esp-udp" else 0)  # before ESP or UDP
-    if x.ip_version == 6 and headers > 40:
+    # A reassembled datagram's ESP header is in its first fragment: in IPv6 behind the
+    # 8-byte Fragment header (RFC 8200 s4.5), which the reassembled datagram has not.
+    shift = FRAGMENT_HEADER if x.reassembled and x.ip_version == 6 else 0
+    if x.ip_version == 6 and (headers > 40 or shift):
         head = f"ip6 protochain {number}"
     elif x.ip_version == 4 and headers > 20:
         head = f"(ip proto {number} or ip proto 51)"
@@ -44,8 +60,8 @@ def _clause(x: MisplacedLayout) -> str:
         head = f"{ip} proto {number}"
     parts = [head]
     if len(x.clear_prefix) == 4:
-        parts.append(f"{ip}[{x.clear_offset}:2] = 0x{x.clear_prefix}")
-    parts.append(f"{ip}[{x.esp_offset}:4] = {x.spi:#x}")
+        parts.append(f"{ip}[{x.clear_offset + shift}:2] = 0x{x.clear_prefix}")
+    parts.append(f"{ip}[{x.esp_offset + shift}:4] = {x.spi:#x}")
     return " and ".join(parts)
 
 

@@ -158,6 +158,8 @@ def _misplaced(report: Report) -> list[str]:
     if report.tcpdump:
         lines += ["", "tcpdump filter selecting the misplaced ESP packets (no keys needed):"]
         lines += wrap(report.tcpdump, "  ")
+        if report.tcpdump_note:
+            lines += ["", *wrap(report.tcpdump_note, "", "")]
     return lines
 
 
