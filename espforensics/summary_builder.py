@@ -357,7 +357,7 @@ class SummaryBuilder:
             ),
             finding_list=sort_findings(findings),
             layouts=tuple(
-                MisplacedLayout(*k[:7], a.packets, a.clear_hex(), *k[7:])
+                MisplacedLayout(*k[:7], a.packets, a.clear_hex(), carriers=k[7], reassembled=k[8])
                 for k, a in sorted(self._layouts.items())
             ),
             error=error,

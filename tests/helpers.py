@@ -32,6 +32,7 @@ from espforensics.keys import SaTable
 from espforensics.keys.sa import SecurityAssociation
 from espforensics.model import DecryptionSecrets, Finding, Frame, PacketRecord, Proto, Verdict
 from espforensics.pipeline import FrameAnalyzer, Options
+from espforensics.render import tcpdump
 from espforensics.synth import Scenario, build_scenario, write_scenario
 from espforensics.tables import records_to_table, steady_table
 
@@ -209,10 +210,15 @@ def run_scenario(
 def analyzed_dir(tmp: Path, name: str, plots: bool = True) -> Path:
     """A scenario (seed 1) written under ``tmp/in`` and analyzed with its keys into
     ``tmp/out`` (every output file; plots unless told not to)."""
-    paths = write_scenario(scenario(name), tmp / "in", stem=name)
+    return analyzed_scenario(tmp, scenario(name), name, plots)[1]
+
+
+def analyzed_scenario(tmp: Path, sc: Scenario, stem: str, plots: bool = True) -> tuple[Path, Path]:
+    """``analyzed_dir`` of a scenario value: (the capture written, the output folder)."""
+    paths = write_scenario(sc, tmp / "in", stem=stem)
     out = tmp / "out"
     analyze_to_dir(paths["capture"], [paths["keys"]], out, plots=plots)
-    return out
+    return paths["capture"], out
 
 
 # -- the command line, in process ------------------------------------------------------
@@ -273,7 +279,7 @@ def tcpdump_frames(capture: Path, bpf: str, tmp: Path) -> list[int]:
 def printed_filter(report: str) -> str:
     """The misplaced-ESP filter a report.txt prints, its wrapped lines joined."""
     lines = report.splitlines()
-    start = lines.index("tcpdump filter selecting the misplaced ESP packets (no keys needed):")
+    start = lines.index(tcpdump.HEADING)
     body = []
     for line in lines[start + 1 :]:
         if not line.startswith("  "):

@@ -23,17 +23,17 @@ from pathlib import Path
 
 import pytest
 
-from espforensics.analysis import analyze_to_dir
 from espforensics.engine import SteadyRows
 from espforensics.engine.run import Engine
 from espforensics.keys import SaTable
 from espforensics.model import Frame
 from espforensics.pipeline import FrameAnalyzer
-from espforensics.synth import Scenario, bench_sas, iter_bench_frames, write_scenario
+from espforensics.synth import Scenario, bench_sas, iter_bench_frames
 from espforensics.synth.packets import ipv4_fragments, ipv6_fragments
 from tests.helpers import (
     PER_FRAME,
     STEADY,
+    analyzed_scenario,
     printed_filter,
     records_of,
     run_frames,
@@ -71,10 +71,7 @@ def _reframed(sc: Scenario, pick: list[tuple[str, ...]]) -> Scenario:
 
 
 def _analyzed(tmp: Path, sc: Scenario, name: str) -> tuple[Path, Path]:
-    paths = write_scenario(sc, tmp / "in", stem=name)
-    out = tmp / "out"
-    analyze_to_dir(paths["capture"], [paths["keys"]], out, plots=False)
-    return paths["capture"], out
+    return analyzed_scenario(tmp, sc, name, plots=False)
 
 
 def _rows(out: Path) -> list[dict[str, str]]:

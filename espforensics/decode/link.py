@@ -68,6 +68,7 @@ class LinkLayer(NamedTuple):
 
 
 VLAN: tuple[str, ...] = ("vlan",)
+_PPPOES: tuple[str, ...] = ("pppoes",)
 _NONE: tuple[str, ...] = ()
 
 
@@ -91,15 +92,7 @@ def _carried(data: bytes, off: int, ethertype: int, outer: tuple[str, ...] = _NO
     if ethertype not in ETH_CARRIERS:
         return new_tuple(LinkLayer, (off, ethertype, "EtherType", outer))
     if ethertype == ETH_PPPOE:
-        if len(data) < off + 8:
-            raise Truncated(f"PPPoE header cut at {max(len(data) - off, 0)} bytes")
-        if data[off] != 0x11 or data[off + 1] != 0:  # version 1, type 1; code 0: session data
-            return LinkLayer(off, ethertype, carriers=outer)
-        protocol = int.from_bytes(data[off + 6 : off + 8], "big")
-        session = (*outer, "pppoes")
-        if protocol in _PPP_IP:
-            return LinkLayer(off + 8, _PPP_IP[protocol], carriers=session)
-        return LinkLayer(off + 8, protocol, "PPPoE session, PPP protocol", session)
+        return _pppoe(data, off, outer, _PPPOES)
     labels = outer
     for _ in range(_MAX_LABELS):
         if len(data) < off + 4:
@@ -109,6 +102,21 @@ def _carried(data: bytes, off: int, ethertype: int, outer: tuple[str, ...] = _NO
             version = data[off] >> 4 if len(data) > off else 0
             return LinkLayer(off, _BY_VERSION.get(version, ethertype), carriers=labels)
     return LinkLayer(off, ethertype, carriers=labels)  # no bottom of stack in _MAX_LABELS
+
+
+def _pppoe(data: bytes, off: int, outer: tuple[str, ...], keyword: tuple[str, ...]) -> LinkLayer:
+    """A PPPoE header at ``off`` (RFC 2516 s4), after the carriers ``outer``; a session's
+    frame crosses ``keyword`` too (none on link type 51, whose PPPoE header libpcap
+    crosses itself)."""
+    if len(data) < off + 8:
+        raise Truncated(f"PPPoE header cut at {max(len(data) - off, 0)} bytes")
+    if data[off] != 0x11 or data[off + 1] != 0:  # version 1, type 1; code 0: session data
+        return LinkLayer(off, ETH_PPPOE, carriers=outer)
+    protocol = int.from_bytes(data[off + 6 : off + 8], "big")
+    session = (*outer, *keyword)
+    if protocol in _PPP_IP:
+        return LinkLayer(off + 8, _PPP_IP[protocol], carriers=session)
+    return LinkLayer(off + 8, protocol, "PPPoE session, PPP protocol", session)
 
 
 def _raw(data: bytes) -> LinkLayer:
@@ -183,6 +191,5 @@ def parse_link(linktype: int, data: bytes) -> LinkLayer:
     if linktype in (LINKTYPE_PPP, LINKTYPE_PPP_HDLC):
         return _ppp(data)
     if linktype == LINKTYPE_PPP_ETHER:
-        # libpcap reads IP at once behind this link type's PPPoE header: no keyword
-        return _carried(data, 0, ETH_PPPOE)._replace(carriers=_NONE)
+        return _pppoe(data, 0, _NONE, _NONE)
     raise MalformedPacket(f"link type {linktype} is not supported")

@@ -24,6 +24,7 @@ from html import escape
 from urllib.parse import quote
 
 from espforensics.captions import caption
+from espforensics.render import tcpdump
 from espforensics.render.content import FindingRow, Header, Report, coverage_rows
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
@@ -344,7 +345,7 @@ def _misplaced(report: Report) -> list[str]:
     if report.layouts_rest:
         out.append(_p(f"And {report.layouts_rest} (summary.json)."))
     if report.tcpdump:
-        out.append(_p("tcpdump filter selecting the misplaced ESP packets (no keys needed):"))
+        out.append(_p(tcpdump.HEADING))
         out.append(f"<pre>{escape(report.tcpdump)}</pre>")
         if report.tcpdump_note:
             out.append(_p(report.tcpdump_note))

@@ -8,6 +8,7 @@ Markdown tables. Raises nothing; reads no clock and no environment.
 from __future__ import annotations
 
 from espforensics.captions import caption
+from espforensics.render import tcpdump
 from espforensics.render.content import PlotRow, Report, coverage_rows, report_content
 from espforensics.summary import Summary
 
@@ -146,7 +147,7 @@ def _misplaced(report: Report) -> list[str]:
     if report.tcpdump:
         lines += [
             "",
-            "tcpdump filter selecting the misplaced ESP packets (no keys needed):",
+            tcpdump.HEADING,
             "",
             f"    {report.tcpdump}",
         ]

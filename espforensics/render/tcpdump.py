@@ -13,10 +13,7 @@ more than its 20-byte header before ESP (options, or an AH: RFC 4302)
 says ``(ip proto 50 or ip proto 51)``. Behind VLAN tags, a PPPoE session
 or MPLS labels (the layout's ``carriers``), the clause starts with the
 keywords that cross them, ``vlan and ...`` (pcap-filter(7)): libpcap then
-counts ``ip[]`` from the IP header behind them. A datagram reassembled from
-outer fragments is matched on its first fragment, which holds the ESP
-header (IPv6: behind a Fragment header, so ``ip6 protochain`` and offsets
-8 bytes further); ``filter_note`` says so under the filter. Such a keyword moves every
+counts ``ip[]`` from the IP header behind them. Such a keyword moves every
 offset after it in the whole expression, ``or`` or not: the clauses go
 from the fewest carriers to the most, each naming only the keywords the
 ones before it did not, which works when each layout's carriers extend
@@ -24,6 +21,11 @@ the previous one's (none, ``vlan``, ``vlan vlan``); the layouts behind
 the same carriers share one prefix, ``vlan and ((...) or (...))``.
 Layouts behind encapsulations that do not (``vlan`` and ``mpls``) get no
 filter: no one expression of libpcap's reaches both.
+
+A datagram reassembled from outer fragments is matched on its first
+fragment, which holds the ESP header (IPv6: behind a Fragment header, so
+``ip6 protochain`` and offsets 8 bytes further); ``filter_note`` says so
+under the filter.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from itertools import groupby
 from espforensics.summary import MisplacedLayout
 
 MAX_LAYOUTS = 8  # beyond this a filter is no help to a human
+HEADING = "tcpdump filter selecting the misplaced ESP packets (no keys needed):"  # every format
 FRAGMENT_HEADER = 8
 FIRST_FRAGMENT_NOTE = (
     "Of a datagram reassembled from fragments it selects the first fragment, which "

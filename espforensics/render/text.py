@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import textwrap
 
+from espforensics.render import tcpdump
 from espforensics.render.content import Report, SaRow, report_content
 from espforensics.summary import Summary
 
@@ -156,7 +157,7 @@ def _misplaced(report: Report) -> list[str]:
     if report.layouts_rest:
         lines += wrap(f"and {report.layouts_rest} (summary.json)", "  ")
     if report.tcpdump:
-        lines += ["", "tcpdump filter selecting the misplaced ESP packets (no keys needed):"]
+        lines += ["", tcpdump.HEADING]
         lines += wrap(report.tcpdump, "  ")
         if report.tcpdump_note:
             lines += ["", *wrap(report.tcpdump_note, "", "")]
