@@ -10,9 +10,11 @@ The engine (engine/run.py) sends here every frame its steady lane does not
 take, and with ``Options(steady_lane=False)`` every frame: the reference.
 
 Stages per frame, each once and forward: link -> outer IP -> (reassembly,
-analyzer/fragments.py) -> ESP location -> flow and SA (analyzer/flows.py)
--> header (analyzer/header.py) -> open (analyzer/crypto.py; unverified.py
-for an SA whose ICV is absent or not checked) -> ESN place
+analyzer/fragments.py) -> (a tunnel, decode/tunnel.py: the link or IP
+header it carries, and on from there, at most ``MAX_TUNNELS``) -> ESP
+location -> flow and SA (analyzer/flows.py) -> header (analyzer/header.py)
+-> open (analyzer/crypto.py; unverified.py for an SA whose ICV is absent
+or not checked) -> ESN place
 (analyzer/esn_place.py) -> verdict, trailer and inner decode -> inner ESP
 layers (analyzer/layers.py) -> checks -> records out in capture order
 (analyzer/waiting.py). Fragments that do not complete a datagram are held
@@ -46,9 +48,16 @@ from espforensics.decode.esp import (
     protocol_name,
 )
 from espforensics.decode.ip import PROTO_AH, PROTO_ESP, PROTO_UDP, OuterIp, parse_ip
-from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
+from espforensics.decode.link import (
+    ETH_IPV4,
+    ETH_IPV6,
+    LINKTYPE_ETHERNET,
+    LINKTYPE_RAW,
+    parse_link,
+)
 from espforensics.decode.nested import NestedEsp
 from espforensics.decode.reassembly import Expired
+from espforensics.decode.tunnel import TUNNEL_PROTOS, unwrap
 from espforensics.errors import MalformedPacket, Truncated
 from espforensics.keys import SaTable
 from espforensics.keys.wireshark import secrets_block_sas
@@ -67,6 +76,10 @@ MAX_WAITING = 65536
 # The same for a record a check holds (an SA whose IV constant is not settled yet):
 # fewer, because a capture of many short-lived SAs holds one per SA.
 MAX_BEHIND_CHECK = 4096
+# Tunnels opened around one frame's ESP datagram at the most (decode/tunnel.py).
+MAX_TUNNELS = 4
+# The datagrams whose fragments are reassembled: those that may carry ESP.
+_REASSEMBLED = frozenset({PROTO_ESP, PROTO_UDP, PROTO_AH, *TUNNEL_PROTOS})
 
 
 Released = tuple[PacketRecord, ...]  # records that may leave, in capture order
@@ -212,20 +225,30 @@ class FrameAnalyzer:
     def _analyze(self, frame: Frame, rec: PacketRecord) -> PacketContext | None:
         """Fill ``rec``; the packet for the checks when the frame carries ESP."""
         cut = frame.caplen < frame.wirelen
+        return self._link(frame, rec, frame.linktype, frame.data, (), cut, MAX_TUNNELS)
+
+    def _link(
+        self,
+        frame: Frame,
+        rec: PacketRecord,
+        linktype: int,
+        data: bytes,
+        outer: tuple[str, ...],
+        cut: bool,
+        tunnels: int,
+    ) -> PacketContext | None:
+        """A frame of ``linktype``: the captured one, or one a tunnel carries behind the
+        carriers ``outer``. A header cut short is ``truncated`` when the bytes were cut
+        (by the snap length, or by the mirror that sent them), else ``undecodable``."""
         try:
-            link = parse_link(frame.linktype, frame.data)
-            if link.carriers:
-                rec.carriers = " ".join(link.carriers)
+            link = parse_link(linktype, data)
+            words = (*outer, *link.carriers)
+            if words:
+                rec.carriers = " ".join(words)
             if link.ethertype not in (ETH_IPV4, ETH_IPV6):
                 rec.detail = f"not IP: {link.named} {link.ethertype:#06x}"
                 return None
-            data = frame.data[link.offset :]
-            ip = parse_ip(data, through_ah=True)
-            rec.ip_version, rec.src = ip.version, self._flows.name(ip.src)
-            rec.dst = self._flows.name(ip.dst)
-            if ip.frag_id is None:
-                return self._datagram(rec, ip, data[: ip.total_len])
-            return self._fragment(frame, rec, ip, data, cut)
+            return self._ip(frame, rec, data[link.offset :], cut, tunnels)
         except Truncated as exc:
             rec.verdict = Verdict.TRUNCATED if cut else Verdict.UNDECODABLE
             rec.detail = str(exc)
@@ -234,10 +257,21 @@ class FrameAnalyzer:
             rec.detail = str(exc)
         return None
 
-    def _fragment(
-        self, frame: Frame, rec: PacketRecord, ip: OuterIp, data: bytes, cut: bool
+    def _ip(
+        self, frame: Frame, rec: PacketRecord, data: bytes, cut: bool, tunnels: int
     ) -> PacketContext | None:
-        if ip.proto not in (PROTO_ESP, PROTO_UDP, PROTO_AH):
+        """The IP header at the start of ``data``: its datagram, whole or rebuilt."""
+        ip = parse_ip(data, through_ah=True)
+        rec.ip_version, rec.src = ip.version, self._flows.name(ip.src)
+        rec.dst = self._flows.name(ip.dst)
+        if ip.frag_id is None:
+            return self._whole(frame, rec, ip, data[: ip.total_len], cut, tunnels)
+        return self._fragment(frame, rec, ip, data, cut, tunnels)
+
+    def _fragment(
+        self, frame: Frame, rec: PacketRecord, ip: OuterIp, data: bytes, cut: bool, tunnels: int
+    ) -> PacketContext | None:
+        if ip.proto not in _REASSEMBLED:
             rec.detail = f"fragment of a {protocol_name(ip.proto)} datagram"
             return None
         if cut or len(data) < ip.total_len:
@@ -248,10 +282,23 @@ class FrameAnalyzer:
         if done is None:
             return None
         rec.fragments = len(done.frames)
-        pkt = self._datagram(rec, parse_ip(done.packet, through_ah=True), done.packet)
+        whole = parse_ip(done.packet, through_ah=True)
+        pkt = self._whole(frame, rec, whole, done.packet, cut, tunnels)
         if rec.detail == "":
             rec.detail = f"reassembled from {len(done.frames)} fragments"
         return pkt
+
+    def _whole(
+        self, frame: Frame, rec: PacketRecord, ip: OuterIp, data: bytes, cut: bool, tunnels: int
+    ) -> PacketContext | None:
+        """A whole datagram: the one a tunnel carries (decode/tunnel.py), else its ESP."""
+        carried = unwrap(ip, data, self._natt_ports) if tunnels else None
+        if carried is None:
+            return self._datagram(rec, ip, data)
+        outer = (*rec.carriers.split(), carried.word)
+        linktype = LINKTYPE_ETHERNET if carried.ethernet else LINKTYPE_RAW
+        rest, cut = data[carried.offset :], cut or carried.cut
+        return self._link(frame, rec, linktype, rest, outer, cut, tunnels - 1)
 
     def _datagram(self, rec: PacketRecord, ip: OuterIp, data: bytes) -> PacketContext | None:
         """The ESP packet of a whole datagram: located, its SA found, opened, placed."""

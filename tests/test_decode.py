@@ -125,6 +125,10 @@ LINK_CASES = [
     (104, b"\x0f\x00\x80\x35", LinkLayer(4, 0x8035)),  # RARP: not IP
     (51, b"\x11\x00\x00\x07\x00\x40\x00\x21E", LinkLayer(8, 0x0800)),  # PPPoE, no Ethernet
     (51, b"\x11\x00\x00\x07\x00\x40\xc0\x21", LinkLayer(8, 0xC021, PPPOE)),
+    # raw IP: the version nibble says which; another is no IP, and the detail names it
+    (101, b"E\x00", LinkLayer(0, 0x0800)),
+    (12, b"`\x00", LinkLayer(0, 0x86DD)),
+    (101, b"\x50\x00", LinkLayer(0, 5, "IP version")),
 ]
 
 

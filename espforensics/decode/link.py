@@ -122,7 +122,10 @@ def _pppoe(data: bytes, off: int, outer: tuple[str, ...], keyword: tuple[str, ..
 def _raw(data: bytes) -> LinkLayer:
     if not data:
         raise Truncated("empty raw IP frame")
-    return LinkLayer(0, _BY_VERSION.get(data[0] >> 4, 0))
+    version = data[0] >> 4
+    if version in _BY_VERSION:
+        return LinkLayer(0, _BY_VERSION[version])
+    return LinkLayer(0, version, "IP version")
 
 
 def _null(data: bytes, byteorder: str) -> LinkLayer:

@@ -44,6 +44,7 @@ from espforensics.decode.link import (
     RAW_TYPES,
     VLAN_TAGS,
 )
+from espforensics.decode.tunnel import TUNNEL_PORTS, TUNNEL_PROTOS
 
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
@@ -72,7 +73,8 @@ class WireColumns:
     seq: I64
     addrs: U8  # rows of src (16 bytes) || dst (16 bytes); IPv4 in the first 4 of each
     vlans: I64  # the VLAN tags crossed before the IP header (decode/link.py's carriers)
-    # Frames that certainly carry neither ESP nor a fragment: their records need no state.
+    # Frames that certainly carry neither ESP nor a fragment, nor a tunnel that may carry
+    # them (decode/tunnel.py): their records need no state.
     inert: Mask
 
 
@@ -149,7 +151,7 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
     udp &= np.isin(sport, ports) | np.isin(dport, ports)
     other_udp = plain_ip & (proto == PROTO_UDP) & fits(uat, UDP_HEADER_LEN)
     other_udp &= ~np.isin(read_be(view, uat, other_udp, 2), ports)
-    other_udp &= ~np.isin(read_be(view, uat + 2, other_udp, 2), ports)
+    other_udp &= ~np.isin(read_be(view, uat + 2, other_udp, 2), (*ports, *TUNNEL_PORTS))
     body = uat + UDP_HEADER_LEN
     room = l3 + total - body
     marker = read_be(view, body, udp & (room >= 4), 4)
@@ -163,7 +165,7 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
     seq = read_be(view, hdr + 4, esp, 4)
     known = l3 >= 0
     inert = known & ~np.isin(etype, (ETH_IPV4, ETH_IPV6, *ETH_CARRIERS))  # PPPoE, MPLS: per frame
-    inert |= plain_ip & ~np.isin(proto, (PROTO_ESP, PROTO_UDP))
+    inert |= plain_ip & ~np.isin(proto, (PROTO_ESP, PROTO_UDP, *TUNNEL_PROTOS))
     inert |= other_udp
 
     # -- addresses, for the flow lookup: 16 bytes a side (IPv4 in the first 4)

@@ -20,7 +20,9 @@ ones before it did not, which works when each layout's carriers extend
 the previous one's (none, ``vlan``, ``vlan vlan``); the layouts behind
 the same carriers share one prefix, ``vlan and ((...) or (...))``.
 Layouts behind encapsulations that do not (``vlan`` and ``mpls``) get no
-filter: no one expression of libpcap's reaches both.
+filter: no one expression of libpcap's reaches both. Of the tunnels
+(decode/tunnel.py) libpcap 1.10 crosses Geneve (``geneve``) only: behind
+VXLAN, GRE, ERSPAN or IP in IP no filter is printed either.
 
 A datagram reassembled from outer fragments is matched on its first
 fragment, which holds the ESP header (IPv6: behind a Fragment header, so
@@ -35,6 +37,7 @@ from itertools import groupby
 from espforensics.summary import MisplacedLayout
 
 MAX_LAYOUTS = 8  # beyond this a filter is no help to a human
+CROSSED = frozenset({"vlan", "pppoes", "mpls", "geneve"})  # the carriers libpcap 1.10 crosses
 HEADING = "tcpdump filter selecting the misplaced ESP packets (no keys needed):"  # every format
 FRAGMENT_HEADER = 8
 FIRST_FRAGMENT_NOTE = (
@@ -72,6 +75,8 @@ def misplaced_filter(layouts: tuple[MisplacedLayout, ...]) -> str | None:
     """The filter matching every layout (joined with ``or``), or None."""
     if not layouts or len(layouts) > MAX_LAYOUTS:
         return None
+    if any(not CROSSED.issuperset(x.carriers.split()) for x in layouts):
+        return None  # a tunnel no keyword of libpcap's crosses
     groups: list[str] = []
     crossed: list[str] = []
     ordered = sorted(layouts, key=lambda x: (len(x.carriers.split()), x.carriers))

@@ -20,7 +20,8 @@ with ``crypto.context_for(sa)`` (one context per SA) at ``esp_offset``
 with the seq64 that verified. Frames of an outer fragmented datagram stay
 as they were (their datagram spans several frames). A packet that cannot
 be rebuilt (a dummy packet, mode beet, a link type that cannot say the
-inner IP version) stays as it was too, and in pcapng output says why.
+inner IP version, an ESP datagram inside a tunnel: decode/tunnel.py) stays
+as it was too, and in pcapng output says why.
 
 Format: pcap (nanosecond, the capture's link type: a frame keeps its
 link header, the EtherType or address family fixed) unless the target
@@ -43,6 +44,7 @@ from espforensics.crypto import CipherContext, context_for
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import PROTO_UDP, OuterIp, parse_ip
 from espforensics.decode.link import LINKTYPE_IPV4, LINKTYPE_IPV6, parse_link
+from espforensics.decode.tunnel import TUNNEL_WORDS
 from espforensics.errors import MalformedPacket, OutputError
 from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.keys.wireshark import secrets_block_sas
@@ -69,6 +71,7 @@ COLUMNS = (
     "leaked",
     "fragments",
     "detail",
+    "carriers",
 )
 _TRIED = frozenset({Verdict.OK, Verdict.ESN_MISMATCH, Verdict.ESP_MISPLACED, Verdict.BAD_TRAILER})
 _IP_NEXT = frozenset({PROTO_IPIP, PROTO_IPV6})
@@ -133,6 +136,9 @@ class Decryptor:
 
     def rebuild(self, frame: Frame, rec: PacketRecord) -> Frame:
         """The frame with the inner packet; ``MalformedPacket`` says why it is kept as it was."""
+        tunnels = [word for word in rec.carriers.split() if word in TUNNEL_WORDS]
+        if tunnels:
+            raise MalformedPacket(f"its {tunnels[-1]} tunnel is not rewritten for the inner packet")
         link = parse_link(frame.linktype, frame.data)
         ip = parse_ip(frame.data[link.offset :])
         datagram = frame.data[link.offset : link.offset + ip.total_len]
