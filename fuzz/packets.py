@@ -1,7 +1,8 @@
 """Mutators of the bytes inside frames: outer IP, IPv6 extension headers, UDP, ESP.
 
 In: a ``random.Random``, frames of a seed capture and its SAs. Out: a new
-list of ``Frame`` (some changed, some cut into fragments, duplicated or
+list of ``Frame`` (some changed, some cut into fragments, duplicated,
+put in a tunnel of ``synth.tunnels`` and maybe then changed, or
 dropped). Every choice comes from the generator, so a (seed, index) pair
 gives the same frames every time. Raises nothing: a frame the harness
 cannot parse only gets byte-level mutations.
@@ -14,6 +15,7 @@ import struct
 from collections.abc import Callable
 
 from espforensics.model import Frame
+from espforensics.synth.tunnels import TUNNELS, in_tunnel
 
 # Where the outer IP header starts for each link type (before VLAN tags).
 _IP_OFFSET = {1: 14, 0: 4, 108: 4, 101: 0, 12: 0, 14: 0, 228: 0, 229: 0, 113: 16, 276: 20}
@@ -226,6 +228,14 @@ def _window(rng: random.Random, frames: tuple[Frame, ...]) -> list[Frame]:
     return list(frames[start : start + n])
 
 
+_TUNNEL_NAMES = tuple(sorted(TUNNELS))
+
+
+def _tunnels(frame: Frame) -> bool:
+    """Can ``synth.tunnels.in_tunnel`` wrap it (Ethernet carrying IP, no tag)?"""
+    return frame.linktype == 1 and frame.data[12:14] in (b"\x08\x00", b"\x86\xdd")
+
+
 def mutate_frames(rng: random.Random, frames: tuple[Frame, ...], rate: float) -> list[Frame]:
     """The frames of a capture with about ``rate`` of them mutated."""
     out: list[Frame] = []
@@ -238,6 +248,12 @@ def mutate_frames(rng: random.Random, frames: tuple[Frame, ...], rate: float) ->
             out.append(frame._replace(data=data, caplen=len(data)))
         elif r < rate * 1.1:
             out += [frame, frame]  # a duplicate: the same seq and IV twice
+        elif r < rate * 1.2 and _tunnels(frame):  # captured on an underlay, maybe then mutated
+            wrapped = in_tunnel(frame, rng.choice(_TUNNEL_NAMES))
+            if rng.random() < 0.5:
+                data = mutate_data(rng, wrapped.data, wrapped.linktype)
+                wrapped = wrapped._replace(data=data, caplen=len(data))
+            out.append(wrapped)
         else:
             out.append(frame)
     if len(out) > 1 and rng.random() < 0.05:

@@ -4,15 +4,16 @@ In: a ``random.Random``. Out: ``steady_seeds`` (an AEAD and a cbc(aes)
 transfer of ``STEADY_FRAMES`` frames each, built once per process) and
 ``steady_frames``, a window of 100 to 300 of their frames with 0 to 3
 faults inside it: a duplicate, a reorder, a flipped byte, a cut frame, a
-dropped frame, a replayed IV. Raises nothing.
+dropped frame, a replayed IV, frames inside a tunnel. Raises nothing.
 
 The lane takes an SA's packets only once the SA has verified packets and
 its IV scheme is settled (docs/architecture.md, "The steady lane"): the
 short windows of the other seeds never get there. Here it takes most of
 a window, and each fault is a case it must refuse (RFC 4303 s3.4.3: a
 duplicate or a reorder is below the flow's top; a flipped byte fails the
-ICV; a replayed IV is a reuse under the same key, RFC 4106 s3.1) or a gap
-it must pass over (a dropped frame).
+ICV; a replayed IV is a reuse under the same key, RFC 4106 s3.1; a frame
+in a tunnel takes the per-frame path, in its place among the lane's) or
+a gap it must pass over (a dropped frame).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from espforensics.synth.builder import NO_FAULT, CaptureBuilder, Fault, TcpTalk,
 from espforensics.synth.esp import IvSeqOffset
 from espforensics.synth.keytext import esp_sa_text, keys_yaml, xfrm_state_text
 from espforensics.synth.packets import TCP_ACK, TCP_PSH
+from espforensics.synth.tunnels import TUNNELS, in_tunnel
 from fuzz.seeds import Seed
 
 STEADY_FRAMES = 320  # windows of 100 to 300 of them
@@ -46,7 +48,7 @@ STEADY: dict[str, tuple[str, str | None, bool]] = {
 }
 LANE_FROM = 128  # 3 faults in 4 go after this many frames of the window, where the lane runs
 REPLAY = Fault(iv=IvSeqOffset(-REPLAY_BACK), tags=("iv_reuse",))
-FAULTS = ("dup", "reorder", "flip", "cut", "drop", "replay")
+FAULTS = ("dup", "reorder", "flip", "cut", "drop", "replay", "tunnel")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +109,10 @@ def _fault(rng: random.Random, st: SteadySeed, out: list[Frame], first: int, fau
         out[k] = frame._replace(data=frame.data[:cut], caplen=cut)
     elif fault == "drop":
         del out[k]
+    elif fault == "tunnel":  # 1 to 3 frames captured on an underlay (decode/tunnel.py)
+        name = rng.choice(sorted(TUNNELS))
+        for j in range(k, min(len(out), k + rng.randint(1, 3))):
+            out[j] = in_tunnel(out[j], name)
     else:  # the packet sealed again with an IV its SA already used
         replayed = st.replayed[first + k] if first + k < len(st.replayed) else frame
         out[k] = replayed._replace(ts_ns=frame.ts_ns)

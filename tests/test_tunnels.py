@@ -17,8 +17,7 @@ import contextlib
 import csv
 import shutil
 import subprocess
-from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -34,6 +33,19 @@ from espforensics.errors import Truncated
 from espforensics.model import Frame, PacketRecord
 from espforensics.pipeline import MAX_TUNNELS, Options
 from espforensics.synth import Scenario, bench_sas, esp_sa_text, iter_bench_frames, write_scenario
+from espforensics.synth.tunnels import (
+    ERSPAN_II,
+    ERSPAN_III,
+    GENEVE_ETH,
+    GENEVE_OPT,
+    MACS,
+    TUNNELS,
+    VXLAN,
+    Tunnel,
+    in_tunnel,
+    ipv4,
+    udp,
+)
 from tests.helpers import (
     PER_FRAME,
     STEADY,
@@ -46,126 +58,13 @@ from tests.helpers import (
 from tests.test_annotate import read_pcapng
 from tests.test_decrypted import decrypt
 
-MACS = bytes.fromhex("020000000002020000000001")
-UNDER4 = (bytes([198, 51, 100, 1]), bytes([198, 51, 100, 2]))
-UNDER6 = (bytes.fromhex("20010db8" + "0" * 23 + "1"), bytes.fromhex("20010db8" + "0" * 23 + "2"))
-VNI = b"\x00\x00\x64\x00"  # VNI 100, then the reserved byte
-VXLAN = b"\x08\x00\x00\x00" + VNI  # its I flag set (RFC 7348 s5)
-GENEVE_ETH = b"\x00\x00\x65\x58" + VNI  # version 0, no options, Ethernet (RFC 8926 s3.4)
-GENEVE_OPT = b"\x01\x02\x03\x01" + b"\x00" * 4  # class, type, 1 word of data
-GRE_SEQ = b"\x00\x00\x00\x01"  # a GRE sequence number (RFC 2890 s2.2)
-ERSPAN_II = b"\x10\x00\x88\xbe" + GRE_SEQ + b"\x10\x64\x00\x01\x00\x00\x00\x05"
-ERSPAN_III = b"\x10\x00\x22\xeb" + GRE_SEQ + b"\x20\x64\x00\x01" + b"\x00" * 4
-
-
-def _sum16(data: bytes) -> int:
-    data += b"\x00" * (len(data) % 2)
-    total = sum(int.from_bytes(data[i : i + 2]) for i in range(0, len(data), 2))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return total
-
-
-def _ipv4(proto: int, payload: bytes) -> bytes:
-    src, dst = UNDER4
-    head = bytes([0x45, 0]) + (20 + len(payload)).to_bytes(2) + b"\x00\x07\x00\x00\x40"
-    head += bytes([proto]) + b"\x00\x00" + src + dst
-    check = (~_sum16(head)) & 0xFFFF
-    return head[:10] + check.to_bytes(2) + head[12:] + payload
-
-
-def _ipv6(proto: int, payload: bytes) -> bytes:
-    src, dst = UNDER6
-    return b"\x60\x00\x00\x00" + len(payload).to_bytes(2) + bytes([proto, 64]) + src + dst + payload
-
-
-def _udp6(dport: int, body: bytes) -> bytes:
-    """A UDP datagram over the IPv6 underlay, its checksum set (RFC 8200 s8.1)."""
-    src, dst = UNDER6
-    head = (40000).to_bytes(2) + dport.to_bytes(2) + (8 + len(body)).to_bytes(2)
-    pseudo = src + dst + (8 + len(body)).to_bytes(4) + b"\x00\x00\x00\x11"
-    check = (~_sum16(pseudo + head + b"\x00\x00" + body)) & 0xFFFF or 0xFFFF
-    return head + check.to_bytes(2) + body
-
-
-def _udp(dport: int, body: bytes) -> bytes:
-    return (
-        (40000).to_bytes(2) + dport.to_bytes(2) + (8 + len(body)).to_bytes(2) + b"\x00\x00" + body
-    )
-
-
-@dataclass(frozen=True)
-class Tunnel:
-    """How an underlay carries an Ethernet frame (its EtherType and IP datagram apart)."""
-
-    name: str
-    carriers: str
-    wrap: Callable[[bytes, int, bytes], bytes]  # (Ethernet frame, EtherType, IP) -> underlay IP
-    tshark: tuple[str, ...] = ()  # what tshark needs told to decode it
-
-    def __str__(self) -> str:
-        return self.name
-
-
-def _eth(frame: bytes, etype: int, ip: bytes) -> bytes:
-    return frame
-
-
-def _gre_ip(flags: int, extra: bytes) -> Callable[[bytes, int, bytes], bytes]:
-    return lambda frame, etype, ip: _ipv4(47, flags.to_bytes(2) + etype.to_bytes(2) + extra + ip)
-
-
-TAGGED = b"\x81\x00\x00\x0a"  # 802.1Q, VLAN 10: inside the tunnel's Ethernet frame
-TUNNELS = [
-    Tunnel("vxlan", "vxlan", lambda f, e, ip: _ipv4(17, _udp(4789, VXLAN + f))),
-    Tunnel(
-        "vxlan-8472",
-        "vxlan",
-        lambda f, e, ip: _ipv4(17, _udp(8472, VXLAN + f)),
-        ("-d", "udp.port==8472,vxlan"),
-    ),
-    Tunnel("vxlan-v6", "vxlan", lambda f, e, ip: _ipv6(17, _udp6(4789, VXLAN + f))),
-    Tunnel(
-        "vxlan-vlan",
-        "vxlan vlan",
-        lambda f, e, ip: _ipv4(17, _udp(4789, VXLAN + f[:12] + TAGGED + f[12:])),
-    ),
-    Tunnel("geneve", "geneve", lambda f, e, ip: _ipv4(17, _udp(6081, GENEVE_ETH + f))),
-    Tunnel(  # one 8-byte option (length 2 words), then the IP datagram itself
-        "geneve-ip",
-        "geneve",
-        lambda f, e, ip: _ipv4(17, _udp(6081, b"\x02\x00" + e.to_bytes(2) + VNI + GENEVE_OPT + ip)),
-    ),
-    Tunnel("gre", "gre", _gre_ip(0x0000, b"")),
-    Tunnel("gre-csum-key-seq", "gre", _gre_ip(0xB000, b"\x00" * 4 + b"\x00\x00\x00\x05" + GRE_SEQ)),
-    Tunnel("nvgre", "gre", lambda f, e, ip: _ipv4(47, b"\x20\x00\x65\x58" + VNI + f)),
-    Tunnel("erspan-1", "erspan", lambda f, e, ip: _ipv4(47, b"\x00\x00\x88\xbe" + f)),
-    Tunnel(
-        "erspan-2",
-        "erspan",
-        lambda f, e, ip: _ipv4(47, ERSPAN_II + f),
-    ),
-    Tunnel(  # with the 8-byte platform-specific subheader (its O bit)
-        "erspan-3",
-        "erspan",
-        lambda f, e, ip: _ipv4(47, ERSPAN_III + b"\x00\x00\x00\x01" + b"\x00" * 8 + f),
-    ),
-    Tunnel("ipip", "ipip", lambda f, e, ip: _ipv4(4 if e == 0x0800 else 41, ip)),
-    Tunnel("ip6ip", "ipip", lambda f, e, ip: _ipv6(4 if e == 0x0800 else 41, ip)),
-]  # fmt: skip
-
-
-def _wrapped(frame: Frame, tunnel: Tunnel) -> Frame:
-    data = frame.data
-    etype = int.from_bytes(data[12:14])
-    under = tunnel.wrap(data, etype, data[14:])
-    body = MACS + (b"\x86\xdd" if under[0] >> 4 == 6 else b"\x08\x00") + under
-    return frame._replace(data=body, caplen=len(body), wirelen=len(body))
-
 
 def _tunneled(sc: Scenario, tunnel: Tunnel) -> Scenario:
     """The scenario with every frame in ``tunnel``."""
-    return replace(sc, frames=tuple(_wrapped(f, tunnel) for f in sc.frames))
+    return replace(sc, frames=tuple(in_tunnel(f, tunnel.name) for f in sc.frames))
+
+
+ALL = list(TUNNELS.values())
 
 
 _OWN = frozenset({"caplen", "len", "carriers"})  # what the tunnel changes
@@ -178,7 +77,7 @@ def _same_analysis(plain: list[PacketRecord], tunneled: list[PacketRecord]) -> N
         assert [getattr(a, n) for n in names] == [getattr(b, n) for n in names], a.frame
 
 
-@pytest.mark.parametrize("tunnel", TUNNELS, ids=str)
+@pytest.mark.parametrize("tunnel", ALL, ids=str)
 @pytest.mark.parametrize("name", ["encauth", "fragments-v4", "kernel-gso-v6"])
 def test_esp_in_a_tunnel_is_analyzed_as_without_it(name: str, tunnel: Tunnel) -> None:
     sc = scenario(name)
@@ -192,8 +91,8 @@ def test_esp_in_a_tunnel_is_analyzed_as_without_it(name: str, tunnel: Tunnel) ->
 def test_frames_in_and_out_of_a_tunnel_keep_capture_order() -> None:
     """One SA's packets, every third inside VXLAN: the lane takes the plain ones in bulk,
     and the tunneled ones between them (never inert) reach the checks in their place."""
-    vxlan = TUNNELS[0]
-    mixed = [_wrapped(f, vxlan) if i % 3 == 0 else f for i, f in enumerate(iter_bench_frames(900))]
+    bench = enumerate(iter_bench_frames(900))
+    mixed = [in_tunnel(f, "vxlan") if i % 3 == 0 else f for i, f in bench]
     run = run_frames(mixed, bench_sas(), Options(batch_frames=256))
     reference = run_frames(mixed, bench_sas(), PER_FRAME)
     assert (run.records, run.findings) == (reference.records, reference.findings)
@@ -213,7 +112,7 @@ def _rows(out: Path) -> list[dict[str, str]]:
 def test_filter_behind_geneve_selects_exactly_the_misplaced_frames(
     tmp_path: Path, name: str
 ) -> None:
-    geneve = next(t for t in TUNNELS if t.name == "geneve")
+    geneve = TUNNELS["geneve"]
     capture, out = analyzed_scenario(tmp_path, _tunneled(scenario(name), geneve), name, plots=False)
     misplaced = [int(r["frame"]) for r in _rows(out) if r["verdict"] == "esp_misplaced"]
     assert len(misplaced) == 12
@@ -222,9 +121,7 @@ def test_filter_behind_geneve_selects_exactly_the_misplaced_frames(
     assert tcpdump_frames(capture, bpf, tmp_path) == misplaced
 
 
-@pytest.mark.parametrize(
-    "tunnel", [t for t in TUNNELS if t.carriers != "geneve"], ids=lambda t: t.name
-)
+@pytest.mark.parametrize("tunnel", [t for t in ALL if t.carriers != "geneve"], ids=str)
 def test_no_filter_behind_a_tunnel_libpcap_cannot_cross(tmp_path: Path, tunnel: Tunnel) -> None:
     sc = _tunneled(scenario("kernel-gso-v4"), tunnel)
     _, out = analyzed_scenario(tmp_path, sc, "gso", plots=False)
@@ -251,7 +148,7 @@ def _tshark_esp(capture: Path, esp_sa: str, extra: tuple[str, ...]) -> dict[int,
     return found
 
 
-@pytest.mark.parametrize("tunnel", TUNNELS, ids=str)
+@pytest.mark.parametrize("tunnel", ALL, ids=str)
 def test_tshark_finds_the_same_esp_inside_the_tunnel(tmp_path: Path, tunnel: Tunnel) -> None:
     if shutil.which("tshark") is None:
         pytest.skip("tshark is not installed")
@@ -291,10 +188,10 @@ def test_what_is_not_opened_says_what_it_is() -> None:
     frame, ip = _first_v4()
     deep = ip
     for _ in range(MAX_TUNNELS + 1):  # one more IP in IP than is opened
-        deep = _ipv4(4, deep)
+        deep = ipv4(4, deep)
     cases = {
-        "UDP 40000 -> 4789": _ipv4(17, _udp(4789, b"\x00" * 8 + frame)),  # VXLAN's I flag clear
-        "GRE": _ipv4(47, b"\x00\x01\x08\x00" + ip),  # version 1 (PPTP's)
+        "UDP 40000 -> 4789": ipv4(17, udp(4789, b"\x00" * 8 + frame)),  # VXLAN's I flag clear
+        "GRE": ipv4(47, b"\x00\x01\x08\x00" + ip),  # version 1 (PPTP's)
         "IPv4-in-IP": deep,
     }
     for detail, under in cases.items():
@@ -304,7 +201,7 @@ def test_what_is_not_opened_says_what_it_is() -> None:
 
 
 def test_a_nat_t_port_is_never_a_tunnel() -> None:
-    under = _ipv4(17, _udp(4789, b"\x08\x00\x00\x00" + VNI))
+    under = ipv4(17, udp(4789, VXLAN))
     ip = parse_ip(under)
     assert unwrap(ip, under, frozenset({4789})) is None
     assert unwrap(ip, under, frozenset({4500})) is not None
@@ -317,12 +214,12 @@ ERSPAN_16 = "ERSPAN type III header cut at 16 bytes"  # its platform subheader c
 @pytest.mark.parametrize(
     ("under", "said"),
     [
-        (_ipv4(47, ERSPAN_II[:6]), "GRE header cut at 6 bytes"),  # its sequence number
-        (_ipv4(47, ERSPAN_II[:10]), "ERSPAN type II header cut at 2 bytes"),
-        (_ipv4(17, _udp(4789, VXLAN[:2])), "VXLAN header cut at 2 bytes"),
-        (_ipv4(17, _udp(6081, GENEVE_ETH[:4])), "Geneve header cut at 4 bytes"),
-        (_ipv4(17, _udp(6081, b"\x02" + GENEVE_ETH[1:] + GENEVE_OPT[:4])), GENEVE_12),
-        (_ipv4(47, ERSPAN_III + b"\x00\x00\x00\x01" + b"\x00" * 4), ERSPAN_16),
+        (ipv4(47, ERSPAN_II[:6]), "GRE header cut at 6 bytes"),  # its sequence number
+        (ipv4(47, ERSPAN_II[:10]), "ERSPAN type II header cut at 2 bytes"),
+        (ipv4(17, udp(4789, VXLAN[:2])), "VXLAN header cut at 2 bytes"),
+        (ipv4(17, udp(6081, GENEVE_ETH[:4])), "Geneve header cut at 4 bytes"),
+        (ipv4(17, udp(6081, b"\x02" + GENEVE_ETH[1:] + GENEVE_OPT[:4])), GENEVE_12),
+        (ipv4(47, ERSPAN_III + b"\x00\x00\x00\x01" + b"\x00" * 4), ERSPAN_16),
     ],
     ids=["gre", "erspan", "vxlan", "geneve", "geneve-options", "erspan-platform"],
 )
@@ -338,12 +235,12 @@ def test_a_frame_the_mirror_cut_is_truncated() -> None:
     in it is ``truncated``, not ``undecodable``."""
     frame, _ = _first_v4()
     cut = ERSPAN_II[:10] + bytes([ERSPAN_II[10] | 0x04]) + ERSPAN_II[11:]  # its T bit
-    rec = _one(MACS + b"\x08\x00" + _ipv4(47, cut + frame[:30]))
+    rec = _one(MACS + b"\x08\x00" + ipv4(47, cut + frame[:30]))
     assert rec.verdict.value == "truncated"
     assert rec.carriers == "erspan"
 
 
-@pytest.mark.parametrize("tunnel", [t for t in TUNNELS if t.name in ("vxlan", "nvgre")], ids=str)
+@pytest.mark.parametrize("tunnel", [TUNNELS["vxlan"], TUNNELS["nvgre"]], ids=str)
 def test_the_decrypted_copy_keeps_tunneled_frames_and_says_why(
     tmp_path: Path, tunnel: Tunnel
 ) -> None:
@@ -366,7 +263,7 @@ def test_any_bytes_in_a_tunnel_are_a_record(proto: int, port: bytes, rest: bytes
     """Whatever follows a tunnel's outer header, the decoder raises only Truncated, never
     points past the datagram, and the frame is one record."""
     payload = b"\x9c\x40" + port + (8 + len(rest)).to_bytes(2) + b"\x00\x00" if port else b""
-    under = _ipv4(proto, payload + rest)
+    under = ipv4(proto, payload + rest)
     with contextlib.suppress(Truncated):
         carried = unwrap(parse_ip(under), under, frozenset({4500}))
         assert carried is None or carried.offset <= len(under)
