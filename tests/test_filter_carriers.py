@@ -28,6 +28,14 @@ from espforensics.engine.run import Engine
 from espforensics.keys import SaTable
 from espforensics.model import Frame
 from espforensics.pipeline import FrameAnalyzer
+from espforensics.render.tcpdump import (
+    FIRST_FRAGMENT_NOTE,
+    HEADING,
+    MAX_LAYOUTS,
+    filter_note,
+    misplaced_filter,
+)
+from espforensics.summary import MisplacedLayout
 from espforensics.synth import Scenario, bench_sas, iter_bench_frames
 from espforensics.synth.packets import ipv4_fragments, ipv6_fragments
 from tests.helpers import (
@@ -134,7 +142,8 @@ def test_no_filter_when_no_one_expression_reaches_every_layout(tmp_path: Path) -
     sc = _reframed(scenario("kernel-gso-v6"), [("vlan",), ("mpls",)])
     _, out = _analyzed(tmp_path, sc, "split")
     report = (out / "report.txt").read_text()
-    assert "tcpdump filter" not in report
+    assert HEADING not in report
+    assert "No tcpdump filter: no one libpcap expression crosses both mpls and vlan." in report
     assert sum(r["verdict"] == "esp_misplaced" for r in _rows(out)) == 12
 
 
@@ -255,3 +264,22 @@ def test_filter_of_reassembled_datagrams_selects_their_first_fragments(
     bpf = printed_filter(report)
     assert tcpdump_frames(capture, bpf, tmp_path) == [frame - 1 for frame in misplaced]
     assert "it selects the first fragment" in " ".join(report.split())
+
+
+def test_the_report_says_why_misplaced_headers_get_no_filter() -> None:
+    """In place of the filter, one sentence: too many layouts, a tunnel libpcap cannot
+    cross, or carriers no one expression crosses together; under a filter, nothing
+    unless a datagram was reassembled."""
+    one = MisplacedLayout(4, "esp", 20, 20, "4500", 24, 0x1001, 3)
+    spis = tuple(replace(one, spi=0x1001 + k) for k in range(MAX_LAYOUTS + 1))
+    assert misplaced_filter(spis) is None
+    assert filter_note(spis) == "No tcpdump filter: 9 layouts, more than the 8 it takes."
+    assert filter_note(spis[:MAX_LAYOUTS]) == ""
+    gre = (one, replace(one, carriers="vlan gre"))
+    assert filter_note(gre) == (
+        "No tcpdump filter: libpcap has no keyword that crosses gre, "
+        "so no filter reaches the ESP header inside."
+    )
+    assert filter_note((replace(one, carriers="geneve"),)) == ""
+    assert filter_note((replace(one, reassembled=True),)) == FIRST_FRAGMENT_NOTE
+    assert filter_note(()) == ""

@@ -171,7 +171,7 @@ class Report:
     layouts: tuple[LayoutRow, ...]
     layouts_rest: str  # "2 more layouts", or ""
     tcpdump: str  # the filter selecting the misplaced packets, or ""
-    tcpdump_note: str  # a sentence under it, or ""
+    tcpdump_note: str  # a sentence under it, or why misplaced headers get none, or ""
     causes: tuple[LikelyCause, ...]
     causes_note: str  # when findings match no cause: says so; else ""
     checks: tuple[CheckResult, ...]

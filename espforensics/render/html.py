@@ -347,8 +347,8 @@ def _misplaced(report: Report) -> list[str]:
     if report.tcpdump:
         out.append(_p(tcpdump.HEADING))
         out.append(f"<pre>{escape(report.tcpdump)}</pre>")
-        if report.tcpdump_note:
-            out.append(_p(report.tcpdump_note))
+    if report.tcpdump_note:  # under the filter, or why there is none
+        out.append(_p(report.tcpdump_note))
     return out
 
 

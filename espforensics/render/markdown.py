@@ -151,6 +151,6 @@ def _misplaced(report: Report) -> list[str]:
             "",
             f"    {report.tcpdump}",
         ]
-        if report.tcpdump_note:
-            lines += ["", report.tcpdump_note]
+    if report.tcpdump_note:  # under the filter, or why there is none
+        lines += ["", report.tcpdump_note]
     return lines

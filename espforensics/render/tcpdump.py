@@ -27,7 +27,8 @@ VXLAN, GRE, ERSPAN or IP in IP no filter is printed either.
 A datagram reassembled from outer fragments is matched on its first
 fragment, which holds the ESP header (IPv6: behind a Fragment header, so
 ``ip6 protochain`` and offsets 8 bytes further); ``filter_note`` says so
-under the filter.
+under the filter. When misplaced headers get no filter, ``filter_note``
+says why in its place.
 """
 
 from __future__ import annotations
@@ -47,8 +48,22 @@ FIRST_FRAGMENT_NOTE = (
 
 
 def filter_note(layouts: tuple[MisplacedLayout, ...]) -> str:
-    """What the report says under the filter: where it finds reassembled datagrams."""
-    return FIRST_FRAGMENT_NOTE if any(x.reassembled for x in layouts) else ""
+    """What the report says under the filter (where it finds reassembled datagrams), or
+    in its place when misplaced ESP headers get none (why not); "" when nothing to say."""
+    if not layouts:
+        return ""
+    if misplaced_filter(layouts) is not None:
+        return FIRST_FRAGMENT_NOTE if any(x.reassembled for x in layouts) else ""
+    if len(layouts) > MAX_LAYOUTS:
+        return f"No tcpdump filter: {len(layouts)} layouts, more than the {MAX_LAYOUTS} it takes."
+    uncrossed = sorted({w for x in layouts for w in x.carriers.split()} - CROSSED)
+    if uncrossed:
+        return (
+            f"No tcpdump filter: libpcap has no keyword that crosses {' or '.join(uncrossed)}, "
+            "so no filter reaches the ESP header inside."
+        )
+    behind = " and ".join(sorted({x.carriers for x in layouts if x.carriers}))
+    return f"No tcpdump filter: no one libpcap expression crosses both {behind}."
 
 
 def _clause(x: MisplacedLayout) -> str:

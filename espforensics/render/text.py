@@ -159,8 +159,8 @@ def _misplaced(report: Report) -> list[str]:
     if report.tcpdump:
         lines += ["", tcpdump.HEADING]
         lines += wrap(report.tcpdump, "  ")
-        if report.tcpdump_note:
-            lines += ["", *wrap(report.tcpdump_note, "", "")]
+    if report.tcpdump_note:  # under the filter, or why there is none
+        lines += ["", *wrap(report.tcpdump_note, "", "")]
     return lines
 
 
