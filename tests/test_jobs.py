@@ -118,6 +118,21 @@ def test_jobs_outputs_equal_on_long_runs_with_faults(
     assert patient[0] > 0, "no batch was opened by a worker"
 
 
+def test_jobs_outputs_equal_for_every_n_up_to_8(tmp_path: Path, patient: list[int]) -> None:
+    """1 to 8 processes (7 workers on any machine: only the command line caps --jobs at
+    the cores), batches of 7 frames: every output the same bytes as one process's."""
+    capture, keys = _window(tmp_path, 6)
+    options = Options(batch_frames=7)
+    analyze_to_dir(capture, [keys], tmp_path / "1", options=options, plots=False)
+    one = _outputs(tmp_path / "1")
+    for jobs in range(2, 9):
+        before = patient[0]
+        out = tmp_path / str(jobs)
+        analyze_to_dir(capture, [keys], out, options=options, plots=False, jobs=jobs)
+        assert _outputs(out) == one, jobs
+        assert patient[0] > before, f"no batch was opened by a worker of {jobs} processes"
+
+
 @pytest.mark.parametrize("name", capture_params())
 def test_jobs_outputs_equal_on_real_captures(tmp_path: Path, name: str, patient: list[int]) -> None:
     cap = real_capture(name)
