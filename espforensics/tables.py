@@ -30,8 +30,8 @@ import pyarrow.parquet as pq
 
 from espforensics.arrow_arrays import bools, from_list, from_numpy, strings
 from espforensics.crypto import IV_LEN
-from espforensics.decode.link import VLAN
 from espforensics.engine import Row, SteadyRows
+from espforensics.engine.wire import CARRIERS
 from espforensics.model import PACKET_COLUMNS, PacketRecord, Proto, Verdict
 
 if TYPE_CHECKING:  # imported by packets_frame when called: 0.24 s of every run's start-up
@@ -65,8 +65,6 @@ _INT_COLUMNS = frozenset(
         "ipcomp_len",
     }
 )
-# The ``carriers`` of a steady row, by its VLAN tags (engine/wire.py reads up to two)
-_VLAN_TEXT = [" ".join(VLAN * tags) for tags in range(3)]
 _UINT64_COLUMNS = frozenset({"seq64"})
 _BOOL_COLUMNS = frozenset({"iv_reused"})
 TIME_TYPE = pa.timestamp("ns", tz="UTC")  # what the capture stores: ns since the epoch, UTC
@@ -257,7 +255,7 @@ def steady_table(rows: SteadyRows) -> pa.Table:
         cols[name] = _repeat("", n)
     cols["verdict"] = _repeat("ok", n)
     cols["layer"] = from_numpy(np.ones(n, np.int64), pa.int64())  # the lane takes no nested ESP
-    cols["carriers"] = _pick(_VLAN_TEXT, rows.vlans)
+    cols["carriers"] = _pick(list(CARRIERS), rows.carriers)
     arrays = [
         cols[name] if name in cols else pa.nulls(n, _ARROW_SCHEMA.field(name).type)
         for name in PACKET_COLUMNS

@@ -9,41 +9,70 @@ marked ``steady`` (else the lane would take nothing).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from espforensics.decode.esp import ESP_HEADER_LEN, EspLocation, locate_esp, parse_esp_header
 from espforensics.decode.ip import OuterIp, parse_ip
-from espforensics.decode.link import ETH_IPV4, ETH_IPV6, LinkLayer, parse_link
-from espforensics.engine.wire import ADDR_LEN, FrameBatch, WireColumns, parse
+from espforensics.decode.link import (
+    ETH_IPV4,
+    ETH_IPV6,
+    LINKTYPE_ETHERNET,
+    LINKTYPE_RAW,
+    parse_link,
+)
+from espforensics.decode.tunnel import unwrap
+from espforensics.engine.wire import ADDR_LEN, CARRIERS, FrameBatch, WireColumns, parse
 from espforensics.errors import MalformedPacket
 from espforensics.model import Frame, Proto
+from espforensics.pipeline import MAX_TUNNELS
 from espforensics.synth import SCENARIOS, build_scenario
+from espforensics.synth.tunnels import TUNNELS, in_tunnel
 
 NATT = frozenset({4500})
 COMMON_LINKS = frozenset({1, 12, 14, 101, 113, 228, 229, 276})
 
 
-def _decoded(frame: Frame) -> tuple[LinkLayer, OuterIp | None, EspLocation | None]:
-    """(link layer, OuterIp, ESP location) by the per-frame decoders; raises for a bad frame."""
-    link = parse_link(frame.linktype, frame.data)
-    if link.ethertype not in (ETH_IPV4, ETH_IPV6):
-        return link, None, None
-    data = frame.data[link.offset :]
-    ip = parse_ip(data, through_ah=True)  # as pipeline.py decodes the outer header
-    if ip.frag_id is not None:
-        return link, ip, None
-    loc = locate_esp(ip, data[: ip.total_len], NATT)
-    return link, ip, loc if isinstance(loc, EspLocation) else None
+class Decoded(NamedTuple):
+    """What the per-frame decoders read of a frame, through its tunnels as pipeline.py."""
+
+    l3: int  # where the (innermost) IP header starts in the frame
+    carriers: str  # the ``carriers`` column
+    ip: OuterIp | None
+    loc: EspLocation | None
+
+
+def _decoded(frame: Frame) -> Decoded:
+    """The per-frame decoders' reading of ``frame``; raises for a bad frame."""
+    linktype, at, data = frame.linktype, 0, frame.data
+    words: tuple[str, ...] = ()
+    for opened in range(MAX_TUNNELS + 1):
+        link = parse_link(linktype, data)
+        words, at = (*words, *link.carriers), at + link.offset
+        if link.ethertype not in (ETH_IPV4, ETH_IPV6):
+            return Decoded(at, " ".join(words), None, None)
+        data = data[link.offset :]
+        ip = parse_ip(data, through_ah=True)  # as pipeline.py decodes the outer header
+        if ip.frag_id is not None:
+            return Decoded(at, " ".join(words), ip, None)
+        data = data[: ip.total_len]
+        carried = unwrap(ip, data, NATT) if opened < MAX_TUNNELS else None
+        if carried is None:
+            break
+        linktype = LINKTYPE_ETHERNET if carried.ethernet else LINKTYPE_RAW
+        data, at, words = data[carried.offset :], at + carried.offset, (*words, carried.word)
+    loc = locate_esp(ip, data, NATT)
+    return Decoded(at, " ".join(words), ip, loc if isinstance(loc, EspLocation) else None)
 
 
 def _assert_fields(
-    wire: WireColumns, i: int, frame: Frame, link: LinkLayer, ip: OuterIp, loc: EspLocation
+    wire: WireColumns, i: int, frame: Frame, at: int, ip: OuterIp, loc: EspLocation
 ) -> None:
-    """Row ``i`` of ``wire`` holds exactly the fields the per-frame decoders read from ``frame``."""
-    at = link.offset
-    assert ("vlan",) * int(wire.vlans[i]) == link.carriers, frame.number  # the lane's carriers
+    """Row ``i`` of ``wire`` holds exactly the fields the per-frame decoders read from ``frame``
+    (``at``: where they found the IP header carrying ESP)."""
     spi, seq = parse_esp_header(frame.data[at:], loc.offset)
     width = 4 if ip.version == 4 else ADDR_LEN
     addrs = wire.addrs[i]
@@ -71,10 +100,11 @@ def test_wire_fields_are_the_decoders(name: str) -> None:
     steady = inert = 0
     for i, frame in enumerate(frames):
         try:
-            link, ip, loc = _decoded(frame)
+            d = _decoded(frame)
         except MalformedPacket:  # Truncated too: such a frame is neither steady nor inert
             assert not wire.steady[i] and not wire.inert[i], frame.number
             continue
+        ip, loc = d.ip, d.loc
         if wire.inert[i]:
             inert += 1
             assert loc is None and (ip is None or ip.frag_id is None), frame.number
@@ -86,13 +116,14 @@ def test_wire_fields_are_the_decoders(name: str) -> None:
                 and ip is not None
                 and frame.linktype in COMMON_LINKS
                 and (ip.version == 4 or ip.header_len == 40)
-                and link.offset + ip.total_len <= frame.caplen
+                and d.l3 + ip.total_len <= frame.caplen
                 and ip.total_len - loc.offset >= ESP_HEADER_LEN + 8
             ), frame.number
             continue
         steady += 1
         assert loc is not None and ip is not None, frame.number
-        _assert_fields(wire, i, frame, link, ip, loc)
+        assert CARRIERS[wire.carriers[i]] == d.carriers, frame.number
+        _assert_fields(wire, i, frame, d.l3, ip, loc)
     if name in ("example", "ipv4-transport-tcp", "ipv6-tunnel", "natt", "link-all"):
         assert steady >= 10 and inert >= 1, (steady, inert)
 
@@ -110,7 +141,8 @@ def test_every_common_link_type_is_read() -> None:
 # engine/wire.py's parse equals the per-frame decoders on generated frames.
 #
 # Hypothesis builds frames of every common layout (Ethernet with 0-2 VLAN
-# tags, Linux cooked v1/v2, raw IP; IP behind PPPoE or MPLS or not; IPv4
+# tags, Linux cooked v1/v2, raw IP; IP behind PPPoE or MPLS or not, or in
+# a tunnel of synth.tunnels, opened by the lane or not; IPv4
 # with or without options, IPv6; ESP on protocol 50, after an AH, or in UDP
 # on a NAT-T port, keepalives and IKE's marker) and damages some (cut
 # short, a byte changed). Every frame ``parse`` marks ``steady`` must have
@@ -191,6 +223,9 @@ def frame(draw: st.DrawFn, number: int) -> Frame:
         data = ip if v6 else bytes(1) + ip
     else:
         data = ip
+    if link == 1 and data[12:14] in (b"\x08\x00", b"\x86\xdd") and draw(st.booleans()):
+        name = draw(st.sampled_from(sorted(TUNNELS)))  # captured on an underlay
+        data = in_tunnel(Frame(number, 0, len(data), len(data), 1, data), name).data
     damage = draw(st.integers(0, 4))
     if damage == 0:
         data = data[: draw(st.integers(0, len(data)))]
@@ -218,16 +253,18 @@ def test_parse_is_the_per_frame_decoders(batch: list[Frame]) -> None:
     wire = parse(FrameBatch.of(tuple(batch)), NATT)
     for i, f in enumerate(batch):
         try:
-            link, ip, loc = _decoded(f)
+            d = _decoded(f)
         except MalformedPacket:
             assert not wire.steady[i] and not wire.inert[i], f
             continue
+        ip, loc = d.ip, d.loc
         if wire.inert[i]:
             assert loc is None and (ip is None or ip.frag_id is None), f
         if not wire.steady[i]:
             continue
         assert loc is not None and ip is not None, f
-        _assert_fields(wire, i, f, link, ip, loc)
+        assert CARRIERS[wire.carriers[i]] == d.carriers, f
+        _assert_fields(wire, i, f, d.l3, ip, loc)
 
 
 def test_generated_layouts_are_steady() -> None:

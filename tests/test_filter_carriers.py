@@ -160,7 +160,7 @@ def test_the_lane_names_the_tags_as_the_per_frame_path_does() -> None:
     finally:
         engine.close()
     steady = [r for r in rows if isinstance(r, SteadyRows)]
-    assert {int(v) for r in steady for v in r.vlans} == {0, 1, 2}  # the lane took each depth
+    assert {int(v) for r in steady for v in r.carriers} == {0, 1, 2}  # the lane took each depth
     records = [rec for row in rows for rec in records_of(row)]
     assert records == run_frames(frames, sas, PER_FRAME).records
     assert [r.carriers for r in records] == [" ".join(pick[i % 3]) for i in range(600)]

@@ -28,10 +28,12 @@ from espforensics.analysis import analyze_to_dir
 from espforensics.capture.batch import FrameBatch
 from espforensics.decode.ip import parse_ip
 from espforensics.decode.tunnel import unwrap
+from espforensics.engine import Engine, SteadyRows
 from espforensics.engine.wire import parse
 from espforensics.errors import Truncated
-from espforensics.model import Frame, PacketRecord
-from espforensics.pipeline import MAX_TUNNELS, Options
+from espforensics.keys import SaTable
+from espforensics.model import Finding, Frame, PacketRecord
+from espforensics.pipeline import MAX_TUNNELS, FrameAnalyzer, Options
 from espforensics.render.tcpdump import HEADING
 from espforensics.synth import Scenario, bench_sas, esp_sa_text, iter_bench_frames, write_scenario
 from espforensics.synth.tunnels import (
@@ -52,6 +54,7 @@ from tests.helpers import (
     STEADY,
     analyzed_scenario,
     printed_filter,
+    records_of,
     run_frames,
     scenario,
     tcpdump_frames,
@@ -279,3 +282,54 @@ def test_any_bytes_in_a_tunnel_are_a_record(proto: int, port: bytes, rest: bytes
         assert carried is None or carried.offset <= len(under)
     rec = _one(MACS + b"\x08\x00" + under)
     assert rec.frame == 1
+
+
+# The tunnels the steady lane opens itself (engine/wire.py); the others are per frame.
+LANE = frozenset({"vxlan", "vxlan-8472", "vxlan-v6", "geneve", "geneve-ip", "gre", "ipip", "ip6ip"})
+
+
+def _lane(frames: list[Frame]) -> tuple[list[PacketRecord], list[Finding], int]:
+    """Records, findings and the frames the steady lane took, in batches of 128."""
+    options = Options(batch_frames=128)
+    analyzer = FrameAnalyzer(SaTable(bench_sas()), options)
+    engine = Engine(analyzer, options)
+    try:
+        rows = list(engine.iter_rows(frames))
+    finally:
+        engine.close()
+    taken = sum(len(r.frame) for r in rows if isinstance(r, SteadyRows))
+    return [rec for row in rows for rec in records_of(row)], analyzer.findings, taken
+
+
+@pytest.mark.parametrize("tunnel", ALL, ids=str)
+def test_the_lane_takes_esp_in_the_tunnels_it_opens(tunnel: Tunnel) -> None:
+    """A long transfer inside each tunnel: the steady lane takes what it takes of the
+    plain transfer where it opens the tunnel, none where it does not, and the outputs are
+    the per-frame path's, rows and findings."""
+    plain = list(iter_bench_frames(600))
+    frames = [in_tunnel(f, tunnel.name) for f in plain]
+    records, findings, taken = _lane(frames)
+    reference = run_frames(frames, bench_sas(), PER_FRAME)
+    assert (records, findings) == (reference.records, reference.findings)
+    assert {r.carriers for r in records} == {tunnel.carriers}
+    assert [r.verdict.value for r in records].count("ok") == 600
+    lane = tunnel.name in LANE
+    assert taken == (_lane(plain)[2] if lane else 0)
+    assert taken > 0 or not lane
+
+
+def test_a_datagram_longer_than_its_tunnel_says_is_not_the_lanes() -> None:
+    """The underlay's IPv4 header claims 10 bytes fewer than its VXLAN datagram holds:
+    the per-frame path cuts the carried datagram there (``truncated``); the lane must not
+    take it, so both lanes agree."""
+    frames = [in_tunnel(f, "vxlan") for f in iter_bench_frames(400)]
+    for i in range(49, 400, 50):  # bytes 16-17: the underlay's total length, after Ethernet
+        data = frames[i].data
+        short = (int.from_bytes(data[16:18]) - 10).to_bytes(2)
+        frames[i] = frames[i]._replace(data=data[:16] + short + data[18:])
+    wire = parse(FrameBatch.of(tuple(frames[:50])), frozenset({4500}))
+    assert wire.steady[:49].all() and not wire.steady[49]
+    records, findings, _ = _lane(frames)
+    reference = run_frames(frames, bench_sas(), PER_FRAME)
+    assert (records, findings) == (reference.records, reference.findings)
+    assert [r.frame for r in records if r.verdict.value == "truncated"] == list(range(50, 401, 50))

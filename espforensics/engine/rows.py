@@ -37,7 +37,7 @@ class SteadyRows:
     wirelen: I64
     flow: I64
     ip_version: I64
-    vlans: I64  # VLAN tags before the IP header: the ``carriers`` column
+    carriers: I64  # the ``carriers`` column, an index of engine/wire.py's ``CARRIERS``
     udp: Mask
     udp_sport: I64
     udp_dport: I64

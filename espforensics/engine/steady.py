@@ -317,7 +317,7 @@ class SteadyLane:
             wirelen=batch.wirelen[idx],
             flow=flow_idx.ravel().astype(np.int64),
             ip_version=wire.ip_version[idx],
-            vlans=wire.vlans[idx],
+            carriers=wire.carriers[idx],
             udp=wire.udp[idx],
             udp_sport=wire.udp_sport[idx],
             udp_dport=wire.udp_dport[idx],

@@ -14,15 +14,21 @@ The common layouts (each row chosen by a mask, one code path):
   payload ESP or UDP, or an AH (RFC 4302) before them;
   IPv6 whose next header is ESP or UDP (no extension headers, RFC 8200 s4);
 - ESP on protocol 50, or in UDP on a NAT-T port whose payload is neither a
-  NAT-keepalive nor IKE's non-ESP marker (RFC 3948 s2).
-Every field is read exactly as decode/link.py, decode/ip.py and
-decode/esp.py read it; tests compare the two on every fixture.
+  NAT-keepalive nor IKE's non-ESP marker (RFC 3948 s2);
+- or such an IP datagram inside one tunnel (``_tunnel``): IP in IP, GRE
+  with no optional word carrying IP, VXLAN or Geneve carrying untagged
+  Ethernet (or IP, Geneve), in an outer datagram of the layouts above that
+  holds it whole; the fields are then the carried datagram's, and
+  ``carriers`` names the tunnel.
+Every field is read exactly as decode/link.py, decode/ip.py, decode/tunnel.py
+and decode/esp.py read it; tests compare the two on every fixture and on
+generated frames.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -44,7 +50,16 @@ from espforensics.decode.link import (
     RAW_TYPES,
     VLAN_TAGS,
 )
-from espforensics.decode.tunnel import TUNNEL_PORTS, TUNNEL_PROTOS
+from espforensics.decode.tunnel import (
+    ETH_BRIDGED,
+    GENEVE_PORT,
+    PROTO_GRE,
+    PROTO_IPIP,
+    PROTO_IPV6,
+    TUNNEL_PORTS,
+    TUNNEL_PROTOS,
+    VXLAN_PORTS,
+)
 
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
@@ -52,7 +67,18 @@ Mask = npt.NDArray[np.bool_]
 
 _VLAN_TAGS: Final = tuple(VLAN_TAGS)  # for np.isin
 _RAW_TYPES: Final = tuple(RAW_TYPES)  # for np.isin
+_VXLAN_PORTS: Final = tuple(VXLAN_PORTS)  # for np.isin
+_TUNNEL_PORTS: Final = tuple(TUNNEL_PORTS)  # for np.isin
 ADDR_LEN: Final = 16  # address bytes per side in ``addrs`` (IPv4 in the first 4)
+# The ``carriers`` of a steady frame: its VLAN tags (at most two), then the tunnel the
+# lane opened, if any (``TUNNEL_WORDS[0]``: none); ``CARRIERS[tags + VLAN_DEPTHS * tunnel]``.
+TUNNEL_WORDS: Final = ("", "ipip", "gre", "vxlan", "geneve")
+VLAN_DEPTHS: Final = 3
+CARRIERS: Final = tuple(
+    " ".join(("vlan",) * tags + ((word,) if word else ()))
+    for word in TUNNEL_WORDS
+    for tags in range(VLAN_DEPTHS)
+)
 MIN_SEALED: Final = ESP_HEADER_LEN + 8  # SPI, seq and an 8-byte IV at least
 __all__ = ["PAD", "FrameBatch", "WireColumns", "parse"]
 
@@ -72,10 +98,102 @@ class WireColumns:
     spi: I64
     seq: I64
     addrs: U8  # rows of src (16 bytes) || dst (16 bytes); IPv4 in the first 4 of each
-    vlans: I64  # the VLAN tags crossed before the IP header (decode/link.py's carriers)
+    carriers: I64  # what the frame crosses before the IP header: an index of ``CARRIERS``
     # Frames that certainly carry neither ESP nor a fragment, nor a tunnel that may carry
     # them (decode/tunnel.py): their records need no state.
     inert: Mask
+
+
+class _IpLayer(NamedTuple):
+    """An IP header's fields, per frame of a batch (unset where not ``v4`` or ``v6``)."""
+
+    v4: Mask
+    v6: Mask
+    total: I64  # the datagram's length as the header says
+    proto: I64  # the upper-layer protocol, after an IPv4 AH
+    header_len: I64  # bytes from the IP header to the upper-layer header
+    plain: Mask  # no extension header, no IPv6 AH: the upper layer is ``proto``
+
+
+def _ip_layer(view: U8, l3: I64, etype: I64, end: I64) -> _IpLayer:
+    """The IP header at ``l3`` (-1: none) announced by ``etype``: a whole datagram, not a
+    fragment, as decode/ip.py reads it."""
+
+    def fits(at: I64, width: int | I64) -> Mask:
+        return at + width <= end
+
+    vihl = _u8(view, l3, (l3 >= 0) & fits(l3, 1))
+    v4 = (etype == ETH_IPV4) & (vihl >> 4 == 4) & fits(l3, 20)
+    v6 = (etype == ETH_IPV6) & (vihl >> 4 == 6) & fits(l3, 40)
+    ihl = (vihl & 0x0F) * 4
+    v4 &= (ihl >= 20) & fits(l3, ihl)  # options cut by the snap length: the per-frame path's
+    total = np.where(v4, read_be(view, l3 + 2, v4, 2), 40 + read_be(view, l3 + 4, v6, 2))
+    v4 &= (total >= ihl) & (read_be(view, l3 + 6, v4, 2) & 0x3FFF == 0)
+    proto = np.where(v4, _u8(view, l3 + 9, v4), _u8(view, l3 + 6, v6))
+    header_len = np.where(v4, ihl, 40)
+    # IPv4: an AH before ESP (RFC 4302 s2.2: its length in 4-byte words minus 2), walked
+    # as decode/ip.py walks it; a bad one stays protocol 51, the per-frame decoder's.
+    ah = v4 & (proto == PROTO_AH) & fits(l3 + ihl, 2)
+    ah_len = (_u8(view, l3 + ihl + 1, ah) + 2) * 4
+    ah &= (ah_len >= 12) & (ihl + ah_len <= total) & fits(l3 + ihl, ah_len)
+    proto = np.where(ah, _u8(view, l3 + ihl, ah), proto)
+    header_len = np.where(ah, ihl + ah_len, header_len)
+    # RFC 8200 s4: 0, 43, 44 and 60 are extension headers (44 a fragment) to walk first,
+    # and an IPv6 AH: such frames are the per-frame decoder's.
+    plain = (v4 & (proto != PROTO_AH)) | (v6 & ~np.isin(proto, (0, 43, 44, 60, PROTO_AH)))
+    return _IpLayer(v4, v6, total, proto, header_len, plain)
+
+
+def _tunnel(
+    view: U8, l3: I64, outer: _IpLayer, ports: I64, end: I64
+) -> tuple[I64, I64, I64] | None:
+    """Per frame: where the IP header a tunnel carries starts (-1: none), the EtherType
+    it announces, and the tunnel's index in ``TUNNEL_WORDS`` (0: none); None when no
+    frame of the batch may be one (the common case costs a few masks).
+
+    The tunnels the lane opens, each read as decode/tunnel.py reads it: IP in IP; GRE
+    with no flag and version 0 carrying IP; VXLAN (its I flag) and Geneve (version 0)
+    carrying untagged Ethernet, or IP for Geneve. The others are the per-frame path's.
+    """
+
+    def fits(at: I64, width: int | I64) -> Mask:
+        return at + width <= end
+
+    ip_types = (ETH_IPV4, ETH_IPV6)
+    plain = outer.plain & (l3 >= 0)
+    at = l3 + outer.header_len
+    ipip = plain & np.isin(outer.proto, (PROTO_IPIP, PROTO_IPV6))
+    gre = plain & (outer.proto == PROTO_GRE) & fits(at, 4)
+    udp = plain & (outer.proto == PROTO_UDP) & fits(at, UDP_HEADER_LEN + 8)
+    dport = read_be(view, at + 2, udp, 2)
+    udp &= np.isin(dport, _TUNNEL_PORTS) & ~np.isin(dport, ports)
+    if not (ipip.any() or gre.any() or udp.any()):
+        return None
+    kind = np.zeros(len(l3), np.int64)
+    inner = np.where(ipip, at, -1)
+    etype = np.where(outer.proto == PROTO_IPIP, ETH_IPV4, ETH_IPV6) * ipip
+    kind[ipip] = TUNNEL_WORDS.index("ipip")
+    word = read_be(view, at, gre, 4)  # flags and version (0), then the protocol type
+    gre &= (word >> 16 == 0) & np.isin(word & 0xFFFF, ip_types)
+    inner = np.where(gre, at + 4, inner)
+    etype = np.where(gre, word & 0xFFFF, etype)
+    kind[gre] = TUNNEL_WORDS.index("gre")
+    udp &= ~np.isin(read_be(view, at, udp, 2), ports)
+    body = at + UDP_HEADER_LEN
+    first = _u8(view, body, udp)
+    vxlan = udp & np.isin(dport, _VXLAN_PORTS) & (first & 0x08 != 0) & fits(body + 8, 14)
+    geneve = udp & (dport == GENEVE_PORT) & (first >> 6 == 0)
+    ptype = read_be(view, body + 2, geneve, 2)
+    eth = np.where(vxlan, body + 8, body + 8 + (first & 0x3F) * 4)  # the carried frame
+    on_eth = vxlan | (geneve & (ptype == ETH_BRIDGED) & fits(eth, 14))
+    eth_type = read_be(view, eth + 12, on_eth, 2)
+    on_eth &= np.isin(eth_type, ip_types)
+    on_ip = geneve & np.isin(ptype, ip_types)
+    inner = np.where(on_eth, eth + 14, np.where(on_ip, eth, inner))
+    etype = np.where(on_eth, eth_type, np.where(on_ip, ptype, etype))
+    kind[vxlan & on_eth] = TUNNEL_WORDS.index("vxlan")
+    kind[geneve & (on_eth | on_ip)] = TUNNEL_WORDS.index("geneve")
+    return inner, etype, kind
 
 
 def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
@@ -117,26 +235,22 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
         etype = np.where(lt == kind, announced, etype)
         l3 = np.where(lt == kind, start, l3)
 
-    # -- outer IP: a whole datagram, captured, not a fragment, carrying ESP or UDP
-    vihl = _u8(view, l3, (l3 >= 0) & fits(l3, 1))
-    v4 = (etype == ETH_IPV4) & (vihl >> 4 == 4) & fits(l3, 20)
-    v6 = (etype == ETH_IPV6) & (vihl >> 4 == 6) & fits(l3, 40)
-    ihl = (vihl & 0x0F) * 4
-    v4 &= (ihl >= 20) & fits(l3, ihl)  # options cut by the snap length: the per-frame path's
-    total = np.where(v4, read_be(view, l3 + 2, v4, 2), 40 + read_be(view, l3 + 4, v6, 2))
-    v4 &= (total >= ihl) & (read_be(view, l3 + 6, v4, 2) & 0x3FFF == 0)
-    proto = np.where(v4, _u8(view, l3 + 9, v4), _u8(view, l3 + 6, v6))
-    header_len = np.where(v4, ihl, 40)
-    # IPv4: an AH before ESP (RFC 4302 s2.2: its length in 4-byte words minus 2), walked
-    # as decode/ip.py walks it; a bad one stays protocol 51, the per-frame decoder's.
-    ah = v4 & (proto == PROTO_AH) & fits(l3 + ihl, 2)
-    ah_len = (_u8(view, l3 + ihl + 1, ah) + 2) * 4
-    ah &= (ah_len >= 12) & (ihl + ah_len <= total) & fits(l3 + ihl, ah_len)
-    proto = np.where(ah, _u8(view, l3 + ihl, ah), proto)
-    header_len = np.where(ah, ihl + ah_len, header_len)
-    # RFC 8200 s4: 0, 43, 44 and 60 are extension headers (44 a fragment) to walk first,
-    # and an IPv6 AH: such frames are the per-frame decoder's.
-    plain_ip = (v4 & (proto != PROTO_AH)) | (v6 & ~np.isin(proto, (0, 43, 44, 60, PROTO_AH)))
+    # -- outer IP, and the one a tunnel opened here carries (taken in its place)
+    ports = np.fromiter(natt_ports, np.int64, len(natt_ports))
+    outer = _ip_layer(view, l3, etype, end)
+    carried = _tunnel(view, l3, outer, ports, end)
+    opened = np.zeros(n, np.int64)
+    layer = outer
+    if carried is not None:
+        inner_l3, inner_etype, opened = carried
+        inner = _ip_layer(view, inner_l3, inner_etype, end)
+        # The carried datagram lies within the outer one: the per-frame path cuts it there.
+        tunnel = (opened > 0) & (inner_l3 + inner.total <= l3 + outer.total)
+        opened = np.where(tunnel, opened, 0)
+        layer = _IpLayer(*(np.where(tunnel, a, b) for a, b in zip(inner, outer, strict=True)))
+        l3 = np.where(tunnel, inner_l3, l3)
+        etype = np.where(tunnel, inner_etype, etype)
+    v4, v6, total, proto, header_len, plain_ip = layer
     ip = (v4 | v6) & ((proto == PROTO_ESP) | (proto == PROTO_UDP)) & fits(l3, 0)
     ip &= l3 + total <= end  # the whole datagram was captured
     ip_version = np.where(v4, 4, 6)
@@ -147,7 +261,6 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
     udp &= total >= header_len + UDP_HEADER_LEN
     sport = read_be(view, uat, udp, 2)
     dport = read_be(view, uat + 2, udp, 2)
-    ports = np.fromiter(natt_ports, np.int64, len(natt_ports))
     udp &= np.isin(sport, ports) | np.isin(dport, ports)
     other_udp = plain_ip & (proto == PROTO_UDP) & fits(uat, UDP_HEADER_LEN)
     other_udp &= ~np.isin(read_be(view, uat, other_udp, 2), ports)
@@ -164,6 +277,8 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
     spi = read_be(view, hdr, esp, 4)
     seq = read_be(view, hdr + 4, esp, 4)
     known = l3 >= 0
+    # A tunnel the lane does not open is never inert (decode/tunnel.py opens it per frame);
+    # one it opens is judged by what it carries, as the per-frame path judges it.
     inert = known & ~np.isin(etype, (ETH_IPV4, ETH_IPV6, *ETH_CARRIERS))  # PPPoE, MPLS: per frame
     inert |= plain_ip & ~np.isin(proto, (PROTO_ESP, PROTO_UDP, *TUNNEL_PROTOS))
     inert |= other_udp
@@ -190,6 +305,6 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
         spi=spi,
         seq=seq,
         addrs=addrs,
-        vlans=vlans,
+        carriers=vlans + VLAN_DEPTHS * opened,
         inert=inert & ~esp,
     )
