@@ -11,6 +11,7 @@ process and returns its exit code, its output and its output folder.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -256,6 +257,12 @@ def run_cli(*args: str | Path) -> CliRun:
 
 
 # -- the report's tcpdump filter, run by tcpdump -------------------------------------------
+
+
+def packet_rows(out: Path) -> list[dict[str, str]]:
+    """The rows of an output folder's packets.csv, as text."""
+    with (out / "packets.csv").open(newline="") as f:
+        return list(csv.DictReader(f))
 
 
 def tcpdump_frames(capture: Path, bpf: str, tmp: Path) -> list[int]:

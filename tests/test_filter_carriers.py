@@ -13,7 +13,6 @@ filter is printed when no single expression can reach every layout.
 
 from __future__ import annotations
 
-import csv
 import json
 import shutil
 import subprocess
@@ -42,6 +41,7 @@ from tests.helpers import (
     PER_FRAME,
     STEADY,
     analyzed_scenario,
+    packet_rows,
     printed_filter,
     records_of,
     run_frames,
@@ -82,11 +82,6 @@ def _analyzed(tmp: Path, sc: Scenario, name: str) -> tuple[Path, Path]:
     return analyzed_scenario(tmp, sc, name, plots=False)
 
 
-def _rows(out: Path) -> list[dict[str, str]]:
-    with (out / "packets.csv").open(newline="") as f:
-        return list(csv.DictReader(f))
-
-
 CHAINS = [
     ("vlan",),
     ("vlan", "vlan"),
@@ -103,7 +98,7 @@ def test_filter_behind_carriers_selects_exactly_the_misplaced_frames(
     tmp_path: Path, name: str, carriers: tuple[str, ...]
 ) -> None:
     capture, out = _analyzed(tmp_path, _reframed(scenario(name), [carriers]), name)
-    rows = _rows(out)
+    rows = packet_rows(out)
     assert [r["carriers"] for r in rows] == [" ".join(carriers)] * 25
     misplaced = [int(r["frame"]) for r in rows if r["verdict"] == "esp_misplaced"]
     assert len(misplaced) == 12
@@ -125,7 +120,7 @@ def test_filter_reaches_layouts_behind_a_chain_of_carriers(
     """Frames behind none, one and two tags in one capture: one clause per depth, each
     crossing only the keywords the clauses before it did not (libpcap's offsets add up)."""
     capture, out = _analyzed(tmp_path, _reframed(scenario("kernel-gso-v6"), pick), "mixed")
-    rows = _rows(out)
+    rows = packet_rows(out)
     assert [r["carriers"] for r in rows] == [" ".join(pick[i % len(pick)]) for i in range(25)]
     misplaced = [int(r["frame"]) for r in rows if r["verdict"] == "esp_misplaced"]
     assert len(misplaced) == 12
@@ -144,7 +139,7 @@ def test_no_filter_when_no_one_expression_reaches_every_layout(tmp_path: Path) -
     report = (out / "report.txt").read_text()
     assert HEADING not in report
     assert "No tcpdump filter: no one libpcap expression crosses both mpls and vlan." in report
-    assert sum(r["verdict"] == "esp_misplaced" for r in _rows(out)) == 12
+    assert sum(r["verdict"] == "esp_misplaced" for r in packet_rows(out)) == 12
 
 
 def test_the_lane_names_the_tags_as_the_per_frame_path_does() -> None:
@@ -191,7 +186,7 @@ def test_filter_behind_an_ipv4_ah(tmp_path: Path, carriers: tuple[str, ...]) -> 
     sc = scenario("kernel-gso-v4")
     frames = tuple(_behind(_behind_ah(f), carriers) for f in sc.frames)
     capture, out = _analyzed(tmp_path, replace(sc, frames=frames), "ah")
-    rows = _rows(out)
+    rows = packet_rows(out)
     misplaced = [int(r["frame"]) for r in rows if r["verdict"] == "esp_misplaced"]
     assert len(misplaced) == 12
     assert {r["expected_offset"] for r in rows} == {"44"}  # 20 + AH's 24
@@ -225,7 +220,7 @@ def test_carriers_are_what_tshark_dissects(tmp_path: Path) -> None:
         session = ["pppoes"] if "pppoes" in names else []
         mpls = ["mpls"] * len(labels.split(",")) if labels else []
         theirs.append(" ".join(["vlan"] * tags + session + mpls))
-    ours = [r["carriers"] for r in _rows(out)]
+    ours = [r["carriers"] for r in packet_rows(out)]
     assert ours == theirs == [" ".join(pick[i % len(pick)]) for i in range(25)]
 
 
@@ -256,7 +251,7 @@ def test_filter_of_reassembled_datagrams_selects_their_first_fragments(
     its first, where the filter finds it (IPv6: 8 bytes further, behind the Fragment
     header), and the report says which fragment it selects."""
     capture, out = _analyzed(tmp_path, _fragmented(scenario(name)), "frag")
-    rows = _rows(out)
+    rows = packet_rows(out)
     misplaced = [int(r["frame"]) for r in rows if r["verdict"] == "esp_misplaced"]
     assert len(misplaced) == 12
     assert {r["fragments"] for r in rows if r["verdict"] == "esp_misplaced"} == {"2"}

@@ -14,7 +14,6 @@ behind Geneve, the one tunnel libpcap 1.10 crosses.
 from __future__ import annotations
 
 import contextlib
-import csv
 import shutil
 import subprocess
 from dataclasses import fields, replace
@@ -53,6 +52,7 @@ from tests.helpers import (
     PER_FRAME,
     STEADY,
     analyzed_scenario,
+    packet_rows,
     printed_filter,
     records_of,
     run_frames,
@@ -112,18 +112,13 @@ def test_frames_in_and_out_of_a_tunnel_keep_capture_order() -> None:
     assert not wire.inert[::3].any() and wire.steady[1:3].all()
 
 
-def _rows(out: Path) -> list[dict[str, str]]:
-    with (out / "packets.csv").open(newline="") as f:
-        return list(csv.DictReader(f))
-
-
 @pytest.mark.parametrize("name", ["kernel-gso-v4", "kernel-gso-v6"])
 def test_filter_behind_geneve_selects_exactly_the_misplaced_frames(
     tmp_path: Path, name: str
 ) -> None:
     geneve = TUNNELS["geneve"]
     capture, out = analyzed_scenario(tmp_path, _tunneled(scenario(name), geneve), name, plots=False)
-    misplaced = [int(r["frame"]) for r in _rows(out) if r["verdict"] == "esp_misplaced"]
+    misplaced = [int(r["frame"]) for r in packet_rows(out) if r["verdict"] == "esp_misplaced"]
     assert len(misplaced) == 12
     bpf = printed_filter((out / "report.txt").read_text())
     assert bpf.startswith("geneve and ip")
@@ -134,7 +129,7 @@ def test_filter_behind_geneve_selects_exactly_the_misplaced_frames(
 def test_no_filter_behind_a_tunnel_libpcap_cannot_cross(tmp_path: Path, tunnel: Tunnel) -> None:
     sc = _tunneled(scenario("kernel-gso-v4"), tunnel)
     _, out = analyzed_scenario(tmp_path, sc, "gso", plots=False)
-    assert sum(r["verdict"] == "esp_misplaced" for r in _rows(out)) == 12
+    assert sum(r["verdict"] == "esp_misplaced" for r in packet_rows(out)) == 12
     words = " or ".join(sorted(set(tunnel.carriers.split()) - {"vlan"}))
     why = f"No tcpdump filter: libpcap has no keyword that crosses {words}, so no filter"
     for name in ("report.txt", "report.md", "report.html"):
@@ -172,7 +167,7 @@ def test_tshark_finds_the_same_esp_inside_the_tunnel(tmp_path: Path, tunnel: Tun
     theirs = _tshark_esp(paths["capture"], esp_sa, tunnel.tshark)
     out = tmp_path / "out"
     analyze_to_dir(paths["capture"], [tmp_path / "rows.esp_sa"], out, plots=False)
-    rows = _rows(out)
+    rows = packet_rows(out)
     assert {int(r["frame"]): int(r["spi"]) for r in rows if r["spi"]} == {
         f: spi for f, (spi, _) in theirs.items()
     }

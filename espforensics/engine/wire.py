@@ -27,6 +27,7 @@ generated frames.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
@@ -71,12 +72,13 @@ _VXLAN_PORTS: Final = tuple(VXLAN_PORTS)  # for np.isin
 _TUNNEL_PORTS: Final = tuple(TUNNEL_PORTS)  # for np.isin
 ADDR_LEN: Final = 16  # address bytes per side in ``addrs`` (IPv4 in the first 4)
 # The ``carriers`` of a steady frame: its VLAN tags (at most two), then the tunnel the
-# lane opened, if any (``TUNNEL_WORDS[0]``: none); ``CARRIERS[tags + VLAN_DEPTHS * tunnel]``.
-TUNNEL_WORDS: Final = ("", "ipip", "gre", "vxlan", "geneve")
+# lane opened, if any (``LANE_TUNNELS[0]``: none; the words of decode/tunnel.py's
+# ``TUNNEL_WORDS``); ``CARRIERS[tags + VLAN_DEPTHS * tunnel]``.
+LANE_TUNNELS: Final = ("", "ipip", "gre", "vxlan", "geneve")
 VLAN_DEPTHS: Final = 3
 CARRIERS: Final = tuple(
     " ".join(("vlan",) * tags + ((word,) if word else ()))
-    for word in TUNNEL_WORDS
+    for word in LANE_TUNNELS
     for tags in range(VLAN_DEPTHS)
 )
 MIN_SEALED: Final = ESP_HEADER_LEN + 8  # SPI, seq and an 8-byte IV at least
@@ -104,6 +106,15 @@ class WireColumns:
     inert: Mask
 
 
+def _fits(end: I64) -> Callable[[I64, int | I64], Mask]:
+    """``fits(at, width)``: the rows whose ``width`` bytes from ``at`` were captured."""
+
+    def fits(at: I64, width: int | I64) -> Mask:
+        return at + width <= end
+
+    return fits
+
+
 class _IpLayer(NamedTuple):
     """An IP header's fields, per frame of a batch (unset where not ``v4`` or ``v6``)."""
 
@@ -119,9 +130,7 @@ def _ip_layer(view: U8, l3: I64, etype: I64, end: I64) -> _IpLayer:
     """The IP header at ``l3`` (-1: none) announced by ``etype``: a whole datagram, not a
     fragment, as decode/ip.py reads it."""
 
-    def fits(at: I64, width: int | I64) -> Mask:
-        return at + width <= end
-
+    fits = _fits(end)
     vihl = _u8(view, l3, (l3 >= 0) & fits(l3, 1))
     v4 = (etype == ETH_IPV4) & (vihl >> 4 == 4) & fits(l3, 20)
     v6 = (etype == ETH_IPV6) & (vihl >> 4 == 6) & fits(l3, 40)
@@ -148,7 +157,7 @@ def _tunnel(
     view: U8, l3: I64, outer: _IpLayer, ports: I64, end: I64
 ) -> tuple[I64, I64, I64] | None:
     """Per frame: where the IP header a tunnel carries starts (-1: none), the EtherType
-    it announces, and the tunnel's index in ``TUNNEL_WORDS`` (0: none); None when no
+    it announces, and the tunnel's index in ``LANE_TUNNELS`` (0: none); None when no
     frame of the batch may be one (the common case costs a few masks).
 
     The tunnels the lane opens, each read as decode/tunnel.py reads it: IP in IP; GRE
@@ -156,9 +165,7 @@ def _tunnel(
     carrying untagged Ethernet, or IP for Geneve. The others are the per-frame path's.
     """
 
-    def fits(at: I64, width: int | I64) -> Mask:
-        return at + width <= end
-
+    fits = _fits(end)
     ip_types = (ETH_IPV4, ETH_IPV6)
     plain = outer.plain & (l3 >= 0)
     at = l3 + outer.header_len
@@ -172,12 +179,12 @@ def _tunnel(
     kind = np.zeros(len(l3), np.int64)
     inner = np.where(ipip, at, -1)
     etype = np.where(outer.proto == PROTO_IPIP, ETH_IPV4, ETH_IPV6) * ipip
-    kind[ipip] = TUNNEL_WORDS.index("ipip")
+    kind[ipip] = LANE_TUNNELS.index("ipip")
     word = read_be(view, at, gre, 4)  # flags and version (0), then the protocol type
     gre &= (word >> 16 == 0) & np.isin(word & 0xFFFF, ip_types)
     inner = np.where(gre, at + 4, inner)
     etype = np.where(gre, word & 0xFFFF, etype)
-    kind[gre] = TUNNEL_WORDS.index("gre")
+    kind[gre] = LANE_TUNNELS.index("gre")
     udp &= ~np.isin(read_be(view, at, udp, 2), ports)
     body = at + UDP_HEADER_LEN
     first = _u8(view, body, udp)
@@ -191,8 +198,8 @@ def _tunnel(
     on_ip = geneve & np.isin(ptype, ip_types)
     inner = np.where(on_eth, eth + 14, np.where(on_ip, eth, inner))
     etype = np.where(on_eth, eth_type, np.where(on_ip, ptype, etype))
-    kind[vxlan & on_eth] = TUNNEL_WORDS.index("vxlan")
-    kind[geneve & (on_eth | on_ip)] = TUNNEL_WORDS.index("geneve")
+    kind[vxlan & on_eth] = LANE_TUNNELS.index("vxlan")
+    kind[geneve & (on_eth | on_ip)] = LANE_TUNNELS.index("geneve")
     return inner, etype, kind
 
 
@@ -203,9 +210,7 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
     start, caplen, lt = batch.start, batch.caplen, batch.linktype
     end = start + caplen
 
-    def fits(at: I64, width: int | I64) -> Mask:
-        return at + width <= end
-
+    fits = _fits(end)
     # -- link: where the IP header starts, and the EtherType it announces
     eth = lt == LINKTYPE_ETHERNET
     l3 = np.full(n, -1, np.int64)
