@@ -11,7 +11,7 @@ import dpkt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from espforensics.decode.clear import internet_checksum, l4_checksum_ok
+from espforensics.decode.clear import internet_checksum, l4_checksum_ok, udp_checksum
 
 
 def test_the_worked_example_of_rfc_1071() -> None:
@@ -69,3 +69,22 @@ def test_equal_to_dpkt_on_long_uniform_bytes(length: int, byte: int) -> None:
     runs of 0x00 (sum 0) and 0xFF (sum 0xFFFF) are where 0 and 0xFFFF part."""
     data = bytes([byte]) * length
     assert internet_checksum(data) == dpkt.in_cksum(data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300), st.booleans(), st.binary(min_size=32, max_size=32))
+def test_udp_checksum_is_the_field_dpkt_writes(body: bytes, v6: bool, addrs: bytes) -> None:
+    """``udp_checksum`` (rewrite/tunnels.py fills VXLAN's and Geneve's with it) is the value
+    dpkt packs for the same datagram over IPv4 or IPv6, and the segment then verifies."""
+    width = 16 if v6 else 4
+    src, dst = addrs[:width], addrs[16 : 16 + width]
+    datagram = dpkt.udp.UDP(sport=40000, dport=4789, data=body)
+    datagram.ulen = 8 + len(body)
+    if v6:
+        bytes(dpkt.ip6.IP6(src=src, dst=dst, nxt=17, data=datagram))  # packing fills the sum
+    else:
+        bytes(dpkt.ip.IP(src=src, dst=dst, p=17, data=datagram))
+    segment = (40000).to_bytes(2) + (4789).to_bytes(2) + (8 + len(body)).to_bytes(2)
+    value = udp_checksum(src, dst, segment + b"\x00\x00" + body)
+    assert value == datagram.sum
+    assert l4_checksum_ok(src, dst, 17, segment + value.to_bytes(2) + body)

@@ -8,7 +8,9 @@ plain capture's, packet by packet: every column but the frame's length
 and ``carriers``, which names the tunnel. tshark (its own dissectors, the
 same esp_sa rows) must find the same ESP packets and verify the same
 ICVs; tcpdump must select the misplaced packets with the report's filter
-behind Geneve, the one tunnel libpcap 1.10 crosses.
+behind Geneve, the one tunnel libpcap 1.10 crosses. ``--decrypted`` must
+write the decrypted plain capture inside the same tunnels, byte for byte,
+every checksum in it verified by tshark.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import contextlib
 import shutil
 import subprocess
 from dataclasses import fields, replace
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -25,6 +28,7 @@ from hypothesis import strategies as st
 
 from espforensics.analysis import analyze_to_dir
 from espforensics.capture.batch import FrameBatch
+from espforensics.decode.clear import internet_checksum
 from espforensics.decode.ip import parse_ip
 from espforensics.decode.tunnel import unwrap
 from espforensics.engine import Engine, SteadyRows
@@ -34,6 +38,7 @@ from espforensics.keys import SaTable
 from espforensics.model import Finding, Frame, PacketRecord
 from espforensics.pipeline import MAX_TUNNELS, FrameAnalyzer, Options
 from espforensics.render.tcpdump import HEADING
+from espforensics.rewrite.decrypted import DecryptionKeys, Decryptor
 from espforensics.synth import Scenario, bench_sas, esp_sa_text, iter_bench_frames, write_scenario
 from espforensics.synth.tunnels import (
     ERSPAN_II,
@@ -60,7 +65,7 @@ from tests.helpers import (
     tcpdump_frames,
 )
 from tests.test_annotate import read_pcapng
-from tests.test_decrypted import decrypt
+from tests.test_decrypted import decrypt, frames_of
 
 
 def _tunneled(sc: Scenario, tunnel: Tunnel) -> Scenario:
@@ -248,17 +253,117 @@ def test_a_frame_the_mirror_cut_is_truncated() -> None:
     assert rec.carriers == "erspan"
 
 
-@pytest.mark.parametrize("tunnel", [TUNNELS["vxlan"], TUNNELS["nvgre"]], ids=str)
-def test_the_decrypted_copy_keeps_tunneled_frames_and_says_why(
+def _gre_checksum(data: bytes) -> tuple[bytes, bool]:
+    """A frame of the gre-csum-key-seq layout with its GRE checksum zeroed, and whether
+    that checksum verified (RFC 2784 s2.5: over the GRE header and its payload)."""
+    gre = 14 + 20  # Ethernet, the underlay's IPv4 header
+    zeroed = data[: gre + 4] + b"\x00\x00" + data[gre + 6 :]
+    return zeroed, internet_checksum(data[gre:]) == 0
+
+
+# Misplaced headers rebuilt, a tunnel-mode SA, ESP in UDP, and packets whose IP version
+# differs from the datagram that carried them (IPv6 in IPv4 by next header 41).
+DECRYPTED = ["kernel-gso-v4", "ipv6-tunnel", "natt", "inner-protocols"]
+
+
+@pytest.mark.parametrize("tunnel", ALL, ids=str)
+@pytest.mark.parametrize("name", DECRYPTED)
+def test_the_decrypted_copy_rewrites_the_tunnels_around_the_inner_packet(
+    tmp_path: Path, name: str, tunnel: Tunnel
+) -> None:
+    """``--decrypted`` of a capture inside a tunnel is the decrypted plain capture inside
+    the same tunnel, byte for byte: the tunnels' lengths and checksums fixed, and what
+    names the carried packet's IP version changed with it."""
+    sc = scenario(name)
+    plain = frames_of(decrypt(tmp_path / "plain", sc))
+    got = frames_of(decrypt(tmp_path / "tunneled", _tunneled(sc, tunnel)))
+    assert len(got) == len(plain) == len(sc.frames)
+    rewritten = 0
+    for frame, mine, theirs in zip(sc.frames, plain, got, strict=True):
+        want = in_tunnel(mine, tunnel.name).data
+        data = theirs.data
+        if mine.data != frame.data:
+            rewritten += 1
+            if tunnel.name == "gre-csum-key-seq":  # in_tunnel leaves its checksum 0
+                data, verified = _gre_checksum(data)
+                assert verified, theirs.number
+        assert data == want, theirs.number
+    assert rewritten == sum(p.data != f.data for f, p in zip(sc.frames, plain, strict=True)) > 0
+
+
+@pytest.mark.parametrize("tunnel", ALL, ids=str)
+def test_tshark_verifies_every_checksum_of_the_decrypted_tunneled_copy(
     tmp_path: Path, tunnel: Tunnel
 ) -> None:
-    """``--decrypted`` rewrites no tunnel's headers: each ESP frame in one stays as
-    captured, its pcapng comment naming the tunnel; the analysis still decrypts it."""
-    sc = _tunneled(scenario("encauth"), tunnel)
-    _, packets = read_pcapng(decrypt(tmp_path, sc, ".pcapng"))
-    assert [p.data for p in packets] == [f.data for f in sc.frames]
-    kept = f"espforensics: kept as captured: its {tunnel.carriers} tunnel is not rewritten"
-    assert sum(any(c.startswith(kept) for c in p.comments) for p in packets) == 366
+    """tshark's own checksum checks (IPv4, UDP, TCP, GRE) over the decrypted copy: none
+    bad, and the rebuilt tunnels' headers are among those it verified."""
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark is not installed")
+    copy = decrypt(tmp_path, _tunneled(scenario("inner-protocols"), tunnel))
+    protos = ("ip", "udp", "tcp", "gre", "icmp", "icmpv6")
+    opts = [a for p in ("ip", "udp", "tcp") for a in ("-o", f"{p}.check_checksum:TRUE")]
+    res = subprocess.run(
+        ["tshark", "-n", "-r", str(copy), *opts, *tunnel.tshark, "-T", "fields",
+         *(a for p in protos for a in ("-e", f"{p}.checksum.status"))],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    frames = [
+        [col.split(",") if col else [] for col in line.split("\t")]
+        for line in res.stdout.splitlines()
+    ]
+    assert len(frames) == 18
+    for cols in frames:  # Wireshark's checksum states: 0 bad, 1 good, 2 unverified, 3 absent
+        assert "0" not in (every := [v for col in cols for v in col])
+        assert "1" in every
+        if tunnel.name not in ("vxlan-v6", "ip6ip"):
+            assert cols[0][0] == "1"  # the underlay's IPv4 header, rewritten
+        if tunnel.name == "vxlan-v6":
+            assert cols[1][0] == "1"  # the underlay's UDP checksum, required over IPv6
+        if tunnel.name == "gre-csum-key-seq":
+            assert cols[3] == ["1"]
+
+
+def test_the_decrypted_copy_says_why_a_tunneled_packet_is_kept(tmp_path: Path) -> None:
+    """A packet inside a tunnel that ``--decrypted`` cannot rebuild (here one whose ICV
+    fails) stays as captured, and the pcapng comment says why, as without a tunnel."""
+    sc = _tunneled(scenario("corrupt-icv"), TUNNELS["vxlan"])
+    plain_comments = [
+        p.comments
+        for p in read_pcapng(decrypt(tmp_path / "p", scenario("corrupt-icv"), ".pcapng"))[1]
+    ]
+    _, packets = read_pcapng(decrypt(tmp_path / "t", sc, ".pcapng"))
+    assert [p.comments for p in packets] == plain_comments
+
+
+@cache
+def _decryptable(name: str) -> tuple[tuple[Frame, PacketRecord], ...]:
+    """The encauth scenario's ESP frames inside the tunnel ``name``, with their rows."""
+    sc = _tunneled(scenario("encauth"), TUNNELS[name])
+    rows = run_frames(sc.frames, sc.sas, PER_FRAME).records
+    return tuple((f, r) for f, r in zip(sc.frames, rows, strict=True) if r.verdict.value == "ok")
+
+
+@given(
+    st.sampled_from(sorted(TUNNELS)),
+    st.integers(0, 300),
+    st.integers(14, 90),
+    st.binary(min_size=1, max_size=4),
+)
+@settings(max_examples=400, deadline=None)
+def test_damaged_tunnel_headers_leave_the_decrypted_frame_as_captured_or_sound(
+    name: str, pick: int, at: int, junk: bytes
+) -> None:
+    """The row says the frame verified, but the bytes of its tunnels' headers differ
+    (``at``: from the underlay's IP header on): ``--decrypted`` keeps it, saying why, or
+    rewrites it; it never raises."""
+    pairs = _decryptable(name)
+    frame, rec = pairs[pick % len(pairs)]
+    data = frame.data[:at] + junk + frame.data[at + len(junk) :]
+    damaged = frame._replace(data=data)
+    decryptor = Decryptor(DecryptionKeys(SaTable(scenario("encauth").sas), "keys"))
+    out, comment = decryptor.frame(damaged, rec)
+    assert comment.startswith(("espforensics: kept as captured: ", "espforensics: decrypted"))
+    assert (out == damaged) == comment.startswith("espforensics: kept as captured: ")
 
 
 @given(

@@ -61,14 +61,22 @@ def internet_checksum(data: bytes) -> int:
     return 0xFFFF ^ folded
 
 
+def _pseudo(src: bytes, dst: bytes, proto: int, n: int) -> bytes:
+    """The pseudo-header a TCP or UDP checksum covers (RFC 768, RFC 8200 s8.1)."""
+    if len(src) == 4:
+        return src + dst + bytes([0, proto]) + n.to_bytes(2)
+    return src + dst + n.to_bytes(4) + bytes([0, 0, 0, proto])
+
+
 def l4_checksum_ok(src: bytes, dst: bytes, proto: int, segment: bytes) -> bool:
     """Does a TCP or UDP segment's checksum verify over its pseudo-header (RFC 768, 8200 s8.1)?"""
-    n = len(segment)
-    if len(src) == 4:
-        pseudo = src + dst + bytes([0, proto]) + n.to_bytes(2)
-    else:
-        pseudo = src + dst + n.to_bytes(4) + bytes([0, 0, 0, proto])
-    return internet_checksum(pseudo + segment) == 0
+    return internet_checksum(_pseudo(src, dst, proto, len(segment)) + segment) == 0
+
+
+def udp_checksum(src: bytes, dst: bytes, segment: bytes) -> int:
+    """The checksum field of a UDP datagram (its own field zero in ``segment``); a sum of 0
+    is sent as 0xFFFF, since 0 says "no checksum" (RFC 768)."""
+    return internet_checksum(_pseudo(src, dst, 17, len(segment)) + segment) or 0xFFFF
 
 
 def clear_ip_header(data: bytes, start: int, end: int) -> int:

@@ -20,8 +20,9 @@ with ``crypto.context_for(sa)`` (one context per SA) at ``esp_offset``
 with the seq64 that verified. Frames of an outer fragmented datagram stay
 as they were (their datagram spans several frames). A packet that cannot
 be rebuilt (a dummy packet, mode beet, a link type that cannot say the
-inner IP version, an ESP datagram inside a tunnel: decode/tunnel.py) stays
-as it was too, and in pcapng output says why.
+inner IP version) stays as it was too, and in pcapng output says why. An
+ESP datagram inside tunnels (decode/tunnel.py) is replaced inside them,
+their lengths and checksums fixed (rewrite/tunnels.py).
 
 Format: pcap (nanosecond, the capture's link type: a frame keeps its
 link header, the EtherType or address family fixed) unless the target
@@ -58,6 +59,7 @@ from espforensics.rewrite.rebuild import (
     transport,
     tunnel,
 )
+from espforensics.rewrite.tunnels import rewrap, walk
 from espforensics.tables import iter_packet_records
 from espforensics.trailer import NO_NEXT_HEADER, parse_trailer
 
@@ -79,7 +81,7 @@ MAX_FLOWS = 65536  # (SPI, addresses) whose SA lookup is remembered
 Found = tuple[SecurityAssociation, CipherContext] | None
 
 
-class _Keys:
+class DecryptionKeys:
     """The SAs (the key files', then each secrets block's) and one context per SA."""
 
     def __init__(self, sas: SaTable, origin: str) -> None:
@@ -127,21 +129,30 @@ def _confirmed(payload: bytes, next_header: int) -> bool:
     return next_header == PROTO_UDP and int.from_bytes(payload[4:6]) == len(payload)
 
 
+def _relinked(frame: Frame, ip_at: int, packet: bytes) -> bytes:
+    """The frame's link header, naming the packet's IP version, then the packet."""
+    header = relink(frame.linktype, frame.data[:ip_at], packet[0] >> 4)
+    if header is None:
+        if frame.linktype in (LINKTYPE_IPV4, LINKTYPE_IPV6):
+            raise MalformedPacket(f"link type {frame.linktype} cannot carry the inner IP version")
+        raise MalformedPacket("its PPPoE or MPLS header is not rewritten for the inner packet")
+    return header + packet
+
+
 class Decryptor:
     """Turns a frame and its row into the frame to write, or the reason it stays."""
 
-    def __init__(self, keys: _Keys) -> None:
+    def __init__(self, keys: DecryptionKeys) -> None:
         self._keys = keys
         self._templates: dict[int, bytes] = {}  # id(sa) -> its last inner IPv4 header
 
     def rebuild(self, frame: Frame, rec: PacketRecord) -> Frame:
         """The frame with the inner packet; ``MalformedPacket`` says why it is kept as it was."""
-        tunnels = [word for word in rec.carriers.split() if word in TUNNEL_WORDS]
-        if tunnels:
-            raise MalformedPacket(f"its {tunnels[-1]} tunnel is not rewritten for the inner packet")
         link = parse_link(frame.linktype, frame.data)
-        ip = parse_ip(frame.data[link.offset :])
-        datagram = frame.data[link.offset : link.offset + ip.total_len]
+        tunnels = [word for word in rec.carriers.split() if word in TUNNEL_WORDS]
+        layers, at_ip = walk(frame.data, link.offset, tunnels)
+        ip = parse_ip(frame.data[at_ip:])
+        datagram = frame.data[at_ip : at_ip + ip.total_len]
         found = self._keys.find(rec.spi or 0, ip)
         at = rec.esp_offset
         if found is None or at is None or len(datagram) < ip.total_len:
@@ -160,14 +171,10 @@ class Decryptor:
         if nh == NO_NEXT_HEADER:
             raise MalformedPacket("a dummy packet (next header 59, RFC 4303 s2.6)")
         packet = self._packet(sa, rec, datagram[: ip.header_len], datagram[:at], payload, nh)
-        header = relink(frame.linktype, frame.data[: link.offset], packet[0] >> 4)
-        if header is None:
-            if frame.linktype in (LINKTYPE_IPV4, LINKTYPE_IPV6):
-                raise MalformedPacket(
-                    f"link type {frame.linktype} cannot carry the inner IP version"
-                )
-            raise MalformedPacket("its PPPoE or MPLS header is not rewritten for the inner packet")
-        data = header + packet
+        if layers:
+            data = rewrap(frame.data, layers, at_ip, packet)
+        else:
+            data = _relinked(frame, link.offset, packet)
         return new_tuple(
             Frame, (frame.number, frame.ts_ns, len(data), len(data), frame.linktype, data)
         )
@@ -258,7 +265,7 @@ def _rows(parquet: Path) -> Iterator[PacketRecord]:
 
 def write_decrypted(capture: Path, parquet: Path, sas: SaTable, target: Path, out: BinaryIO) -> int:
     """Write the decrypted copy of ``capture`` to ``out``; the number of frames written."""
-    keys = _Keys(sas, str(capture))
+    keys = DecryptionKeys(sas, str(capture))
     decryptor = Decryptor(keys)
     sink = _PcapngSink(out) if target.suffix.lower() == ".pcapng" else _PcapSink(out, target)
     rows, frames = _rows(parquet), 0

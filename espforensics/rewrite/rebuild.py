@@ -69,7 +69,7 @@ def _v4_header(head: bytes, proto: int, total: int) -> bytes:
     return bytes(out)
 
 
-def _last_next_header(chain: bytes) -> int:
+def last_next_header(chain: bytes) -> int:
     """Where the IPv6 chain names the upper layer: the last extension header's first byte."""
     at, nxt, off = 6, chain[6], 40
     while nxt in _EXT and off + 2 <= len(chain):
@@ -87,7 +87,7 @@ def transport(chain: bytes, payload: bytes, next_header: int) -> bytes:
     if chain[0] >> 4 == 4:
         return _v4_header(chain, next_header, len(chain) + len(payload)) + payload
     out = bytearray(chain)
-    out[_last_next_header(chain)] = next_header
+    out[last_next_header(chain)] = next_header
     out[4:6] = (len(chain) - 40 + len(payload)).to_bytes(2)
     return bytes(out) + payload
 
