@@ -9,6 +9,9 @@ makes them):
 - s: analyze with one process, no plots (us of wall time per frame), and
   each --jobs N asked for, measured: wall time, and the CPU time of the
   engine's process (its threads included: the SHA-256 and the table writer);
+  with one process, that CPU over the wall time is the cores it keeps busy,
+  c, so the machine's n cores allow any split of the same work at most
+  x n / c (printed: on 2 cores one process keeps 1.2-1.4 busy);
 - m: the engine's process alone when every batch comes prefetched (the
   prefetches computed first, then the engine timed with them in hand):
   what no number of workers takes off it;
@@ -37,6 +40,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_speed import child_output
+
+from espforensics.workers import usable_cores
 
 _ONE = """
 import sys, time
@@ -159,10 +164,15 @@ def main() -> int:
     us = 1e6 / frames
     s, m, w, r = secs * us, esecs * us, wsecs * 1e6 / wframes, rsecs * us
     frame_bytes = args.capture.stat().st_size / frames
-    print(f"{frames:,} frames, {frame_bytes:,.0f} bytes each on average")
+    print(f"{int(frames):,} frames, {frame_bytes:,.0f} bytes each on average")
     print(
         f"  s  one process                      {s:6.2f} us/frame  {1e6 / s:>10,.0f} frames/s"
         f"  ({cpu / secs:.2f} cores: its threads hash the file and write the tables)"
+    )
+    cores = usable_cores()
+    print(
+        f"     so {cores} cores allow --jobs at most x{cores * secs / cpu:.2f} of one process "
+        "(if splitting cost no CPU)"
     )
     print(f"  m  engine, every batch prefetched   {m:6.2f} us/frame  {1e6 / m:>10,.0f} frames/s")
     back = wbytes / wframes
