@@ -31,10 +31,11 @@ import pyarrow.parquet as pq
 
 from espforensics.analysis import Analysis, KeysArg, analyze, analyze_to_dir, summarize
 from espforensics.batch.run import run_batch
-from espforensics.capture import open_compressed_writer
+from espforensics.capture import open_capture, open_compressed_writer
 from espforensics.compare import compare
 from espforensics.errors import CaptureError, InputError
 from espforensics.keys import SaTable, load_sas
+from espforensics.model import Frame
 from espforensics.pipeline import Options
 from espforensics.render.compare import (
     render_comparison,
@@ -44,6 +45,7 @@ from espforensics.render.compare import (
 from espforensics.render.json import render_json
 from espforensics.render.markdown import render_report_md
 from espforensics.render.text import render_report, render_summary
+from espforensics.rewrite import CaptureCopies
 from espforensics.summary import Summary
 from fuzz import lanecount
 from fuzz.inputs import FuzzInput
@@ -285,8 +287,14 @@ class Oracle:
     ) -> None:
         """analyze_to_dir(): the rows written match the frames before any damage."""
         error: InputError | None = None
+        copies = CaptureCopies(
+            annotate=self.scratch / "copy.annotated.pcapng",
+            decrypted=self.scratch / "copy.decrypted.pcapng",
+        )
         try:
-            analyze_to_dir(capture, keys, self.out, force=True, options=LANE, plots=plots)
+            analyze_to_dir(
+                capture, keys, self.out, force=True, options=LANE, plots=plots, copies=copies
+            )
         except InputError as exc:
             error = exc
             verdict.input_error()
@@ -310,6 +318,13 @@ class Oracle:
         if rows not in expected:
             why = f"{rows} rows written, expected {sorted(expected)}; error {error}"
             verdict.fail("invariant: analyze_to_dir rows != frames read", why)
+        if error is None:  # each copy holds every frame, in capture order
+            for option, target in copies.targets():
+                with open_capture(target) as copy:
+                    got = [item.number for item in copy if isinstance(item, Frame)]
+                if got != list(range(1, rows + 1)):
+                    why = f"{len(got)} frames in the copy, {rows} rows"
+                    verdict.fail(f"invariant: --{option} frames != rows", why)
 
     def _compare_pair(self, verdict: Verdict, walks: dict[Path, Walk]) -> None:
         """summarize() both captures with their sidecar keys, then compare them."""

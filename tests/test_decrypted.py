@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from typer.testing import CliRunner
 
 from espforensics.analysis import analyze_to_dir
-from espforensics.capture import open_capture
+from espforensics.capture import open_capture, write_pcap, write_pcapng
 from espforensics.cli import app
 from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.model import Frame, Verdict
@@ -204,6 +204,59 @@ def test_link_types_a_pcap_cannot_mix_are_one_line(tmp_path: Path) -> None:
     assert all(
         c.startswith("espforensics: decrypted from frame ") for p in decrypted for c in p.comments
     )
+
+
+def test_a_frame_a_copy_cannot_hold_is_one_line_naming_the_copy(tmp_path: Path) -> None:
+    """A capture may hold what a copy's format cannot: a timestamp past pcap's 32-bit
+    seconds (year 2106), a pcap link type past pcapng's 16 bits (the reserved bits of the
+    pcap header's field, kept as libpcap keeps them). The copy is refused in one line
+    naming it and the frame, exit 2; the analysis's own outputs are written."""
+    sc = build_scenario("example", seed=1)
+    files = write_scenario(sc, tmp_path / "in")
+    late = [f._replace(ts_ns=f.ts_ns + (1 << 33) * 10**9) for f in sc.frames]  # 2242
+    pcapng = tmp_path / "late.pcapng"
+    with pcapng.open("wb") as stream:
+        write_pcapng(stream, late, linktypes=[1])
+    odd = tmp_path / "odd.pcap"
+    with odd.open("wb") as stream:
+        write_pcap(stream, [f._replace(linktype=0x3FFFFFF) for f in sc.frames], linktype=0x3FFFFFF)
+    cases = [
+        (
+            pcapng,
+            "--decrypted",
+            "d.pcap",
+            f"frame 1: timestamp {late[0].ts_ns} ns outside pcap's range",
+        ),
+        (
+            odd,
+            "--annotate",
+            "a.pcapng",
+            "frame 1: link type 67108863 does not fit pcapng's 16 bits",
+        ),
+    ]
+    for n, (capture, option, name, why) in enumerate(cases):
+        target, out = tmp_path / name, tmp_path / f"out{n}"
+        args = ["analyze", str(capture), "--sa", str(files["keys"]), "--no-plots", "-q"]
+        res = runner.invoke(app, [*args, "--out", str(out), option, str(target)])
+        assert res.exit_code == 2
+        assert res.stderr == f"espforensics: error: {target}: {why}\n"
+        assert not target.exists() and not Path(f"{target}.partial").exists()
+        assert (out / "summary.json").exists()
+    target = tmp_path / "d.pcapng"  # pcapng's 64-bit count of nanoseconds holds it
+    res = runner.invoke(
+        app,
+        [
+            *args[:1],
+            str(pcapng),
+            *args[2:],
+            "--out",
+            str(tmp_path / "o"),
+            "--decrypted",
+            str(target),
+        ],
+    )
+    assert res.exit_code == 0, res.stderr
+    assert [f.ts_ns for f in frames_of(target)] == [f.ts_ns for f in late]
 
 
 def _tshark_tcp(path: Path) -> list[list[str]]:

@@ -13,7 +13,11 @@ faithfully: a frame whose link type has no interface, ``caplen`` differing
 from ``len(data)``, a timestamp out of the format's range, simple packet
 blocks with several interfaces or a captured length they cannot express.
 These are mistakes of the calling program, not of an input file, hence not
-part of the ``EspForensicsError`` tree.
+part of the ``EspForensicsError`` tree; except ``Unwritable`` (a
+``ValueError`` too): a frame a capture may well hold that this format
+cannot (a timestamp past pcap's year 2106 or pcapng's 64-bit count, a link
+type past pcapng's 16 bits), which a caller copying a capture reports to
+its user.
 
 Formats: draft-ietf-opsawg-pcap s4-s5; draft-ietf-opsawg-pcapng s3-s4.
 """
@@ -40,6 +44,10 @@ _SHB, _IDB, _SPB, _EPB, _DSB = 0x0A0D0D0A, 1, 3, 6, 0x0A
 _OPT_ENDOFOPT, OPT_COMMENT, _OPT_IF_TSRESOL = 0, 1, 9
 
 
+class Unwritable(ValueError):  # what a file cannot hold, not an error of ours
+    """A frame of a capture that this format cannot hold, said with the frame's number."""
+
+
 def _order(byteorder: str) -> str:
     if byteorder not in _ORDERS:
         raise ValueError(f"byteorder must be 'little' or 'big', not {byteorder!r}")
@@ -57,7 +65,7 @@ def _check_frame(frame: Frame) -> None:
             f"frame {frame.number}: caplen {frame.caplen} != len(data) {len(frame.data)}"
         )
     if not 0 <= frame.wirelen < _U32:
-        raise ValueError(f"frame {frame.number}: wirelen {frame.wirelen} does not fit 32 bits")
+        raise Unwritable(f"frame {frame.number}: wirelen {frame.wirelen} does not fit 32 bits")
 
 
 class PcapStream:
@@ -89,7 +97,7 @@ class PcapStream:
             )
         sec, ns = divmod(frame.ts_ns, _NS)
         if not 0 <= sec < _U32:
-            raise ValueError(
+            raise Unwritable(
                 f"frame {frame.number}: timestamp {frame.ts_ns} ns outside pcap's range"
             )
         self._out.write(self._record.pack(sec, ns // self._unit, frame.caplen, frame.wirelen))
@@ -134,7 +142,7 @@ def _ticks(frame: Frame, tsresol: int) -> int:
     scale: int = 10 ** abs(9 - tsresol)
     ticks = frame.ts_ns // scale if tsresol <= 9 else frame.ts_ns * scale
     if not 0 <= ticks < 1 << 64:
-        raise ValueError(f"frame {frame.number}: timestamp {frame.ts_ns} ns outside pcapng's range")
+        raise Unwritable(f"frame {frame.number}: timestamp {frame.ts_ns} ns outside pcapng's range")
     return ticks
 
 
@@ -147,7 +155,7 @@ def _check_pcapng_args(linktypes: Sequence[int], simple: bool, tsresol: int) -> 
         raise ValueError(f"tsresol {tsresol} is not in 0..127")
     for lt in linktypes:
         if not 0 <= lt <= 0xFFFF:
-            raise ValueError(f"link type {lt} does not fit pcapng's 16 bits")
+            raise Unwritable(f"link type {lt} does not fit pcapng's 16 bits")
 
 
 def write_pcapng(
@@ -258,6 +266,10 @@ class PcapngStream:
     def write(self, frame: Frame, comments: Sequence[str] = ()) -> None:
         """One Enhanced Packet Block on the interface of the frame's link type."""
         _check_frame(frame)
+        if not 0 <= frame.linktype <= 0xFFFF:
+            raise Unwritable(
+                f"frame {frame.number}: link type {frame.linktype} does not fit pcapng's 16 bits"
+            )
         if_id = self._interface(frame.linktype)
         options = encode_options(self._order, comment_options(comments))
         head = _epb_head(self._order, frame, if_id, _ticks(frame, self._tsresol), len(options))

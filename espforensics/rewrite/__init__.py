@@ -7,7 +7,8 @@ packets.parquet, its findings and the SAs. Out: each file written as
 that stops leaves no file under a final name). ``check_targets`` refuses,
 before the analysis starts, a target it would have to refuse at the end.
 Raises ``OutputError`` naming the file (exists without ``force``, folder
-missing, the file system refused it, a pcap asked to hold two link types);
+missing, the file system refused it, a pcap asked to hold two link types,
+a frame the format cannot hold: ``capture.writer.Unwritable``);
 ``CaptureError`` when the capture is damaged and ``KeyFileError`` for a bad
 Decryption Secrets Block, after writing what was read before it.
 
@@ -25,6 +26,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import BinaryIO
 
+from espforensics.capture.writer import Unwritable
 from espforensics.errors import CaptureError, EspForensicsError, KeyFileError, OutputError
 from espforensics.keys import SaTable
 from espforensics.model import Finding
@@ -130,6 +132,9 @@ def write_copies(
         except OSError as exc:
             _discard(partial)
             raise OutputError(str(target), f"cannot write: {exc.strerror or exc}") from exc
+        except Unwritable as exc:  # a frame its format cannot hold
+            _discard(partial)
+            raise OutputError(str(target), str(exc)) from exc
         except EspForensicsError:
             _discard(partial)
             raise
