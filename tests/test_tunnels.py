@@ -335,6 +335,26 @@ def test_the_decrypted_copy_says_why_a_tunneled_packet_is_kept(tmp_path: Path) -
     assert [p.comments for p in packets] == plain_comments
 
 
+def test_a_tunnel_behind_an_ah_is_kept_as_captured(tmp_path: Path) -> None:
+    """IP in IP behind an IPv4 AH (RFC 4302): the analysis opens the tunnel through the
+    AH, but an AH's ICV could not cover the rebuilt packet, so ``--decrypted`` keeps the
+    frame, saying why (as it leaves an AH out in transport mode)."""
+    sc = scenario("encauth")
+    ah = bytes([4, 4, 0, 0]) + (0x1234).to_bytes(4) + (1).to_bytes(4) + bytes(12)  # 24 bytes
+    frames = tuple(
+        f._replace(data=MACS + b"\x08\x00" + ipv4(51, ah + f.data[14:])) for f in sc.frames[:4]
+    )
+    frames = tuple(f._replace(caplen=len(f.data), wirelen=len(f.data)) for f in frames)
+    tunneled = replace(sc, frames=frames)
+    got = run_frames(tunneled.frames, sc.sas, PER_FRAME).records
+    assert [r.carriers for r in got] == ["ipip"] * 4
+    assert [r.verdict.value for r in got] == ["ok"] * 4
+    _, packets = read_pcapng(decrypt(tmp_path, tunneled, ".pcapng"))
+    kept = "espforensics: kept as captured: its ipip tunnel's AH could not cover the inner packet"
+    assert [p.comments for p in packets] == [(kept,)] * 4
+    assert [p.data for p in packets] == [f.data for f in frames]
+
+
 @cache
 def _decryptable(name: str) -> tuple[tuple[Frame, PacketRecord], ...]:
     """The encauth scenario's ESP frames inside the tunnel ``name``, with their rows."""

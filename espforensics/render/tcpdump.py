@@ -47,6 +47,11 @@ FIRST_FRAGMENT_NOTE = (
 )
 
 
+def _uncrossed(layouts: tuple[MisplacedLayout, ...]) -> list[str]:
+    """The carriers of the layouts that no keyword of libpcap 1.10 crosses."""
+    return sorted({w for x in layouts for w in x.carriers.split()} - CROSSED)
+
+
 def filter_note(layouts: tuple[MisplacedLayout, ...]) -> str:
     """What the report says under the filter (where it finds reassembled datagrams), or
     in its place when misplaced ESP headers get none (why not); "" when nothing to say."""
@@ -56,7 +61,7 @@ def filter_note(layouts: tuple[MisplacedLayout, ...]) -> str:
         return FIRST_FRAGMENT_NOTE if any(x.reassembled for x in layouts) else ""
     if len(layouts) > MAX_LAYOUTS:
         return f"No tcpdump filter: {len(layouts)} layouts, more than the {MAX_LAYOUTS} it takes."
-    uncrossed = sorted({w for x in layouts for w in x.carriers.split()} - CROSSED)
+    uncrossed = _uncrossed(layouts)
     if uncrossed:
         return (
             f"No tcpdump filter: libpcap has no keyword that crosses {' or '.join(uncrossed)}, "
@@ -90,7 +95,7 @@ def misplaced_filter(layouts: tuple[MisplacedLayout, ...]) -> str | None:
     """The filter matching every layout (joined with ``or``), or None."""
     if not layouts or len(layouts) > MAX_LAYOUTS:
         return None
-    if any(not CROSSED.issuperset(x.carriers.split()) for x in layouts):
+    if _uncrossed(layouts):
         return None  # a tunnel no keyword of libpcap's crosses
     groups: list[str] = []
     crossed: list[str] = []

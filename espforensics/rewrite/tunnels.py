@@ -7,7 +7,8 @@ headers again (``Layer``) and where the ESP datagram starts; ``rewrap``
 puts the decrypted packet in the datagram's place and fixes every header
 around it, as its sender would have built them. Pure: no I/O. Raises
 ``MalformedPacket`` when a tunnel is not where the analysis found it or
-cannot be rewritten (the caller keeps the frame as captured).
+cannot be rewritten: a fragment, or behind an AH, whose ICV could not
+cover the rebuilt packet (the caller keeps the frame as captured).
 
 What is fixed, from the innermost tunnel out (decode/tunnel.py opens them):
 - what names the carried packet's IP version, should decryption change it
@@ -41,6 +42,8 @@ from espforensics.rewrite.rebuild import last_next_header, relink
 _UDP_TUNNELS = frozenset({"vxlan", "geneve"})
 _GRE_TUNNELS = frozenset({"gre", "erspan"})  # a GRE header after the IP header
 _GRE_C = 0x8000  # GRE: a checksum is present (RFC 2784 s2.1)
+# Where the protocol type of a tunnel carrying IP sits, from the end of its IP header.
+_PROTOCOL_TYPE_AT = {"gre": 2, "geneve": UDP_HEADER_LEN + 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +68,11 @@ def walk(data: bytes, at: int, words: Sequence[str]) -> tuple[tuple[Layer, ...],
     """
     layers: list[Layer] = []
     for word in words:
-        ip = parse_ip(data[at:])
+        ip = parse_ip(data[at:], through_ah=True)  # as the analysis walked it
         if ip.frag_id is not None:
             raise MalformedPacket(f"its {word} tunnel's datagram is a fragment")
+        if ip.ah:
+            raise MalformedPacket(f"its {word} tunnel's AH could not cover the inner packet")
         carried = unwrap(ip, data[at : at + ip.total_len], frozenset())
         if carried is None or carried.word != word:
             raise MalformedPacket(f"its {word} tunnel is not found again")
@@ -106,21 +111,14 @@ def rewrap(data: bytes, layers: Sequence[Layer], inner_at: int, packet: bytes) -
 
 
 def _name_version(head: bytearray, layer: Layer, version: int) -> None:
-    """Make the tunnel's headers name the IP version it now carries."""
-    ethertype = (ETH_IPV4 if version == 4 else ETH_IPV6).to_bytes(2)
+    """Make the tunnel's headers name the IP version it now carries (one carrying IP)."""
     at = layer.ip.header_len
     if layer.carried.word == "ipip":
         proto = PROTO_IPIP if version == 4 else PROTO_IPV6
-        if layer.ip.version == 4:
-            head[9] = proto
-        else:
-            head[last_next_header(bytes(head[:at]))] = proto
-    elif layer.carried.word == "gre":
-        head[at + 2 : at + 4] = ethertype
-    elif layer.carried.word == "geneve":
-        head[at + UDP_HEADER_LEN + 2 : at + UDP_HEADER_LEN + 4] = ethertype
-    else:  # erspan and vxlan carry Ethernet: relink named it
-        raise MalformedPacket(f"its {layer.carried.word} tunnel carries no IP header")
+        head[9 if layer.ip.version == 4 else last_next_header(bytes(head[:at]))] = proto
+        return
+    field = at + _PROTOCOL_TYPE_AT[layer.carried.word]
+    head[field : field + 2] = (ETH_IPV4 if version == 4 else ETH_IPV6).to_bytes(2)
 
 
 def _fixed(head: bytearray, layer: Layer, content: bytes) -> bytes:
