@@ -224,3 +224,17 @@ def test_display_filter_selects_exactly_its_frames(
     text = display_filter(frames)
     assert len(frames.runs) < 2 or "," in text
     assert helpers.tshark_frames(many_frames, text) == list(frames)
+
+
+def test_ci_installs_tshark_and_tcpdump_and_runs_the_readme_command() -> None:
+    """CI runs these checks instead of skipping them: .ci/run installs both tools without a
+    prompt (wireshark-common's debconf question answered first) and ends with the README's
+    test command, verbatim."""
+    ci = (helpers.ROOT / ".ci" / "run").read_text().splitlines()
+    readme = (helpers.ROOT / "README.md").read_text().splitlines()
+    command = readme[readme.index("## Run the tests") + 2].strip()
+    assert command.startswith("python3 -m venv .venv") and ci[-1] == command
+    install = next(line for line in ci if "apt-get install" in line)
+    assert install.lstrip().startswith("DEBIAN_FRONTEND=noninteractive apt-get install -y")
+    assert {"missing+=(tcpdump)", "missing+=(tshark)"} <= {w for line in ci for w in line.split()}
+    assert any("wireshark-common/install-setuid boolean false" in line for line in ci)
