@@ -72,10 +72,14 @@ class Analysis:
 
 
 def summarize(
-    path: str | os.PathLike[str], sas: KeysArg = None, options: Options | None = None
+    path: str | os.PathLike[str],
+    sas: KeysArg = None,
+    options: Options | None = None,
+    name: str | None = None,
 ) -> Summary:
-    """Only the summary of a capture (no tables); raise ``CaptureError`` if it is damaged."""
-    summary, error = _run(path, sas, options, lambda rec: None)
+    """Only the summary of a capture (no tables); raise ``CaptureError`` if it is damaged.
+    ``name``: what the summary and errors call the capture when ``path`` is a copy of it."""
+    summary, error = _run(path, sas, options, lambda rec: None, name=name)
     if error is not None:
         raise error
     return summary
@@ -171,6 +175,7 @@ def analyze_to_dir(
     packets_csv: bool | None = None,
     meter: Meter | None = None,
     scheduler: str | None = None,
+    name: str | None = None,
 ) -> Summary:
     """Analyze a capture into ``out``; every file is written even if the capture is damaged.
 
@@ -190,6 +195,8 @@ def analyze_to_dir(
     ``packets_csv``: write packets.csv (True), not (False), or only for a
     capture of at most ``CSV_ROWS`` frames (None); packets.parquet always.
     ``meter``: told the frames read and each phase after (progress.py).
+    ``name``: what the outputs and errors call the capture when ``path`` is a copy of
+    it (``-``: standard input, capture/spool.py).
     """
     check_regular(path)  # refused before the output folder is touched
     stage = meter.phase if meter is not None else lambda name: None
@@ -207,7 +214,7 @@ def analyze_to_dir(
         with tables as writer:
             told = _both(writer.reached, progress)
             summary, error = _run(
-                path, table, options, writer.write_rows, told, sha256, jobs, meter, scheduler
+                path, table, options, writer.write_rows, told, sha256, jobs, meter, scheduler, name
             )
             stage(TABLES)  # the last row groups are written as the block ends
         parquet = partial(out, "packets.parquet")
@@ -231,10 +238,13 @@ def analyze_to_dir(
 
 
 def summary_of(
-    path: str | os.PathLike[str], sas: KeysArg = None, options: Options | None = None
+    path: str | os.PathLike[str],
+    sas: KeysArg = None,
+    options: Options | None = None,
+    name: str | None = None,
 ) -> Summary:
-    """A capture's summary, or an output folder's stored one."""
-    return load_summary(path) if Path(path).is_dir() else summarize(path, sas, options)
+    """A capture's summary, or an output folder's stored one (``name``: as ``summarize``)."""
+    return load_summary(path) if Path(path).is_dir() else summarize(path, sas, options, name)
 
 
 __all__ = [  # what this module offered before it was split, and still does

@@ -163,9 +163,12 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path, monkeypatch: pytest.Mon
         raise KeyboardInterrupt
 
     monkeypatch.setattr("espforensics.cli.analyze_to_dir", interrupted)
-    res = runner.invoke(app, ["analyze", str(FIXTURES / "example.pcap"), "--out", str(tmp_path)])
+    capture = FIXTURES / "example.pcap"
+    res = runner.invoke(app, ["analyze", str(capture), "--out", str(tmp_path)])
     assert res.exit_code == 130
-    assert res.stderr == "espforensics: interrupted (a batch resumes where it stopped)\n"
+    assert res.stderr == (
+        f"espforensics: interrupted: the analysis of {capture} stopped; no output was published\n"
+    )
 
 
 # -- help texts -----------------------------------------------------------------

@@ -82,7 +82,8 @@ def md_escape(text: str) -> str:
 
 
 def _md_row(cells: list[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
+    """A table row, each cell escaped as every other line is (a ``|`` would end the cell)."""
+    return "| " + " | ".join(md_escape(c) for c in cells) + " |"
 
 
 def render_comparison_md(cmp: Comparison) -> str:
