@@ -49,12 +49,13 @@ from espforensics.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
 from espforensics.render.content import report_content
 from espforensics.render.registry import FILE_RENDERERS
 from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
-from espforensics.small_tables import write_findings_csv, write_sas_csv
+from espforensics.small_tables import write_finding_frames, write_findings_csv, write_sas_csv
 from espforensics.summary import Summary
 from espforensics.tables import (
     CSV_ROWS,
     PacketTableWriter,
     RowGroups,
+    inner_layers,
     packets_frame,
 )
 
@@ -110,6 +111,13 @@ def _draw(out: Path, summary: Summary) -> Summary:
 def _write_reports(out: Path, summary: Summary) -> None:
     """The small outputs, under their ``.partial`` names."""
     write_findings_csv(partial(out, "findings.csv"), summary.finding_list)
+    layers = inner_layers(partial(out, "packets.parquet")) if summary.inner_esp_packets else {}
+    write_finding_frames(
+        partial(out, "finding_frames.csv"),
+        partial(out, "finding_frames.parquet"),
+        summary.finding_list,
+        layers,
+    )
     write_sas_csv(partial(out, "sas.csv"), summary)
     report = report_content(summary, images=_plot_images(out, summary))
     for renderer in FILE_RENDERERS:  # report.txt, report.md, summary.json, report.html

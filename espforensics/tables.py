@@ -441,6 +441,14 @@ _NO_NS = from_numpy(np.zeros(1, np.int64), pa.int64())[0]  # 0 as pa.scalar woul
 _ALWAYS = ("frame", "time", "caplen", "len")  # PacketRecord's fields without a default
 
 
+def inner_layers(parquet: Path) -> dict[tuple[int, int], int]:
+    """The ``layer`` of every row of a packets.parquet past a frame's outermost ESP packet
+    (ESP inside ESP), by (frame, spi): where a finding about that SPI sits in that frame."""
+    table = pq.read_table(parquet, columns=["frame", "spi", "layer"], filters=[("layer", ">", 1)])
+    rows = zip(*(table.column(n).to_pylist() for n in ("frame", "spi", "layer")), strict=True)
+    return {(frame, spi): layer for frame, spi, layer in rows if spi is not None}
+
+
 def iter_packet_records(parquet: Path, columns: Sequence[str]) -> Iterator[PacketRecord]:
     """The rows of a packets.parquet as records, in capture order, a row group at a time.
 

@@ -41,6 +41,8 @@ def test_analyze_example_writes_every_output(tmp_path: Path) -> None:
     )
     assert res.exit_code == 0, res.stderr
     assert sorted(p.name for p in out.iterdir()) == [
+        "finding_frames.csv",
+        "finding_frames.parquet",
         "findings.csv",
         "packets.csv",
         "packets.parquet",

@@ -192,29 +192,27 @@ def test_key_cover_of_each_side(sides: dict[str, Summary]) -> None:
     ]
 
 
-def test_cli_compare_with_keys_for_one_side(tmp_path: Path) -> None:
+def test_cli_compare_with_keys_for_one_side(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Through the CLI, on fixture captures: the note is the first thing after the names."""
     paths = write_scenario(build_scenario("kernel-gso-v4", seed=1), tmp_path / "a", stem="a")
     other = write_scenario(build_scenario("kernel-gso-v4", seed=1), tmp_path / "b", stem="b")
+    monkeypatch.chdir(tmp_path)
     res = runner.invoke(
         app,
-        [
-            "compare",
-            str(paths["capture"]),
-            str(other["capture"]),
-            "--sa-before",
-            str(paths["keys"]),
-        ],
+        ["compare", "a/a.pcap", str(other["capture"]), "--sa-before", str(paths["keys"])],
     )
     assert res.exit_code == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[:4] == [  # the sides named as typed (cli.md)
-        f"before: {paths['capture']}",
-        f"after:  {other['capture']}",
+    assert lines[:5] == [  # the sides named as typed (cli.md); a long one on a line of its own
+        "before: a/a.pcap",
+        "after:",
+        f"  {other['capture']}",
         "",
         "Keys for BEFORE only: AFTER had no key for 25 ESP packets in 2 SAs. Rows",
     ]
-    assert lines[8:] == [
+    assert lines[9:] == [
         "No finding changed.",
         "",
         "                              before         after     change",
