@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from pathlib import Path
 from time import monotonic
@@ -58,7 +58,7 @@ from espforensics.narrative import worst_severity
 from espforensics.pipeline import Options
 from espforensics.progress import LineMeter, Meter
 from espforensics.render.content import report_content
-from espforensics.render.registry import RENDERERS
+from espforensics.render.registry import FOLDER_VIEWS, RENDERERS
 from espforensics.rewrite import CaptureCopies
 from espforensics.summary import TOOL_VERSION, Summary
 from espforensics.tables import CSV_ROWS
@@ -102,11 +102,22 @@ def _exit_gate(summary: Summary, fail_on: FailOn, unchecked: Unchecked) -> None:
         raise typer.Exit(code)
 
 
-def _show(summary: Summary, fmt: Format, fail_on: FailOn = FailOn.HIGH) -> None:
-    """Print the report as ``fmt``; ``fail_on`` decides which KTAP lines are ``not ok``."""
+def _show(summary: Summary, fmt: Format, fail_on: FailOn, folder: Path) -> None:
+    """Print the report as ``fmt``; ``fail_on`` decides which KTAP lines are ``not ok``; a
+    view of the tables (``packets``) reads them in ``folder``, the analysis's outputs."""
+    view = FOLDER_VIEWS.get(fmt.value)
+    if view is not None:
+        _guarded(lambda: _echo_each(view.pieces(folder, summary.finding_list)))
+        return
     typer.echo(
         RENDERERS[fmt.value].render(report_content(summary, fail_on=_threshold(fail_on))), nl=False
     )
+
+
+def _echo_each(pieces: Iterable[str]) -> None:
+    """Print text as it is made (a view of a large table is never held whole)."""
+    for piece in pieces:
+        typer.echo(piece, nl=False)
 
 
 def _notice(line: str) -> None:
@@ -308,13 +319,13 @@ def analyze(
                 f"packets.csv not written: {summary.capture.frames:,} frames, more than "
                 f"{CSV_ROWS:,}; packets.parquet has every row (--csv writes it anyway)"
             )
-    if not quiet:
-        _show(summary, fmt, fail_on)
-        if fmt is Format.SUMMARY:
-            if not printed_only:
-                typer.echo(f"  outputs: {out_dir}/")
-            for what, target in copies.targets():
-                typer.echo(f"  {what}: {target}")
+        if not quiet:  # before a folder of --out - is removed: a view may read its tables
+            _show(summary, fmt, fail_on, out_dir)
+            if fmt is Format.SUMMARY:
+                if not printed_only:
+                    typer.echo(f"  outputs: {out_dir}/")
+                for what, target in copies.targets():
+                    typer.echo(f"  {what}: {target}")
     _exit_gate(summary, fail_on, unchecked)
 
 
@@ -357,7 +368,7 @@ def report(
 ) -> None:
     """Print the report of an earlier analysis again; exit as `analyze` did."""
     summary = _guarded(lambda: load_summary(folder))
-    _show(summary, fmt, fail_on)
+    _show(summary, fmt, fail_on, folder)
     _exit_gate(summary, fail_on, unchecked)
 
 

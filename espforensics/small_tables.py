@@ -185,6 +185,16 @@ def write_finding_frames(
             out.writerows(zip(*(column.to_pylist() for column in batch.columns), strict=True))
 
 
+def read_finding_frames(parquet: Path) -> dict[tuple[int, int], list[int]]:
+    """The finding ids of each (frame, layer) finding_frames.parquet names."""
+    table = pq.read_table(parquet, columns=list(FINDING_FRAME_COLUMNS))
+    on: dict[tuple[int, int], list[int]] = {}
+    columns = (table.column(name).to_pylist() for name in FINDING_FRAME_COLUMNS)
+    for finding, frame, layer in zip(*columns, strict=True):
+        on.setdefault((frame, layer), []).append(finding)
+    return on
+
+
 def write_rows(stem: Path, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
     """``STEM.csv`` and ``STEM.parquet`` from plain rows (types inferred per column)."""
     data = {name: [row[i] for row in rows] for i, name in enumerate(columns)}

@@ -7,6 +7,7 @@ whatever ends the run.
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 from pathlib import Path
@@ -153,3 +154,58 @@ def test_ctrl_c_line_starts_after_the_bar_is_cleared() -> None:
         app.registered_commands.pop()
     assert res.exit_code == 130
     assert res.stderr == "[bar cleared]espforensics: interrupted: probe stopped\n"
+
+
+def test_format_packets_is_a_line_per_esp_packet(tmp_path: Path) -> None:
+    """Each ESP row of packets.csv, with the ids and kinds of the findings that name it."""
+    from espforensics.synth import build_scenario, write_scenario
+
+    paths = write_scenario(build_scenario("kernel-gso-v6", seed=1), tmp_path / "in", stem="g")
+    out = tmp_path / "out"
+    args = ["analyze", str(paths["capture"]), "--sa", str(paths["keys"]), "--no-plots"]
+    res = runner.invoke(app, [*args, "--out", str(out), "--format", "packets"])
+    assert res.exit_code == 1, res.stderr  # critical findings
+    lines = res.stdout.splitlines()
+    with (out / "packets.csv").open(newline="") as fh:
+        esp = [r for r in csv.DictReader(fh) if r["verdict"] != "not_esp"]
+    with (out / "findings.csv").open(newline="") as fh:
+        findings = list(csv.DictReader(fh))
+    assert len(lines) == len(esp) == 25
+    first = int(esp[0]["time"]) if esp[0]["time"].isdigit() else None
+    for line, row in zip(lines, esp, strict=True):
+        words = line.split()
+        assert words[0] == row["frame"]
+        assert words[2:5] == [row["src"], "->", row["dst"]]
+        assert words[5:9] == ["ESP", "SPI", f"{int(row['spi']):#010x}", "seq"]
+        assert (words[9], words[10]) == (row["seq"], row["verdict"])
+        named = [f"{f['id']} {f['kind']}" for f in findings if _names(f["frames"], row["frame"])]
+        assert line.endswith(f" [{', '.join(named)}]" if named else f" {row['verdict']}")
+    assert lines[3].endswith("esp_misplaced [1 cleartext_leak, 2 esp_misplaced]")
+    assert first is None or lines[0].split()[1] == "0.000000"
+    again = runner.invoke(app, ["report", str(out), "--format", "packets"])
+    assert again.stdout == res.stdout
+    printed = runner.invoke(app, [*args, "--out", "-", "--format", "packets"])
+    assert printed.stdout == res.stdout
+
+
+def _names(runs: str, frame: str) -> bool:
+    """Whether findings.csv's runs ``4-6 8 10-12`` hold ``frame``."""
+    n = int(frame)
+    for run in runs.split():
+        a, _, b = run.partition("-")
+        if int(a) <= n <= int(b or a):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("fmt", ["summary", "text", "markdown", "json", "ktap", "packets"])
+def test_every_format_choice_prints_from_report(tmp_path: Path, fmt: str) -> None:
+    """Every --format choice works, from analyze and from report alike."""
+    out = tmp_path / "out"
+    res = runner.invoke(
+        app, ["analyze", str(CAPTURE), "--sa", str(KEYS), "--no-plots", "--out", str(out)]
+    )
+    assert res.exit_code == 0, res.stderr
+    again = runner.invoke(app, ["report", str(out), "--format", fmt])
+    assert again.exit_code == 0, again.stderr
+    assert again.stdout.strip() and again.stdout.endswith("\n")
