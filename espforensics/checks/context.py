@@ -101,6 +101,7 @@ class PacketContext:
     inner_next: int | None = None
     _digest: bytes | None = None
     _clear: bool | None = None
+    _clear_at: int | None = None  # the ESP offset ``_clear`` was found for (placement moves it)
 
     @property
     def state(self) -> SaState:
@@ -213,8 +214,9 @@ class PacketContext:
         header, or when its SA's last whole packet was clear, so that bytes a
         whole capture would show to be no IV are not read as one.
         """
-        if self._clear is None:
+        if self._clear is None or self._clear_at != self.rec.esp_offset:
             rec, data, state = self.rec, self.data, self.flow.state
+            self._clear_at = rec.esp_offset
             clear = False
             if state.ctx is None and self.plain_head is None and rec.esp_offset is not None:
                 body = rec.esp_offset + ESP_HEADER_LEN

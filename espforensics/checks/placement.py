@@ -80,6 +80,8 @@ class PlacementCheck:
         rec = pkt.rec
         if rec.verdict not in _SEARCHED or rec.expected_offset is None:
             return
+        if rec.verdict is Verdict.TRUNCATED and not pkt.cut:
+            return  # whole, too short to be an ESP packet: nothing to search
         if pkt.cut:  # no ICV captured: no decryption proves a place (RFC 4303 s3.4.4)
             self._recognise(pkt)
             doubt = pkt.header_doubt
@@ -210,6 +212,9 @@ class PlacementCheck:
 
 
 def coverage(seen: Seen) -> str | None:
-    """Examined: every whole ESP packet (decrypted at its offset, or searched), and every
-    one the capture cut (searched by layout in what it captured); else why not."""
-    return None if seen.whole or seen.evidence else seen.why
+    """Examined: every whole ESP packet (decrypted at its offset, or searched); else why not.
+
+    A packet the capture cut is searched by layout in what was captured only: not
+    counted as examined.
+    """
+    return None if seen.whole else seen.why
