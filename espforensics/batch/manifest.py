@@ -22,10 +22,13 @@ MANIFEST = "manifest.json"
 
 
 def entry_key(sha256: str, key_files: list[Path], options: str) -> str:
-    """What makes a result reusable: the capture's bytes, the keys' bytes, options, version."""
+    """What makes a result reusable: the capture's bytes, the keys' bytes, options, version.
+
+    A key argument that names no file is key text itself (tcpdump ``-E``): its own bytes.
+    """
     digest = hashlib.sha256()
     for path in sorted(key_files):
-        digest.update(path.read_bytes())
+        digest.update(path.read_bytes() if os.path.lexists(path) else os.fsencode(path))
         digest.update(b"\0")
     digest.update(options.encode())
     return f"{sha256}:{digest.hexdigest()[:16]}:{TOOL_VERSION}"

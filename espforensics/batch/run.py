@@ -24,7 +24,7 @@ from espforensics.batch.discover import Job, Skipped, discover_all
 from espforensics.batch.executor import run_dask, run_local
 from espforensics.batch.manifest import Manifest, entry_key
 from espforensics.batch.report import render_batch_html, render_batch_report
-from espforensics.batch.task import PARTIAL, CaptureResult, CaptureTask, key_source
+from espforensics.batch.task import PARTIAL, CaptureResult, CaptureTask, key_names, key_source
 from espforensics.errors import TRACEBACK_FILE, CaptureError
 from espforensics.keys import load_sas
 from espforensics.model import FindingKind, Verdict
@@ -115,7 +115,7 @@ def _plan(
             reused.append(
                 CaptureResult(
                     task.capture, job.name, "", "error", str(exc),
-                    keys=task.sidecars + task.global_keys, key_source=key_source(task),
+                    keys=key_names(task), key_source=key_source(task),
                     keyless=not key_files,
                 )
             )  # fmt: skip

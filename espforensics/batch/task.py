@@ -22,7 +22,7 @@ from pathlib import Path
 
 from espforensics.analysis import analyze_to_dir, load_summary
 from espforensics.errors import InputError
-from espforensics.keys import SaTable, load_sas
+from espforensics.keys import SaTable, argument_name, load_sas
 from espforensics.narrative import worst_severity
 from espforensics.pipeline import Options
 from espforensics.summary import Summary
@@ -75,6 +75,11 @@ def keys_for(task: CaptureTask) -> SaTable:
     return own
 
 
+def key_names(task: CaptureTask) -> tuple[str, ...]:
+    """The key files of a capture for captures.csv: paths, and key text only by its kind."""
+    return task.sidecars + tuple(argument_name(k) for k in task.global_keys)
+
+
 def key_source(task: CaptureTask) -> str:
     """Where the capture's key files came from, for captures.csv."""
     sources = ([task.sidecars_from] if task.sidecars else []) + (
@@ -103,7 +108,7 @@ def _result(task: CaptureTask, summary: Summary | None, error: str) -> CaptureRe
         verdicts=dict(summary.verdicts) if summary else {},
         findings=dict(summary.findings) if summary else {},
         worst=worst.value if worst is not None else "",
-        keys=task.sidecars + task.global_keys,
+        keys=key_names(task),
         key_source=key_source(task),
         keyless=_keyless(task, summary),
     )
