@@ -6,8 +6,8 @@ result row. Each capture's entry is recorded as soon as the capture is
 finished, by the process that finished it (a worker of ``batch --jobs``
 included), so a batch stopped in any way (Ctrl-C, a kill, a lost machine)
 keeps every capture it finished. Writers take turns under an exclusive
-lock on the output folder itself (``flock``: no lock file is left behind),
-each re-reading the file and adding its entry; the file is written aside
+lock (``flock`` on ``manifest.json.lock``), each re-reading the file and
+adding its entry; the file is written aside
 and renamed over the old, so an interrupted write never leaves a manifest
 a rerun would misread.
 Raises ``InputError`` for a manifest that is not one.
@@ -15,6 +15,7 @@ Raises ``InputError`` for a manifest that is not one.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -28,6 +29,7 @@ from espforensics.errors import InputError
 from espforensics.summary import TOOL_VERSION
 
 MANIFEST = "manifest.json"
+LOCK = "manifest.json.lock"  # empty; held while a process writes the manifest
 
 
 def entry_key(sha256: str, key_files: list[Path], options: str) -> str:
@@ -66,10 +68,20 @@ def write_manifest(path: Path, entries: dict[str, dict[str, Any]]) -> None:
 
 @contextmanager
 def _locked(folder: Path) -> Iterator[None]:
-    """Hold the manifest's lock: one writer at a time, across the batch's processes."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    """Hold the manifest's lock: one writer at a time, across the batch's processes.
+
+    The lock is ``flock`` on ``LOCK``, opened for writing (NFS emulates flock with a
+    whole-file lock that needs it). A file system that has no locks (ENOLCK) is written
+    without: two captures finished at once may then keep one entry, and the rerun
+    redoes the other; it never trusts a capture that was not finished.
+    """
+    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # a Ctrl-C while waiting raises here, as it should
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a Ctrl-C while waiting raises here, as it should
+        except OSError as exc:
+            if exc.errno != errno.ENOLCK:
+                raise
         yield
     finally:
         os.close(fd)  # releases the lock
