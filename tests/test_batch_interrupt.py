@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from espforensics.batch.manifest import Manifest
 from espforensics.batch.run import run_batch
 from espforensics.errors import INTERRUPTED
 from espforensics.synth import build_scenario, write_scenario
@@ -88,3 +89,16 @@ def test_an_interrupted_batch_keeps_what_it_finished(
     assert (again.skipped, again.analyzed) == (len(kept), len(CAPTURES) - len(kept))
     assert [r.name for r in again.rows] == CAPTURES
     assert {r.status for r in again.rows} == {"done"}
+
+
+def test_writers_of_one_manifest_keep_each_others_entries(tmp_path: Path) -> None:
+    """Two processes record into one manifest, each from what it read before the other
+    wrote (the batch process and a worker): each write adds to the file, never replaces
+    the other's entry with its own stale view."""
+    first, second = Manifest(tmp_path), Manifest(tmp_path)  # both read an empty manifest
+    second.record("k2", {"status": "done", "name": "c2.pcap", "result": {}})
+    first.record("k1", {"status": "done", "name": "c1.pcap", "result": {}})
+    entries = json.loads((tmp_path / "manifest.json").read_text())["entries"]
+    assert sorted(entries) == ["k1", "k2"]
+    assert Manifest(tmp_path).done("k2") == {"status": "done", "name": "c2.pcap", "result": {}}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "manifest.json.lock"]
