@@ -172,7 +172,23 @@ ESP_SA_CASES = [
 ]
 
 
-@pytest.mark.parametrize("text", YAML_CASES + XFRM_CASES + ESP_SA_CASES)
+# -- tcpdump -E secrets: the key in each place of an item, or a line around it ---------
+
+AES_KEY = KEY[:16].hex()  # aes128-cbc takes 16 bytes
+TCPDUMP_CASES = [
+    pytest.param(f"0x{HEX}@{SA.dst} aes128-cbc:0x{AES_KEY}\n", id="tcpdump-spi"),
+    pytest.param(f"0x{SA.spi:x}@0x{HEX} aes128-cbc:0x{AES_KEY}\n", id="tcpdump-address"),
+    pytest.param(f"0x{SA.spi:x}@{SA.dst} {HEX}:0x{AES_KEY}\n", id="tcpdump-algorithm"),
+    pytest.param(f"0x{SA.spi:x}@{SA.dst} aes256-cbc:0x{HEX}\n", id="tcpdump-key-length"),
+    pytest.param(f"0x{SA.spi:x}@{SA.dst} aes128-cbc:0x{HEX}zz\n", id="tcpdump-bad-digit"),
+    pytest.param(
+        f"0x{SA.spi:x}@{SA.dst} aes128-cbc:0x{AES_KEY}\nbogus 0x{HEX}\n", id="tcpdump-bad-line"
+    ),
+    pytest.param(f"0x{SA.spi:x}@{SA.dst} aes128-cbc:0x{AES_KEY}, 0x{HEX}\n", id="tcpdump-item"),
+]
+
+
+@pytest.mark.parametrize("text", YAML_CASES + XFRM_CASES + ESP_SA_CASES + TCPDUMP_CASES)
 def test_no_key_in_any_output_of_a_key_file(tmp_path: Path, capture: Path, text: str) -> None:
     keys = tmp_path / "keys.txt"
     keys.write_text(text)
