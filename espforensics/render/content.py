@@ -161,7 +161,6 @@ class Report:
 
     summary: Summary  # the source, for summary.json
     header: Header
-    damage: str  # the damage sentence, "" for a whole capture; also the lead's first
     verdict: tuple[str, ...]
     sas: tuple[SaRow, ...]
     sas_rest: str  # "... and 5 more SAs, ...", or ""
@@ -176,7 +175,7 @@ class Report:
     causes_note: str  # when findings match no cause: says so; else ""
     checks: tuple[CheckResult, ...]
     plots: tuple[PlotRow, ...]
-    # What is wrong with the capture itself (``damage``), what was checked, what is wrong
+    # What is wrong with the capture itself (its damage), what was checked, what is wrong
     # in it: right after the capture's name, in every format.
     lead: tuple[str, ...] = ()
 
@@ -209,7 +208,6 @@ def report_content(
     return Report(
         summary=summary,
         header=_header(summary),
-        damage=damage or "",
         verdict=narrative.verdict_sentences(summary, tallied),
         sas=tuple(_sa_row(sa) for sa in shown),
         sas_rest=rest,
