@@ -85,6 +85,8 @@ class FindingKind(StrEnum):
     HMAC_KEY_SIZE = "hmac_key_size"  # an HMAC key not of the length its RFC gives
     NO_INTEGRITY = "no_integrity"  # an SA whose ICVs are absent or not checked
     INNER_CHECKSUM = "inner_checksum"  # a decrypted packet's own checksum does not verify
+    # A decrypted payload that is provably not what its next header names
+    NEXT_HEADER_MISMATCH = "next_header_mismatch"
 
 
 class InnerChecksum(StrEnum):
