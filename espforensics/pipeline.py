@@ -17,7 +17,9 @@ location -> flow and SA (analyzer/flows.py) -> header (analyzer/header.py)
 or not checked) -> ESN place
 (analyzer/esn_place.py) -> verdict, trailer and inner decode -> inner ESP
 layers (analyzer/layers.py) -> checks -> records out in capture order
-(analyzer/waiting.py). Fragments that do not complete a datagram are held
+(analyzer/waiting.py). A datagram without ESP that is an ICMP error quoting an
+ESP packet gets that packet's SPI and sequence number (decode/icmp.py), and
+reaches no SA. Fragments that do not complete a datagram are held
 back (bounded by the reassembler's limits) so that their ``detail`` can
 say what became of the datagram. docs/architecture.md says who owns which
 state and in which order held records are given up.
