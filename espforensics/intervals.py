@@ -61,6 +61,18 @@ class IntervalSet:
         i = bisect_right(self._starts, value) - 1
         return i >= 0 and value <= self._ends[i]
 
+    def contains_many(self, values: U64) -> npt.NDArray[np.bool_]:
+        """Which of ``values`` are held, for all at once (``in`` of each)."""
+        if self._starts is None or self._ends is None:
+            if self._a is None:
+                return np.zeros(len(values), np.bool_)
+            a, b = np.uint64(self._a), np.uint64(self._b)
+            return (values >= a) & (values <= b)
+        starts = np.array(self._starts, np.uint64)
+        ends = np.array(self._ends, np.uint64)
+        i = np.searchsorted(starts, values, side="right") - 1
+        return (i >= 0) & (values <= ends[np.maximum(i, 0)])
+
     def add(self, value: int) -> bool:
         """Add ``value``; True if it was present already."""
         if self._starts is None:
