@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,39 @@ from espforensics.engine.plain import Decoded
 from espforensics.engine.plan import Opening
 from espforensics.engine.prefetch import Prefetch, resolve
 from espforensics.pipeline import Options
+from tests import helpers
 from tests.helpers import CAPTURES, NO_CAPTURES, PER_FRAME, STEADY
+
+# -- the real captures of ../shared: one marker, skipped where they are absent ----------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "real_captures: reads ../shared/captures (tests.helpers.needs_captures)"
+    )
+    sys.addaudithook(helpers.audit_captures)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that takes the ``captures`` fixture, itself or through another, is marked."""
+    for item in items:
+        if "captures" in getattr(item, "fixturenames", ()):
+            item.add_marker(helpers.needs_captures)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before any fixture: a marked test skips where the captures are absent."""
+    if item.get_closest_marker("real_captures") is not None and not CAPTURES.is_dir():
+        pytest.skip(NO_CAPTURES)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """An unmarked test is watched: if it reads the captures, it fails (helpers.audit_captures)."""
+    helpers.watch_captures(None if item.get_closest_marker("real_captures") else item.nodeid)
+    yield
+    helpers.watch_captures(None)
 
 
 @pytest.fixture(autouse=True)
@@ -35,9 +68,8 @@ def lane(request: pytest.FixtureRequest) -> Options:
 
 @pytest.fixture(scope="session")
 def captures() -> Path:
-    """The real captures' folder, beside the checkout; the test skips where it is absent."""
-    if not CAPTURES.is_dir():
-        pytest.skip(NO_CAPTURES)
+    """The real captures' folder, beside the checkout; a test that takes it, or takes a
+    fixture that does, is marked ``real_captures`` and skips where it is absent."""
     return CAPTURES
 
 

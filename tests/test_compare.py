@@ -34,9 +34,7 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def sides() -> dict[str, Summary]:
-    if not REAL.is_dir():
-        pytest.skip(helpers.NO_CAPTURES)
+def sides(captures: Path) -> dict[str, Summary]:
     return {
         "on": summarize(ON / "capture.pcap", [ON / "xfrm-state.txt"]),
         "off": summarize(OFF / "capture.pcap", [OFF / "xfrm-state.txt"]),
