@@ -28,17 +28,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that takes the ``captures`` fixture, itself or through another, is marked."""
+    """A test that takes the ``captures`` fixture, itself or through another, is marked; a
+    marked test skips where the captures are absent (before any of its fixtures)."""
+    absent = not CAPTURES.is_dir()
     for item in items:
         if "captures" in getattr(item, "fixturenames", ()):
             item.add_marker(helpers.needs_captures)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Before any fixture: a marked test skips where the captures are absent."""
-    if item.get_closest_marker("real_captures") is not None and not CAPTURES.is_dir():
-        pytest.skip(NO_CAPTURES)
+        if absent and item.get_closest_marker("real_captures") is not None:
+            item.add_marker(pytest.mark.skip(reason=NO_CAPTURES))
 
 
 @pytest.hookimpl(hookwrapper=True)
