@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import espforensics.cli
 from espforensics.engine import pool, run
@@ -16,6 +17,15 @@ from espforensics.engine.prefetch import Prefetch, resolve
 from espforensics.pipeline import Options
 from tests import helpers
 from tests.helpers import CAPTURES, NO_CAPTURES, PER_FRAME, STEADY
+
+# No Hypothesis test depends on the machine's speed: no deadline per example, and no
+# health check failing a test whose data take long to draw on a loaded machine. A test's
+# own @settings (its max_examples) still applies, over these.
+settings.register_profile(
+    "espforensics", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("espforensics")
+
 
 # -- the real captures of ../shared: one marker, skipped where they are absent ----------
 
