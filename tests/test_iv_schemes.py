@@ -203,11 +203,16 @@ def test_a_header_only_esp_packet_is_truncated_and_says_nothing_of_the_key(
 
 
 def test_esn_below_the_key_files_high_half_is_reported(lane: Options) -> None:
+    """A receiver at the key file's 0x201 infers 0x201 and drops each packet (RFC 4303
+    A2.2): esn_mismatch as the packet sealed with the next high half, never ok."""
     records, findings, _ = _run("esn-below", True, lane)
-    assert {(r.verdict, r.seq_hi_verified) for r in records} == {(Verdict.OK, 0x200)}
+    assert {(r.verdict, r.seq_hi_verified) for r in records} == {(Verdict.ESN_MISMATCH, 0x200)}
+    assert [r.seq64 for r in records] == [0x201 << 32 | seq for seq in range(1, 101)]
     assert {r.detail for r in records} == {
-        "ICV verifies only with ESN high half 0x200, below the key file's 0x201"
+        "ICV verifies only with ESN high half 0x200; its place in the sequence implies "
+        "0x201; 0x200 is below the key file's esn_hi 0x201"
     }
+    assert {r.pad_len for r in records} == {2}  # decrypted all the same
     assert [(f.kind, f.severity, f.count, tuple(f.frames)) for f in findings] == [
         (FindingKind.ESN_MISMATCH, Severity.HIGH, 100, tuple(range(1, 101)))
     ]
