@@ -85,6 +85,7 @@ class FindingKind(StrEnum):
     HMAC_KEY_SIZE = "hmac_key_size"  # an HMAC key not of the length its RFC gives
     NO_INTEGRITY = "no_integrity"  # an SA whose ICVs are absent or not checked
     INNER_CHECKSUM = "inner_checksum"  # a decrypted packet's own checksum does not verify
+    RESERVED_SPI = "reserved_spi"  # ESP on the wire with an SPI RFC 4303 s2.1 reserves
 
 
 class InnerChecksum(StrEnum):
@@ -226,6 +227,11 @@ class PlotOutcome:
     skipped: str = ""  # non-empty: the reason no plot was drawn
 
 
+# The SPI of a key file's wildcard entry (any SPI): no SPI on the wire, which is
+# 0..0xffffffff (RFC 4303 s2.1 reserves 0, yet a published test vector sends it).
+ANY_SPI = -1
+
+
 class UnusedReason(StrEnum):
     """Why a key file's SA likely saw no packet (checks/keys.py says how it is told)."""
 
@@ -240,7 +246,7 @@ class UnusedReason(StrEnum):
 class UnusedSa:
     """A key file's SA that no packet of the capture used, and the likely reason.
 
-    ``spi`` 0 is a wildcard entry (any SPI); ``src``/``dst`` "" mean any
+    ``spi`` ``ANY_SPI`` (-1) is a wildcard entry (any SPI); ``src``/``dst`` "" mean any
     address; ``port`` is the UDP port to give ``--natt-port`` for
     ``other_port``; ``packets`` how many packets the reason rests on.
     """

@@ -9,17 +9,22 @@ with its key file edited to a cipher this version does not open.
 from __future__ import annotations
 
 import random
+import re
+import shutil
+import subprocess
 from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from espforensics import analyze
 from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.coverage import tally
-from espforensics.evidence import IvChained, IvPredictable
-from espforensics.keys import SaTable
+from espforensics.evidence import IvChained, IvPredictable, ReservedSpi
+from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import CBC_AES, SecurityAssociation
 from espforensics.lead import lead
-from espforensics.model import Finding, FindingKind, IvScheme, Severity
+from espforensics.model import Finding, FindingKind, IvScheme, Severity, Verdict
 from espforensics.narrative import verdict_sentences
 from espforensics.pipeline import Options
 from espforensics.summary import Summary
@@ -28,7 +33,7 @@ from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, Fault, SaFlow
 from espforensics.synth.esp import IvFixed
 from espforensics.synth.scenarios_crypto import send_udp
 from espforensics.synth.scenarios_ivschemes import counter_iv
-from tests.helpers import needs_captures, real_capture, run_frames, scenario
+from tests.helpers import needs_captures, real_capture, run_cli, run_frames, scenario
 
 TWOFISH = "cbc(twofish)"  # a cipher this version does not open: its ICVs still verify
 
@@ -139,3 +144,98 @@ def test_lead_says_which_packets_were_decrypted_and_which_verified(tmp_path: Pat
         "ICV (28 of them not decrypted), 6 decrypted with no ICV to verify; not: 1 fail "
         "their ICV"
     )
+
+
+# -- 4. SPI 0 (and 1..255): reserved, yet on the wire ------------------------------------
+
+
+def _reserved() -> Scenario:
+    """SPI 0 from .1 to .2 (200 packets: past the lane's first batches), SPI 0xff back (3)."""
+    rng, cb = random.Random(3), CaptureBuilder(3)
+    zero = SaFlow(make_sa(rng, 0, V4_A, V4_B), V4_A, V4_B)
+    low = SaFlow(make_sa(rng, 0xFF, V4_B, V4_A), V4_B, V4_A)
+    for seq in range(1, 201):
+        send_udp(cb, zero, seq)
+        if seq <= 3:
+            send_udp(cb, low, seq, outgoing=False)
+    return cb.scenario("reserved-spi", "SPI 0 and SPI 0xff", (zero.sealer, low.sealer))
+
+
+@pytest.mark.parametrize("form", ["keys", "xfrm", "esp_sa"])
+def test_a_key_file_of_spi_0_loads_with_a_warning_and_no_key(tmp_path: Path, form: str) -> None:
+    files = write_scenario(_reserved(), tmp_path)
+    table = load_sas([files[form]])
+    assert sorted(sa.spi for sa in table) == [0, 0xFF]
+    assert not any(sa.any_spi for sa in table)  # SPI 0 is no wildcard
+    assert [n.split(": ", 1)[1] for n in table.notes] == [
+        "SPI 0x00000000 is reserved (RFC 4303 s2.1: 0 must not be sent on the wire); loaded, "
+        "and its packets are reported as reserved_spi",
+        "SPI 0x000000ff is reserved (RFC 4303 s2.1: 1..255 are IANA's); loaded, and its "
+        "packets are reported as reserved_spi",
+    ]
+    hexes = re.findall(r'key: "0x([0-9a-f]+)"', files["keys"].read_text())
+    assert len(hexes) == 2 and not any(h[:16] in "\n".join(table.notes) for h in hexes)
+
+
+@pytest.mark.parametrize("keys", [True, False], ids=["keyed", "keyless"])
+def test_packets_of_a_reserved_spi_are_analyzed_and_reported(keys: bool, lane: Options) -> None:
+    sc = _reserved()
+    run = run_frames(sc.frames, sc.sas if keys else (), lane)
+    assert {r.verdict for r in run.records} == {Verdict.OK if keys else Verdict.UNKNOWN_SA}
+    zero = [r.frame for r in run.records if r.spi == 0]
+    low = [r.frame for r in run.records if r.spi == 0xFF]
+    assert (len(zero), low) == (200, [2, 4, 6])
+    found = [(f.kind, f.severity, f.spi, f.count, tuple(f.frames)) for f in run.findings]
+    assert found == [
+        (FindingKind.RESERVED_SPI, Severity.MEDIUM, 0, 200, tuple(zero)),
+        (FindingKind.RESERVED_SPI, Severity.LOW, 0xFF, 3, (2, 4, 6)),
+    ]
+    assert run.findings[0].evidence == ReservedSpi(0, 200)
+    assert run.findings[0].detail == (
+        "192.0.2.1 -> 192.0.2.2: 200 ESP packets with SPI 0x00000000: SPI 0 is reserved for "
+        "local use and must not be sent on the wire (RFC 4303 s2.1); a receiver may drop them"
+    )
+
+
+def test_cli_warns_once_per_entry_and_exits_0_below_high(tmp_path: Path) -> None:
+    files = write_scenario(_reserved(), tmp_path / "in")
+    run = run_cli("analyze", files["capture"], "--sa", files["keys"], "--out", tmp_path / "out",
+                  "--no-plots", "--quiet")  # fmt: skip
+    assert run.code == 0, run.stderr
+    warned = [line for line in run.stderr.splitlines() if "reserved" in line]
+    assert warned == [
+        f"espforensics: warning: {files['keys']}:entry 1: SPI 0x00000000 is reserved (RFC "
+        "4303 s2.1: 0 must not be sent on the wire); loaded, and its packets are reported as "
+        "reserved_spi",
+        f"espforensics: warning: {files['keys']}:entry 2: SPI 0x000000ff is reserved (RFC "
+        "4303 s2.1: 1..255 are IANA's); loaded, and its packets are reported as reserved_spi",
+    ]
+    rows = (tmp_path / "out" / "findings.csv").read_text().splitlines()
+    assert [r.split(",")[:3] for r in rows[1:]] == [
+        ["reserved_spi", "medium", "0"],
+        ["reserved_spi", "low", "255"],
+    ]
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")
+def test_tshark_decrypts_spi_0_as_we_do(tmp_path: Path) -> None:
+    files = write_scenario(_reserved(), tmp_path)
+    opts = [
+        "-o", "esp.enable_encryption_decode:TRUE",
+        "-o", "esp.enable_authentication_check:TRUE",
+    ]  # fmt: skip
+    for line in files["esp_sa"].read_text().splitlines():
+        if line and not line.startswith("#"):
+            opts += ["-o", f"uat:esp_sa:{line}"]
+    res = subprocess.run(
+        ["tshark", "-n", "-r", str(files["capture"]), *opts, "-T", "fields",
+         "-e", "esp.spi", "-e", "udp.dstport"],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    rows = [line.split("\t") for line in res.stdout.splitlines()]
+    assert len(rows) == 203 and {tuple(r) for r in rows} == {
+        ("0x00000000", "6001"),
+        ("0x000000ff", "6001"),
+    }
+    records = run_frames(_reserved().frames, _reserved().sas, Options()).records
+    assert {r.inner_dport for r in records} == {6001}

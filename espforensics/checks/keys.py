@@ -270,7 +270,7 @@ class KeyCheck(BulkRules):
             yield Finding(
                 FindingKind.HMAC_KEY_SIZE,
                 Severity.INFO,
-                sa.spi or None,
+                None if sa.any_spi else sa.spi,
                 (),
                 1,
                 f"SPI {sa.spi_text} ({sa.origin}): the {sa.auth_algorithm} key is "
