@@ -53,7 +53,10 @@ class Verdict(StrEnum):
     AUTH_FAIL = "auth_fail"
     BAD_TRAILER = "bad_trailer"
     UNKNOWN_SA = "unknown_sa"
-    TRUNCATED = "truncated"
+    TRUNCATED = "truncated"  # cut by the capture (caplen < len) before its end
+    # Whole in the capture, but shorter than an ESP packet can be (RFC 4303 s2): header,
+    # IV, pad length and next header, ICV; with 4 bytes or more its SPI is named.
+    SHORT = "short"
     NOT_ESP = "not_esp"
     UNDECODABLE = "undecodable"
     FRAGMENT = "fragment"

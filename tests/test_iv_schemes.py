@@ -185,12 +185,12 @@ def test_null_encryption_has_no_iv_to_read(keys: bool, lane: Options) -> None:
 
 
 @pytest.mark.parametrize("keys", [True, False], ids=["keyed", "keyless"])
-def test_a_header_only_esp_packet_is_truncated_and_says_nothing_of_the_key(
+def test_a_header_only_esp_packet_is_short_and_says_nothing_of_the_key(
     keys: bool, lane: Options
 ) -> None:
     records, findings, _ = _run("esp-header-only", keys, lane)
     rec = records[8]
-    assert (rec.frame, rec.verdict, rec.seq, rec.esp_len) == (9, Verdict.TRUNCATED, 9, 8)
+    assert (rec.frame, rec.verdict, rec.seq, rec.esp_len) == (9, Verdict.SHORT, 9, 8)
     need = 34 if keys else 10  # keyed: 8 + IV 8 + 2 + ICV 16 (rfc4106, 128-bit ICV)
     assert rec.detail == (
         f"ESP packet of 8 bytes: shorter than the {need} that the ESP header, IV, pad length, "
@@ -266,7 +266,7 @@ def test_a_lone_header_only_packet_makes_no_key_mismatch(lane: Options) -> None:
     sc = build_scenario("esp-header-only", seed=1)
     run = run_frames([sc.frames[8]._replace(number=1)], sc.sas, lane, "lone")
     [rec] = run.records
-    assert (rec.verdict, rec.esp_len) == (Verdict.TRUNCATED, 8)
+    assert (rec.verdict, rec.esp_len) == (Verdict.SHORT, 8)
     assert run.findings == []
 
 

@@ -30,9 +30,10 @@ from espforensics.pipeline import Options
 from espforensics.summary import Summary
 from espforensics.synth import Scenario, write_scenario
 from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, Fault, SaFlow, make_sa
-from espforensics.synth.esp import IvFixed
+from espforensics.synth.esp import ESP_HEADER, IvFixed
 from espforensics.synth.scenarios_crypto import send_udp
 from espforensics.synth.scenarios_ivschemes import counter_iv
+from espforensics.synth.truth import FrameTruth
 from tests.helpers import needs_captures, real_capture, run_cli, run_frames, scenario
 
 TWOFISH = "cbc(twofish)"  # a cipher this version does not open: its ICVs still verify
@@ -239,3 +240,76 @@ def test_tshark_decrypts_spi_0_as_we_do(tmp_path: Path) -> None:
     }
     records = run_frames(_reserved().frames, _reserved().sas, Options()).records
     assert {r.inner_dport for r in records} == {6001}
+
+
+# -- 3. ESP packets shorter than their header and IV --------------------------------------
+
+
+def _short(snaplen: int | None = None) -> Scenario:
+    """SA 0xb401 (4 sound packets, then ESP packets of 4 and 12 bytes); SA 0xb402's only
+    packet is 4 bytes: its SPI and nothing else. ``snaplen``: every frame cut there."""
+    rng, cb = random.Random(1), CaptureBuilder(1, snaplen=snaplen)
+    flow = SaFlow(make_sa(rng, 0xB401, V4_A, V4_B), V4_A, V4_B)
+    back = SaFlow(make_sa(rng, 0xB402, V4_B, V4_A), V4_B, V4_A)
+    for seq in range(1, 5):
+        send_udp(cb, flow, seq)
+    shape = FrameTruth(0, Verdict.SHORT)
+    cb.emit_ip(flow.outer(*flow.body(ESP_HEADER.pack(flow.spi, 5)[:4])), shape)
+    cb.emit_ip(flow.outer(*flow.body(ESP_HEADER.pack(flow.spi, 6) + bytes(4))), shape)
+    cb.emit_ip(back.outer(*back.body(ESP_HEADER.pack(back.spi, 1)[:4])), shape)
+    return cb.scenario("short", "short ESP packets", (flow.sealer, back.sealer))
+
+
+def test_short_esp_packets_are_short_and_name_their_spi(lane: Options) -> None:
+    sc = _short()
+    run = run_frames(sc.frames, sc.sas, lane)
+    rows = [(r.frame, r.verdict, r.spi, r.seq, r.esp_len, r.algorithm) for r in run.records[4:]]
+    gcm = "rfc4106(gcm(aes))"
+    assert rows == [
+        (5, Verdict.SHORT, 0xB401, None, 4, gcm),
+        (6, Verdict.SHORT, 0xB401, 6, 12, gcm),
+        (7, Verdict.SHORT, 0xB402, None, 4, gcm),
+    ]
+    assert [r.detail for r in run.records[4:]] == [
+        "ESP packet of 4 bytes: shorter than its 8-byte header (RFC 4303 s2)",
+        "ESP packet of 12 bytes: shorter than the 34 that the ESP header, IV, pad length, next "
+        "header and ICV take (RFC 4303 s2)",
+        "ESP packet of 4 bytes: shorter than its 8-byte header (RFC 4303 s2)",
+    ]
+    assert run.analyzer.unused_sas == ()  # 0xb402 is in the capture: its 4 bytes say so
+
+
+def test_short_packets_are_not_said_to_be_cut_by_the_capture(tmp_path: Path) -> None:
+    files = write_scenario(_short(), tmp_path)
+    summary = analyze(files["capture"], [files["keys"]]).summary
+    assert [(sa.spi, sa.packets, sa.verdicts) for sa in summary.sas] == [
+        (0xB401, 6, {"ok": 4, "short": 2}),
+        (0xB402, 1, {"short": 1}),
+    ]
+    assert summary.unused_sas == ()
+    t = tally(summary.sas, summary.esp_layers)
+    assert t.untried == {"too short to be ESP, though whole in the capture": 3}
+    assert {c.name: c.skipped for c in summary.coverage}["sequence"] == {
+        "too short to be ESP, though whole in the capture": 3
+    }
+    assert lead(summary)[0] == (
+        "4 of 7 ESP packets verified with their keys; not: 3 too short to be ESP, though "
+        "whole in the capture (SPIs 0x0000b401, 0x0000b402)"
+    )
+
+
+def test_an_esp_header_cut_by_the_capture_is_truncated_and_names_its_spi(
+    lane: Options,
+) -> None:
+    """Cut at 40 bytes (Ethernet 14, IPv4 20, then 6 bytes of ESP): truncated, SPI named."""
+    sc = _short(snaplen=40)
+    run = run_frames(sc.frames, sc.sas, lane)
+    assert [(r.frame, r.verdict, r.spi) for r in run.records if r.caplen < r.len] == [
+        (n, Verdict.TRUNCATED, 0xB401) for n in (1, 2, 3, 4, 6)
+    ]
+    assert {r.detail for r in run.records if r.caplen < r.len} == {"ESP header cut at 6 bytes"}
+    # the 4-byte packets are whole (38 bytes): short, as without a snap length
+    assert [(r.frame, r.verdict) for r in run.records if r.caplen == r.len] == [
+        (5, Verdict.SHORT),
+        (7, Verdict.SHORT),
+    ]

@@ -129,7 +129,7 @@ class LeakCheck:
                 rec.leaked_fields = "payload not encrypted: ciphertext equals plaintext"
                 self._count(rec.spi, rec.frame, rec.leaked_fields)
             return
-        if rec.verdict is Verdict.TRUNCATED:
+        if rec.verdict in (Verdict.TRUNCATED, Verdict.SHORT):
             return
         icv_lens = (ctx.icv_len,) if ctx is not None else KEYLESS_ICV_LENS
         keyed = pkt.flow.state.sa is not None

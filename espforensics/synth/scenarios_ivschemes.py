@@ -113,7 +113,7 @@ def esp_header_only(seed: int = 1) -> Scenario:
     bare = ESP_HEADER.pack(flow.spi, flow.take_seq())
     truth = FrameTruth(
         0,
-        Verdict.TRUNCATED,
+        Verdict.SHORT,
         spi=flow.spi,
         seq64=9,
         esp_offset=flow.esp_offset,
