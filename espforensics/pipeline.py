@@ -62,6 +62,7 @@ from espforensics.decode.reassembly import Expired
 from espforensics.decode.tunnel import TUNNEL_PROTOS, unwrap
 from espforensics.errors import MalformedPacket, Truncated
 from espforensics.keys import SaTable
+from espforensics.keys.validate import reserved_notes
 from espforensics.keys.wireshark import secrets_block_sas
 from espforensics.model import (
     DecryptionSecrets,
@@ -197,6 +198,7 @@ class FrameAnalyzer:
             return
         for sa in found:
             self.sas.add(sa)
+        self.sas.notes.extend(reserved_notes(found))  # an SA of SPI 0 warns as from a file
         self._flows.forget_flows()
         self._natt_ports = self._ports()
 

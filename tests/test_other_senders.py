@@ -31,6 +31,7 @@ from espforensics.summary import Summary
 from espforensics.synth import Scenario, write_scenario
 from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, Fault, SaFlow, make_sa
 from espforensics.synth.esp import ESP_HEADER, IvFixed
+from espforensics.synth.keytext import esp_sa_secrets
 from espforensics.synth.scenarios_crypto import send_udp
 from espforensics.synth.scenarios_ivschemes import counter_iv
 from espforensics.synth.truth import FrameTruth
@@ -312,4 +313,19 @@ def test_an_esp_header_cut_by_the_capture_is_truncated_and_names_its_spi(
     assert [(r.frame, r.verdict) for r in run.records if r.caplen == r.len] == [
         (5, Verdict.SHORT),
         (7, Verdict.SHORT),
+    ]
+
+
+def test_a_decryption_secrets_block_of_spi_0_warns_too(lane: Options) -> None:
+    """pcapng: the SAs of SPI 0 and 0xff in a Decryption Secrets Block, then the packets."""
+    sc = _reserved()
+    run = run_frames([esp_sa_secrets(sc.sas), *sc.frames], (), lane, "dsb.pcapng")
+    assert {r.verdict for r in run.records} == {Verdict.OK}
+    assert [n.split(": ", 1)[1].split(" is reserved")[0] for n in run.analyzer.sas.notes] == [
+        "SPI 0x00000000",
+        "SPI 0x000000ff",
+    ]
+    assert [(f.kind, f.spi, f.count) for f in run.findings] == [
+        (FindingKind.RESERVED_SPI, 0, 200),
+        (FindingKind.RESERVED_SPI, 0xFF, 3),
     ]
