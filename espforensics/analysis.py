@@ -49,12 +49,13 @@ from espforensics.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
 from espforensics.render.content import report_content
 from espforensics.render.registry import FILE_RENDERERS
 from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
-from espforensics.small_tables import write_findings_csv, write_sas_csv
+from espforensics.small_tables import write_finding_frames, write_findings_csv, write_sas_csv
 from espforensics.summary import Summary
 from espforensics.tables import (
     CSV_ROWS,
     PacketTableWriter,
     RowGroups,
+    inner_layers,
     packets_frame,
 )
 
@@ -72,10 +73,14 @@ class Analysis:
 
 
 def summarize(
-    path: str | os.PathLike[str], sas: KeysArg = None, options: Options | None = None
+    path: str | os.PathLike[str],
+    sas: KeysArg = None,
+    options: Options | None = None,
+    name: str | None = None,
 ) -> Summary:
-    """Only the summary of a capture (no tables); raise ``CaptureError`` if it is damaged."""
-    summary, error = _run(path, sas, options, lambda rec: None)
+    """Only the summary of a capture (no tables); raise ``CaptureError`` if it is damaged.
+    ``name``: what the summary and errors call the capture when ``path`` is a copy of it."""
+    summary, error = _run(path, sas, options, lambda rec: None, name=name)
     if error is not None:
         raise error
     return summary
@@ -106,6 +111,13 @@ def _draw(out: Path, summary: Summary) -> Summary:
 def _write_reports(out: Path, summary: Summary) -> None:
     """The small outputs, under their ``.partial`` names."""
     write_findings_csv(partial(out, "findings.csv"), summary.finding_list)
+    layers = inner_layers(partial(out, "packets.parquet")) if summary.inner_esp_packets else {}
+    write_finding_frames(
+        partial(out, "finding_frames.csv"),
+        partial(out, "finding_frames.parquet"),
+        summary.finding_list,
+        layers,
+    )
     write_sas_csv(partial(out, "sas.csv"), summary)
     report = report_content(summary, images=_plot_images(out, summary))
     for renderer in FILE_RENDERERS:  # report.txt, report.md, summary.json, report.html
@@ -171,6 +183,7 @@ def analyze_to_dir(
     packets_csv: bool | None = None,
     meter: Meter | None = None,
     scheduler: str | None = None,
+    name: str | None = None,
 ) -> Summary:
     """Analyze a capture into ``out``; every file is written even if the capture is damaged.
 
@@ -190,6 +203,8 @@ def analyze_to_dir(
     ``packets_csv``: write packets.csv (True), not (False), or only for a
     capture of at most ``CSV_ROWS`` frames (None); packets.parquet always.
     ``meter``: told the frames read and each phase after (progress.py).
+    ``name``: what the outputs and errors call the capture when ``path`` is a copy of
+    it (``-``: standard input, capture/spool.py).
     """
     check_regular(path)  # refused before the output folder is touched
     stage = meter.phase if meter is not None else lambda name: None
@@ -207,7 +222,7 @@ def analyze_to_dir(
         with tables as writer:
             told = _both(writer.reached, progress)
             summary, error = _run(
-                path, table, options, writer.write_rows, told, sha256, jobs, meter, scheduler
+                path, table, options, writer.write_rows, told, sha256, jobs, meter, scheduler, name
             )
             stage(TABLES)  # the last row groups are written as the block ends
         parquet = partial(out, "packets.parquet")
@@ -231,10 +246,13 @@ def analyze_to_dir(
 
 
 def summary_of(
-    path: str | os.PathLike[str], sas: KeysArg = None, options: Options | None = None
+    path: str | os.PathLike[str],
+    sas: KeysArg = None,
+    options: Options | None = None,
+    name: str | None = None,
 ) -> Summary:
-    """A capture's summary, or an output folder's stored one."""
-    return load_summary(path) if Path(path).is_dir() else summarize(path, sas, options)
+    """A capture's summary, or an output folder's stored one (``name``: as ``summarize``)."""
+    return load_summary(path) if Path(path).is_dir() else summarize(path, sas, options, name)
 
 
 __all__ = [  # what this module offered before it was split, and still does

@@ -355,7 +355,7 @@ class SummaryBuilder:
             reused_ivs=sum(
                 1 if f.frames else f.count for f in findings if f.kind is FindingKind.IV_REUSE
             ),
-            finding_list=sort_findings(findings),
+            finding_list=sort_findings(_addressed(findings, sas)),
             layouts=tuple(
                 MisplacedLayout(*k[:7], a.packets, a.clear_hex(), carriers=k[7], reassembled=k[8])
                 for k, a in sorted(self._layouts.items())
@@ -366,3 +366,17 @@ class SummaryBuilder:
             coverage=check_coverage(sas, self.esp_packets + self.inner_esp_packets),
             inner_esp_packets=self.inner_esp_packets,
         )
+
+
+def _addressed(findings: list[Finding], sas: tuple[SaSummary, ...]) -> list[Finding]:
+    """Findings about one SPI carry their SA's outer addresses where sas.csv knows them: the
+    only SA of that SPI (an SPI two SAs share is left without, as it cannot say which)."""
+    by_spi: dict[int, list[SaSummary]] = {}
+    for sa in sas:
+        by_spi.setdefault(sa.spi, []).append(sa)
+    out = []
+    for f in findings:
+        owners = by_spi.get(f.spi, []) if f.spi is not None else []
+        known = not (f.src or f.dst) and len(owners) == 1
+        out.append(replace(f, src=owners[0].src, dst=owners[0].dst) if known else f)
+    return out

@@ -24,6 +24,8 @@ from espforensics.synth import build_scenario, write_scenario
 from tests.stop_at import run_until_stopped
 
 FINAL = [
+    "finding_frames.csv",
+    "finding_frames.parquet",
     "findings.csv",
     "packets.csv",
     "packets.parquet",

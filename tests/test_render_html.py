@@ -82,7 +82,7 @@ def gso(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # Five frames, how many more, and the filter that selects all 12 (findings.csv lists them).
-SHORTENED = "4 5 6 8 9 ... and 7 more (Wireshark: frame.number in {4..6 8..10 12..14 16..18})"
+SHORTENED = "4 5 6 8 9 ... and 7 more (Wireshark: frame.number in {4..6,8..10,12..14,16..18})"
 
 
 def test_report_html_has_the_content_of_report_md(gso: Path) -> None:

@@ -140,7 +140,7 @@ def test_compare_tso_on_and_off() -> None:
     assert "verdict esp_misplaced             94             0        -94" in text
     assert "  Packets with verdict esp_misplaced fell from 94 to 0." in text
     md = runner.invoke(app, [*base, "--format", "markdown"]).stdout
-    assert "| verdict esp_misplaced | 94 | 0 | -94 |" in md
+    assert "| verdict esp\\_misplaced | 94 | 0 | \\-94 |" in md
 
 
 def test_compare_output_folders(tmp_path: Path) -> None:
