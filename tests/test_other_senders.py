@@ -8,6 +8,7 @@ with its key file edited to a cipher this version does not open.
 
 from __future__ import annotations
 
+import csv
 import random
 import re
 import shutil
@@ -212,11 +213,9 @@ def test_cli_warns_once_per_entry_and_exits_0_below_high(tmp_path: Path) -> None
         f"espforensics: warning: {files['keys']}:entry 2: SPI 0x000000ff is reserved (RFC "
         "4303 s2.1: 1..255 are IANA's); loaded, and its packets are reported as reserved_spi",
     ]
-    rows = (tmp_path / "out" / "findings.csv").read_text().splitlines()
-    assert [r.split(",")[:3] for r in rows[1:]] == [
-        ["reserved_spi", "medium", "0"],
-        ["reserved_spi", "low", "255"],
-    ]
+    with (tmp_path / "out" / "findings.csv").open(newline="") as fh:
+        rows = [(r["kind"], r["severity"], r["spi"]) for r in csv.DictReader(fh)]
+    assert rows == [("reserved_spi", "medium", "0"), ("reserved_spi", "low", "255")]
 
 
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")
