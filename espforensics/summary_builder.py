@@ -234,7 +234,7 @@ class SummaryBuilder:
         if acc is None:
             acc = self._sas[key] = _SaAcc(rec.algorithm, rec.time / 1e9, rec.time / 1e9)
         acc.observe(rec)
-        if rec.verdict is Verdict.ESP_MISPLACED:
+        if rec.misplaced:  # esp_misplaced, or a cut packet's header found by layout
             self._layout(rec)
 
     def observe_rows(self, rows: SteadyRows) -> None:

@@ -91,7 +91,6 @@ NEARBY = 1 << 32  # a larger difference means the IV is unrelated to the packet'
 _MASK64 = (1 << 64) - 1
 _MASK32 = (1 << 32) - 1  # keyless: the low halves only, the high half being a guess
 _NOT_COUNTER = -1
-_NO_TAIL = (Verdict.TRUNCATED, Verdict.SHORT)  # no last cipher block for the next IV to chain
 
 
 def _sealed_with(rec: PacketRecord, seq64: int) -> int:
@@ -173,7 +172,7 @@ class IvDerivationCheck(BulkRules):
             rec.detail = f"{rec.detail}; {note}" if rec.detail else note
             sa.chained_frames = with_frame(sa.chained_frames, rec.frame)
         end, body = len(data) - icv_len, (rec.esp_offset or 0) + ESP_HEADER_LEN + len(iv)
-        if rec.verdict not in _NO_TAIL and end - len(iv) >= body:
+        if not pkt.cut and end - len(iv) >= body:
             sa.last, sa.last_frame = bytes(data[end - len(iv) : end]), rec.frame
 
     @staticmethod
@@ -202,7 +201,7 @@ class IvDerivationCheck(BulkRules):
             note = f"IV is the last ciphertext block of frame {sa.last_frame} (chained)"
             rec.detail = f"{rec.detail}; {note}" if rec.detail else note
             sa.chained_frames = with_frame(sa.chained_frames, rec.frame)
-        if rec.verdict not in _NO_TAIL:
+        if not pkt.cut:  # its last bytes are not the end of its ciphertext
             body = (rec.esp_offset or 0) + ESP_HEADER_LEN + 16  # past an IV of up to 16 bytes
             keep = max(KEYLESS_ICV_LENS) + 16
             sa.last, sa.last_frame = bytes(data[-keep:]), rec.frame
