@@ -191,7 +191,7 @@ def test_packets_of_a_reserved_spi_are_analyzed_and_reported(keys: bool, lane: O
     found = [(f.kind, f.severity, f.spi, f.count, tuple(f.frames)) for f in run.findings]
     assert found == [
         (FindingKind.RESERVED_SPI, Severity.MEDIUM, 0, 200, tuple(zero)),
-        (FindingKind.RESERVED_SPI, Severity.LOW, 0xFF, 3, (2, 4, 6)),
+        (FindingKind.RESERVED_SPI, Severity.INFO, 0xFF, 3, (2, 4, 6)),
     ]
     assert run.findings[0].evidence == ReservedSpi(0, 200)
     assert run.findings[0].detail == (
@@ -215,7 +215,7 @@ def test_cli_warns_once_per_entry_and_exits_0_below_high(tmp_path: Path) -> None
     ]
     with (tmp_path / "out" / "findings.csv").open(newline="") as fh:
         rows = [(r["kind"], r["severity"], r["spi"]) for r in csv.DictReader(fh)]
-    assert rows == [("reserved_spi", "medium", "0"), ("reserved_spi", "low", "255")]
+    assert rows == [("reserved_spi", "medium", "0"), ("reserved_spi", "info", "255")]
 
 
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")

@@ -2,7 +2,7 @@
 
 In: ``PacketContext`` of ESP packets, keyed or not. Out: one
 ``reserved_spi`` finding per flow (SPI, source, destination) whose
-packets carry an SPI below 256: ``medium`` for SPI 0, ``low`` for 1..255.
+packets carry an SPI below 256: ``medium`` for SPI 0, ``info`` for 1..255.
 No column of its own. Raises nothing.
 
 RFC 4303 s2.1: "The SPI value of zero (0) is reserved for local,
@@ -13,7 +13,8 @@ none). A sender of SPI 0 breaks a MUST: a receiver may drop its packets
 or take them for something local, so the SA works only between peers that
 agree to bend the rule (medium: a fault of the sender, not of the
 cryptography). An SPI in 1..255 breaks no MUST, only IANA's reservation,
-and will collide with an assignment if one is made (low). The SPI is in
+and nothing breaks unless IANA assigns one (info: a fact worth knowing;
+hand-keyed lab SAs use such SPIs). The SPI is in
 clear, so no key is needed; a header under a key that verifies other
 packets of the SA but fails its own ICV may be forged and is not counted
 (``header_is_evidence``, as the sequence check). The steady lane never
@@ -71,7 +72,7 @@ class ReservedSpiCheck(BulkRules):
             )
             yield Finding(
                 FindingKind.RESERVED_SPI,
-                Severity.MEDIUM if spi == 0 else Severity.LOW,
+                Severity.MEDIUM if spi == 0 else Severity.INFO,
                 spi,
                 frozen(acc.frames),
                 n,
