@@ -268,6 +268,13 @@ class BadChecksums:
     first: str
 
 
+@dataclass(frozen=True, slots=True)
+class NextHeaderMismatch:
+    """next_header_mismatch: the first packet's words (next header, what the payload is)."""
+
+    first: str
+
+
 Evidence = (
     Misplaced
     | Leak
@@ -291,5 +298,6 @@ Evidence = (
     | HmacKeySize
     | NoIntegrity
     | BadChecksums
+    | NextHeaderMismatch
     | ReservedSpi
 )
