@@ -127,11 +127,12 @@ class IvDerivationCheck(BulkRules):
             start = (rec.esp_offset or 0) + ESP_HEADER_LEN
             raw = pkt.data[start : start + ctx.iv_len]
             self._chaining(sa, pkt, raw, ctx.icv_len)
-            if not ctx.decrypts:
-                return  # echainiv's words are read by decrypting the IV: no cipher, no test
-            sa.words = ctx.iv_len // 8
-            iv = echainiv.pack(ctx.iv_words(raw)[0].tolist())
-            wire = int.from_bytes(raw)
+            sa.cbc, wire = True, int.from_bytes(raw)
+            if ctx.decrypts:
+                sa.words = ctx.iv_len // 8
+                iv = echainiv.pack(ctx.iv_words(raw)[0].tolist())
+            else:  # echainiv's words are read by decrypting the IV: the IVs on the wire only
+                iv = wire & _MASK64
         else:
             if not sa.packets and not pkt.flow.state.proven:
                 sa.mask = _MASK32
@@ -275,7 +276,7 @@ class IvDerivationCheck(BulkRules):
         reading = self._read(sa)
         sa.reading, sa.scheme = reading, reading.scheme
         sa.const = _NOT_COUNTER
-        if reading.scheme in (IvScheme.SEQIV, IvScheme.COUNTER) and not sa.words:
+        if reading.scheme in (IvScheme.SEQIV, IvScheme.COUNTER) and not sa.cbc:
             first = reading.candidates[0]
             sa.const, sa.additive = first.const, first.additive
             sa.alt = reading.candidates[1] if len(reading.candidates) > 1 else None
@@ -357,7 +358,7 @@ class IvDerivationCheck(BulkRules):
         for (spi, src, dst), sa in self._sas.items():
             if sa.scheme is IvScheme.CONSTANT:
                 yield constant_finding(spi, src, dst, sa)
-            elif sa.words and sa.scheme in (IvScheme.SEQIV, IvScheme.COUNTER):
+            elif sa.cbc and sa.scheme in (IvScheme.SEQIV, IvScheme.COUNTER):
                 yield predictable_finding(spi, src, dst, sa)
             elif sa.deviating:
                 yield deviating_finding(spi, src, dst, sa)
