@@ -212,6 +212,10 @@ class PacketRecord:
     # The encapsulations before the outer IP header, as libpcap's filter keywords (decode/
     # link.py): "vlan", "vlan vlan", "pppoes", "mpls", ...; empty when IP follows the link.
     carriers: str = ""
+    # What a Linux receiver holding the key file's states does with this ESP packet
+    # (receiver/verdict.py RxVerdict: accept, replay, too_old, icv_fail, no_state, ...);
+    # empty for a frame without ESP, or when no key file was given.
+    receiver: str = ""
 
 
 PACKET_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PacketRecord))

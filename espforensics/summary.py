@@ -26,6 +26,7 @@ from espforensics.model import (
     UnusedReason,
     UnusedSa,
 )
+from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
 from espforensics.stored import stored_evidence
 
 if TYPE_CHECKING:  # re-exported below (__getattr__): it imports this module
@@ -133,6 +134,10 @@ class Summary:
     coverage: tuple[CheckCoverage, ...] = ()  # one per check, in the order they run
     # ESP packets inside the frames' ESP packets' plaintexts (layer 2 on), not in esp_packets.
     inner_esp_packets: int = 0
+    # The receiver model (checks/receiver.py): per destination the predicted XfrmIn*
+    # counters, per receiving state its window; empty without a key file.
+    receivers: tuple[ReceiverHost, ...] = ()
+    receiver_sas: tuple[ReceiverSa, ...] = ()
 
     @property
     def esp_layers(self) -> int:
@@ -160,6 +165,15 @@ class Summary:
         ]
         doc["key_notes"] = list(self.key_notes)
         doc["coverage"] = [{**_fields(c), "skipped": dict(c.skipped)} for c in self.coverage]
+        doc["receivers"] = {h.dst: dict(h.counters) for h in self.receivers}
+        doc["receiver_frames"] = {
+            h.dst: {name: frame_runs(f) for name, f in h.frames.items()} for h in self.receivers
+        }
+        doc["receiver_unchecked"] = {h.dst: h.unchecked for h in self.receivers}
+        doc["receiver_sas"] = [
+            {**_fields(r), "spi": f"{r.spi:#010x}", "min_window": r.min_window}
+            for r in self.receiver_sas
+        ]
         return {"schema": doc.pop("schema"), **doc}
 
     @classmethod
@@ -202,7 +216,32 @@ class Summary:
                 else check_coverage(sas, doc["esp_packets"] + doc.get("inner_esp_packets", 0))
             ),
             inner_esp_packets=doc.get("inner_esp_packets", 0),
+            receivers=_receivers(doc),
+            receiver_sas=tuple(
+                ReceiverSa(
+                    int(r["spi"], 16),
+                    r["dst"],
+                    r["window"],
+                    dict(r["verdicts"]),
+                    r["reorder_depth"],
+                )
+                for r in doc.get("receiver_sas", ())
+            ),
         )
+
+
+def _receivers(doc: dict[str, Any]) -> tuple[ReceiverHost, ...]:
+    """The ``receivers`` of a summary.json (none in one written before the receiver model)."""
+    frames, unchecked = doc.get("receiver_frames", {}), doc.get("receiver_unchecked", {})
+    return tuple(
+        ReceiverHost(
+            dst,
+            {name: _typed(counters, name, int) for name in counters},
+            {name: from_runs(runs) for name, runs in frames.get(dst, {}).items()},
+            unchecked.get(dst, 0),
+        )
+        for dst, counters in doc.get("receivers", {}).items()
+    )
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclasses.fields costs 6 us a call

@@ -3,8 +3,9 @@ docs/checks.md's headings and the finding kinds agree.
 
 The output names (KTAP lines, ``summary.json``'s ``coverage``, the finding
 kinds) are a public format; the code and the docs take theirs. The one
-check without a line of its own is integrity: its ``no_integrity`` findings
-report under ``keys`` (docs/checks.md "integrity").
+checks without a line of their own are integrity (its ``no_integrity``
+findings report under ``keys``, docs/checks.md "integrity") and the receiver
+model, which makes no findings (docs/receiver.md): ``checks.NO_LINE``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 from pathlib import Path
 
 import espforensics.checks as checks_package
-from espforensics.checks import COVERAGE
+from espforensics.checks import COVERAGE, NO_LINE
 from espforensics.model import FindingKind
 from espforensics.render.content import CHECKS
 
@@ -43,8 +44,8 @@ def test_the_coverage_and_ktap_tables_name_the_checks_alike() -> None:
 
 def test_each_check_goes_by_its_output_name() -> None:
     names = _check_names()
-    assert names - {UNDER_KEYS} == {name for name, _ in COVERAGE}
-    assert UNDER_KEYS in names
+    assert names - set(NO_LINE) == {name for name, _ in COVERAGE}
+    assert set(NO_LINE) <= names
 
 
 def test_each_finding_kind_belongs_to_one_check() -> None:

@@ -22,6 +22,7 @@ from espforensics.checks import (
     keys,
     leaks,
     placement,
+    receiver,
     sequence,
 )
 from espforensics.checks.bulk import BulkCheck, PlainRule, Plaintexts
@@ -35,6 +36,7 @@ from espforensics.checks.iv_reuse import IvReuseCheck
 from espforensics.checks.keys import KeyCheck
 from espforensics.checks.leaks import LeakCheck
 from espforensics.checks.placement import FlowFor, PlacementCheck
+from espforensics.checks.receiver import ReceiverCheck
 from espforensics.checks.sequence import SequenceCheck
 from espforensics.keys.sa import SaTable
 from espforensics.model import Finding
@@ -58,6 +60,7 @@ def make_checks(sas: SaTable, holds: Holds, flow_for: FlowFor) -> tuple[Check, .
         IvReuseCheck(sas),
         IvDerivationCheck(holds),
         SequenceCheck(),
+        ReceiverCheck(sas),  # reads the sequence check's seq_anomaly
         EsnMismatchCheck(),
         KeyCheck(sas),
         IntegrityCheck(),
@@ -67,7 +70,13 @@ def make_checks(sas: SaTable, holds: Holds, flow_for: FlowFor) -> tuple[Check, .
 
 # The checks with bulk rules for the engine's steady lane (checks/bulk.py): the
 # lane takes a packet only as the plain case of every check, and commits it to these.
-BULK: tuple[type[BulkCheck], ...] = (IvReuseCheck, IvDerivationCheck, SequenceCheck, KeyCheck)
+BULK: tuple[type[BulkCheck], ...] = (
+    IvReuseCheck,
+    IvDerivationCheck,
+    SequenceCheck,
+    ReceiverCheck,
+    KeyCheck,
+)
 
 
 def bulk_checks(checks: tuple[object, ...]) -> tuple[BulkCheck, ...]:
@@ -77,7 +86,11 @@ def bulk_checks(checks: tuple[object, ...]) -> tuple[BulkCheck, ...]:
 
 # The checks' rules over the plaintexts the lane opened (checks/bulk.py, ``Plaintexts``):
 # functions of the batch's plaintexts alone, so a worker process runs them too.
-PLAIN: tuple[Callable[[Plaintexts], PlainRule], ...] = (leaks.plaintexts, checksum.plaintexts)
+PLAIN: tuple[Callable[[Plaintexts], PlainRule], ...] = (
+    leaks.plaintexts,
+    checksum.plaintexts,
+    receiver.plaintexts,
+)
 
 
 # What each check examined (the KTAP names of render/content.py), in the order
@@ -98,6 +111,10 @@ COVERAGE: tuple[tuple[str, Callable[[Seen], str | None]], ...] = (
 # esn_mismatch words each event by its record's ``iv_seq_delta``, which iv_derivation
 # fills when it settles the SA's IV constant: at the latest in its own ``finish``.
 FINISH_READS: dict[str, tuple[str, ...]] = {"esn_mismatch": ("iv_derivation",)}
+# The checks with no line of their own in the coverage and KTAP tables: integrity reports
+# under keys; the receiver model makes no findings (its predicted counters are in the
+# summary's ``receivers``, and ``--expect`` asserts them).
+NO_LINE = ("integrity", "receiver")
 
 __all__ = [
     "BULK",
