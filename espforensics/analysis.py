@@ -46,6 +46,7 @@ from espforensics.errors import InputError, OutputError
 from espforensics.keys import SaTable
 from espforensics.pipeline import Options, fewer_collections
 from espforensics.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
+from espforensics.receiver.xfrm_stat import XfrmStatFiles, observed
 from espforensics.render.content import report_content
 from espforensics.render.registry import FILE_RENDERERS
 from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
@@ -171,6 +172,7 @@ def analyze_to_dir(
     packets_csv: bool | None = None,
     meter: Meter | None = None,
     scheduler: str | None = None,
+    xfrm_stat: XfrmStatFiles | None = None,
 ) -> Summary:
     """Analyze a capture into ``out``; every file is written even if the capture is damaged.
 
@@ -190,6 +192,8 @@ def analyze_to_dir(
     ``packets_csv``: write packets.csv (True), not (False), or only for a
     capture of at most ``CSV_ROWS`` frames (None); packets.parquet always.
     ``meter``: told the frames read and each phase after (progress.py).
+    ``xfrm_stat``: the receiver's /proc/net/xfrm_stat before and after the run,
+    which the reports compare with the receiver model's prediction.
     """
     check_regular(path)  # refused before the output folder is touched
     stage = meter.phase if meter is not None else lambda name: None
@@ -210,6 +214,9 @@ def analyze_to_dir(
                 path, table, options, writer.write_rows, told, sha256, jobs, meter, scheduler
             )
             stage(TABLES)  # the last row groups are written as the block ends
+        if xfrm_stat is not None:
+            hosts = [h.dst for h in summary.receivers]
+            summary = replace(summary, observed=observed(xfrm_stat, hosts))
         parquet = partial(out, "packets.parquet")
         if copies.targets():
             stage(COPIES)

@@ -31,6 +31,15 @@ from espforensics.analysis import (
     summary_of,
 )
 from espforensics.cli_errors import _guarded, _report_bug
+from espforensics.cli_expect import (
+    ExpectOption,
+    StatAfterOption,
+    StatBeforeOption,
+    StatHostOption,
+    assertions,
+    check,
+    xfrm_stat,
+)
 from espforensics.cli_progress import _BarMeter, _batch_progress
 from espforensics.cli_typer import (
     FORMATS_HELP,
@@ -47,6 +56,7 @@ from espforensics.cli_typer import (
     _Group,
 )
 from espforensics.errors import EXIT_INTERNAL, EspForensicsError
+from espforensics.expect import Assertion
 from espforensics.gate import Unchecked, exit_code, worst_code
 from espforensics.model import SEVERITY_RANK, Severity
 from espforensics.narrative import worst_severity
@@ -252,8 +262,14 @@ def analyze(
             f"[default: for captures of at most {CSV_ROWS:,} frames].",
         ),
     ] = None,
+    expect: ExpectOption = None,
+    xfrm_stat_before: StatBeforeOption = None,
+    xfrm_stat_after: StatAfterOption = None,
+    xfrm_stat_host: StatHostOption = None,
 ) -> None:
     """Decrypt and check every ESP packet of CAPTURE; write tables, plots and reports to --out."""
+    expected = assertions(expect)
+    stat = xfrm_stat(xfrm_stat_before, xfrm_stat_after, xfrm_stat_host)
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
     copies = CaptureCopies(annotate=annotate, decrypted=decrypted)
     out_dir = out if out is not None else default_out_dir(capture)
@@ -273,6 +289,7 @@ def analyze(
                 copies=copies,
                 packets_csv=packets_csv,
                 scheduler=scheduler,
+                xfrm_stat=stat,
             ),
             out_dir,
         )
@@ -285,13 +302,30 @@ def analyze(
             f"packets.csv not written: {summary.capture.frames:,} frames, more than "
             f"{CSV_ROWS:,}; packets.parquet has every row (--csv writes it anyway)"
         )
-    if not quiet:
+    if not quiet and not (expected and fmt is Format.KTAP):
         _show(summary, fmt, fail_on)
         if fmt is Format.SUMMARY:
             typer.echo(f"  outputs: {out_dir}/")
             for name, target in copies.targets():
                 typer.echo(f"  {name}: {target}")
-    _exit_gate(summary, fail_on, unchecked)
+    _exit(summary, fail_on, unchecked, expected, fmt, quiet)
+
+
+def _exit(
+    summary: Summary,
+    fail_on: FailOn,
+    unchecked: Unchecked,
+    expected: tuple[Assertion, ...],
+    fmt: Format,
+    quiet: bool = False,
+) -> None:
+    """With ``--expect`` the assertions decide the exit code; else the gate does."""
+    if not expected:
+        _exit_gate(summary, fail_on, unchecked)
+        return
+    code = check(summary, expected, fmt, quiet)
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command(cls=_Command)
@@ -304,11 +338,14 @@ def report(
     ] = Format.TEXT,
     fail_on: FailOnOption = FailOn.HIGH,
     unchecked: UncheckedOption = Unchecked.SKIP,
+    expect: ExpectOption = None,
 ) -> None:
     """Print the report of an earlier analysis again; exit as `analyze` did."""
+    expected = assertions(expect)
     summary = _guarded(lambda: load_summary(folder))
-    _show(summary, fmt, fail_on)
-    _exit_gate(summary, fail_on, unchecked)
+    if not (expected and fmt is Format.KTAP):
+        _show(summary, fmt, fail_on)
+    _exit(summary, fail_on, unchecked, expected, fmt)
 
 
 @app.command(cls=_Command)

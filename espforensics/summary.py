@@ -26,7 +26,7 @@ from espforensics.model import (
     UnusedReason,
     UnusedSa,
 )
-from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
+from espforensics.receiver.prediction import Observed, ReceiverHost, ReceiverSa
 from espforensics.stored import stored_evidence
 
 if TYPE_CHECKING:  # re-exported below (__getattr__): it imports this module
@@ -138,6 +138,8 @@ class Summary:
     # counters, per receiving state its window; empty without a key file.
     receivers: tuple[ReceiverHost, ...] = ()
     receiver_sas: tuple[ReceiverSa, ...] = ()
+    # The receiver's /proc/net/xfrm_stat increase, when the user gave it (--xfrm-stat-*).
+    observed: Observed | None = None
 
     @property
     def esp_layers(self) -> int:
@@ -170,6 +172,9 @@ class Summary:
             h.dst: {name: frame_runs(f) for name, f in h.frames.items()} for h in self.receivers
         }
         doc["receiver_unchecked"] = {h.dst: h.unchecked for h in self.receivers}
+        doc["receiver_causes"] = {h.dst: [list(c) for c in h.causes] for h in self.receivers}
+        observed = doc.pop("observed")
+        doc["receiver_observed"] = None if observed is None else _fields(observed)
         doc["receiver_sas"] = [
             {**_fields(r), "spi": f"{r.spi:#010x}", "min_window": r.min_window}
             for r in self.receiver_sas
@@ -217,6 +222,9 @@ class Summary:
             ),
             inner_esp_packets=doc.get("inner_esp_packets", 0),
             receivers=_receivers(doc),
+            observed=None
+            if not doc.get("receiver_observed")
+            else Observed(**doc["receiver_observed"]),
             receiver_sas=tuple(
                 ReceiverSa(
                     int(r["spi"], 16),
@@ -230,15 +238,22 @@ class Summary:
         )
 
 
+def _observed(doc: dict[str, Any] | None) -> Observed | None:
+    """The receiver's observed counters of a summary.json, if it has them."""
+    return None if not doc else Observed(**{**doc, "deltas": dict(doc["deltas"])})
+
+
 def _receivers(doc: dict[str, Any]) -> tuple[ReceiverHost, ...]:
     """The ``receivers`` of a summary.json (none in one written before the receiver model)."""
     frames, unchecked = doc.get("receiver_frames", {}), doc.get("receiver_unchecked", {})
+    causes = doc.get("receiver_causes", {})
     return tuple(
         ReceiverHost(
             dst,
             {name: _typed(counters, name, int) for name in counters},
             {name: from_runs(runs) for name, runs in frames.get(dst, {}).items()},
             unchecked.get(dst, 0),
+            tuple((str(c), str(why), int(n)) for c, why, n in causes.get(dst, ())),
         )
         for dst, counters in doc.get("receivers", {}).items()
     )

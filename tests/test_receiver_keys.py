@@ -12,23 +12,30 @@ from espforensics.receiver.config import ReplayConfig, Variant, replay_config
 
 KEY = "0x" + "11" * 20
 
-LEGACY = f"""src 198.51.100.2 dst 192.0.2.1
-\tproto esp spi 0x00001002 reqid 2 mode transport
-\treplay-window 32 
-\taead rfc4106(gcm(aes)) {KEY} 128
-\tanti-replay context: seq 0x17, oseq 0x0, bitmap 0x007fffff
-\tsel src 0.0.0.0/0 dst 0.0.0.0/0 
-"""
-ESN = f"""src 192.0.2.1 dst 198.51.100.2
-\tproto esp spi 0x00001001 reqid 1 mode transport
-\treplay-window 0 flag esn
-\taead rfc4106(gcm(aes)) {KEY} 128
-\tanti-replay esn context:
-\t seq-hi 0x0, seq 0x0, oseq-hi 0x0, oseq 0x1ad
-\t replay_window 32, bitmap-length 1
-\t 00000000 
-\tsel src 0.0.0.0/0 dst 0.0.0.0/0 
-"""
+# As iproute2 prints them: a tab before each line, a space after some (ip/ipxfrm.c).
+LEGACY = "\n\t".join(
+    [
+        "src 198.51.100.2 dst 192.0.2.1",
+        "proto esp spi 0x00001002 reqid 2 mode transport",
+        "replay-window 32 ",
+        f"aead rfc4106(gcm(aes)) {KEY} 128",
+        "anti-replay context: seq 0x17, oseq 0x0, bitmap 0x007fffff",
+        "sel src 0.0.0.0/0 dst 0.0.0.0/0 \n",
+    ]
+)
+ESN = "\n\t".join(
+    [
+        "src 192.0.2.1 dst 198.51.100.2",
+        "proto esp spi 0x00001001 reqid 1 mode transport",
+        "replay-window 0 flag esn",
+        f"aead rfc4106(gcm(aes)) {KEY} 128",
+        "anti-replay esn context:",
+        " seq-hi 0x0, seq 0x0, oseq-hi 0x0, oseq 0x1ad",
+        " replay_window 32, bitmap-length 1",
+        " 00000000 ",
+        "sel src 0.0.0.0/0 dst 0.0.0.0/0 \n",
+    ]
+)
 BMP = ESN.replace(" flag esn", "").replace(
     "replay_window 32, bitmap-length 1", "replay_window 128, bitmap-length 4"
 )

@@ -36,7 +36,7 @@ from espforensics.model import Finding, Verdict
 from espforensics.receiver.config import LEGACY_BITS, replay_config
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
 from espforensics.receiver.replay import LegacyWindow
-from espforensics.receiver.verdict import COUNTER, COUNTERS, Icv, RxState, RxVerdict
+from espforensics.receiver.verdict import COUNTER, COUNTERS, Icv, RxState, RxVerdict, cause
 
 _ESP_HEADER = struct.Struct("!II")
 _M32 = np.uint64(0xFFFFFFFF)
@@ -63,6 +63,7 @@ class _State:
 @dataclass(slots=True)
 class _Host:
     counts: Counter[str] = field(default_factory=Counter)
+    causes: Counter[tuple[str, str]] = field(default_factory=Counter)  # (counter, cause)
     frames: dict[str, IntervalSet | None] = field(default_factory=dict)
     unchecked: int = 0
 
@@ -106,6 +107,7 @@ class ReceiverCheck(BulkRules):
         counter = COUNTER.get(verdict)
         if counter is not None:
             host.counts[counter] += 1
+            host.causes[(counter, cause(verdict, rec.verdict))] += 1
             host.frames[counter] = with_frame(host.frames.get(counter), rec.frame)
         host.unchecked += verdict is RxVerdict.UNCHECKED
 
@@ -215,6 +217,7 @@ class ReceiverCheck(BulkRules):
                 {name: host.counts[name] for name in COUNTERS},
                 {name: frozen(runs) for name, runs in sorted(host.frames.items())},
                 host.unchecked,
+                tuple((c, why, n) for (c, why), n in sorted(host.causes.items())),
             )
             for dst, host in sorted(self._hosts.items())
         )

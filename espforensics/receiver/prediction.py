@@ -23,6 +23,8 @@ class ReceiverHost:
     counters: dict[str, int]  # every name of verdict.COUNTERS
     frames: dict[str, Frames] = field(default_factory=dict)  # counter -> its frames
     unchecked: int = 0  # packets taken as accepted whose ICV could not be checked
+    # (counter, cause, packets): "XfrmInStateProtoError", "misplaced ESP headers", 94
+    causes: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,3 +43,14 @@ class ReceiverSa:
     def min_window(self) -> int:
         """The smallest replay window that would have accepted every packet not a replay."""
         return self.reorder_depth + 1
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """A receiver's /proc/net/xfrm_stat before and after the capture: every counter's
+    increase (after - before), for the host ``host``."""
+
+    host: str
+    deltas: dict[str, int]
+    before: str = ""  # the files they came from, for the reports
+    after: str = ""

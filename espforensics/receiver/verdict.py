@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from enum import Enum, StrEnum
 
+from espforensics.model import Verdict
 from espforensics.receiver.config import ReplayConfig
 from espforensics.receiver.replay import ReplayFail
 
@@ -100,3 +101,24 @@ class RxState:
             return RxVerdict.BAD_TRAILER
         window.advance(seq)  # the recheck, state unchanged since the check, passes
         return RxVerdict.ACCEPT if icv is Icv.VERIFIES else RxVerdict.UNCHECKED
+
+
+_CAUSES = {
+    RxVerdict.REPLAY: "replays inside the window",
+    RxVerdict.TOO_OLD: "packets below the window",
+    RxVerdict.SEQ_ZERO: "packets with sequence number 0",
+    RxVerdict.ICV_FAIL: "ICV failures",
+    RxVerdict.ICV_FAIL_SEQHI: "packets below the ESN window, taken for the next epoch",
+    RxVerdict.BAD_TRAILER: "pad lengths leaving no payload",
+    RxVerdict.NO_STATE: "packets of SPIs with no state in the key file",
+}
+
+
+def cause(verdict: RxVerdict, analysis: Verdict) -> str:
+    """Why a drop happened, as a plural noun for "94 misplaced ESP headers": the
+    receiver's verdict, made precise by what the analysis proved of the packet."""
+    if verdict is RxVerdict.ICV_FAIL and analysis is Verdict.ESP_MISPLACED:
+        return "misplaced ESP headers"
+    if verdict is RxVerdict.ICV_FAIL_SEQHI and analysis is Verdict.ESN_MISMATCH:
+        return "packets sealed with another ESN high half than their place implies"
+    return _CAUSES.get(verdict, str(verdict))
