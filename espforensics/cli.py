@@ -35,6 +35,7 @@ from espforensics.cli_expect import (
     ExpectOption,
     StatAfterOption,
     StatBeforeOption,
+    StatesOption,
     StatHostOption,
     assertions,
     check,
@@ -266,10 +267,11 @@ def analyze(
     xfrm_stat_before: StatBeforeOption = None,
     xfrm_stat_after: StatAfterOption = None,
     xfrm_stat_host: StatHostOption = None,
+    xfrm_state_stats: StatesOption = None,
 ) -> None:
     """Decrypt and check every ESP packet of CAPTURE; write tables, plots and reports to --out."""
     expected = assertions(expect)
-    stat = xfrm_stat(xfrm_stat_before, xfrm_stat_after, xfrm_stat_host)
+    stat = xfrm_stat(xfrm_stat_before, xfrm_stat_after, xfrm_stat_host, xfrm_state_stats)
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
     copies = CaptureCopies(annotate=annotate, decrypted=decrypted)
     out_dir = out if out is not None else default_out_dir(capture)

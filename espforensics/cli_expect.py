@@ -50,6 +50,15 @@ StatAfterOption = Annotated[
         help="The receiver's /proc/net/xfrm_stat after the capture.",
     ),
 ]
+StatesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--xfrm-state-stats",
+        metavar="FILE",
+        help="The receiver's `ip -s xfrm state` after the capture: each state's stats "
+        "(replay-window, replay, failed) beside the receiver model's counts.",
+    ),
+]
 StatHostOption = Annotated[
     str | None,
     typer.Option(
@@ -66,16 +75,17 @@ def assertions(text: str | None) -> tuple[Assertion, ...]:
     return _guarded(lambda: parse_expect(text)) if text is not None else ()
 
 
-def xfrm_stat(before: Path | None, after: Path | None, host: str | None) -> XfrmStatFiles | None:
+def xfrm_stat(
+    before: Path | None, after: Path | None, host: str | None, states: Path | None = None
+) -> XfrmStatFiles | None:
     """The receiver's counters, read before the run; exit 2 for a bad or missing file."""
-    if before is None and after is None:
+    if before is None and after is None and states is None:
         if host is not None:
             _usage("--xfrm-stat-host needs --xfrm-stat-before and --xfrm-stat-after")
         return None
-    if before is None or after is None:
+    if (before is None) != (after is None):
         _usage("--xfrm-stat-before and --xfrm-stat-after go together")
-    assert before is not None and after is not None
-    return _guarded(lambda: load_xfrm_stat(before, after, host))
+    return _guarded(lambda: load_xfrm_stat(before, after, host, states))
 
 
 def _usage(message: str) -> None:

@@ -174,7 +174,7 @@ class Summary:
         doc["receiver_unchecked"] = {h.dst: h.unchecked for h in self.receivers}
         doc["receiver_causes"] = {h.dst: [list(c) for c in h.causes] for h in self.receivers}
         observed = doc.pop("observed")
-        doc["receiver_observed"] = None if observed is None else _fields(observed)
+        doc["receiver_observed"] = None if observed is None else _observed_json(observed)
         doc["receiver_sas"] = [
             {**_fields(r), "spi": f"{r.spi:#010x}", "min_window": r.min_window}
             for r in self.receiver_sas
@@ -238,9 +238,21 @@ class Summary:
         )
 
 
+def _observed_json(observed: Observed) -> dict[str, Any]:
+    return {
+        **_fields(observed),
+        "sa_stats": [[f"{spi:#010x}", *rest] for spi, *rest in observed.sa_stats],
+    }
+
+
 def _observed(doc: dict[str, Any] | None) -> Observed | None:
     """The receiver's observed counters of a summary.json, if it has them."""
-    return None if not doc else Observed(**{**doc, "deltas": dict(doc["deltas"])})
+    if not doc:
+        return None
+    stats = tuple(
+        (int(spi, 16), str(dst), int(w), int(r), int(f)) for spi, dst, w, r, f in doc["sa_stats"]
+    )
+    return Observed(**{**doc, "deltas": dict(doc["deltas"]), "sa_stats": stats})
 
 
 def _receivers(doc: dict[str, Any]) -> tuple[ReceiverHost, ...]:

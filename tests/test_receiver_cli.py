@@ -216,3 +216,49 @@ def test_the_wire_receivers_counters_are_equal(name: str, tmp_path: Path) -> Non
     for counter in ("XfrmInStateProtoError", "XfrmInStateSeqError", "XfrmInNoStates"):
         line = next(x for x in report.splitlines() if x.strip().startswith(f"{counter}: pred"))
         assert line.endswith("equal"), line
+
+
+IP_S_XFRM_STATE = """src 192.0.2.1 dst 192.0.2.2
+\tproto esp spi 0x00001001(4097) reqid 1(0x00000001) mode transport
+\treplay-window 32 seq 0x00000000 flag  (0x00000000)
+\tstats:
+\t  replay-window 0 replay 0 failed 12
+src 192.0.2.2 dst 192.0.2.1
+\tproto esp spi 0x00001002(4098) reqid 2(0x00000002) mode transport
+\tstats:
+\t  replay-window 0 replay 1 failed 0
+"""
+
+
+def test_ip_s_xfrm_state_stats_beside_the_model(k4: dict[str, Path], tmp_path: Path) -> None:
+    """Each state's stats: replay-window (too_old), replay, failed (ICV failures)."""
+    states = tmp_path / "states.txt"
+    states.write_text(IP_S_XFRM_STATE)
+    out = tmp_path / "o"
+    run = run_cli(
+        "analyze", k4["capture"], "--sa", k4["keys"], "--out", out, "--no-plots", "-q",
+        "--xfrm-state-stats", states,
+    )  # fmt: skip
+    assert run.code == 1, run.stderr
+    report = " ".join((out / "report.txt").read_text().split())
+    assert (
+        "per state (states.txt, counted since each state was made): SPI 0x00001001 to "
+        "192.0.2.2: replay-window predicted 0, observed 0, replay predicted 0, observed 0, "
+        "failed predicted 12, observed 12: equal SPI 0x00001002 to 192.0.2.1: replay-window "
+        "predicted 0, observed 0, replay predicted 0, observed 1, failed predicted 0, "
+        "observed 0: differ" in report
+    )
+    assert "observed at" not in report  # no xfrm_stat files given
+    assert load_summary(out).observed is not None
+
+
+def test_a_file_without_stats_is_refused(k4: dict[str, Path], tmp_path: Path) -> None:
+    plain = tmp_path / "plain.txt"
+    plain.write_text(k4["keys"].read_text())
+    run = run_cli("analyze", k4["capture"], "--sa", k4["keys"], "--out", tmp_path / "o",
+                  "--xfrm-state-stats", plain)  # fmt: skip
+    assert (run.code, run.stderr) == (
+        2,
+        f"espforensics: error: {plain}: no `stats:` line of an ESP state: not "
+        "`ip -s xfrm state` output\n",
+    )

@@ -52,5 +52,9 @@ class Observed:
 
     host: str
     deltas: dict[str, int]
-    before: str = ""  # the files they came from, for the reports
+    before: str = ""  # the files they came from, for the reports ("": not given)
     after: str = ""
+    # ``ip -s xfrm state``'s per-SA ``stats:`` (x->stats): (spi, dst, replay_window,
+    # replay, failed), and the file they came from
+    sa_stats: tuple[tuple[int, str, int, int, int], ...] = ()
+    states: str = ""

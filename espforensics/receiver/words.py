@@ -50,6 +50,8 @@ def sa_line(sa: ReceiverSa) -> str:
 def compare_lines(hosts: Sequence[ReceiverHost], observed: Observed) -> tuple[str, ...]:
     """Predicted against observed, per counter the model covers, for the observed host;
     each difference with what explains it, or that nothing in the capture does."""
+    if not observed.deltas:
+        return ()
     if not observed.host:
         names = ", ".join(h.dst for h in hosts)
         return (
@@ -74,6 +76,34 @@ def compare_lines(hosts: Sequence[ReceiverHost], observed: Observed) -> tuple[st
         lines.append(f"  not predicted (the model does not cover them): {', '.join(others)}")
     if host is None:
         lines.append(f"  the capture holds no ESP packet to {observed.host}")
+    return tuple(lines)
+
+
+def stats_lines(sas: Sequence[ReceiverSa], observed: Observed) -> tuple[str, ...]:
+    """Per state of ``ip -s xfrm state``, its ``stats:`` beside the model's counts:
+    replay-window (too_old: below the window), replay (replay), failed (ICV
+    failures: esp_input's -EBADMSG; a bad trailer is not one)."""
+    if not observed.sa_stats:
+        return ()
+    model = {(sa.spi, sa.dst): sa for sa in sas}
+    lines = [f"per state ({observed.states}, counted since each state was made):"]
+    for spi, dst, window, replay, failed in observed.sa_stats:
+        sa = model.get((spi, dst))
+        if sa is None:
+            lines.append(f"  SPI {spi:#010x} to {dst}: no packet of it in the capture")
+            continue
+        v = sa.verdicts
+        want = (
+            v.get("too_old", 0),
+            v.get("replay", 0),
+            v.get("icv_fail", 0) + v.get("icv_fail_seqhi", 0),
+        )
+        pairs = zip(
+            ("replay-window", "replay", "failed"), want, (window, replay, failed), strict=True
+        )
+        said = ", ".join(f"{name} predicted {p}, observed {o}" for name, p, o in pairs)
+        same = want == (window, replay, failed)
+        lines.append(f"  SPI {spi:#010x} to {dst}: {said}: {'equal' if same else 'differ'}")
     return tuple(lines)
 
 

@@ -56,28 +56,80 @@ class XfrmStatFiles:
     after: str
     deltas: dict[str, int]
     host: str | None = None  # whose they are (--xfrm-stat-host); None: the capture says
+    sa_stats: tuple[tuple[int, str, int, int, int], ...] = ()  # parse_state_stats
+    states: str = ""  # the ``ip -s xfrm state`` file's name
 
 
-def load_xfrm_stat(before: Path, after: Path, host: str | None = None) -> XfrmStatFiles:
-    """Read both files; ``InputError`` names the file that cannot be read or used."""
-    counts = []
-    for path in (before, after):
-        try:
-            text = path.read_text(encoding="ascii")
-        except (OSError, UnicodeDecodeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) else "not ASCII text"
-            raise InputError(str(path), f"cannot read it: {why}") from None
-        counts.append(parse_xfrm_stat(text, str(path)))
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not ASCII text"
+        raise InputError(str(path), f"cannot read it: {why}") from None
+
+
+def load_xfrm_stat(
+    before: Path | None, after: Path | None, host: str | None = None, states: Path | None = None
+) -> XfrmStatFiles:
+    """Read the files given (both counter files, or none; the states' stats, or not);
+    ``InputError`` names the file that cannot be read or used."""
+    counts = [parse_xfrm_stat(_read(p), str(p)) for p in (before, after) if p is not None]
+    increases = increase(counts[0], counts[1], str(after)) if len(counts) == 2 else {}
+    stats = parse_state_stats(_read(states), str(states)) if states is not None else ()
     if host is not None:
         try:
             host = str(ipaddress.ip_address(host))
         except ValueError:
             raise InputError("--xfrm-stat-host", f"{host!r} is not an IP address") from None
-    return XfrmStatFiles(before.name, after.name, increase(counts[0], counts[1], str(after)), host)
+    return XfrmStatFiles(
+        before.name if before is not None else "",
+        after.name if after is not None else "",
+        increases,
+        host,
+        stats,
+        states.name if states is not None else "",
+    )
 
 
 def observed(files: XfrmStatFiles, hosts: Sequence[str]) -> Observed:
     """The counters as the host's: the one given, or the capture's one receiving host
     ("" when ESP goes to several and none was given)."""
     host = files.host if files.host is not None else (hosts[0] if len(hosts) == 1 else "")
-    return Observed(host, dict(files.deltas), files.before, files.after)
+    return Observed(
+        host, dict(files.deltas), files.before, files.after, files.sa_stats, files.states
+    )
+
+
+_SRC = re.compile(r"src (\S+) dst (\S+)")
+_SPI = re.compile(r"proto (\S+) spi (0x[0-9a-fA-F]+)")
+_STATS = re.compile(r"replay-window (\d+) replay (\d+) failed (\d+)")
+
+
+def parse_state_stats(text: str, origin: str) -> tuple[tuple[int, str, int, int, int], ...]:
+    """Per ESP state of ``ip -s xfrm state`` text, its ``stats:`` line (ip/ipxfrm.c
+    ``xfrm_stats_print``): (spi, dst, replay-window, replay, failed). Other lines are
+    skipped; a text with no such line is refused (not ``ip -s`` output)."""
+    found: list[tuple[int, str, int, int, int]] = []
+    dst, spi = "", None
+    for line in text.splitlines():
+        head = _SRC.fullmatch(line.rstrip())
+        if head is not None:
+            dst, spi = _address(head[2]), None
+            continue
+        proto = _SPI.match(line.strip())
+        if proto is not None:
+            spi = int(proto[2], 16) if proto[1] == "esp" else None
+            continue
+        stats = _STATS.fullmatch(line.strip())
+        if stats is not None and spi is not None and dst:
+            found.append((spi, dst, int(stats[1]), int(stats[2]), int(stats[3])))
+    if not found:
+        raise InputError(origin, "no `stats:` line of an ESP state: not `ip -s xfrm state` output")
+    return tuple(found)
+
+
+def _address(text: str) -> str:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return ""

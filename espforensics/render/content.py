@@ -251,6 +251,7 @@ def _receiver(summary: Summary) -> tuple[str, ...]:
     lines += [words.sa_line(sa) for sa in summary.receiver_sas]
     if summary.observed is not None:
         lines += words.compare_lines(summary.receivers, summary.observed)
+        lines += words.stats_lines(summary.receiver_sas, summary.observed)
     return tuple(lines)
 
 
