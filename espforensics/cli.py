@@ -42,6 +42,7 @@ from espforensics.cli_expect import (
     xfrm_stat,
 )
 from espforensics.cli_progress import _BarMeter, _batch_progress
+from espforensics.cli_reconcile import reconcile_command
 from espforensics.cli_typer import (
     FORMATS_HELP,
     CompareFormat,
@@ -398,6 +399,9 @@ def compare(
     }
     typer.echo(renderers[fmt](cmp), nl=False)
     _exit_for(worst_severity(sides[1]), fail_on)
+
+
+app.command(cls=_Command, name="reconcile")(reconcile_command)
 
 
 @app.command(cls=_Command)
