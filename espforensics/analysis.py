@@ -18,6 +18,7 @@ killed or interrupted leaves no file under a final name.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,7 +43,7 @@ from espforensics.analysis_run import (
     sha256_file,
 )
 from espforensics.capture.regular import check_regular
-from espforensics.errors import InputError, OutputError
+from espforensics.errors import CaptureError, CaptureTruncated, InputError, OutputError
 from espforensics.keys import SaTable
 from espforensics.pipeline import Options, fewer_collections
 from espforensics.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
@@ -50,12 +51,13 @@ from espforensics.receiver.xfrm_stat import XfrmStatFiles, observed
 from espforensics.render.content import report_content
 from espforensics.render.registry import FILE_RENDERERS
 from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
-from espforensics.small_tables import write_findings_csv, write_sas_csv
+from espforensics.small_tables import write_finding_frames, write_findings_csv, write_sas_csv
 from espforensics.summary import Summary
 from espforensics.tables import (
     CSV_ROWS,
     PacketTableWriter,
     RowGroups,
+    inner_layers,
     packets_frame,
 )
 
@@ -73,10 +75,14 @@ class Analysis:
 
 
 def summarize(
-    path: str | os.PathLike[str], sas: KeysArg = None, options: Options | None = None
+    path: str | os.PathLike[str],
+    sas: KeysArg = None,
+    options: Options | None = None,
+    name: str | None = None,
 ) -> Summary:
-    """Only the summary of a capture (no tables); raise ``CaptureError`` if it is damaged."""
-    summary, error = _run(path, sas, options, lambda rec: None)
+    """Only the summary of a capture (no tables); raise ``CaptureError`` if it is damaged.
+    ``name``: what the summary and errors call the capture when ``path`` is a copy of it."""
+    summary, error = _run(path, sas, options, lambda rec: None, name=name)
     if error is not None:
         raise error
     return summary
@@ -107,6 +113,13 @@ def _draw(out: Path, summary: Summary) -> Summary:
 def _write_reports(out: Path, summary: Summary) -> None:
     """The small outputs, under their ``.partial`` names."""
     write_findings_csv(partial(out, "findings.csv"), summary.finding_list)
+    layers = inner_layers(partial(out, "packets.parquet")) if summary.inner_esp_packets else {}
+    write_finding_frames(
+        partial(out, "finding_frames.csv"),
+        partial(out, "finding_frames.parquet"),
+        summary.finding_list,
+        layers,
+    )
     write_sas_csv(partial(out, "sas.csv"), summary)
     report = report_content(summary, images=_plot_images(out, summary))
     for renderer in FILE_RENDERERS:  # report.txt, report.md, summary.json, report.html
@@ -145,6 +158,14 @@ def _write_copies(
     return error
 
 
+def read_in_part(summary: Summary, error: Exception) -> bool:
+    """True when ``error`` is the damage of a capture of which some was read: a frame,
+    or the header of a file cut short (not a file that is no capture at all)."""
+    if not isinstance(error, CaptureError) or not summary.error:
+        return False
+    return summary.capture.frames > 0 or isinstance(error, CaptureTruncated)
+
+
 def _both(first: Progress, then: Progress | None) -> Progress:
     """Tell ``first``, then ``then`` (if any), how many bytes of the capture were read."""
     if then is None:
@@ -172,6 +193,8 @@ def analyze_to_dir(
     packets_csv: bool | None = None,
     meter: Meter | None = None,
     scheduler: str | None = None,
+    name: str | None = None,
+    damaged: Callable[[Summary], None] | None = None,
     xfrm_stat: XfrmStatFiles | None = None,
 ) -> Summary:
     """Analyze a capture into ``out``; every file is written even if the capture is damaged.
@@ -192,6 +215,11 @@ def analyze_to_dir(
     ``packets_csv``: write packets.csv (True), not (False), or only for a
     capture of at most ``CSV_ROWS`` frames (None); packets.parquet always.
     ``meter``: told the frames read and each phase after (progress.py).
+    ``name``: what the outputs and errors call the capture when ``path`` is a copy of
+    it (``-``: standard input, capture/spool.py).
+    ``damaged``: told the summary of what was read of a damaged capture (``read_in_part``),
+    once every file is written, before its ``CaptureError`` is raised: the command line
+    prints it as for a whole capture.
     ``xfrm_stat``: the receiver's /proc/net/xfrm_stat before and after the run,
     which the reports compare with the receiver model's prediction.
     """
@@ -211,7 +239,7 @@ def analyze_to_dir(
         with tables as writer:
             told = _both(writer.reached, progress)
             summary, error = _run(
-                path, table, options, writer.write_rows, told, sha256, jobs, meter, scheduler
+                path, table, options, writer.write_rows, told, sha256, jobs, meter, scheduler, name
             )
             stage(TABLES)  # the last row groups are written as the block ends
         if xfrm_stat is not None:
@@ -231,6 +259,8 @@ def analyze_to_dir(
         _publish(out)
         stage(DONE)
         if error is not None:
+            if damaged is not None and read_in_part(summary, error):
+                damaged(summary)
             raise error
     except OSError as exc:  # the capture's are CaptureError: this is an output refused
         raise OutputError(str(out), _cannot_write(exc)) from exc
@@ -238,10 +268,13 @@ def analyze_to_dir(
 
 
 def summary_of(
-    path: str | os.PathLike[str], sas: KeysArg = None, options: Options | None = None
+    path: str | os.PathLike[str],
+    sas: KeysArg = None,
+    options: Options | None = None,
+    name: str | None = None,
 ) -> Summary:
-    """A capture's summary, or an output folder's stored one."""
-    return load_summary(path) if Path(path).is_dir() else summarize(path, sas, options)
+    """A capture's summary, or an output folder's stored one (``name``: as ``summarize``)."""
+    return load_summary(path) if Path(path).is_dir() else summarize(path, sas, options, name)
 
 
 __all__ = [  # what this module offered before it was split, and still does
@@ -258,6 +291,7 @@ __all__ = [  # what this module offered before it was split, and still does
     "load_summary",
     "partial",
     "prepare_out_dir",
+    "read_in_part",
     "sha256_file",
     "summarize",
     "summary_of",

@@ -28,6 +28,8 @@ OUTPUT_FILES = (
     "packets.csv",
     "sas.csv",
     "findings.csv",
+    "finding_frames.csv",
+    "finding_frames.parquet",
     "report.txt",
     "report.md",
     "report.html",

@@ -143,26 +143,43 @@ def _cannot_write(exc: OSError) -> str:
     return f"cannot write the outputs: {exc.strerror or scrub(str(exc))}"
 
 
-def capture_info(path: str | os.PathLike[str], sha256: str | None = None) -> CaptureInfo:
-    """Path, SHA-256 (hashed unless the caller knows it) and size of the capture file."""
+def capture_info(
+    path: str | os.PathLike[str], sha256: str | None = None, name: str | None = None
+) -> CaptureInfo:
+    """Path (``name`` when the user named it otherwise, ``-``), SHA-256 (hashed unless the
+    caller knows it) and size of the capture file."""
     sha = sha256 or sha256_file(path)
-    return CaptureInfo(str(path), sha, os.path.getsize(path))
+    return CaptureInfo(name or str(path), sha, os.path.getsize(path))
 
 
-def _info_later(path: str | os.PathLike[str], sha256: str | None) -> Callable[[], CaptureInfo]:
+def named(
+    error: Exception | None, path: str | os.PathLike[str], name: str | None
+) -> Exception | None:
+    """``error`` naming the capture as the user named it (``-`` for standard input, read
+    from a temporary copy) where it names the copy; any other error as it is."""
+    if name is None or not isinstance(error, CaptureError) or error.path != os.fspath(path):
+        return error
+    renamed = type(error)(name, error.message, error.frames_read)
+    renamed.__cause__ = error.__cause__
+    return renamed
+
+
+def _info_later(
+    path: str | os.PathLike[str], sha256: str | None, name: str | None = None
+) -> Callable[[], CaptureInfo]:
     """Start hashing the capture on a thread; the call that waits for its ``CaptureInfo``.
 
     hashlib releases the GIL on large updates, so the digest (2 us per
     1.3 kB frame) is computed on another core while the frames are analyzed.
     """
     if sha256 is not None:
-        info = capture_info(path, sha256)
+        info = capture_info(path, sha256, name)
         return lambda: info
     done: list[CaptureInfo | Exception] = []
 
     def work() -> None:
         try:
-            done.append(capture_info(path))
+            done.append(capture_info(path, name=name))
         except Exception as exc:  # re-raised on the analyzing thread by wait()
             done.append(exc)
 
@@ -220,18 +237,21 @@ def _run(
     jobs: int = 1,
     meter: Meter | None = None,
     scheduler: str | None = None,
+    name: str | None = None,
 ) -> tuple[Summary, Exception | None]:
-    """Stream the capture through the pipeline into ``sink``; the summary and the error, if any."""
+    """Stream the capture through the pipeline into ``sink``; the summary and the error, if
+    any. ``name``: what the user called the capture when ``path`` is a copy of it (``-``)."""
     check_regular(path)  # before the hashing thread starts: it would never end on /dev/zero
     table = _table(sas)
-    info = _info_later(path, sha256)
+    info = _info_later(path, sha256, name)
     builder = SummaryBuilder()
     options = options or Options()
-    analyzer = FrameAnalyzer(table, options, str(path))
+    analyzer = FrameAnalyzer(table, options, name or str(path))
     engine = Engine(analyzer, options, jobs, scheduler)
     try:
         with fewer_collections():
-            error = _consume(_stream(path, engine, progress, meter), builder, sink)
+            read = _consume(_stream(path, engine, progress, meter), builder, sink)
+            error = named(read, path, name)
             summary = builder.finish(
                 info(),
                 analyzer.findings,

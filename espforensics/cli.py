@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from pathlib import Path
 from time import monotonic
 from typing import Annotated
 
 import typer
+from typer._click.exceptions import UsageError  # typer vendors its own click
+from typer._click.globals import get_current_context
 
 from espforensics.analysis import (
     analyze_to_dir,
@@ -30,6 +34,7 @@ from espforensics.analysis import (
     load_summary,
     summary_of,
 )
+from espforensics.capture.spool import STDIN, Spooled
 from espforensics.cli_errors import _guarded, _report_bug
 from espforensics.cli_expect import (
     ExpectOption,
@@ -65,7 +70,7 @@ from espforensics.narrative import worst_severity
 from espforensics.pipeline import Options
 from espforensics.progress import LineMeter, Meter
 from espforensics.render.content import report_content
-from espforensics.render.registry import RENDERERS
+from espforensics.render.registry import FOLDER_VIEWS, RENDERERS
 from espforensics.rewrite import CaptureCopies
 from espforensics.summary import TOOL_VERSION, Summary
 from espforensics.tables import CSV_ROWS
@@ -109,11 +114,22 @@ def _exit_gate(summary: Summary, fail_on: FailOn, unchecked: Unchecked) -> None:
         raise typer.Exit(code)
 
 
-def _show(summary: Summary, fmt: Format, fail_on: FailOn = FailOn.HIGH) -> None:
-    """Print the report as ``fmt``; ``fail_on`` decides which KTAP lines are ``not ok``."""
+def _show(summary: Summary, fmt: Format, fail_on: FailOn, folder: Path) -> None:
+    """Print the report as ``fmt``; ``fail_on`` decides which KTAP lines are ``not ok``; a
+    view of the tables (``packets``) reads them in ``folder``, the analysis's outputs."""
+    view = FOLDER_VIEWS.get(fmt.value)
+    if view is not None:
+        _guarded(lambda: _echo_each(view.pieces(folder, summary.finding_list)))
+        return
     typer.echo(
         RENDERERS[fmt.value].render(report_content(summary, fail_on=_threshold(fail_on))), nl=False
     )
+
+
+def _echo_each(pieces: Iterable[str]) -> None:
+    """Print text as it is made (a view of a large table is never held whole)."""
+    for piece in pieces:
+        typer.echo(piece, nl=False)
 
 
 def _notice(line: str) -> None:
@@ -192,12 +208,22 @@ def main_callback(
 @app.command(cls=_Command)
 def analyze(
     capture: Annotated[
-        Path, typer.Argument(metavar="CAPTURE", help="pcap or pcapng file, plain or compressed.")
+        Path,
+        typer.Argument(
+            metavar="CAPTURE",
+            help="pcap or pcapng file, plain or compressed; - reads standard input "
+            "(copied once to a temporary file).",
+        ),
     ],
     sa: SaOption = None,
     out: Annotated[
         Path | None,
-        typer.Option("--out", metavar="DIR", help="Output folder [default: CAPTURE.espforensics]."),
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            help="Output folder [default: CAPTURE.espforensics; stdin.espforensics for -]; "
+            "- writes no folder, only prints.",
+        ),
     ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite an existing output folder.")
@@ -275,42 +301,61 @@ def analyze(
     stat = xfrm_stat(xfrm_stat_before, xfrm_stat_after, xfrm_stat_host, xfrm_state_stats)
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
     copies = CaptureCopies(annotate=annotate, decrypted=decrypted)
-    out_dir = out if out is not None else default_out_dir(capture)
-    _streamed_notice(capture, jobs, scheduler, quiet)
-    meter, stop = _meter(capture, quiet)
-    try:
-        summary = _guarded(
-            lambda: analyze_to_dir(
-                capture,
-                sa or [],
-                out_dir,
-                force=force,
-                options=options,
-                meter=meter,
-                plots=not no_plots,
-                jobs=_threads(jobs, quiet),
-                copies=copies,
-                packets_csv=packets_csv,
-                scheduler=scheduler,
-                xfrm_stat=stat,
-            ),
-            out_dir,
-        )
-    finally:
-        stop()
-    for note in summary.key_notes:  # a key file's line skipped, policy blocks ignored
-        typer.echo(f"espforensics: warning: {note}", err=True)
-    if packets_csv is None and not quiet and not (out_dir / "packets.csv").exists():
-        _notice(
-            f"packets.csv not written: {summary.capture.frames:,} frames, more than "
-            f"{CSV_ROWS:,}; packets.parquet has every row (--csv writes it anyway)"
-        )
-    if not quiet and not (expected and fmt is Format.KTAP):
-        _show(summary, fmt, fail_on)
-        if fmt is Format.SUMMARY:
-            typer.echo(f"  outputs: {out_dir}/")
-            for name, target in copies.targets():
-                typer.echo(f"  {name}: {target}")
+    printed_only = out is not None and str(out) == STDIN
+    damaged: list[Summary] = []  # what was read of a damaged capture, its files written
+    with ExitStack() as stack:
+        path, name = _capture_path(capture, stack)
+        if printed_only:  # a folder of our own, removed with the copy of stdin, if any
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="espforensics-"))
+            out_dir = Path(folder) / "out"
+        else:
+            out_dir = out if out is not None else _default_out(capture)
+        _streamed_notice(path, jobs, scheduler, quiet)
+        meter, stop = _meter(path, quiet)
+        try:
+            summary = _guarded(
+                lambda: analyze_to_dir(
+                    path,
+                    sa or [],
+                    out_dir,
+                    force=force,
+                    options=options,
+                    meter=meter,
+                    plots=not (no_plots or printed_only),
+                    jobs=_threads(jobs, quiet),
+                    copies=copies,
+                    packets_csv=False if printed_only else packets_csv,
+                    scheduler=scheduler,
+                    name=name,
+                    damaged=damaged.append,
+                    xfrm_stat=stat,
+                ),
+                None if printed_only else out_dir,
+                stop,
+                _interrupted_analysis(name or str(capture), printed_only),
+            )
+        except typer.Exit:  # the error is on stderr; a damaged capture's report still follows
+            if not damaged:
+                raise
+            summary = damaged[0]
+        for note in summary.key_notes:  # a key file's line skipped, policy blocks ignored
+            typer.echo(f"espforensics: warning: {note}", err=True)
+        csv_left_out = not (out_dir / "packets.csv").exists()
+        if packets_csv is None and not quiet and not printed_only and csv_left_out:
+            _notice(
+                f"packets.csv not written: {summary.capture.frames:,} frames, more than "
+                f"{CSV_ROWS:,}; packets.parquet has every row (--csv writes it anyway)"
+            )
+        # before a folder of --out - is removed: a view may read its tables
+        if not quiet and not (expected and fmt is Format.KTAP):
+            _show(summary, fmt, fail_on, out_dir)
+            if fmt is Format.SUMMARY:
+                if not printed_only:
+                    typer.echo(f"  outputs: {out_dir}/")
+                for what, target in copies.targets():
+                    typer.echo(f"  {what}: {target}")
+    if damaged:  # an input error, whatever was found in what was read
+        raise typer.Exit(2)
     _exit(summary, fail_on, unchecked, expected, fmt, quiet)
 
 
@@ -331,6 +376,32 @@ def _exit(
         raise typer.Exit(code)
 
 
+def _default_out(capture: Path) -> Path:
+    """``CAPTURE.espforensics`` beside the capture; ``stdin.espforensics`` here for ``-``."""
+    return Path("stdin.espforensics") if str(capture) == STDIN else default_out_dir(capture)
+
+
+def _capture_path(capture: Path, stack: ExitStack) -> tuple[Path, str | None]:
+    """The file to read and the name the outputs give it: ``-`` is standard input, copied
+    once to a temporary file that ``stack`` removes (capture/spool.py)."""
+    if str(capture) != STDIN:
+        return capture, None
+    spooled = _guarded(lambda: Spooled(sys.stdin.buffer))
+    stack.callback(spooled.close)
+    return Path(spooled.path), STDIN
+
+
+def _usage(what: str) -> None:
+    """A usage error found once typer parsed the line: one line, exit 2, as typer's own."""
+    raise UsageError(what, get_current_context())
+
+
+def _interrupted_analysis(capture: str, printed_only: bool) -> str:
+    """What a Ctrl-C of ``analyze`` stopped, and what it left."""
+    left = "nothing was written" if printed_only else "no output was published"
+    return f"espforensics: interrupted: the analysis of {capture} stopped; {left}"
+
+
 @app.command(cls=_Command)
 def report(
     folder: Annotated[
@@ -347,7 +418,7 @@ def report(
     expected = assertions(expect)
     summary = _guarded(lambda: load_summary(folder))
     if not (expected and fmt is Format.KTAP):
-        _show(summary, fmt, fail_on)
+        _show(summary, fmt, fail_on, folder)
     _exit(summary, fail_on, unchecked, expected, fmt)
 
 
@@ -388,10 +459,17 @@ def compare(
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
     keys_before = [*(sa or []), *(sa_before or [])]
     keys_after = [*(sa or []), *(sa_after or [])]
-    sides = _guarded(
-        lambda: (summary_of(before, keys_before, options), summary_of(after, keys_after, options))
-    )
-    cmp = compare_summaries(*sides)
+    if str(before) == str(after) == STDIN:
+        _usage("standard input (-) can be BEFORE or AFTER, not both")
+    with ExitStack() as stack:
+        (first, first_name), (then, then_name) = (_capture_path(p, stack) for p in (before, after))
+        sides = _guarded(
+            lambda: (
+                summary_of(first, keys_before, options, first_name),
+                summary_of(then, keys_after, options, then_name),
+            )
+        )
+    cmp = compare_summaries(*sides, names=(str(before), str(after)))  # as typed
     renderers = {
         CompareFormat.TEXT: render_comparison,
         CompareFormat.MARKDOWN: render_comparison_md,

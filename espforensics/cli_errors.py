@@ -30,19 +30,34 @@ from espforensics.summary import TOOL_VERSION
 T = TypeVar("T")
 
 
-def _guarded(call: Callable[[], T], out: Path | None = None) -> T:
-    """``call()``, its errors mapped to exit codes; a bug's traceback goes to ``out``."""
+def _guarded(
+    call: Callable[[], T],
+    out: Path | None = None,
+    before: Callable[[], None] = lambda: None,
+    interrupted: str = INTERRUPTED,
+) -> T:
+    """``call()``, its errors mapped to exit codes; a bug's traceback goes to ``out``.
+
+    ``before`` runs once ``call`` has ended, whatever ended it, and before any line is
+    printed (it clears a progress bar, so the line starts on its own);
+    ``interrupted`` is the line a Ctrl-C prints: what it stopped.
+    """
     try:
-        return call()
+        value = call()
     except EspForensicsError as exc:
+        before()
         typer.echo(f"espforensics: error: {exc}", err=True)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:  # typer would exit 130 without a word
-        typer.echo(INTERRUPTED, err=True)
+        before()
+        typer.echo(interrupted, err=True)
         raise typer.Exit(130) from None
     except Exception as exc:  # not the user's input: a bug, told apart from exit 1 and 2
+        before()
         _report_bug(exc, out)
         raise typer.Exit(EXIT_INTERNAL) from None
+    before()
+    return value
 
 
 def _report_bug(exc: Exception, out: Path | None) -> None:

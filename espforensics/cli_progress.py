@@ -20,20 +20,29 @@ if TYPE_CHECKING:  # the batch modules are imported by the batch command only
 
 
 class _BarMeter:
-    """A bar on a terminal's stderr: the phase, the capture read, frames and frames/s."""
+    """A bar on a terminal's stderr: the phase, the capture read, frames and frames/s, and
+    where the capture's size is known the share read and the time left, as the lines off a
+    terminal give them ("48% of the capture")."""
 
     def __init__(self, size: int | None) -> None:
         from rich.progress import (  # noqa: PLC0415 (only for terminals)
             BarColumn,
+            ProgressColumn,
+            TaskProgressColumn,
             TextColumn,
             TimeElapsedColumn,
+            TimeRemainingColumn,
         )
         from rich.progress import Progress as Bar  # noqa: PLC0415
 
         columns = ("{task.description}", "{task.fields[frames]} frames, {task.fields[rate]}")
+        known: tuple[ProgressColumn, ...] = ()
+        if size:  # a stream of unknown length has no share and no time left
+            known = (TaskProgressColumn(), TimeRemainingColumn())
         self._bar = Bar(
             TextColumn(columns[0]),
             BarColumn(),
+            *known,
             TextColumn(columns[1]),
             TimeElapsedColumn(),
             transient=True,

@@ -102,6 +102,7 @@ class Format(StrEnum):
     MARKDOWN = "markdown"
     JSON = "json"
     KTAP = "ktap"
+    PACKETS = "packets"
 
 
 class CompareFormat(StrEnum):
@@ -156,6 +157,6 @@ UncheckedOption = Annotated[
         "(fail), or never (ignore).",
     ),
 ]
-FORMATS_HELP = "summary, text, markdown, json or ktap"
+FORMATS_HELP = "summary, text, markdown, json, ktap or packets (a line per ESP packet)"
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress, nothing on stdout.")]
 NoPlotsOption = Annotated[bool, typer.Option("--no-plots", help="Do not draw the plots.")]

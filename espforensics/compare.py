@@ -132,8 +132,11 @@ def _rate_row(a: float | None, b: float | None) -> Row:
     )
 
 
-def compare(before: Summary, after: Summary) -> Comparison:
-    """Every row, in a fixed order; key-dependent rows marked when the keys differ."""
+def compare(before: Summary, after: Summary, names: tuple[str, str] | None = None) -> Comparison:
+    """Every row, in a fixed order; key-dependent rows marked when the keys differ.
+
+    ``names``: what to call the two sides, as the user typed them (the command line's
+    BEFORE and AFTER); without them, short names from the captures' paths."""
     kb, ka = key_cover(before), key_cover(after)
     same_keys = kb == ka
     rows = [
@@ -150,7 +153,8 @@ def compare(before: Summary, after: Summary) -> Comparison:
         ok = same_keys or k in KEYLESS_FINDINGS
         rows.append(_count_row(f"finding {k.value}", noun, a, b, ok, k.value))
     rows.append(_rate_row(esp_mbit_per_s(before), esp_mbit_per_s(after)))
-    names = _names(before.capture.path, after.capture.path)
+    if names is None:
+        names = _names(before.capture.path, after.capture.path)
     return Comparison(*names, tuple(rows), kb, ka, _notes(kb, ka, before, after))
 
 

@@ -4,7 +4,7 @@ In: frame numbers, one at a time (``with_frame``, in any order; ``frozen``) or a
 once (``Frames.of``). Out: ``Frames``, an immutable ``Sequence[int]`` of the
 distinct frames, lowest first, and their texts: ``runs_text`` for
 findings.csv (``20-24 30``), ``display_filter`` for Wireshark
-(``frame.number in {20..24 30}``), ``frame_runs``/``from_runs`` for
+(``frame.number in {20..24,30}``), ``frame_runs``/``from_runs`` for
 summary.json (``[[20, 24], [30, 30]]``). Raises nothing.
 
 Memory: per run of consecutive frames, not per frame (intervals.py): a
@@ -116,8 +116,20 @@ def runs_text(frames: Sequence[int], sep: str = " ", dash: str = "-") -> str:
 
 
 def display_filter(frames: Sequence[int]) -> str:
-    """Wireshark's display filter selecting exactly these frames."""
-    return f"frame.number in {{{runs_text(frames, dash='..')}}}"
+    """Wireshark's display filter selecting exactly these frames: ``frame.number in
+    {20..24,30}``, or ``!frame`` (no frame) for none.
+
+    Set elements are separated by commas: Wireshark 4.0 and later refuse spaces
+    (``"30" was unexpected in this context``; epan/dfilter/grammar.lemon has
+    ``set_list ::= set_list COMMA set_element``), and ``a..b`` is a range, both
+    ends included. The grammar bounds neither the elements nor the text (tshark 4.0
+    takes 20,000 elements); on a command line the bound is the system's for one
+    argument (Linux: 128 KiB for ``-Y FILTER``). No space after the commas: the
+    filter is exactly as long as before them, so the reports show it where they did.
+    """
+    if not frames:
+        return "!frame"  # ``in {}`` is a syntax error; every packet has ``frame``
+    return f"frame.number in {{{runs_text(frames, sep=',', dash='..')}}}"
 
 
 def frame_runs(frames: Sequence[int]) -> list[list[int]]:

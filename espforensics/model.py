@@ -217,6 +217,19 @@ class PacketRecord:
     # empty for a frame without ESP, or when no key file was given.
     receiver: str = ""
 
+    @property
+    def misplaced(self) -> bool:
+        """Was its ESP header found later than its outer headers put it (checks/placement.py)?
+
+        ``esp_misplaced``, or a packet the capture cut whose header was found
+        there by layout: its verdict stays ``truncated``, nothing verified it.
+        """
+        return self.verdict is Verdict.ESP_MISPLACED or (
+            self.esp_offset is not None
+            and self.expected_offset is not None
+            and self.esp_offset > self.expected_offset
+        )
+
 
 PACKET_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PacketRecord))
 

@@ -325,8 +325,9 @@ class FrameAnalyzer:
                 if first is not None:  # the SA's first packet goes to the checks before this
                     self._observe(first)
             conclude(pkt, seq64, opened)
-        if state.sa is None:
-            state.tracker.commit(seq64)  # keyless: what is seen is all there is
+        if state.sa is None or (pkt.cut and pkt.header_is_evidence):
+            # keyless, or cut before its ICV by the capture: what is seen is all there is
+            state.tracker.commit(seq64)
         return pkt
 
     def _layers(self, frame: Frame, pkt: PacketContext | None) -> list[Layer]:

@@ -9,13 +9,15 @@ tables.py's.
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from espforensics.frames import runs_text
+from espforensics.frames import Frames, runs_text
+from espforensics.intervals import I64
 from espforensics.model import Finding
 from espforensics.summary import Summary
 
@@ -89,8 +91,10 @@ def write_sas_csv(path: Path, summary: Summary) -> None:
 
 
 # ``spi`` an integer in every table (the key packets, sas and findings join on), ``spi_hex``
-# the same as people read it (0x00001001).
+# the same as people read it (0x00001001). ``id``: the finding's number, 1 for the first row,
+# which finding_frames.csv's ``finding`` names.
 FINDING_COLUMNS = (
+    "id",
     "kind",
     "severity",
     "spi",
@@ -108,9 +112,10 @@ def write_findings_csv(path: Path, findings: Sequence[Finding]) -> None:
     with path.open("w", newline="") as fh:
         out = csv.writer(fh)
         out.writerow(FINDING_COLUMNS)
-        for f in findings:
+        for number, f in enumerate(findings, 1):
             out.writerow(
                 [
+                    number,
                     f.kind.value,
                     f.severity.value,
                     "" if f.spi is None else f.spi,
@@ -122,6 +127,72 @@ def write_findings_csv(path: Path, findings: Sequence[Finding]) -> None:
                     f.detail,
                 ]
             )
+
+
+FINDING_FRAME_COLUMNS = ("finding", "frame", "layer")
+_LINK_SCHEMA = pa.schema([(name, pa.int64()) for name in FINDING_FRAME_COLUMNS])
+_LINK_ROWS = 1 << 16  # rows of finding_frames.parquet per record batch
+
+
+def _every_frame(frames: Sequence[int]) -> I64:
+    """The frames of ``frames`` as an int64 array, from its runs without a loop per frame."""
+    runs = np.asarray(Frames.of(frames).runs, np.int64).reshape(-1, 2)
+    lengths = runs[:, 1] - runs[:, 0] + 1
+    offsets = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    every: I64 = np.arange(int(lengths.sum()), dtype=np.int64)
+    every += np.repeat(runs[:, 0], lengths) - offsets
+    return every
+
+
+def finding_frames(
+    findings: Sequence[Finding], layers: Mapping[tuple[int, int], int]
+) -> Iterator[pa.RecordBatch]:
+    """finding_frames' rows, a finding at a time (split past ``_LINK_ROWS`` frames).
+
+    ``layers``: the ESP layer (packets' ``layer`` column) of each (frame, spi) that is not
+    a frame's outermost; every other frame a finding names is its layer 1.
+    """
+    for number, f in enumerate(findings, 1):
+        every = _every_frame(f.frames)
+        for start in range(0, len(every), _LINK_ROWS):
+            part = every[start : start + _LINK_ROWS]
+            layer = np.ones(len(part), np.int64)
+            if layers and f.spi is not None:
+                spi = f.spi
+                layer = np.fromiter((layers.get((int(n), spi), 1) for n in part), np.int64)
+            numbers = np.full(len(part), number, np.int64)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(numbers), pa.array(part), pa.array(layer)], schema=_LINK_SCHEMA
+            )
+
+
+def write_finding_frames(
+    csv_path: Path,
+    parquet_path: Path,
+    findings: Sequence[Finding],
+    layers: Mapping[tuple[int, int], int],
+) -> None:
+    """``finding_frames.csv`` and ``.parquet``: one row per (finding, frame, layer), so
+    findings join packets on ``frame`` and ``layer`` without parsing runs of frames."""
+    with (
+        pq.ParquetWriter(parquet_path, _LINK_SCHEMA) as parquet,
+        csv_path.open("w", newline="") as fh,
+    ):
+        out = csv.writer(fh)
+        out.writerow(FINDING_FRAME_COLUMNS)
+        for batch in finding_frames(findings, layers):
+            parquet.write_batch(batch)
+            out.writerows(zip(*(column.to_pylist() for column in batch.columns), strict=True))
+
+
+def read_finding_frames(parquet: Path) -> dict[tuple[int, int], list[int]]:
+    """The finding ids of each (frame, layer) finding_frames.parquet names."""
+    table = pq.read_table(parquet, columns=list(FINDING_FRAME_COLUMNS))
+    on: dict[tuple[int, int], list[int]] = {}
+    columns = (table.column(name).to_pylist() for name in FINDING_FRAME_COLUMNS)
+    for finding, frame, layer in zip(*columns, strict=True):
+        on.setdefault((frame, layer), []).append(finding)
+    return on
 
 
 def write_rows(stem: Path, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:

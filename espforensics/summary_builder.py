@@ -235,7 +235,7 @@ class SummaryBuilder:
         if acc is None:
             acc = self._sas[key] = _SaAcc(rec.algorithm, rec.time / 1e9, rec.time / 1e9)
         acc.observe(rec)
-        if rec.verdict is Verdict.ESP_MISPLACED:
+        if rec.misplaced:  # esp_misplaced, or a cut packet's header found by layout
             self._layout(rec)
 
     def observe_rows(self, rows: SteadyRows) -> None:
@@ -358,7 +358,7 @@ class SummaryBuilder:
             reused_ivs=sum(
                 1 if f.frames else f.count for f in findings if f.kind is FindingKind.IV_REUSE
             ),
-            finding_list=sort_findings(findings),
+            finding_list=sort_findings(_addressed(findings, sas)),
             layouts=tuple(
                 MisplacedLayout(*k[:7], a.packets, a.clear_hex(), carriers=k[7], reassembled=k[8])
                 for k, a in sorted(self._layouts.items())
@@ -371,3 +371,17 @@ class SummaryBuilder:
             receivers=receivers[0],
             receiver_sas=receivers[1],
         )
+
+
+def _addressed(findings: list[Finding], sas: tuple[SaSummary, ...]) -> list[Finding]:
+    """Findings about one SPI carry their SA's outer addresses where sas.csv knows them: the
+    only SA of that SPI (an SPI two SAs share is left without, as it cannot say which)."""
+    by_spi: dict[int, list[SaSummary]] = {}
+    for sa in sas:
+        by_spi.setdefault(sa.spi, []).append(sa)
+    out = []
+    for f in findings:
+        owners = by_spi.get(f.spi, []) if f.spi is not None else []
+        known = not (f.src or f.dst) and len(owners) == 1
+        out.append(replace(f, src=owners[0].src, dst=owners[0].dst) if known else f)
+    return out

@@ -442,14 +442,24 @@ _NO_NS = from_numpy(np.zeros(1, np.int64), pa.int64())[0]  # 0 as pa.scalar woul
 _ALWAYS = ("frame", "time", "caplen", "len")  # PacketRecord's fields without a default
 
 
-def iter_packet_records(parquet: Path, columns: Sequence[str]) -> Iterator[PacketRecord]:
+def inner_layers(parquet: Path) -> dict[tuple[int, int], int]:
+    """The ``layer`` of every row of a packets.parquet past a frame's outermost ESP packet
+    (ESP inside ESP), by (frame, spi): where a finding about that SPI sits in that frame."""
+    table = pq.read_table(parquet, columns=["frame", "spi", "layer"], filters=[("layer", ">", 1)])
+    rows = zip(*(table.column(n).to_pylist() for n in ("frame", "spi", "layer")), strict=True)
+    return {(frame, spi): layer for frame, spi, layer in rows if spi is not None}
+
+
+def iter_packet_records(
+    parquet: Path, columns: Sequence[str], every_layer: bool = False
+) -> Iterator[PacketRecord]:
     """The rows of a packets.parquet as records, in capture order, a row group at a time.
 
     Only ``columns`` (and frame, time, caplen, len) are read; the other
     fields keep their defaults. For the passes that rewrite the capture
     (rewrite/), which walk it again beside its table: one record per frame,
     its outermost ESP layer's (the rows of ESP inside ESP, ``layer`` 2 on,
-    are left out).
+    are left out unless ``every_layer``).
     """
     reader = pq.ParquetFile(parquet, pre_buffer=False)
     layered = "layer" in reader.schema_arrow.names  # tables written before it have one layer
@@ -458,7 +468,7 @@ def iter_packet_records(parquet: Path, columns: Sequence[str]) -> Iterator[Packe
         at = batch.schema.get_field_index("time")
         ns = pc.fill_null(pc.cast(batch.column(at), pa.int64()), _NO_NS)  # not read by rewrite/
         for row in batch.set_column(at, "time", ns).to_pylist():
-            if (row.get("layer") or 1) > 1:
+            if (row.get("layer") or 1) > 1 and not every_layer:
                 continue
             if "verdict" in row:
                 row["verdict"] = Verdict(row["verdict"])

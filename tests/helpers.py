@@ -256,7 +256,7 @@ def run_cli(*args: str | Path) -> CliRun:
     )
 
 
-# -- the report's tcpdump filter, run by tcpdump -------------------------------------------
+# -- the reports' filters, run by tcpdump and tshark ----------------------------------------
 
 
 def packet_rows(out: Path) -> list[dict[str, str]]:
@@ -281,6 +281,25 @@ def tcpdump_frames(capture: Path, bpf: str, tmp: Path) -> list[int]:
         index = {(f.ts_ns // 1000, f.data): f.number for f in cap if isinstance(f, Frame)}
     with open_capture(picked) as cap:
         return [index[(f.ts_ns // 1000, f.data)] for f in cap if isinstance(f, Frame)]
+
+
+def tshark_frames(capture: Path, display_filter: str, command: str = "tshark") -> list[int]:
+    """Frame numbers ``tshark -r CAPTURE -Y FILTER`` selects; a filter tshark refuses fails
+    the test with tshark's own message. ``command`` may name another tshark on PATH
+    (``tshark44``, Debian 13's 4.4: docs/performance.md), skipped where it is absent."""
+    tshark = shutil.which(command)
+    if tshark is None:
+        if os.environ.get("CI") and command == "tshark":
+            pytest.fail("tshark is not installed in CI")
+        pytest.skip(f"{command} not installed")
+    res = subprocess.run(
+        [tshark, "-n", "-r", str(capture), "-Y", display_filter, "-T", "fields",
+         "-e", "frame.number"],
+        check=False, capture_output=True, text=True, timeout=300, cwd=capture.parent,
+    )  # fmt: skip
+    refused = [line for line in res.stderr.splitlines() if "dangerous" not in line]
+    assert res.returncode == 0, f"{command} refuses {display_filter!r}: {' '.join(refused)}"
+    return [int(n) for n in res.stdout.split()]
 
 
 def printed_filter(report: str) -> str:

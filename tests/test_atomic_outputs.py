@@ -24,6 +24,8 @@ from espforensics.synth import build_scenario, write_scenario
 from tests.stop_at import run_until_stopped
 
 FINAL = [
+    "finding_frames.csv",
+    "finding_frames.parquet",
     "findings.csv",
     "packets.csv",
     "packets.parquet",
@@ -170,6 +172,7 @@ def test_a_batch_killed_at_its_tables_keeps_them_aside(
         ".partial-report.txt",
         "captures",
         "manifest.json",
+        "manifest.json.lock",  # empty: held while a process writes the manifest
         "packets",
     ]
     dataset = out / "packets" / "capture=cap.pcap"

@@ -38,6 +38,8 @@ from tests.helpers import run_cli
 
 SCENARIO = build_scenario("ipv4-transport-tcp", seed=1)  # 98 frames, 96 ESP, all ok
 OUTPUTS = [
+    "finding_frames.csv",
+    "finding_frames.parquet",
     "findings.csv",
     "packets.csv",
     "packets.parquet",

@@ -41,6 +41,8 @@ def test_analyze_example_writes_every_output(tmp_path: Path) -> None:
     )
     assert res.exit_code == 0, res.stderr
     assert sorted(p.name for p in out.iterdir()) == [
+        "finding_frames.csv",
+        "finding_frames.parquet",
         "findings.csv",
         "packets.csv",
         "packets.parquet",
@@ -163,9 +165,12 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path, monkeypatch: pytest.Mon
         raise KeyboardInterrupt
 
     monkeypatch.setattr("espforensics.cli.analyze_to_dir", interrupted)
-    res = runner.invoke(app, ["analyze", str(FIXTURES / "example.pcap"), "--out", str(tmp_path)])
+    capture = FIXTURES / "example.pcap"
+    res = runner.invoke(app, ["analyze", str(capture), "--out", str(tmp_path)])
     assert res.exit_code == 130
-    assert res.stderr == "espforensics: interrupted (a batch resumes where it stopped)\n"
+    assert res.stderr == (
+        f"espforensics: interrupted: the analysis of {capture} stopped; no output was published\n"
+    )
 
 
 # -- help texts -----------------------------------------------------------------

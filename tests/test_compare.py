@@ -177,8 +177,8 @@ def test_markdown_leads_the_same_way_without_0_0_rows(sides: dict[str, Summary])
     ]
     table = [line for line in md if line.startswith("|")]
     assert table[2:5] == [
-        "| frames | 690 | 255 | -435 |",
-        "| ESP packets | 687 | 251 | -436 |",
+        "| frames | 690 | 255 | \\-435 |",  # escaped as the list items are
+        "| ESP packets | 687 | 251 | \\-436 |",
         "| verdict ok | 593 | 0 | n/c |",
     ]
     assert len(table) == 2 + 11 and "| verdict auth_fail |" not in "\n".join(table)
@@ -192,29 +192,27 @@ def test_key_cover_of_each_side(sides: dict[str, Summary]) -> None:
     ]
 
 
-def test_cli_compare_with_keys_for_one_side(tmp_path: Path) -> None:
+def test_cli_compare_with_keys_for_one_side(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Through the CLI, on fixture captures: the note is the first thing after the names."""
     paths = write_scenario(build_scenario("kernel-gso-v4", seed=1), tmp_path / "a", stem="a")
     other = write_scenario(build_scenario("kernel-gso-v4", seed=1), tmp_path / "b", stem="b")
+    monkeypatch.chdir(tmp_path)
     res = runner.invoke(
         app,
-        [
-            "compare",
-            str(paths["capture"]),
-            str(other["capture"]),
-            "--sa-before",
-            str(paths["keys"]),
-        ],
+        ["compare", "a/a.pcap", str(other["capture"]), "--sa-before", str(paths["keys"])],
     )
     assert res.exit_code == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[:4] == [
-        "before: a.pcap",
-        "after:  b.pcap",
+    assert lines[:5] == [  # the sides named as typed (cli.md); a long one on a line of its own
+        "before: a/a.pcap",
+        "after:",
+        f"  {other['capture']}",
         "",
         "Keys for BEFORE only: AFTER had no key for 25 ESP packets in 2 SAs. Rows",
     ]
-    assert lines[8:] == [
+    assert lines[9:] == [
         "No finding changed.",
         "",
         "                              before         after     change",
@@ -234,21 +232,42 @@ def test_cli_compare_with_keys_for_one_side(tmp_path: Path) -> None:
     ]
 
 
+def test_cli_labels_output_folders_as_typed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two output folders of one capture file name are named as typed, not by that name."""
+    paths = write_scenario(build_scenario("kernel-gso-v4", seed=1), tmp_path / "a", stem="c")
+    for name in ("on", "nokey-on"):
+        keys = ["--sa", str(paths["keys"])] if name == "on" else []
+        out = ["--out", str(tmp_path / name), "--no-plots", "-q"]
+        res = runner.invoke(app, ["analyze", str(paths["capture"]), *keys, *out])
+        assert res.exit_code in (1, 4), res.stderr  # findings; nothing verified without keys
+    monkeypatch.chdir(tmp_path)
+    text = runner.invoke(app, ["compare", "on", "nokey-on/"])
+    md = runner.invoke(app, ["compare", "on", "nokey-on", "--format", "markdown"])
+    js = runner.invoke(app, ["compare", "on", "nokey-on", "--format", "json"])
+    assert text.stdout.splitlines()[:2] == ["before: on", "after:  nokey-on"]
+    assert md.stdout.splitlines()[0] == "before: on, after: nokey\\-on"
+    doc = json.loads(js.stdout)
+    assert (doc["before"], doc["after"]) == ("on", "nokey-on")
+
+
 NAME = "x\n|`<b>`.pcap"  # a newline, a table bar, backticks and a tag
 
 
-def test_names_are_escaped_in_every_format(tmp_path: Path) -> None:
+def test_names_are_escaped_in_every_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file name with a newline, `|`, backticks and `<`: one line, shown literally."""
     paths = write_scenario(build_scenario("ipv4-transport-tcp", seed=1), tmp_path / "in")
     odd = tmp_path / NAME
     shutil.copy(paths["capture"], odd)
     out = tmp_path / "out"
     analyze_to_dir(paths["capture"], [paths["keys"]], out, plots=False)
-    args = ["compare", str(odd), str(out), "--sa", str(paths["keys"])]
+    monkeypatch.chdir(tmp_path)  # the sides are named as typed: NAME and "out"
+    args = ["compare", odd.name, out.name, "--sa", str(paths["keys"])]
     text = runner.invoke(app, args).stdout
-    assert text.splitlines()[:2] == ["before: x\\n|`<b>`.pcap", "after:  capture.pcap"]
+    assert text.splitlines()[:2] == ["before: x\\n|`<b>`.pcap", "after:  out"]
     md = runner.invoke(app, [*args, "--format", "markdown"]).stdout
-    assert md.splitlines()[0] == "before: x\\\\n\\|\\`\\<b\\>\\`\\.pcap, after: capture\\.pcap"
+    assert md.splitlines()[0] == "before: x\\\\n\\|\\`\\<b\\>\\`\\.pcap, after: out"
     js = runner.invoke(app, [*args, "--format", "json"]).stdout
     assert json.loads(js)["before"] == NAME
     assert js.splitlines()[1] == '  "before": "x\\n|`<b>`.pcap",'

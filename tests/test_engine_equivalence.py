@@ -49,7 +49,15 @@ CAPTURES = helpers.CAPTURES / "linux-6.1"
 REAL = sorted(p.parent.name for p in CAPTURES.glob("*/capture.pcap"))
 
 # What analyze_to_dir writes without plots, and how each is compared.
-BYTE_FILES = ("packets.csv", "sas.csv", "findings.csv", "report.txt", "report.md", "report.html")
+BYTE_FILES = (
+    "packets.csv",
+    "sas.csv",
+    "findings.csv",
+    "finding_frames.csv",
+    "report.txt",
+    "report.md",
+    "report.html",
+)
 OUTPUTS = sorted([*BYTE_FILES, "summary.json", "packets.parquet"])
 
 

@@ -45,7 +45,8 @@ def test_frames_are_runs_and_a_sequence() -> None:
     with pytest.raises(IndexError):
         frames[7]
     assert runs_text(frames) == "20-24 30 40"
-    assert display_filter(frames) == "frame.number in {20..24 30 40}"
+    assert display_filter(frames) == "frame.number in {20..24,30,40}"
+    assert display_filter(Frames()) == "!frame"  # `in {}` is a syntax error
     assert frame_runs(frames) == [[20, 24], [30, 30], [40, 40]]
     assert from_runs([[20, 24], [30, 30], 40]) == frames  # a plain number: older summary.json
     assert first_frames([Frames.of([5, 9]), Frames.of([1, 5, 7])], 3) == (1, 5, 7)
@@ -98,11 +99,11 @@ def test_text_reports_shorten_and_say_where_all_are(gso: Path) -> None:
     text = (gso / "report.txt").read_text()
     assert (
         "    frames 4 5 6 8 9 ... and 7 more (Wireshark:\n"
-        "        frame.number in {4..6 8..10 12..14 16..18})\n"
+        "        frame.number in {4..6,8..10,12..14,16..18})\n"
     ) in text
     md = (gso / "report.md").read_text()
     assert (
-        "| 4 5 6 8 9 ... and 7 more (Wireshark: frame.number in {4..6 8..10 12..14 16..18}) |" in md
+        "| 4 5 6 8 9 ... and 7 more (Wireshark: frame.number in {4..6,8..10,12..14,16..18}) |" in md
     )
 
 

@@ -80,6 +80,8 @@ def test_a_bug_while_reading_exits_70_and_writes_what_was_read(
     assert _line(res.stderr) == ("RuntimeError", out / TRACEBACK)
     assert sorted(p.name for p in out.iterdir()) == [
         TRACEBACK,
+        "finding_frames.csv",
+        "finding_frames.parquet",
         "findings.csv",
         "packets.csv",
         "packets.parquet",
@@ -118,6 +120,8 @@ def test_a_bug_after_reading_leaves_the_partial_files(
     assert _line(res.stderr) == ("RuntimeError", out / TRACEBACK)
     assert sorted(p.name for p in out.iterdir()) == [
         TRACEBACK,
+        "finding_frames.csv.partial",
+        "finding_frames.parquet.partial",
         "findings.csv.partial",
         "packets.csv.partial",
         "packets.parquet.partial",

@@ -82,7 +82,7 @@ def gso(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # Five frames, how many more, and the filter that selects all 12 (findings.csv lists them).
-SHORTENED = "4 5 6 8 9 ... and 7 more (Wireshark: frame.number in {4..6 8..10 12..14 16..18})"
+SHORTENED = "4 5 6 8 9 ... and 7 more (Wireshark: frame.number in {4..6,8..10,12..14,16..18})"
 
 
 def test_report_html_has_the_content_of_report_md(gso: Path) -> None:
@@ -103,8 +103,10 @@ def test_report_html_has_the_content_of_report_md(gso: Path) -> None:
     assert kinds == ["kind-cleartext_leak", "kind-esp_misplaced"]
     for kind in ("cleartext_leak", "esp_misplaced"):
         heads, *rows = dom.tables[f"findings-{kind}"]
-        assert heads == ["SPI", "count", "frames", "detail"]  # no flow named: no src, dst
-        assert [row[:3] for row in rows] == [["0x00001001", "12", SHORTENED]]
+        assert heads == ["SPI", "src", "dst", "count", "frames", "detail"]  # the SA's flow
+        assert [row[:5] for row in rows] == [
+            ["0x00001001", "fd00:a::1", "fd00:a::2", "12", SHORTENED]
+        ]
     md = (gso / "report.md").read_text()
     for row in dom.tables["sa-list"][1:]:  # each SA row of report.md, cell by cell
         assert "| " + " | ".join(row) + " |" in md
@@ -180,8 +182,8 @@ def test_real_tso_on_findings_fold_one_line_per_kind(tso_on_html: Path) -> None:
         "high iv_derivation: 1 finding, 94 packets, SPI 0x00001001",
     ]
     heads, *rows = dom.tables["findings-iv_reuse"]
-    assert heads == ["SPI", "count", "frames", "detail"]  # iv_reuse names a key, no flow
-    assert len(rows) == 32 and rows[0][:3] == ["0x00001001", "2", "27 28"]
+    assert heads == ["SPI", "src", "dst", "count", "frames", "detail"]  # its SA's addresses
+    assert len(rows) == 32 and rows[0][:5] == ["0x00001001", "fd00:a::1", "fd00:a::2", "2", "27 28"]
     order = [html.index(f'id="{key}"') for key in ("causes", "plots", "kind-iv_reuse")]
     assert order == sorted(order)
     assert "ceda14dff6890ee2b0ae69618a1101e7" in html  # in the folded table

@@ -93,3 +93,67 @@ def test_duckdb_joins_packets_sas_and_findings(gso: tuple[Path, list[int]]) -> N
         """
     ).fetchall()
     assert found == [("cleartext_leak", 12), ("esp_misplaced", 12)]
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_findings_have_ids_and_their_sas_addresses(gso: tuple[Path, list[int]]) -> None:
+    """Every finding about one SA's SPI carries the addresses sas.csv gives that SA."""
+    out, _ = gso
+    findings = _rows(out / "findings.csv")
+    assert [(r["id"], r["kind"], r["src"], r["dst"]) for r in findings] == [
+        ("1", "cleartext_leak", "192.0.2.1", "192.0.2.2"),
+        ("2", "esp_misplaced", "192.0.2.1", "192.0.2.2"),
+    ]
+    sas = {r["spi"]: (r["src"], r["dst"]) for r in _rows(out / "sas.csv")}
+    assert all(sas[r["spi"]] == (r["src"], r["dst"]) for r in findings)
+
+
+def test_finding_frames_link_findings_to_packets_without_parsing(
+    gso: tuple[Path, list[int]],
+) -> None:
+    out, _ = gso
+    links = pd.read_parquet(out / "finding_frames.parquet")
+    assert links.equals(pd.read_csv(out / "finding_frames.csv"))
+    assert list(links.columns) == ["finding", "frame", "layer"]
+    misplaced = [4, 5, 6, 8, 9, 10, 12, 13, 14, 16, 17, 18]  # findings.csv: 4-6 8-10 12-14 16-18
+    assert links[links["finding"] == 2]["frame"].tolist() == misplaced
+    assert set(links["layer"]) == {1}
+    packets = pd.read_parquet(out / "packets.parquet")
+    findings = pd.read_csv(out / "findings.csv")
+    joined = links.merge(findings, left_on="finding", right_on="id").merge(
+        packets, on=["frame", "layer"], suffixes=("", "_packet")
+    )
+    assert len(joined) == len(links) == 24
+    assert set(joined["verdict"]) == {"esp_misplaced"}
+    assert (joined["spi"] == joined["spi_packet"]).all()
+    con = duckdb.connect()
+    per_kind = con.execute(
+        f"""
+        SELECT f.kind, count(*), count(DISTINCT p.frame)
+        FROM read_csv('{out / "finding_frames.csv"}') l
+        JOIN read_csv('{out / "findings.csv"}') f ON f.id = l.finding
+        JOIN '{out / "packets.parquet"}' p ON p.frame = l.frame AND p.layer = l.layer
+        GROUP BY f.kind ORDER BY f.kind
+        """
+    ).fetchall()
+    assert per_kind == [("cleartext_leak", 12, 12), ("esp_misplaced", 12, 12)]
+
+
+def test_finding_frames_name_the_layer_of_esp_inside_esp(tmp_path: Path) -> None:
+    """A finding about the inner SA of ESP inside ESP links to its layer-2 row."""
+    data = Path(__file__).parent / "data" / "scapy"
+    out = tmp_path / "out"
+    analyze_to_dir(data / "nested.pcap", [data / "nested.keys.yaml"], out, plots=False)
+    links = pd.read_csv(out / "finding_frames.csv")
+    findings = pd.read_csv(out / "findings.csv")
+    dup = findings[findings["kind"] == "seq_duplicate"]
+    assert dup["spi"].tolist() == [0xB002]
+    linked = links[links["finding"] == int(dup["id"].iloc[0])]
+    assert linked[["frame", "layer"]].values.tolist() == [[3, 2]]
+    packets = pd.read_csv(out / "packets.csv")
+    row = packets.merge(linked, on=["frame", "layer"])
+    assert row["spi"].tolist() == [0xB002] and row["seq_anomaly"].notna().all()

@@ -48,7 +48,12 @@ def _nothing(apart: list[str]) -> str:
 
 def render_comparison(cmp: Comparison) -> str:
     """The comparison as text: names, notes, changed findings, the table, what changed."""
-    lines = [f"before: {escape_name(cmp.before)}", f"after:  {escape_name(cmp.after)}", ""]
+    before, after = escape_name(cmp.before), escape_name(cmp.after)
+    lines = [
+        *wrap(f"before: {before}", hanging="  ", whole=(before,)),
+        *wrap(f"after:  {after}", hanging="  ", whole=(after,)),
+        "",
+    ]
     for note in cmp.notes:
         lines += [*wrap(note), ""]
     lead = cmp.changed_findings
@@ -82,7 +87,8 @@ def md_escape(text: str) -> str:
 
 
 def _md_row(cells: list[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
+    """A table row, each cell escaped as every other line is (a ``|`` would end the cell)."""
+    return "| " + " | ".join(md_escape(c) for c in cells) + " |"
 
 
 def render_comparison_md(cmp: Comparison) -> str:

@@ -1,8 +1,10 @@
 """The renderers: one registry, used by ``--format`` and by the files ``analyze`` writes.
 
 In: a renderer's name. Out: ``RENDERERS`` (name -> ``Renderer``, one dict
-literal, the only registry of renderers) and ``FILE_RENDERERS``, those that
-write a file of the output folder. Each renderer lays out a ``Report``
+literal, the only registry of renderers of the report), ``FILE_RENDERERS``,
+those that write a file of the output folder, and ``FOLDER_VIEWS``, the
+stdout formats made from an output folder's tables rather than the report
+(``packets``: a line per ESP packet). Each renderer lays out a ``Report``
 (render/content.py) and returns text, in pieces where the text can be
 large (summary.json: a line per SA); ``write`` puts them in a file one at
 a time. Raises nothing.
@@ -10,15 +12,17 @@ a time. Raises nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from espforensics.model import Finding
 from espforensics.render.content import Report
 from espforensics.render.html import format_html
 from espforensics.render.json import json_pieces
 from espforensics.render.ktap import format_ktap
 from espforensics.render.markdown import format_markdown
+from espforensics.render.packets import packets_view
 from espforensics.render.text import format_summary, format_text
 
 
@@ -55,4 +59,15 @@ RENDERERS: dict[str, Renderer] = {
     "ktap": Renderer("ktap", _whole(format_ktap)),
 }
 FILE_RENDERERS = tuple(r for r in RENDERERS.values() if r.file)
-STDOUT_FORMATS = tuple(name for name, r in RENDERERS.items() if r.stdout)
+
+
+@dataclass(frozen=True, slots=True)
+class FolderView:
+    """A stdout format made from an output folder's tables (and the findings)."""
+
+    name: str
+    pieces: Callable[[Path, Sequence[Finding]], Iterable[str]]
+
+
+FOLDER_VIEWS: dict[str, FolderView] = {"packets": FolderView("packets", packets_view)}
+STDOUT_FORMATS = (*(name for name, r in RENDERERS.items() if r.stdout), *FOLDER_VIEWS)
