@@ -43,7 +43,7 @@ from espforensics.cli_expect import (
     StatesOption,
     StatHostOption,
     assertions,
-    check,
+    settle,
     xfrm_stat,
 )
 from espforensics.cli_progress import _BarMeter, _batch_progress
@@ -63,7 +63,6 @@ from espforensics.cli_typer import (
     _Group,
 )
 from espforensics.errors import EXIT_INTERNAL, EspForensicsError
-from espforensics.expect import Assertion
 from espforensics.gate import Unchecked, exit_code, worst_code
 from espforensics.model import SEVERITY_RANK, Severity
 from espforensics.narrative import worst_severity
@@ -356,24 +355,7 @@ def analyze(
                     typer.echo(f"  {what}: {target}")
     if damaged:  # an input error, whatever was found in what was read
         raise typer.Exit(2)
-    _exit(summary, fail_on, unchecked, expected, fmt, quiet)
-
-
-def _exit(
-    summary: Summary,
-    fail_on: FailOn,
-    unchecked: Unchecked,
-    expected: tuple[Assertion, ...],
-    fmt: Format,
-    quiet: bool = False,
-) -> None:
-    """With ``--expect`` the assertions decide the exit code; else the gate does."""
-    if not expected:
-        _exit_gate(summary, fail_on, unchecked)
-        return
-    code = check(summary, expected, fmt, quiet)
-    if code:
-        raise typer.Exit(code)
+    settle(summary, expected, fmt, quiet, lambda: _exit_gate(summary, fail_on, unchecked))
 
 
 def _default_out(capture: Path) -> Path:
@@ -419,7 +401,7 @@ def report(
     summary = _guarded(lambda: load_summary(folder))
     if not (expected and fmt is Format.KTAP):
         _show(summary, fmt, fail_on, folder)
-    _exit(summary, fail_on, unchecked, expected, fmt)
+    settle(summary, expected, fmt, False, lambda: _exit_gate(summary, fail_on, unchecked))
 
 
 @app.command(cls=_Command)

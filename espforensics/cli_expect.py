@@ -9,6 +9,7 @@ cannot answer). Raises only ``typer.Exit``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -107,3 +108,20 @@ def check(summary: Summary, expected: tuple[Assertion, ...], fmt: Format, quiet:
     if summary.error:
         return EXIT_USAGE
     return 0 if all(c.holds for c in checked) else EXIT_FINDING
+
+
+def settle(
+    summary: Summary,
+    expected: tuple[Assertion, ...],
+    fmt: Format,
+    quiet: bool,
+    gate: Callable[[], None],
+) -> None:
+    """End the command: with ``--expect`` the assertions decide the exit code (``check``),
+    else ``gate`` does (the findings' gate, gate.py)."""
+    if not expected:
+        gate()
+        return
+    code = check(summary, expected, fmt, quiet)
+    if code:
+        raise typer.Exit(code)
