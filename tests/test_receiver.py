@@ -21,10 +21,12 @@ import pytest
 from espforensics.analysis import analyze
 from espforensics.checks.receiver import ReceiverCheck
 from espforensics.keys import SaTable
+from espforensics.model import DecryptionSecrets
 from espforensics.pipeline import Options
 from espforensics.receiver.verdict import COUNTERS, PROTO_ERROR
 from espforensics.summary import Summary
 from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, Fault, SaFlow, sa_pair
+from espforensics.synth.keytext import esp_sa_text
 from espforensics.synth.packets import udp_bytes
 from tests.helpers import CAPTURES, NO_CAPTURES, PER_FRAME, STEADY, real_capture, run_frames
 
@@ -256,3 +258,16 @@ def test_the_lanes_agree_on_the_receiver(name: str, pcap: str) -> None:
     assert runs[0].packets.receiver.tolist() == runs[1].packets.receiver.tolist()
     assert runs[0].summary.receivers == runs[1].summary.receivers
     assert runs[0].summary.receiver_sas == runs[1].summary.receiver_sas
+
+
+def test_a_secrets_block_gives_a_state_to_an_spi_that_had_none(lane: Options) -> None:
+    """Before the pcapng Decryption Secrets Block, SPI 0x1001 has no state (no_state);
+    after it, the receiver holds one and accepts (a new window, from that packet on)."""
+    cb = CaptureBuilder(seed=13)
+    ab, ba = sa_pair(random.Random(13), (0x1001, 0x1002), V4_A, V4_B)
+    early = _planted(cb, ab, [(1, None, "no_state"), (2, None, "no_state")])
+    late = _planted(cb, ab, [(3, None, "accept"), (2, None, "accept"), (3, None, "replay")])
+    dsb = DecryptionSecrets(0x45535053, esp_sa_text([ab.sealer.sa]).encode())
+    items = [*cb.frames[:2], dsb, *cb.frames[2:]]
+    run = run_frames(items, SaTable((ba.sealer.sa,)), lane)
+    assert {r.frame: r.receiver for r in run.records} == early | late

@@ -55,6 +55,7 @@ class _State:
     window: str
     flow: tuple[int, str, str]  # the first flow that reached it
     shared: bool = False  # flows of other sources reached it too
+    sas: int = 0  # the SAs the key files held when it was looked up
     verdicts: Counter[str] = field(default_factory=Counter)
     best: int = -1  # the highest seq64 verified as sent
     depth: int = 0  # how far below ``best`` a packet that was no replay arrived, at most
@@ -127,17 +128,19 @@ class ReceiverCheck(BulkRules):
         return Icv.UNKNOWN
 
     def _state(self, spi: int, pkt: PacketContext, first: int) -> _State:
+        """The receiving state of (SPI, destination), made on first use; one without an SA
+        looks again once a Decryption Secrets Block has added SAs."""
         dst = pkt.rec.dst
         state = self._states.get((spi, dst))
-        if state is None:
+        if state is None or (state.rx is None and state.sas != len(self._sas)):
             sa = self._find(spi, pkt)
-            if sa is None:
-                state = _State(None, "no state", pkt.flow.key)
-            else:
+            rx, window = None, "no state"
+            if sa is not None:
                 config = replay_config(sa)
-                rx = RxState(config, first)
-                state = _State(rx, config.describe(), pkt.flow.key)
-            self._states[(spi, dst)] = state
+                rx, window = RxState(config, first), config.describe()
+            if state is None:
+                state = self._states[(spi, dst)] = _State(rx, window, pkt.flow.key)
+            state.rx, state.window, state.sas = rx, window, len(self._sas)
         elif state.flow != pkt.flow.key:
             state.shared = True
         return state
