@@ -21,7 +21,7 @@ import pytest
 from espforensics.analysis import analyze
 from espforensics.checks.receiver import ReceiverCheck
 from espforensics.keys import SaTable
-from espforensics.model import DecryptionSecrets
+from espforensics.model import DecryptionSecrets, Frame
 from espforensics.pipeline import Options
 from espforensics.receiver.verdict import COUNTERS, PROTO_ERROR
 from espforensics.summary import Summary
@@ -268,6 +268,6 @@ def test_a_secrets_block_gives_a_state_to_an_spi_that_had_none(lane: Options) ->
     early = _planted(cb, ab, [(1, None, "no_state"), (2, None, "no_state")])
     late = _planted(cb, ab, [(3, None, "accept"), (2, None, "accept"), (3, None, "replay")])
     dsb = DecryptionSecrets(0x45535053, esp_sa_text([ab.sealer.sa]).encode())
-    items = [*cb.frames[:2], dsb, *cb.frames[2:]]
+    items: list[Frame | DecryptionSecrets] = [*cb.frames[:2], dsb, *cb.frames[2:]]
     run = run_frames(items, SaTable((ba.sealer.sa,)), lane)
     assert {r.frame: r.receiver for r in run.records} == early | late
