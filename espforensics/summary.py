@@ -80,6 +80,8 @@ class SaSummary:
     # packets per inner_checksum value of the SA's decrypted packets: {"ok": 140, ...}
     inner_checksums: dict[str, int] = field(default_factory=dict)
     iv_scheme: str = ""  # how the sender builds its IVs (model.IvScheme), "" if not asked
+    # ICMP/ICMPv6 errors in the capture quoting one of its packets (not among ``packets``)
+    icmp_quoted: int = 0
 
     @property
     def key(self) -> tuple[int, str, str]:
@@ -134,6 +136,9 @@ class Summary:
     coverage: tuple[CheckCoverage, ...] = ()  # one per check, in the order they run
     # ESP packets inside the frames' ESP packets' plaintexts (layer 2 on), not in esp_packets.
     inner_esp_packets: int = 0
+    # ICMP/ICMPv6 errors quoting an ESP packet (frames, not in esp_packets): those quoting an
+    # SA of ``sas`` count there too, in its ``icmp_quoted``.
+    icmp_quoted: int = 0
     # The receiver model (checks/receiver.py): per destination the predicted XfrmIn*
     # counters, per receiving state its window; empty without a key file.
     receivers: tuple[ReceiverHost, ...] = ()
@@ -213,6 +218,7 @@ class Summary:
                 for u in doc.get("unused_sas", ())
             ),
             key_notes=tuple(doc.get("key_notes", ())),
+            icmp_quoted=doc.get("icmp_quoted", 0),
             coverage=(
                 tuple(
                     CheckCoverage(**{**c, "skipped": dict(c["skipped"])}) for c in doc["coverage"]

@@ -312,6 +312,8 @@ def _sa_notes(sa: SaSummary) -> tuple[str, ...]:
     ]
     if wrong:
         notes.append(f"inner checksums: {', '.join(wrong)} (inner_checksum findings)")
+    if sa.icmp_quoted:
+        notes.append(f"ICMP errors quoting its packets: {sa.icmp_quoted:,} (not counted in them)")
     return tuple(notes)
 
 
