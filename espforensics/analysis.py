@@ -47,6 +47,7 @@ from espforensics.errors import CaptureError, CaptureTruncated, InputError, Outp
 from espforensics.keys import SaTable
 from espforensics.pipeline import Options, fewer_collections
 from espforensics.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
+from espforensics.receiver.xfrm_stat import XfrmStatFiles, observed
 from espforensics.render.content import report_content
 from espforensics.render.registry import FILE_RENDERERS
 from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
@@ -194,6 +195,7 @@ def analyze_to_dir(
     scheduler: str | None = None,
     name: str | None = None,
     damaged: Callable[[Summary], None] | None = None,
+    xfrm_stat: XfrmStatFiles | None = None,
 ) -> Summary:
     """Analyze a capture into ``out``; every file is written even if the capture is damaged.
 
@@ -218,6 +220,8 @@ def analyze_to_dir(
     ``damaged``: told the summary of what was read of a damaged capture (``read_in_part``),
     once every file is written, before its ``CaptureError`` is raised: the command line
     prints it as for a whole capture.
+    ``xfrm_stat``: the receiver's /proc/net/xfrm_stat before and after the run,
+    which the reports compare with the receiver model's prediction.
     """
     check_regular(path)  # refused before the output folder is touched
     stage = meter.phase if meter is not None else lambda name: None
@@ -238,6 +242,9 @@ def analyze_to_dir(
                 path, table, options, writer.write_rows, told, sha256, jobs, meter, scheduler, name
             )
             stage(TABLES)  # the last row groups are written as the block ends
+        if xfrm_stat is not None:
+            hosts = [h.dst for h in summary.receivers]
+            summary = replace(summary, observed=observed(xfrm_stat, hosts))
         parquet = partial(out, "packets.parquet")
         if copies.targets():
             stage(COPIES)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from espforensics.capture import open_capture
 from espforensics.capture.regular import check_regular
 from espforensics.checks.iv_derivation import IvDerivationCheck
+from espforensics.checks.receiver import ReceiverCheck
 from espforensics.engine import Engine, Row
 from espforensics.errors import (
     CaptureError,
@@ -30,6 +31,7 @@ from espforensics.keys import SaTable, load_sas
 from espforensics.model import PacketRecord
 from espforensics.pipeline import FrameAnalyzer, Options, fewer_collections
 from espforensics.progress import READING, UNPACKING, Meter
+from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
 from espforensics.summary import CaptureInfo, Summary
 from espforensics.summary_builder import SummaryBuilder
 
@@ -215,6 +217,16 @@ def _iv_schemes(analyzer: FrameAnalyzer) -> dict[tuple[int, str, str], str]:
     return {}
 
 
+def _receivers(
+    analyzer: FrameAnalyzer,
+) -> tuple[tuple[ReceiverHost, ...], tuple[ReceiverSa, ...]]:
+    """The receiver model's prediction (checks/receiver.py)."""
+    for check in analyzer.checks:
+        if isinstance(check, ReceiverCheck):
+            return check.prediction()
+    return (), ()
+
+
 def _run(
     path: str | os.PathLike[str],
     sas: KeysArg,
@@ -246,6 +258,7 @@ def _run(
                 _modes(analyzer.sas, builder),
                 _stop_message(error),
                 iv_schemes=_iv_schemes(analyzer),
+                receivers=_receivers(analyzer),
                 unused_sas=analyzer.unused_sas,
                 key_notes=tuple(analyzer.sas.notes),
             )

@@ -36,7 +36,18 @@ from espforensics.analysis import (
 )
 from espforensics.capture.spool import STDIN, Spooled
 from espforensics.cli_errors import _guarded, _report_bug
+from espforensics.cli_expect import (
+    ExpectOption,
+    StatAfterOption,
+    StatBeforeOption,
+    StatesOption,
+    StatHostOption,
+    assertions,
+    settle,
+    xfrm_stat,
+)
 from espforensics.cli_progress import _BarMeter, _batch_progress
+from espforensics.cli_reconcile import reconcile_command
 from espforensics.cli_typer import (
     FORMATS_HELP,
     CompareFormat,
@@ -278,8 +289,15 @@ def analyze(
             f"[default: for captures of at most {CSV_ROWS:,} frames].",
         ),
     ] = None,
+    expect: ExpectOption = None,
+    xfrm_stat_before: StatBeforeOption = None,
+    xfrm_stat_after: StatAfterOption = None,
+    xfrm_stat_host: StatHostOption = None,
+    xfrm_state_stats: StatesOption = None,
 ) -> None:
     """Decrypt and check every ESP packet of CAPTURE; write tables, plots and reports to --out."""
+    expected = assertions(expect)
+    stat = xfrm_stat(xfrm_stat_before, xfrm_stat_after, xfrm_stat_host, xfrm_state_stats)
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
     copies = CaptureCopies(annotate=annotate, decrypted=decrypted)
     printed_only = out is not None and str(out) == STDIN
@@ -309,6 +327,7 @@ def analyze(
                     scheduler=scheduler,
                     name=name,
                     damaged=damaged.append,
+                    xfrm_stat=stat,
                 ),
                 None if printed_only else out_dir,
                 stop,
@@ -326,7 +345,8 @@ def analyze(
                 f"packets.csv not written: {summary.capture.frames:,} frames, more than "
                 f"{CSV_ROWS:,}; packets.parquet has every row (--csv writes it anyway)"
             )
-        if not quiet:  # before a folder of --out - is removed: a view may read its tables
+        # before a folder of --out - is removed: a view may read its tables
+        if not quiet and not (expected and fmt is Format.KTAP):
             _show(summary, fmt, fail_on, out_dir)
             if fmt is Format.SUMMARY:
                 if not printed_only:
@@ -335,7 +355,7 @@ def analyze(
                     typer.echo(f"  {what}: {target}")
     if damaged:  # an input error, whatever was found in what was read
         raise typer.Exit(2)
-    _exit_gate(summary, fail_on, unchecked)
+    settle(summary, expected, fmt, quiet, lambda: _exit_gate(summary, fail_on, unchecked))
 
 
 def _default_out(capture: Path) -> Path:
@@ -374,11 +394,14 @@ def report(
     ] = Format.TEXT,
     fail_on: FailOnOption = FailOn.HIGH,
     unchecked: UncheckedOption = Unchecked.SKIP,
+    expect: ExpectOption = None,
 ) -> None:
     """Print the report of an earlier analysis again; exit as `analyze` did."""
+    expected = assertions(expect)
     summary = _guarded(lambda: load_summary(folder))
-    _show(summary, fmt, fail_on, folder)
-    _exit_gate(summary, fail_on, unchecked)
+    if not (expected and fmt is Format.KTAP):
+        _show(summary, fmt, fail_on, folder)
+    settle(summary, expected, fmt, False, lambda: _exit_gate(summary, fail_on, unchecked))
 
 
 @app.command(cls=_Command)
@@ -436,6 +459,9 @@ def compare(
     }
     typer.echo(renderers[fmt](cmp), nl=False)
     _exit_for(worst_severity(sides[1]), fail_on)
+
+
+app.command(cls=_Command, name="reconcile")(reconcile_command)
 
 
 @app.command(cls=_Command)

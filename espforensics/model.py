@@ -225,6 +225,10 @@ class PacketRecord:
     quoted_seq: int | None = None
     quoted_src: str = ""
     quoted_dst: str = ""
+    # What a Linux receiver holding the key file's states does with this ESP packet
+    # (receiver/verdict.py RxVerdict: accept, replay, too_old, icv_fail, no_state, ...);
+    # empty for a frame without ESP, or when no key file was given.
+    receiver: str = ""
 
     @property
     def misplaced(self) -> bool:

@@ -27,6 +27,7 @@ from espforensics.model import (
     UnusedReason,
     UnusedSa,
 )
+from espforensics.receiver.prediction import Observed, ReceiverHost, ReceiverSa
 from espforensics.stored import stored_evidence
 
 if TYPE_CHECKING:  # re-exported below (__getattr__): it imports this module
@@ -139,6 +140,12 @@ class Summary:
     # ICMP/ICMPv6 errors quoting an ESP packet (frames, not in esp_packets): those quoting an
     # SA of ``sas`` count there too, in its ``icmp_quoted``.
     icmp_quoted: int = 0
+    # The receiver model (checks/receiver.py): per destination the predicted XfrmIn*
+    # counters, per receiving state its window; empty without a key file.
+    receivers: tuple[ReceiverHost, ...] = ()
+    receiver_sas: tuple[ReceiverSa, ...] = ()
+    # The receiver's /proc/net/xfrm_stat increase, when the user gave it (--xfrm-stat-*).
+    observed: Observed | None = None
 
     @property
     def esp_layers(self) -> int:
@@ -166,6 +173,18 @@ class Summary:
         ]
         doc["key_notes"] = list(self.key_notes)
         doc["coverage"] = [{**_fields(c), "skipped": dict(c.skipped)} for c in self.coverage]
+        doc["receivers"] = {h.dst: dict(h.counters) for h in self.receivers}
+        doc["receiver_frames"] = {
+            h.dst: {name: frame_runs(f) for name, f in h.frames.items()} for h in self.receivers
+        }
+        doc["receiver_unchecked"] = {h.dst: h.unchecked for h in self.receivers}
+        doc["receiver_causes"] = {h.dst: [list(c) for c in h.causes] for h in self.receivers}
+        observed = doc.pop("observed")
+        doc["receiver_observed"] = None if observed is None else _observed_json(observed)
+        doc["receiver_sas"] = [
+            {**_fields(r), "spi": f"{r.spi:#010x}", "min_window": r.min_window}
+            for r in self.receiver_sas
+        ]
         return {"schema": doc.pop("schema"), **doc}
 
     @classmethod
@@ -209,7 +228,54 @@ class Summary:
                 else check_coverage(sas, doc["esp_packets"] + doc.get("inner_esp_packets", 0))
             ),
             inner_esp_packets=doc.get("inner_esp_packets", 0),
+            receivers=_receivers(doc),
+            observed=None
+            if not doc.get("receiver_observed")
+            else Observed(**doc["receiver_observed"]),
+            receiver_sas=tuple(
+                ReceiverSa(
+                    int(r["spi"], 16),
+                    r["dst"],
+                    r["window"],
+                    dict(r["verdicts"]),
+                    r["reorder_depth"],
+                )
+                for r in doc.get("receiver_sas", ())
+            ),
         )
+
+
+def _observed_json(observed: Observed) -> dict[str, Any]:
+    return {
+        **_fields(observed),
+        "sa_stats": [[f"{spi:#010x}", *rest] for spi, *rest in observed.sa_stats],
+    }
+
+
+def _observed(doc: dict[str, Any] | None) -> Observed | None:
+    """The receiver's observed counters of a summary.json, if it has them."""
+    if not doc:
+        return None
+    stats = tuple(
+        (int(spi, 16), str(dst), int(w), int(r), int(f)) for spi, dst, w, r, f in doc["sa_stats"]
+    )
+    return Observed(**{**doc, "deltas": dict(doc["deltas"]), "sa_stats": stats})
+
+
+def _receivers(doc: dict[str, Any]) -> tuple[ReceiverHost, ...]:
+    """The ``receivers`` of a summary.json (none in one written before the receiver model)."""
+    frames, unchecked = doc.get("receiver_frames", {}), doc.get("receiver_unchecked", {})
+    causes = doc.get("receiver_causes", {})
+    return tuple(
+        ReceiverHost(
+            dst,
+            {name: _typed(counters, name, int) for name in counters},
+            {name: from_runs(runs) for name, runs in frames.get(dst, {}).items()},
+            unchecked.get(dst, 0),
+            tuple((str(c), str(why), int(n)) for c, why, n in causes.get(dst, ())),
+        )
+        for dst, counters in doc.get("receivers", {}).items()
+    )
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclasses.fields costs 6 us a call

@@ -27,6 +27,7 @@ from espforensics.model import (
     UnusedSa,
     Verdict,
 )
+from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
 from espforensics.summary import (
     TOOL_VERSION,
     CaptureInfo,
@@ -329,13 +330,15 @@ class SummaryBuilder:
         unused_sas: tuple[UnusedSa, ...] = (),
         key_notes: tuple[str, ...] = (),
         iv_schemes: dict[tuple[int, str, str], str] | None = None,
+        receivers: tuple[tuple[ReceiverHost, ...], tuple[ReceiverSa, ...]] = ((), ()),
     ) -> Summary:
         """The summary of everything observed, with the checks' findings.
 
         ``capture`` gives path, sha256 and size; frames and times are counted
         here. ``modes`` are the SA modes the key files state; ``iv_schemes`` each SA's
         IV scheme as the IV derivation check named it (an SA it never saw: "unknown");
-        ``unused_sas`` the key files' SAs that no packet matched (checks/unused.py).
+        ``unused_sas`` the key files' SAs that no packet matched (checks/unused.py);
+        ``receivers`` the receiver model's prediction (checks/receiver.py).
         """
         missing: Counter[tuple[int, str, str]] = Counter()
         per_kind: Counter[str] = Counter()
@@ -377,6 +380,8 @@ class SummaryBuilder:
             coverage=check_coverage(sas, self.esp_packets + self.inner_esp_packets),
             inner_esp_packets=self.inner_esp_packets,
             icmp_quoted=self._quoted.total(),
+            receivers=receivers[0],
+            receiver_sas=receivers[1],
         )
 
 

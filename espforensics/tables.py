@@ -256,6 +256,7 @@ def steady_table(rows: SteadyRows) -> pa.Table:
     for name in ("leaked_hex", "leaked_fields", "seq_anomaly", "quoted_src", "quoted_dst"):
         cols[name] = _repeat("", n)
     cols["verdict"] = _repeat("ok", n)
+    cols["receiver"] = _repeat("accept", n)  # the receiver check refuses every other row
     cols["layer"] = from_numpy(np.ones(n, np.int64), pa.int64())  # the lane takes no nested ESP
     cols["carriers"] = _pick(list(CARRIERS), rows.carriers)
     arrays = [

@@ -20,7 +20,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from espforensics.checks import PLAIN, checksum, leaks
+from espforensics.checks import PLAIN, checksum, leaks, receiver
 from espforensics.checks.bulk import Outer, Payloads, Plaintexts
 from espforensics.checks.checksum import check_inners
 from espforensics.checks.context import HEAD_LEN
@@ -345,9 +345,21 @@ def test_the_leak_rule_is_not_encrypted(rows: list[tuple[bytes, int, bool]]) -> 
         assert bool(said.refused[row]) == (proven and not is_clear), row
 
 
+@SETTINGS
+@given(st.lists(st.binary(max_size=6), min_size=1, max_size=16))
+def test_the_receiver_rule_is_leaves_payload(bodies: list[bytes]) -> None:
+    """checks.receiver.plaintexts refuses a row exactly when receiver.leaves_payload says
+    the receiver drops it (its pad length leaves no payload byte)."""
+    p = _plaintexts([(59, body, _OUTERS[0], False) for body in bodies])
+    said = receiver.plaintexts(p)
+    assert said.inner_checks is None
+    refused = said.refused if said.refused is not None else np.zeros(len(bodies), np.bool_)
+    assert [bool(x) for x in refused] == [not receiver.leaves_payload(len(b)) for b in bodies]
+
+
 def test_every_plaintext_rule_is_tested_here() -> None:
-    """The registry's rules are the two this module holds equal to their per-packet forms."""
-    assert (leaks.plaintexts, checksum.plaintexts) == PLAIN
+    """The registry's rules are the three this module holds equal to their per-packet forms."""
+    assert (leaks.plaintexts, checksum.plaintexts, receiver.plaintexts) == PLAIN
 
 
 def test_well_formed_inner_packets_verify_in_bulk() -> None:

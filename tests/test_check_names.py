@@ -3,9 +3,10 @@ docs/checks.md's headings and the finding kinds agree.
 
 The output names (KTAP lines, ``summary.json``'s ``coverage``, the finding
 kinds) are a public format; the code and the docs take theirs. The checks
-without a line of their own are integrity, whose ``no_integrity`` findings
-report under ``keys`` (docs/checks.md "integrity"), and reserved_spi, whose
-findings report under ``sequence`` (the same clear header).
+without a line of their own (``checks.NO_LINE``) are integrity, whose
+``no_integrity`` findings report under ``keys`` (docs/checks.md "integrity"),
+reserved_spi, whose findings report under ``sequence`` (the same clear
+header), and the receiver model, which makes no findings (docs/receiver.md).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import re
 from pathlib import Path
 
 import espforensics.checks as checks_package
-from espforensics.checks import COVERAGE
+from espforensics.checks import COVERAGE, NO_LINE
 from espforensics.model import FindingKind
 from espforensics.render.content import CHECKS
 
@@ -45,8 +46,9 @@ def test_the_coverage_and_ktap_tables_name_the_checks_alike() -> None:
 
 def test_each_check_goes_by_its_output_name() -> None:
     names = _check_names()
-    assert names - set(UNDER) == {name for name, _ in COVERAGE}
-    assert set(UNDER) <= names
+    assert names - set(NO_LINE) == {name for name, _ in COVERAGE}
+    assert set(NO_LINE) <= names
+    assert set(UNDER) <= set(NO_LINE)  # a check with findings and no line reports under one
 
 
 def test_each_finding_kind_belongs_to_one_check() -> None:

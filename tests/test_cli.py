@@ -181,6 +181,7 @@ USAGE = {
     "report": "Usage: espforensics report [OPTIONS] DIR",
     "compare": "Usage: espforensics compare [OPTIONS] BEFORE AFTER",
     "batch": "Usage: espforensics batch [OPTIONS] PATH...",
+    "reconcile": "Usage: espforensics reconcile [OPTIONS] SENDER RECEIVER",
 }
 
 

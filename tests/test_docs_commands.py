@@ -45,6 +45,7 @@ TOOLS = {"tshark": "tshark 4.0 made the outputs shown"}  # other tools a docs co
 # Folders of real captures the docs name by a short word (docs/cli.md's compare example).
 _LINUX61 = helpers.CAPTURES / "linux-6.1"
 REAL_FOLDERS = {
+    "wire": helpers.CAPTURES / "linux-6.1-wire" / "reorder-window32",  # reconcile's example
     "on": _LINUX61 / "ip6tnl-transport-tso-on",
     "off": _LINUX61 / "ip6tnl-transport-tso-off",
 }

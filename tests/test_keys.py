@@ -669,12 +669,14 @@ YAML_ERRORS = [
     (
         yaml_entry(icv_bits="96"),
         "k: entry 1 (spi 0x00001001): unknown field 'icv_bits'; "
-        "known: spi, src, dst, aead, enc, key, auth, auth_key, icv, esn, esn_hi, mode, encap",
+        "known: spi, src, dst, aead, enc, key, auth, auth_key, icv, esn, esn_hi, mode, encap, "
+        "replay_window, replay_esn",
     ),
     (
         yaml_entry(spi="-", sp1="0x1001"),
         "k: entry 1: unknown field 'sp1'; "
-        "known: spi, src, dst, aead, enc, key, auth, auth_key, icv, esn, esn_hi, mode, encap",
+        "known: spi, src, dst, aead, enc, key, auth, auth_key, icv, esn, esn_hi, mode, encap, "
+        "replay_window, replay_esn",
     ),
     (
         yaml_entry() + "    mode: tunnel\n    mode: transport\n",

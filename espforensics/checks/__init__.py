@@ -22,6 +22,7 @@ from espforensics.checks import (
     keys,
     leaks,
     placement,
+    receiver,
     sequence,
 )
 from espforensics.checks.bulk import BulkCheck, PlainRule, Plaintexts
@@ -35,6 +36,7 @@ from espforensics.checks.iv_reuse import IvReuseCheck
 from espforensics.checks.keys import KeyCheck
 from espforensics.checks.leaks import LeakCheck
 from espforensics.checks.placement import FlowFor, PlacementCheck
+from espforensics.checks.receiver import ReceiverCheck
 from espforensics.checks.reserved_spi import ReservedSpiCheck
 from espforensics.checks.sequence import SequenceCheck
 from espforensics.keys.sa import SaTable
@@ -60,6 +62,7 @@ def make_checks(sas: SaTable, holds: Holds, flow_for: FlowFor) -> tuple[Check, .
         IvDerivationCheck(holds),
         SequenceCheck(),
         ReservedSpiCheck(),
+        ReceiverCheck(sas),  # reads the sequence check's seq_anomaly
         EsnMismatchCheck(),
         KeyCheck(sas),
         IntegrityCheck(),
@@ -74,6 +77,7 @@ BULK: tuple[type[BulkCheck], ...] = (
     IvDerivationCheck,
     SequenceCheck,
     ReservedSpiCheck,
+    ReceiverCheck,
     KeyCheck,
 )
 
@@ -85,7 +89,11 @@ def bulk_checks(checks: tuple[object, ...]) -> tuple[BulkCheck, ...]:
 
 # The checks' rules over the plaintexts the lane opened (checks/bulk.py, ``Plaintexts``):
 # functions of the batch's plaintexts alone, so a worker process runs them too.
-PLAIN: tuple[Callable[[Plaintexts], PlainRule], ...] = (leaks.plaintexts, checksum.plaintexts)
+PLAIN: tuple[Callable[[Plaintexts], PlainRule], ...] = (
+    leaks.plaintexts,
+    checksum.plaintexts,
+    receiver.plaintexts,
+)
 
 
 # What each check examined (the KTAP names of render/content.py), in the order
@@ -106,6 +114,11 @@ COVERAGE: tuple[tuple[str, Callable[[Seen], str | None]], ...] = (
 # esn_mismatch words each event by its record's ``iv_seq_delta``, which iv_derivation
 # fills when it settles the SA's IV constant: at the latest in its own ``finish``.
 FINISH_READS: dict[str, tuple[str, ...]] = {"esn_mismatch": ("iv_derivation",)}
+# The checks with no line of their own in the coverage and KTAP tables: integrity reports
+# under keys, reserved_spi under sequence (the same clear header); the receiver model
+# makes no findings (its predicted counters are in the summary's ``receivers``, and
+# ``--expect`` asserts them).
+NO_LINE = ("integrity", "reserved_spi", "receiver")
 
 __all__ = [
     "BULK",

@@ -168,6 +168,11 @@ class SecurityAssociation:
     # ``algorithm``/``key`` then hold the encryption algorithm and its key.
     auth_algorithm: str | None = None
     auth_key: Secret | None = field(default=None, compare=False)
+    # The receiver's anti-replay window as the key file states it (receiver/config.py):
+    # its size (None: not stated), and whether the state has the ``replay_esn`` bitmap
+    # (``anti-replay esn context``) rather than the legacy 32-bit one (None: not stated).
+    replay_window: int | None = None
+    replay_esn: bool | None = None
 
     @property
     def suite(self) -> str:

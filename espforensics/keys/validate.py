@@ -142,7 +142,9 @@ class RawSa:
     auth_algorithm: str | None = None
     auth_key: object = field(default=None, repr=False)
     origin: str = ""
-    any_spi: bool = False  # a wildcard: the SA of every SPI no other entry names
+    any_spi: bool = False
+    replay_window: object = None  # None: the source does not say
+    replay_esn: object = None  # a wildcard: the SA of every SPI no other entry names
 
 
 def has_hex_run(text: str) -> bool:
@@ -191,6 +193,7 @@ def build_sa(raw: RawSa, where: Where) -> SecurityAssociation:
     if esn_hi and not esn:
         raise where.error("esn_hi", "esn_hi is set but esn is false")
     keyed = _with_spi(where, spi)
+    replay = _check_replay(raw, esn, where)
     if raw.aead:
         key, icv_bits = _check_aead(raw, keyed)
         auth_algorithm, auth_key = None, None
@@ -211,7 +214,31 @@ def build_sa(raw: RawSa, where: Where) -> SecurityAssociation:
         origin=raw.origin,
         auth_algorithm=auth_algorithm,
         auth_key=auth_key,
+        replay_window=replay[0],
+        replay_esn=replay[1],
     )
+
+
+# include/uapi/linux/xfrm.h XFRMA_REPLAY_ESN_MAX: the largest replay_esn bitmap, in bits.
+MAX_REPLAY_WINDOW = 4096
+
+
+def _check_replay(raw: RawSa, esn: bool, where: Where) -> tuple[int | None, bool | None]:
+    """``replay_window`` and ``replay_esn`` as ``xfrm_init_replay`` would take them."""
+    window = (
+        None
+        if raw.replay_window is None
+        else _check_uint(raw.replay_window, where, "replay_window", MAX_REPLAY_WINDOW)
+    )
+    replay_esn = None
+    if raw.replay_esn is not None:
+        replay_esn = _check_bool(raw.replay_esn, where, "replay_esn")
+    if esn and replay_esn is False:
+        why = "an ESN SA has the replay_esn window (xfrm_init_replay); replay_esn is false"
+        raise where.error("replay_esn", why)
+    if esn and window == 0 and replay_esn is not False:
+        raise where.error("replay_window", "an ESN SA needs a replay window of at least 1")
+    return window, replay_esn
 
 
 def _with_spi(where: Where, spi: int) -> Where:

@@ -8,10 +8,12 @@ The text is what iproute2 prints (ip/ipxfrm.c, ``xfrm_state_info_print``):
 a block per SA that starts at column 0 with ``src A dst B`` and goes on
 with indented lines. We read ``proto ... spi ... mode ...``, ``flag ...``
 (only the ``esn`` flag means ESN), ``aead`` or ``enc`` + ``auth``/
-``auth-trunc``, and ``encap``; every other line (``sel``, ``lifetime``,
-``stats``, ``anti-replay esn context:`` and its lines, ...) is ignored.
-The anti-replay esn context is printed for any SA with a replay window
-larger than 32, ESN or not, so it says nothing about ESN.
+``auth-trunc``, ``encap``, and the receiver's window: ``replay-window N``
+and the ``replay_window N, bitmap-length M`` line of an ``anti-replay esn
+context:`` (receiver/config.py says how they choose the kernel's variant);
+every other line (``sel``, ``lifetime``, ``stats``, ...) is ignored. The
+anti-replay esn context is printed for any SA with a replay window larger
+than 32, ESN or not, so it says nothing about ESN.
 """
 
 from __future__ import annotations
@@ -142,6 +144,7 @@ def _parse_block(block: _Block, origin: str) -> SecurityAssociation | None:
     fields = {"spi": f"line {proto_at}", "mode": f"line {proto_at}"}
     algo = _algorithms(block, found, fields, origin)
     spi = _after(words, "spi")
+    replay = _replay(block, fields)
     raw = RawSa(
         spi=None if spi is None else re.sub(r"\(\d+\)$", "", spi),  # ip -s: 0x..(4097)
         algorithm=algo.name,
@@ -156,8 +159,35 @@ def _parse_block(block: _Block, origin: str) -> SecurityAssociation | None:
         esn=any(_esn_flag(text.split()) for _, text in block.lines),
         encap_port=_encap_port(found, fields, origin),
         origin=f"{origin}:line {block.number}",
+        replay_window=replay[0],
+        replay_esn=replay[1],
     )
     return build_sa(raw, Where(origin, f"line {block.number}", fields))
+
+
+_ESN_WINDOW = re.compile(r"replay_window (\d+), bitmap-length \d+")
+
+
+def _replay(block: _Block, fields: dict[str, str]) -> tuple[str | None, bool | None]:
+    """``replay_window`` and ``replay_esn`` as the block prints them (ip/ipxfrm.c).
+
+    An ``anti-replay esn context`` holds the ``replay_esn`` window; without one,
+    ``replay-window N`` is the legacy window. An ESN SA printed without the
+    context (an old iproute2) says nothing certain: both stay unknown.
+    """
+    legacy = None
+    for number, text in block.lines:
+        words = text.split()
+        esn_window = _ESN_WINDOW.fullmatch(text)
+        if esn_window is not None:
+            fields["replay_window"] = f"line {number}"
+            return esn_window[1], True
+        if words[0] == "replay-window" and len(words) > 1:
+            legacy = (number, words[1])
+    if legacy is None or any(_esn_flag(text.split()) for _, text in block.lines):
+        return None, None
+    fields["replay_window"] = f"line {legacy[0]}"
+    return legacy[1], False
 
 
 def _collect(block: _Block, origin: str) -> dict[str, tuple[int, str]]:

@@ -38,7 +38,7 @@ from espforensics.keys.validate import MAX_DIGITS, RawSa, Where, build_sa, check
 
 FIELDS = (
     *("spi", "src", "dst", "aead", "enc", "key", "auth", "auth_key"),
-    *("icv", "esn", "esn_hi", "mode", "encap"),
+    *("icv", "esn", "esn_hi", "mode", "encap", "replay_window", "replay_esn"),
 )
 _AS_WRITTEN = ("key", "auth_key", "src", "dst")  # read from the node text, not YAML's value
 _TOP = re.compile(r"""^["']?sas["']?\s*:""", re.MULTILINE)
@@ -259,6 +259,8 @@ def _parse_entry(
             mode=entry.get("mode"),
             encap_port=entry.get("encap"),
             origin=f"{origin}:entry {number}",
+            replay_window=entry.get("replay_window"),
+            replay_esn=entry.get("replay_esn"),
         ),
         where,
     )

@@ -27,6 +27,7 @@ from espforensics.coverage import tally
 from espforensics.frames import Frames, display_filter
 from espforensics.lead import lead
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
+from espforensics.receiver import words
 from espforensics.render.check_results import (
     CHECKS,
     NOUNS,
@@ -42,8 +43,12 @@ FINDINGS_SHOWN = 2000  # finding rows a report lists one by one; findings.csv ha
 FILTER_SHOWN = 60  # a Wireshark filter longer than this is left to findings.csv
 
 
-def frames_text(frames: Sequence[int], shown: int = narrative.EXAMPLES) -> str:
-    """The first frames, then how many more and where all of them are listed:
+def frames_text(
+    frames: Sequence[int],
+    shown: int = narrative.EXAMPLES,
+    listed: str = "findings.csv lists them",
+) -> str:
+    """The first frames, then how many more and where all of them are ``listed``:
     ``20 21 22 23 24 ... and 89 more (findings.csv lists them)``, or the Wireshark
     filter selecting them all when it is short."""
     every = Frames.of(frames)
@@ -51,7 +56,7 @@ def frames_text(frames: Sequence[int], shown: int = narrative.EXAMPLES) -> str:
     if len(every) <= shown:
         return text
     where = display_filter(every)
-    where = f"Wireshark: {where}" if len(where) <= FILTER_SHOWN else "findings.csv lists them"
+    where = f"Wireshark: {where}" if len(where) <= FILTER_SHOWN else listed
     return f"{text} ... and {len(every) - shown} more ({where})"
 
 
@@ -178,6 +183,9 @@ class Report:
     # What is wrong with the capture itself (its damage), what was checked, what is wrong
     # in it: right after the capture's name, in every format.
     lead: tuple[str, ...] = ()
+    # The receiver model's lines (receiver/words.py); a line starting with two spaces
+    # belongs to the one before it. Empty without a key file.
+    receiver: tuple[str, ...] = ()
 
 
 def coverage_rows(report: Report) -> list[tuple[str, str]]:
@@ -224,7 +232,29 @@ def report_content(
         plots=tuple(_plot_row(p.name, p.files, p.skipped, images or {}) for p in summary.plots),
         # A damaged capture says so before any word on what was read ("nothing wrong").
         lead=(*([damage] if damage else []), *lead(summary, tallied)),
+        receiver=_receiver(summary),
     )
+
+
+RECEIVER_HEADING = "Receiver (predicted from this capture and the key file)"
+RECEIVER_LISTED = "packets.csv's receiver column gives each"
+
+
+def _receiver(summary: Summary) -> tuple[str, ...]:
+    """Per host the predicted counters and the frames behind each; per state its window;
+    the comparison with the receiver's own counters when given."""
+    lines: list[str] = []
+    for host in summary.receivers:
+        lines.append(words.host_line(host))
+        lines += [
+            f"  {name}: frames {frames_text(f, listed=RECEIVER_LISTED)}"
+            for name, f in host.frames.items()
+        ]
+    lines += [words.sa_line(sa) for sa in summary.receiver_sas]
+    if summary.observed is not None:
+        lines += words.compare_lines(summary.receivers, summary.observed)
+        lines += words.stats_lines(summary.receiver_sas, summary.observed)
+    return tuple(lines)
 
 
 def _counts(counts: Mapping[str, int]) -> str:
@@ -360,6 +390,7 @@ __all__ = [  # what this module offered before render/check_results.py was split
     "CHECKS",
     "FINDINGS_SHOWN",
     "NOUNS",
+    "RECEIVER_HEADING",
     "CheckResult",
     "FindingRow",
     "GroupRow",

@@ -25,7 +25,13 @@ from urllib.parse import quote
 
 from espforensics.captions import caption
 from espforensics.render import tcpdump
-from espforensics.render.content import FindingRow, Header, Report, coverage_rows
+from espforensics.render.content import (
+    RECEIVER_HEADING,
+    FindingRow,
+    Header,
+    Report,
+    coverage_rows,
+)
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
 STYLE = """
@@ -155,6 +161,7 @@ def _p(text: str) -> str:
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("verdict", "Verdict"),
     ("coverage", "Coverage"),
+    ("receiver", "Receiver"),
     ("causes", "Likely cause"),
     ("plots", "Plots"),
     ("findings", "Findings"),
@@ -182,6 +189,7 @@ def _sections(report: Report) -> list[str]:
     parts = {
         "verdict": _verdict(report),
         "coverage": _coverage(report),
+        "receiver": _receiver(report),
         "causes": _causes(report),
         "plots": _plots(report),
         "findings": _findings(report),
@@ -206,6 +214,18 @@ def _verdict(report: Report) -> list[str]:
             for g in report.groups
         ]
         out.append("</ul>")
+    return out
+
+
+def _receiver(report: Report) -> list[str]:
+    """The receiver model's lines: a list, each line's details nested under it."""
+    if not report.receiver:
+        return []
+    out = [f'<h2 id="receiver">{escape(RECEIVER_HEADING)}</h2>', "<ul>"]
+    for line in report.receiver:
+        tag = '<li class="sub">' if line.startswith("  ") else "<li>"
+        out.append(f"{tag}{escape(line.strip())}</li>")
+    out.append("</ul>")
     return out
 
 

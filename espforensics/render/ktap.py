@@ -13,14 +13,19 @@ reason``, one that examined part of them says how many in a diagnostic
 line before its result, and the document ends with ``# Totals: pass:P
 fail:F xfail:0 xpass:0 skip:S error:E``. The lead (a damaged capture's
 damage first, then what was checked, what is wrong) follows the capture's
-name. ASCII, one line per line. Raises
-nothing.
+name. ASCII, one line per line. Raises nothing. ``format_expect_ktap``
+gives ``--expect``'s assertions the same form (expect.py), one result line
+each.
 """
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
+from espforensics.expect import Checked
 from espforensics.render.content import CheckResult, Report
 from espforensics.render.text import ascii_only
+from espforensics.summary import Summary
 
 
 def _line(text: str) -> str:
@@ -78,3 +83,32 @@ def _result(number: int, check: CheckResult) -> str:
         return f"{result} # SKIP {check.skip}"
     tail = " ".join(x for x in (check.directive, check.data) if x)
     return f"{result} # {tail}" if tail else result
+
+
+def format_expect_ktap(summary: Summary, checked: tuple[Checked, ...]) -> str:
+    """``--expect`` as KTAP: one result line per assertion, in the order given.
+
+    ``ok 1 esp_misplaced=0 # esp_misplaced is 0`` or ``not ok 2 iv_reuse=0 #
+    iv_reuse is 9``; a damaged capture makes every line ``not ok ... # ERROR``.
+    """
+    cap = summary.capture
+    lines = ["KTAP version 1", f"1..{len(checked)}"]
+    lines.append(
+        _diagnostic(f"espforensics --expect: {PurePath(cap.path).name}, sha256 {cap.sha256}")
+    )
+    if summary.error:
+        lines.append(_diagnostic(summary.error))
+    passed = 0
+    for number, c in enumerate(checked, 1):
+        a = c.assertion
+        shown = f"{a.name}@{a.host}" if a.host else a.name
+        if summary.error:
+            lines.append(_line(f"not ok {number} {a.text} # ERROR"))
+            continue
+        passed += c.holds
+        result = "ok" if c.holds else "not ok"
+        lines.append(_line(f"{result} {number} {a.text} # {shown} is {c.value}"))
+    failed = len(checked) - passed if not summary.error else 0
+    errors = len(checked) if summary.error else 0
+    lines.append(f"# Totals: pass:{passed} fail:{failed} xfail:0 xpass:0 skip:0 error:{errors}")
+    return "\n".join(lines) + "\n"

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from espforensics.captions import caption
 from espforensics.render import tcpdump
-from espforensics.render.content import PlotRow, Report, coverage_rows, report_content
+from espforensics.render.content import (
+    RECEIVER_HEADING,
+    PlotRow,
+    Report,
+    coverage_rows,
+    report_content,
+)
 from espforensics.summary import Summary
 
 
@@ -83,6 +89,9 @@ def format_markdown(report: Report) -> str:
     else:
         lines.append("None.")
     lines += _coverage(report)
+    if report.receiver:
+        lines += ["", f"## {RECEIVER_HEADING}", ""]
+        lines += [f"  - {x.strip()}" if x.startswith("  ") else f"- {x}" for x in report.receiver]
     lines += _causes(report)
     lines += _misplaced(report)
     if report.plots:

@@ -12,7 +12,7 @@ import re
 import textwrap
 
 from espforensics.render import tcpdump
-from espforensics.render.content import Report, SaRow, report_content
+from espforensics.render.content import RECEIVER_HEADING, Report, SaRow, report_content
 from espforensics.summary import Summary
 
 WIDTH = 72
@@ -175,8 +175,19 @@ def format_text(report: Report) -> str:
     lines += ["", "SAs:" if report.sas else "SAs: none"]
     lines += [x for sa in report.sas for x in _sa_lines(sa)]
     lines += wrap(report.sas_rest, "  ") if report.sas_rest else []
-    lines += ["", *_findings(report), *_coverage(report), *_causes(report), *_misplaced(report)]
+    lines += ["", *_findings(report), *_coverage(report), *_receiver(report), *_causes(report)]
+    lines += _misplaced(report)
     return "\n".join(lines) + "\n"
+
+
+def _receiver(report: Report) -> list[str]:
+    """The receiver model's lines (render/content.py ``_receiver``), if any."""
+    if not report.receiver:
+        return []
+    lines = ["", f"{RECEIVER_HEADING}:"]
+    for line in report.receiver:
+        lines += wrap(line.strip(), "    " if line.startswith("  ") else "  ")
+    return lines
 
 
 def render_report(summary: Summary) -> str:

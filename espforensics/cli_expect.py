@@ -1,0 +1,127 @@
+"""The options that hold a run to what a test expects: ``--expect`` and the receiver's
+counters (``--xfrm-stat-before``, ``--xfrm-stat-after``, ``--xfrm-stat-host``).
+
+In: the options' values. Out: the parsed assertions and counters before the
+run (a bad one: exit 2 in one line, before any frame is read), and after it
+the assertions' lines and exit code (0 all hold, 1 one fails, 2 one the run
+cannot answer). Raises only ``typer.Exit``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from espforensics.cli_errors import _guarded
+from espforensics.cli_typer import Format
+from espforensics.expect import Assertion, Checked, evaluate, parse_expect
+from espforensics.gate import EXIT_FINDING, EXIT_USAGE
+from espforensics.receiver.xfrm_stat import XfrmStatFiles, load_xfrm_stat
+from espforensics.render.ktap import format_expect_ktap
+from espforensics.summary import Summary
+
+ExpectOption = Annotated[
+    str | None,
+    typer.Option(
+        "--expect",
+        metavar="ASSERTIONS",
+        help='Exit 1 unless every assertion holds, e.g. "esp_misplaced=0,verified>=100,'
+        'XfrmInStateProtoError=0": finding kinds, esp_packets, verified, proven, frames, '
+        "verdicts.NAME, predicted XfrmIn* counters (@HOST), receiver.NAME; "
+        "with --format ktap one KTAP line each.",
+    ),
+]
+StatBeforeOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--xfrm-stat-before",
+        metavar="FILE",
+        help="The receiver's /proc/net/xfrm_stat before the capture (with --xfrm-stat-after): "
+        "the reports compare it with the predicted counters.",
+    ),
+]
+StatAfterOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--xfrm-stat-after",
+        metavar="FILE",
+        help="The receiver's /proc/net/xfrm_stat after the capture.",
+    ),
+]
+StatesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--xfrm-state-stats",
+        metavar="FILE",
+        help="The receiver's `ip -s xfrm state` after the capture: each state's stats "
+        "(replay-window, replay, failed) beside the receiver model's counts.",
+    ),
+]
+StatHostOption = Annotated[
+    str | None,
+    typer.Option(
+        "--xfrm-stat-host",
+        metavar="ADDRESS",
+        help="Whose counters the --xfrm-stat files are [default: the one address the "
+        "capture sends ESP to].",
+    ),
+]
+
+
+def assertions(text: str | None) -> tuple[Assertion, ...]:
+    """``--expect`` parsed, or exit 2 naming the assertion it cannot read."""
+    return _guarded(lambda: parse_expect(text)) if text is not None else ()
+
+
+def xfrm_stat(
+    before: Path | None, after: Path | None, host: str | None, states: Path | None = None
+) -> XfrmStatFiles | None:
+    """The receiver's counters, read before the run; exit 2 for a bad or missing file."""
+    if before is None and after is None and states is None:
+        if host is not None:
+            _usage("--xfrm-stat-host needs --xfrm-stat-before and --xfrm-stat-after")
+        return None
+    if (before is None) != (after is None):
+        _usage("--xfrm-stat-before and --xfrm-stat-after go together")
+    return _guarded(lambda: load_xfrm_stat(before, after, host, states))
+
+
+def _usage(message: str) -> None:
+    typer.echo(f"espforensics: error: {message}", err=True)
+    raise typer.Exit(EXIT_USAGE)
+
+
+def check(summary: Summary, expected: tuple[Assertion, ...], fmt: Format, quiet: bool) -> int:
+    """Print the assertions' results (KTAP with ``--format ktap``); their exit code."""
+    checked: tuple[Checked, ...] = _guarded(lambda: evaluate(expected, summary))
+    if fmt is Format.KTAP:
+        if not quiet:
+            typer.echo(format_expect_ktap(summary, checked), nl=False)
+    elif not quiet and fmt is not Format.JSON:
+        typer.echo("expect:")
+        for c in checked:
+            word = "ok" if c.holds else "FAILED"
+            typer.echo(f"  {word} {c.assertion.text} (got {c.value})")
+    if summary.error:
+        return EXIT_USAGE
+    return 0 if all(c.holds for c in checked) else EXIT_FINDING
+
+
+def settle(
+    summary: Summary,
+    expected: tuple[Assertion, ...],
+    fmt: Format,
+    quiet: bool,
+    gate: Callable[[], None],
+) -> None:
+    """End the command: with ``--expect`` the assertions decide the exit code (``check``),
+    else ``gate`` does (the findings' gate, gate.py)."""
+    if not expected:
+        gate()
+        return
+    code = check(summary, expected, fmt, quiet)
+    if code:
+        raise typer.Exit(code)

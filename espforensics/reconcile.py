@@ -1,0 +1,294 @@
+"""Two captures of one run, the sender's and the receiver's: what became of each packet.
+
+In: the two capture files (any format ``open_capture`` reads) and the UDP
+ports of ESP-in-UDP. Out: ``Reconciled``: one ``Fate`` row per packet the
+sender sent and per packet the receiver got that matches none, and the
+count per fate; ``write_reconcile_csv`` writes them. Raises
+``CaptureError`` (from the reader) for a capture it cannot read. No key
+is needed: packets are joined on their wire bytes.
+
+Each ESP datagram of a capture (outer IPv4/IPv6, ESP or ESP in UDP; not
+outer fragments, nor ESP inside tunnels) is read as (SPI, 64-bit sequence
+number, digest of the ESP bytes from the SPI to the end, outer addresses
+and UDP ports). The high half of the number is inferred per SPI as RFC
+4303 A2.2 does (the one that puts it closest to the highest seen), so the
+join holds across a 32-bit wrap. The receiver's packets are joined in
+arrival order:
+
+- the same ESP bytes as a sender packet not joined yet: that packet's
+  fate is ``delivered``, or ``reordered`` (it arrived after a packet the
+  sender sent later), or ``outer_rewritten`` (its outer addresses or UDP
+  ports differ: a NAT on the way; reordered too is said in ``detail``);
+- the same ESP bytes as a sender packet already joined: ``duplicated``;
+- another packet's (SPI, number) with other bytes: ``changed`` (a byte
+  flipped in flight; the sender packet is joined to it);
+- neither: ``unexpected`` (the receiver got what this sender capture never
+  showed);
+
+and a sender packet the receiver never got is ``lost``. Both captures
+usually hold both directions: an SA whose first packet the RECEIVER capture
+saw first (by the timestamps: the captures' clocks must agree) is joined
+the other way, its rows' ``direction`` ``receiver->sender``; the frame
+columns stay those of each file. Reordering is per SA.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+from collections import Counter, deque
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from pathlib import Path
+
+from espforensics.capture import open_capture
+from espforensics.decode.esp import EspLocation, locate_esp, parse_esp_header
+from espforensics.decode.inner import ntop
+from espforensics.decode.ip import parse_ip
+from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
+from espforensics.errors import MalformedPacket
+from espforensics.model import Frame
+
+REVERSE = "receiver->sender"
+
+
+class Fate(StrEnum):
+    """What became of a packet; the value is written to reconcile.csv's ``fate``."""
+
+    DELIVERED = "delivered"
+    LOST = "lost"
+    CHANGED = "changed"
+    DUPLICATED = "duplicated"
+    REORDERED = "reordered"
+    OUTER_REWRITTEN = "outer_rewritten"
+    UNEXPECTED = "unexpected"
+
+
+@dataclass(frozen=True, slots=True)
+class WirePacket:
+    """One ESP datagram as a capture holds it."""
+
+    frame: int
+    ts_ns: int
+    spi: int
+    seq64: int
+    digest: bytes  # of the ESP bytes, SPI to the end
+    outer: tuple[str, str, int | None, int | None]  # src, dst, UDP ports
+
+
+@dataclass(frozen=True, slots=True)
+class FateRow:
+    """One row of reconcile.csv."""
+
+    fate: Fate
+    spi: int
+    seq64: int
+    sender_frame: int | None
+    receiver_frame: int | None
+    delay_ns: int | None  # arrival time - sending time, when both saw it
+    detail: str = ""
+    direction: str = "sender->receiver"  # or receiver->sender: the SA's packets went that way
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """Every fate row, sender order first then the receiver's extras; counts per fate."""
+
+    rows: tuple[FateRow, ...]
+    counts: dict[str, int]
+    sender_esp: int
+    receiver_esp: int
+    sender_other: int  # frames of each capture that are not whole ESP datagrams
+    receiver_other: int
+
+
+def read_esp(
+    path: str | os.PathLike[str], natt_ports: frozenset[int]
+) -> tuple[list[WirePacket], int]:
+    """The ESP datagrams of a capture, in order, and how many frames are not one."""
+    packets: list[WirePacket] = []
+    tops: dict[int, int] = {}
+    other = 0
+    capture = open_capture(path)
+    try:
+        for item in capture:
+            if not isinstance(item, Frame):
+                continue
+            packet = _esp(item, natt_ports, tops)
+            if packet is None:
+                other += 1
+            else:
+                packets.append(packet)
+    finally:
+        capture.close()
+    return packets, other
+
+
+def _esp(frame: Frame, natt_ports: frozenset[int], tops: dict[int, int]) -> WirePacket | None:
+    try:
+        link = parse_link(frame.linktype, frame.data)
+        if link.ethertype not in (ETH_IPV4, ETH_IPV6):
+            return None
+        data = frame.data[link.offset :]
+        ip = parse_ip(data)
+        if ip.frag_id is not None:
+            return None
+        where = locate_esp(ip, data, natt_ports)
+        if not isinstance(where, EspLocation):
+            return None
+        spi, seq = parse_esp_header(data, where.offset)
+    except MalformedPacket:
+        return None
+    seq64 = _seq64(tops.get(spi), seq)
+    tops[spi] = max(tops.get(spi, seq64), seq64)
+    body = data[where.offset : ip.total_len]
+    digest = hashlib.blake2b(body, digest_size=16).digest()
+    outer = (ntop(ip.src), ntop(ip.dst), where.udp_sport, where.udp_dport)
+    return WirePacket(frame.number, frame.ts_ns, spi, seq64, digest, outer)
+
+
+def _seq64(top: int | None, seq: int) -> int:
+    """RFC 4303 A2.2: the high half that puts ``seq`` closest to the highest seen."""
+    if top is None:
+        return seq
+    hi = top >> 32
+    candidates = [(h << 32) | seq for h in (hi - 1, hi, hi + 1) if 0 <= h <= 0xFFFFFFFF]
+    return min(candidates, key=lambda c: abs(c - top))
+
+
+def reconcile(
+    sender: str | os.PathLike[str],
+    receiver: str | os.PathLike[str],
+    natt_ports: frozenset[int] = frozenset({4500}),
+) -> Reconciled:
+    """Join the two captures' ESP packets and give each its fate, SPI by SPI."""
+    a, sender_other = read_esp(sender, natt_ports)
+    b, receiver_other = read_esp(receiver, natt_ports)
+    rows: list[FateRow] = []
+    for spi in sorted({p.spi for p in a} | {p.spi for p in b}):
+        sent = [p for p in a if p.spi == spi]
+        got = [p for p in b if p.spi == spi]
+        if got and (not sent or got[0].ts_ns < sent[0].ts_ns):  # the SA runs the other way
+            rows += [_swapped(row) for row in _join(got, sent)]
+        else:
+            rows += _join(sent, got)
+    counts = Counter(row.fate.value for row in rows)
+    return Reconciled(
+        tuple(rows),
+        {f.value: counts[f.value] for f in Fate},
+        len(a),
+        len(b),
+        sender_other,
+        receiver_other,
+    )
+
+
+def _swapped(row: FateRow) -> FateRow:
+    """A row of an SA whose packets the RECEIVER capture saw first: the frames back in
+    their files' columns."""
+    return replace(
+        row,
+        sender_frame=row.receiver_frame,
+        receiver_frame=row.sender_frame,
+        direction=REVERSE,
+    )
+
+
+def _join(sent: list[WirePacket], got: list[WirePacket]) -> list[FateRow]:
+    """One SA's packets: each sent one's fate, then the extras the other side got."""
+    by_digest: dict[bytes, deque[int]] = {}
+    by_number: dict[int, list[int]] = {}
+    for i, p in enumerate(sent):
+        by_digest.setdefault(p.digest, deque()).append(i)
+        by_number.setdefault(p.seq64, []).append(i)
+    joined: dict[int, FateRow] = {}
+    first_of: dict[bytes, int] = {}
+    extras: list[FateRow] = []
+    latest = -1  # the highest sender index the receiver has got so far
+    for r in got:
+        waiting = by_digest.get(r.digest)
+        if waiting:
+            i = waiting.popleft()
+            joined[i] = _delivered(sent[i], r, i < latest)
+            first_of.setdefault(r.digest, i)
+            latest = max(latest, i)
+        elif r.digest in first_of:
+            s = sent[first_of[r.digest]]
+            extras.append(_row(Fate.DUPLICATED, s, r, f"a copy of frame {s.frame}"))
+        else:
+            free = [i for i in by_number.get(r.seq64, ()) if i not in joined]
+            if free:
+                i = free[0]
+                joined[i] = _row(Fate.CHANGED, sent[i], r, "same SPI and number, other bytes")
+                latest = max(latest, i)
+            else:
+                why = (
+                    "its number was sent with other bytes, already got"
+                    if r.seq64 in by_number
+                    else ""
+                )
+                extras.append(FateRow(Fate.UNEXPECTED, r.spi, r.seq64, None, r.frame, None, why))
+    return [joined.get(i) or _lost(p) for i, p in enumerate(sent)] + extras
+
+
+def _row(fate: Fate, s: WirePacket, r: WirePacket, detail: str = "") -> FateRow:
+    return FateRow(fate, s.spi, s.seq64, s.frame, r.frame, r.ts_ns - s.ts_ns, detail)
+
+
+def _lost(s: WirePacket) -> FateRow:
+    return FateRow(Fate.LOST, s.spi, s.seq64, s.frame, None, None, "")
+
+
+def _outer(outer: tuple[str, str, int | None, int | None]) -> str:
+    """``192.0.2.1 -> 192.0.2.2``, or with UDP ``192.0.2.1:4500 -> 192.0.2.2:4500``."""
+    src, dst, sport, dport = outer
+    if sport is None:
+        return f"{src} -> {dst}"
+    return f"{src}:{sport} -> {dst}:{dport}"
+
+
+def _delivered(s: WirePacket, r: WirePacket, late: bool) -> FateRow:
+    if s.outer != r.outer:
+        was, now = _outer(s.outer), _outer(r.outer)
+        detail = f"outer {was} became {now}" + ("; reordered" if late else "")
+        return _row(Fate.OUTER_REWRITTEN, s, r, detail)
+    if late:
+        return _row(Fate.REORDERED, s, r, "arrived after a packet sent later")
+    return _row(Fate.DELIVERED, s, r)
+
+
+COLUMNS = (
+    *("fate", "direction", "spi", "seq64"),
+    *("sender_frame", "receiver_frame", "delay_ns", "detail"),
+)
+
+
+def write_reconcile_csv(result: Reconciled, path: Path) -> None:
+    """reconcile.csv: one row per ``FateRow``, empty cells for what one side lacks."""
+    with path.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(COLUMNS)
+        for row in result.rows:
+            out.writerow(_cells(row))
+
+
+def _cells(row: FateRow) -> Iterator[object]:
+    yield row.fate.value
+    yield row.direction
+    yield row.spi
+    yield row.seq64
+    for value in (row.sender_frame, row.receiver_frame, row.delay_ns):
+        yield "" if value is None else value
+    yield row.detail
+
+
+def summary_lines(result: Reconciled) -> list[str]:
+    """A few lines for stdout: what each capture held and the packets per fate."""
+    counts = ", ".join(f"{k} {v}" for k, v in result.counts.items() if v) or "none"
+    return [
+        f"sender: {result.sender_esp} ESP packets ({result.sender_other} other frames); "
+        f"receiver: {result.receiver_esp} ({result.receiver_other} other frames)",
+        f"fates: {counts}",
+    ]

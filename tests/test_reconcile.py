@@ -1,0 +1,151 @@
+"""``espforensics reconcile SENDER RECEIVER`` on synthetic pairs with every fate planted,
+and on the real two-sided captures (the receiver's reorders are the sequence check's)."""
+
+from __future__ import annotations
+
+import csv
+import random
+from pathlib import Path
+
+import pytest
+
+from espforensics.model import Frame
+from espforensics.reconcile import reconcile
+from espforensics.synth.builder import V4_A, V4_B, Fault, SaFlow, ip, sa_pair
+from espforensics.synth.capture import write_capture
+from espforensics.synth.link import frame_ip
+from espforensics.synth.packets import udp_bytes
+from tests.helpers import CAPTURES, needs_captures, run_cli
+
+NAT = ip("203.0.113.9")
+
+
+def _packet(flow: SaFlow, seq: int, payload: bytes) -> bytes:
+    packet, _ = flow.send(payload, 17, seq, Fault())
+    return packet
+
+
+def _write(path: Path, packets: list[tuple[int, bytes]]) -> Path:
+    """(time in us, IP packet) -> an Ethernet pcap, frames in that order."""
+    frames = []
+    for n, (us, packet) in enumerate(packets, 1):
+        data = frame_ip(packet)
+        frames.append(
+            Frame(n, 1_700_000_000_000_000_000 + us * 1000, len(data), len(data), 1, data)
+        )
+    write_capture(path, frames)
+    return path
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """SPI 0x1001 a -> b with every fate planted between the captures; SPI 0x1002 b -> a,
+    which the receiver's capture sees first (it is sent there)."""
+    tmp = tmp_path_factory.mktemp("pair")
+    ab, ba = sa_pair(random.Random(11), (0x1001, 0x1002), V4_A, V4_B)
+    nat = SaFlow(ab.sealer, NAT, V4_B)  # the same SA seen after a NAT rewrote the source
+    data = {n: udp_bytes(V4_A, V4_B, 4000, 5000, bytes([n]) * 40) for n in range(1, 12)}
+    sent = {n: _packet(ab, n, data[n]) for n in range(1, 11)}
+    flipped = bytearray(sent[4])
+    flipped[-3] ^= 0x01  # a bit flipped in flight, in the ICV
+    sender = [(10 * n, sent[n]) for n in range(1, 11)]
+    receiver = [
+        (100, sent[1]),  # delivered
+        (110, sent[3]),  # delivered (2 is lost)
+        (115, bytes(flipped)),  # changed
+        (120, sent[5]),
+        (121, sent[5]),  # duplicated
+        (130, sent[7]),
+        (131, sent[6]),  # reordered
+        (140, _packet(nat, 8, data[8])),  # outer_rewritten
+        (150, sent[9]),
+        (155, _packet(ab, 50, data[11])),  # unexpected: never in the sender's capture
+        (160, sent[10]),
+    ]
+    back = {n: _packet(ba, n, udp_bytes(V4_B, V4_A, 5000, 4000, bytes([n]) * 8)) for n in (1, 2)}
+    receiver = [(1, back[1]), (2, back[2]), *receiver]  # b sends first: b's capture
+    sender = [(50, back[1]), *sender]  # b -> a packet 2 never reached a's capture
+    return _write(tmp / "sender.pcap", sender), _write(tmp / "receiver.pcap", receiver)
+
+
+def test_every_fate(pair: tuple[Path, Path]) -> None:
+    result = reconcile(*pair)
+    got = [(r.fate.value, r.direction, r.spi, r.seq64, r.sender_frame, r.receiver_frame)
+           for r in result.rows]  # fmt: skip
+    fwd, back = "sender->receiver", "receiver->sender"
+    assert got == [
+        ("delivered", fwd, 0x1001, 1, 2, 3),
+        ("lost", fwd, 0x1001, 2, 3, None),
+        ("delivered", fwd, 0x1001, 3, 4, 4),
+        ("changed", fwd, 0x1001, 4, 5, 5),
+        ("delivered", fwd, 0x1001, 5, 6, 6),
+        ("reordered", fwd, 0x1001, 6, 7, 9),
+        ("delivered", fwd, 0x1001, 7, 8, 8),
+        ("outer_rewritten", fwd, 0x1001, 8, 9, 10),
+        ("delivered", fwd, 0x1001, 9, 10, 11),
+        ("delivered", fwd, 0x1001, 10, 11, 13),
+        ("duplicated", fwd, 0x1001, 5, 6, 7),
+        ("unexpected", fwd, 0x1001, 50, None, 12),
+        ("delivered", back, 0x1002, 1, 1, 1),
+        ("lost", back, 0x1002, 2, None, 2),
+    ]
+    assert result.counts == {
+        "delivered": 7,
+        "lost": 2,
+        "changed": 1,
+        "duplicated": 1,
+        "reordered": 1,
+        "outer_rewritten": 1,
+        "unexpected": 1,
+    }
+    (rewritten,) = [r for r in result.rows if r.fate.value == "outer_rewritten"]
+    assert rewritten.detail == "outer 192.0.2.1 -> 192.0.2.2 became 203.0.113.9 -> 192.0.2.2"
+
+
+def test_the_command_writes_reconcile_csv(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    run = run_cli("reconcile", *pair, "--out", out)
+    assert run.code == 0, run.stderr
+    assert run.stdout.splitlines()[:2] == [
+        "sender: 11 ESP packets (0 other frames); receiver: 13 (0 other frames)",
+        "fates: delivered 7, lost 2, changed 1, duplicated 1, reordered 1, outer_rewritten 1, "
+        "unexpected 1",
+    ]
+    rows = list(csv.DictReader((out / "reconcile.csv").read_text().splitlines()))
+    assert len(rows) == 14
+    assert rows[1] == {
+        "fate": "lost",
+        "direction": "sender->receiver",
+        "spi": "4097",
+        "seq64": "2",
+        "sender_frame": "3",
+        "receiver_frame": "",
+        "delay_ns": "",
+        "detail": "",
+    }
+    again = run_cli("reconcile", *pair, "--out", out)
+    assert (again.code, again.stderr) == (
+        2,
+        f"espforensics: error: {out / 'reconcile.csv'}: exists; use --force to overwrite it\n",
+    )
+
+
+def test_a_capture_it_cannot_read_is_one_line(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.pcap"
+    bad.write_bytes(b"not a capture at all")
+    run = run_cli("reconcile", pair[0], bad, "--out", tmp_path / "r")
+    assert run.code == 2
+    assert run.stderr.startswith(f"espforensics: error: {bad}: ")
+    assert len(run.stderr.splitlines()) == 1
+
+
+@needs_captures
+@pytest.mark.parametrize(("name", "reordered"), [("reorder-window32", 229), ("reorder-esn32", 201)])
+def test_the_wire_captures(name: str, reordered: int) -> None:
+    """The router delayed and reordered, lost and duplicated nothing: every packet is
+    delivered or reordered, as many reordered as the sequence check counts on the
+    receiver's capture (its seq_reorder finding)."""
+    folder = CAPTURES / "linux-6.1-wire" / name
+    result = reconcile(folder / "sender.pcap", folder / "receiver.pcap")
+    assert result.counts["reordered"] == reordered
+    assert result.counts["delivered"] + reordered == result.sender_esp == result.receiver_esp
