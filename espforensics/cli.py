@@ -488,6 +488,11 @@ def batch(
         typer.echo(f"espforensics: skipped: {skip.path}: {skip.reason}", err=True)
     if not quiet:
         typer.echo((out / "report.txt").read_text(), nl=False)
+        if result.skipped:  # the run's, not the archive's: report.txt is the same either way
+            _notice(
+                f"{result.skipped} of {len(result.rows)} captures taken from an earlier run "
+                f"(manifest.json; --force redoes them)"
+            )
     if any(r.status == "error" for r in result.rows):
         raise typer.Exit(2)
     summaries = _guarded(lambda: [load_summary(out / "captures" / r.name) for r in result.rows])

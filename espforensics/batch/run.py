@@ -84,9 +84,9 @@ def _write_tables(out: Path, batch: BatchResult) -> None:
     staged = out / f"{PARTIAL}captures"  # write_rows adds .csv and .parquet
     write_rows(staged, capture_columns(), [capture_row(r) for r in batch.rows])
     report = out / f"{PARTIAL}report.txt"
-    report.write_text(render_batch_report(batch.rows, batch.skipped))
+    report.write_text(render_batch_report(batch.rows))
     html = out / f"{PARTIAL}report.html"
-    html.write_text(render_batch_html(batch.rows, batch.skipped), encoding="utf-8")
+    html.write_text(render_batch_html(batch.rows), encoding="utf-8")
     for ext in (".csv", ".parquet"):
         os.replace(staged.with_suffix(ext), (out / "captures").with_suffix(ext))
     os.replace(report, out / "report.txt")
