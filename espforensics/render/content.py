@@ -71,7 +71,8 @@ class Header:
     esp_packets: int
     esp_more: str  # "", or with ESP inside ESP " (and 8 inside them)"
     sa_count: int
-    verdicts: str  # "ok 13, esp_misplaced 12", or "none"
+    verdicts: str  # "ok 13, esp_misplaced 12", or "none"; "no key 593" for unknown_sa
+    # when no key was given at all (narrative.verdict_counts)
 
     @property
     def esp_count(self) -> str:
@@ -208,7 +209,7 @@ def report_content(
         header=_header(summary),
         damage=narrative.damage_sentence(summary) or "",
         verdict=narrative.verdict_sentences(summary, tallied),
-        sas=tuple(_sa_row(sa) for sa in shown),
+        sas=tuple(_sa_row(sa, narrative.no_key_given(summary)) for sa in shown),
         sas_rest=rest,
         groups=tuple(_group_row(g, _kind_frames(summary, g.kind)) for g in groups),
         findings=tuple(_finding_row(f) for f in summary.finding_list[:FINDINGS_SHOWN]),
@@ -223,10 +224,6 @@ def report_content(
         plots=tuple(_plot_row(p.name, p.files, p.skipped, images or {}) for p in summary.plots),
         lead=lead(summary, tallied),
     )
-
-
-def _counts(counts: Mapping[str, int]) -> str:
-    return ", ".join(f"{k} {v}" for k, v in counts.items() if v)
 
 
 def _header(summary: Summary) -> Header:
@@ -245,11 +242,11 @@ def _header(summary: Summary) -> Header:
         summary.esp_packets,
         f" (and {inner} inside them)" if (inner := summary.inner_esp_packets) else "",
         len(summary.sas),
-        _counts(summary.verdicts) or "none",
+        narrative.verdict_counts(summary.verdicts, narrative.no_key_given(summary)) or "none",
     )
 
 
-def _sa_row(sa: SaSummary) -> SaRow:
+def _sa_row(sa: SaSummary, no_key: bool) -> SaRow:
     return SaRow(
         f"{sa.spi:#010x}",
         sa.src,
@@ -258,8 +255,8 @@ def _sa_row(sa: SaSummary) -> SaRow:
         sa.mode,
         sa.packets,
         sa.verdicts.get(Verdict.OK.value, 0),
-        narrative.others(sa),
-        _counts(sa.verdicts),
+        narrative.others(sa, no_key),
+        narrative.verdict_counts(sa.verdicts, no_key),
         narrative.mbit(sa),
         _sa_notes(sa),
         sa.iv_scheme,
