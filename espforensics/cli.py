@@ -51,6 +51,7 @@ from espforensics.cli_typer import (
     _Command,
     _Group,
 )
+from espforensics.engine.dask_workers import check_scheduler
 from espforensics.errors import EXIT_INTERNAL, EspForensicsError
 from espforensics.gate import Unchecked, exit_code, worst_code
 from espforensics.model import SEVERITY_RANK, Severity
@@ -280,6 +281,8 @@ def analyze(
     ] = None,
 ) -> None:
     """Decrypt and check every ESP packet of CAPTURE; write tables, plots and reports to --out."""
+    if scheduler is not None:  # before stdin is read or a line printed: whatever the size
+        _guarded(lambda: check_scheduler(scheduler))
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
     copies = CaptureCopies(annotate=annotate, decrypted=decrypted)
     printed_only = out is not None and str(out) == STDIN

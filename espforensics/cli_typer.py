@@ -136,6 +136,8 @@ NattOption = Annotated[
     typer.Option(
         "--natt-port",
         metavar="PORT",
+        min=1,
+        max=65535,
         help="UDP port carrying ESP-in-UDP. Repeatable. [default: 4500]",
     ),
 ]

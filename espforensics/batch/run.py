@@ -25,6 +25,7 @@ from espforensics.batch.executor import run_dask, run_local
 from espforensics.batch.manifest import Manifest, entry_key
 from espforensics.batch.report import render_batch_html, render_batch_report
 from espforensics.batch.task import PARTIAL, CaptureResult, CaptureTask, key_source
+from espforensics.engine.dask_workers import check_scheduler
 from espforensics.errors import TRACEBACK_FILE, CaptureError
 from espforensics.keys import load_sas
 from espforensics.model import FindingKind, Verdict
@@ -161,6 +162,8 @@ def run_batch(
     found = discovery.jobs
     if sas:
         load_sas(list(sas))  # a bad global key file stops the batch before it starts
+    if scheduler:
+        check_scheduler(scheduler)  # so does a scheduler not reached, even with nothing to do
     _prepare(out)
     manifest = Manifest(out)
     base = CaptureTask("", "", str(out), "", tuple(str(s) for s in sas), (), natt_ports, plots)
