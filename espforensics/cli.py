@@ -361,7 +361,10 @@ def _interrupted_analysis(capture: str, printed_only: bool) -> str:
 @app.command(cls=_Command)
 def report(
     folder: Annotated[
-        Path, typer.Argument(metavar="DIR", help="Output folder of an earlier `analyze`.")
+        Path,
+        typer.Argument(
+            metavar="DIR", help="Output folder of an earlier `analyze`, or of a `batch`."
+        ),
     ],
     fmt: Annotated[
         Format, typer.Option("--format", metavar="FORMAT", help=f"What to print: {FORMATS_HELP}.")
@@ -369,10 +372,46 @@ def report(
     fail_on: FailOnOption = FailOn.HIGH,
     unchecked: UncheckedOption = Unchecked.SKIP,
 ) -> None:
-    """Print the report of an earlier analysis again; exit as `analyze` did."""
+    """Print the report of an earlier analysis (or batch) again; exit as it did."""
+    from espforensics.batch.report import is_batch_folder  # noqa: PLC0415 (as in batch)
+
+    if is_batch_folder(folder):
+        _report_batch(folder, fmt, fail_on, unchecked)
+        return
     summary = _guarded(lambda: load_summary(folder))
     _show(summary, fmt, fail_on, folder)
     _exit_gate(summary, fail_on, unchecked)
+
+
+BATCH_FORMATS = (Format.TEXT, Format.SUMMARY)  # a batch has report.txt, and no summary.json
+
+
+def _report_batch(folder: Path, fmt: Format, fail_on: FailOn, unchecked: Unchecked) -> None:
+    """``report`` of a batch output folder: its report.txt, and the exit of ``batch``."""
+    from espforensics.batch.report import load_batch  # noqa: PLC0415
+
+    stored = _guarded(lambda: load_batch(folder))
+    if fmt not in BATCH_FORMATS:
+        typer.echo(
+            f"espforensics: error: {folder}: a batch output folder: --format {fmt.value} "
+            f"is one capture's (report {folder}/captures/NAME); a batch's report is text",
+            err=True,
+        )
+        raise typer.Exit(2)
+    typer.echo(stored.report, nl=False)
+    _batch_exit(folder, stored.done, stored.errors, fail_on, unchecked)
+
+
+def _batch_exit(
+    out: Path, done: Iterable[str], errors: int, fail_on: FailOn, unchecked: Unchecked
+) -> None:
+    """Exit as ``batch``: 2 when a capture was not analyzed, else the worst capture's code."""
+    if errors:
+        raise typer.Exit(2)
+    summaries = _guarded(lambda: [load_summary(out / "captures" / name) for name in done])
+    code = worst_code(exit_code(s, _threshold(fail_on), unchecked) for s in summaries)
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command(cls=_Command)
@@ -496,12 +535,8 @@ def batch(
                 f"{result.skipped} of {len(result.rows)} captures taken from an earlier run "
                 f"(manifest.json; --force redoes them)"
             )
-    if any(r.status == "error" for r in result.rows):
-        raise typer.Exit(2)
-    summaries = _guarded(lambda: [load_summary(out / "captures" / r.name) for r in result.rows])
-    code = worst_code(exit_code(s, _threshold(fail_on), unchecked) for s in summaries)
-    if code:
-        raise typer.Exit(code)
+    errors = sum(r.status == "error" for r in result.rows)
+    _batch_exit(out, [r.name for r in result.rows], errors, fail_on, unchecked)
 
 
 __all__ = [  # defined in cli_typer.py, imported from here by tests and users

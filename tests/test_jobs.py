@@ -264,7 +264,7 @@ def test_a_dask_cluster_gives_the_same_outputs(tmp_path: Path, patient: list[int
     one, many = tmp_path / "one", tmp_path / "dask"
     analyze_to_dir(capture, [keys], one, options=options, plots=False)
     with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
     ) as cluster:
         analyze_to_dir(
             capture, [keys], many, options=options, plots=False, scheduler=cluster.scheduler_address

@@ -8,6 +8,10 @@ And report.html: the same totals, and one row per capture in that order
 (sortable), linking to each capture's own report.html. Raises nothing;
 reads no clock and no environment.
 
+``load_batch`` reads a batch output folder back (``espforensics report
+DIR``): its report.txt and which captures it analyzed; it raises
+``InputError`` for a folder whose report or captures.csv cannot be read.
+
 Both say what the archive holds, not how this run went: a batch resumed
 from its manifest writes the same bytes as a fresh one (the finding kinds
 in ``FindingKind`` order, whatever order a result row was stored in; how
@@ -16,11 +20,15 @@ many captures were taken from an earlier run is the command's to say).
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
+from espforensics.batch.manifest import MANIFEST
 from espforensics.batch.task import CaptureResult
+from espforensics.errors import InputError
 from espforensics.model import SEVERITY_RANK, FindingKind, Severity
 from espforensics.render.html import Cell, Link, page, table
 from espforensics.render.text import wrap
@@ -126,3 +134,34 @@ def render_batch_html(rows: Sequence[CaptureResult]) -> str:
         ),
     ]
     return page("espforensics batch report", body)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBatch:
+    """A batch output folder read back: its report and the captures it analyzed."""
+
+    report: str  # report.txt
+    done: tuple[str, ...]  # the NAME of each capture analyzed: captures/NAME/ holds it
+    errors: int  # captures not analyzed, or only in part
+
+
+def is_batch_folder(folder: Path) -> bool:
+    """A folder ``batch`` wrote: it holds the manifest (batch/manifest.py)."""
+    return (folder / MANIFEST).is_file()
+
+
+def load_batch(folder: Path) -> StoredBatch:
+    """report.txt and captures.csv of the batch output folder ``folder``."""
+    try:
+        report = (folder / "report.txt").read_text()
+        with (folder / "captures.csv").open(newline="") as fh:
+            rows = [(r["name"], r["status"]) for r in csv.DictReader(fh)]
+    except OSError as exc:
+        why = f"a batch output folder without its report ({exc.strerror}): run the batch again"
+        raise InputError(str(folder), why) from exc
+    except (csv.Error, KeyError, UnicodeDecodeError) as exc:
+        raise InputError(
+            str(folder / "captures.csv"), f"not a batch's captures.csv: {exc}"
+        ) from exc
+    done = tuple(name for name, status in rows if status != "error")
+    return StoredBatch(report, done, len(rows) - len(done))
