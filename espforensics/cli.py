@@ -38,7 +38,12 @@ from espforensics.capture.spool import STDIN, Spooled
 from espforensics.cli_errors import _guarded, _report_bug
 from espforensics.cli_progress import _BarMeter, _batch_progress
 from espforensics.cli_typer import (
+    ANALYZE_EPILOG,
+    BATCH_EPILOG,
+    COMPARE_EPILOG,
+    COMPLETION_EPILOG,
     FORMATS_HELP,
+    REPORT_EPILOG,
     CompareFormat,
     FailOn,
     FailOnOption,
@@ -47,9 +52,12 @@ from espforensics.cli_typer import (
     NoPlotsOption,
     QuietOption,
     SaOption,
+    Shell,
     UncheckedOption,
     _Command,
     _Group,
+    completion_script,
+    enable_completion,
 )
 from espforensics.engine.dask_workers import check_scheduler
 from espforensics.errors import EXIT_INTERNAL, EspForensicsError
@@ -77,6 +85,7 @@ app = typer.Typer(
 
 def main() -> None:
     """Run the command; a bug outside the library calls still ends in one line and exit 70."""
+    enable_completion()  # a shell asking for completions (espforensics completion SHELL)
     try:
         app()
     except Exception as exc:  # _guarded saw none of it: a bug in this module or in typer
@@ -194,7 +203,7 @@ def main_callback(
     """Offline forensic analysis of IPsec ESP captures."""
 
 
-@app.command(cls=_Command)
+@app.command(cls=_Command, epilog=ANALYZE_EPILOG)
 def analyze(
     capture: Annotated[
         Path,
@@ -358,7 +367,7 @@ def _interrupted_analysis(capture: str, printed_only: bool) -> str:
     return f"espforensics: interrupted: the analysis of {capture} stopped; {left}"
 
 
-@app.command(cls=_Command)
+@app.command(cls=_Command, epilog=REPORT_EPILOG)
 def report(
     folder: Annotated[
         Path,
@@ -414,7 +423,7 @@ def _batch_exit(
         raise typer.Exit(code)
 
 
-@app.command(cls=_Command)
+@app.command(cls=_Command, epilog=COMPARE_EPILOG)
 def compare(
     before: Annotated[
         Path,
@@ -471,7 +480,7 @@ def compare(
     _exit_for(worst_severity(sides[1]), fail_on)
 
 
-@app.command(cls=_Command)
+@app.command(cls=_Command, epilog=BATCH_EPILOG)
 def batch(
     paths: Annotated[
         list[str],
@@ -537,6 +546,14 @@ def batch(
             )
     errors = sum(r.status == "error" for r in result.rows)
     _batch_exit(out, [r.name for r in result.rows], errors, fail_on, unchecked)
+
+
+@app.command(cls=_Command, epilog=COMPLETION_EPILOG)
+def completion(
+    shell: Annotated[Shell, typer.Argument(metavar="SHELL", help="bash, zsh or fish.")],
+) -> None:
+    """Print the script that makes SHELL complete espforensics's commands and options."""
+    typer.echo(completion_script(shell))
 
 
 __all__ = [  # defined in cli_typer.py, imported from here by tests and users
