@@ -122,3 +122,18 @@ def test_a_natt_port_out_of_range_is_refused_before_the_run(
         [line] = res.stderr.splitlines()
         assert line.startswith(f"espforensics: error: {args[0]}: Invalid value for '--natt-port'")
         assert not out.exists()
+
+
+def test_a_batch_out_that_cannot_be_a_folder_is_one_line(
+    small: dict[str, Path], tmp_path: Path
+) -> None:
+    """--out naming a file, or a folder that cannot be made: exit 2, not a bug (70)."""
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    for out, why in (
+        (a_file, "exists and is not a folder"),
+        (a_file / "out", "cannot create output folder: Not a directory"),
+    ):
+        res = run_cli("batch", small["capture"].parent, "--out", out, "-q")
+        assert res.code == 2, res.stderr
+        assert res.stderr.splitlines() == [f"espforensics: error: {out}: {why}"]

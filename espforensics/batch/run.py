@@ -26,7 +26,7 @@ from espforensics.batch.manifest import Manifest, entry_key
 from espforensics.batch.report import render_batch_html, render_batch_report
 from espforensics.batch.task import PARTIAL, CaptureResult, CaptureTask, key_source
 from espforensics.engine.dask_workers import check_scheduler
-from espforensics.errors import TRACEBACK_FILE, CaptureError
+from espforensics.errors import TRACEBACK_FILE, CaptureError, OutputExistsError
 from espforensics.keys import load_sas
 from espforensics.model import FindingKind, Verdict
 from espforensics.small_tables import write_rows
@@ -66,7 +66,12 @@ def capture_row(r: CaptureResult) -> list[object]:
 
 
 def _prepare(out: Path) -> None:
-    (out / "captures").mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():  # as analyze's --out (analysis_outdir.py)
+        raise OutputExistsError(str(out), "exists and is not a folder")
+    try:
+        (out / "captures").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputExistsError(str(out), f"cannot create output folder: {exc.strerror}") from exc
     for stale in (out / "captures").glob(f"{PARTIAL}*"):  # left by an interrupted run
         shutil.rmtree(stale)
     for leftover in [
