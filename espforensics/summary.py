@@ -82,6 +82,8 @@ class SaSummary:
     # packets per inner_checksum value of the SA's decrypted packets: {"ok": 140, ...}
     inner_checksums: dict[str, int] = field(default_factory=dict)
     iv_scheme: str = ""  # how the sender builds its IVs (model.IvScheme), "" if not asked
+    # ICMP/ICMPv6 errors in the capture quoting one of its packets (not among ``packets``)
+    icmp_quoted: int = 0
     # first_time and last_time exactly, in ns since the epoch (a float of epoch seconds
     # cannot hold a nanosecond); 0 in a summary.json of a version before them
     first_ns: int = 0
@@ -140,6 +142,9 @@ class Summary:
     coverage: tuple[CheckCoverage, ...] = ()  # one per check, in the order they run
     # ESP packets inside the frames' ESP packets' plaintexts (layer 2 on), not in esp_packets.
     inner_esp_packets: int = 0
+    # ICMP/ICMPv6 errors quoting an ESP packet (frames, not in esp_packets): those quoting an
+    # SA of ``sas`` count there too, in its ``icmp_quoted``.
+    icmp_quoted: int = 0
 
     @property
     def esp_layers(self) -> int:
@@ -201,6 +206,7 @@ class Summary:
                 for u in doc.get("unused_sas", ())
             ),
             key_notes=tuple(doc.get("key_notes", ())),
+            icmp_quoted=doc.get("icmp_quoted", 0),
             coverage=(
                 tuple(
                     CheckCoverage(**{**c, "skipped": dict(c["skipped"])}) for c in doc["coverage"]

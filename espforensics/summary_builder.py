@@ -150,7 +150,12 @@ class _SaAcc:
         return "mixed (guess)" if self.ip_payloads else ""
 
     def summary(
-        self, key: tuple[int, str, str], missing: int, mode: str, iv_scheme: str = ""
+        self,
+        key: tuple[int, str, str],
+        missing: int,
+        mode: str,
+        iv_scheme: str = "",
+        icmp_quoted: int = 0,
     ) -> SaSummary:
         spi, src, dst = key
         tfc_to, checksums = self.tfc_to or _NO_COUNTS, self.checksums or _NO_COUNTS
@@ -180,6 +185,7 @@ class _SaAcc:
             if checksums
             else {},
             iv_scheme,
+            icmp_quoted,
             self.first_ns,
             self.last_ns,
         )
@@ -227,6 +233,8 @@ class SummaryBuilder:
         self.verdicts: Counter[str] = Counter()
         self._sas: dict[tuple[int, str, str], _SaAcc] = {}
         self._layouts: dict[_LayoutKey, _LayoutAcc] = {}
+        # ICMP errors quoting an ESP packet, per quoted (spi, src, dst): no packet of the SA
+        self._quoted: Counter[tuple[int, str, str]] = Counter()
 
     def observe(self, rec: PacketRecord) -> None:
         """Count one record."""
@@ -238,6 +246,8 @@ class SummaryBuilder:
             if rec.time % self.time_unit:
                 self.time_unit = _unit_of(rec.time, self.time_unit)
             self.verdicts[rec.verdict] += 1
+        if rec.quoted_spi is not None:
+            self._quoted[(rec.quoted_spi, rec.quoted_src, rec.quoted_dst)] += 1
         if rec.proto is Proto.OTHER:
             return
         if rec.layer == 1:
@@ -251,7 +261,7 @@ class SummaryBuilder:
         if acc is None:
             acc = self._sas[key] = _SaAcc(rec.algorithm, rec.time, rec.time)
         acc.observe(rec)
-        if rec.verdict is Verdict.ESP_MISPLACED:
+        if rec.misplaced:  # esp_misplaced, or a cut packet's header found by layout
             self._layout(rec)
 
     def observe_rows(self, rows: SteadyRows) -> None:
@@ -359,6 +369,7 @@ class SummaryBuilder:
                 missing[key],
                 modes.get(key, ""),
                 "" if iv_schemes is None else iv_schemes.get(key, "unknown"),
+                self._quoted[key],
             )
             for key, a in sorted(self._sas.items())
         )
@@ -388,6 +399,7 @@ class SummaryBuilder:
             key_notes=key_notes,
             coverage=check_coverage(sas, self.esp_packets + self.inner_esp_packets),
             inner_esp_packets=self.inner_esp_packets,
+            icmp_quoted=self._quoted.total(),
         )
 
 

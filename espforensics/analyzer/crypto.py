@@ -35,6 +35,8 @@ def open_packet(pkt: PacketContext, seq64: int, iv: bytes, sealed_at: int) -> Op
     if too_short(pkt):
         return None
     if sa is None:
+        if cut_short(pkt):
+            return None
         rec.verdict = Verdict.UNKNOWN_SA
         rec.detail = f"no key for SPI {rec.spi:#010x}"
         return None
@@ -47,9 +49,7 @@ def open_packet(pkt: PacketContext, seq64: int, iv: bytes, sealed_at: int) -> Op
         rec.verdict = Verdict.AUTH_FAIL
         rec.detail = f"not verified: the key of SPI {sa.spi:#010x} is {len(sa.key)} bytes"
         return None
-    if len(data) < pkt.ip.total_len:
-        rec.verdict = Verdict.TRUNCATED
-        rec.detail = f"captured {len(data) - (rec.esp_offset or 0)} of {rec.esp_len} ESP bytes"
+    if cut_short(pkt):
         return None
     sealed = data[sealed_at:]
     if not ctx.verifies:  # no ICV to check: the trailer and inner header are the evidence
@@ -120,6 +120,25 @@ def esn_mismatch(pkt: PacketContext, placed: int, verified: int, plain: bytes) -
         rec.detail += f"; trailer: {problem}"
 
 
+def cut_short(pkt: PacketContext) -> bool:
+    """Was the packet cut by the capture's snap length? Then it is ``truncated``.
+
+    Its ICV was not captured, so nothing verifies it, keyed or keyless (the
+    detail says why); the checks read what its captured bytes show, as they
+    do without a key (checks/placement.py finds a misplaced header by layout).
+    """
+    rec, sa = pkt.rec, pkt.state.sa
+    if not pkt.cut:
+        return False
+    rec.verdict = Verdict.TRUNCATED
+    rec.detail = f"captured {len(pkt.data) - (rec.esp_offset or 0)} of {rec.esp_len} ESP bytes"
+    if sa is None:
+        rec.detail += f"; no key for SPI {rec.spi:#010x}"
+    else:
+        rec.algorithm = sa.suite
+    return True
+
+
 def too_short(pkt: PacketContext) -> bool:
     """Is the whole ESP packet too short to be one? Then it is ``truncated``.
 
@@ -130,8 +149,8 @@ def too_short(pkt: PacketContext) -> bool:
     tcpdump call it truncated. It says nothing about the key.
     """
     rec, ctx = pkt.rec, pkt.state.ctx
-    if len(pkt.data) < pkt.ip.total_len or rec.esp_len is None:
-        return False  # cut by the snap length: open_packet says so
+    if pkt.cut or rec.esp_len is None:
+        return False  # cut by the snap length: cut_short says so
     need = ESP_HEADER_LEN + 2 + (0 if ctx is None else ctx.iv_len + ctx.icv_len)
     if rec.esp_len >= need:
         return False

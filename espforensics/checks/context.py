@@ -15,12 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from espforensics.crypto import CipherContext, context_for
+from espforensics.crypto import IV_LEN, CipherContext, context_for
 from espforensics.decode.clear import (
     KEYLESS_ICV_LENS,
     clear_icmp,
     clear_ip_header,
     clear_transport,
+    ip_start_fits,
     trailer_follows,
 )
 from espforensics.decode.esp import ESP_HEADER_LEN
@@ -29,7 +30,7 @@ from espforensics.decode.ip import OuterIp, parse_ip
 from espforensics.decode.ipcomp import PROTO_IPCOMP, decompress
 from espforensics.errors import MalformedPacket
 from espforensics.esn import EsnTracker
-from espforensics.keys.sa import SecurityAssociation
+from espforensics.keys.sa import CLEAR_BY_DESIGN, SecurityAssociation
 from espforensics.model import PacketRecord, Verdict
 from espforensics.trailer import parse_trailer
 
@@ -48,11 +49,14 @@ class SaState:
     that starts with a packet sealed with the wrong high half.
     """
 
-    __slots__ = ("ctx", "proven", "sa", "tentative", "tentative_start", "tracker")
+    __slots__ = ("clear_whole", "ctx", "proven", "sa", "tentative", "tentative_start", "tracker")
 
     def __init__(self, sa: SecurityAssociation | None) -> None:
         self.sa = sa
         self.proven = False  # a packet of the SA verified: its key is the right one
+        # Without a key: was the SA's last whole packet clear from its header on
+        # (``PacketContext.clear_from_header``)? None before its first whole one.
+        self.clear_whole: bool | None = None
         self.tentative: PacketContext | None = None
         self.tentative_start = 0
         self.tracker = EsnTracker(sa.esn_hi if sa is not None else 0)
@@ -97,10 +101,29 @@ class PacketContext:
     inner_next: int | None = None
     _digest: bytes | None = None
     _clear: bool | None = None
+    _clear_at: int | None = None  # the ESP offset ``_clear`` was found for (placement moves it)
 
     @property
     def state(self) -> SaState:
         return self.flow.state
+
+    @property
+    def cut(self) -> bool:
+        """Did the capture hold less of the datagram than its IP header says (the snap length)?
+
+        Then its end (padding, trailer, ICV) was not captured: no ICV verifies it
+        and no byte past the cut is evidence of anything.
+        """
+        return len(self.data) < self.ip.total_len
+
+    @property
+    def misplaced(self) -> bool:
+        """Was its ESP header found later than its outer headers put it (checks/placement.py)?
+
+        ``esp_misplaced``, or a packet cut by the capture whose header was found
+        there by layout (its verdict stays ``truncated``: nothing verified it).
+        """
+        return self.rec.misplaced
 
     @property
     def header_is_evidence(self) -> bool:
@@ -109,8 +132,56 @@ class PacketContext:
         Not when the ICV failed under a key that verifies the SA's other packets:
         the packet is damaged or forged. A key that verified nothing yet (a wrong
         key) proves nothing either way, so its packets count as keyless ones do.
+        Nor when the capture cut the packet before its bytes could show that its
+        ESP header is where its outer headers put it (``header_held``).
         """
-        return self.rec.verdict is not Verdict.AUTH_FAIL or not self.flow.state.proven
+        if self.rec.verdict is Verdict.AUTH_FAIL and self.flow.state.proven:
+            return False
+        return not self.cut or self.header_held
+
+    @property
+    def header_held(self) -> bool:
+        """Did the capture hold what shows that this packet's ESP header is where it is read?"""
+        return not self.header_doubt
+
+    @property
+    def header_doubt(self) -> str:
+        """Why the capture does not show this packet's ESP header to be where it is read ("").
+
+        A whole datagram was searched whole for a misplaced header
+        (checks/placement.py), and a header found later by layout is the one
+        read. A cut one that was not: primer s5's misplaced layout leaves a
+        stale ESP header and IV at the expected offset, then the inner IP
+        header's first bytes in clear, then the real header. When the capture
+        ends before the real header, the 6 bytes after the expected header and
+        IV tell: they must be captured and not start an IP header whose length
+        fits the datagram (random ciphertext does by chance about once in 2,500
+        packets: such a packet's header then counts for nothing, never for a
+        finding). An SA clear by design (NULL, GMAC) or a keyless packet in
+        clear from its header on has its inner packet there: no doubt.
+        """
+        if not self.cut or self.misplaced:
+            return ""
+        rec, state = self.rec, self.flow.state
+        ctx, sa = state.ctx, state.sa
+        if (sa is not None and sa.algorithm in CLEAR_BY_DESIGN) or (
+            ctx is not None and not ctx.iv_len
+        ):
+            return ""
+        start = (rec.esp_offset or 0) + ESP_HEADER_LEN + (IV_LEN if ctx is None else ctx.iv_len)
+        if len(self.data) < start + 6:
+            return (
+                f"its header not counted: the capture ends before byte {start + 6}, "
+                "where the bytes that tell its ESP header from a misplaced one's end"
+            )
+        if ip_start_fits(self.data, start, start + 6, self.ip.total_len) and not (
+            ctx is None and self.clear_from_header
+        ):
+            return (
+                f"its header not counted: the bytes at {start} read as the start of a clear "
+                "IP header, as in front of a misplaced ESP header, which the capture cut"
+            )
+        return ""
 
     @property
     def digest(self) -> bytes:
@@ -137,23 +208,30 @@ class PacketContext:
         key it cannot be told from a leak; what is sure is that the 8 bytes
         after the header are no IV, so the IV checks leave such packets alone.
         Asked once per packet, after decryption (a key or a plaintext: False).
+
+        A packet cut by the capture has no trailer to test: it is taken as clear
+        when a clear IP header that its datagram's length fits follows its ESP
+        header, or when its SA's last whole packet was clear, so that bytes a
+        whole capture would show to be no IV are not read as one.
         """
-        if self._clear is None:
-            rec, data = self.rec, self.data
+        if self._clear is None or self._clear_at != self.rec.esp_offset:
+            rec, data, state = self.rec, self.data, self.flow.state
+            self._clear_at = rec.esp_offset
             clear = False
-            if (
-                self.flow.state.ctx is None
-                and self.plain_head is None
-                and rec.esp_offset is not None
-            ):
+            if state.ctx is None and self.plain_head is None and rec.esp_offset is not None:
                 body = rec.esp_offset + ESP_HEADER_LEN
-                if clear_ip_header(data, body, len(data)):
+                if self.cut:  # the IP header's bytes captured, its length the datagram's
+                    held = len(data) >= body + 20 and clear_ip_header(data, body, self.ip.total_len)
+                    clear = bool(held) or bool(state.clear_whole)
+                elif clear_ip_header(data, body, len(data)):
                     clear = trailer_follows(data, body, KEYLESS_ICV_LENS)
                 else:
                     found = clear_transport(data, body, self.ip.src, self.ip.dst, KEYLESS_ICV_LENS)
                     clear = bool(found[1]) or clear_icmp(
                         data, body, self.ip.src, self.ip.dst, KEYLESS_ICV_LENS
                     )
+                if not self.cut:
+                    state.clear_whole = clear
             self._clear = clear
         return self._clear
 

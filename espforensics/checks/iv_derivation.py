@@ -171,7 +171,7 @@ class IvDerivationCheck(BulkRules):
             rec.detail = f"{rec.detail}; {note}" if rec.detail else note
             sa.chained_frames = with_frame(sa.chained_frames, rec.frame)
         end, body = len(data) - icv_len, (rec.esp_offset or 0) + ESP_HEADER_LEN + len(iv)
-        if rec.verdict is not Verdict.TRUNCATED and end - len(iv) >= body:
+        if not pkt.cut and end - len(iv) >= body:
             sa.last, sa.last_frame = bytes(data[end - len(iv) : end]), rec.frame
 
     @staticmethod
@@ -200,7 +200,7 @@ class IvDerivationCheck(BulkRules):
             note = f"IV is the last ciphertext block of frame {sa.last_frame} (chained)"
             rec.detail = f"{rec.detail}; {note}" if rec.detail else note
             sa.chained_frames = with_frame(sa.chained_frames, rec.frame)
-        if rec.verdict is not Verdict.TRUNCATED:
+        if not pkt.cut:  # its last bytes are not the end of its ciphertext
             body = (rec.esp_offset or 0) + ESP_HEADER_LEN + 16  # past an IV of up to 16 bytes
             keep = max(KEYLESS_ICV_LENS) + 16
             sa.last, sa.last_frame = bytes(data[-keep:]), rec.frame

@@ -46,7 +46,7 @@ from espforensics.evidence import Leak, LeakProof
 from espforensics.frames import frozen, with_frame
 from espforensics.intervals import IntervalSet
 from espforensics.keys.sa import CLEAR_BY_DESIGN
-from espforensics.model import Finding, FindingKind, Severity, Verdict
+from espforensics.model import Finding, FindingKind, Severity
 
 MIN_RUN = 8  # equal ciphertext/plaintext bytes that count as "not encrypted" (2^-64 by chance)
 IPV4_FIELDS = (
@@ -109,7 +109,7 @@ class LeakCheck:
         rec, sa = pkt.rec, pkt.flow.state.sa
         if (sa is not None and sa.algorithm in CLEAR_BY_DESIGN) or rec.esp_offset is None:
             return  # GMAC, NULL: clear by design
-        if rec.verdict is Verdict.ESP_MISPLACED:
+        if pkt.misplaced:  # found later, with a key or by layout (checks/placement.py)
             if rec.leaked:
                 self._report(pkt, bytes.fromhex(rec.leaked_hex))
             return
@@ -129,7 +129,7 @@ class LeakCheck:
                 rec.leaked_fields = "payload not encrypted: ciphertext equals plaintext"
                 self._count(rec.spi, rec.frame, rec.leaked_fields)
             return
-        if rec.verdict is Verdict.TRUNCATED:
+        if pkt.cut:  # no trailer nor ICV captured to prove a clear packet by
             return
         icv_lens = (ctx.icv_len,) if ctx is not None else KEYLESS_ICV_LENS
         keyed = pkt.flow.state.sa is not None

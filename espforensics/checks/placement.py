@@ -1,8 +1,8 @@
 """ESP placement: find the ESP header where it really is when it is not where it must be.
 
 In: ``PacketContext`` of packets whose ICV failed at the expected offset
-(``auth_fail``) or whose SPI there has no usable key (``unknown_sa``,
-``unsupported``). Out: the
+(``auth_fail``), whose SPI there has no usable key (``unknown_sa``,
+``unsupported``) or that the capture cut (``truncated``). Out: the
 record becomes ``esp_misplaced`` with ``esp_offset`` (where the header
 really is), ``leaked`` and ``leaked_hex`` (the clear bytes in front of
 it), and the packet's plaintext; one ``esp_misplaced`` finding per SA at
@@ -18,6 +18,12 @@ the packet, a sequence number within ``SEQ_SLACK`` of the one at the
 expected offset, and in front of it the start of an IP header whose total
 length fits the bytes that follow. Offsets are found, never assumed (the
 Linux GSO fault of primer s5 puts them at 56/60 for ip6tnl, 36/40 for ipip).
+
+A packet the capture cut (a snap length, ``tcpdump -s 96``) has no ICV to
+prove anything with, keyed or not: it is searched by layout as a keyless
+one is, the lengths its IP header gives standing for the bytes not
+captured. Its verdict stays ``truncated`` (nothing verified it) and its
+record takes the header found: offset, sequence number, IV, clear bytes.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dataclasses import dataclass, field
 from espforensics.checks.context import Flow, PacketContext
 from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN, opener
+from espforensics.decode.clear import ip_start_fits
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.evidence import Misplaced, Offsets
 from espforensics.frames import frozen, with_frame
@@ -39,7 +46,9 @@ FlowFor = Callable[[int, bytes, bytes], Flow]  # the pipeline's flow of (SPI, sr
 MAX_CANDIDATES = 8  # SPI occurrences tried per packet, to bound the cost of noise
 SEQ_SLACK = 1024
 _SLOT = ESP_HEADER_LEN + IV_LEN
-_SEARCHED = frozenset({Verdict.AUTH_FAIL, Verdict.UNKNOWN_SA, Verdict.UNSUPPORTED})
+_SEARCHED = frozenset(
+    {Verdict.AUTH_FAIL, Verdict.UNKNOWN_SA, Verdict.UNSUPPORTED, Verdict.TRUNCATED}
+)
 
 
 @dataclass(slots=True)
@@ -57,21 +66,6 @@ def leak_start(data: bytes, expected: int, spi: int) -> int:
     return expected
 
 
-def _ip_like(data: bytes, start: int, end: int) -> bool:
-    """Do the clear bytes look like the start of an IP header that spans the rest?"""
-    if end - start < 4:
-        return False
-    first = data[start]
-    if first >> 4 == 4 and first & 0x0F >= 5:
-        total = int.from_bytes(data[start + 2 : start + 4], "big")
-    elif first >> 4 == 6 and end - start >= 6:
-        total = 40 + int.from_bytes(data[start + 4 : start + 6], "big")
-    else:
-        return False
-    slack = len(data) - start - total  # ICV, padding and trailer of the real ESP
-    return 0 <= slack <= 16 + 255 + 2
-
-
 class PlacementCheck:
     """Searches failed packets for their SA's ESP header elsewhere."""
 
@@ -85,6 +79,14 @@ class PlacementCheck:
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
         if rec.verdict not in _SEARCHED or rec.expected_offset is None:
+            return
+        if rec.verdict is Verdict.TRUNCATED and not pkt.cut:
+            return  # whole, too short to be an ESP packet: nothing to search
+        if pkt.cut:  # no ICV captured: no decryption proves a place (RFC 4303 s3.4.4)
+            self._recognise(pkt)
+            doubt = pkt.header_doubt
+            if doubt:
+                rec.detail = f"{rec.detail}; {doubt}" if rec.detail else doubt
             return
         if self._prove(pkt, pkt.flow):
             return
@@ -143,11 +145,13 @@ class PlacementCheck:
         needle = rec.spi.to_bytes(4, "big")
         start = leak_start(data, rec.expected_offset, rec.spi)
         at = data.find(needle, rec.expected_offset + 1)
+        # A cut packet's header counts once its SPI and sequence number are captured.
+        need = ESP_HEADER_LEN if pkt.cut else _SLOT
         for _ in range(MAX_CANDIDATES):
-            if at < 0 or at + _SLOT > len(data):
+            if at < 0 or at + need > len(data):
                 return
             seq = int.from_bytes(data[at + 4 : at + 8], "big")
-            if abs(seq - rec.seq) <= SEQ_SLACK and _ip_like(data, start, at):
+            if abs(seq - rec.seq) <= SEQ_SLACK and ip_start_fits(data, start, at, pkt.ip.total_len):
                 ctx = pkt.state.ctx
                 iv_len = IV_LEN if ctx is None else ctx.iv_len
                 self._mark(pkt, at, seq, pkt.state.tracker.infer(seq), False, iv_len)
@@ -163,18 +167,27 @@ class PlacementCheck:
         spi = int.from_bytes(data[at : at + 4], "big")
         start = leak_start(data, rec.expected_offset, spi)
         clear = data[start:at] if at > start else b""
-        rec.verdict = Verdict.ESP_MISPLACED
+        cut = pkt.cut
+        if not cut:  # a cut packet stays truncated: nothing verified it
+            rec.verdict = Verdict.ESP_MISPLACED
         rec.spi, rec.seq, rec.seq64, rec.esp_offset = spi, seq, seq64, at
         iv = data[at + ESP_HEADER_LEN : at + ESP_HEADER_LEN + iv_len]
         rec.iv = iv.hex()
         pkt.iv = int.from_bytes(iv) if iv_len and len(iv) == iv_len else None
-        rec.esp_len = len(data) - at
+        rec.esp_len = pkt.ip.total_len - at
         rec.leaked, rec.leaked_hex = len(clear), clear.hex(" ")
-        how = "proven by decryption there" if proven else "unproven: no key, found by layout"
+        if proven:
+            how = "proven by decryption there"
+        elif cut:
+            how = "unproven: its ICV cut by the capture, found by layout"
+        else:
+            how = "unproven: no key, found by layout"
         rec.detail = (
             f"ESP header at offset {at}, expected at {rec.expected_offset}; "
             f"{len(clear)} bytes in clear before it; {how}"
         )
+        if cut:  # first, as on every truncated packet
+            rec.detail = f"captured {len(data) - at} of {rec.esp_len} ESP bytes; {rec.detail}"
         acc = self._per_spi.setdefault(spi, _PerSpi())
         acc.count += 1
         acc.proven += proven
@@ -199,5 +212,9 @@ class PlacementCheck:
 
 
 def coverage(seen: Seen) -> str | None:
-    """Examined: every whole ESP packet (decrypted at its offset, or searched); else why not."""
+    """Examined: every whole ESP packet (decrypted at its offset, or searched); else why not.
+
+    A packet the capture cut is searched by layout in what was captured only: not
+    counted as examined.
+    """
     return None if seen.whole else seen.why

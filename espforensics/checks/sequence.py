@@ -4,7 +4,10 @@ In: ``PacketContext`` of ESP packets whose sequence number is evidence:
 verified ones (``ok``, ``bad_trailer``, ``esp_misplaced``, ``esn_mismatch``)
 and unverified ones (``unknown_sa``, ``unsupported``, ``truncated``);
 ``auth_fail`` packets are not, their
-header may be forged or damaged. Out: ``seq_anomaly`` per packet
+header may be forged or damaged; nor are packets cut by the capture before
+their header could be told from a misplaced one's
+(``PacketContext.header_held``): a gap their numbers may fill is then
+``info``, possible and not proven. Out: ``seq_anomaly`` per packet
 ("duplicate", "duplicate-identical", "reordered") and ``seq_duplicate``,
 ``seq_gap``, ``seq_reorder`` and ``esn_wrap`` findings per SA. Raises
 nothing.
@@ -61,6 +64,7 @@ class _Sa:
     reorder_frames: IntervalSet | None = None
     reordered: int = 0
     max_late: int = 0  # how far below the top the latest arrival was
+    unread: int = 0  # cut packets whose header the capture did not show to be theirs
     # (frame, new high half); made at the first wrap: most SAs never wrap (issue 21)
     wraps: list[tuple[int, int]] | None = None
 
@@ -77,9 +81,11 @@ class SequenceCheck(BulkRules):
         rec = pkt.rec
         if rec.seq64 is None or rec.spi is None:
             return
-        if rec.verdict not in _EVIDENCE and not (
-            rec.verdict is Verdict.AUTH_FAIL and pkt.header_is_evidence
-        ):
+        if rec.verdict not in _EVIDENCE and rec.verdict is not Verdict.AUTH_FAIL:
+            return
+        if not pkt.header_is_evidence:
+            if pkt.cut:  # its number may be one a gap lacks: the gap is then not proven
+                self._sas.get(pkt.flow).unread += 1
             return
         sa = self._sas.get(pkt.flow)
         seq64 = rec.seq64
@@ -157,14 +163,21 @@ class SequenceCheck(BulkRules):
             if gaps:
                 missing = sum(b - a + 1 for a, b in gaps)
                 shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in gaps[:5])
+                unread = (
+                    f"; possible, not proven: {sa.unread} packets cut by the capture "
+                    "before their ESP header could be told from a misplaced one's "
+                    "may carry them"
+                    if sa.unread
+                    else ""
+                )
                 yield Finding(
                     FindingKind.SEQ_GAP,
-                    Severity.LOW,
+                    Severity.INFO if sa.unread else Severity.LOW,
                     spi,
                     (),
                     missing,
                     f"{where}: {missing} sequence numbers never seen in {len(gaps)} "
-                    f"gaps ({shown}{', ...' if len(gaps) > 5 else ''})",
+                    f"gaps ({shown}{', ...' if len(gaps) > 5 else ''}){unread}",
                     src,
                     dst,
                     SeqGaps(missing, len(gaps), tuple(SeqRange(a, b) for a, b in gaps[:5])),

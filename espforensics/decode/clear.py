@@ -5,7 +5,10 @@ transport mode) the outer addresses. Out: ``clear_ip_header`` (the length
 of a plausible clear IPv4/IPv6 header there), ``trailer_follows`` (is that
 clear IP packet followed exactly by an ESP trailer and an ICV) and
 ``clear_transport`` (a clear TCP/UDP segment there, whose checksum over the
-outer addresses verifies, with a trailer and ICV after it). Raises nothing.
+outer addresses verifies, with a trailer and ICV after it) and
+``ip_start_fits`` (do clear bytes start an IP header whose length fits
+the rest of the datagram: how a misplaced ESP header is recognised without
+proof). Raises nothing.
 
 Used by the leak check (checks/leaks.py) and by ``PacketContext``, which
 asks once per packet whether a keyless packet is in clear from its ESP
@@ -44,6 +47,27 @@ def trailer_follows(data: bytes, start: int, icv_lens: tuple[int, ...]) -> bool:
         if not trailer.problem and trailer.payload_len == total and trailer.next_header == proto:
             return True
     return False
+
+
+def ip_start_fits(data: bytes, start: int, end: int, total_len: int) -> bool:
+    """Do the clear bytes ``data[start:end]`` start an IP header that spans the datagram's rest?
+
+    The version, and the length the header gives (IPv4 total length, IPv6 40 +
+    payload length), ending at most an ESP trailer, padding and ICV before
+    ``total_len``, the datagram's length as its own IP header gives it (more
+    than ``len(data)`` when the capture cut it).
+    """
+    if end - start < 4 or len(data) < start + 4:
+        return False
+    first = data[start]
+    if first >> 4 == 4 and first & 0x0F >= 5:
+        total = int.from_bytes(data[start + 2 : start + 4], "big")
+    elif first >> 4 == 6 and end - start >= 6 and len(data) >= start + 6:
+        total = 40 + int.from_bytes(data[start + 4 : start + 6], "big")
+    else:
+        return False
+    slack = total_len - start - total  # ICV, padding and trailer of the real ESP
+    return 0 <= slack <= 16 + 255 + 2
 
 
 def internet_checksum(data: bytes) -> int:

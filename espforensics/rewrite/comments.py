@@ -61,11 +61,13 @@ def verdict_comment(rec: PacketRecord) -> str | None:
     verdict = rec.verdict
     if verdict in _QUIET:
         return None
-    if verdict is Verdict.ESP_MISPLACED:
+    if rec.misplaced:  # esp_misplaced, or truncated with its header found by layout
         text = f"ESP at {rec.esp_offset}, not {rec.expected_offset}"
         if rec.leaked:
             text += f"; {rec.leaked} inner bytes in clear"
-        if "unproven" in rec.detail:
+        if verdict is Verdict.TRUNCATED:
+            text += "; unproven (its ICV cut by the capture: found by layout)"
+        elif "unproven" in rec.detail:
             text += "; unproven (no key: found by layout)"
     elif verdict is Verdict.AUTH_FAIL:
         text = f"ICV does not verify at offset {rec.esp_offset}, {_spi(rec)} seq {rec.seq}"
