@@ -43,6 +43,7 @@ from espforensics.analysis_run import (
     sha256_file,
 )
 from espforensics.capture.regular import check_regular
+from espforensics.engine.dask_workers import check_scheduler
 from espforensics.errors import CaptureError, CaptureTruncated, InputError, OutputError
 from espforensics.keys import SaTable
 from espforensics.pipeline import Options, fewer_collections
@@ -229,6 +230,8 @@ def analyze_to_dir(
     out = Path(out)
     copies = copies or CaptureCopies()
     check_targets(copies, Path(path), force)
+    if scheduler is not None:  # reached now, though a small capture's run may not ask it
+        check_scheduler(scheduler)
     prepare_out_dir(out, force)
     try:
         csv_rows = {True: None, False: 0, None: CSV_ROWS}[packets_csv]

@@ -98,13 +98,33 @@ def _publish(out: Path) -> None:
 
 
 def load_summary(folder: str | os.PathLike[str]) -> Summary:
-    """The summary of an earlier ``analyze`` in ``folder``."""
+    """The summary of an earlier ``analyze`` in ``folder``; raises ``InputError`` saying
+    what ``folder`` is when it holds none (``what_folder_is``)."""
     path = Path(folder) / "summary.json"
     try:
         return Summary.from_json(json.loads(path.read_text()))
     except OSError as exc:
-        raise InputError(
-            str(folder), f"not an espforensics output folder ({exc.strerror})"
-        ) from exc
+        raise InputError(str(folder), what_folder_is(Path(folder), exc)) from exc
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(str(path), f"not a summary.json of this version: {exc}") from exc
+
+
+BATCH_MARK = "manifest.json"  # batch/manifest.py's MANIFEST: this layer cannot import it
+
+
+def what_folder_is(folder: Path, exc: OSError) -> str:
+    """Why ``folder`` has no summary.json to read, in the words of its user."""
+    if not folder.exists():
+        return "no such output folder"
+    if not folder.is_dir():
+        return "a file, not an output folder (espforensics analyze reads a capture)"
+    if (folder / BATCH_MARK).is_file():
+        return "a batch output folder whose report cannot be read"
+    if any(partial(folder, name).exists() for name in OUTPUT_FILES):
+        return (
+            "an analysis that did not finish: no summary.json, only .partial files "
+            "(run analyze again with --force)"
+        )
+    if (folder / "summary.json").exists():
+        return f"summary.json cannot be read ({exc.strerror})"
+    return "not an output folder of analyze or batch: it holds no summary.json"

@@ -49,7 +49,12 @@ from espforensics.cli_expect import (
 from espforensics.cli_progress import _BarMeter, _batch_progress
 from espforensics.cli_reconcile import reconcile_command
 from espforensics.cli_typer import (
+    ANALYZE_EPILOG,
+    BATCH_EPILOG,
+    COMPARE_EPILOG,
+    COMPLETION_EPILOG,
     FORMATS_HELP,
+    REPORT_EPILOG,
     CompareFormat,
     FailOn,
     FailOnOption,
@@ -58,10 +63,14 @@ from espforensics.cli_typer import (
     NoPlotsOption,
     QuietOption,
     SaOption,
+    Shell,
     UncheckedOption,
     _Command,
     _Group,
+    completion_script,
+    enable_completion,
 )
+from espforensics.engine.dask_workers import check_scheduler
 from espforensics.errors import EXIT_INTERNAL, EspForensicsError
 from espforensics.gate import Unchecked, exit_code, worst_code
 from espforensics.model import SEVERITY_RANK, Severity
@@ -87,6 +96,7 @@ app = typer.Typer(
 
 def main() -> None:
     """Run the command; a bug outside the library calls still ends in one line and exit 70."""
+    enable_completion()  # a shell asking for completions (espforensics completion SHELL)
     try:
         app()
     except Exception as exc:  # _guarded saw none of it: a bug in this module or in typer
@@ -204,7 +214,7 @@ def main_callback(
     """Offline forensic analysis of IPsec ESP captures."""
 
 
-@app.command(cls=_Command)
+@app.command(cls=_Command, epilog=ANALYZE_EPILOG)
 def analyze(
     capture: Annotated[
         Path,
@@ -298,6 +308,8 @@ def analyze(
     """Decrypt and check every ESP packet of CAPTURE; write tables, plots and reports to --out."""
     expected = assertions(expect)
     stat = xfrm_stat(xfrm_stat_before, xfrm_stat_after, xfrm_stat_host, xfrm_state_stats)
+    if scheduler is not None:  # before stdin is read or a line printed: whatever the size
+        _guarded(lambda: check_scheduler(scheduler))
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
     copies = CaptureCopies(annotate=annotate, decrypted=decrypted)
     printed_only = out is not None and str(out) == STDIN
@@ -384,10 +396,13 @@ def _interrupted_analysis(capture: str, printed_only: bool) -> str:
     return f"espforensics: interrupted: the analysis of {capture} stopped; {left}"
 
 
-@app.command(cls=_Command)
+@app.command(cls=_Command, epilog=REPORT_EPILOG)
 def report(
     folder: Annotated[
-        Path, typer.Argument(metavar="DIR", help="Output folder of an earlier `analyze`.")
+        Path,
+        typer.Argument(
+            metavar="DIR", help="Output folder of an earlier `analyze`, or of a `batch`."
+        ),
     ],
     fmt: Annotated[
         Format, typer.Option("--format", metavar="FORMAT", help=f"What to print: {FORMATS_HELP}.")
@@ -396,15 +411,53 @@ def report(
     unchecked: UncheckedOption = Unchecked.SKIP,
     expect: ExpectOption = None,
 ) -> None:
-    """Print the report of an earlier analysis again; exit as `analyze` did."""
+    """Print the report of an earlier analysis (or batch) again; exit as it did."""
+    from espforensics.batch.report import is_batch_folder  # noqa: PLC0415 (as in batch)
+
     expected = assertions(expect)
+    if is_batch_folder(folder):
+        if expected:
+            _usage("--expect asserts one capture's analysis: report DIR/captures/NAME")
+        _report_batch(folder, fmt, fail_on, unchecked)
+        return
     summary = _guarded(lambda: load_summary(folder))
     if not (expected and fmt is Format.KTAP):
         _show(summary, fmt, fail_on, folder)
     settle(summary, expected, fmt, False, lambda: _exit_gate(summary, fail_on, unchecked))
 
 
-@app.command(cls=_Command)
+BATCH_FORMATS = (Format.TEXT, Format.SUMMARY)  # a batch has report.txt, and no summary.json
+
+
+def _report_batch(folder: Path, fmt: Format, fail_on: FailOn, unchecked: Unchecked) -> None:
+    """``report`` of a batch output folder: its report.txt, and the exit of ``batch``."""
+    from espforensics.batch.report import load_batch  # noqa: PLC0415
+
+    stored = _guarded(lambda: load_batch(folder))
+    if fmt not in BATCH_FORMATS:
+        typer.echo(
+            f"espforensics: error: {folder}: a batch output folder: --format {fmt.value} "
+            f"is one capture's (report {folder}/captures/NAME); a batch's report is text",
+            err=True,
+        )
+        raise typer.Exit(2)
+    typer.echo(stored.report, nl=False)
+    _batch_exit(folder, stored.done, stored.errors, fail_on, unchecked)
+
+
+def _batch_exit(
+    out: Path, done: Iterable[str], errors: int, fail_on: FailOn, unchecked: Unchecked
+) -> None:
+    """Exit as ``batch``: 2 when a capture was not analyzed, else the worst capture's code."""
+    if errors:
+        raise typer.Exit(2)
+    summaries = _guarded(lambda: [load_summary(out / "captures" / name) for name in done])
+    code = worst_code(exit_code(s, _threshold(fail_on), unchecked) for s in summaries)
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command(cls=_Command, epilog=COMPARE_EPILOG)
 def compare(
     before: Annotated[
         Path,
@@ -464,7 +517,7 @@ def compare(
 app.command(cls=_Command, name="reconcile")(reconcile_command)
 
 
-@app.command(cls=_Command)
+@app.command(cls=_Command, epilog=BATCH_EPILOG)
 def batch(
     paths: Annotated[
         list[str],
@@ -523,12 +576,21 @@ def batch(
         typer.echo(f"espforensics: skipped: {skip.path}: {skip.reason}", err=True)
     if not quiet:
         typer.echo((out / "report.txt").read_text(), nl=False)
-    if any(r.status == "error" for r in result.rows):
-        raise typer.Exit(2)
-    summaries = _guarded(lambda: [load_summary(out / "captures" / r.name) for r in result.rows])
-    code = worst_code(exit_code(s, _threshold(fail_on), unchecked) for s in summaries)
-    if code:
-        raise typer.Exit(code)
+        if result.skipped:  # the run's, not the archive's: report.txt is the same either way
+            _notice(
+                f"{result.skipped} of {len(result.rows)} captures taken from an earlier run "
+                f"(manifest.json; --force redoes them)"
+            )
+    errors = sum(r.status == "error" for r in result.rows)
+    _batch_exit(out, [r.name for r in result.rows], errors, fail_on, unchecked)
+
+
+@app.command(cls=_Command, epilog=COMPLETION_EPILOG)
+def completion(
+    shell: Annotated[Shell, typer.Argument(metavar="SHELL", help="bash, zsh or fish.")],
+) -> None:
+    """Print the script that makes SHELL complete espforensics's commands and options."""
+    typer.echo(completion_script(shell))
 
 
 __all__ = [  # defined in cli_typer.py, imported from here by tests and users

@@ -3,7 +3,9 @@
 In: nothing but typer. Out: ``_Group`` and ``_Command`` (typer's group and
 command classes, a usage error printed as ``espforensics: error: ...`` and
 exit 2, help with the metavars docs/cli.md uses), the choices of
-``--format`` and ``--fail-on``, and the options several commands share.
+``--format`` and ``--fail-on``, the options several commands share, the
+help's epilogs (exit codes) and the shell completion scripts
+(``completion_script``; ``enable_completion`` makes a run answer them).
 Raises ``_UsageLine`` (a ``ClickException``) for a usage error. cli.py
 builds the commands from these and re-exports every name.
 """
@@ -16,6 +18,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+from typer._completion_classes import completion_init
+from typer._completion_shared import get_completion_script
 from typer.core import TyperCommand, TyperGroup
 
 from espforensics.gate import Unchecked
@@ -136,6 +140,8 @@ NattOption = Annotated[
     typer.Option(
         "--natt-port",
         metavar="PORT",
+        min=1,
+        max=65535,
         help="UDP port carrying ESP-in-UDP. Repeatable. [default: 4500]",
     ),
 ]
@@ -160,3 +166,84 @@ UncheckedOption = Annotated[
 FORMATS_HELP = "summary, text, markdown, json, ktap or packets (a line per ESP packet)"
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress, nothing on stdout.")]
 NoPlotsOption = Annotated[bool, typer.Option("--no-plots", help="Do not draw the plots.")]
+
+
+class Shell(StrEnum):
+    """The shells ``espforensics completion`` writes a script for."""
+
+    BASH = "bash"
+    ZSH = "zsh"
+    FISH = "fish"
+
+
+PROG = "espforensics"  # the console script the completion scripts call
+COMPLETE_VAR = "_ESPFORENSICS_COMPLETE"  # click's variable: _{PROG}_COMPLETE
+
+
+def completion_script(shell: Shell) -> str:
+    """The script that makes ``shell`` complete espforensics's commands, options and their
+    choices: it runs ``espforensics`` with ``COMPLETE_VAR`` set, which answers instead of
+    running a command (``enable_completion``). Nothing is installed or detected."""
+    return get_completion_script(prog_name=PROG, complete_var=COMPLETE_VAR, shell=shell.value)
+
+
+def enable_completion() -> None:
+    """Let a run with ``COMPLETE_VAR`` set answer with typer's completion classes (those
+    ``completion_script``'s scripts talk to), as typer does when it adds its options."""
+    completion_init()
+
+
+# The help's last paragraphs. \b keeps a paragraph's lines as written (click rewraps others).
+EXIT_CODES = """\b
+Exit codes:
+  0    done; no finding at or above --fail-on
+  1    a finding at or above --fail-on
+  2    usage or input error (one line: espforensics: error: ...)
+  3    the key file is wrong: only key_mismatch findings fail
+  4    no ESP packet verified (--unchecked skip; fail: any unverified)
+  70   a bug in espforensics (one line naming its traceback file)
+  130  interrupted (Ctrl-C)"""
+DOCS = "Documentation: docs/cli.md (commands), docs/outputs.md (files, columns)."
+ANALYZE_EPILOG = f"""\b
+Writes to --out: packets.parquet (packets.csv up to the --csv bound),
+sas.csv, findings.csv, finding_frames.csv/.parquet, report.txt,
+report.md, report.html, summary.json and plots/ (docs/outputs.md).
+
+{EXIT_CODES}
+
+{DOCS}"""
+REPORT_EPILOG = f"""DIR is the output folder of analyze (summary.json) or of batch
+(manifest.json: its report.txt, with --format text or summary).
+
+{EXIT_CODES}
+
+{DOCS}"""
+COMPARE_EPILOG = f"""Each side is a capture (analyzed in memory, with its key files) or the
+output folder of an earlier analyze.
+
+\b
+Exit codes: 0 done (and nothing on AFTER at or above --fail-on, default
+never); 1 a finding of AFTER at or above --fail-on; 2 usage or input
+error; 70 a bug; 130 Ctrl-C.
+
+{DOCS}"""
+BATCH_EPILOG = f"""\b
+Writes to --out: captures/NAME/ (analyze's outputs per capture), the
+packets/ dataset, captures.csv/.parquet, report.txt, report.html and
+manifest.json (for resuming; docs/batch.md).
+
+\b
+Exit codes: 2 when a capture could not be analyzed (or a usage or input
+error), else the worst of the captures' exits: 0 none at or above
+--fail-on, 1 a finding at or above it, 3 a wrong key file, 4 nothing
+verified (--unchecked); 70 a bug in espforensics; 130 Ctrl-C.
+
+{DOCS}"""
+COMPLETION_EPILOG = """\b
+Install (or source the output in the shell's startup file):
+  bash: espforensics completion bash > ~/.local/share/bash-completion/completions/espforensics
+  zsh:  espforensics completion zsh > ~/.zfunc/_espforensics (a folder on $fpath)
+  fish: espforensics completion fish > ~/.config/fish/completions/espforensics.fish
+
+\b
+Exit codes: 0 printed; 2 a shell not among bash, zsh, fish."""

@@ -24,7 +24,7 @@ from espforensics.narrative import FindingGroup, finding_groups, group_unit, plu
 from espforensics.summary import Summary
 
 SPIS_NAMED = 3  # SPIs a sentence names before "and N more"
-GROUPS_NAMED = 2  # finding kinds the second sentence names
+GROUPS_NAMED = 2  # finding kinds the second sentence names at least (every critical one)
 _SWAPPED = "the key given for SPI"  # checks/keys.py variants: the other direction's key
 
 
@@ -156,17 +156,25 @@ def wrong_sentence(summary: Summary) -> str:
         if SEVERITY_RANK[g.severity] >= low and g.kind is not FindingKind.KEY_MISMATCH
     ]
     if key:
-        return key + (f"; also found: {_named(groups[:1])}" if groups else "")
+        return key + (f"; also found: {_named(_shown(groups, 1))}" if groups else "")
     if not groups:
         return (
             "nothing wrong found in what was checked"
             if summary.esp_packets
             else "nothing to find without ESP packets"
         )
-    more = len(groups) - GROUPS_NAMED
-    return f"found: {_named(groups[:GROUPS_NAMED])}" + (
+    shown = _shown(groups, GROUPS_NAMED)
+    more = len(groups) - len(shown)
+    return f"found: {_named(shown)}" + (
         f"; {plural(more, 'more kind')} of finding" if more > 0 else ""
     )
+
+
+def _shown(groups: list[FindingGroup], at_least: int) -> list[FindingGroup]:
+    """The groups a sentence names (worst first): every critical kind, however many, and
+    the next worst up to ``at_least``; a first screen never hides a critical kind."""
+    critical = sum(1 for g in groups if g.severity is Severity.CRITICAL)
+    return groups[: max(at_least, critical)]
 
 
 def _named(groups: list[FindingGroup]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import PurePath
@@ -87,9 +88,29 @@ def mbit(sa: SaSummary) -> str:
     return "-" if rate is None else f"{rate:.2f}"
 
 
-def others(sa: SaSummary) -> str:
-    """The SA's verdicts other than ok, as "verdict n, ..."."""
-    return ", ".join(f"{k} {v}" for k, v in sa.verdicts.items() if k != Verdict.OK and v)
+NO_KEY_WORDS = "no key"  # the reports' word for unknown_sa when no key was given at all
+
+
+def no_key_given(summary: Summary) -> bool:
+    """No SA in the key table: no key file, or none with a usable line, and no decryption
+    secrets in the capture. Every SA seen then lacks a key, and none went unused."""
+    return not summary.unused_sas and not any(sa.algorithm for sa in summary.sas)
+
+
+def verdict_counts(counts: Mapping[str, int], no_key: bool, skip: str = "") -> str:
+    """ "ok 6, esp_misplaced 12", the verdicts as they are counted (``skip``: one left out).
+    ``no_key`` (``no_key_given``): ``unknown_sa`` reads "no key", as nothing was looked up;
+    packets.csv and summary.json keep the verdict's value."""
+    return ", ".join(
+        f"{NO_KEY_WORDS if no_key and k == Verdict.UNKNOWN_SA else k} {v}"
+        for k, v in counts.items()
+        if v and k != skip
+    )
+
+
+def others(sa: SaSummary, no_key: bool = False) -> str:
+    """The SA's verdicts other than ok, as "verdict n, ..." (``no_key``: as ``verdict_counts``)."""
+    return verdict_counts(sa.verdicts, no_key, skip=Verdict.OK.value)
 
 
 SAS_SHOWN = 20  # SAs a report lists one by one; sas.csv has every one

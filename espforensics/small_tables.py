@@ -51,6 +51,14 @@ SA_COLUMNS = (
 )
 
 
+def seconds(ns: int, digits: int) -> str:
+    """Seconds since the epoch with ``digits`` decimals, exactly: 1795993350343337000 ns of a
+    microsecond capture is "1795993350.343337" (a float would print ...343337059)."""
+    whole, frac = divmod(abs(ns), 10**9)
+    sign = "-" if ns < 0 else ""
+    return f"{sign}{whole}" + (f".{frac:09d}"[: digits + 1] if digits else "")
+
+
 def write_sas_csv(path: Path, summary: Summary) -> None:
     """``sas.csv``: one row per SA seen."""
     with path.open("w", newline="") as fh:
@@ -73,8 +81,8 @@ def write_sas_csv(path: Path, summary: Summary) -> None:
                     others,
                     sa.first_seq64,
                     sa.last_seq64,
-                    f"{sa.first_time:.9f}",
-                    f"{sa.last_time:.9f}",
+                    seconds(sa.first_ns, summary.capture.time_digits),
+                    seconds(sa.last_ns, summary.capture.time_digits),
                     sa.wire_bytes,
                     sa.leaked,
                     sa.iv_reused,

@@ -50,6 +50,9 @@ class CaptureInfo:
     frames: int = 0
     first_time: float | None = None
     last_time: float | None = None
+    # The decimal digits the capture's timestamps have: 9 (ns), 6 (us), 3 (ms) or 0, the
+    # fewest that write every one exactly (sas.csv prints its times with as many).
+    time_digits: int = 9
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,10 @@ class SaSummary:
     iv_scheme: str = ""  # how the sender builds its IVs (model.IvScheme), "" if not asked
     # ICMP/ICMPv6 errors in the capture quoting one of its packets (not among ``packets``)
     icmp_quoted: int = 0
+    # first_time and last_time exactly, in ns since the epoch (a float of epoch seconds
+    # cannot hold a nanosecond); 0 in a summary.json of a version before them
+    first_ns: int = 0
+    last_ns: int = 0
 
     @property
     def key(self) -> tuple[int, str, str]:

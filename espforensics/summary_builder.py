@@ -41,6 +41,18 @@ _VERDICT_ORDER: dict[str, int] = {v.value: i for i, v in enumerate(Verdict)}
 
 
 _NO_COUNTS: Counter[Any] = Counter()  # read only: an SA's counts never made
+_SECOND = 10**9
+_DIGITS = {_SECOND: 0, 10**6: 3, 10**3: 6, 1: 9}  # decimal digits of a time unit, in ns
+
+
+def _unit_of(times_ns: npt.NDArray[np.int64] | int, unit: int) -> int:
+    """The largest of s, ms, us and ns, at most ``unit``, that divides every time: the
+    resolution the timestamps show (a microsecond pcap's are multiples of 1,000 ns)."""
+    while unit > 1 and (
+        times_ns % unit if isinstance(times_ns, int) else np.any(np.remainder(times_ns, unit))
+    ):  # a record's time is a Python int: it may lie beyond what int64 holds
+        unit //= 1000
+    return unit
 
 
 def _in_verdict_order(item: tuple[str, int]) -> int:
@@ -50,8 +62,8 @@ def _in_verdict_order(item: tuple[str, int]) -> int:
 @dataclass(slots=True)
 class _SaAcc:
     algorithm: str
-    first_time: float
-    last_time: float
+    first_ns: int  # capture time, ns since the epoch
+    last_ns: int
     first_seq64: int | None = None
     last_seq64: int | None = None
     packets: int = 0
@@ -78,7 +90,7 @@ class _SaAcc:
     def observe(self, rec: PacketRecord) -> None:
         self.packets += 1
         self.wire_bytes += rec.len
-        self.last_time = rec.time / 1e9
+        self.last_ns = rec.time
         self.count_verdict(rec.verdict, 1)
         if rec.seq64 is not None:
             if self.first_seq64 is None:
@@ -157,8 +169,8 @@ class _SaAcc:
             self.verdicts(),
             self.first_seq64,
             self.last_seq64,
-            self.first_time,
-            self.last_time,
+            self.first_ns / 1e9,
+            self.last_ns / 1e9,
             self.wire_bytes,
             self.leaked,
             self.iv_reused,
@@ -175,6 +187,8 @@ class _SaAcc:
             else {},
             iv_scheme,
             icmp_quoted,
+            self.first_ns,
+            self.last_ns,
         )
 
 
@@ -216,6 +230,7 @@ class SummaryBuilder:
         self.inner_esp_packets = 0  # layer 2 on: ESP packets inside an ESP packet's plaintext
         self.first_time: float | None = None
         self.last_time: float | None = None
+        self.time_unit = _SECOND  # the largest of s, ms, us, ns dividing every timestamp
         self.verdicts: Counter[str] = Counter()
         self._sas: dict[tuple[int, str, str], _SaAcc] = {}
         self._layouts: dict[_LayoutKey, _LayoutAcc] = {}
@@ -229,6 +244,8 @@ class SummaryBuilder:
             if self.first_time is None:
                 self.first_time = rec.time / 1e9
             self.last_time = rec.time / 1e9
+            if rec.time % self.time_unit:
+                self.time_unit = _unit_of(rec.time, self.time_unit)
             self.verdicts[rec.verdict] += 1
         if rec.quoted_spi is not None:
             self._quoted[(rec.quoted_spi, rec.quoted_src, rec.quoted_dst)] += 1
@@ -243,7 +260,7 @@ class SummaryBuilder:
         key = (rec.spi, rec.src, rec.dst)
         acc = self._sas.get(key)
         if acc is None:
-            acc = self._sas[key] = _SaAcc(rec.algorithm, rec.time / 1e9, rec.time / 1e9)
+            acc = self._sas[key] = _SaAcc(rec.algorithm, rec.time, rec.time)
         acc.observe(rec)
         if rec.misplaced:  # esp_misplaced, or a cut packet's header found by layout
             self._layout(rec)
@@ -260,6 +277,8 @@ class SummaryBuilder:
             self.first_time = int(ts_ns[0]) / 1e9
         if not recs or int(frame[-1]) > recs[-1].frame:
             self.last_time = int(ts_ns[-1]) / 1e9
+        if self.time_unit > 1 and np.any(ts_ns % self.time_unit):
+            self.time_unit = _unit_of(ts_ns, self.time_unit)
         n = len(frame)
         self.frames += n
         self.esp_packets += n
@@ -270,13 +289,13 @@ class SummaryBuilder:
     def _steady_sa(self, rows: SteadyRows, f: int, idx: npt.NDArray[np.intp]) -> None:
         flow = rows.flows[f]
         key = (flow.spi, flow.src, flow.dst)
-        first_time = int(rows.ts_ns[idx[0]]) / 1e9
+        first_ns = int(rows.ts_ns[idx[0]])
         acc = self._sas.get(key)
         if acc is None:
-            acc = self._sas[key] = _SaAcc(rows.algorithm[f], first_time, first_time)
+            acc = self._sas[key] = _SaAcc(rows.algorithm[f], first_ns, first_ns)
         acc.packets += len(idx)
         acc.wire_bytes += int(rows.wirelen[idx].sum())
-        acc.last_time = int(rows.ts_ns[idx[-1]]) / 1e9
+        acc.last_ns = int(rows.ts_ns[idx[-1]])
         acc.count_verdict(Verdict.OK, len(idx))
         if acc.first_seq64 is None:
             acc.first_seq64 = int(rows.seq64[idx[0]])
@@ -360,7 +379,11 @@ class SummaryBuilder:
         return Summary(
             tool_version=TOOL_VERSION,
             capture=replace(
-                capture, frames=self.frames, first_time=self.first_time, last_time=self.last_time
+                capture,
+                frames=self.frames,
+                first_time=self.first_time,
+                last_time=self.last_time,
+                time_digits=_DIGITS[self.time_unit],
             ),
             esp_packets=self.esp_packets,
             verdicts={v.value: self.verdicts[v] for v in Verdict},

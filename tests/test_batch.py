@@ -292,3 +292,31 @@ def test_real_run_folders_take_their_xfrm_state(tmp_path: Path) -> None:
         assert row["keys"] == str(REAL / name / "xfrm-state.txt")
         assert (row["key_source"], row["keyless"]) == ("folder", "False")
         assert int(row["verdict_ok"]) == int(row["esp_packets"]) == truth["esp_frames"] == ok
+
+
+def test_a_resumed_batch_writes_the_reports_of_a_fresh_one(tmp_path: Path) -> None:
+    """A batch run on part of an archive, then resumed on all of it, writes report.txt and
+    report.html byte for byte as a fresh run of the whole archive: the reused row, read back
+    from manifest.json (its keys sorted by name), lists its finding kinds in the same order."""
+    archive = tmp_path / "archive"
+    paths = [
+        str(write_scenario(build_scenario(name, seed=1), archive, stem=name)["capture"])
+        for name in ("kernel-gso-v4", "sequence")
+    ]
+    resumed, fresh = tmp_path / "resumed", tmp_path / "fresh"
+    run_batch(paths[:1], [], resumed, jobs=1, plots=False)
+    again = run_batch(paths, [], resumed, jobs=1, plots=False)
+    assert (again.analyzed, again.skipped) == (1, 1)
+    res = runner.invoke(app, ["batch", *paths, "--out", str(fresh), "--no-plots", "-j", "1"])
+    assert "taken from an earlier run" not in res.stderr
+    for name in ("report.txt", "report.html"):
+        assert (resumed / name).read_bytes() == (fresh / name).read_bytes(), name
+    report = " ".join((fresh / "report.txt").read_text().split())
+    assert "esp_misplaced 12, cleartext_leak 12" in report  # FindingKind order, as a fresh run
+    assert "seq_duplicate 1, seq_gap 5, seq_reorder 1" in report
+    res = runner.invoke(app, ["batch", *paths, "--out", str(fresh), "--no-plots", "-j", "1"])
+    assert res.stdout == (fresh / "report.txt").read_text()  # the run's count is on stderr
+    assert res.stderr.splitlines() == [
+        "espforensics: 2 of 2 captures taken from an earlier run "
+        "(manifest.json; --force redoes them)"
+    ]

@@ -10,6 +10,7 @@ fix the key file, 4 nothing verified (``--unchecked`` chooses), with
 
 from __future__ import annotations
 
+import collections
 import json
 import re
 from functools import cache
@@ -270,11 +271,22 @@ def test_no_key_says_what_was_seen_and_exits_4(work: Path) -> None:
 def test_keyless_misplaced_headers_are_a_finding_exit_1(work: Path) -> None:
     code, out = _analyze(work, TSO / "capture.pcap", None)
     assert code == 1  # 1 > 4: the layout alone is a finding
-    assert _report(out, "--format", "summary")[1][1:4] == [
+    # every critical kind is named on the first screen (iv_reuse too); no key file was
+    # given, so unknown_sa reads "no key" there (packets.csv keeps the verdict's value)
+    assert _report(out, "--format", "summary")[1][1:11] == [
         "  687 ESP packets, none decrypted: no key (2 SAs)",
         "  found: critical cleartext_leak (94 packets); critical esp_misplaced",
-        "      (94 packets); 2 more kinds of finding",
+        "      (94 packets); critical iv_reuse (64 packets); 1 more kind of",
+        "      finding",
+        "  690 frames, 687 ESP packets, 2 SAs",
+        "  verdicts: no key 593, not_esp 3, esp_misplaced 94",
+        "  SPI 0x00001001 fd00:a::1 -> fd00:a::2 (no key)",
+        "    452 packets: no key 358, esp_misplaced 94",
+        "  SPI 0x00001002 fd00:a::2 -> fd00:a::1 (no key)",
+        "    235 packets: no key 235",
     ]
+    verdicts = collections.Counter(r["verdict"] for r in helpers.packet_rows(out))
+    assert verdicts["unknown_sa"] == 593
     lines = _report(out, "--format", "ktap")[1]
     assert not any("do not decrypt" in x for x in lines)
 
@@ -322,12 +334,14 @@ def test_a_capture_fault_outranks_a_wrong_key_file(work: Path) -> None:
         work, TSO / "capture.pcap", _keys(work, "tso-mixed", _one_sa(text, "0x00001001") + wrong)
     )
     assert code == 1
-    assert _report(out, "--format", "summary")[1][1:7] == [
+    assert _report(out, "--format", "summary")[1][1:9] == [
         "  452 of 687 ESP packets verified with their keys; not: 235 under a key",
         "      that verifies none of them (SPI 0x00001002)",
         "  235 of 687 ESP packets fail their ICV with the key file and verify",
         "      with a 128-bit ICV (the key file says 96): fix the key file for",
-        "      SPI 0x00001002; also found: critical cleartext_leak (94 packets)",
+        "      SPI 0x00001002; also found: critical cleartext_leak (94 packets);",
+        "      critical esp_misplaced (94 packets); critical iv_reuse (64",
+        "      packets)",
         "  690 frames, 687 ESP packets, 2 SAs",
     ]
     assert _report(out, "--fail-on", "never")[0] == 0  # 452 verified: skip is satisfied

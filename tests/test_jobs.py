@@ -12,6 +12,7 @@ so the tests know which batches they opened; the outputs do not depend on it.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import itertools
 import os
@@ -355,7 +356,7 @@ def test_a_stopped_run_leaves_no_worker_and_no_finished_output(
             "a stream: --jobs 2 decrypts on threads)",
         ),
         (
-            ["--scheduler", "tcp://127.0.0.1:9"],
+            ["--scheduler", "CLUSTER"],
             "read as a stream: no worker takes its batches (--scheduler is not used)",
         ),
     ],
@@ -364,10 +365,20 @@ def test_a_streamed_capture_says_no_worker_takes_it(
     tmp_path: Path, extra: list[str], says: str
 ) -> None:
     """A compressed capture asked --jobs or --scheduler: one line says what happens (local
-    workers read it decompressed once; a cluster's cannot), and the run goes on."""
+    workers read it decompressed once; a cluster's cannot), and the run goes on. The
+    scheduler is reached all the same (a LocalCluster of threads: no worker is used)."""
     capture, keys = _window(tmp_path, 0, compress=True)
     alone = run_cli("analyze", capture, "--sa", keys, "--out", tmp_path / "a", "--no-plots")
-    res = run_cli("analyze", capture, "--sa", keys, "--out", tmp_path / "o", "--no-plots", *extra)
+    with contextlib.ExitStack() as stack:
+        if "CLUSTER" in extra:
+            distributed = pytest.importorskip("distributed")
+            cluster = stack.enter_context(
+                distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=":0")
+            )
+            extra = [cluster.scheduler_address if a == "CLUSTER" else a for a in extra]
+        res = run_cli(
+            "analyze", capture, "--sa", keys, "--out", tmp_path / "o", "--no-plots", *extra
+        )
     assert res.code == alone.code == 1, res.stderr  # the window's faults are findings
     assert "read as a stream" not in alone.stderr
     assert f"espforensics: {capture}: gzip-compressed, {says}" in res.stderr.splitlines()

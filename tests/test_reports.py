@@ -74,7 +74,10 @@ def test_report_formats(gso_v6: Path) -> None:
 def test_report_of_a_folder_that_is_not_one(tmp_path: Path) -> None:
     res = runner.invoke(app, ["report", str(tmp_path)])
     assert res.exit_code == 2
-    assert res.stderr.startswith(f"espforensics: error: {tmp_path}: not an espforensics output")
+    assert res.stderr == (
+        f"espforensics: error: {tmp_path}: not an output folder of analyze or batch: "
+        "it holds no summary.json\n"
+    )
 
 
 @pytest.mark.parametrize("scenario", ["kernel-gso-v4", "kernel-gso-v6"])

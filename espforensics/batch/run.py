@@ -32,7 +32,8 @@ from espforensics.batch.task import (
     key_source,
     manifest_entry,
 )
-from espforensics.errors import TRACEBACK_FILE, CaptureError
+from espforensics.engine.dask_workers import check_scheduler
+from espforensics.errors import TRACEBACK_FILE, CaptureError, OutputExistsError
 from espforensics.keys import load_sas
 from espforensics.model import FindingKind, Verdict
 from espforensics.small_tables import write_rows
@@ -72,7 +73,12 @@ def capture_row(r: CaptureResult) -> list[object]:
 
 
 def _prepare(out: Path) -> None:
-    (out / "captures").mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():  # as analyze's --out (analysis_outdir.py)
+        raise OutputExistsError(str(out), "exists and is not a folder")
+    try:
+        (out / "captures").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputExistsError(str(out), f"cannot create output folder: {exc.strerror}") from exc
     for stale in (out / "captures").glob(f"{PARTIAL}*"):  # left by an interrupted run
         shutil.rmtree(stale)
     for leftover in [
@@ -92,9 +98,9 @@ def _write_tables(out: Path, batch: BatchResult) -> None:
     staged = out / f"{PARTIAL}captures"  # write_rows adds .csv and .parquet
     write_rows(staged, capture_columns(), [capture_row(r) for r in batch.rows])
     report = out / f"{PARTIAL}report.txt"
-    report.write_text(render_batch_report(batch.rows, batch.skipped))
+    report.write_text(render_batch_report(batch.rows))
     html = out / f"{PARTIAL}report.html"
-    html.write_text(render_batch_html(batch.rows, batch.skipped), encoding="utf-8")
+    html.write_text(render_batch_html(batch.rows), encoding="utf-8")
     for ext in (".csv", ".parquet"):
         os.replace(staged.with_suffix(ext), (out / "captures").with_suffix(ext))
     os.replace(report, out / "report.txt")
@@ -169,6 +175,8 @@ def run_batch(
     found = discovery.jobs
     if sas:
         load_sas(list(sas))  # a bad global key file stops the batch before it starts
+    if scheduler:
+        check_scheduler(scheduler)  # so does a scheduler not reached, even with nothing to do
     _prepare(out)
     manifest = Manifest(out)
     base = CaptureTask("", "", str(out), "", tuple(str(s) for s in sas), (), natt_ports, plots)

@@ -1,7 +1,8 @@
 """``analyze --scheduler ADDRESS``: a Dask cluster's workers prefetch one capture's batches.
 
 In: the scheduler's address, the SAs of the key files and the NAT-T ports.
-Out: ``dask_backend``, a ``pool.Backend`` whose ``submit`` runs ``prefetch``
+Out: ``check_scheduler`` (the scheduler reached, before a run starts) and
+``dask_backend``, a ``pool.Backend`` whose ``submit`` runs ``prefetch``
 (engine/prefetch.py) on the cluster: each task reads its batch from the
 capture at the same path (the file must be on storage the workers share),
 the SAs are sent to each worker once (``Client.scatter``). Raises
@@ -74,6 +75,9 @@ class _Cluster:
         self._client.close()
 
 
+CONNECT_TIMEOUT = "10s"  # how long a client tries to reach the scheduler (dask's notation)
+
+
 def dask_client(address: str) -> Any:
     """A client of the Dask scheduler at ``address`` (``batch`` and ``analyze``'s
     ``--scheduler``); raises ``InputError`` naming it when dask is not installed or the
@@ -81,11 +85,21 @@ def dask_client(address: str) -> Any:
     try:  # imported here: dask is an optional extra, needed only with --scheduler
         from dask.distributed import Client  # noqa: PLC0415
     except ImportError as exc:
-        raise InputError(address, "--scheduler needs dask[distributed] installed") from exc
+        why = "--scheduler needs dask, which is not installed: pip install 'espforensics[dask]'"
+        raise InputError(address, why) from exc
     try:
-        return Client(address, timeout="10s")  # type: ignore[no-untyped-call]
+        return Client(address, timeout=CONNECT_TIMEOUT)  # type: ignore[no-untyped-call]
     except OSError as exc:
         raise InputError(address, f"cannot reach the Dask scheduler: {exc}") from exc
+    except ValueError as exc:  # "missing port number", "unknown address scheme 'udp'"
+        raise InputError(address, f"not a Dask scheduler address: {exc}") from exc
+
+
+def check_scheduler(address: str) -> None:
+    """Reach the scheduler at ``address`` once, before a run touches any output: the
+    workers of a small capture may never be asked for, and ``--scheduler`` is checked
+    whatever the capture's size. Raises as ``dask_client``."""
+    dask_client(address).close()
 
 
 def dask_backend(address: str, table: SaTable, ports: frozenset[int]) -> Backend:

@@ -76,7 +76,8 @@ class Header:
     esp_packets: int
     esp_more: str  # "", or with ESP inside ESP " (and 8 inside them)"
     sa_count: int
-    verdicts: str  # "ok 13, esp_misplaced 12", or "none"
+    verdicts: str  # "ok 13, esp_misplaced 12", or "none"; "no key 593" for unknown_sa
+    # when no key was given at all (narrative.verdict_counts)
 
     @property
     def esp_count(self) -> str:
@@ -217,7 +218,7 @@ def report_content(
         summary=summary,
         header=_header(summary),
         verdict=narrative.verdict_sentences(summary, tallied),
-        sas=tuple(_sa_row(sa) for sa in shown),
+        sas=tuple(_sa_row(sa, narrative.no_key_given(summary)) for sa in shown),
         sas_rest=rest,
         groups=tuple(_group_row(g, _kind_frames(summary, g.kind)) for g in groups),
         findings=tuple(_finding_row(f) for f in summary.finding_list[:FINDINGS_SHOWN]),
@@ -257,10 +258,6 @@ def _receiver(summary: Summary) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def _counts(counts: Mapping[str, int]) -> str:
-    return ", ".join(f"{k} {v}" for k, v in counts.items() if v)
-
-
 def _header(summary: Summary) -> Header:
     cap = summary.capture
     span = (cap.last_time or 0) - (cap.first_time or 0)
@@ -277,11 +274,11 @@ def _header(summary: Summary) -> Header:
         summary.esp_packets,
         f" (and {inner} inside them)" if (inner := summary.inner_esp_packets) else "",
         len(summary.sas),
-        _counts(summary.verdicts) or "none",
+        narrative.verdict_counts(summary.verdicts, narrative.no_key_given(summary)) or "none",
     )
 
 
-def _sa_row(sa: SaSummary) -> SaRow:
+def _sa_row(sa: SaSummary, no_key: bool) -> SaRow:
     return SaRow(
         f"{sa.spi:#010x}",
         sa.src,
@@ -290,8 +287,8 @@ def _sa_row(sa: SaSummary) -> SaRow:
         sa.mode,
         sa.packets,
         sa.verdicts.get(Verdict.OK.value, 0),
-        narrative.others(sa),
-        _counts(sa.verdicts),
+        narrative.others(sa, no_key),
+        narrative.verdict_counts(sa.verdicts, no_key),
         narrative.mbit(sa),
         _sa_notes(sa),
         sa.iv_scheme,
