@@ -54,6 +54,7 @@ from espforensics.cli_typer import (
     COMPARE_EPILOG,
     COMPLETION_EPILOG,
     FORMATS_HELP,
+    RECONCILE_EPILOG,
     REPORT_EPILOG,
     CompareFormat,
     FailOn,
@@ -514,7 +515,7 @@ def compare(
     _exit_for(worst_severity(sides[1]), fail_on)
 
 
-app.command(cls=_Command, name="reconcile")(reconcile_command)
+app.command(cls=_Command, name="reconcile", epilog=RECONCILE_EPILOG)(reconcile_command)
 
 
 @app.command(cls=_Command, epilog=BATCH_EPILOG)

@@ -239,6 +239,16 @@ error), else the worst of the captures' exits: 0 none at or above
 verified (--unchecked); 70 a bug in espforensics; 130 Ctrl-C.
 
 {DOCS}"""
+RECONCILE_EPILOG = f"""\b
+Writes to --out: reconcile.csv, one row per ESP packet of either capture
+(spi, seq64, sender_frame, receiver_frame, fate, receiver_verdict), and
+prints the packets per fate (docs/receiver.md).
+
+\b
+Exit codes: 0 done; 2 a capture it cannot read, a folder it may not write,
+or a usage error; 70 a bug; 130 Ctrl-C.
+
+{DOCS}"""
 COMPLETION_EPILOG = """\b
 Install (or source the output in the shell's startup file):
   bash: espforensics completion bash > ~/.local/share/bash-completion/completions/espforensics
