@@ -60,16 +60,19 @@ from espforensics.cli_typer import (
     FailOn,
     FailOnOption,
     Format,
+    FramesOption,
     NattOption,
     NoPlotsOption,
     QuietOption,
     SaOption,
     Shell,
+    SpiOption,
     UncheckedOption,
     _Command,
     _Group,
     completion_script,
     enable_completion,
+    selection,
 )
 from espforensics.engine.dask_workers import check_scheduler
 from espforensics.errors import EXIT_INTERNAL, EspForensicsError
@@ -305,13 +308,15 @@ def analyze(
     xfrm_stat_after: StatAfterOption = None,
     xfrm_stat_host: StatHostOption = None,
     xfrm_state_stats: StatesOption = None,
+    spi: SpiOption = None,
+    frames: FramesOption = None,
 ) -> None:
     """Decrypt and check every ESP packet of CAPTURE; write tables, plots and reports to --out."""
     expected = assertions(expect)
     stat = xfrm_stat(xfrm_stat_before, xfrm_stat_after, xfrm_stat_host, xfrm_state_stats)
     if scheduler is not None:  # before stdin is read or a line printed: whatever the size
         _guarded(lambda: check_scheduler(scheduler))
-    options = Options(natt_ports=frozenset(natt_port or (4500,)))
+    options = Options(natt_ports=frozenset(natt_port or (4500,)), select=selection(spi, frames))
     copies = CaptureCopies(annotate=annotate, decrypted=decrypted)
     printed_only = out is not None and str(out) == STDIN
     damaged: list[Summary] = []  # what was read of a damaged capture, its files written

@@ -23,6 +23,7 @@ from typer._completion_shared import get_completion_script
 from typer.core import TyperCommand, TyperGroup
 
 from espforensics.gate import Unchecked
+from espforensics.model import Selection
 
 if TYPE_CHECKING:  # typer vendors its own click: the help types come from there
     from typer._click import Context, HelpFormatter
@@ -161,6 +162,63 @@ UncheckedOption = Annotated[
         metavar="POLICY",
         help="Exit 4 when no ESP packet was verified (skip), also when any went unverified "
         "(fail), or never (ignore).",
+    ),
+]
+
+
+def _spis(values: list[str] | None) -> list[str] | None:
+    """``--spi``: each an SPI, hex (0x1001) or decimal (4097), of 32 bits."""
+    for value in values or ():
+        try:
+            spi = int(value, 0)
+        except ValueError:
+            raise typer.BadParameter(f"{value!r} is not an SPI (0x1001 or 4097)") from None
+        if not 0 <= spi < 1 << 32:
+            raise typer.BadParameter(f"{value} is not a 32-bit SPI")
+    return values
+
+
+def _frames(value: str | None) -> str | None:
+    """``--frames``: A-B, A- (to the end) or A, frame numbers from 1."""
+    if value is None:
+        return None
+    first, dash, last = value.partition("-")
+    try:
+        a, b = int(first), (int(last) if last else (1 << 63) - 1) if dash else int(first)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not A-B, A- or A (frame numbers)") from None
+    if not 1 <= a <= b:
+        raise typer.BadParameter(f"{value!r}: frames count from 1, and A <= B")
+    return value
+
+
+def selection(spis: list[str] | None, frames: str | None) -> Selection:
+    """What ``--spi`` and ``--frames`` select (both checked by their callbacks)."""
+    span = None
+    if frames is not None:
+        first, dash, last = frames.partition("-")
+        span = (int(first), (int(last) if last else (1 << 63) - 1) if dash else int(first))
+    return Selection(frozenset(int(v, 0) for v in spis or ()), span)
+
+
+SpiOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--spi",
+        metavar="SPI",
+        callback=_spis,
+        help="Analyze only the ESP packets of this SPI (0x1001 or 4097); repeatable. Every "
+        "other frame is still a row, verdict not_selected.",
+    ),
+]
+FramesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--frames",
+        metavar="RANGE",
+        callback=_frames,
+        help="Analyze only frames RANGE: A-B, A- (from A to the end) or A (one frame). Every other "
+        "frame is still a row, verdict not_selected.",
     ),
 ]
 FORMATS_HELP = "summary, text, markdown, json, ktap or packets (a line per ESP packet)"

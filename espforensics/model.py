@@ -68,6 +68,37 @@ class Verdict(StrEnum):
     DECRYPTED_NO_ICV = "decrypted_no_icv"
     # The ICV verified (RFC 4303 s3.4.4: checked before decryption); the cipher is not opened.
     AUTHENTIC_NOT_DECRYPTED = "authentic_not_decrypted"
+    # Outside what --spi / --frames select: not analyzed, still a row (its SPI and sequence
+    # number when the frame got that far).
+    NOT_SELECTED = "not_selected"
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What a run analyzes (``--spi``, ``--frames``); every other frame is a row of its
+    own with verdict ``not_selected``. Empty ``spis`` and no ``frames``: everything."""
+
+    spis: frozenset[int] = frozenset()
+    frames: tuple[int, int] | None = None  # first and last frame number, both included
+
+    @property
+    def everything(self) -> bool:
+        return not self.spis and self.frames is None
+
+    def frame(self, number: int) -> bool:
+        """Is frame ``number`` selected (by ``frames``)?"""
+        return self.frames is None or self.frames[0] <= number <= self.frames[1]
+
+    def spi(self, spi: int) -> bool:
+        """Is an ESP packet of ``spi`` selected (by ``spis``)?"""
+        return not self.spis or spi in self.spis
+
+    def words(self) -> str:
+        """The selection as the command line said it: ``--spi 0x00001001 --frames 10-20``."""
+        said = [f"--spi {spi:#010x}" for spi in sorted(self.spis)]
+        if self.frames is not None:
+            said.append(f"--frames {self.frames[0]}-{self.frames[1]}")
+        return " ".join(said)
 
 
 class FindingKind(StrEnum):

@@ -31,7 +31,7 @@ import gc
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from espforensics.analyzer.crypto import conclude, open_packet
 from espforensics.analyzer.esn_place import EsnPlacement
@@ -72,6 +72,8 @@ from espforensics.model import (
     Finding,
     Frame,
     PacketRecord,
+    Proto,
+    Selection,
     UnusedSa,
     Verdict,
 )
@@ -141,6 +143,7 @@ class Options:
     # reference the steady lane is tested against. The outputs are the same either way.
     steady_lane: bool = True
     batch_frames: int = 4096  # frames per batch of the engine (tests use small ones)
+    select: Selection = field(default_factory=Selection)  # --spi, --frames: what is analyzed
 
 
 class FrameAnalyzer:
@@ -217,6 +220,10 @@ class FrameAnalyzer:
         A frame whose ESP plaintext carries ESP has a record per layer (``layer``).
         """
         rec = PacketRecord(frame.number, frame.ts_ns, frame.caplen, frame.wirelen)
+        if not self.options.select.frame(frame.number):
+            rec.verdict = Verdict.NOT_SELECTED
+            rec.detail = f"frame not selected ({self.options.select.words()})"
+            return self._released((rec,), frame.ts_ns)
         pkt = self._analyze(frame, rec)
         inner = self._layers(frame, pkt) if may_nest(pkt) else ()
         if pkt is not None and pkt.state.tentative is not pkt:
@@ -224,10 +231,14 @@ class FrameAnalyzer:
         for layer in inner:
             if layer.pkt is not None and layer.pkt.state.tentative is not layer.pkt:
                 self._observe(layer.pkt)
+        return self._released((rec, *(layer.rec for layer in inner)), frame.ts_ns)
+
+    def _released(self, recs: tuple[PacketRecord, ...], ts_ns: int) -> Released:
+        """A frame's records, or those now released when records are held before them."""
         if not self._waiting:
-            return (rec, *(layer.rec for layer in inner)) if inner else (rec,)
-        self._waiting.push((rec, *(layer.rec for layer in inner)))
-        return tuple(self._release(self._bound(frame.ts_ns)))
+            return recs
+        self._waiting.push(recs)
+        return tuple(self._release(self._bound(ts_ns)))
 
     def _analyze(self, frame: Frame, rec: PacketRecord) -> PacketContext | None:
         """Fill ``rec``; the packet for the checks when the frame carries ESP."""
@@ -326,6 +337,11 @@ class FrameAnalyzer:
             self._headless(rec, ip, data, loc.offset)
             return None
         spi, seq = parse_esp_header(data, loc.offset)
+        if not self.options.select.spi(spi):  # not analyzed: no flow, no check sees it
+            rec.proto, rec.spi, rec.seq = Proto.OTHER, spi, seq
+            rec.verdict = Verdict.NOT_SELECTED
+            rec.detail = f"SPI {spi:#010x} not selected ({self.options.select.words()})"
+            return None
         flow = self.flow_for(spi, ip.src, ip.dst)
         state = flow.state
         self.touched.add(state)

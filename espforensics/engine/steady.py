@@ -58,12 +58,23 @@ from espforensics.engine.plan import (
     unopenable,
 )
 from espforensics.engine.rows import SteadyRows
-from espforensics.engine.wire import I64, FrameBatch, WireColumns
+from espforensics.engine.wire import I64, FrameBatch, Mask, WireColumns
 from espforensics.esn import EsnTracker
-from espforensics.model import PacketRecord
+from espforensics.model import PacketRecord, Selection
 from espforensics.pipeline import FrameAnalyzer
 
 __all__ = ["Decoded", "OpenJob", "Opening", "Plan", "SteadyLane"]
+
+
+def _selected(select: Selection, batch: FrameBatch, wire: WireColumns) -> Mask:
+    """The rows ``--spi`` and ``--frames`` select: the lane never takes another (the
+    per-frame path makes it a ``not_selected`` row)."""
+    chosen = np.ones(len(batch), np.bool_)
+    if select.frames is not None:
+        chosen &= (batch.number >= select.frames[0]) & (batch.number <= select.frames[1])
+    if select.spis:
+        chosen &= np.isin(wire.spi, np.fromiter(select.spis, np.int64))
+    return chosen
 
 
 class SteadyLane:
@@ -81,7 +92,7 @@ class SteadyLane:
         """Which rows of ``batch`` the lane may take, and the packets to open for them."""
         n = len(batch)
         plan = Plan([False] * n, np.full(n, -1, np.int64))
-        rows = np.flatnonzero(wire.steady)
+        rows = np.flatnonzero(wire.steady & _selected(self._an.options.select, batch, wire))
         plan.rows = rows
         plan.spi = wire.spi[rows]
         plan.frame = batch.number[rows]

@@ -61,6 +61,7 @@ VERDICT_COLOURS: dict[str, str] = {
     Verdict.FRAGMENT: "#1f77b4",  # blue
     Verdict.UNDECODABLE: "#000000",  # black
     Verdict.NOT_ESP: "#c7c7c7",  # light grey
+    Verdict.NOT_SELECTED: "#f0f0f0",  # lighter still: not analyzed
 }
 _OTHER_COLOURS = ("#e377c2", "#bcbd22", "#17becf")  # for values outside a fixed palette
 # Per SA (in label order): tab10 without red, which marks reused IVs.

@@ -51,7 +51,7 @@ def packet_lines(
     for rec in records:
         if first_ns is None:
             first_ns = rec.time
-        if rec.verdict is Verdict.NOT_ESP:
+        if rec.verdict in (Verdict.NOT_ESP, Verdict.NOT_SELECTED):
             continue
         yield packet_line(rec, first_ns, findings, on.get((rec.frame, rec.layer), ())) + "\n"
 
