@@ -18,6 +18,7 @@ killed or interrupted leaves no file under a final name.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,7 +43,7 @@ from espforensics.analysis_run import (
     sha256_file,
 )
 from espforensics.capture.regular import check_regular
-from espforensics.errors import InputError, OutputError
+from espforensics.errors import CaptureError, CaptureTruncated, InputError, OutputError
 from espforensics.keys import SaTable
 from espforensics.pipeline import Options, fewer_collections
 from espforensics.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
@@ -156,6 +157,14 @@ def _write_copies(
     return error
 
 
+def read_in_part(summary: Summary, error: Exception) -> bool:
+    """True when ``error`` is the damage of a capture of which some was read: a frame,
+    or the header of a file cut short (not a file that is no capture at all)."""
+    if not isinstance(error, CaptureError) or not summary.error:
+        return False
+    return summary.capture.frames > 0 or isinstance(error, CaptureTruncated)
+
+
 def _both(first: Progress, then: Progress | None) -> Progress:
     """Tell ``first``, then ``then`` (if any), how many bytes of the capture were read."""
     if then is None:
@@ -184,6 +193,7 @@ def analyze_to_dir(
     meter: Meter | None = None,
     scheduler: str | None = None,
     name: str | None = None,
+    damaged: Callable[[Summary], None] | None = None,
 ) -> Summary:
     """Analyze a capture into ``out``; every file is written even if the capture is damaged.
 
@@ -205,6 +215,9 @@ def analyze_to_dir(
     ``meter``: told the frames read and each phase after (progress.py).
     ``name``: what the outputs and errors call the capture when ``path`` is a copy of
     it (``-``: standard input, capture/spool.py).
+    ``damaged``: told the summary of what was read of a damaged capture (``read_in_part``),
+    once every file is written, before its ``CaptureError`` is raised: the command line
+    prints it as for a whole capture.
     """
     check_regular(path)  # refused before the output folder is touched
     stage = meter.phase if meter is not None else lambda name: None
@@ -239,6 +252,8 @@ def analyze_to_dir(
         _publish(out)
         stage(DONE)
         if error is not None:
+            if damaged is not None and read_in_part(summary, error):
+                damaged(summary)
             raise error
     except OSError as exc:  # the capture's are CaptureError: this is an output refused
         raise OutputError(str(out), _cannot_write(exc)) from exc
@@ -269,6 +284,7 @@ __all__ = [  # what this module offered before it was split, and still does
     "load_summary",
     "partial",
     "prepare_out_dir",
+    "read_in_part",
     "sha256_file",
     "summarize",
     "summary_of",

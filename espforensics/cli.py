@@ -283,6 +283,7 @@ def analyze(
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
     copies = CaptureCopies(annotate=annotate, decrypted=decrypted)
     printed_only = out is not None and str(out) == STDIN
+    damaged: list[Summary] = []  # what was read of a damaged capture, its files written
     with ExitStack() as stack:
         path, name = _capture_path(capture, stack)
         if printed_only:  # a folder of our own, removed with the copy of stdin, if any
@@ -292,25 +293,31 @@ def analyze(
             out_dir = out if out is not None else _default_out(capture)
         _streamed_notice(path, jobs, scheduler, quiet)
         meter, stop = _meter(path, quiet)
-        summary = _guarded(
-            lambda: analyze_to_dir(
-                path,
-                sa or [],
-                out_dir,
-                force=force,
-                options=options,
-                meter=meter,
-                plots=not (no_plots or printed_only),
-                jobs=_threads(jobs, quiet),
-                copies=copies,
-                packets_csv=False if printed_only else packets_csv,
-                scheduler=scheduler,
-                name=name,
-            ),
-            None if printed_only else out_dir,
-            stop,
-            _interrupted_analysis(name or str(capture), printed_only),
-        )
+        try:
+            summary = _guarded(
+                lambda: analyze_to_dir(
+                    path,
+                    sa or [],
+                    out_dir,
+                    force=force,
+                    options=options,
+                    meter=meter,
+                    plots=not (no_plots or printed_only),
+                    jobs=_threads(jobs, quiet),
+                    copies=copies,
+                    packets_csv=False if printed_only else packets_csv,
+                    scheduler=scheduler,
+                    name=name,
+                    damaged=damaged.append,
+                ),
+                None if printed_only else out_dir,
+                stop,
+                _interrupted_analysis(name or str(capture), printed_only),
+            )
+        except typer.Exit:  # the error is on stderr; a damaged capture's report still follows
+            if not damaged:
+                raise
+            summary = damaged[0]
         for note in summary.key_notes:  # a key file's line skipped, policy blocks ignored
             typer.echo(f"espforensics: warning: {note}", err=True)
         csv_left_out = not (out_dir / "packets.csv").exists()
@@ -326,6 +333,8 @@ def analyze(
                     typer.echo(f"  outputs: {out_dir}/")
                 for what, target in copies.targets():
                     typer.echo(f"  {what}: {target}")
+    if damaged:  # an input error, whatever was found in what was read
+        raise typer.Exit(2)
     _exit_gate(summary, fail_on, unchecked)
 
 

@@ -263,6 +263,13 @@ class BadChecksums:
     first: str
 
 
+@dataclass(frozen=True, slots=True)
+class NextHeaderMismatch:
+    """next_header_mismatch: the first packet's words (next header, what the payload is)."""
+
+    first: str
+
+
 Evidence = (
     Misplaced
     | Leak
@@ -286,4 +293,5 @@ Evidence = (
     | HmacKeySize
     | NoIntegrity
     | BadChecksums
+    | NextHeaderMismatch
 )

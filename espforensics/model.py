@@ -85,6 +85,8 @@ class FindingKind(StrEnum):
     HMAC_KEY_SIZE = "hmac_key_size"  # an HMAC key not of the length its RFC gives
     NO_INTEGRITY = "no_integrity"  # an SA whose ICVs are absent or not checked
     INNER_CHECKSUM = "inner_checksum"  # a decrypted packet's own checksum does not verify
+    # A decrypted payload that is provably not what its next header names
+    NEXT_HEADER_MISMATCH = "next_header_mismatch"
 
 
 class InnerChecksum(StrEnum):
@@ -212,6 +214,13 @@ class PacketRecord:
     # The encapsulations before the outer IP header, as libpcap's filter keywords (decode/
     # link.py): "vlan", "vlan vlan", "pppoes", "mpls", ...; empty when IP follows the link.
     carriers: str = ""
+    # An ICMP or ICMPv6 error quoting an ESP packet (decode/icmp.py): the quoted packet's
+    # SPI, sequence number (empty when the quote ends before it) and addresses. The frame
+    # itself is no ESP packet (verdict not_esp, spi and seq empty): it names one.
+    quoted_spi: int | None = None
+    quoted_seq: int | None = None
+    quoted_src: str = ""
+    quoted_dst: str = ""
 
     @property
     def misplaced(self) -> bool:

@@ -17,7 +17,9 @@ location -> flow and SA (analyzer/flows.py) -> header (analyzer/header.py)
 or not checked) -> ESN place
 (analyzer/esn_place.py) -> verdict, trailer and inner decode -> inner ESP
 layers (analyzer/layers.py) -> checks -> records out in capture order
-(analyzer/waiting.py). Fragments that do not complete a datagram are held
+(analyzer/waiting.py). A datagram without ESP that is an ICMP error quoting an
+ESP packet gets that packet's SPI and sequence number (decode/icmp.py), and
+reaches no SA. Fragments that do not complete a datagram are held
 back (bounded by the reassembler's limits) so that their ``detail`` can
 say what became of the datagram. docs/architecture.md says who owns which
 state and in which order held records are given up.
@@ -47,6 +49,7 @@ from espforensics.decode.esp import (
     parse_esp_header,
     protocol_name,
 )
+from espforensics.decode.icmp import QuotedEsp, quoted_esp
 from espforensics.decode.ip import PROTO_AH, PROTO_ESP, PROTO_UDP, OuterIp, parse_ip
 from espforensics.decode.link import (
     ETH_IPV4,
@@ -306,6 +309,9 @@ class FrameAnalyzer:
         if isinstance(loc, NotEsp):
             rec.udp_sport, rec.udp_dport = loc.udp_sport, loc.udp_dport
             rec.detail = f"AH, then {loc.reason}" if ip.ah else loc.reason
+            quote = quoted_esp(ip, data, self._natt_ports)
+            if quote is not None:
+                self._quoted(rec, quote)
             if loc.payload_word is not None and loc.payload_word in self.sas.spis:
                 # ESP-in-UDP on a port not given? (checks/keys.py names the SA's likely port)
                 self._keys.observe_udp(loc.payload_word, loc.udp_sport, loc.udp_dport)
@@ -329,6 +335,17 @@ class FrameAnalyzer:
             # keyless, or cut before its ICV by the capture: what is seen is all there is
             state.tracker.commit(seq64)
         return pkt
+
+    def _quoted(self, rec: PacketRecord, quote: QuotedEsp) -> None:
+        """An ICMP error quoting an ESP packet: its header, named; no packet of its SA."""
+        rec.quoted_spi, rec.quoted_seq = quote.spi, quote.seq
+        rec.quoted_src, rec.quoted_dst = self._flows.name(quote.src), self._flows.name(quote.dst)
+        seq = "" if quote.seq is None else f" seq {quote.seq}"
+        esp = "ESP in UDP" if quote.udp else "ESP"
+        rec.detail = (
+            f"{quote.error} quoting {esp} of SPI {quote.spi:#010x}{seq}"
+            f" ({rec.quoted_src} -> {rec.quoted_dst})"
+        )
 
     def _layers(self, frame: Frame, pkt: PacketContext | None) -> list[Layer]:
         """The ESP packets inside ``pkt``'s plaintext, layer by layer (RFC 4303 s3.1)."""

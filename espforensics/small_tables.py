@@ -47,6 +47,7 @@ SA_COLUMNS = (
     "tfc_padded_to",
     "inner_checksums",
     "iv_scheme",
+    "icmp_quoted",
 )
 
 
@@ -86,6 +87,7 @@ def write_sas_csv(path: Path, summary: Summary) -> None:
                     ";".join(f"{k}={v}" for k, v in sa.tfc_padded_to.items()),
                     ";".join(f"{k}={v}" for k, v in sa.inner_checksums.items()),
                     sa.iv_scheme,
+                    sa.icmp_quoted,
                 ]
             )
 

@@ -79,6 +79,8 @@ class SaSummary:
     # packets per inner_checksum value of the SA's decrypted packets: {"ok": 140, ...}
     inner_checksums: dict[str, int] = field(default_factory=dict)
     iv_scheme: str = ""  # how the sender builds its IVs (model.IvScheme), "" if not asked
+    # ICMP/ICMPv6 errors in the capture quoting one of its packets (not among ``packets``)
+    icmp_quoted: int = 0
     # Of verdicts["truncated"]: packets the capture cut (a snap length); of them, those
     # whose header it showed where it is read or found later by layout (the placement,
     # sequence and IV checks read them); of those, found later (the leak check read them).
@@ -140,6 +142,9 @@ class Summary:
     coverage: tuple[CheckCoverage, ...] = ()  # one per check, in the order they run
     # ESP packets inside the frames' ESP packets' plaintexts (layer 2 on), not in esp_packets.
     inner_esp_packets: int = 0
+    # ICMP/ICMPv6 errors quoting an ESP packet (frames, not in esp_packets): those quoting an
+    # SA of ``sas`` count there too, in its ``icmp_quoted``.
+    icmp_quoted: int = 0
 
     @property
     def esp_layers(self) -> int:
@@ -201,6 +206,7 @@ class Summary:
                 for u in doc.get("unused_sas", ())
             ),
             key_notes=tuple(doc.get("key_notes", ())),
+            icmp_quoted=doc.get("icmp_quoted", 0),
             coverage=(
                 tuple(
                     CheckCoverage(**{**c, "skipped": dict(c["skipped"])}) for c in doc["coverage"]

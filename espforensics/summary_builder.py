@@ -154,7 +154,12 @@ class _SaAcc:
         return "mixed (guess)" if self.ip_payloads else ""
 
     def summary(
-        self, key: tuple[int, str, str], missing: int, mode: str, iv_scheme: str = ""
+        self,
+        key: tuple[int, str, str],
+        missing: int,
+        mode: str,
+        iv_scheme: str = "",
+        icmp_quoted: int = 0,
     ) -> SaSummary:
         spi, src, dst = key
         tfc_to, checksums = self.tfc_to or _NO_COUNTS, self.checksums or _NO_COUNTS
@@ -184,9 +189,10 @@ class _SaAcc:
             if checksums
             else {},
             iv_scheme,
-            self.cut,
-            self.cut_read,
-            self.cut_found,
+            icmp_quoted,
+            cut=self.cut,
+            cut_read=self.cut_read,
+            cut_found=self.cut_found,
         )
 
 
@@ -231,6 +237,8 @@ class SummaryBuilder:
         self.verdicts: Counter[str] = Counter()
         self._sas: dict[tuple[int, str, str], _SaAcc] = {}
         self._layouts: dict[_LayoutKey, _LayoutAcc] = {}
+        # ICMP errors quoting an ESP packet, per quoted (spi, src, dst): no packet of the SA
+        self._quoted: Counter[tuple[int, str, str]] = Counter()
 
     def observe(self, rec: PacketRecord) -> None:
         """Count one record."""
@@ -240,6 +248,8 @@ class SummaryBuilder:
                 self.first_time = rec.time / 1e9
             self.last_time = rec.time / 1e9
             self.verdicts[rec.verdict] += 1
+        if rec.quoted_spi is not None:
+            self._quoted[(rec.quoted_spi, rec.quoted_src, rec.quoted_dst)] += 1
         if rec.proto is Proto.OTHER:
             return
         if rec.layer == 1:
@@ -359,6 +369,7 @@ class SummaryBuilder:
                 missing[key],
                 modes.get(key, ""),
                 "" if iv_schemes is None else iv_schemes.get(key, "unknown"),
+                self._quoted[key],
             )
             for key, a in sorted(self._sas.items())
         )
@@ -384,6 +395,7 @@ class SummaryBuilder:
             key_notes=key_notes,
             coverage=check_coverage(sas, self.esp_packets + self.inner_esp_packets),
             inner_esp_packets=self.inner_esp_packets,
+            icmp_quoted=self._quoted.total(),
         )
 
 

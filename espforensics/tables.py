@@ -63,6 +63,8 @@ _INT_COLUMNS = frozenset(
         "layer",
         "ipcomp_cpi",
         "ipcomp_len",
+        "quoted_spi",
+        "quoted_seq",
     }
 )
 _UINT64_COLUMNS = frozenset({"seq64"})
@@ -251,7 +253,7 @@ def steady_table(rows: SteadyRows) -> pa.Table:
         "detail": strings(rows.checksum_detail),
         "tfc_len": _nullable(rows.tfc_len, rows.tfc_len >= 0),
     }
-    for name in ("leaked_hex", "leaked_fields", "seq_anomaly"):
+    for name in ("leaked_hex", "leaked_fields", "seq_anomaly", "quoted_src", "quoted_dst"):
         cols[name] = _repeat("", n)
     cols["verdict"] = _repeat("ok", n)
     cols["layer"] = from_numpy(np.ones(n, np.int64), pa.int64())  # the lane takes no nested ESP

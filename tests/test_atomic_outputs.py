@@ -172,6 +172,7 @@ def test_a_batch_killed_at_its_tables_keeps_them_aside(
         ".partial-report.txt",
         "captures",
         "manifest.json",
+        "manifest.json.lock",  # empty: held while a process writes the manifest
         "packets",
     ]
     dataset = out / "packets" / "capture=cap.pcap"

@@ -65,7 +65,7 @@ finding cleartext_leak            94             0        -94
 finding iv_reuse                  64             0        -64
 finding iv_derivation             94             0        -94
 ESP Mbit/s                      7.45          3.94       -47%
-21 rows 0 on both sides left out (--format json has every row).
+22 rows 0 on both sides left out (--format json has every row).
 
 What changed:
   Frames fell from 690 to 255.
@@ -107,7 +107,7 @@ finding cleartext_leak            94             0        n/c
 finding iv_reuse                  64             0        n/c
 finding iv_derivation             94             0        n/c
 ESP Mbit/s                      7.45          3.94       -47%
-20 rows 0 on both sides left out (--format json has every row).
+21 rows 0 on both sides left out (--format json has every row).
 
 What changed:
   Frames fell from 690 to 255.
@@ -141,7 +141,7 @@ def test_keys_for_one_side_only_is_said_first_and_key_rows_are_not_comparable(
     assert doc["keys"] == {"before": "every SA", "after": "no SA"}
     assert doc["notes"][0].startswith("Keys for BEFORE only: AFTER had no key for 251 ESP")
     rows = {r["label"]: r for r in doc["rows"]}
-    assert len(rows) == 31 == 11 + 20  # json keeps every row, 0-0 ones too
+    assert len(rows) == 32 == 11 + 21  # json keeps every row, 0-0 ones too
     assert (rows["verdict ok"]["comparable"], rows["verdict not_esp"]["comparable"]) == (
         False,
         True,
@@ -224,7 +224,7 @@ def test_cli_compare_with_keys_for_one_side(
         "finding esp_misplaced             12            12",
         "finding cleartext_leak            12            12",
         "ESP Mbit/s                     40.06         40.06",
-        "23 rows 0 on both sides left out (--format json has every row).",
+        "24 rows 0 on both sides left out (--format json has every row).",
         "",
         "Nothing comparable changed.",
         "",

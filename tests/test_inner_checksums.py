@@ -116,7 +116,7 @@ def test_check_inner_on_built_packets() -> None:
         ((59, b"", A4, B4, ""), (InnerChecksum.NONE, "", None)),
     ]
     for args, want in cases:
-        assert tuple(check_inner(*args)) == want, args
+        assert tuple(check_inner(*args)) == (*want, False), args  # no next header mismatch
     # "hello" ends on an odd byte, the high half of its word (RFC 1071): 0x6f -> 0x6e takes
     # 0x100 from the sum, so the checksum that fits is 0x100 more.
     damaged = udp[:-1] + bytes([udp[-1] ^ 1])
@@ -453,3 +453,119 @@ def test_only_a_routing_header_keeps_a_transport_checksum_unchecked() -> None:
         (11, 64, InnerChecksum.NOT_CHECKED, NATT_TRANSPORT),
         (12, 64, InnerChecksum.NOT_CHECKED, NATT_TRANSPORT),
     ]
+
+
+# -- a next header that names another protocol than the payload (issue 34) ----------------
+
+
+def _ipv6(proto: int, body: bytes, src: bytes, dst: bytes) -> bytes:
+    return b"\x60\x00\x00\x00" + len(body).to_bytes(2) + bytes([proto, 64]) + src + dst + body
+
+
+S6, D6 = bytes(15) + b"\1", bytes(15) + b"\2"
+IN4_UDP = _ipv4(17, _udp(b"draft-mcgrew-gcm-test", A4, B4))
+IN6_UDP = _ipv6(17, _udp(b"over six", S6, D6), S6, D6)
+
+
+def _mismatch(nh: int, what: str) -> tuple[InnerChecksum, str, None, bool]:
+    named = {1: "ICMP", 4: "IPv4-in-IP", 6: "TCP", 17: "UDP", 41: "IPv6-in-IP"}[nh]
+    why = f"next header {nh} ({named}) over {what}, not the protocol it names"
+    return (InnerChecksum.NOT_CHECKED, "inner checksum not checked: " + why, None, True)
+
+
+def test_check_inner_names_a_next_header_that_is_not_the_payload() -> None:
+    """A whole IP packet under a transport protocol's number (draft-mcgrew-gcm-test's
+    vectors: next header 1 over IPv4/UDP), an IP packet of the other version, or a
+    transport segment under 4 or 41: the mismatch, never "damaged before encryption"."""
+    udp4 = "a whole IPv4 packet (udp 10.0.0.1 -> 10.0.0.2)"
+    udp6 = "a whole IPv6 packet (udp ::1 -> ::2)"
+    cases = [
+        ((1, IN4_UDP, A4, B4, ""), _mismatch(1, udp4)),
+        ((6, IN4_UDP + bytes(3), A4, B4, NATT_TRANSPORT), _mismatch(6, udp4)),
+        ((17, IN6_UDP, S6, D6, ""), _mismatch(17, udp6)),
+        ((41, IN4_UDP, b"", b"", ""), _mismatch(41, udp4)),
+        ((4, IN6_UDP, b"", b"", ""), _mismatch(4, udp6)),
+        (
+            (4, _tcp(A4, B4, b"x"), A4, B4, ""),
+            _mismatch(4, "a TCP segment whose checksum verifies"),
+        ),
+        (
+            (41, _udp(b"x", S6, D6), S6, D6, ""),
+            _mismatch(41, "a UDP segment whose checksum verifies"),
+        ),
+    ]
+    for args, want in cases:
+        assert tuple(check_inner(*args)) == want, args
+    # What the bytes do not prove stays as it was: an IPv4 header whose checksum fails
+    # under next header 1 is checked as ICMP; a segment under 4 behind NAT-T (its
+    # addresses untrusted) is an inner IP version that is not the next header's.
+    bad = bytearray(IN4_UDP)
+    bad[8] ^= 1  # the TTL: the header checksum no longer verifies
+    found = check_inner(1, bytes(bad), A4, B4, "")
+    assert (found.status, found.mismatch) == (InnerChecksum.BAD, False)
+    assert found.detail.startswith("inner ICMP checksum ")
+    found = check_inner(4, _tcp(A4, B4, b"x"), A4, B4, NATT_TRANSPORT)
+    assert found == (
+        InnerChecksum.NOT_CHECKED,
+        "inner checksum not checked: the inner IP version is not the next header's",
+        None,
+        False,
+    )
+    # An IPv6-looking payload under next header 17 whose inner checksum fails is no proof.
+    wrong = IN6_UDP[:-1] + bytes([IN6_UDP[-1] ^ 1])
+    assert not check_inner(17, wrong, S6, D6, "").mismatch
+
+
+def _mcgrew_capture(mismatched: tuple[int, ...]) -> Any:
+    """A transport-mode SA sending IPv4/UDP packets under next header 4 (as an ipip device
+    over transport mode would), except ``mismatched`` ones (0-based) under next header 1."""
+    import random
+
+    from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, ip, sa_pair
+    from espforensics.synth.packets import ip_packet, udp_bytes
+
+    a, b = sa_pair(random.Random(34), (0x4321, 0x4322), V4_A, V4_B)
+    builder = CaptureBuilder(34)
+    src, dst = ip("192.168.1.2"), ip("192.168.1.1")
+    for i in range(200):
+        inner = ip_packet(src, dst, 17, udp_bytes(src, dst, 2715, 61782, bytes(40 + i % 9)))
+        builder.emit_ip(*a.send(inner, 1 if i in mismatched else 4))
+    return builder.scenario("mcgrew", "next header 1 over IPv4/UDP", (a.sealer, b.sealer))
+
+
+def test_a_whole_ip_packet_under_next_header_1_is_named_as_a_mismatch() -> None:
+    """The per-frame path and the steady lane alike: the frames are named, their checksum is
+    not run as ICMP's, and no inner_checksum finding says they were damaged."""
+    from espforensics.engine import Engine, SteadyRows
+    from espforensics.keys import SaTable
+    from espforensics.pipeline import FrameAnalyzer
+
+    mismatched = (0, 1, 150, 151, 199)
+    sc = _mcgrew_capture(mismatched)
+    runs = []
+    for options in (helpers.PER_FRAME, helpers.STEADY):
+        analyzer = FrameAnalyzer(SaTable(sc.sas), options, "mcgrew")
+        engine = Engine(analyzer, options)
+        try:
+            rows = list(engine.iter_rows(sc.frames))
+        finally:
+            engine.close()
+        runs.append(([r for row in rows for r in helpers.records_of(row)], analyzer.findings))
+        taken = {int(n) for row in rows if isinstance(row, SteadyRows) for n in row.frame}
+        if options is helpers.STEADY:  # the lane took most frames, and none named
+            assert len(taken) > 50 and not taken & {n + 1 for n in mismatched}
+    (records, findings), (lane_records, lane_findings) = runs
+    assert records == lane_records and findings == lane_findings
+    named = [r.frame for r in records if r.detail.startswith("inner checksum not checked: next")]
+    assert named == [n + 1 for n in mismatched]
+    first = records[0]
+    assert (first.verdict, first.next_header, first.inner_checksum) == ("ok", 1, "not_checked")
+    assert first.detail == _mismatch(1, "a whole IPv4 packet (udp 192.168.1.2 -> 192.168.1.1)")[1]
+    assert {r.inner_checksum for r in records if r.frame - 1 not in mismatched} == {"ok"}
+    [finding] = findings
+    assert (finding.kind, finding.severity) == (FindingKind.NEXT_HEADER_MISMATCH, Severity.MEDIUM)
+    assert (finding.spi, list(finding.frames), finding.count) == (0x4321, [1, 2, 151, 152, 200], 5)
+    assert finding.detail.endswith(
+        "First: frame 1 (seq 1): next header 1 (ICMP) over a whole IPv4 packet "
+        "(udp 192.168.1.2 -> 192.168.1.1), not the protocol it names"
+    )

@@ -172,7 +172,23 @@ ESP_SA_CASES = [
 ]
 
 
-@pytest.mark.parametrize("text", YAML_CASES + XFRM_CASES + ESP_SA_CASES)
+# -- tcpdump -E secrets: the key in each place of an item, or a line around it ---------
+
+AES_KEY = KEY[:16].hex()  # aes128-cbc takes 16 bytes
+TCPDUMP_CASES = [
+    pytest.param(f"0x{HEX}@{SA.dst} aes128-cbc:0x{AES_KEY}\n", id="tcpdump-spi"),
+    pytest.param(f"0x{SA.spi:x}@0x{HEX} aes128-cbc:0x{AES_KEY}\n", id="tcpdump-address"),
+    pytest.param(f"0x{SA.spi:x}@{SA.dst} {HEX}:0x{AES_KEY}\n", id="tcpdump-algorithm"),
+    pytest.param(f"0x{SA.spi:x}@{SA.dst} aes256-cbc:0x{HEX}\n", id="tcpdump-key-length"),
+    pytest.param(f"0x{SA.spi:x}@{SA.dst} aes128-cbc:0x{HEX}zz\n", id="tcpdump-bad-digit"),
+    pytest.param(
+        f"0x{SA.spi:x}@{SA.dst} aes128-cbc:0x{AES_KEY}\nbogus 0x{HEX}\n", id="tcpdump-bad-line"
+    ),
+    pytest.param(f"0x{SA.spi:x}@{SA.dst} aes128-cbc:0x{AES_KEY}, 0x{HEX}\n", id="tcpdump-item"),
+]
+
+
+@pytest.mark.parametrize("text", YAML_CASES + XFRM_CASES + ESP_SA_CASES + TCPDUMP_CASES)
 def test_no_key_in_any_output_of_a_key_file(tmp_path: Path, capture: Path, text: str) -> None:
     keys = tmp_path / "keys.txt"
     keys.write_text(text)
@@ -231,3 +247,97 @@ def test_no_key_in_the_annotated_and_decrypted_captures(tmp_path: Path, suffix: 
         lowered = blob.decode("latin-1").lower()
         assert not [t for t in TEXTS if t in lowered]
         assert not [r for r in RAW if r in blob]
+
+
+# -- key text given to --sa in place of a path, in every command ---------------------------
+#
+# Text that names no file was taken for a path, and the one-line error quoted it whole
+# ("0x1001@... aes128-cbc:0x...: cannot open"), on two lines when it held a newline. Each
+# notation here holds the key; each command must refuse it in one line (exit 2) that names
+# the argument by its size, and write the key nowhere.
+
+AES = KEY[:16].hex()  # an AES-128 key for tcpdump's aes128-cbc: 16 of the key's bytes
+ARGUMENT_TEXTS = [
+    pytest.param(f"0x1001@{SA.dst} aes128-cbc:0x{AES}, bogus", id="tcpdump-and-a-bad-item"),
+    pytest.param(f"0x1001@{SA.dst} aes128-cbc:0x{AES}\nbogus", id="tcpdump-two-lines"),
+    pytest.param(f"0x1001@{SA.dst} rc5-cbc:0x{AES}", id="tcpdump-unknown-cipher"),
+    pytest.param(f"0x1001@{SA.dst} aes256-cbc:0x{AES}", id="tcpdump-short-secret"),
+    pytest.param(f"aes128:0x{HEX}", id="tcpdump-long-secret"),
+    pytest.param(esp_sa_text(ESP_SA_COLUMNS).strip(), id="esp_sa-line"),
+    pytest.param(esp_sa_text(ESP_SA_COLUMNS), id="esp_sa-line-newline"),
+    pytest.param(xfrm_text(XFRM_FIELDS), id="xfrm-state"),
+    pytest.param(f"spi 0x{SA.spi:x} key 0x{HEX}", id="spi-key-words"),
+    pytest.param(yaml_text(YAML_FIELDS), id="keys.yaml-text"),
+    pytest.param(f"0x{HEX}", id="hex-key"),
+    pytest.param(HEX, id="bare-hex-key"),
+]
+COMMANDS = ["analyze", "batch", "compare --sa", "compare --sa-before", "compare --sa-after"]
+
+
+def command_line(command: str, capture: Path, out: Path, text: str) -> list[str]:
+    if command == "analyze":
+        return ["analyze", str(capture), "--out", str(out), "--sa", text]
+    if command == "batch":
+        return ["batch", str(capture), "--out", str(out), "--jobs", "1", "--sa", text]
+    option = command.split()[1]  # compare writes no folder: stdout and stderr are searched
+    return ["compare", str(capture), str(capture), "--format", "json", option, text]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("text", ARGUMENT_TEXTS)
+def test_key_text_given_to_sa_is_never_quoted(
+    tmp_path: Path, capture: Path, command: str, text: str
+) -> None:
+    assert not (tmp_path / text).exists()
+    out = tmp_path / "out"
+    out.mkdir()
+    res = run_cli(*command_line(command, capture, out, text))
+    assert res.code == 2, (res.code, res.stderr)
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("espforensics: error: --sa "), res.stderr
+    assert "Traceback" not in res.stdout + res.stderr
+    assert_no_key(res, out)
+
+
+def test_key_text_is_described_by_its_size_and_lines(capture: Path, tmp_path: Path) -> None:
+    """The words of the message, for the issue's own example and its two-line form."""
+    texts = (f"0x1001@192.0.2.2 aes128-cbc:0x{AES}, bogus", f"spi 1\nkey 0x{HEX}\n")
+    assert [len(t) for t in texts] == [69, 53]
+    messages = []
+    for text in texts:
+        res = run_cli("analyze", capture, "--out", tmp_path / "out", "--sa", text)
+        messages.append(res.stderr)
+    assert messages == [
+        "espforensics: error: --sa (69 characters): no such file, nor key text "
+        "espforensics reads in place of a path\n",
+        "espforensics: error: --sa (53 characters on 2 lines): no such file, nor key text "
+        "espforensics reads in place of a path\n",
+    ]
+
+
+def test_a_missing_path_is_still_named(capture: Path, tmp_path: Path) -> None:
+    """A name with a path's shape and no run of hex digits cannot be a key: it is quoted."""
+    missing = tmp_path / "no-such" / "gateway-1.keys.yaml"
+    res = run_cli("analyze", capture, "--out", tmp_path / "out", "--sa", missing)
+    assert (res.code, res.stderr) == (
+        2,
+        f"espforensics: error: {missing}: cannot open: No such file or directory\n",
+    )
+
+
+def test_batch_takes_tcpdump_text_and_writes_no_key(tmp_path: Path, capture: Path) -> None:
+    """A batch given tcpdump -E text in place of a key file stopped with an internal
+    error (the manifest hashed the text as a file); now it decrypts with it, names it
+    ``--sa (tcpdump -E text)`` in captures.csv and the manifest, and the rerun takes it."""
+    text = f"0x{SA.spi:x}@{SA.dst} aes128-cbc:0x{AES}"
+    out = tmp_path / "out"
+    first = run_cli("batch", capture, "--out", out, "--jobs", "1", "--sa", text)
+    assert first.code in (0, 1), first.stderr
+    assert "0 taken from an earlier run" in first.stdout
+    keys = {row.split(",")[-3] for row in (out / "captures.csv").read_text().splitlines()[1:]}
+    assert keys == {"--sa (tcpdump -E text)"}
+    assert_no_key(first, out)
+    again = run_cli("batch", capture, "--out", out, "--jobs", "1", "--sa", text)
+    assert again.code == first.code
+    assert "1 taken from an earlier run" in again.stdout
+    assert_no_key(again, out)

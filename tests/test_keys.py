@@ -161,6 +161,48 @@ def test_yaml_unquoted_key_keeps_its_leading_zero_bytes() -> None:
     assert sa.key.reveal().hex() == "0000" + KEY[4:]
 
 
+# Every way to write an IPv6 address, and every YAML layout a field can take: the
+# address must read the same unquoted as quoted (docs/keys.md "Quoting").
+IPV6_FORMS = ["2001:db8:1a::", "2001:db8::", "::", "::1", "fe80::1%eth0", "fe80::", "::ffff:a00:1"]
+YAML_LAYOUTS = {
+    "block": "sas:\n  - spi: 1\n    src: {a}\n    dst: {b}\n    aead: {gcm}\n    key: 0x{key}\n",
+    "comment": "sas:\n  - spi: 1\n    src: {a}   # a comment\n    dst: {b}\n"
+    "    aead: {gcm}\n    key: 0x{key}\n",
+    "next line": "sas:\n  - spi: 1\n    src:\n      {a}\n    dst:\n      {b}\n"
+    "    aead: {gcm}\n    key: 0x{key}\n",
+    "flow": "sas:\n  - {{spi: 1, src: {a}, dst: {b}, aead: {gcm}, key: 0x{key}}}\n",
+    "flow list": "sas: [{{aead: {gcm}, key: 0x{key}, spi: 1, src: {a}, dst: {b}}}]\n",
+}
+
+
+@pytest.mark.parametrize("layout", list(YAML_LAYOUTS))
+@pytest.mark.parametrize("address", IPV6_FORMS)
+def test_yaml_ipv6_addresses_read_as_written_quoted_or_not(address: str, layout: str) -> None:
+    text = YAML_LAYOUTS[layout]
+    plain = parse_sas(text.format(a=address, b=address, gcm=GCM, key=KEY), "k")
+    quoted = parse_sas(text.format(a=f'"{address}"', b=f"'{address}'", gcm=GCM, key=KEY), "k")
+    assert [fields(sa) for sa in plain] == [fields(sa) for sa in quoted]
+    assert plain[0].src == plain[0].dst == addr(address)
+
+
+def test_yaml_an_address_ending_in_two_colons_is_an_address() -> None:
+    """Issue 34: ``src: 2001:db8:1a::`` was a YAML syntax error ("mapping values")."""
+    (sa,) = parse_sas(f"sas:\n- spi: 1\n  src: 2001:db8:1a::\n  aead: {GCM}\n  key: 0x{KEY}\n", "k")
+    assert sa.src == addr("2001:db8:1a::") and sa.dst is None
+
+
+_MAPPING = "mapping values are not allowed here"
+
+
+@pytest.mark.parametrize(
+    ("value", "column"),
+    [("2001:db8:::", 20), ("cafe::beef:", 20), ("gg::", 13)],  # not addresses: YAML's colon
+)
+def test_yaml_a_trailing_colon_of_no_address_is_a_syntax_error(value: str, column: int) -> None:
+    message = f"k: YAML syntax error at line 3, column {column}: {_MAPPING}"
+    assert failure(f"sas:\n  - spi: 1\n    src: {value}\n    aead: {GCM}\n") == message
+
+
 def test_yaml_enc_and_auth_entries_give_the_sa_of_each_algorithm() -> None:
     text = (
         "sas:\n"

@@ -100,8 +100,10 @@ def test_report_html_has_the_content_of_report_md(gso: Path) -> None:
     assert kinds == ["kind-cleartext_leak", "kind-esp_misplaced"]
     for kind in ("cleartext_leak", "esp_misplaced"):
         heads, *rows = dom.tables[f"findings-{kind}"]
-        assert heads == ["SPI", "count", "frames", "detail"]  # no flow named: no src, dst
-        assert [row[:3] for row in rows] == [["0x00001001", "12", SHORTENED]]
+        assert heads == ["SPI", "src", "dst", "count", "frames", "detail"]  # the SA's flow
+        assert [row[:5] for row in rows] == [
+            ["0x00001001", "fd00:a::1", "fd00:a::2", "12", SHORTENED]
+        ]
     md = (gso / "report.md").read_text()
     for row in dom.tables["sa-list"][1:]:  # each SA row of report.md, cell by cell
         assert "| " + " | ".join(row) + " |" in md
@@ -177,8 +179,8 @@ def test_real_tso_on_findings_fold_one_line_per_kind(tso_on_html: Path) -> None:
         "high iv_derivation: 1 finding, 94 packets, SPI 0x00001001",
     ]
     heads, *rows = dom.tables["findings-iv_reuse"]
-    assert heads == ["SPI", "count", "frames", "detail"]  # iv_reuse names a key, no flow
-    assert len(rows) == 32 and rows[0][:3] == ["0x00001001", "2", "27 28"]
+    assert heads == ["SPI", "src", "dst", "count", "frames", "detail"]  # its SA's addresses
+    assert len(rows) == 32 and rows[0][:5] == ["0x00001001", "fd00:a::1", "fd00:a::2", "2", "27 28"]
     order = [html.index(f'id="{key}"') for key in ("causes", "plots", "kind-iv_reuse")]
     assert order == sorted(order)
     assert "ceda14dff6890ee2b0ae69618a1101e7" in html  # in the folded table
@@ -280,13 +282,14 @@ def test_chromium_sorts_a_kinds_findings_by_a_clicked_header(
     out = analyzed_dir(tmp_path, "iv-seq-minus-1", plots=False)
     html = (out / "report.html").read_text()
     heads, *before = _dom(html).tables["findings-iv_reuse"]
-    assert [row[2] for row in before] == ["13 14", "25 26", "37 38", "49 50", "61 62"]
+    at = heads.index("frames")
+    assert [row[at] for row in before] == ["13 14", "25 26", "37 38", "49 50", "61 62"]
     index = heads.index(header) + 1
     click = f'document.querySelector("#findings-iv_reuse th:nth-child({index})").click();'
     page = tmp_path / "clicked.html"
     page.write_text(html.replace("</body>", f"<script>{click * clicks}</script>\n</body>"))
     after = _dom(_chromium(page)).tables["findings-iv_reuse"]
-    assert [row[2] for row in after[1:]] == frames
+    assert [row[at] for row in after[1:]] == frames
     assert sorted(map(tuple, after[1:])) == sorted(map(tuple, before))  # the same rows
 
 

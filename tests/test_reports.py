@@ -271,7 +271,9 @@ def test_printed_filter_for_esp_in_udp(tmp_path: Path) -> None:
 
 
 def test_damaged_capture_says_so_first(tmp_path: Path) -> None:
-    """The damage is the first verdict line, in the capture's name only (no local path)."""
+    """The damage is the first sentence after the capture's name, before the lead (what
+    was checked, what is wrong) and the verdict, in the capture's name only (no local
+    path); said once."""
     paths = write_scenario(build_scenario("kernel-gso-v4", seed=1), tmp_path / "in", stem="c")
     data = paths["capture"].read_bytes()
     paths["capture"].write_bytes(data[:-30])  # cut inside the last of 25 frames
@@ -283,19 +285,27 @@ def test_damaged_capture_says_so_first(tmp_path: Path) -> None:
     assert res.exit_code == 2
     damage = (
         "The capture is damaged: c.pcap: capture ends inside frame 25: read 24 complete "
-        "frames. Everything below covers only what was read before the damage."
+        "frames. Everything below covers only what was read before the damage"
     )
     text = (out / "report.txt").read_text()
     _ascii_72(text)
     lines = text.splitlines()
+    assert lines[2] == f"file:   c.pcap ({len(data) - 30:,} bytes)"
+    assert " ".join(x.strip() for x in lines[3:6]) == damage
+    assert lines[6:9] == [
+        "  all 24 ESP packets verified with their keys (2 SAs)",
+        "  found: critical cleartext_leak (12 packets); critical esp_misplaced",
+        "      (12 packets)",
+    ]
     verdict = lines.index("Verdict:")
-    assert " ".join(x.strip() for x in lines[verdict + 1 : verdict + 4]) == damage
-    assert lines[verdict + 4] == (
+    assert lines[verdict + 1] == (
         "  12 of 24 ESP packets do not decrypt at offset 0 (12 esp_misplaced)."
     )
+    assert text.count("The capture is damaged") == 1
     assert str(tmp_path) not in text
     md = (out / "report.md").read_text().splitlines()
-    assert md[md.index("## Verdict") + 2] == f"- **{damage}**"
+    first = md.index(f"**{damage}.**")
+    assert md[first + 2] == "**all 24 ESP packets verified with their keys (2 SAs).**"
     short = runner.invoke(app, ["report", str(out), "--format", "summary"]).stdout.splitlines()
     assert " ".join(x.strip() for x in short[1:4]) == damage
     assert short[4:8] == [  # the lead: what was checked (of what was read), what is wrong

@@ -15,6 +15,7 @@ included), and write nothing to stdout: ``workers.worker_init``.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import as_completed as local_completed
@@ -31,23 +32,43 @@ def run_local(tasks: Sequence[CaptureTask], jobs: int, done: Done) -> None:
 
     Never more processes than tasks: a worker without a task to take only
     costs memory (run.py also caps ``jobs`` at the cores, workers.py).
+    A Ctrl-C (to this process, or to its process group as a terminal sends
+    it) ends the workers at once, their unfinished captures with them: each
+    capture a worker finished is in the manifest already (task.py).
     """
     jobs = min(jobs, len(tasks))
     if jobs <= 1:
         for task in tasks:
             done(run_task(task))
         return
-    with ProcessPoolExecutor(
-        max_workers=jobs, initializer=worker_init, initargs=(os.getpid(),)
-    ) as pool:
+    pool = ProcessPoolExecutor(
+        max_workers=jobs, initializer=_batch_worker_init, initargs=(os.getpid(),)
+    )
+    try:
         futures = [pool.submit(run_task, task) for task in tasks]
-        try:
-            for future in local_completed(futures):
-                done(future.result())
-        except BaseException:
-            for future in futures:
-                future.cancel()  # Ctrl-C: start nothing new; finished work stays recorded
-            raise
+        for future in local_completed(futures):
+            done(future.result())
+    except BaseException:  # Ctrl-C, or a bug: waiting for the running captures could take hours
+        _stop(pool)
+        raise
+    pool.shutdown()
+
+
+def _batch_worker_init(parent: int) -> None:
+    """A batch worker ignores Ctrl-C: the batch process hears it too and ends its workers,
+    so that a worker is never stopped half-way through recording a capture it finished."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    worker_init(parent)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """End the pool's workers now (SIGTERM), start nothing new, and reap them."""
+    processes = list((pool._processes or {}).values())  # no public handle
+    for process in processes:
+        process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.join()
 
 
 def run_dask(tasks: Sequence[CaptureTask], address: str, done: Done) -> None:

@@ -16,15 +16,22 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from espforensics.analysis import sha256_file
 from espforensics.batch.discover import Job, Skipped, discover_all
 from espforensics.batch.executor import run_dask, run_local
-from espforensics.batch.manifest import Manifest, entry_key
+from espforensics.batch.manifest import MANIFEST, Manifest, entry_key
 from espforensics.batch.report import render_batch_html, render_batch_report
-from espforensics.batch.task import PARTIAL, CaptureResult, CaptureTask, key_source
+from espforensics.batch.task import (
+    PARTIAL,
+    CaptureResult,
+    CaptureTask,
+    key_names,
+    key_source,
+    manifest_entry,
+)
 from espforensics.errors import TRACEBACK_FILE, CaptureError
 from espforensics.keys import load_sas
 from espforensics.model import FindingKind, Verdict
@@ -71,6 +78,7 @@ def _prepare(out: Path) -> None:
     for leftover in [
         *(out / "packets").glob(f"capture=*/{PARTIAL}*"),
         *out.glob(f"{PARTIAL}*"),
+        *out.glob(f"{MANIFEST}.*.tmp"),  # a manifest written aside when the batch was killed
         out / TRACEBACK_FILE,  # of an earlier run's bug
     ]:
         if leftover.is_dir():
@@ -115,7 +123,7 @@ def _plan(
             reused.append(
                 CaptureResult(
                     task.capture, job.name, "", "error", str(exc),
-                    keys=task.sidecars + task.global_keys, key_source=key_source(task),
+                    keys=key_names(task), key_source=key_source(task),
                     keyless=not key_files,
                 )
             )  # fmt: skip
@@ -130,7 +138,7 @@ def _plan(
             reused.append(_from_json(entry["result"]))
             continue
         keys[job.name] = key
-        tasks.append(replace(task, sha256=sha))
+        tasks.append(replace(task, sha256=sha, manifest_key=key))
     return tasks, reused, keys
 
 
@@ -169,10 +177,7 @@ def run_batch(
 
     def done(result: CaptureResult) -> None:
         results.append(result)
-        manifest.record(
-            keys[result.name],
-            {"status": result.status, "name": result.name, "result": asdict(result)},
-        )
+        manifest.record(keys[result.name], manifest_entry(result))  # a worker's: no write
         if progress is not None:
             progress(result, len(results), len(tasks))
 

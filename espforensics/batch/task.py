@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from espforensics.analysis import analyze_to_dir, load_summary
+from espforensics.batch.manifest import record_entry
 from espforensics.errors import InputError
-from espforensics.keys import SaTable, load_sas
+from espforensics.keys import SaTable, argument_name, load_sas
 from espforensics.narrative import worst_severity
 from espforensics.pipeline import Options
 from espforensics.summary import Summary
@@ -43,6 +45,7 @@ class CaptureTask:
     natt_ports: tuple[int, ...] = (4500,)
     plots: bool = True
     sidecars_from: str = "sidecar"  # or "folder": found by content beside the capture
+    manifest_key: str = ""  # the capture's manifest entry, recorded as soon as it is done
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,11 @@ def keys_for(task: CaptureTask) -> SaTable:
     return own
 
 
+def key_names(task: CaptureTask) -> tuple[str, ...]:
+    """The key files of a capture for captures.csv: paths, and key text only by its kind."""
+    return task.sidecars + tuple(argument_name(k) for k in task.global_keys)
+
+
 def key_source(task: CaptureTask) -> str:
     """Where the capture's key files came from, for captures.csv."""
     sources = ([task.sidecars_from] if task.sidecars else []) + (
@@ -103,7 +111,7 @@ def _result(task: CaptureTask, summary: Summary | None, error: str) -> CaptureRe
         verdicts=dict(summary.verdicts) if summary else {},
         findings=dict(summary.findings) if summary else {},
         worst=worst.value if worst is not None else "",
-        keys=task.sidecars + task.global_keys,
+        keys=key_names(task),
         key_source=key_source(task),
         keyless=_keyless(task, summary),
     )
@@ -156,4 +164,13 @@ def run_task(task: CaptureTask) -> CaptureResult:
             summary = load_summary(partial)
     if partial.exists():
         _publish(out, partial, task.name)
-    return _result(task, summary, error)
+    result = _result(task, summary, error)
+    if task.manifest_key:  # here, not when the batch process hears of it: a Ctrl-C or a
+        # kill between the two would lose the capture (docs/batch.md, "Resuming")
+        record_entry(out, task.manifest_key, manifest_entry(result))
+    return result
+
+
+def manifest_entry(result: CaptureResult) -> dict[str, Any]:
+    """A finished capture's entry in manifest.json."""
+    return {"status": result.status, "name": result.name, "result": asdict(result)}

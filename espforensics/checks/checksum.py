@@ -3,8 +3,10 @@
 In: ``PacketContext`` of every ESP packet. Out: the ``inner_checksum`` and
 ``tfc_len`` columns of each packet whose plaintext verified (empty for the
 others), and per SA one ``inner_checksum`` finding (high) for packets
-whose inner checksum does not verify and one (medium) for packets that
-carry a partial checksum. Raises nothing.
+whose inner checksum does not verify, one (medium) for packets that
+carry a partial checksum, and one ``next_header_mismatch`` (medium) for
+packets whose payload the bytes prove is not what their next header names
+(a whole IP packet under next header 1, say). Raises nothing.
 
 The ICV proves that the plaintext is what the sender sealed, so an inner
 TCP/UDP/ICMP or inner IPv4 header checksum that does not verify under a
@@ -35,7 +37,7 @@ import numpy.typing as npt
 from espforensics.checks.bulk import InnerChecks, Outer, Payloads, PlainRule, Plaintexts
 from espforensics.checks.context import PacketContext, PerFlow
 from espforensics.checks.coverage import NOT_DECRYPTED, Seen
-from espforensics.columns import I64, U8, Mask, Strs, read_be
+from espforensics.columns import I64, U8, Mask, Strs, read_be, u8
 from espforensics.decode.inner import (
     CHECKSUM_AT,
     INNER_FRAGMENT,
@@ -46,8 +48,9 @@ from espforensics.decode.inner import (
     InnerColumns,
     check_inner,
     unchecked_protocol,
+    whole_packet,
 )
-from espforensics.evidence import BadChecksums
+from espforensics.evidence import BadChecksums, NextHeaderMismatch
 from espforensics.frames import frozen, with_frame
 from espforensics.intervals import IntervalSet
 from espforensics.model import (
@@ -85,6 +88,7 @@ class _Kind:
 class _Sa:
     bad: _Kind = field(default_factory=_Kind)
     partial: _Kind = field(default_factory=_Kind)
+    mismatch: _Kind = field(default_factory=_Kind)
 
 
 def checked(pkt: PacketContext) -> Checked | None:
@@ -126,6 +130,8 @@ class InnerChecksumCheck:
             self._sas.get(pkt.flow).bad.add(rec, found.detail)
         elif found.status is InnerChecksum.PARTIAL:
             self._sas.get(pkt.flow).partial.add(rec, found.detail)
+        elif found.mismatch:
+            self._sas.get(pkt.flow).mismatch.add(rec, found.detail.removeprefix(NOT_CHECKED))
 
     def finish(self) -> Iterator[Finding]:
         for (spi, src, dst), sa in self._sas.items():
@@ -152,6 +158,27 @@ class InnerChecksumCheck:
                     "completed and sealed as it was, so no NIC completed it later; a "
                     "receiver that verifies it drops the packet",
                 )
+            if sa.mismatch.count:
+                yield _mismatch((spi, src, dst), sa.mismatch)
+
+
+def _mismatch(key: tuple[int, str, str], kind: _Kind) -> Finding:
+    spi, src, dst = key
+    n = kind.count
+    subject = "1 packet whose ICV verifies" if n == 1 else f"{n} packets whose ICV verifies"
+    return Finding(
+        FindingKind.NEXT_HEADER_MISMATCH,
+        Severity.MEDIUM,
+        spi,
+        frozen(kind.frames),
+        n,
+        f"{src} -> {dst}: {subject} {'carry' if n > 1 else 'carries'} a payload that is not "
+        "what the next header names: a receiver hands it to the protocol named, which "
+        f"cannot take it. First: {kind.first}",
+        src,
+        dst,
+        NextHeaderMismatch(kind.first),
+    )
 
 
 def _finding(
@@ -209,8 +236,10 @@ def _one_by_one(row: int, p: Payloads, out: tuple[Strs, Strs, I64]) -> bool:
     if nh not in (4, 41):
         return False
     found = check_inner(nh, p.body(row), b"", b"", "")
-    if found.status in (InnerChecksum.BAD, InnerChecksum.PARTIAL):
+    if found.status in (InnerChecksum.BAD, InnerChecksum.PARTIAL) or found.mismatch:
         return False
+    if not whole_packet(p.body(row), 4 if nh == 4 else 6):
+        return False  # with the outer addresses it may prove a transport segment
     status, detail, tfc = out
     status[row], detail[row] = found.status.value, found.detail
     tfc[row] = -1 if found.tfc_len is None else found.tfc_len
@@ -288,6 +317,7 @@ def check_inners(p: Payloads, x: InnerColumns, rows: Mask, outer: Outer) -> tupl
     rows = rows & (start % 2 == 0)  # an odd start: its words straddle the buffer's
     ip = rows & (x.v4 | x.v6)
     transport = rows & ~ip & (p.nh != 4) & (p.nh != 41)
+    transport &= ~_maybe_ip(view, start, p.payload, transport & (p.nh != 59))
     total = np.where(
         x.v4, read_be(view, start + 2, x.v4, 2), 40 + read_be(view, start + 4, x.v6, 2)
     )
@@ -312,6 +342,18 @@ def check_inners(p: Payloads, x: InnerColumns, rows: Mask, outer: Outer) -> tupl
     todo &= known
     _l4_sums(p, x, todo, outer, status)
     return status, detail, np.where(status != "", tfc, -1)
+
+
+def _maybe_ip(view: U8, start: I64, payload: I64, rows: Mask) -> Mask:
+    """The rows that may be a whole IP packet under a transport next header (a superset of
+    ``check_inner``'s mismatches, left to it): a 20-byte IPv4 header whose checksum
+    verifies, a longer one, or anything that starts like IPv6."""
+    first = u8(view, start, rows & (payload > 0))
+    v4: Mask = rows & (payload >= 20) & (first >> 4 == 4)
+    ihl5: Mask = v4 & (first == 0x45)
+    header_ok: Mask = _fold(_words(view, start, ihl5, 20)) == np.uint64(0xFFFF)
+    v6: Mask = rows & (payload >= 40) & (first >> 4 == 6)
+    return (v4 & (~ihl5 | header_ok)) | v6
 
 
 def _l4_sums(p: Payloads, x: InnerColumns, todo: Mask, outer: Outer, status: Strs) -> None:

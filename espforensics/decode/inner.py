@@ -201,6 +201,8 @@ class Checked(NamedTuple):
     status: InnerChecksum
     detail: str  # empty when ok or none; else what does not verify, or why not checked
     tfc_len: int | None  # bytes after the inner IP packet; None: no inner IP packet
+    # The payload is provably not what the next header names (``mismatch``): not checked.
+    mismatch: bool = False
 
 
 def unchecked_protocol(proto: int) -> str:
@@ -286,15 +288,91 @@ def _check_v6(payload: bytes) -> Checked:
     return found._replace(tfc_len=len(payload) - total)
 
 
+# -- a next header that names another protocol than the payload is ------------------------
+
+
+def whole_packet(payload: bytes, version: int) -> bool:
+    """Is ``payload`` an IP packet of ``version`` with its headers whole (TFC may follow)?
+
+    IPv4: version, header length, total length within the payload and the
+    header checksum (RFC 791 s3.1). IPv6: version and payload length within
+    the payload (RFC 8200 s3); it has no header checksum.
+    """
+    if version == 4:
+        if len(payload) < 20 or payload[0] >> 4 != 4:
+            return False
+        ihl, total = (payload[0] & 0x0F) * 4, int.from_bytes(payload[2:4])
+        return 20 <= ihl <= total <= len(payload) and internet_checksum(payload[:ihl]) == 0
+    return (
+        len(payload) >= 40
+        and payload[0] >> 4 == 6
+        and 40 + int.from_bytes(payload[4:6]) <= (len(payload))
+    )
+
+
+def _proven_ip(payload: bytes) -> str:
+    """'a whole IPv4 packet (udp 10.0.0.1 -> 10.0.0.2)' when the bytes prove one, else "".
+
+    IPv4: a whole header whose checksum verifies. IPv6, which has no header
+    checksum: a whole packet whose TCP, UDP or ICMPv6 checksum verifies over
+    its own pseudo-header. A chance match is 2^-16 or less either way.
+    """
+    if whole_packet(payload, 4):
+        proto, src, dst = payload[9], payload[12:16], payload[16:20]
+    elif whole_packet(payload, 6) and payload[6] in (6, 17, 58):
+        proto, src, dst = payload[6], payload[8:24], payload[24:40]
+        total = 40 + int.from_bytes(payload[4:6])
+        if check_l4(proto, payload[40:total], src, dst).status is not _OK:
+            return ""
+    else:
+        return ""
+    version = 4 if len(src) == 4 else 6
+    return f"a whole IPv{version} packet ({l4_name(proto)} {ntop(src)} -> {ntop(dst)})"
+
+
+def _proven_segment(payload: bytes, src: bytes, dst: bytes) -> str:
+    """'a TCP segment' when ``payload`` is one whose checksum verifies over the outer
+    addresses (transport mode, RFC 9293 s3.1, RFC 768, RFC 8200 s8.1), else ""."""
+    if not src:
+        return ""
+    for proto in (6, 17) if len(src) == 4 else (6, 17, 58):
+        if proto == 17 and (len(payload) < 8 or int.from_bytes(payload[4:6]) != len(payload)):
+            continue  # RFC 768: a UDP datagram is as long as its length says
+        if check_l4(proto, payload, src, dst).status is _OK:
+            return f"a {_CHECKSUM_NAMES[proto]} segment whose checksum verifies"
+    return ""
+
+
+def _mismatch(next_header: int, what: str) -> Checked:
+    named = f"next header {next_header} ({protocol_name(next_header)})"
+    detail = f"{named} over {what}, not the protocol it names"
+    return Checked(InnerChecksum.NOT_CHECKED, NOT_CHECKED + detail, None, True)
+
+
 def check_inner(next_header: int, payload: bytes, src: bytes, dst: bytes, why_not: str) -> Checked:
     """Verify the checksums of the inner packet ``payload`` carries (next header ``next_header``).
 
     Transport mode: the pseudo-header takes the outer addresses ``src`` and
     ``dst``, unless ``why_not`` gives the reason they cannot be trusted
     (NAT-T, outer extension headers). Tunnel mode: the inner header's.
+
+    A payload the bytes prove is not what the next header names (a whole IP
+    packet under a transport protocol's number, as draft-mcgrew-gcm-test's
+    vectors carry; an IPv6 packet or a transport segment under 4, and so
+    on) is ``not_checked`` with ``mismatch`` set: its checksums are not
+    run as the named protocol's, which would call it damaged.
     """
     if next_header == 59:  # a dummy packet (RFC 4303 s2.6): nothing in it to verify
         return Checked(InnerChecksum.NONE, "", None)
+    if next_header in (4, 41) and not whole_packet(payload, _VERSION[next_header]):
+        trusted = (b"", b"") if why_not else (src, dst)
+        what = _proven_ip(payload) or _proven_segment(payload, *trusted)
+        if what:
+            return _mismatch(next_header, what)
+    elif next_header not in (4, 41):
+        what = _proven_ip(payload)
+        if what:
+            return _mismatch(next_header, what)
     if next_header in (4, 41) and (not payload or payload[0] >> 4 != _VERSION[next_header]):
         return _not_checked(NOT_CHECKED + "the inner IP version is not the next header's")
     if next_header == 4:

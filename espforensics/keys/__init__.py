@@ -19,12 +19,18 @@ a warning in ``SaTable.notes`` while other lines load; the file is refused
 (its first bad line's error) only when none does. ``load_sas`` also takes
 tcpdump ``-E`` text in place of a path, when no such file exists.
 
+Text given in place of a path may hold a key, whatever its notation (an
+``esp_sa`` line, ``spi ... key 0x...``, a secret with a typo): a message
+quotes such text only when it names an existing file or has the shape of a
+path that holds no key (``argument_name``); otherwise it gives its size.
+
 ``docs/keys.md`` documents every format and message.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable, Sequence
 from importlib import import_module
@@ -33,7 +39,7 @@ from typing import Any, NamedTuple
 from espforensics.capture.regular import kind_of
 from espforensics.errors import KeyFileError
 from espforensics.keys.sa import ANY_SPI, SaTable, Secret, SecurityAssociation
-from espforensics.keys.validate import LoadLog, shown
+from espforensics.keys.validate import LoadLog, has_hex_run, shown
 from espforensics.keys.wireshark import parse_esp_sa
 from espforensics.keys.yaml_file import parse_keys_yaml
 
@@ -44,6 +50,7 @@ __all__ = [
     "SaTable",
     "Secret",
     "SecurityAssociation",
+    "argument_name",
     "load_sas",
     "parse_esp_sa",
     "parse_sas",
@@ -103,6 +110,9 @@ FORMATS: tuple[KeyFormat, ...] = (
 )
 TCPDUMP = FORMATS[-1]  # also the notation of a secret given in place of a path
 ARGUMENT_ORIGIN = "--sa (tcpdump -E text)"  # names a secret given in place of a path
+# A name that may be quoted although no file has it: path characters only (no blank, no
+# ":", "@", "," or "=" of a key notation or base64) and no run of hex digits (a key's).
+_PATH_LIKE = re.compile(r"[\w./~+-]+")
 
 
 def load_sas(
@@ -120,14 +130,41 @@ def load_sas(
         paths = [paths]
     for path in paths:
         name = os.fspath(path)
-        if not os.path.lexists(name) and _looks_like_secrets(name):
+        if os.path.lexists(name) or _path_like(name):
+            sas, log = read_sas(_read(name), name)  # a missing path-like name: cannot open
+        elif _looks_like_secrets(name):
             sas, log = _argument(name)  # never named by its text: it may hold a key
         else:
-            sas, log = read_sas(_read(name), name)
+            why = "no such file, nor key text espforensics reads in place of a path"
+            raise KeyFileError(_described(name), why)
         for sa in sas:
             table.add(sa)  # raises KeyFileError naming both entries of a duplicate
         table.notes.extend(warnings(log))
     return table
+
+
+def argument_name(path: str | os.PathLike[str]) -> str:
+    """How messages and tables name a key argument: its path when a file (or link) of
+    that name exists or it has a path's shape without a run of hex digits; else by its
+    notation (``ARGUMENT_ORIGIN``) or its size, never its text: it may hold a key."""
+    name = os.fspath(path)
+    if os.path.lexists(name) or _path_like(name):
+        return name
+    return ARGUMENT_ORIGIN if _looks_like_secrets(name) else _described(name)
+
+
+def _path_like(text: str) -> bool:
+    """A missing name that may be quoted: a path's characters, no run of hex digits."""
+    return bool(_PATH_LIKE.fullmatch(text)) and not has_hex_run(text)
+
+
+def _described(text: str) -> str:
+    """``--sa (61 characters)``, ``--sa (70 characters on 2 lines)``; quoted only as
+    ``shown`` quotes a value of a key file (``--sa 'keys:v2.yaml'``)."""
+    lines = len(text.splitlines())
+    if lines > 1:
+        return f"--sa ({len(text)} characters on {lines} lines)"
+    return f"--sa {shown(text)}"
 
 
 def _looks_like_secrets(text: str) -> bool:
@@ -140,7 +177,7 @@ def _argument(text: str) -> tuple[list[SecurityAssociation], LoadLog]:
     """The SAs of tcpdump ``-E`` text given in place of a path (``ARGUMENT_ORIGIN``)."""
     if not TCPDUMP.detect(text):  # "name:rest" of no cipher tcpdump knows: a path?
         why = "no such file, nor tcpdump -E text of a cipher espforensics knows"
-        raise KeyFileError(f"--sa {shown(text)}", why)
+        raise KeyFileError(_described(text), why)
     log = LoadLog()
     sas = TCPDUMP.parse(text, ARGUMENT_ORIGIN, log)
     if log.errors:  # one argument, typed by hand: every item of it must read

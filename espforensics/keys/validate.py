@@ -144,6 +144,11 @@ class RawSa:
     any_spi: bool = False  # a wildcard: the SA of every SPI no other entry names
 
 
+def has_hex_run(text: str) -> bool:
+    """True when ``text`` holds ``HEX_RUN`` hex digits in a row: it could hold key bytes."""
+    return bool(_HEX_RUN.search(text))
+
+
 def shown(value: object) -> str:
     """A value read from a key file, for a message: quoted only when it cannot be
     a key (short, and no run of hex digits), else described by its length."""
@@ -153,7 +158,7 @@ def shown(value: object) -> str:
         return _number(value)
     if not isinstance(value, str):
         return f"(a YAML {_KINDS.get(type(value), 'value')})"
-    if len(value) <= SHOWN_CHARS and not _HEX_RUN.search(value) and value.isprintable():
+    if len(value) <= SHOWN_CHARS and not has_hex_run(value) and value.isprintable():
         return repr(value)
     return f"({len(value)} characters)"
 

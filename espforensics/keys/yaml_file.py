@@ -9,6 +9,12 @@ or repeated fields (typos must not pass silently), and every problem
 YAML 1.1 reads unquoted ``0x3a5d...`` as an int (losing leading zero bytes)
 and ``2001:0:0:0:0:0:0:1`` as a base-60 int, so ``key``, ``src`` and ``dst``
 are taken from the text of the YAML node, exactly as written, quoted or not.
+A plain scalar ends before a ``:`` that a space or the line's end follows
+(YAML 1.1 s9.1.3), so an unquoted IPv6 address ending in ``::``
+(``2001:db8:1a::``, ``::``) stops one colon short and its last colon reads
+as a mapping's value indicator, a syntax error: ``_Loader`` gives the
+scalar that colon back when the scalar with it is an IPv6 address (and
+lets ``::1`` start a plain scalar in a flow mapping, as it does outside).
 
 PyYAML quirks turned into ``KeyFileError`` before they can escape: its
 composer recurses once per nesting level (RecursionError near 1,000), so the
@@ -21,6 +27,7 @@ built; and its messages quote tags, anchors and aliases as written, which
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 import yaml
@@ -38,6 +45,35 @@ _TOP = re.compile(r"""^["']?sas["']?\s*:""", re.MULTILINE)
 MAX_DEPTH = 20  # collections within collections; a keys.yaml needs 3 (sas, entry, value)
 _INT_TAG = "tag:yaml.org,2002:int"
 _QUOTED = re.compile(r"'([^']*)'")
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a plain IPv6 address may end in a colon, and
+    start with ``::`` inside ``{...}`` as it may outside (YAML 1.2 s7.3.3 allows both)."""
+
+    def check_value(self) -> bool:  # inside {...}, PyYAML takes every ':' for one
+        return not self._flow_colons() and bool(super().check_value())
+
+    def check_plain(self) -> bool:
+        return bool(super().check_plain()) or self._flow_colons()
+
+    def _flow_colons(self) -> bool:
+        return self.flow_level > 0 and self.prefix(2) == "::"
+
+    def scan_plain(self) -> yaml.ScalarToken:
+        token = super().scan_plain()
+        if self.peek() == ":" and _ipv6(token.value + ":"):
+            self.forward()  # the colon is the address's, not a value indicator
+            token = yaml.ScalarToken(token.value + ":", True, token.start_mark, self.get_mark())
+        return token
+
+
+def _ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def is_keys_yaml(text: str) -> bool:
@@ -69,9 +105,9 @@ def _load(text: str, origin: str) -> tuple[object, yaml.Node | None]:
     """The YAML value and its node tree, or ``KeyFileError`` for what PyYAML refuses."""
     try:
         _check_depth(text, origin)
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_Loader)
         _check_numbers(root, origin)
-        return yaml.safe_load(text), root
+        return yaml.load(text, Loader=_Loader), root
     except yaml.YAMLError as exc:  # its str() quotes the line, which may hold a key
         why = _syntax_error(exc)
     # Raised outside the handler, so that no chained YAMLError keeps the quoted text.
@@ -81,7 +117,7 @@ def _load(text: str, origin: str) -> tuple[object, yaml.Node | None]:
 def _check_depth(text: str, origin: str) -> None:
     """Refuse nesting deeper than ``MAX_DEPTH`` before the recursive composer sees it."""
     depth = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+    for event in yaml.parse(text, Loader=_Loader):
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:

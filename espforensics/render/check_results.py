@@ -58,7 +58,7 @@ CHECKS: tuple[tuple[str, tuple[FindingKind, ...]], ...] = (
             FindingKind.HMAC_KEY_SIZE,
         ),
     ),
-    ("inner_checksum", (FindingKind.INNER_CHECKSUM,)),
+    ("inner_checksum", (FindingKind.INNER_CHECKSUM, FindingKind.NEXT_HEADER_MISMATCH)),
 )
 NOUNS: dict[FindingKind, tuple[str, str]] = {
     FindingKind.ESP_MISPLACED: ("ESP header misplaced", "ESP headers misplaced"),
@@ -100,6 +100,10 @@ NOUNS: dict[FindingKind, tuple[str, str]] = {
     FindingKind.INNER_CHECKSUM: (
         "packet whose inner checksum does not verify",
         "packets whose inner checksum does not verify",
+    ),
+    FindingKind.NEXT_HEADER_MISMATCH: (
+        "packet whose payload is not what its next header names",
+        "packets whose payload is not what their next header names",
     ),
 }
 

@@ -161,7 +161,6 @@ class Report:
 
     summary: Summary  # the source, for summary.json
     header: Header
-    damage: str  # the damage sentence, "" for a whole capture
     verdict: tuple[str, ...]
     sas: tuple[SaRow, ...]
     sas_rest: str  # "... and 5 more SAs, ...", or ""
@@ -176,7 +175,9 @@ class Report:
     causes_note: str  # when findings match no cause: says so; else ""
     checks: tuple[CheckResult, ...]
     plots: tuple[PlotRow, ...]
-    lead: tuple[str, ...] = ()  # what was checked, what is wrong: right after the capture's name
+    # What is wrong with the capture itself (its damage), what was checked, what is wrong
+    # in it: right after the capture's name, in every format.
+    lead: tuple[str, ...] = ()
 
 
 def coverage_rows(report: Report) -> list[tuple[str, str]]:
@@ -203,10 +204,10 @@ def report_content(
     hidden = len(summary.layouts) - len(layouts)
     causes = likely_causes(summary)
     tallied = tally(summary.sas, summary.esp_layers)  # one walk of the SAs for both
+    damage = narrative.damage_sentence(summary)
     return Report(
         summary=summary,
         header=_header(summary),
-        damage=narrative.damage_sentence(summary) or "",
         verdict=narrative.verdict_sentences(summary, tallied),
         sas=tuple(_sa_row(sa) for sa in shown),
         sas_rest=rest,
@@ -221,7 +222,8 @@ def report_content(
         causes_note=_causes_note(summary, causes),
         checks=_checks(summary, fail_on),
         plots=tuple(_plot_row(p.name, p.files, p.skipped, images or {}) for p in summary.plots),
-        lead=lead(summary, tallied),
+        # A damaged capture says so before any word on what was read ("nothing wrong").
+        lead=(*([damage] if damage else []), *lead(summary, tallied)),
     )
 
 
@@ -280,6 +282,8 @@ def _sa_notes(sa: SaSummary) -> tuple[str, ...]:
     ]
     if wrong:
         notes.append(f"inner checksums: {', '.join(wrong)} (inner_checksum findings)")
+    if sa.icmp_quoted:
+        notes.append(f"ICMP errors quoting its packets: {sa.icmp_quoted:,} (not counted in them)")
     return tuple(notes)
 
 

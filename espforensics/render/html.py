@@ -196,8 +196,6 @@ def _sections(report: Report) -> list[str]:
 
 def _verdict(report: Report) -> list[str]:
     out = ['<h2 id="verdict">Verdict</h2>\n<ul>']
-    if report.damage:
-        out.append(f"<li><strong>{escape(report.damage)}.</strong></li>")
     out += [f"<li>{escape(s)}.</li>" for s in report.verdict]
     out.append("</ul>")
     if report.groups:  # one line per finding kind, linking to its details below

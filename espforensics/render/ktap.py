@@ -11,8 +11,9 @@ result lines agree with the exit code; a damaged capture makes every line
 kselftest.h): a check that examined no ESP packet is ``ok N name # SKIP
 reason``, one that examined part of them says how many in a diagnostic
 line before its result, and the document ends with ``# Totals: pass:P
-fail:F xfail:0 xpass:0 skip:S error:E``. The lead (what was checked, what
-is wrong) follows the capture's name. ASCII, one line per line. Raises
+fail:F xfail:0 xpass:0 skip:S error:E``. The lead (a damaged capture's
+damage first, then what was checked, what is wrong) follows the capture's
+name. ASCII, one line per line. Raises
 nothing.
 """
 
@@ -42,9 +43,7 @@ def format_ktap(report: Report) -> str:
             f"verdicts: {h.verdicts}"
         )
     )
-    lines[3:3] = [_diagnostic(s) for s in report.lead]
-    if report.damage:
-        lines.append(_diagnostic(report.damage))
+    lines[3:3] = [_diagnostic(s) for s in report.lead]  # the damage, if any, first
     lines += [_diagnostic(s) for s in report.verdict]
     totals = dict.fromkeys(("pass", "fail", "skip", "error"), 0)
     for number, check in enumerate(report.checks, 1):

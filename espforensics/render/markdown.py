@@ -40,7 +40,7 @@ def format_markdown(report: Report) -> str:
     )
     for sentence in report.lead:
         lines += ["", f"**{_cell(sentence)}.**"]
-    lines += ["", "## Verdict", ""] + ([f"- **{report.damage}.**"] if report.damage else [])
+    lines += ["", "## Verdict", ""]  # the damage, if any, led the lead above
     lines += [f"- {s}." for s in report.verdict]
     lines += ["", "## SAs", ""]
     lines += table(

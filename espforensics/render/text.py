@@ -56,7 +56,6 @@ def format_summary(report: Report) -> str:
     h = report.header
     lines = [
         *wrap(h.path, whole=(h.path,)),
-        *(wrap(report.damage + ".", "  ") if report.damage else []),
         *(x for sentence in report.lead for x in wrap(sentence, "  ")),
         f"  {h.frames} frames, {h.esp_packets} ESP packets{h.esp_more}, {h.sa_count} SAs",
         *wrap(f"verdicts: {h.verdicts}", "  "),
@@ -171,7 +170,7 @@ def format_text(report: Report) -> str:
     on public lists. report.md lists the plots.
     """
     lines = [*_header(report), "", "Verdict:"]
-    for sentence in ((report.damage,) if report.damage else ()) + report.verdict:
+    for sentence in report.verdict:  # the damage, if any, led the header
         lines += wrap(sentence + ".", "  ")
     lines += ["", "SAs:" if report.sas else "SAs: none"]
     lines += [x for sa in report.sas for x in _sa_lines(sa)]
