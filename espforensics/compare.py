@@ -42,7 +42,12 @@ KEYLESS_VERDICTS = frozenset(
     {Verdict.NOT_ESP, Verdict.TRUNCATED, Verdict.UNDECODABLE, Verdict.FRAGMENT}
 )
 KEYLESS_FINDINGS = frozenset(
-    {FindingKind.SEQ_DUPLICATE, FindingKind.SEQ_GAP, FindingKind.SEQ_REORDER}
+    {
+        FindingKind.SEQ_DUPLICATE,
+        FindingKind.SEQ_GAP,
+        FindingKind.SEQ_REORDER,
+        FindingKind.RESERVED_SPI,  # the SPI is in clear, as the sequence number
+    }
 )
 
 

@@ -109,6 +109,7 @@ class Tally:
     tried: int  # a key was tried at the expected offset and proved something
     proven: int  # of ``tried``: verified or decrypted (the run's exit code counts these)
     verified: int  # of ``proven``: their ICV verified (the rest had none to check)
+    authentic: int  # of ``verified``: not decrypted (a cipher this version does not open)
     verdicts: dict[str, int]  # of ``tried``: verdict -> packets
     untried: dict[str, int]  # why not tried -> packets, most first
     untried_spis: dict[str, tuple[int, ...]]  # why not tried -> the SPIs concerned
@@ -116,7 +117,7 @@ class Tally:
 
 def tally(sas: Iterable[SaCounts], esp_packets: int) -> Tally:
     """Count what decryption proved; what it did not try, and why."""
-    proven_n = verified_n = 0
+    proven_n = verified_n = authentic_n = 0
     tried: Counter[str] = Counter()
     untried: Counter[str] = Counter()
     spis: dict[str, set[int]] = {}
@@ -127,6 +128,7 @@ def tally(sas: Iterable[SaCounts], esp_packets: int) -> Tally:
             tried[group.verdict] += n
             proven_n += n if s.verified or s.decrypted else 0
             verified_n += n if s.verified else 0
+            authentic_n += n if s.verified and not s.decrypted else 0
         else:
             untried[s.why] += n
             spis.setdefault(s.why, set()).update(group.spis)
@@ -137,6 +139,7 @@ def tally(sas: Iterable[SaCounts], esp_packets: int) -> Tally:
         tried.total(),
         proven_n,
         verified_n,
+        authentic_n,
         dict(tried),
         dict(untried.most_common()),
         {why: tuple(sorted(spis.get(why, ()))) for why in untried},
@@ -196,7 +199,7 @@ def _split_cut(sa: SaCounts, verdicts: dict[str, int]) -> Iterator[tuple[str, in
             yield v, n
             continue
         parts = (
-            (v, n - cut),  # whole, too short to be ESP packets
+            (v, n - cut),  # not told apart: a header cut short, a fragment
             (CUT_UNREAD, cut - sa.cut_read),
             (CUT_READ, sa.cut_read - sa.cut_found),
             (CUT_FOUND, sa.cut_found),

@@ -256,6 +256,14 @@ class NoIntegrity:
 
 
 @dataclass(frozen=True, slots=True)
+class ReservedSpi:
+    """reserved_spi: the SPI (0, or 1..255: RFC 4303 s2.1) and the packets carrying it."""
+
+    spi: int
+    packets: int
+
+
+@dataclass(frozen=True, slots=True)
 class BadChecksums:
     """inner_checksum: packets whose inner checksum is bad (or partial), the first's words."""
 
@@ -294,4 +302,5 @@ Evidence = (
     | NoIntegrity
     | BadChecksums
     | NextHeaderMismatch
+    | ReservedSpi
 )

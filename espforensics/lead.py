@@ -85,7 +85,14 @@ def _proof(t: Tally) -> str:
         return "verified with their keys"
     if t.verified == 0:
         return "decrypted with their keys, none with an ICV to verify"
-    return f"decrypted with their keys, {t.verified} of them verified by their ICV"
+    if not t.authentic:
+        return f"decrypted with their keys, {t.verified} of them verified by their ICV"
+    # some verified packets were not decrypted (a cipher not opened): say which is which
+    return (
+        f"verified or decrypted with their keys: {t.verified} verified by their ICV "
+        f"({t.authentic} of them not decrypted), {t.proven - t.verified} decrypted with no "
+        f"ICV to verify"
+    )
 
 
 def _fixes(findings: tuple[Finding, ...]) -> list[_Fix]:

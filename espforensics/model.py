@@ -53,7 +53,10 @@ class Verdict(StrEnum):
     AUTH_FAIL = "auth_fail"
     BAD_TRAILER = "bad_trailer"
     UNKNOWN_SA = "unknown_sa"
-    TRUNCATED = "truncated"
+    TRUNCATED = "truncated"  # cut by the capture (caplen < len) before its end
+    # Whole in the capture, but shorter than an ESP packet can be (RFC 4303 s2): header,
+    # IV, pad length and next header, ICV; with 4 bytes or more its SPI is named.
+    SHORT = "short"
     NOT_ESP = "not_esp"
     UNDECODABLE = "undecodable"
     FRAGMENT = "fragment"
@@ -87,6 +90,7 @@ class FindingKind(StrEnum):
     INNER_CHECKSUM = "inner_checksum"  # a decrypted packet's own checksum does not verify
     # A decrypted payload that is provably not what its next header names
     NEXT_HEADER_MISMATCH = "next_header_mismatch"
+    RESERVED_SPI = "reserved_spi"  # ESP on the wire with an SPI RFC 4303 s2.1 reserves
 
 
 class InnerChecksum(StrEnum):
@@ -248,6 +252,11 @@ class PlotOutcome:
     skipped: str = ""  # non-empty: the reason no plot was drawn
 
 
+# The SPI of a key file's wildcard entry (any SPI): no SPI on the wire, which is
+# 0..0xffffffff (RFC 4303 s2.1 reserves 0, yet a published test vector sends it).
+ANY_SPI = -1
+
+
 class UnusedReason(StrEnum):
     """Why a key file's SA likely saw no packet (checks/keys.py says how it is told)."""
 
@@ -262,7 +271,7 @@ class UnusedReason(StrEnum):
 class UnusedSa:
     """A key file's SA that no packet of the capture used, and the likely reason.
 
-    ``spi`` 0 is a wildcard entry (any SPI); ``src``/``dst`` "" mean any
+    ``spi`` ``ANY_SPI`` (-1) is a wildcard entry (any SPI); ``src``/``dst`` "" mean any
     address; ``port`` is the UDP port to give ``--natt-port`` for
     ``other_port``; ``packets`` how many packets the reason rests on.
     """

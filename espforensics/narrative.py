@@ -139,6 +139,8 @@ def finding_groups(summary: Summary) -> tuple[FindingGroup, ...]:
     return tuple(sorted(groups, key=lambda g: (-SEVERITY_RANK[g.severity], g.kind.value)))
 
 
+# Why a packet whose ICV verified has no plaintext (verdict authentic_not_decrypted).
+_NOT_OPENED = "a cipher this version does not decrypt"
 # Verdicts of packets a key was tried on that did not decrypt at the expected offset.
 NOT_AT_OFFSET_0 = (Verdict.ESP_MISPLACED, Verdict.AUTH_FAIL, Verdict.BAD_TRAILER)
 
@@ -162,14 +164,30 @@ def verdict_sentences(summary: Summary, t: Tally) -> tuple[str, ...]:
     checked, tv = t.tried, t.verdicts
     bad_n = sum(tv.get(k, 0) for k in NOT_AT_OFFSET_0)
     esn = v.get(Verdict.ESN_MISMATCH, 0)
+    every = "every ESP packet" if checked == esp else "every checked ESP packet"
     if not checked:
         out.append("no ESP packet was checked by decryption")
-    elif not bad_n:
-        every = "every ESP packet" if checked == esp else "every checked ESP packet"
+    elif not bad_n and not t.authentic:
         out.append(f"{every} decrypts at offset 0 ({checked} of {checked})")
+    elif not bad_n and t.authentic == checked:  # nothing decrypted: the ICVs are the proof
+        out.append(
+            f"{every} verifies at offset 0 by its ICV ({checked} of {checked}); none was "
+            f"decrypted: {_NOT_OPENED}"
+        )
+    elif not bad_n:
+        out.append(
+            f"{every} decrypts or verifies at offset 0 ({checked} of {checked}: "
+            f"{checked - t.authentic} decrypted, {t.authentic} verified by their ICV only: "
+            f"{_NOT_OPENED})"
+        )
     else:
         bad = ", ".join(f"{tv[k]} {k}" for k in NOT_AT_OFFSET_0 if tv.get(k))
         out.append(f"{bad_n} of {checked} ESP packets do not decrypt at offset 0 ({bad})")
+        if t.authentic:
+            out.append(
+                f"{t.authentic} of {checked} ESP packets verify at offset 0 by their ICV "
+                f"but were not decrypted: {_NOT_OPENED}"
+            )
     if esn:
         verb, its, it = ("verifies", "its", "it") if esn == 1 else ("verify", "their", "them")
         out.append(

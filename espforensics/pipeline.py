@@ -44,6 +44,8 @@ from espforensics.checks import Check, Flow, Holds, PacketContext, SaState, make
 from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.checks.keys import KeyCheck
 from espforensics.decode.esp import (
+    ESP_HEADER_LEN,
+    SPI_LEN,
     NotEsp,
     locate_esp,
     parse_esp_header,
@@ -63,6 +65,7 @@ from espforensics.decode.reassembly import Expired
 from espforensics.decode.tunnel import TUNNEL_PROTOS, unwrap
 from espforensics.errors import MalformedPacket, Truncated
 from espforensics.keys import SaTable
+from espforensics.keys.validate import reserved_notes
 from espforensics.keys.wireshark import secrets_block_sas
 from espforensics.model import (
     DecryptionSecrets,
@@ -198,6 +201,7 @@ class FrameAnalyzer:
             return
         for sa in found:
             self.sas.add(sa)
+        self.sas.notes.extend(reserved_notes(found))  # an SA of SPI 0 warns as from a file
         self._flows.forget_flows()
         self._natt_ports = self._ports()
 
@@ -318,6 +322,9 @@ class FrameAnalyzer:
             return None
         rec.proto, rec.udp_sport, rec.udp_dport = loc.proto, loc.udp_sport, loc.udp_dport
         rec.expected_offset = rec.esp_offset = loc.offset
+        if len(data) < loc.offset + ESP_HEADER_LEN:  # RFC 4303 s2: no whole ESP header
+            self._headless(rec, ip, data, loc.offset)
+            return None
         spi, seq = parse_esp_header(data, loc.offset)
         flow = self.flow_for(spi, ip.src, ip.dst)
         state = flow.state
@@ -369,6 +376,26 @@ class FrameAnalyzer:
         except (Truncated, MalformedPacket) as exc:  # a decrypted packet is never cut short
             rec.verdict, rec.detail = Verdict.UNDECODABLE, str(exc)
         return None
+
+    def _headless(self, rec: PacketRecord, ip: OuterIp, data: bytes, offset: int) -> None:
+        """An ESP packet without its whole 8-byte header: cut by the capture (``truncated``)
+        or whole and too short (``short``). With its first 4 bytes there it names its SPI,
+        and its SA is one the capture holds (checks/unused.py), though no check sees it."""
+        have = len(data) - offset
+        rec.esp_len = ip.total_len - offset
+        if len(data) < ip.total_len:
+            rec.verdict, rec.detail = Verdict.TRUNCATED, f"ESP header cut at {have} bytes"
+        else:
+            rec.verdict = Verdict.SHORT
+            rec.detail = f"ESP packet of {have} bytes: shorter than its 8-byte header (RFC 4303 s2)"
+        if have < SPI_LEN:
+            return
+        rec.spi = int.from_bytes(data[offset : offset + SPI_LEN])
+        flow = self.flow_for(rec.spi, ip.src, ip.dst)
+        if flow.state.sa is not None:
+            rec.algorithm = flow.state.sa.suite
+        self._keys.observe_flow(flow, ip.src, ip.dst)
+        self.touched.add(flow.state)
 
     def _observe(self, pkt: PacketContext) -> None:
         for check in self.checks:

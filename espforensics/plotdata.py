@@ -62,6 +62,7 @@ _SEQ_EVIDENCE = (
     "esn_mismatch",
     "unknown_sa",
     "truncated",
+    "short",
     "unsupported",
     "decrypted_no_icv",
     "authentic_not_decrypted",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from espforensics.coverage import CheckCoverage, check_coverage
 from espforensics.frames import frame_runs, from_runs
 from espforensics.model import (
+    ANY_SPI,
     SEVERITY_RANK,
     Finding,
     FindingKind,
@@ -167,7 +168,7 @@ class Summary:
         doc["layouts"] = [{**_fields(x), "spi": f"{x.spi:#010x}"} for x in self.layouts]
         doc["plots"] = [{**_fields(p), "files": list(p.files)} for p in self.plots]
         doc["unused_sas"] = [
-            {**_fields(u), "spi": "any" if u.spi == 0 else f"{u.spi:#010x}"}
+            {**_fields(u), "spi": "any" if u.spi == ANY_SPI else f"{u.spi:#010x}"}
             for u in self.unused_sas
         ]
         doc["key_notes"] = list(self.key_notes)
@@ -199,7 +200,7 @@ class Summary:
                 UnusedSa(
                     **{
                         **u,
-                        "spi": 0 if u["spi"] == "any" else int(u["spi"], 16),
+                        "spi": ANY_SPI if u["spi"] == "any" else int(u["spi"], 16),
                         "reason": UnusedReason(u["reason"]),
                     }
                 )

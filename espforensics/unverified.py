@@ -30,7 +30,7 @@ def no_icv(pkt: PacketContext, seq64: int, plain: bytes | None, block: int, why:
     rec = pkt.rec
     pkt.state.tracker.commit(seq64)  # the header is all there is, as without a key
     if plain is None:
-        rec.verdict = Verdict.TRUNCATED
+        rec.verdict = Verdict.SHORT  # whole (open_packet said so): not cut by the capture
         rec.detail = f"ESP packet of {rec.esp_len} bytes is too short for its IV and ICV"
         return
     problem = pkt.apply_plaintext(plain, block)

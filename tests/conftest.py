@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import espforensics.cli
 from espforensics.engine import pool, run
@@ -13,7 +15,45 @@ from espforensics.engine.plain import Decoded
 from espforensics.engine.plan import Opening
 from espforensics.engine.prefetch import Prefetch, resolve
 from espforensics.pipeline import Options
+from tests import helpers
 from tests.helpers import CAPTURES, NO_CAPTURES, PER_FRAME, STEADY
+
+# No Hypothesis test depends on the machine's speed: no deadline per example, and no
+# health check failing a test whose data take long to draw on a loaded machine. A test's
+# own @settings (its max_examples) still applies, over these.
+settings.register_profile(
+    "espforensics", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("espforensics")
+
+
+# -- the real captures of ../shared: one marker, skipped where they are absent ----------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "real_captures: reads ../shared/captures (tests.helpers.needs_captures)"
+    )
+    sys.addaudithook(helpers.audit_captures)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that takes the ``captures`` fixture, itself or through another, is marked; a
+    marked test skips where the captures are absent (before any of its fixtures)."""
+    absent = not CAPTURES.is_dir()
+    for item in items:
+        if "captures" in getattr(item, "fixturenames", ()):
+            item.add_marker(helpers.needs_captures)
+        if absent and item.get_closest_marker("real_captures") is not None:
+            item.add_marker(pytest.mark.skip(reason=NO_CAPTURES))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """An unmarked test is watched: if it reads the captures, it fails (helpers.audit_captures)."""
+    helpers.watch_captures(None if item.get_closest_marker("real_captures") else item.nodeid)
+    yield
+    helpers.watch_captures(None)
 
 
 @pytest.fixture(autouse=True)
@@ -35,9 +75,8 @@ def lane(request: pytest.FixtureRequest) -> Options:
 
 @pytest.fixture(scope="session")
 def captures() -> Path:
-    """The real captures' folder, beside the checkout; the test skips where it is absent."""
-    if not CAPTURES.is_dir():
-        pytest.skip(NO_CAPTURES)
+    """The real captures' folder, beside the checkout; a test that takes it, or takes a
+    fixture that does, is marked ``real_captures`` and skips where it is absent."""
     return CAPTURES
 
 

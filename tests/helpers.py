@@ -1,12 +1,19 @@
 """What many test modules share: the real captures and one way to run the analyzer.
 
 The real Linux captures live beside the checkout, in ``../shared/captures``
-(``KERNEL/NAME/{capture.pcap,xfrm-state.txt,ground-truth.json}``); a test
-that needs them skips, with ``NO_CAPTURES`` as its reason, where they are
-absent. ``run_frames``/``run_scenario`` analyze in process with the
-``Options`` a test gives (tests/conftest.py's ``lane`` fixture gives each
-test the steady lane off and on); ``run_cli`` runs the command line in
-process and returns its exit code, its output and its output folder.
+(``KERNEL/NAME/{capture.pcap,xfrm-state.txt,ground-truth.json}``). A test
+that reads them says so in one of the ways below, and skips, with
+``NO_CAPTURES`` as its reason, where they are absent (a fresh clone):
+``needs_captures`` on it or on its module (``pytestmark``), a case of
+``capture_params``, the ``captures`` fixture (tests/conftest.py; also through a
+fixture of its own that takes it), or ``real_capture``. A test that reads
+them without saying so fails, with or without them (``audit_captures``): on a
+fresh clone it would error instead of skipping.
+
+``run_frames``/``run_scenario`` analyze in process with the ``Options`` a
+test gives (tests/conftest.py's ``lane`` fixture gives each test the steady
+lane off and on); ``run_cli`` runs the command line in process and returns
+its exit code, its output and its output folder.
 """
 
 from __future__ import annotations
@@ -41,7 +48,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
 NO_CAPTURES = f"the real captures are not beside the checkout ({CAPTURES} is absent)"
-needs_captures = pytest.mark.skipif(not CAPTURES.is_dir(), reason=NO_CAPTURES)
+# The marker of a test that reads CAPTURES: tests/conftest.py skips it where they are absent.
+needs_captures = pytest.mark.real_captures
 
 # The two lanes every in-process end-to-end test runs with (tests/conftest.py ``lane``).
 PER_FRAME = Options(steady_lane=False)
@@ -85,6 +93,7 @@ def _truth(folder: Path) -> dict[str, Any]:
 
 def real_capture(name: str) -> RealCapture:
     """The capture ``KERNEL/NAME``; the calling test skips if the captures are absent."""
+    watch_captures(None)  # the test says it reads them
     if not CAPTURES.is_dir():
         pytest.skip(NO_CAPTURES)
     folder = CAPTURES / name
@@ -109,8 +118,55 @@ def capture_params(kernel: str | None = None) -> list[object]:
     """``capture_names`` for ``parametrize``; one visibly skipped case where they are absent."""
     names = capture_names(kernel)
     if names:
-        return [pytest.param(n, id=n) for n in names]
-    return [pytest.param("", id="no-captures", marks=pytest.mark.skip(reason=NO_CAPTURES))]
+        return [pytest.param(n, id=n, marks=needs_captures) for n in names]
+    return [pytest.param("", id="no-captures", marks=needs_captures)]
+
+
+# -- a test that reads the captures without saying so -----------------------------------
+
+_WATCHED: list[str] = []  # the running test's id, while it has not said it reads CAPTURES
+# Audit events (docs.python.org/3/library/audit_events.html) whose first arguments name
+# what is read or run, and how many of them to look at.
+_READS = {
+    "open": 1,
+    "os.listdir": 1,
+    "os.scandir": 1,
+    "glob.glob": 1,
+    "os.symlink": 1,
+    "subprocess.Popen": 2,  # executable, args (a command line may name a capture)
+    "os.posix_spawn": 2,
+    "os.exec": 2,
+}
+
+
+def watch_captures(test: str | None) -> None:
+    """``test`` runs now and has not said it reads CAPTURES (None: nothing is watched)."""
+    _WATCHED[:] = [test] if test is not None else []
+
+
+def _captures_named(value: object) -> str | None:
+    """The path or command line of ``value`` that names CAPTURES, if one does."""
+    if isinstance(value, list | tuple):
+        return next(filter(None, map(_captures_named, value)), None)
+    if isinstance(value, str | bytes | os.PathLike):
+        text = os.fsdecode(os.fspath(value))
+        return text if str(CAPTURES) in text else None
+    return None  # a file descriptor, None
+
+
+def audit_captures(event: str, args: tuple[Any, ...]) -> None:
+    """An audit hook (``sys.addaudithook``, tests/conftest.py): a watched test that opens,
+    lists or runs a command on a path under CAPTURES fails, naming the marker it lacks."""
+    reads = _READS.get(event)
+    what = _captures_named(args[:reads]) if reads is not None and _WATCHED else None
+    if what is None:
+        return
+    test = _WATCHED.pop()  # once: what runs after the failure is not the test's
+    pytest.fail(
+        f"{test} reads {what} without tests.helpers.needs_captures (or real_capture, "
+        f"capture_params, the captures fixture): without ../shared it would not skip",
+        pytrace=False,
+    )
 
 
 # -- in process ------------------------------------------------------------------------

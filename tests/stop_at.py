@@ -9,19 +9,36 @@ therefore provably got there and cannot get further: the test sends its
 signal without guessing a time. Then it runs ``espforensics ARGS...``.
 Nothing in espforensics knows about it (no hook, no environment variable).
 
-``run_until_stopped`` starts it and returns once it is stopped.
+``stopped`` starts any such command (this one, or a script that writes
+``reached`` the same way) and yields once it is stopped; ``run_until_stopped``
+starts this one. Whatever the test does then, failing included, the command
+leaves nothing behind when the ``with`` block ends: its process group and the
+processes that were below it at the stop are killed, its pipes closed and its
+exit status collected (a pipe left open was reported by the next test).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 REACHED = b"reached\n"
+# A shell without job control (a script, CI, nohup) starts a background command with
+# SIGINT ignored, an ignored signal stays ignored across exec, and Python then installs
+# no KeyboardInterrupt handler: a Ctrl-C test of a suite run that way saw its command go
+# on (exit 0). The command is started as a terminal's shell starts it, SIGINT at default.
+AS_FROM_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
 
 
 def _install(module: str, attr: str, condition: str) -> None:
@@ -42,23 +59,66 @@ def _install(module: str, attr: str, condition: str) -> None:
     setattr(owner, name, stop_here)
 
 
-def run_until_stopped(
-    module: str, attr: str, condition: str, args: list[str]
-) -> subprocess.Popen[bytes]:
-    """Start the command in a new session; return once it waits at the stop."""
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """A command waiting at its stop: its process, and the processes below it there."""
+
+    proc: subprocess.Popen[bytes]
+    below: list[int]
+
+
+@contextlib.contextmanager
+def stopped(argv: list[str], env: Mapping[str, str] | None = None) -> Iterator[Stopped]:
+    """Start ``argv`` in a new session, as from a terminal; yield once it has written
+    ``reached``."""
+    from tests.procs import alive, descendants  # not when run as a script
+
     proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__)), module, attr, condition, *args],
+        [sys.executable, "-c", AS_FROM_A_TERMINAL, *argv],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        env=env,
     )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()  # no timing: returns when the child writes, or exits
-    if line != REACHED:
-        _, err = proc.communicate(timeout=60)
-        raise AssertionError(f"the command did not reach the stop: {line!r} {err!r}")
-    return proc
+    below: list[int] = []
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # no timing: returns when the child writes, or exits
+        if line != REACHED:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            _, err = proc.communicate()
+            raise AssertionError(f"the command did not reach the stop: {line!r} {err!r}")
+        below = descendants(proc.pid)
+        yield Stopped(proc, below)
+    finally:
+        _end(proc, below, alive)
+
+
+def _end(proc: subprocess.Popen[bytes], below: list[int], alive: Any) -> None:
+    """Kill what is left of ``proc`` (its group, the processes once below it), close its
+    pipes and collect its status. Killing what has ended is a no-op: the status of
+    ``proc`` is not collected before this, so its pid (the group's id) is not reused."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    for pid in below:
+        if alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None and not pipe.closed:
+            with contextlib.suppress(OSError):  # stdin: the child is gone (EPIPE)
+                pipe.close()
+    proc.wait()
+
+
+def run_until_stopped(
+    module: str, attr: str, condition: str, args: list[str]
+) -> contextlib.AbstractContextManager[Stopped]:
+    """``stopped`` for ``espforensics ARGS`` stopped where ``CONDITION`` first holds."""
+    return stopped([sys.executable, str(Path(__file__)), module, attr, condition, *args])
 
 
 if __name__ == "__main__":  # not when multiprocessing's forkserver imports this main module

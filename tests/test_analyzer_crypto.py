@@ -115,7 +115,7 @@ def test_packets_that_cannot_be_opened_say_why() -> None:
     )
 
 
-def test_a_packet_cut_by_the_snap_length_or_too_short_is_truncated() -> None:
+def test_a_packet_cut_by_the_snap_length_is_truncated_one_too_short_is_short() -> None:
     sealed = _sealed(GCM)
     cut = replace(sealed.pkt, data=sealed.pkt.data[:50])
     assert open_packet(cut, 7, sealed.iv, sealed.sealed_at) is None
@@ -126,7 +126,7 @@ def test_a_packet_cut_by_the_snap_length_or_too_short_is_truncated() -> None:
     short = replace(sealed.pkt, rec=replace(sealed.pkt.rec, esp_len=33))
     assert open_packet(short, 7, sealed.iv, sealed.sealed_at) is None
     assert (short.rec.verdict, short.rec.detail) == (
-        Verdict.TRUNCATED,
+        Verdict.SHORT,
         "ESP packet of 33 bytes: shorter than the 34 that the ESP header, IV, pad length, "
         "next header and ICV take (RFC 4303 s2)",
     )

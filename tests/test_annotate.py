@@ -258,7 +258,9 @@ def test_comment_of_a_listed_frame() -> None:
 
 
 @pytest.mark.skipif(TSHARK is None, reason="tshark is not installed")
-@pytest.mark.parametrize("name", ["iv-reuse", "kernel-gso-v4", "kernel-gso-v6", "sequence"])
+@pytest.mark.parametrize(
+    "name", ["iv-reuse", "kernel-gso-v4", "kernel-gso-v6", "sequence", "esn-below"]
+)
 def test_tshark_filter_counts_equal_the_findings(tmp_path: Path, name: str) -> None:
     sc = build_scenario(name, seed=1)
     target, findings, _ = annotate(tmp_path, sc)

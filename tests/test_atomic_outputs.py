@@ -78,12 +78,11 @@ def test_a_killed_run_leaves_no_final_name(capture: tuple[Path, Path], tmp_path:
     cap, keys = capture
     out = tmp_path / "out"
     args = ["analyze", str(cap), "--sa", str(keys), "--out", str(out), "--no-plots", "-q"]
-    proc = run_until_stopped(
-        "espforensics.summary", "SummaryBuilder.observe", "args[1].frame == 40", args
-    )
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
+    where = "args[1].frame == 40"
+    with run_until_stopped("espforensics.summary", "SummaryBuilder.observe", where, args) as run:
+        os.killpg(run.proc.pid, signal.SIGKILL)
+        run.proc.wait()
+    assert run.proc.returncode == -signal.SIGKILL
     assert _names(out) == STREAMING
 
 
@@ -92,9 +91,9 @@ def test_summary_json_is_renamed_last(capture: tuple[Path, Path], tmp_path: Path
     cap, keys = capture
     out = tmp_path / "out"
     args = ["analyze", str(cap), "--sa", str(keys), "--out", str(out), "--no-plots", "-q"]
-    proc = run_until_stopped("os", "replace", "str(args[1]).endswith('summary.json')", args)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=60)
+    with run_until_stopped("os", "replace", "str(args[1]).endswith('summary.json')", args) as run:
+        os.killpg(run.proc.pid, signal.SIGKILL)
+        run.proc.wait()
     assert _names(out) == [n for n in FINAL if n != "summary.json"] + ["summary.json.partial"]
     assert len((out / "packets.csv").read_text().splitlines()) == 1 + 98
 
@@ -134,14 +133,14 @@ def test_a_killed_batch_leaves_a_partial_folder_that_a_rerun_replaces(
 ) -> None:
     cap, keys = capture
     out = tmp_path / "batch"
-    proc = run_until_stopped(
+    with run_until_stopped(
         "espforensics.summary",
         "SummaryBuilder.observe",
         "args[1].frame == 40",
         [*_batch_args(cap, keys, out), "--no-plots"],
-    )
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=60)
+    ) as run:
+        os.killpg(run.proc.pid, signal.SIGKILL)
+        run.proc.wait()
     assert _names(out) == ["captures"]
     assert _names(out / "captures") == [".partial-cap.pcap"]
     assert _names(out / "captures" / ".partial-cap.pcap") == STREAMING
@@ -157,14 +156,14 @@ def test_a_batch_killed_at_its_tables_keeps_them_aside(
     """Killed before captures.csv gets its name: the capture is done, the table is not."""
     cap, keys = capture
     out = tmp_path / "batch"
-    proc = run_until_stopped(
+    with run_until_stopped(
         "os",
         "replace",
         "str(args[1]).endswith('/captures.csv')",
         [*_batch_args(cap, keys, out), "--no-plots"],
-    )
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=60)
+    ) as run:
+        os.killpg(run.proc.pid, signal.SIGKILL)
+        run.proc.wait()
     assert _names(out) == [
         ".partial-captures.csv",
         ".partial-captures.parquet",

@@ -182,7 +182,7 @@ def test_dask_gives_the_same_table(archive: Path, tmp_path: Path) -> None:
     local = tmp_path / "local"
     run_batch([str(archive)], [], local, jobs=2, plots=False)
     with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
     ) as cluster:
         remote = tmp_path / "dask"
         result = run_batch(

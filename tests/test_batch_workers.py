@@ -20,7 +20,6 @@ import pytest
 
 from espforensics.synth import build_scenario, write_scenario
 from espforensics.workers import EXIT_ORPHANED, watch_parent
-from tests.procs import alive as _alive
 from tests.procs import children as _children
 from tests.procs import wait_gone
 from tests.stop_at import run_until_stopped
@@ -34,26 +33,25 @@ def test_workers_die_with_a_killed_batch(tmp_path: Path) -> None:
         write_scenario(build_scenario("kernel-gso-v4", seed=seed), tmp_path / "in", stem=f"c{seed}")
     out = tmp_path / "batch"
     args = ["batch", str(tmp_path / "in"), "--out", str(out), "--jobs", "2", "--no-plots"]
-    proc = run_until_stopped("espforensics.batch.manifest", "Manifest.record", "True", args)
-    workers = _children(proc.pid)
-    try:
+    with run_until_stopped("espforensics.batch.manifest", "Manifest.record", "True", args) as run:
+        proc, workers = run.proc, _children(run.proc.pid)
         assert len(workers) == 2, workers
         os.kill(proc.pid, signal.SIGKILL)  # the batch process only, not its group
         assert wait_gone(workers, BOUND) == []
         stdout, _ = proc.communicate(timeout=BOUND)  # no worker holds the pipe open
         assert stdout == b""
         assert proc.returncode == -signal.SIGKILL
-    finally:
-        for w in workers:
-            if _alive(w):
-                os.kill(w, signal.SIGKILL)
 
 
 def test_the_watchdog_ends_a_worker_whose_parent_is_gone() -> None:
     """The portable fallback alone: a worker told of a parent that is not its own exits 75."""
     process = multiprocessing.get_context("spawn").Process(target=watch_parent, args=(-1,))
     process.start()
-    process.join(BOUND)
-    if process.exitcode is None:
-        process.kill()
-    assert process.exitcode == EXIT_ORPHANED == 75
+    try:
+        process.join(BOUND)
+        assert process.exitcode == EXIT_ORPHANED == 75
+    finally:
+        if process.exitcode is None:
+            process.kill()
+            process.join()
+        process.close()  # its sentinel's descriptor, not left to a later test

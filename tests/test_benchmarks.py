@@ -7,6 +7,7 @@ benchmark once broke silently when PacketContext changed).
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -162,3 +163,32 @@ def test_bench_tables_writes_the_table_both_ways(tmp_path: Path) -> None:
     out = _run("bench_tables.py", str(tmp_path / "o" / "packets.parquet"), "--rounds", "1")
     assert out.splitlines()[0] == "40 rows in 1 row groups of 8,192"
     assert "text columns but iv" in out and "csv of 40 rows" in out
+
+
+def test_bench_profiles_prints_every_profile_keyed_and_keyless(tmp_path: Path) -> None:
+    """One line per sender profile, its ratios against the (fake) tshark named by TSHARK."""
+    fake = tmp_path / "fake_tshark.py"
+    fake.write_text('import sys\nif "--version" in sys.argv:\n    print("TShark (fake) 4.4.9")\n')
+    res = subprocess.run(
+        [
+            *(sys.executable, str(BENCH / "bench_profiles.py")),
+            *("--frames", "300", "--repeat", "1", "--workdir", str(tmp_path / "work")),
+            *("--profiles", "gcm-seq,cbc-random"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "TSHARK": shlex.join([sys.executable, str(fake)])},
+    )
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert "TShark (fake) 4.4.9" in lines[0], res.stdout
+    assert "300 frames per profile, fastest of 1 rounds, one run:" in lines, res.stdout
+    rows = {line.split()[0]: line.split()[1:] for line in lines[-2:]}
+    assert set(rows) == {"gcm-seq", "cbc-random"}, res.stdout
+    assert all(len(cells) == 7 and "-" not in cells for cells in rows.values()), res.stdout
+    assert sorted(p.name for p in (tmp_path / "work").glob("*.pcap")) == [
+        "cbc-random-300.pcap",
+        "gcm-seq-300.pcap",
+    ]

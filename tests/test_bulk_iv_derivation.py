@@ -26,7 +26,11 @@ from tests.bulk_batches import M64, Pkt, context, first, flow_rows, keyed, sa_of
 KEY = bytes(range(16))
 C = 0x0123456789ABCDEF
 SALT = bytes(range(100, 116))
-SCHEMES = ("xor", "add", "echainiv", "random")
+# ``seq``: IV = seq64 (c = 0), ``tied``: a constant whose low byte is zero: xor and add
+# read every window packet alike (seqs 1..64), and the batch's too (up to 80) (issue 35).
+TIED = 0x0123456789AB0100
+SCHEMES = ("xor", "add", "seq", "tied", "echainiv", "random")
+_COUNTERS = {"xor": (C, False), "add": (C, True), "seq": (0, False), "tied": (TIED, True)}
 
 
 def _ecb(block: bytes) -> bytes:
@@ -36,10 +40,9 @@ def _ecb(block: bytes) -> bytes:
 
 def _iv(scheme: str, seq64: int, noise: int) -> bytes:
     """The IV ``scheme`` builds for ``seq64`` (``noise`` for random IVs)."""
-    if scheme == "xor":
-        return (seq64 ^ C).to_bytes(8)
-    if scheme == "add":
-        return ((seq64 + C) & M64).to_bytes(8)
+    if scheme in _COUNTERS:
+        const, additive = _COUNTERS[scheme]
+        return ((seq64 + const) & M64 if additive else seq64 ^ const).to_bytes(8)
     if scheme == "echainiv":
         return _ecb(echainiv_block(seq64, SALT))
     return _ecb(noise.to_bytes(16))  # random-looking
@@ -51,7 +54,7 @@ def _pkt(frame: int, seq64: int, iv: bytes) -> Pkt:
 
 
 def _flow(scheme: str) -> Flow:
-    if scheme in ("xor", "add"):
+    if scheme in _COUNTERS:
         return keyed(sa_of(0x1001, RFC4106, KEY + bytes(4)))
     return keyed(sa_of(0x2001, CBC_AES, KEY, "hmac(sha256)"))
 
@@ -68,7 +71,7 @@ def _batches(draw: st.DrawFn) -> tuple[str, list[Pkt], list[Pkt]]:
     scheme = draw(st.sampled_from(SCHEMES))
     history = [_pkt(n, n, _iv(scheme, n, n * 7919)) for n in range(1, WINDOW + 1)]
     batch: list[Pkt] = []
-    kinds = ["own", "own", "own", "next", "none"] + (["chained"] if scheme in SCHEMES[2:] else [])
+    kinds = ["own", "own", "own", "next", "none"] + (["chained"] if scheme not in _COUNTERS else [])
     for n in range(WINDOW + 1, WINDOW + 1 + draw(st.integers(1, 16))):
         kind = draw(st.sampled_from(kinds))
         prev = batch[-1] if batch else history[-1]
@@ -131,3 +134,18 @@ def test_an_sa_still_choosing_its_constant_is_not_admitted() -> None:
     assert not check.admits(flow)  # 63 packets: the window holds them
     check.observe(context(flow, _pkt(WINDOW, WINDOW, _iv("xor", WINDOW, 0))))
     assert check.admits(flow)
+
+
+def test_a_tie_of_xor_and_add_is_admitted_and_the_row_that_breaks_it_refused() -> None:
+    """A constant of zero low bits: xor and add read the window alike, so the SA is the
+    lane's at once; the first row they read apart is refused, and decides, per frame."""
+    flow = _flow("tied")
+    check = _check(flow, [_pkt(n, n, _iv("tied", n, 0)) for n in range(1, WINDOW + 1)])
+    assert check.admits(flow)
+    sa = check._sas.known(flow)
+    assert sa is not None and sa.alt is not None  # undecided
+    rows = [_pkt(n, n, _iv("tied", n, 0)) for n in (65, 66, 0x100, 0x101)]
+    assert check.refuses(flow_rows(flow, rows)).tolist() == [False, False, True, True]
+    for p in rows:
+        check.observe(context(flow, p))
+    assert sa.alt is None and sa.additive and sa.deviating == 0  # told apart: the counter's

@@ -21,7 +21,7 @@ from espforensics.checks import iv_reuse
 from espforensics.checks.context import Flow
 from espforensics.checks.iv_reuse import IvReuseCheck
 from espforensics.keys.sa import CBC_AES, RFC4106, SaTable
-from tests.bulk_batches import Pkt, context, first, keyed, opened, sa_of, scope_rows
+from tests.bulk_batches import M64, Pkt, context, first, keyed, opened, sa_of, scope_rows
 
 KEY = bytes(range(20))
 GCM = (sa_of(0x1001, RFC4106, KEY), sa_of(0x1002, RFC4106, KEY))  # one key: one group
@@ -59,18 +59,16 @@ def _equivalent(flows: tuple[Flow, Flow], history: list[Row], batch: list[Row], 
     refs, new = [], []
     for flow, p in batch:
         before = (grp.runs.top(), len(grp.hashed or ()), grp.unconfirmed)
+        hashed, additive = grp.hashed is not None, grp.additive
         refs.append(context(flow, p))
         ref.observe(refs[-1])
-        if wide:  # a fold new to the group: the set grew, nothing to confirm
+        if wide or hashed:  # a value new to the group: the set grew, nothing to confirm
             fresh = len(grp.hashed or ()) == before[1] + 1 and grp.unconfirmed == before[2]
         else:  # a new highest value, still counting in runs
-            value = int.from_bytes(p.iv) ^ grp.const
-            fresh = (
-                grp.hashed is None
-                and value > before[0]
-                and grp.runs.top() == value
-                and len(grp.runs) <= iv_reuse.RUNS_BEFORE_HASH
-            )
+            iv = int.from_bytes(p.iv)
+            value = (iv - grp.added) & M64 if grp.additive else iv ^ grp.const
+            fresh = grp.hashed is None and value > before[0] and grp.runs.top() == value
+        fresh = fresh and (additive is not None or grp.additive is None)  # no map taken here
         new.append(fresh and not refs[-1].rec.iv_reused)
     assert taken == first([not n for n in new])  # row by row up to the first refused
     if taken:
@@ -82,17 +80,51 @@ def _equivalent(flows: tuple[Flow, Flow], history: list[Row], batch: list[Row], 
     assert list(lane.finish()) == list(ref.finish())
 
 
+# Counter IVs: seqiv's xor, an additive counter, and each with a constant whose low bits
+# are zero (TIED), which xor and add read alike up to value 16: the group takes its map there.
+TIED = 0x0123456789AB0010
+COUNTERS = {
+    "xor": (C, False),
+    "add": (C, True),
+    "tied-xor": (TIED, False),
+    "tied-add": (TIED, True),
+}
+
+
+def _counter_iv(scheme: str, value: int) -> bytes:
+    const, additive = COUNTERS[scheme]
+    return ((value + const) & M64 if additive else value ^ const).to_bytes(8)
+
+
 @st.composite
 def _counter_batches(draw: st.DrawFn) -> tuple[list[Row], list[Row]]:
-    """Seqiv IVs of two SAs' packets: rising, with repeats, late values and new runs."""
+    """Counter IVs of two SAs' packets: rising, with repeats, late values and new runs."""
+    scheme = draw(st.sampled_from(sorted(COUNTERS)))
     flows = (keyed(GCM[0]), keyed(GCM[1], "192.0.2.3"))
     n_hist = draw(st.integers(2, 6))  # both flows seen
-    history = [(flows[n % 2], _pkt(n + 1, n + 1, ((n + 1) ^ C).to_bytes(8))) for n in range(n_hist)]
+    history = [
+        (flows[n % 2], _pkt(n + 1, n + 1, _counter_iv(scheme, n + 1))) for n in range(n_hist)
+    ]
     value, batch = n_hist, []
     for n, step in enumerate(draw(st.lists(st.sampled_from([1, 1, 1, 1, 3, 0, -2]))), n_hist + 1):
         value = max(1, value + step)
-        batch.append((flows[draw(st.integers(0, 1))], _pkt(n, n, (value ^ C).to_bytes(8))))
+        batch.append((flows[draw(st.integers(0, 1))], _pkt(n, n, _counter_iv(scheme, value))))
     return history, batch
+
+
+@st.composite
+def _random_batches(draw: st.DrawFn) -> tuple[list[Row], list[Row]]:
+    """Random 8-byte IVs: a history that makes the group hash (3 runs at most, below), then
+    IVs new or repeating any earlier one."""
+    flows = (keyed(GCM[0]), keyed(GCM[1], "192.0.2.3"))
+    ivs: list[bytes] = []
+    rows: list[Row] = []
+    for n in range(1, draw(st.integers(9, 30)) + 1):
+        same = n > 8 and draw(st.integers(0, 4)) == 0
+        iv = draw(st.sampled_from(ivs)) if same else draw(st.binary(min_size=8, max_size=8))
+        ivs.append(iv)
+        rows.append((flows[n % 2] if n <= 2 else flows[draw(st.integers(0, 1))], _pkt(n, n, iv)))
+    return rows[:8], rows[8:]
 
 
 @settings(max_examples=300, deadline=None)
@@ -104,6 +136,16 @@ def test_counter_bulk_rule_is_the_per_packet_rule(
     history, batch = case
     flows = (history[0][0], history[1][0])
     with mock.patch.object(iv_reuse, "RUNS_BEFORE_HASH", runs_cap):
+        _equivalent(flows, history, batch, wide=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_random_batches())
+def test_hashed_bulk_rule_is_the_per_packet_rule(case: tuple[list[Row], list[Row]]) -> None:
+    """Random 8-byte IVs are hashed, and the lane takes them by the hash (issue 35)."""
+    history, batch = case
+    flows = (history[0][0], history[1][0])
+    with mock.patch.object(iv_reuse, "RUNS_BEFORE_HASH", 3):
         _equivalent(flows, history, batch, wide=False)
 
 
@@ -150,9 +192,38 @@ def test_a_reused_counter_iv_is_refused_and_reported_once_per_frame_path() -> No
     assert check.refuses_scope(group, scope_rows(batch)).tolist() == [False, True]
 
 
-def test_a_group_that_hashes_counter_ivs_is_not_admitted() -> None:
+def test_a_group_of_random_ivs_hashes_them_and_is_admitted() -> None:
+    """Past RUNS_BEFORE_HASH runs, more than half its packets, a group hashes its values;
+    the lane takes it, refusing an IV seen before (in the runs or in the hash)."""
     flow = keyed(GCM[0])
-    with mock.patch.object(iv_reuse, "RUNS_BEFORE_HASH", 1):
-        check = _check(GCM, [(flow, _pkt(n, n, (3 * n ^ C).to_bytes(8))) for n in (1, 2, 3)])
-    assert not check.admits(flow)  # three runs of one: hashed, the per-frame path's
-    assert check.admits(keyed(GCM[0])) is False  # a flow the check has not seen
+    ivs = [(n * 0x9E3779B97F4A7C15 & M64).to_bytes(8) for n in range(1, 2 * iv_reuse.WINDOW)]
+    check = _check(GCM, [(flow, _pkt(n, n, iv)) for n, iv in enumerate(ivs, 1)])
+    group = check.scope(flow)
+    assert isinstance(group, iv_reuse._Group) and group.hashed is not None
+    assert len(group.runs) == iv_reuse.RUNS_BEFORE_HASH + 1  # frozen when hashing began
+    assert check.admits(flow)
+    n = len(ivs) + 1
+    batch = [(flow, _pkt(n + k, n + k, iv)) for k, iv in enumerate([b"new iv 1", ivs[3], ivs[-1]])]
+    assert check.refuses_scope(group, scope_rows(batch)).tolist() == [False, True, True]
+
+
+def test_an_additive_counter_is_counted_in_one_run() -> None:
+    """IV = seq64 + c: mapped by ``iv - c``, one run, every packet new (none refused)."""
+    flow = keyed(GCM[0])
+    check = _check(GCM, [(flow, _pkt(n, n, _counter_iv("add", n))) for n in range(1, 100)])
+    group = check.scope(flow)
+    assert isinstance(group, iv_reuse._Group)
+    assert (group.additive, len(group.runs), group.hashed) == (True, 1, None)
+    batch = [(flow, _pkt(n, n, _counter_iv("add", n))) for n in range(100, 140)]
+    assert not check.refuses_scope(group, scope_rows(batch)).any()
+
+
+def test_iv_equal_to_seq_keeps_both_maps() -> None:
+    """IV = seq64: xor and add of c = 0 read every IV alike, and the lane never waits."""
+    flow = keyed(GCM[0])
+    check = _check(GCM, [(flow, _pkt(n, n, n.to_bytes(8))) for n in range(1, 100)])
+    group = check.scope(flow)
+    assert isinstance(group, iv_reuse._Group)
+    assert (group.additive, group.const, group.added, len(group.runs)) == (None, 0, 0, 1)
+    batch = [(flow, _pkt(f, n, n.to_bytes(8))) for f, n in ((100, 100), (101, 101), (102, 1 << 40))]
+    assert check.refuses_scope(group, scope_rows(batch)).tolist() == [False, False, False]

@@ -22,7 +22,7 @@ from espforensics.analysis import analyze_to_dir
 from espforensics.capture import open_capture, write_pcapng
 from espforensics.keys import load_sas
 from espforensics.keys.sa import Secret, SecurityAssociation
-from espforensics.model import Frame, PacketRecord, Verdict
+from espforensics.model import FindingKind, Frame, PacketRecord, Severity, Verdict
 from espforensics.pipeline import Options
 from espforensics.rewrite import CaptureCopies
 from espforensics.rewrite.rebuild import relink
@@ -65,7 +65,10 @@ def test_esp_behind_pppoe_and_mpls_is_opened(options: Options) -> None:
     run = run_frames(_frames(), load_sas([KEYS]), options)
     assert [_row(r) for r in run.records] == ROWS
     assert {r.esp_offset for r in run.records if r.spi} == {20, 40}  # from the IP header
-    assert not run.findings
+    # scapy's SPIs 0xc1, 0xc2 are in the range RFC 4303 s2.1 reserves to IANA: only that
+    assert [(f.kind, f.severity, f.spi) for f in run.findings] == [
+        (FindingKind.RESERVED_SPI, Severity.INFO, spi) for spi in (0xC1, 0xC2)
+    ]
 
 
 def test_tshark_reads_the_same_esp_behind_the_carriers() -> None:

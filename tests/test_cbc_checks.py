@@ -22,8 +22,8 @@ from espforensics.keys import load_sas
 from espforensics.model import FindingKind, Frame, Severity
 from tests import helpers
 
-FOLDER = helpers.CAPTURES / "linux-6.1"
-FOLDER = FOLDER / "cbc-aes-hmac-sha256-v4"
+pytestmark = helpers.needs_captures  # every test reads the capture in ../shared
+FOLDER = helpers.CAPTURES / "linux-6.1" / "cbc-aes-hmac-sha256-v4"
 ESP_AT = 14 + 20  # Ethernet, IPv4 without options: transport mode ESP
 SPI = 0x1001
 

@@ -2,9 +2,10 @@
 docs/checks.md's headings and the finding kinds agree.
 
 The output names (KTAP lines, ``summary.json``'s ``coverage``, the finding
-kinds) are a public format; the code and the docs take theirs. The one
-check without a line of its own is integrity: its ``no_integrity`` findings
-report under ``keys`` (docs/checks.md "integrity").
+kinds) are a public format; the code and the docs take theirs. The checks
+without a line of their own are integrity, whose ``no_integrity`` findings
+report under ``keys`` (docs/checks.md "integrity"), and reserved_spi, whose
+findings report under ``sequence`` (the same clear header).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from espforensics.model import FindingKind
 from espforensics.render.content import CHECKS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "checks.md"
-UNDER_KEYS = "integrity"  # reports under the keys line (render/content.py CHECKS)
+# checks that report under another's line (render/content.py CHECKS): check -> that line
+UNDER = {"integrity": "keys", "reserved_spi": "sequence"}
 
 
 def _check_names() -> set[str]:
@@ -43,8 +45,8 @@ def test_the_coverage_and_ktap_tables_name_the_checks_alike() -> None:
 
 def test_each_check_goes_by_its_output_name() -> None:
     names = _check_names()
-    assert names - {UNDER_KEYS} == {name for name, _ in COVERAGE}
-    assert UNDER_KEYS in names
+    assert names - set(UNDER) == {name for name, _ in COVERAGE}
+    assert set(UNDER) <= names
 
 
 def test_each_finding_kind_belongs_to_one_check() -> None:
@@ -57,7 +59,9 @@ def test_docs_head_each_check_with_its_name_and_kinds() -> None:
     documented: dict[str, set[str]] = {}  # keys has three sections
     for name, kinds in headings:
         documented.setdefault(name, set()).update(re.findall(r"`(\w+)`", kinds))
-    assert documented[UNDER_KEYS] == {FindingKind.NO_INTEGRITY.value}
+    assert documented["integrity"] == {FindingKind.NO_INTEGRITY.value}
+    assert documented["reserved_spi"] == {FindingKind.RESERVED_SPI.value}
     for name, kinds in CHECKS:
-        heads = documented[name] | (documented[UNDER_KEYS] if name == "keys" else set())
+        under = (documented[u] for u, line in UNDER.items() if line == name)
+        heads = documented[name].union(*under)
         assert {k.value for k in kinds} <= heads, name

@@ -51,7 +51,8 @@ def test_version_prints_the_package_version() -> None:
         (
             ["report", "d", "--format", "yaml"],
             "report: Invalid value for '--format': Value error, 'yaml' is not one of "
-            "'summary', 'text', 'markdown', 'json', 'ktap'; see espforensics report --help",
+            "'summary', 'text', 'markdown', 'json', 'ktap', 'packets'; "
+            "see espforensics report --help",
         ),
         (["frobnicate"], "No such command 'frobnicate'; see espforensics --help"),
         (["--frob"], "No such option: --frob; see espforensics --help"),

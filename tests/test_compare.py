@@ -34,9 +34,7 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def sides() -> dict[str, Summary]:
-    if not REAL.is_dir():
-        pytest.skip(helpers.NO_CAPTURES)
+def sides(captures: Path) -> dict[str, Summary]:
     return {
         "on": summarize(ON / "capture.pcap", [ON / "xfrm-state.txt"]),
         "off": summarize(OFF / "capture.pcap", [OFF / "xfrm-state.txt"]),
@@ -65,7 +63,7 @@ finding cleartext_leak            94             0        -94
 finding iv_reuse                  64             0        -64
 finding iv_derivation             94             0        -94
 ESP Mbit/s                      7.45          3.94       -47%
-22 rows 0 on both sides left out (--format json has every row).
+24 rows 0 on both sides left out (--format json has every row).
 
 What changed:
   Frames fell from 690 to 255.
@@ -107,7 +105,7 @@ finding cleartext_leak            94             0        n/c
 finding iv_reuse                  64             0        n/c
 finding iv_derivation             94             0        n/c
 ESP Mbit/s                      7.45          3.94       -47%
-21 rows 0 on both sides left out (--format json has every row).
+23 rows 0 on both sides left out (--format json has every row).
 
 What changed:
   Frames fell from 690 to 255.
@@ -141,7 +139,7 @@ def test_keys_for_one_side_only_is_said_first_and_key_rows_are_not_comparable(
     assert doc["keys"] == {"before": "every SA", "after": "no SA"}
     assert doc["notes"][0].startswith("Keys for BEFORE only: AFTER had no key for 251 ESP")
     rows = {r["label"]: r for r in doc["rows"]}
-    assert len(rows) == 32 == 11 + 21  # json keeps every row, 0-0 ones too
+    assert len(rows) == 34 == 12 + 22  # json keeps every row, 0-0 ones too
     assert (rows["verdict ok"]["comparable"], rows["verdict not_esp"]["comparable"]) == (
         False,
         True,
@@ -224,7 +222,7 @@ def test_cli_compare_with_keys_for_one_side(
         "finding esp_misplaced             12            12",
         "finding cleartext_leak            12            12",
         "ESP Mbit/s                     40.06         40.06",
-        "24 rows 0 on both sides left out (--format json has every row).",
+        "26 rows 0 on both sides left out (--format json has every row).",
         "",
         "Nothing comparable changed.",
         "",

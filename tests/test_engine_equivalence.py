@@ -58,7 +58,7 @@ BYTE_FILES = (
     "report.md",
     "report.html",
 )
-OUTPUTS = sorted([*BYTE_FILES, "summary.json", "packets.parquet"])
+OUTPUTS = sorted([*BYTE_FILES, "summary.json", "packets.parquet", "finding_frames.parquet"])
 
 
 class Capture(NamedTuple):

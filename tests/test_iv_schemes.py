@@ -185,12 +185,12 @@ def test_null_encryption_has_no_iv_to_read(keys: bool, lane: Options) -> None:
 
 
 @pytest.mark.parametrize("keys", [True, False], ids=["keyed", "keyless"])
-def test_a_header_only_esp_packet_is_truncated_and_says_nothing_of_the_key(
+def test_a_header_only_esp_packet_is_short_and_says_nothing_of_the_key(
     keys: bool, lane: Options
 ) -> None:
     records, findings, _ = _run("esp-header-only", keys, lane)
     rec = records[8]
-    assert (rec.frame, rec.verdict, rec.seq, rec.esp_len) == (9, Verdict.TRUNCATED, 9, 8)
+    assert (rec.frame, rec.verdict, rec.seq, rec.esp_len) == (9, Verdict.SHORT, 9, 8)
     need = 34 if keys else 10  # keyed: 8 + IV 8 + 2 + ICV 16 (rfc4106, 128-bit ICV)
     assert rec.detail == (
         f"ESP packet of 8 bytes: shorter than the {need} that the ESP header, IV, pad length, "
@@ -203,11 +203,16 @@ def test_a_header_only_esp_packet_is_truncated_and_says_nothing_of_the_key(
 
 
 def test_esn_below_the_key_files_high_half_is_reported(lane: Options) -> None:
+    """A receiver at the key file's 0x201 infers 0x201 and drops each packet (RFC 4303
+    A2.2): esn_mismatch as the packet sealed with the next high half, never ok."""
     records, findings, _ = _run("esn-below", True, lane)
-    assert {(r.verdict, r.seq_hi_verified) for r in records} == {(Verdict.OK, 0x200)}
+    assert {(r.verdict, r.seq_hi_verified) for r in records} == {(Verdict.ESN_MISMATCH, 0x200)}
+    assert [r.seq64 for r in records] == [0x201 << 32 | seq for seq in range(1, 101)]
     assert {r.detail for r in records} == {
-        "ICV verifies only with ESN high half 0x200, below the key file's 0x201"
+        "ICV verifies only with ESN high half 0x200; its place in the sequence implies "
+        "0x201; 0x200 is below the key file's esn_hi 0x201"
     }
+    assert {r.pad_len for r in records} == {2}  # decrypted all the same
     assert [(f.kind, f.severity, f.count, tuple(f.frames)) for f in findings] == [
         (FindingKind.ESN_MISMATCH, Severity.HIGH, 100, tuple(range(1, 101)))
     ]
@@ -261,7 +266,7 @@ def test_a_lone_header_only_packet_makes_no_key_mismatch(lane: Options) -> None:
     sc = build_scenario("esp-header-only", seed=1)
     run = run_frames([sc.frames[8]._replace(number=1)], sc.sas, lane, "lone")
     [rec] = run.records
-    assert (rec.verdict, rec.esp_len) == (Verdict.TRUNCATED, 8)
+    assert (rec.verdict, rec.esp_len) == (Verdict.SHORT, 8)
     assert run.findings == []
 
 

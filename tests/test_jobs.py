@@ -17,7 +17,6 @@ import itertools
 import os
 import random
 import signal
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,8 +43,8 @@ from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import write_scenario
 from fuzz.steady import pick_steady, steady_frames
 from tests.helpers import capture_params, real_capture, run_cli, scenario
-from tests.procs import alive as _alive
-from tests.procs import descendants, wait_gone
+from tests.procs import wait_gone
+from tests.stop_at import stopped
 
 # Scenarios whose boundaries matter: fragments, ESN wraps and faults, reorder and
 # duplicates, IV reuse across batches, SAs that start late, many algorithms, NAT-T.
@@ -263,7 +262,7 @@ def test_a_dask_cluster_gives_the_same_outputs(tmp_path: Path, patient: list[int
     one, many = tmp_path / "one", tmp_path / "dask"
     analyze_to_dir(capture, [keys], one, options=options, plots=False)
     with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
     ) as cluster:
         analyze_to_dir(
             capture, [keys], many, options=options, plots=False, scheduler=cluster.scheduler_address
@@ -323,23 +322,6 @@ except KeyboardInterrupt:
 BOUND = 60.0  # seconds for the workers to go; PDEATHSIG acts at once, the watchdog in 0.5 s
 
 
-def _stopped(tmp: Path) -> tuple[subprocess.Popen[bytes], list[int], Path]:
-    capture, keys = _window(tmp, 2)
-    out = tmp / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", STOPPED_RUN, str(capture), str(keys), str(out), "working", "3"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline() == b"reached\n"  # returns when the child writes, or exits
-    workers = descendants(proc.pid)
-    assert len(workers) >= 3, workers  # the fork server and its 2 workers
-    return proc, workers, out
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_a_stopped_run_leaves_no_worker_and_no_finished_output(
@@ -347,8 +329,12 @@ def test_a_stopped_run_leaves_no_worker_and_no_finished_output(
 ) -> None:
     """SIGKILL of the engine's process, or Ctrl-C (SIGINT to its process group): the workers
     go with it, none prints a traceback, and nothing in the output folder looks finished."""
-    proc, workers, out = _stopped(tmp_path)
-    try:
+    capture, keys = _window(tmp_path, 2)
+    out = tmp_path / "out"
+    argv = [sys.executable, "-c", STOPPED_RUN, str(capture), str(keys), str(out), "working", "3"]
+    with stopped(argv) as run:
+        proc, workers = run.proc, run.below
+        assert len(workers) >= 3, workers  # the resource tracker, the fork server, a worker
         if sig == signal.SIGKILL:
             os.kill(proc.pid, sig)  # the engine's process only
         else:
@@ -358,10 +344,6 @@ def test_a_stopped_run_leaves_no_worker_and_no_finished_output(
         assert proc.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else 130)
         assert b"Traceback" not in stderr, stderr
         assert not (out / "summary.json").exists()
-    finally:
-        for w in workers:
-            if _alive(w):
-                os.kill(w, signal.SIGKILL)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,6 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -33,8 +32,8 @@ from espforensics.model import DecryptionSecrets, Frame
 from espforensics.pipeline import Options
 from fuzz.steady import SteadySeed, pick_steady, steady_frames
 from tests.helpers import run_cli
-from tests.procs import alive as _alive
-from tests.procs import descendants, wait_gone
+from tests.procs import wait_gone
+from tests.stop_at import stopped
 from tests.test_jobs import BOUND, STOPPED_RUN, _outputs
 
 Kind = Literal["gzip", "zstd"]
@@ -265,22 +264,9 @@ def test_ctrl_c_removes_the_copy(tmp_path: Path, where: str) -> None:
     assert keys is not None
     folder = tmp_path / "tmpdir"
     folder.mkdir()
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-c", STOPPED_RUN),
-            *(str(capture), str(keys), str(tmp_path / "o"), where, "2"),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        env={**os.environ, "TMPDIR": str(folder)},
-    )
-    workers: list[int] = []
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == b"reached\n"  # returns when the child writes, or exits
-        workers = descendants(proc.pid)
+    argv = [sys.executable, "-c", STOPPED_RUN, str(capture), str(keys), str(tmp_path / "o")]
+    with stopped([*argv, where, "2"], env={**os.environ, "TMPDIR": str(folder)}) as run:
+        proc, workers = run.proc, run.below
         copies = [p.name for p in folder.glob("espforensics-*")]  # pymp-*: multiprocessing's
         assert len(copies) == 1 and copies[0].endswith(".pcap"), copies
         os.killpg(proc.pid, signal.SIGINT)
@@ -289,10 +275,6 @@ def test_ctrl_c_removes_the_copy(tmp_path: Path, where: str) -> None:
         assert b"Traceback" not in stderr, stderr
         assert wait_gone(workers, BOUND) == []
         assert list(folder.glob("espforensics-*")) == []
-    finally:
-        for pid in [proc.pid, *workers]:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
 
 
 def test_a_plain_pcapng_gets_no_notice(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from espforensics.analysis import summarize
 from espforensics.checks.unused import unused_note
 from espforensics.cli import app
-from espforensics.model import FindingKind, UnusedReason, Verdict
+from espforensics.model import ANY_SPI, FindingKind, UnusedReason, Verdict
 from espforensics.pipeline import Options
 from espforensics.summary import Summary
 from tests import helpers
@@ -190,7 +190,7 @@ def test_wildcard_sa_that_every_spi_claimed_first_is_named(tmp_path: Path) -> No
     s = summarize(CBC / "capture.pcap", [path])
     assert s.verdicts["ok"] == 525
     [u] = s.unused_sas
-    assert (u.spi, u.reason) == (0, UnusedReason.NOT_CLAIMED)
+    assert (u.spi, u.reason) == (ANY_SPI, UnusedReason.NOT_CLAIMED)  # -1: no SPI, not SPI 0
     assert s.to_json()["unused_sas"][0]["spi"] == "any"
 
 

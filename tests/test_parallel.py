@@ -15,7 +15,6 @@ from __future__ import annotations
 import gzip
 import os
 import random
-import select
 import signal
 import sys
 from functools import cache
@@ -209,18 +208,6 @@ def _group(pgid: int) -> dict[int, int]:
     return members
 
 
-def _ended(pid: int, timeout: float) -> bool:
-    """Whether ``pid`` has ended, waiting for that event up to ``timeout`` seconds."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], timeout)[0])
-    finally:
-        os.close(fd)
-
-
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc and waits on pidfds")
 def test_ctrl_c_during_jobs_leaves_nothing_behind(tmp_path: Path) -> None:
     """A real SIGINT to the process group while the thread pool has packets to open.
@@ -231,17 +218,17 @@ def test_ctrl_c_during_jobs_leaves_nothing_behind(tmp_path: Path) -> None:
     """
     big, keys = _repeated(tmp_path, 100)
     args = ["analyze", str(big), "--sa", str(keys), "--out", str(tmp_path / "out")]
-    proc = run_until_stopped(
+    with run_until_stopped(
         "espforensics.engine.run",
         "_Opener.submit",
         "True",
         [*args, "--no-plots", "--jobs", "3", "-q"],
-    )
-    assert set(_group(proc.pid)) == {proc.pid}  # threads, no worker process
-    os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    stopped = f"the analysis of {big} stopped; no output was published"
-    assert err == f"espforensics: interrupted: {stopped}\n".encode()
-    assert _ended(proc.pid, 10)
+    ) as run:
+        proc = run.proc
+        assert set(_group(proc.pid)) == {proc.pid}  # threads, no worker process
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        stopped = f"the analysis of {big} stopped; no output was published"
+        assert err == f"espforensics: interrupted: {stopped}\n".encode()
     assert not (tmp_path / "out" / "summary.json").exists()

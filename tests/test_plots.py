@@ -133,7 +133,7 @@ def test_verdict_colours_are_fixed() -> None:
     }
     assert set(VERDICT_COLOURS) == {
         "ok", "esp_misplaced", "auth_fail", "bad_trailer", "unknown_sa",
-        "truncated", "not_esp", "undecodable", "fragment",
+        "truncated", "short", "not_esp", "undecodable", "fragment",
     }  # fmt: skip
 
 

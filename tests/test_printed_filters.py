@@ -181,6 +181,7 @@ REAL_PRINTED = {
 }
 
 
+@helpers.needs_captures
 @pytest.mark.parametrize("capture", _real_params())
 def test_every_printed_filter_of_a_real_capture(tmp_path: Path, capture: Path) -> None:
     out = tmp_path / "out"

@@ -158,9 +158,7 @@ def _open_text(html: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def tso_on_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not (REAL / "ip6tnl-transport-tso-on").is_dir():
-        pytest.skip(helpers.NO_CAPTURES)
+def tso_on_html(tmp_path_factory: pytest.TempPathFactory, captures: Path) -> Path:
     out = tmp_path_factory.mktemp("tso") / "out"
     folder = REAL / "ip6tnl-transport-tso-on"
     analyze_to_dir(folder / "capture.pcap", [folder / "xfrm-state.txt"], out)

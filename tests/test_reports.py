@@ -30,9 +30,7 @@ def gso_v6(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tso_on(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not REAL.is_dir():
-        pytest.skip(helpers.NO_CAPTURES)
+def tso_on(tmp_path_factory: pytest.TempPathFactory, captures: Path) -> Path:
     out = tmp_path_factory.mktemp("tso") / "out"
     folder = REAL / "ip6tnl-transport-tso-on"
     analyze_to_dir(folder / "capture.pcap", [folder / "xfrm-state.txt"], out)

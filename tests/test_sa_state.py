@@ -172,6 +172,7 @@ def test_tally_counts_what_decryption_tried_over_every_sa() -> None:
         tried=4,
         proven=3,
         verified=3,
+        authentic=0,
         verdicts={"ok": 3, "auth_fail": 1},
         untried={NO_KEY: 7, NO_SPI: 3, NOT_VERIFIED: 2},
         untried_spis={NO_KEY: (1, 4, 5), NOT_VERIFIED: (3,), NO_SPI: ()},

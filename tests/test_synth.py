@@ -724,6 +724,67 @@ def test_bench_frames_are_real_esp(algorithm: str) -> None:
     assert set(constants) == (set() if algorithm == "cbc" else {0x1001, 0x1002})
 
 
+# (algorithm, profile): what each profile's IVs must be, per SA, from (seq64, IV).
+_PROFILE_RULES = {
+    "linux": lambda seq, iv: iv ^ seq,  # seqiv: one constant per SA
+    "seq": lambda seq, iv: iv - seq,  # IV = seq64: the constant 0
+    "counter": lambda seq, iv: (iv - seq) % (1 << 64),  # one additive constant per SA
+}
+
+
+@pytest.mark.parametrize("ivs", ["linux", "seq", "counter", "random"])
+@pytest.mark.parametrize("algorithm", ["gcm", "chacha20", "cbc"])
+def test_bench_iv_profiles(algorithm: str, ivs: str) -> None:
+    """Each sender profile's IVs follow its rule, the frames open, the keys stay the same;
+    a counter profile of CBC's 16-byte IVs is refused."""
+    from espforensics.synth import bench_sas
+
+    sas = {sa.spi: sa for sa in bench_sas(4, algorithm)}
+    if algorithm == "cbc" and ivs in ("seq", "counter"):
+        with pytest.raises(ValueError, match="8-byte counter-mode IVs"):
+            iter_bench_frames(10, seed=4, algorithm=algorithm, ivs=ivs)
+        return
+    width = context_for(sas[0x1001]).iv_len
+    seen: defaultdict[int, set[int]] = defaultdict(set)
+    ivs_seen: defaultdict[int, list[int]] = defaultdict(list)
+    for frame in iter_bench_frames(300, seed=4, algorithm=algorithm, ivs=ivs):
+        p = link_strip(frame)
+        spi, seq = struct.unpack_from(">II", p, 20)
+        iv = int.from_bytes(p[28 : 28 + width], "big")
+        ivs_seen[spi].append(iv)
+        if ivs in _PROFILE_RULES and algorithm != "cbc":
+            seen[spi].add(_PROFILE_RULES[ivs](seq, iv))
+        assert open_at(sas[spi], p, 20, seq) is not None
+    for own in ivs_seen.values():  # no profile repeats an IV under one key
+        assert len(set(own)) == len(own)
+    if ivs == "seq":
+        assert seen == {0x1001: {0}, 0x1002: {0}}
+    elif ivs in _PROFILE_RULES and algorithm != "cbc":
+        assert sorted(map(len, seen.values())) == [1, 1] and set(seen) == {0x1001, 0x1002}
+    if ivs == "random":  # neither xor nor add of the sequence number gives one constant
+        firsts = ivs_seen[0x1001][:50]
+        assert len({iv ^ k for k, iv in enumerate(firsts, 1)}) == 50
+        assert len({iv - k for k, iv in enumerate(firsts, 1)}) == 50
+    with pytest.raises(ValueError, match="unknown IV profile"):
+        iter_bench_frames(1, algorithm="gcm", ivs="chained")
+    assert bench_sas(4, algorithm) == tuple(sas.values())
+
+
+def test_bench_cli_takes_the_iv_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "b.pcap"
+    assert main(["bench", "20", str(out), "--ivs", "seq"]) == 0
+    with out.open("rb") as f:
+        frames = list(dpkt.pcap.Reader(f))
+    seqs = [struct.unpack_from(">I", buf, 38)[0] for _, buf in frames]
+    ivs = [int.from_bytes(buf[42:50], "big") for _, buf in frames]
+    assert len(frames) == 20 and seqs == ivs  # IV = seq64, each SA's own numbers
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        main(["bench", "20", str(out), "--algorithm", "cbc", "--ivs", "counter"])
+    assert stop.value.code == 2
+    assert "8-byte counter-mode IVs" in capsys.readouterr().err
+
+
 def test_same_seed_same_bytes_other_seed_other_keys() -> None:
     a, b, c = (
         build_scenario("example", 1),

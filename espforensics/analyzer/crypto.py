@@ -141,7 +141,7 @@ def cut_short(pkt: PacketContext) -> bool:
 
 
 def too_short(pkt: PacketContext) -> bool:
-    """Is the whole ESP packet too short to be one? Then it is ``truncated``.
+    """Is the whole ESP packet too short to be one? Then it is ``short``.
 
     RFC 4303 s2: after the header come the IV, at least the pad length and
     next header, and the ICV. A packet shorter than that for its algorithm
@@ -157,7 +157,7 @@ def too_short(pkt: PacketContext) -> bool:
         return False
     if pkt.state.sa is not None:
         rec.algorithm = pkt.state.sa.suite
-    rec.verdict = Verdict.TRUNCATED
+    rec.verdict = Verdict.SHORT
     rec.detail = (
         f"ESP packet of {rec.esp_len} bytes: shorter than the {need} that the ESP header, "
         f"IV, pad length, next header and ICV take (RFC 4303 s2)"

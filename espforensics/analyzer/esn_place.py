@@ -7,7 +7,10 @@ packet that verified only with a neighbour of the starting high half has no
 place yet: it is held (``Holds``) and kept from the checks until the SA's
 next verified packet tells a capture that starts after a wrap from a first
 packet sealed with the wrong high half (primer s7); then it is returned,
-``confirmed``, for the caller to hand to the checks. Raises nothing.
+``confirmed``, for the caller to hand to the checks. A packet that verified
+only with a high half below the key file's ``esn_hi`` is never held: a
+receiver at ``esn_hi`` drops it, so its place is where ``esn_hi`` puts it
+and it is ``esn_mismatch``. Raises nothing.
 """
 
 from __future__ import annotations
@@ -52,6 +55,11 @@ class EsnPlacement:
             first = self._place_first(state, seq_lo, verified, inferred)
             return state.tracker.infer(seq_lo), first
         if verified != inferred and not state.tracker.placed:
+            if state.sa is not None and verified >> 32 < state.sa.esn_hi:
+                # Below the key file's high half: a receiver at esn_hi infers that one
+                # and drops the packet (RFC 4303 A2.2), as it drops one sealed with
+                # the next high half; its place is where esn_hi puts it.
+                return inferred, None
             state.tentative, state.tentative_start = pkt, inferred
             self._tentative[state] = pkt
             self._holds.hold(pkt.rec.frame)

@@ -35,6 +35,7 @@ from espforensics.checks.iv_reuse import IvReuseCheck
 from espforensics.checks.keys import KeyCheck
 from espforensics.checks.leaks import LeakCheck
 from espforensics.checks.placement import FlowFor, PlacementCheck
+from espforensics.checks.reserved_spi import ReservedSpiCheck
 from espforensics.checks.sequence import SequenceCheck
 from espforensics.keys.sa import SaTable
 from espforensics.model import Finding
@@ -58,6 +59,7 @@ def make_checks(sas: SaTable, holds: Holds, flow_for: FlowFor) -> tuple[Check, .
         IvReuseCheck(sas),
         IvDerivationCheck(holds),
         SequenceCheck(),
+        ReservedSpiCheck(),
         EsnMismatchCheck(),
         KeyCheck(sas),
         IntegrityCheck(),
@@ -67,7 +69,13 @@ def make_checks(sas: SaTable, holds: Holds, flow_for: FlowFor) -> tuple[Check, .
 
 # The checks with bulk rules for the engine's steady lane (checks/bulk.py): the
 # lane takes a packet only as the plain case of every check, and commits it to these.
-BULK: tuple[type[BulkCheck], ...] = (IvReuseCheck, IvDerivationCheck, SequenceCheck, KeyCheck)
+BULK: tuple[type[BulkCheck], ...] = (
+    IvReuseCheck,
+    IvDerivationCheck,
+    SequenceCheck,
+    ReservedSpiCheck,
+    KeyCheck,
+)
 
 
 def bulk_checks(checks: tuple[object, ...]) -> tuple[BulkCheck, ...]:

@@ -31,12 +31,13 @@ from espforensics.model import PacketRecord, Verdict
 NO_KEY = "without a key"
 UNSUPPORTED = "of an algorithm this version does not decrypt"
 TRUNCATED = "cut short by the capture"
+SHORT = "too short to be ESP, though whole in the capture"
 ICV_FAILS = "whose ICV fails under a key that verifies others"
 NOT_DECRYPTED = "not decrypted"
 NOT_VERIFIED = "under a key that verifies none of them"
 NO_IV = "of an algorithm without IV (ecb(cipher_null))"
 CLEAR_BY_DESIGN = "of an algorithm that does not encrypt (GMAC, NULL)"
-NO_SPI = "cut before their SPI"
+NO_SPI = "with fewer than 4 bytes of ESP (no SPI)"  # cut there, or whole and that short
 NO_ICV_UNSOUND = "decrypted to no sound trailer, with no ICV to check"
 NO_ICV = "decrypted with no ICV to check"  # for a check that needs the ICV verified
 UNKNOWN_VERDICT = "of a verdict this version does not know"
@@ -62,7 +63,7 @@ class Seen:
     """What the run had of a packet of one verdict."""
 
     keyed: bool  # a key for its SA was given (and tried on it)
-    whole: bool  # the whole ESP datagram was captured
+    whole: bool  # a whole ESP packet was captured (not cut, nor too short to be one)
     decrypted: bool  # the checks saw its plaintext
     verified: bool  # its ICV verified (RFC 4303 s3.4.4)
     evidence: bool  # its clear SPI, sequence number and IV count (not a failed ICV)
@@ -83,9 +84,12 @@ SEEN: dict[str, Seen] = {
     "unknown_sa": Seen(False, True, False, False, True, NO_KEY),
     "unsupported": Seen(True, True, False, False, True, UNSUPPORTED),
     "truncated": Seen(True, False, False, False, True, TRUNCATED),
+    # whole, yet no whole ESP packet: at most its SPI and sequence number, which the
+    # sequence check counts (no false gap), but no check is said to have examined it
+    "short": Seen(True, False, False, False, False, SHORT),
     "decrypted_no_icv": Seen(True, True, True, False, True, ""),
     "authentic_not_decrypted": Seen(True, True, False, True, True, UNSUPPORTED),
-    # "truncated" above: a whole packet too short to be one (or any, in an older summary)
+    # "truncated" above: what cut_kind does not tell apart (a summary.json without the counts)
     CUT_UNREAD: Seen(True, False, False, False, False, TRUNCATED, cut=True),
     CUT_READ: Seen(True, False, False, False, True, TRUNCATED, cut=True),
     CUT_FOUND: Seen(True, False, False, False, True, TRUNCATED, cut=True, found=True),
@@ -122,8 +126,8 @@ def seen(verdict: str, facts: SaFacts) -> Seen:
     if s is None:
         return replace(_UNKNOWN, algorithm=facts.algorithm)
     if not facts.algorithm:  # keyless: esp_misplaced found by layout, unproven
-        # A cut packet: no key would have opened it either (no ICV was captured).
-        why = s.why if s.cut else NO_KEY
+        # Too short, or cut by the capture: no key would have opened it either.
+        why = s.why if s.cut or s.why == SHORT else NO_KEY
         s = replace(s, keyed=False, decrypted=False, verified=False, why=why)
     elif verdict == "bad_trailer" and not suite_checks_icv(facts.algorithm):
         # bad_trailer is "the ICV verifies, the trailer does not" (docs/outputs.md):
@@ -147,7 +151,7 @@ def cut_kind(rec: PacketRecord) -> str | None:
         return None
     head = rec.detail.split(";", 1)[0]
     if not (head.startswith(_CUT_START) and head.endswith(_CUT_END)):
-        return None  # a whole packet too short to be one
+        return None  # not an ESP packet read after its cut (a header cut short, a fragment)
     if rec.misplaced:
         return CUT_FOUND
     return CUT_UNREAD if NOT_COUNTED in rec.detail else CUT_READ

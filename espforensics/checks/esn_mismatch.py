@@ -18,11 +18,12 @@ value (hi + 1), or used it already (hi - 1).
 
 A packet that verifies only with a high half below the key file's
 ``esn_hi`` (the high half the SA had when its keys were taken, Wireshark's
-"ESN High Bits") is reported too, never silently accepted: either the key
-file's high half is wrong, or the sender sealed with a high half the
-receiver's state has left behind (RFC 4303 A2.2: a receiver at ``esn_hi``
-infers that one and drops the packet). Its ``detail`` names the high half
-it verified with, and the SA gets one ``esn_mismatch`` finding.
+"ESN High Bits") is ``esn_mismatch`` too (analyzer/esn_place.py): a
+receiver at ``esn_hi`` infers that one and drops the packet (RFC 4303
+A2.2). Either the key file's high half is wrong, or the sender sealed with
+a high half the receiver's state has left behind; its ``detail`` says it
+is below the key file's, and the SA gets one ``esn_mismatch`` finding for
+such packets, apart from the one for packets whose place rules them out.
 """
 
 from __future__ import annotations
@@ -96,8 +97,7 @@ class EsnMismatchCheck:
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
-        self._below(pkt)
-        if rec.verdict is not Verdict.ESN_MISMATCH or rec.seq64 is None:
+        if rec.verdict is not Verdict.ESN_MISMATCH or rec.seq64 is None or self._below(pkt):
             return
         sa = self._sas.get(pkt.flow)
         sa.count += 1
@@ -106,22 +106,21 @@ class EsnMismatchCheck:
             verified = rec.seq_hi_verified << 32 | rec.seq64 & 0xFFFFFFFF
             sa.events.append(_Event(rec, rec.seq64, verified))
 
-    def _below(self, pkt: PacketContext) -> None:
-        """A packet verified with a high half below the key file's ``esn_hi``: say so."""
+    def _below(self, pkt: PacketContext) -> bool:
+        """An ``esn_mismatch`` packet verified with a high half below the key file's
+        ``esn_hi``: say so, and count it apart (True)."""
         hi, sa_keys = pkt.rec.seq_hi_verified, pkt.flow.state.sa
         if hi is None or sa_keys is None or hi >= sa_keys.esn_hi:
-            return
+            return False
         rec = pkt.rec
-        note = (
-            f"ICV verifies only with ESN high half {hi:#x}, below the key file's "
-            f"{sa_keys.esn_hi:#x}"
-        )
+        note = f"{hi:#x} is below the key file's esn_hi {sa_keys.esn_hi:#x}"
         rec.detail = f"{rec.detail}; {note}" if rec.detail else note
         sa = self._sas.get(pkt.flow)
         sa.below += 1
         sa.below_his.add(hi)
         sa.esn_hi = sa_keys.esn_hi
         sa.below_frames = with_frame(sa.below_frames, rec.frame)
+        return True
 
     def finish(self) -> Iterator[Finding]:
         for (spi, src, dst), sa in self._sas.items():

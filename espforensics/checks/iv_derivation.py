@@ -75,6 +75,7 @@ from espforensics.crypto import EncAuthContext
 from espforensics.decode.clear import KEYLESS_ICV_LENS
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.frames import with_frame
+from espforensics.intervals import U64
 from espforensics.keys.sa import NULL_CIPHER
 from espforensics.model import (
     Finding,
@@ -126,11 +127,12 @@ class IvDerivationCheck(BulkRules):
             start = (rec.esp_offset or 0) + ESP_HEADER_LEN
             raw = pkt.data[start : start + ctx.iv_len]
             self._chaining(sa, pkt, raw, ctx.icv_len)
-            if not ctx.decrypts:
-                return  # echainiv's words are read by decrypting the IV: no cipher, no test
-            sa.words = ctx.iv_len // 8
-            iv = echainiv.pack(ctx.iv_words(raw)[0].tolist())
-            wire = int.from_bytes(raw)
+            sa.cbc, wire = True, int.from_bytes(raw)
+            if ctx.decrypts:
+                sa.words = ctx.iv_len // 8
+                iv = echainiv.pack(ctx.iv_words(raw)[0].tolist())
+            else:  # echainiv's words are read by decrypting the IV: the IVs on the wire only
+                iv = wire & _MASK64
         else:
             if not sa.packets and not pkt.flow.state.proven:
                 sa.mask = _MASK32
@@ -208,11 +210,14 @@ class IvDerivationCheck(BulkRules):
 
     # -- the steady lane's rules (checks/bulk.py) ------------------------------
     def _steady(self, flow: Flow) -> IvSa | None:
-        """The flow's state once its constant is settled (the steady lane's case), else None."""
+        """The flow's state once its scheme is settled (the steady lane's case), else None.
+
+        An SA whose constant still reads alike as xor and add (``alt``, ``IV = seq64``
+        forever) is steady too: a packet both read at its own number leaves it undecided
+        and gets delta 0 either way (``_tell``); the one that tells them apart is refused.
+        """
         sa = self._sas.known(flow)
-        if sa is None or sa.scheme is None or sa.alt is not None:
-            return None  # not settled, or xor and add not told apart yet: per frame
-        return sa
+        return None if sa is None or sa.scheme is None else sa
 
     def admits(self, flow: Flow) -> bool:
         return self._steady(flow) is not None
@@ -228,11 +233,11 @@ class IvDerivationCheck(BulkRules):
             return _chained(sa, rows, ctx.iv_len) | _not_echainiv(sa, rows, ctx)
         wrong = np.zeros(len(rows), np.bool_)
         if not sa.words and sa.const not in (_NOT_COUNTER, None):  # seqiv's or a counter's
-            c, m = np.uint64(sa.const), np.uint64(sa.mask)
-            ivs = rows.iv & m
-            # seqiv: IV xor c; an additive counter: IV - c (mod 2^64, then the mask)
-            built = (ivs - c) & m if sa.additive else ivs ^ c
-            wrong |= built != (rows.seq64 & m)
+            m = np.uint64(sa.mask)
+            ivs, seq64 = rows.iv & m, rows.seq64 & m
+            wrong |= _built(ivs, sa.const, sa.additive, m) != seq64
+            if sa.alt is not None:  # xor and add undecided: a row only one reads decides
+                wrong |= _built(ivs, sa.alt.const, sa.alt.additive, m) != seq64
         return wrong
 
     def columns(self, rows: FlowRows) -> BulkColumns:
@@ -271,7 +276,7 @@ class IvDerivationCheck(BulkRules):
         reading = self._read(sa)
         sa.reading, sa.scheme = reading, reading.scheme
         sa.const = _NOT_COUNTER
-        if reading.scheme in (IvScheme.SEQIV, IvScheme.COUNTER) and not sa.words:
+        if reading.scheme in (IvScheme.SEQIV, IvScheme.COUNTER) and not sa.cbc:
             first = reading.candidates[0]
             sa.const, sa.additive = first.const, first.additive
             sa.alt = reading.candidates[1] if len(reading.candidates) > 1 else None
@@ -353,7 +358,7 @@ class IvDerivationCheck(BulkRules):
         for (spi, src, dst), sa in self._sas.items():
             if sa.scheme is IvScheme.CONSTANT:
                 yield constant_finding(spi, src, dst, sa)
-            elif sa.words and sa.scheme in (IvScheme.SEQIV, IvScheme.COUNTER):
+            elif sa.cbc and sa.scheme in (IvScheme.SEQIV, IvScheme.COUNTER):
                 yield predictable_finding(spi, src, dst, sa)
             elif sa.deviating:
                 yield deviating_finding(spi, src, dst, sa)
@@ -377,6 +382,16 @@ def coverage(seen: Seen) -> str | None:
     if seen.algorithm.split(" + ")[0] == NULL_CIPHER:
         return coverage_reasons.NO_IV
     return None if seen.evidence else seen.why
+
+
+def _built(ivs: U64, const: int, additive: bool, mask: np.uint64) -> U64:
+    """The numbers IVs encode (``Candidate.built_from``): seqiv's IV xor c, an additive
+    counter's IV - c (mod 2^64, then the mask)."""
+    c = np.uint64(const)
+    if not additive:
+        return ivs ^ c
+    with np.errstate(over="ignore"):
+        return (ivs - c) & mask
 
 
 def _chained(sa: IvSa, rows: FlowRows, width: int) -> Mask:

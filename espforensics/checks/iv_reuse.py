@@ -17,14 +17,21 @@ IVs are in clear, so reuse is visible without keys: packets are grouped
 by key material when the key is known (two SAs with one key are one
 group) and by (destination, SPI) when not.
 
-Memory: IVs are mapped through ``iv xor c`` (c fixed per group from its
-first packet), which turns Linux seqiv IVs into the sequence counter, so
-an ``IntervalSet`` holds one run per unbroken stretch (bounded by runs,
-not packets). A group whose IVs do not follow a counter (random IVs)
-moves to a ``U64Set`` at about 10-14 bytes per packet; 16-byte CBC IVs go
-there at once as a 64-bit fold of the IV, and a fold seen before counts as
-a reuse only when the window holds the earlier IV itself (else it is a
-possible reuse, counted apart). The evidence of
+Memory: IVs are mapped through ``iv xor c`` or ``iv - c`` (c fixed per
+group from its first packet, so that its IV maps to its sequence number),
+which turns Linux seqiv IVs, and an additive counter's (primer s9), into
+the sequence counter, so an ``IntervalSet`` holds one run per unbroken
+stretch (bounded by runs, not packets). Both maps read a packet alike
+while its number shares no bit with c's (``IV = seq64``, c = 0, forever):
+the group takes one at the first packet they read apart, the one that
+puts it nearer its own number (xor on a tie). Every map is a bijection, so
+which one a group takes changes no reuse found, only how compact its runs
+are. A group whose IVs do not follow a counter (random IVs: more than
+``RUNS_BEFORE_HASH`` runs, more than half its packets) moves to a
+``U64Set`` at about 11-16 bytes per packet; 16-byte CBC IVs go there at
+once as a 64-bit fold of the IV, and a fold seen before counts as a reuse
+only when the window holds the earlier IV itself (else it is a possible
+reuse, counted apart). The evidence of
 each reuse (frames, sequence numbers, XOR of the plaintexts) comes from a
 window of the last ``WINDOW`` IVs per group; a reuse of an older IV is
 still detected and reported, with the first use's frame unknown.
@@ -41,6 +48,7 @@ from espforensics.checks import coverage as coverage_reasons
 from espforensics.checks.bulk import BulkRules, Mask, Opened, ScopeRows
 from espforensics.checks.context import HEAD_LEN, Flow, PacketContext, SaState
 from espforensics.checks.coverage import Seen
+from espforensics.checks.ivmath import signed_delta
 from espforensics.crypto import IV_LEN, key_fingerprint
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.evidence import IvReuse, IvReuseMore, IvReuseUnproven, IvUse, SharedKey
@@ -53,7 +61,7 @@ from espforensics.window import RecentWindow
 WINDOW = 4096
 MAX_EVENTS = 10_000  # reuse events kept for the report; more are counted only
 EVIDENCE = HEAD_LEN  # leading bytes whose XOR is shown
-RUNS_BEFORE_HASH = 4096
+RUNS_BEFORE_HASH = 64  # runs of a group before random IVs are hashed (and the lane's again)
 _MASK64 = (1 << 64) - 1
 
 
@@ -70,7 +78,11 @@ class _Use:
 
 @dataclass(slots=True)
 class _Group:
-    const: int
+    const: int  # iv xor seq64 of the group's first packet
+    added: int = 0  # iv - seq64 (mod 2^64) of the first packet
+    # The map IVs take to the sets: ``iv - added`` (True), ``iv xor const`` (False); None
+    # while the two read every IV alike (docstring). Wide IVs are folded instead.
+    additive: bool | None = None
     iv_len: int = IV_LEN
     counter: bool | None = True  # a counter-mode nonce (keystream reuse); None: no key says
     runs: IntervalSet = field(default_factory=IntervalSet)
@@ -96,11 +108,29 @@ class _Group:
         """IVs wider than 64 bits (CBC's 16 bytes): hashed as a fold, confirmed by the window."""
         return self.iv_len > IV_LEN
 
-    def value(self, iv: int) -> int:
-        """What the sets hold for an IV: ``iv xor const``, or a 64-bit fold of a wider IV."""
-        if self.iv_len <= IV_LEN:
-            return iv ^ self.const
-        return (iv >> 64 ^ iv) & _MASK64
+    def value(self, iv: int, seq64: int) -> int:
+        """What the sets hold for an IV: ``iv xor const`` or ``iv - added`` (the group's
+        map, taken at the first IV the two read apart), or a 64-bit fold of a wider IV."""
+        if self.iv_len > IV_LEN:
+            return (iv >> 64 ^ iv) & _MASK64
+        if self.additive is None:
+            xored, added = iv ^ self.const, (iv - self.added) & _MASK64
+            if xored == added:
+                return xored
+            self.additive = abs(signed_delta(added, seq64)) < abs(signed_delta(xored, seq64))
+        return (iv - self.added) & _MASK64 if self.additive else iv ^ self.const
+
+    def values(self, ivs: U64) -> tuple[U64, Mask]:
+        """``value`` of many IVs, and which of them would make the group take its map."""
+        if self.additive is None:
+            xored = ivs ^ np.uint64(self.const)
+            with np.errstate(over="ignore"):
+                added = ivs - np.uint64(self.added)
+            return xored, xored != added
+        if self.additive:
+            with np.errstate(over="ignore"):
+                return ivs - np.uint64(self.added), np.zeros(len(ivs), np.bool_)
+        return ivs ^ np.uint64(self.const), np.zeros(len(ivs), np.bool_)
 
     def seen(self, value: int) -> bool:
         if self.hashed is not None:
@@ -179,9 +209,9 @@ class IvReuseCheck(BulkRules):
         iv, seq64 = pkt.iv, rec.seq64
         if iv is None or seq64 is None or not pkt.header_is_evidence or pkt.clear_from_header:
             return
-        group = self._by_state.get(pkt.flow.state) or self._group(pkt, iv ^ seq64)
+        group = self._by_state.get(pkt.flow.state) or self._group(pkt, iv, seq64)
         group.packets += 1
-        value = group.value(iv)
+        value = group.value(iv, seq64)
         reused = group.seen(value)
         start = (rec.esp_offset or 0) + ESP_HEADER_LEN + group.iv_len
         use = _Use(
@@ -210,14 +240,13 @@ class IvReuseCheck(BulkRules):
 
     # -- the steady lane's rules (checks/bulk.py): its scope is the key group -----
     def admits(self, flow: Flow) -> bool:
-        """Counter IVs (the AEADs, AES-CTR) or CBC's 16-byte ones, of a known group that
-        still counts in runs or hashes wide IVs; not 3DES's 8-byte CBC IVs (random, yet
-        too narrow to fold), nor NULL (no IV)."""
+        """Counter-mode IVs (the AEADs, AES-CTR) or CBC's 16-byte ones, of a known group,
+        counting in runs or hashing; not 3DES's 8-byte CBC IVs (random, yet too narrow
+        to fold), nor NULL (no IV)."""
         ctx = flow.state.ctx
         if ctx is None or not ((ctx.counter and ctx.iv_len == IV_LEN) or ctx.iv_len == 2 * IV_LEN):
             return False
-        group = self._by_state.get(flow.state)
-        return group is not None and (group.hashed is None or group.wide)
+        return self._by_state.get(flow.state) is not None
 
     def scope(self, flow: Flow) -> object | None:
         return self._by_state.get(flow.state)
@@ -227,20 +256,21 @@ class IvReuseCheck(BulkRules):
         or a wide IV's fold the group or an earlier row has; and counting rows past
         ``RUNS_BEFORE_HASH`` runs, where ``observe`` would start hashing."""
         assert isinstance(scope, _Group)
-        group, bad = scope, np.zeros(len(rows), np.bool_)
+        group = scope
         if not len(rows):
-            return bad
+            return np.zeros(0, np.bool_)
         if group.wide:
             assert group.hashed is not None  # a wide group hashes from its first packet
-            _, first = np.unique(rows.iv, return_index=True)
-            bad[:] = True
-            bad[first] = False  # again in the batch, or seen before:
-            return bad | group.hashed.contains_many(rows.iv)
-        value = rows.iv ^ np.uint64(group.const)
+            return _hashed(group.hashed, rows.iv)
+        value, bad = group.values(rows.iv)  # a row that makes the group take its map: per frame
         runs = group.runs
+        if group.hashed is not None:  # random IVs: a hash of the values, not arithmetic
+            return bad | _hashed(group.hashed, value) | runs.contains_many(value)
         bad |= value <= np.concatenate(([np.uint64(runs.top())], value[:-1]))
         fresh = np.concatenate(([int(value[0]) != runs.top() + 1], np.diff(value) != 1))
-        bad |= len(runs) + np.cumsum(fresh) > RUNS_BEFORE_HASH
+        # where ``seen`` would start hashing: past the runs cap, runs more than half the packets
+        held = len(runs) + np.cumsum(fresh)
+        bad |= (held > RUNS_BEFORE_HASH) & (2 * held > group.packets + np.arange(1, len(rows) + 1))
         return bad
 
     def commit_scope(self, scope: object, rows: ScopeRows, opened: Opened) -> None:
@@ -263,11 +293,13 @@ class IvReuseCheck(BulkRules):
         if group.wide:
             assert group.hashed is not None
             group.hashed.add_new(rows.iv)  # the folds
+        elif group.hashed is not None:
+            group.hashed.add_new(group.values(rows.iv)[0])
         else:
-            group.runs.extend_above(rows.iv ^ np.uint64(group.const))
+            group.runs.extend_above(group.values(rows.iv)[0])
         group.recent.put_many(rows.iv, uses)
 
-    def _group(self, pkt: PacketContext, const: int) -> _Group:
+    def _group(self, pkt: PacketContext, iv: int, seq64: int) -> _Group:
         """The key group of the packet's SA: by key material if known, else (dst, SPI)."""
         sa = pkt.flow.state.sa
         key: tuple[object, ...] = (
@@ -279,8 +311,11 @@ class IvReuseCheck(BulkRules):
         if group is None:
             ctx = pkt.flow.state.ctx
             iv_len = IV_LEN if ctx is None else ctx.iv_len
+            wide = iv_len > IV_LEN
             group = self._groups[key] = _Group(
-                const=const if iv_len <= IV_LEN else 0,
+                const=0 if wide else iv ^ seq64,
+                added=0 if wide else (iv - seq64) & _MASK64,
+                additive=False if wide else None,
                 iv_len=iv_len,
                 counter=None if ctx is None else ctx.counter,
             )
@@ -384,6 +419,13 @@ class IvReuseCheck(BulkRules):
                     f"group: {'; '.join(names)}",
                     evidence=SharedKey(tuple(shared[fp])),
                 )
+
+
+def _hashed(hashed: U64Set, values: U64) -> Mask:
+    """Which values may be a reuse: in the hash set, or again after an earlier row."""
+    again = np.ones(len(values), np.bool_)
+    again[np.unique(values, return_index=True)[1]] = False
+    return again | hashed.contains_many(values)
 
 
 def coverage(seen: Seen) -> str | None:

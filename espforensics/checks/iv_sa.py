@@ -27,6 +27,7 @@ class IvSa:
     """One SA as the IV derivation check sees it: its window, scheme, counts and CBC tail."""
 
     mask: int = _MASK64  # _MASK32 for an SA whose high halves are not authenticated
+    cbc: bool = False  # CBC (RFC 3602 s2.1): IVs that follow a counter are predictable
     words: int = 0  # CBC with its key: echainiv, the IV decrypted to this many words
     const: int | None = None  # seqiv's c; echainiv's packed inverse multipliers
     additive: bool = False  # const is an additive counter's: IV = seq64 + c

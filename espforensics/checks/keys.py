@@ -173,6 +173,11 @@ class KeyCheck(BulkRules):
         """A UDP payload on a port not taken as ESP-in-UDP starts with a key file's SPI."""
         self._usage.observe_udp(spi, sport, dport)
 
+    def observe_flow(self, flow: Flow, src: bytes, dst: bytes) -> None:
+        """A packet of ``flow`` too short for the checks (no whole ESP header): its SA's
+        SPI is in the capture all the same."""
+        self._usage.observe(flow, src, dst)
+
     def observe(self, pkt: PacketContext) -> None:
         state, rec = pkt.flow.state, pkt.rec
         self._usage.observe(pkt.flow, pkt.ip.src, pkt.ip.dst)
@@ -270,7 +275,7 @@ class KeyCheck(BulkRules):
             yield Finding(
                 FindingKind.HMAC_KEY_SIZE,
                 Severity.INFO,
-                sa.spi or None,
+                None if sa.any_spi else sa.spi,
                 (),
                 1,
                 f"SPI {sa.spi_text} ({sa.origin}): the {sa.auth_algorithm} key is "

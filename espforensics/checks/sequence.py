@@ -56,6 +56,7 @@ _EVIDENCE = frozenset(
         Verdict.UNKNOWN_SA,
         Verdict.UNSUPPORTED,
         Verdict.TRUNCATED,
+        Verdict.SHORT,  # whole, too short for its IV and ICV: its header is all there is
         Verdict.DECRYPTED_NO_ICV,  # no ICV: its header counts as a keyless one does
         Verdict.AUTHENTIC_NOT_DECRYPTED,  # its ICV verified the header
     }

@@ -20,6 +20,7 @@ from espforensics.errors import Truncated
 from espforensics.model import Proto, new_tuple
 
 ESP_HEADER_LEN = 8
+SPI_LEN = 4  # the header's first field (RFC 4303 s2.1)
 UDP_HEADER_LEN = 8
 NON_ESP_MARKER = b"\x00\x00\x00\x00"
 _UDP = struct.Struct(">HH")

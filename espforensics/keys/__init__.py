@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 from espforensics.capture.regular import kind_of
 from espforensics.errors import KeyFileError
 from espforensics.keys.sa import ANY_SPI, SaTable, Secret, SecurityAssociation
-from espforensics.keys.validate import LoadLog, has_hex_run, shown
+from espforensics.keys.validate import LoadLog, has_hex_run, reserved_notes, shown
 from espforensics.keys.wireshark import parse_esp_sa
 from espforensics.keys.yaml_file import parse_keys_yaml
 
@@ -212,6 +212,7 @@ def read_sas(text: str, origin: str) -> tuple[list[SecurityAssociation], LoadLog
                 raise log.errors[0]
             if not sas:
                 raise KeyFileError(origin, f"no ESP SA in this {key_format.name} file")
+            log.notes.extend(reserved_notes(sas))
             return sas, log
     raise KeyFileError(
         origin, "not a keys.yaml, `ip xfrm state` output, Wireshark esp_sa or tcpdump -E file"

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from espforensics.errors import KeyFileError
+from espforensics.model import ANY_SPI as MODEL_ANY_SPI
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -80,8 +81,12 @@ NO_INTEGRITY = frozenset({"digest_null"})
 ICV_BITS = frozenset({64, 96, 128})
 # The SPI of an SA that names none (tcpdump's ``algo:secret`` without ``spi@addr``,
 # Wireshark's ``*``): it matches a packet of any SPI no SA of its own SPI claims.
-# RFC 4303 s2.1 reserves SPI 0, so no SA on the wire has it.
-ANY_SPI = 0
+# Not 0: RFC 4303 s2.1 reserves SPI 0, yet a published test vector sends it
+# (model.ANY_SPI, -1, is no SPI of the wire).
+ANY_SPI = MODEL_ANY_SPI
+# RFC 4303 s2.1: SPI 0 is for local use and MUST NOT be sent; 1..255 are reserved
+# by IANA for future use. Such an SA loads with a warning (keys.load_sas).
+RESERVED_SPIS = 256
 # The integrity algorithm of an SA whose source gives only the ICV's length: the ICV
 # is skipped, not checked (Wireshark's "ANY n bit", tcpdump's ``-hmac96``).
 ANY_AUTH = "any"

@@ -30,6 +30,7 @@ from espforensics.keys.sa import (
     ANY_SPI,
     HMAC_DIGESTS,
     NO_INTEGRITY,
+    RESERVED_SPIS,
     RFC4106,
     IpAddress,
     Secret,
@@ -218,20 +219,34 @@ def _with_spi(where: Where, spi: int) -> Where:
     named = {}
     for name in ("key", "auth_key"):
         at = where.fields.get(name, where.entry)
-        named[name] = at if "spi" in at else f"{at} (spi {spi:#010x})" if spi else at
+        named[name] = at if "spi" in at or spi == ANY_SPI else f"{at} (spi {spi:#010x})"
     return Where(where.path, where.entry, {**where.fields, **named})
 
 
 def check_spi(value: object, where: Where) -> int:
-    """The SPI as an int in 1..0xffffffff (RFC 4303 s2.1: 0 is reserved)."""
+    """The SPI as an int in 0..0xffffffff.
+
+    RFC 4303 s2.1 reserves 0 (and 1..255), but a published test vector
+    sends SPI 0 and tshark verifies it: such an SA loads, with a warning
+    (``reserved_notes``), and its packets get a ``reserved_spi`` finding.
+    """
     if value is None:
         raise where.error("spi", "spi is missing")
     spi = _as_int(value, where, "spi")
-    if spi == 0:
-        raise where.error("spi", "spi 0 is reserved (RFC 4303 s2.1)")
-    if not 0 < spi <= MAX_SPI:
-        raise where.error("spi", f"spi {_number(spi, hex_form=True)} is not in 1..0xffffffff")
+    if not 0 <= spi <= MAX_SPI:
+        raise where.error("spi", f"spi {_number(spi, hex_form=True)} is not in 0..0xffffffff")
     return spi
+
+
+def reserved_notes(sas: list[SecurityAssociation]) -> list[str]:
+    """A warning per SA of a reserved SPI (RFC 4303 s2.1): its origin and SPI, no key."""
+    return [
+        f"{sa.origin}: SPI {sa.spi:#010x} is reserved (RFC 4303 s2.1: "
+        + ("0 must not be sent on the wire" if sa.spi == 0 else "1..255 are IANA's")
+        + "); loaded, and its packets are reported as reserved_spi"
+        for sa in sas
+        if not sa.any_spi and sa.spi < RESERVED_SPIS
+    ]
 
 
 def check_address(value: object, where: Where, name: str) -> IpAddress | None:

@@ -57,6 +57,7 @@ VERDICT_COLOURS: dict[str, str] = {
     Verdict.BAD_TRAILER: "#9467bd",  # purple
     Verdict.UNKNOWN_SA: "#7f7f7f",  # grey
     Verdict.TRUNCATED: "#8c564b",  # brown
+    Verdict.SHORT: "#c49c94",  # light brown: whole, yet too short
     Verdict.FRAGMENT: "#1f77b4",  # blue
     Verdict.UNDECODABLE: "#000000",  # black
     Verdict.NOT_ESP: "#c7c7c7",  # light grey

@@ -45,6 +45,8 @@ CHECKS: tuple[tuple[str, tuple[FindingKind, ...]], ...] = (
             FindingKind.SEQ_GAP,
             FindingKind.SEQ_REORDER,
             FindingKind.ESN_WRAP,
+            # the SPI beside the sequence number: the same clear header (checks/reserved_spi.py)
+            FindingKind.RESERVED_SPI,
         ),
     ),
     ("esn_mismatch", (FindingKind.ESN_MISMATCH,)),
@@ -96,6 +98,10 @@ NOUNS: dict[FindingKind, tuple[str, str]] = {
     FindingKind.NO_INTEGRITY: (
         "packet decrypted without an ICV check",
         "packets decrypted without an ICV check",
+    ),
+    FindingKind.RESERVED_SPI: (
+        "packet with a reserved SPI",
+        "packets with a reserved SPI",
     ),
     FindingKind.INNER_CHECKSUM: (
         "packet whose inner checksum does not verify",

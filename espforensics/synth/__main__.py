@@ -4,6 +4,7 @@
                                  [--format pcap|pcapng] [--compression KIND]
     python -m espforensics.synth bench N OUT [--seed N] [--mean-size BYTES]
                                  [--algorithm gcm|ccm|chacha20|cbc]
+                                 [--ivs linux|seq|counter|random]
                                  [--format pcap|pcapng] [--compression KIND]
     python -m espforensics.synth list
 
@@ -20,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from espforensics.synth.bench import BENCH_ALGORITHMS, bench_sas, iter_bench_frames
+from espforensics.synth.bench import BENCH_ALGORITHMS, IV_PROFILES, bench_sas, iter_bench_frames
 from espforensics.synth.capture import SUFFIXES, write_capture, write_scenario
 from espforensics.synth.keytext import keys_yaml
 from espforensics.synth.scenarios import SCENARIOS, build_scenario
@@ -72,6 +73,13 @@ def _bench_parser() -> argparse.ArgumentParser:
         default="gcm",
         help="the SAs' algorithm (gcm; cbc: cbc(aes) + hmac(sha256))",
     )
+    parser.add_argument(
+        "--ivs",
+        choices=IV_PROFILES,
+        default="linux",
+        help="the senders' IVs (linux: seqiv, echainiv for cbc; seq: IV = seq64; "
+        "counter: seq64 + c; random)",
+    )
     _common(parser)
     return parser
 
@@ -98,7 +106,10 @@ def _run_bench(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     if args.frames < 0:
         parser.error("the frame count must not be negative")
-    frames = iter_bench_frames(args.frames, args.seed, args.mean_size, args.algorithm)
+    try:
+        frames = iter_bench_frames(args.frames, args.seed, args.mean_size, args.algorithm, args.ivs)
+    except ValueError as exc:  # a counter profile asked of CBC's IVs
+        parser.error(str(exc))
     args.out.parent.mkdir(parents=True, exist_ok=True)  # as a scenario's folder is made
     count = write_capture(
         args.out, frames, format=args.format or "pcap", compression=args.compression, linktypes=(1,)

@@ -1,9 +1,10 @@
 """Benchmark captures: many Ethernet/IPv4/ESP frames, generated lazily.
 
-In: a frame count, a seed and a mean frame size. Out: ``iter_bench_frames``
-yields ``Frame`` values one at a time (memory stays flat for millions of
-frames), and ``bench_sas`` gives the two SAs for the key file. Raises
-``ValueError`` for a negative count.
+In: a frame count, a seed, a mean frame size, an algorithm and a sender's
+IV profile. Out: ``iter_bench_frames`` yields ``Frame`` values one at a
+time (memory stays flat for millions of frames), and ``bench_sas`` gives
+the two SAs for the key file. Raises ``ValueError`` for a negative count
+or a profile the algorithm's IVs cannot follow.
 
 The traffic is one bulk TCP transfer over IPv4 transport mode: full-size
 data segments a -> b on SPI 0x1001 and ACKs b -> a on SPI 0x1002, mixed so
@@ -12,13 +13,22 @@ encrypted (the IVs of Linux's generator: seqiv, echainiv for CBC; valid
 padding, to the cipher block for CBC) and every checksum is right; to stay
 fast, headers are patched from templates and checksums are finished from
 precomputed partial sums (RFC 1071 s2: the sum is associative).
+
+The IV profiles (``IV_PROFILES``, primer s9: speed must not depend on
+which one a capture holds): ``linux``, the IVs of Linux's generators
+(seqiv, ``IV = seq64 xor c``; echainiv for CBC); ``seq``, ``IV = seq64``
+(DPDK's rte_ipsec: xor and add cannot be told apart); ``counter``, an
+additive counter ``IV = seq64 + c`` mod 2^64 (VPP keeps one per SA);
+``random``, IVs drawn at random (CBC's 16 bytes too). ``seq`` and
+``counter`` are for the 8-byte IVs of counter modes only: CBC IVs that
+follow a counter are a finding (RFC 3602 s2.1), not a sender profile.
 """
 
 from __future__ import annotations
 
 import random
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from espforensics.keys.sa import CBC_AES, RFC4106, RFC4309, RFC7539ESP, SecurityAssociation
 from espforensics.model import Frame
@@ -44,6 +54,27 @@ BENCH_ALGORITHMS: dict[str, tuple[str, int, str | None]] = {
     "chacha20": (RFC7539ESP, 32, None),
     "cbc": (CBC_AES, 16, "hmac(sha256)"),
 }
+
+
+IV_PROFILES = ("linux", "seq", "counter", "random")
+_U64 = (1 << 64) - 1
+
+
+def _iv_maker(sealer: EspSealer, profile: str, rng: random.Random) -> Callable[[int], bytes]:
+    """The function giving each seq64 its IV under ``profile`` (``IV_PROFILES``)."""
+    width = sealer.iv_len
+    if profile == "linux":
+        return sealer.iv_for
+    if profile == "random":
+        return lambda seq64: rng.getrandbits(8 * width).to_bytes(width, "big")
+    if width != 8 or sealer.block != 4:
+        raise ValueError(f"IV profile {profile!r} is for 8-byte counter-mode IVs, not CBC's")
+    if profile == "seq":
+        return lambda seq64: seq64.to_bytes(8, "big")
+    if profile == "counter":
+        const = rng.getrandbits(64)
+        return lambda seq64: ((seq64 + const) & _U64).to_bytes(8, "big")
+    raise ValueError(f"unknown IV profile {profile!r}; one of {', '.join(IV_PROFILES)}")
 
 
 def _bench_sealers(seed: int, algorithm: str = "gcm") -> tuple[EspSealer, EspSealer]:
@@ -93,17 +124,23 @@ class _Segment:
 class _Flow:
     """One SA's ESP frames: Ethernet + IPv4 header templates and counters."""
 
-    __slots__ = ("dst", "ip_base", "mac", "sealer", "seq", "src")
+    __slots__ = ("dst", "ip_base", "iv", "mac", "sealer", "seq", "src")
 
-    def __init__(self, sealer: EspSealer, ends: tuple[IpAddress, IpAddress], mac: bytes) -> None:
-        self.sealer, self.mac, self.seq = sealer, mac, 0
+    def __init__(
+        self,
+        sealer: EspSealer,
+        ends: tuple[IpAddress, IpAddress],
+        mac: bytes,
+        iv: Callable[[int], bytes],
+    ) -> None:
+        self.sealer, self.mac, self.seq, self.iv = sealer, mac, 0, iv
         self.src, self.dst = ends[0].packed, ends[1].packed
         blank = _IP.pack(0x45, 0, 0, 0, 0x4000, 64, PROTO_ESP, 0, self.src, self.dst)
         self.ip_base = sum(struct.unpack(">10H", blank))
 
     def frame(self, plaintext: bytes) -> bytes:
         self.seq += 1
-        esp = self.sealer.seal_raw(plaintext, self.seq, self.sealer.iv_for(self.seq))
+        esp = self.sealer.seal_raw(plaintext, self.seq, self.iv(self.seq))
         length, ident = 20 + len(esp), self.seq & 0xFFFF
         csum = ~_fold(self.ip_base + length + ident) & 0xFFFF
         ip = _IP.pack(0x45, 0, length, ident, 0x4000, 64, PROTO_ESP, csum, self.src, self.dst)
@@ -117,17 +154,29 @@ def _data_size(mean_size: int, overhead: int = OVERHEAD, block: int = 4) -> int:
 
 
 def iter_bench_frames(
-    n: int, seed: int = 1, mean_size: int = 1289, algorithm: str = "gcm"
+    n: int, seed: int = 1, mean_size: int = 1289, algorithm: str = "gcm", ivs: str = "linux"
 ) -> Iterator[Frame]:
     """``n`` Ethernet/IPv4/ESP frames (rfc4106 unless said, two SAs), built lazily.
 
-    ``algorithm``: a key of ``BENCH_ALGORITHMS``."""
+    ``algorithm``: a key of ``BENCH_ALGORITHMS``; ``ivs``: one of ``IV_PROFILES``."""
     if n < 0:
         raise ValueError("frame count must not be negative")
     data_sa, ack_sa = _bench_sealers(seed, algorithm)
+    rng = random.Random(f"bench ivs {seed}")  # not the keys' stream: the keys stay the same
+    data_iv, ack_iv = _iv_maker(data_sa, ivs, rng), _iv_maker(ack_sa, ivs, rng)
+    return _frames(n, mean_size, (data_sa, data_iv), (ack_sa, ack_iv))
+
+
+def _frames(
+    n: int,
+    mean_size: int,
+    sending: tuple[EspSealer, Callable[[int], bytes]],
+    acking: tuple[EspSealer, Callable[[int], bytes]],
+) -> Iterator[Frame]:
+    (data_sa, data_iv), (ack_sa, ack_iv) = sending, acking
     eth = ETH_IPV4.to_bytes(2, "big")
-    data_flow = _Flow(data_sa, (V4_A, V4_B), MAC_B + MAC_A + eth)
-    ack_flow = _Flow(ack_sa, (V4_B, V4_A), MAC_A + MAC_B + eth)
+    data_flow = _Flow(data_sa, (V4_A, V4_B), MAC_B + MAC_A + eth, data_iv)
+    ack_flow = _Flow(ack_sa, (V4_B, V4_A), MAC_A + MAC_B + eth, ack_iv)
     block = data_sa.block
     overhead = 14 + 20 + 8 + data_sa.iv_len + data_sa.sa.icv_len
     size = _data_size(mean_size, overhead, block)

@@ -113,7 +113,7 @@ def esp_header_only(seed: int = 1) -> Scenario:
     bare = ESP_HEADER.pack(flow.spi, flow.take_seq())
     truth = FrameTruth(
         0,
-        Verdict.TRUNCATED,
+        Verdict.SHORT,
         spi=flow.spi,
         seq64=9,
         esp_offset=flow.esp_offset,
@@ -137,6 +137,8 @@ def esn_below(seed: int = 1) -> Scenario:
     sa = make_sa(rng, 0xB501, V4_A, V4_B, esn=True, esn_hi=ESN_HI_GIVEN)
     flow = SaFlow(sa, V4_A, V4_B)
     for seq in range(1, 101):  # past the 64-packet window: the steady lane must refuse them
-        send_udp(cb, flow, ESN_HI_USED << 32 | seq, Fault(tags=("esn_below",)))  # sealed as sent
+        # sealed with 0x200; a receiver at 0x201 places it there, and drops it
+        fault = Fault(sealed_seq64=ESN_HI_USED << 32 | seq, tags=("esn_below",))
+        send_udp(cb, flow, ESN_HI_GIVEN << 32 | seq, fault)
     desc = "ESN SA 0xb501, esn_hi 0x201 in the key file: seq 0x200:00000001 .. 0x200:00000064"
     return cb.scenario("esn-below", desc, (flow.sealer,), facts={"esn_below": 100})
