@@ -1,7 +1,8 @@
 """Coverage: how many ESP packets each check examined, and why not the rest.
 
 In: the per-SA verdict counts and algorithms of a run (``SaSummary`` rows,
-or anything with ``algorithm``, ``packets`` and ``verdicts``) and its ESP
+or anything with ``algorithm``, ``packets``, ``verdicts`` and the counts of
+packets the capture cut, ``cut``, ``cut_read``, ``cut_found``) and its ESP
 packet count. Out: ``check_coverage(...)``, one ``CheckCoverage`` per check
 of ``checks.COVERAGE``, in the order the checks run. Raises nothing; pure.
 
@@ -13,13 +14,23 @@ counted, so summary.json, the reports and KTAP say the same.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
 from espforensics.checks import COVERAGE
-from espforensics.checks.coverage import ICV_FAILS, NO_SPI, SaFacts, Seen, proven, seen
+from espforensics.checks.coverage import (
+    CUT_FOUND,
+    CUT_READ,
+    CUT_UNREAD,
+    ICV_FAILS,
+    NO_SPI,
+    SaFacts,
+    Seen,
+    proven,
+    seen,
+)
 
 
 class SaCounts(Protocol):
@@ -33,6 +44,12 @@ class SaCounts(Protocol):
     def packets(self) -> int: ...
     @property
     def verdicts(self) -> dict[str, int]: ...
+    @property
+    def cut(self) -> int: ...  # of verdicts["truncated"]: cut by the capture
+    @property
+    def cut_read(self) -> int: ...  # of ``cut``: their header read where it is, or found later
+    @property
+    def cut_found(self) -> int: ...  # of ``cut_read``: their header found later by layout
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +59,11 @@ class CheckCoverage:
     name: str  # the check, as KTAP names it: "esp_placement"
     esp_packets: int
     examined: int
-    keyless: int  # of ``examined``: without a key, by their clear bytes only
+    keyless: int  # of ``examined``: by their clear bytes only, without a key or cut
     skipped: dict[str, int]  # why not -> packets, e.g. {"without a key": 325}
+    # of ``keyless``: packets with a key that the capture cut before their ICV (their
+    # key unused); summary.json has it only when not 0
+    cut: int = 0
 
 
 def check_coverage(sas: Iterable[SaCounts], esp_packets: int) -> tuple[CheckCoverage, ...]:
@@ -54,6 +74,7 @@ def check_coverage(sas: Iterable[SaCounts], esp_packets: int) -> tuple[CheckCove
     """
     examined = dict.fromkeys((name for name, _ in COVERAGE), 0)
     keyless = dict.fromkeys(examined, 0)
+    cut = dict.fromkeys(examined, 0)
     skipped: dict[str, Counter[str]] = {name: Counter() for name in examined}
     groups, owned = _seen(sas)
     for group in groups:
@@ -62,7 +83,8 @@ def check_coverage(sas: Iterable[SaCounts], esp_packets: int) -> tuple[CheckCove
             why = declared(s)
             if why is None:
                 examined[name] += n
-                keyless[name] += 0 if s.keyed else n
+                keyless[name] += 0 if s.keyed and not s.cut else n
+                cut[name] += n if s.keyed and s.cut else 0
             else:
                 skipped[name][why] += n
     unowned = esp_packets - owned  # ESP packets cut before their SPI
@@ -73,6 +95,7 @@ def check_coverage(sas: Iterable[SaCounts], esp_packets: int) -> tuple[CheckCove
             examined[name],
             keyless[name],
             {**dict(skipped[name].most_common()), **({NO_SPI: unowned} if unowned > 0 else {})},
+            cut[name],
         )
         for name, _ in COVERAGE
     )
@@ -157,7 +180,7 @@ def _seen(sas: Iterable[SaCounts]) -> tuple[list[_Group], int]:
         owned += sa.packets
         verdicts = sa.verdicts
         facts = _facts(sa.algorithm, tuple((v, bool(n)) for v, n in verdicts.items()))
-        for v, n in verdicts.items():
+        for v, n in _split_cut(sa, verdicts):
             group = groups.get((v, facts))
             if group is None:
                 group = groups[v, facts] = _Group(v, seen(v, facts))
@@ -165,3 +188,20 @@ def _seen(sas: Iterable[SaCounts]) -> tuple[list[_Group], int]:
             if not _tried(group.seen):
                 group.spis.append(sa.spi)
     return list(groups.values()), owned
+
+
+def _split_cut(sa: SaCounts, verdicts: dict[str, int]) -> Iterator[tuple[str, int]]:
+    """The SA's packets per verdict, its ``truncated`` ones that the capture cut apart:
+    by what the capture showed of them (checks/coverage.py ``CUT_*``)."""
+    cut = sa.cut
+    for v, n in verdicts.items():
+        if v != "truncated" or not cut:
+            yield v, n
+            continue
+        parts = (
+            (v, n - cut),  # not told apart: a header cut short, a fragment
+            (CUT_UNREAD, cut - sa.cut_read),
+            (CUT_READ, sa.cut_read - sa.cut_found),
+            (CUT_FOUND, sa.cut_found),
+        )
+        yield from ((kind, m) for kind, m in parts if m)

@@ -139,11 +139,14 @@ class SeqDuplicates:
 
     repeated: int
     identical: int
+    # neither proven identical nor different: the capture cut one of the two (a snap
+    # length) and the bytes it holds of both are equal, or were not compared
+    unproven: int = 0
 
     @property
     def different(self) -> int:
-        """Repeats carried by different packets."""
-        return self.repeated - self.identical
+        """Repeats carried by different packets (proven)."""
+        return self.repeated - self.identical - self.unproven
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ _UNRELATED = re.compile(r"no nearby seq x(\d+)")
 _ADDITIVE = "; the SA's IVs are an additive counter"
 # checks/sequence.py
 _REPEATED = re.compile(r": (\d+) repeated sequence numbers \((\d+) byte-identical")
+_UNPROVEN = re.compile(r", (\d+) (?:identical in the [\d to]+ bytes captured|not compared):")
 _WRAP = re.compile(r"crossed into high half 0x([0-9a-f]+) at frame (\d+)$")
 # checks/esn_mismatch.py
 _HL = r"0x([0-9a-f]+):([0-9a-f]{8})"
@@ -68,7 +69,8 @@ def stored_evidence(kind: FindingKind, detail: str, count: int) -> Evidence | No
         return _iv_derivation(detail)
     if kind is FindingKind.SEQ_DUPLICATE:
         m = _REPEATED.search(detail)
-        return None if m is None else SeqDuplicates(int(m[1]), int(m[2]))
+        unproven = sum(int(n) for n in _UNPROVEN.findall(detail))
+        return None if m is None else SeqDuplicates(int(m[1]), int(m[2]), unproven)
     if kind is FindingKind.ESN_WRAP:
         m = _WRAP.search(detail)
         return None if m is None else EsnWrap(int(m[2]), int(m[1], 16))

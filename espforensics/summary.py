@@ -90,6 +90,13 @@ class SaSummary:
     # cannot hold a nanosecond); 0 in a summary.json of a version before them
     first_ns: int = 0
     last_ns: int = 0
+    # Of verdicts["truncated"]: packets the capture cut (a snap length); of them, those
+    # whose header it showed where it is read or found later by layout (the placement,
+    # sequence and IV checks read them); of those, found later (the leak check read them).
+    # In summary.json only when ``cut`` is not 0.
+    cut: int = 0
+    cut_read: int = 0
+    cut_found: int = 0
 
     @property
     def key(self) -> tuple[int, str, str]:
@@ -179,7 +186,7 @@ class Summary:
             for u in self.unused_sas
         ]
         doc["key_notes"] = list(self.key_notes)
-        doc["coverage"] = [{**_fields(c), "skipped": dict(c.skipped)} for c in self.coverage]
+        doc["coverage"] = [_coverage_json(c) for c in self.coverage]
         doc["receivers"] = {h.dst: dict(h.counters) for h in self.receivers}
         doc["receiver_frames"] = {
             h.dst: {name: frame_runs(f) for name, f in h.frames.items()} for h in self.receivers
@@ -297,9 +304,28 @@ def _fields(obj: Any) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in names}
 
 
+_CUT_FIELDS = ("cut", "cut_read", "cut_found")
+
+
 def sa_json(sa: SaSummary) -> dict[str, Any]:
-    """One SA's row of ``summary.json`` (render/json.py streams them one at a time)."""
-    return {**_fields(sa), "spi": f"{sa.spi:#010x}", "verdicts": dict(sa.verdicts)}
+    """One SA's row of ``summary.json`` (render/json.py streams them one at a time).
+
+    The counts of packets the capture cut only when it cut one: a whole
+    capture's summary.json is what it was before they were counted.
+    """
+    doc = {**_fields(sa), "spi": f"{sa.spi:#010x}", "verdicts": dict(sa.verdicts)}
+    if not sa.cut:
+        for name in _CUT_FIELDS:
+            del doc[name]
+    return doc
+
+
+def _coverage_json(c: CheckCoverage) -> dict[str, Any]:
+    """One check's coverage in ``summary.json``; ``cut`` only when not 0."""
+    doc = {**_fields(c), "skipped": dict(c.skipped)}
+    if not c.cut:
+        del doc["cut"]
+    return doc
 
 
 def finding_json(f: Finding) -> dict[str, Any]:

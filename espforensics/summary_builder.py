@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from espforensics.checks.coverage import CUT_FOUND, CUT_READ, cut_kind
 from espforensics.coverage import check_coverage
 from espforensics.engine import SteadyRows
 from espforensics.model import (
@@ -86,12 +87,19 @@ class _SaAcc:
     # (most SAs of a scan have neither; an empty Counter is 100 bytes, issue 21)
     tfc_to: Counter[int] | None = None
     checksums: Counter[str] | None = None
+    # truncated packets the capture cut; of them, whose header it showed where it is
+    # read or found later; of those, found later (checks/coverage.py cut_kind)
+    cut: int = 0
+    cut_read: int = 0
+    cut_found: int = 0
 
     def observe(self, rec: PacketRecord) -> None:
         self.packets += 1
         self.wire_bytes += rec.len
         self.last_ns = rec.time
         self.count_verdict(rec.verdict, 1)
+        if rec.verdict is Verdict.TRUNCATED:
+            self.count_cut(rec)
         if rec.seq64 is not None:
             if self.first_seq64 is None:
                 self.first_seq64 = rec.seq64
@@ -111,6 +119,14 @@ class _SaAcc:
             self.padded_to()[rec.payload_len or 0] += 1
         if rec.inner_checksum:
             self.checksum_counts()[rec.inner_checksum] += 1
+
+    def count_cut(self, rec: PacketRecord) -> None:
+        """Count a truncated packet by what the capture showed of it, if it cut it."""
+        kind = cut_kind(rec)
+        if kind is not None:
+            self.cut += 1
+            self.cut_read += kind in (CUT_READ, CUT_FOUND)
+            self.cut_found += kind == CUT_FOUND
 
     def count_verdict(self, verdict: str, n: int) -> None:
         """``n`` more packets of ``verdict``."""
@@ -189,6 +205,9 @@ class _SaAcc:
             icmp_quoted,
             self.first_ns,
             self.last_ns,
+            cut=self.cut,
+            cut_read=self.cut_read,
+            cut_found=self.cut_found,
         )
 
 

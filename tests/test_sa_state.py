@@ -147,6 +147,9 @@ class _Row:
     spi: int
     algorithm: str
     verdicts: dict[str, int] = field(default_factory=dict)
+    cut: int = 0
+    cut_read: int = 0
+    cut_found: int = 0
 
     @property
     def packets(self) -> int:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from espforensics.analyzer.esn_place import mismatch_words
 from espforensics.checks.context import PacketContext
+from espforensics.checks.coverage import CUT_DETAIL
 from espforensics.crypto import CipherContext, opener
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.model import Verdict
@@ -131,7 +132,7 @@ def cut_short(pkt: PacketContext) -> bool:
     if not pkt.cut:
         return False
     rec.verdict = Verdict.TRUNCATED
-    rec.detail = f"captured {len(pkt.data) - (rec.esp_offset or 0)} of {rec.esp_len} ESP bytes"
+    rec.detail = CUT_DETAIL.format(len(pkt.data) - (rec.esp_offset or 0), rec.esp_len)
     if sa is None:
         rec.detail += f"; no key for SPI {rec.spi:#010x}"
     else:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from espforensics.checks.coverage import NOT_COUNTED
 from espforensics.crypto import IV_LEN, CipherContext, context_for
 from espforensics.decode.clear import (
     KEYLESS_ICV_LENS,
@@ -171,14 +172,14 @@ class PacketContext:
         start = (rec.esp_offset or 0) + ESP_HEADER_LEN + (IV_LEN if ctx is None else ctx.iv_len)
         if len(self.data) < start + 6:
             return (
-                f"its header not counted: the capture ends before byte {start + 6}, "
+                f"{NOT_COUNTED}: the capture ends before byte {start + 6}, "
                 "where the bytes that tell its ESP header from a misplaced one's end"
             )
         if ip_start_fits(self.data, start, start + 6, self.ip.total_len) and not (
             ctx is None and self.clear_from_header
         ):
             return (
-                f"its header not counted: the bytes at {start} read as the start of a clear "
+                f"{NOT_COUNTED}: the bytes at {start} read as the start of a clear "
                 "IP header, as in front of a misplaced ESP header, which the capture cut"
             )
         return ""

@@ -10,6 +10,12 @@ not, why. Raises nothing; pure.
 is one line here, and every check's coverage follows. It is keyed by the
 verdict's string so that verdicts other stages add (``decrypted_no_icv``,
 ``authentic_not_decrypted``) have their line before the enum has them.
+
+A ``truncated`` packet the capture cut (a snap length) was read by its
+captured bytes alone, as much as they showed: ``cut_kind(rec)`` tells from
+its record which of ``CUT_UNREAD``, ``CUT_READ`` or ``CUT_FOUND`` it is
+(the per-SA counts of summary.json ``cut``, ``cut_read``, ``cut_found``),
+and ``SEEN`` has a line for each.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from espforensics.keys.sa import suite_checks_icv
+from espforensics.model import PacketRecord, Verdict
 
 # Why a check did not examine a packet: each reads after a count,
 # "325 without a key", in the reports, summary.json and KTAP.
@@ -35,6 +42,21 @@ NO_ICV_UNSOUND = "decrypted to no sound trailer, with no ICV to check"
 NO_ICV = "decrypted with no ICV to check"  # for a check that needs the ICV verified
 UNKNOWN_VERDICT = "of a verdict this version does not know"
 
+# How the ``detail`` of a packet the capture cut begins (analyzer/crypto.py cut_short:
+# "captured 42 of 8960 ESP bytes"), and what it says when its header did not count
+# (checks/context.py header_doubt): the record's only marks of either.
+CUT_DETAIL = "captured {} of {} ESP bytes"
+NOT_COUNTED = "its header not counted"
+_CUT_START = CUT_DETAIL.split("{", 1)[0]
+_CUT_END = CUT_DETAIL.rsplit("}", 1)[1]
+
+# What a packet the capture cut showed, as keys of SEEN: its header not shown to be
+# where it is read (nothing examined it), shown there (the placement search, sequence
+# and IV checks read it), or found later by layout (its clear bytes read as a leak too).
+CUT_UNREAD = "truncated: cut, its header not counted"
+CUT_READ = "truncated: cut, its header read"
+CUT_FOUND = "truncated: cut, its header found later"
+
 
 @dataclass(frozen=True, slots=True)
 class Seen:
@@ -47,6 +69,8 @@ class Seen:
     evidence: bool  # its clear SPI, sequence number and IV count (not a failed ICV)
     why: str  # why it was not decrypted or verified ("" when it was)
     algorithm: str = ""  # the SA's, "" without a key
+    cut: bool = False  # the capture cut it (a snap length): read by its captured bytes alone
+    found: bool = False  # cut, its ESP header found later by layout (checks/placement.py)
 
 
 # verdict -> what was seen, for a packet of an SA whose key verified others.
@@ -65,6 +89,10 @@ SEEN: dict[str, Seen] = {
     "short": Seen(True, False, False, False, False, SHORT),
     "decrypted_no_icv": Seen(True, True, True, False, True, ""),
     "authentic_not_decrypted": Seen(True, True, False, True, True, UNSUPPORTED),
+    # "truncated" above: what cut_kind does not tell apart (a summary.json without the counts)
+    CUT_UNREAD: Seen(True, False, False, False, False, TRUNCATED, cut=True),
+    CUT_READ: Seen(True, False, False, False, True, TRUNCATED, cut=True),
+    CUT_FOUND: Seen(True, False, False, False, True, TRUNCATED, cut=True, found=True),
 }
 _UNKNOWN = Seen(False, False, False, False, False, UNKNOWN_VERDICT)
 
@@ -98,7 +126,8 @@ def seen(verdict: str, facts: SaFacts) -> Seen:
     if s is None:
         return replace(_UNKNOWN, algorithm=facts.algorithm)
     if not facts.algorithm:  # keyless: esp_misplaced found by layout, unproven
-        why = SHORT if s.why == SHORT else NO_KEY  # too short for any key
+        # Too short, or cut by the capture: no key would have opened it either.
+        why = s.why if s.cut or s.why == SHORT else NO_KEY
         s = replace(s, keyed=False, decrypted=False, verified=False, why=why)
     elif verdict == "bad_trailer" and not suite_checks_icv(facts.algorithm):
         # bad_trailer is "the ICV verifies, the trailer does not" (docs/outputs.md):
@@ -109,3 +138,20 @@ def seen(verdict: str, facts: SaFacts) -> Seen:
         # header_is_evidence): its failures are headers as good as keyless ones.
         s = replace(s, decrypted=False, verified=False, evidence=True, why=NOT_VERIFIED)
     return replace(s, algorithm=facts.algorithm)
+
+
+def cut_kind(rec: PacketRecord) -> str | None:
+    """What the capture showed of a packet it cut: a key of SEEN; None when it did not cut it.
+
+    ``CUT_FOUND``: its ESP header found later by layout (``rec.misplaced``);
+    ``CUT_UNREAD``: the capture did not show its header to be where it is
+    read (checks/context.py ``header_doubt``); else ``CUT_READ``.
+    """
+    if rec.verdict is not Verdict.TRUNCATED:
+        return None
+    head = rec.detail.split(";", 1)[0]
+    if not (head.startswith(_CUT_START) and head.endswith(_CUT_END)):
+        return None  # not an ESP packet read after its cut (a header cut short, a fragment)
+    if rec.misplaced:
+        return CUT_FOUND
+    return CUT_UNREAD if NOT_COUNTED in rec.detail else CUT_READ

@@ -236,7 +236,9 @@ def plaintexts(p: Plaintexts) -> PlainRule:
 
 
 def coverage(seen: Seen) -> str | None:
-    """Examined: every whole ESP packet of an SA that encrypts; else why not."""
+    """Examined: every whole ESP packet of an SA that encrypts, and every one the capture
+    cut whose header was found later by layout (the clear bytes in front of it are read);
+    else why not (a cut packet holds no trailer to prove a clear packet by)."""
     if seen.algorithm.split(" + ")[0] in CLEAR_BY_DESIGN:
         return coverage_reasons.CLEAR_BY_DESIGN
-    return None if seen.whole else seen.why
+    return None if seen.whole or seen.found else seen.why

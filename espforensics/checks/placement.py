@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from espforensics.checks.context import Flow, PacketContext
-from espforensics.checks.coverage import Seen
+from espforensics.checks.coverage import CUT_DETAIL, Seen
 from espforensics.crypto import IV_LEN, opener
 from espforensics.decode.clear import ip_start_fits
 from espforensics.decode.esp import ESP_HEADER_LEN
@@ -187,7 +187,7 @@ class PlacementCheck:
             f"{len(clear)} bytes in clear before it; {how}"
         )
         if cut:  # first, as on every truncated packet
-            rec.detail = f"captured {len(data) - at} of {rec.esp_len} ESP bytes; {rec.detail}"
+            rec.detail = f"{CUT_DETAIL.format(len(data) - at, rec.esp_len)}; {rec.detail}"
         acc = self._per_spi.setdefault(spi, _PerSpi())
         acc.count += 1
         acc.proven += proven
@@ -212,9 +212,7 @@ class PlacementCheck:
 
 
 def coverage(seen: Seen) -> str | None:
-    """Examined: every whole ESP packet (decrypted at its offset, or searched); else why not.
-
-    A packet the capture cut is searched by layout in what was captured only: not
-    counted as examined.
-    """
-    return None if seen.whole else seen.why
+    """Examined: every whole ESP packet (decrypted at its offset, or searched), and every
+    one the capture cut whose captured bytes showed its header where it is read or found
+    it later (by layout, by its clear bytes); else why not."""
+    return None if seen.whole or (seen.cut and seen.evidence) else seen.why

@@ -18,12 +18,21 @@ drop), a repeat is a replay or retransmission, and a value below the top
 is reordering. Memory per SA is one ``IntervalSet`` (runs, not packets)
 and a window of the last ``WINDOW`` packets' digests for telling a
 byte-identical retransmission from a different packet.
+
+A packet the capture cut (a snap length) is kept in that window as the ESP
+bytes captured and its ESP length (``_Cut``: at most the snap length). Two
+packets of one number either of which was cut are different when their
+ESP lengths or the bytes both captured differ; else they are identical
+only in the bytes captured, possibly retransmissions (the rest is not in
+the capture), never "byte-identical"; and not compared at all when the
+earlier one was whole and only its digest is kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from enum import Enum
 
 import numpy as np
 
@@ -58,16 +67,72 @@ _EVIDENCE = frozenset(
 class _Sa:
     seen: IntervalSet = field(default_factory=IntervalSet)
     top: int = -1
-    digests: RecentWindow[bytes] = field(default_factory=lambda: RecentWindow(WINDOW))
+    digests: RecentWindow[bytes | _Cut] = field(default_factory=lambda: RecentWindow(WINDOW))
     dup_frames: IntervalSet | None = None  # every one
     duplicates: int = 0
     identical: int = 0
+    captured: int = 0  # identical in the bytes captured of either, one of them cut
+    captured_bytes: tuple[int, int] = (0, 0)  # the fewest and most bytes so compared
+    uncompared: int = 0  # a cut one after one whose bytes are not kept (a whole one's digest)
     reorder_frames: IntervalSet | None = None
     reordered: int = 0
     max_late: int = 0  # how far below the top the latest arrival was
     unread: int = 0  # cut packets whose header the capture did not show to be theirs
     # (frame, new high half); made at the first wrap: most SAs never wrap (issue 21)
     wraps: list[tuple[int, int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    """A packet the capture cut, as the window keeps it: what its bytes can still prove."""
+
+    esp_len: int  # as its IP header gives it
+    data: bytes  # the ESP bytes captured (at most the snap length)
+
+
+class _Same(Enum):
+    """What two packets of one sequence number were found to be."""
+
+    IDENTICAL = "byte-identical"  # both whole, equal digests
+    DIFFERENT = "different"  # proven: their digests, ESP lengths or captured bytes differ
+    CAPTURED = "identical in the bytes captured"  # one cut: the rest is unknown
+    UNCOMPARED = "not compared"  # a cut one after one whose bytes are not kept (whole)
+
+
+def _compare(old: bytes | _Cut | None, new: bytes | _Cut, pkt: PacketContext) -> tuple[_Same, int]:
+    """What the repeat ``new`` (of ``pkt``) is to the packet ``old`` of its number, and in
+    how many bytes they were found equal when one was cut.
+
+    An ``old`` out of the window (None) counts as different, as it always has.
+    """
+    if not isinstance(old, _Cut) and not isinstance(new, _Cut):
+        return (_Same.IDENTICAL if old == new else _Same.DIFFERENT), 0
+    if not isinstance(old, _Cut):
+        return _Same.UNCOMPARED, 0  # the earlier one's bytes are gone (whole: its digest kept)
+    if not isinstance(new, _Cut):  # a whole one after a cut one: all its bytes are here
+        new = _Cut(len(pkt.data) - (pkt.rec.esp_offset or 0), pkt.data[pkt.rec.esp_offset or 0 :])
+    n = min(len(old.data), len(new.data))
+    if old.esp_len != new.esp_len or old.data[:n] != new.data[:n]:
+        return _Same.DIFFERENT, 0
+    return _Same.CAPTURED, n
+
+
+def _unproven(sa: _Sa) -> str:
+    """The repeats the capture cut that are neither proven identical nor different."""
+    out = ""
+    if sa.captured:
+        low, high = sa.captured_bytes
+        span = f"{low}" if low == high else f"{low} to {high}"
+        out += (
+            f", {sa.captured} identical in the {span} bytes captured: possibly "
+            "retransmissions, the rest of their bytes not captured"
+        )
+    if sa.uncompared:
+        out += (
+            f", {sa.uncompared} not compared: cut by the capture, the earlier copy's "
+            "bytes no longer held"
+        )
+    return out
 
 
 class SequenceCheck(BulkRules):
@@ -89,13 +154,18 @@ class SequenceCheck(BulkRules):
                 self._sas.get(pkt.flow).unread += 1
             return
         sa = self._sas.get(pkt.flow)
-        seq64 = rec.seq64
-        digest = pkt.digest
+        seq64, start = rec.seq64, rec.esp_offset or 0
+        digest = _Cut(pkt.ip.total_len - start, pkt.data[start:]) if pkt.cut else pkt.digest
         if sa.seen.add(seq64):
-            identical = sa.digests.get(seq64) == digest
-            rec.seq_anomaly = "duplicate-identical" if identical else "duplicate"
+            same, compared = _compare(sa.digests.get(seq64), digest, pkt)
+            rec.seq_anomaly = "duplicate-identical" if same is _Same.IDENTICAL else "duplicate"
             sa.duplicates += 1
-            sa.identical += identical
+            sa.identical += same is _Same.IDENTICAL
+            sa.uncompared += same is _Same.UNCOMPARED
+            if same is _Same.CAPTURED:
+                sa.captured += 1
+                low, high = sa.captured_bytes
+                sa.captured_bytes = (min(low or compared, compared), max(high, compared))
             sa.dup_frames = with_frame(sa.dup_frames, rec.frame)
         elif seq64 < sa.top:
             rec.seq_anomaly = "reordered"
@@ -155,10 +225,11 @@ class SequenceCheck(BulkRules):
                     sa.duplicates,
                     f"{where}: {sa.duplicates} repeated sequence numbers "
                     f"({sa.identical} byte-identical retransmissions, "
-                    f"{sa.duplicates - sa.identical} different packets)",
+                    f"{sa.duplicates - sa.identical - sa.captured - sa.uncompared} "
+                    f"different packets{_unproven(sa)})",
                     src,
                     dst,
-                    SeqDuplicates(sa.duplicates, sa.identical),
+                    SeqDuplicates(sa.duplicates, sa.identical, sa.captured + sa.uncompared),
                 )
             gaps = list(sa.seen.gaps())
             if gaps:

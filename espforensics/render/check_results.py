@@ -161,7 +161,11 @@ def _checks(summary: Summary, fail_on: Severity | None) -> tuple[CheckResult, ..
 
 
 def coverage_line(c: CheckCoverage) -> str:
-    """ "iv_reuse: examined 122 of 447 ESP packets (325 without a key)"; "" for all, with a key."""
+    """ "iv_reuse: examined 122 of 447 ESP packets (325 without a key)"; "" for all, with a key.
+
+    Packets examined by their clear bytes only are said so, and why: without a
+    key, or cut by the capture (a snap length) before their ICV.
+    """
     if c.examined == c.esp_packets and not c.keyless:
         return ""
     whys = ", ".join(f"{n} {why}" for why, n in c.skipped.items())
@@ -172,8 +176,21 @@ def coverage_line(c: CheckCoverage) -> str:
     )
     if c.keyless:
         them = "all" if c.keyless == c.examined else f"{c.keyless}"
-        head += f"; {them} of them without a key, by their clear bytes only"
+        head += f"; {them} of them {_clear_only(c)}"
     return f"{c.name}: {head}"
+
+
+def _clear_only(c: CheckCoverage) -> str:
+    """Why ``keyless`` packets were examined by their clear bytes only: no key, or the
+    capture cut them before their ICV (``cut``: with a key, unused)."""
+    if not c.cut:
+        return "without a key, by their clear bytes only"
+    if c.cut == c.keyless:
+        return "by their clear bytes only, cut by the capture before their ICV"
+    return (
+        f"by their clear bytes only ({c.keyless - c.cut} without a key, "
+        f"{c.cut} cut by the capture before their ICV)"
+    )
 
 
 def skip_reason(c: CheckCoverage) -> str:
