@@ -209,3 +209,13 @@ def test_every_format_choice_prints_from_report(tmp_path: Path, fmt: str) -> Non
     again = runner.invoke(app, ["report", str(out), "--format", fmt])
     assert again.exit_code == 0, again.stderr
     assert again.stdout.strip() and again.stdout.endswith("\n")
+
+
+def test_batch_refuses_standard_input_in_one_line(tmp_path: Path) -> None:
+    """A batch is many captures: '-' is refused in one line that names what reads it."""
+    res = runner.invoke(app, ["batch", "-", "--out", str(tmp_path / "b")], input=b"")
+    assert res.exit_code == 2
+    assert res.stderr == (
+        "espforensics: error: -: batch reads files, folders and patterns, not standard "
+        "input; analyze - reads one capture from it\n"
+    )

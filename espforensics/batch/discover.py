@@ -155,6 +155,12 @@ def _expand(arg: str) -> list[Path]:
         dirs = [f for m in matches if m.is_dir() for f in _walk(m)]
         if files or dirs:
             return files + dirs
+    if arg == "-":  # tcpdump's and analyze's name for standard input
+        raise InputError(
+            arg,
+            "batch reads files, folders and patterns, not standard input; "
+            "analyze - reads one capture from it",
+        )
     raise InputError(arg, "no such file or folder, and no capture matches it as a pattern")
 
 
