@@ -474,11 +474,11 @@ def compare(
     ],
     sa: SaOption = None,
     sa_before: Annotated[
-        list[Path] | None,
+        list[str] | None,
         typer.Option("--sa-before", metavar="KEYS", help="Key file for BEFORE only. Repeatable."),
     ] = None,
     sa_after: Annotated[
-        list[Path] | None,
+        list[str] | None,
         typer.Option("--sa-after", metavar="KEYS", help="Key file for AFTER only. Repeatable."),
     ] = None,
     natt_port: NattOption = None,

@@ -13,7 +13,6 @@ builds the commands from these and re-exports every name.
 from __future__ import annotations
 
 from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -127,8 +126,9 @@ class FailOn(StrEnum):
     NEVER = "never"
 
 
+# str, not Path: a value may be tcpdump -E text itself, which pathlib would rewrite ("//" -> "/")
 SaOption = Annotated[
-    list[Path] | None,
+    list[str] | None,
     typer.Option(
         "--sa",
         metavar="KEYS",

@@ -219,3 +219,20 @@ def test_batch_refuses_standard_input_in_one_line(tmp_path: Path) -> None:
         "espforensics: error: -: batch reads files, folders and patterns, not standard "
         "input; analyze - reads one capture from it\n"
     )
+
+
+def test_sa_text_reaches_the_key_reader_as_typed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tcpdump -E text given to --sa is not a path: "//" in an ASCII secret stays "//"."""
+    seen: list[object] = []
+
+    def record(path: object, sas: object, *args: object, **kwargs: object) -> None:
+        seen.append(sas)
+        raise KeyboardInterrupt  # enough: the value has arrived
+
+    monkeypatch.setattr("espforensics.cli.analyze_to_dir", record)
+    text = '0x1001@192.0.2.2 aes128-cbc:"a//b//c//d//e//f"'
+    res = runner.invoke(app, ["analyze", str(CAPTURE), "--sa", text, "--out", str(tmp_path)])
+    assert res.exit_code == 130
+    assert seen == [[text]]
