@@ -26,10 +26,16 @@ arrival order:
   showed);
 
 and a sender packet the receiver never got is ``lost``. Both captures
-usually hold both directions: an SA whose first packet the RECEIVER capture
-saw first (by the timestamps: the captures' clocks must agree) is joined
-the other way, its rows' ``direction`` ``receiver->sender``; the frame
-columns stay those of each file. Reordering is per SA.
+usually hold both directions: an SA whose packets went from the RECEIVER
+capture's host to the SENDER's is joined the other way, its rows'
+``direction`` ``receiver->sender``; the frame columns stay those of each
+file. Reordering is per SA.
+
+The two captures' clocks are not assumed to agree: which way an SA ran is
+found from receiver time minus sender time over its joined packets, which
+is the clock offset plus the one-way delay forward and the offset minus it
+backward, so the two directions' ranges separate whatever the offset
+(``_directions``); ``Clock`` says what that gives of the offset.
 """
 
 from __future__ import annotations
@@ -102,6 +108,7 @@ class Reconciled:
     receiver_esp: int
     sender_other: int  # frames of each capture that are not whole ESP datagrams
     receiver_other: int
+    clock: Clock
 
 
 def read_esp(
@@ -158,6 +165,31 @@ def _seq64(top: int | None, seq: int) -> int:
     return min(candidates, key=lambda c: abs(c - top))
 
 
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """Receiver time minus sender time over one SA's joined packets, in ns."""
+
+    low: int
+    median: int
+    high: int
+
+
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """What the joined packets say of the two captures' clocks (no clock is trusted).
+
+    ``offset_ns`` (receiver clock minus sender clock) and ``delay_ns`` (the
+    least one-way delay) are known only when SAs ran both ways: forward
+    packets give ``offset + delay``, reverse ones ``offset - delay``. With one
+    direction only ``spread`` (every SA that ran from SENDER to RECEIVER) is
+    the one-way delay plus the clock offset, which cannot be told apart.
+    """
+
+    offset_ns: int | None
+    delay_ns: int | None
+    spread: Spread | None
+
+
 def reconcile(
     sender: str | os.PathLike[str],
     receiver: str | os.PathLike[str],
@@ -166,11 +198,19 @@ def reconcile(
     """Join the two captures' ESP packets and give each its fate, SPI by SPI."""
     a, sender_other = read_esp(sender, natt_ports)
     b, receiver_other = read_esp(receiver, natt_ports)
+    sent_by: dict[int, list[WirePacket]] = {}
+    got_by: dict[int, list[WirePacket]] = {}
+    for p in a:
+        sent_by.setdefault(p.spi, []).append(p)
+    for p in b:
+        got_by.setdefault(p.spi, []).append(p)
+    spis = sorted(sent_by.keys() | got_by.keys())
+    spreads = {spi: _spread(sent_by.get(spi, []), got_by.get(spi, [])) for spi in spis}
+    reverse, clock = _directions(spreads, {spi for spi in spis if spi not in sent_by})
     rows: list[FateRow] = []
-    for spi in sorted({p.spi for p in a} | {p.spi for p in b}):
-        sent = [p for p in a if p.spi == spi]
-        got = [p for p in b if p.spi == spi]
-        if got and (not sent or got[0].ts_ns < sent[0].ts_ns):  # the SA runs the other way
+    for spi in spis:
+        sent, got = sent_by.get(spi, []), got_by.get(spi, [])
+        if spi in reverse:
             rows += [_swapped(row) for row in _join(got, sent)]
         else:
             rows += _join(sent, got)
@@ -182,6 +222,59 @@ def reconcile(
         len(b),
         sender_other,
         receiver_other,
+        clock,
+    )
+
+
+def _spread(sent: list[WirePacket], got: list[WirePacket]) -> Spread | None:
+    """Receiver time minus sender time of each of ``got`` whose ESP bytes ``sent`` holds."""
+    first: dict[bytes, int] = {}
+    for p in sent:
+        first.setdefault(p.digest, p.ts_ns)
+    gaps = sorted(r.ts_ns - first[r.digest] for r in got if r.digest in first)
+    if not gaps:
+        return None
+    return Spread(gaps[0], gaps[len(gaps) // 2], gaps[-1])
+
+
+def _directions(
+    spreads: dict[int, Spread | None], only_received: set[int]
+) -> tuple[frozenset[int], Clock]:
+    """The SAs whose packets went from RECEIVER to SENDER, and the clocks' estimate.
+
+    No clock is trusted: what decides is that every packet's one-way delay
+    is positive, so every forward packet's receiver-minus-sender time
+    (offset + delay) is above every reverse one's (offset - delay). The SAs
+    are split where their ranges of that time separate with the widest gap;
+    when no two ranges separate, every SA is taken to run as the arguments
+    say (SENDER to RECEIVER). An SA no packet of which was joined runs from
+    the capture that holds it.
+    """
+    joined = sorted(
+        ((spi, s) for spi, s in spreads.items() if s is not None), key=lambda x: x[1].median
+    )
+    best: tuple[int, int] | None = None  # (gap, split index)
+    for k in range(1, len(joined)):
+        gap = min(s.low for _, s in joined[k:]) - max(s.high for _, s in joined[:k])
+        if gap > 0 and (best is None or gap > best[0]):
+            best = (gap, k)
+    if best is None:
+        forward = [s for _, s in joined]
+        return frozenset(only_received), Clock(None, None, _merged(forward))
+    gap, k = best
+    top = max(s.high for _, s in joined[:k])
+    reverse = {spi for spi, _ in joined[:k]}
+    clock = Clock(top + gap // 2, gap // 2, _merged([s for _, s in joined[k:]]))
+    return frozenset(reverse | only_received), clock
+
+
+def _merged(spreads: list[Spread]) -> Spread | None:
+    """One spread over several SAs: the lowest low, the median of medians, the highest high."""
+    if not spreads:
+        return None
+    medians = sorted(s.median for s in spreads)
+    return Spread(
+        min(s.low for s in spreads), medians[len(medians) // 2], max(s.high for s in spreads)
     )
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from espforensics.model import Frame
-from espforensics.reconcile import reconcile
+from espforensics.reconcile import Reconciled, reconcile
 from espforensics.synth.builder import V4_A, V4_B, Fault, SaFlow, ip, sa_pair
 from espforensics.synth.capture import write_capture
 from espforensics.synth.link import frame_ip
@@ -37,11 +37,10 @@ def _write(path: Path, packets: list[tuple[int, bytes]]) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def _planted() -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]]]:
     """SPI 0x1001 a -> b with every fate planted between the captures; SPI 0x1002 b -> a,
-    which the receiver's capture sees first (it is sent there)."""
-    tmp = tmp_path_factory.mktemp("pair")
+    which the receiver's capture sees first (it is sent there). Times in us; the forward
+    packets take 60 to 90 us, the reverse one 49 us."""
     ab, ba = sa_pair(random.Random(11), (0x1001, 0x1002), V4_A, V4_B)
     nat = SaFlow(ab.sealer, NAT, V4_B)  # the same SA seen after a NAT rewrote the source
     data = {n: udp_bytes(V4_A, V4_B, 4000, 5000, bytes([n]) * 40) for n in range(1, 12)}
@@ -65,7 +64,19 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     back = {n: _packet(ba, n, udp_bytes(V4_B, V4_A, 5000, 4000, bytes([n]) * 8)) for n in (1, 2)}
     receiver = [(1, back[1]), (2, back[2]), *receiver]  # b sends first: b's capture
     sender = [(50, back[1]), *sender]  # b -> a packet 2 never reached a's capture
-    return _write(tmp / "sender.pcap", sender), _write(tmp / "receiver.pcap", receiver)
+    return sender, receiver
+
+
+def _pair(tmp: Path, shift_us: int = 0) -> tuple[Path, Path]:
+    """The planted pair, the receiver's clock ``shift_us`` ahead of the sender's."""
+    sender, receiver = _planted()
+    shifted = [(us + shift_us, packet) for us, packet in receiver]
+    return _write(tmp / "sender.pcap", sender), _write(tmp / "receiver.pcap", shifted)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return _pair(tmp_path_factory.mktemp("pair"))
 
 
 def test_every_fate(pair: tuple[Path, Path]) -> None:
@@ -100,6 +111,32 @@ def test_every_fate(pair: tuple[Path, Path]) -> None:
     }
     (rewritten,) = [r for r in result.rows if r.fate.value == "outer_rewritten"]
     assert rewritten.detail == "outer 192.0.2.1 -> 192.0.2.2 became 203.0.113.9 -> 192.0.2.2"
+
+
+def _fates(result: Reconciled) -> list[tuple[str, str, int, int, int | None, int | None]]:
+    return [(r.fate.value, r.direction, r.spi, r.seq64, r.sender_frame, r.receiver_frame)
+            for r in result.rows]  # fmt: skip
+
+
+@pytest.mark.parametrize("shift_s", [-5, 3])
+def test_the_clocks_need_not_agree(pair: tuple[Path, Path], tmp_path: Path, shift_s: int) -> None:
+    """The receiver's clock 5 s behind or 3 s ahead: the same fates, both SAs' directions
+    found, and the offset estimated within the planted shift plus the one-way delays
+    (49 us back, 60 to 90 us forward)."""
+    plain = reconcile(*pair)
+    shifted = reconcile(*_pair(tmp_path, shift_s * 1_000_000))
+    assert _fates(shifted) == _fates(plain)
+    offset, delay = shifted.clock.offset_ns, shifted.clock.delay_ns
+    assert offset is not None and delay is not None
+    assert abs(offset - shift_s * 1_000_000_000) <= 90_000
+    assert offset - plain.clock.offset_ns == shift_s * 1_000_000_000  # type: ignore[operator]
+    assert 49_000 <= 2 * delay <= 60_000 + 49_000  # the gap between the two directions
+    spread = shifted.clock.spread
+    assert spread is not None
+    assert (spread.low, spread.high) == (
+        shift_s * 1_000_000_000 + 60_000,
+        shift_s * 1_000_000_000 + 90_000,
+    )
 
 
 def test_the_command_writes_reconcile_csv(pair: tuple[Path, Path], tmp_path: Path) -> None:
