@@ -3,7 +3,8 @@
 In: the two capture files (any format ``open_capture`` reads) and the UDP
 ports of ESP-in-UDP. Out: ``Reconciled``: one ``Fate`` row per packet the
 sender sent and per packet the receiver got that matches none, and the
-count per fate; ``write_reconcile_csv`` writes them. Raises
+count per fate, and ``Clock``, what they say of the two captures' clocks
+(reconcile_out.py writes and prints them). Raises
 ``CaptureError`` (from the reader) for a capture it cannot read. No key
 is needed: packets are joined on their wire bytes.
 
@@ -40,14 +41,11 @@ backward, so the two directions' ranges separate whatever the offset
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import os
 from collections import Counter, deque
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from pathlib import Path
 
 from espforensics.capture import open_capture
 from espforensics.decode.esp import EspLocation, locate_esp, parse_esp_header
@@ -356,32 +354,3 @@ COLUMNS = (
     *("fate", "direction", "spi", "seq64"),
     *("sender_frame", "receiver_frame", "delay_ns", "detail"),
 )
-
-
-def write_reconcile_csv(result: Reconciled, path: Path) -> None:
-    """reconcile.csv: one row per ``FateRow``, empty cells for what one side lacks."""
-    with path.open("w", newline="") as fh:
-        out = csv.writer(fh)
-        out.writerow(COLUMNS)
-        for row in result.rows:
-            out.writerow(_cells(row))
-
-
-def _cells(row: FateRow) -> Iterator[object]:
-    yield row.fate.value
-    yield row.direction
-    yield row.spi
-    yield row.seq64
-    for value in (row.sender_frame, row.receiver_frame, row.delay_ns):
-        yield "" if value is None else value
-    yield row.detail
-
-
-def summary_lines(result: Reconciled) -> list[str]:
-    """A few lines for stdout: what each capture held and the packets per fate."""
-    counts = ", ".join(f"{k} {v}" for k, v in result.counts.items() if v) or "none"
-    return [
-        f"sender: {result.sender_esp} ESP packets ({result.sender_other} other frames); "
-        f"receiver: {result.receiver_esp} ({result.receiver_other} other frames)",
-        f"fates: {counts}",
-    ]

@@ -4,9 +4,12 @@ and on the real two-sided captures (the receiver's reorders are the sequence che
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import random
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from espforensics.model import Frame
@@ -139,14 +142,25 @@ def test_the_clocks_need_not_agree(pair: tuple[Path, Path], tmp_path: Path, shif
     )
 
 
-def test_the_command_writes_reconcile_csv(pair: tuple[Path, Path], tmp_path: Path) -> None:
+SUMMARY_LINES = [
+    "sender: 11 ESP packets (0 other frames); receiver: 13 (0 other frames)",
+    "fates: delivered 7, lost 2, changed 1, duplicated 1, reordered 1, outer_rewritten 1, "
+    "unexpected 1",
+    "receiver clock minus sender clock: +5.500 us",
+    "  (from both directions; one-way delay about 54.500 us)",
+]
+
+
+def test_the_command_writes_its_folder(pair: tuple[Path, Path], tmp_path: Path) -> None:
     out = tmp_path / "r"
     run = run_cli("reconcile", *pair, "--out", out)
     assert run.code == 0, run.stderr
-    assert run.stdout.splitlines()[:2] == [
-        "sender: 11 ESP packets (0 other frames); receiver: 13 (0 other frames)",
-        "fates: delivered 7, lost 2, changed 1, duplicated 1, reordered 1, outer_rewritten 1, "
-        "unexpected 1",
+    assert run.stdout.splitlines() == [*SUMMARY_LINES, f"  outputs: {out}/"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "reconcile.csv",
+        "reconcile.parquet",
+        "report.txt",
+        "summary.json",
     ]
     rows = list(csv.DictReader((out / "reconcile.csv").read_text().splitlines()))
     assert len(rows) == 14
@@ -160,20 +174,119 @@ def test_the_command_writes_reconcile_csv(pair: tuple[Path, Path], tmp_path: Pat
         "delay_ns": "",
         "detail": "",
     }
+    table = pq.read_table(out / "reconcile.parquet").to_pylist()
+    as_text = [{k: "" if v is None else str(v) for k, v in row.items()} for row in table]
+    assert as_text == rows
+    summary = json.loads((out / "summary.json").read_text())
+    for role, path, frames in (("sender", pair[0], 11), ("receiver", pair[1], 13)):
+        assert summary[role] == {
+            "path": str(path),
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "frames": frames,
+            "esp_packets": frames,
+            "other_frames": 0,
+        }
+    assert summary["fates"] == reconcile(*pair).counts
+    assert [(sa["spi"], sa["direction"], sa["fates"]["lost"]) for sa in summary["sas"]] == [
+        (0x1001, "sender->receiver", 1),
+        (0x1002, "receiver->sender", 1),
+    ]
+    assert summary["clock"] == {
+        "method": "both directions",
+        "offset_ns": 5_500,
+        "one_way_delay_ns": 54_500,
+        "receiver_minus_sender_ns": {"low": 60_000, "median": 70_000, "high": 90_000},
+    }
+    report = (out / "report.txt").read_text()
+    assert report.isascii()
+    assert max(len(line) for line in report.splitlines()) <= 72
+    assert "  SPI 0x00001002 receiver->sender: delivered 1, lost 1" in report.splitlines()
+    assert "  lost                   2  sent, never received" in report.splitlines()
+
+
+def test_a_long_path_has_a_line_of_its_own(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 70)
+    deep.mkdir()
+    sender = deep / "sender.pcap"
+    sender.write_bytes(pair[0].read_bytes())
+    run = run_cli("reconcile", sender, pair[1], "--out", "-", "--format", "text")
+    assert run.code == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[lines.index("sender:") + 1] == f"  {sender}"
+
+
+def test_out_dash_prints_and_writes_nothing(
+    pair: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    written = run_cli("reconcile", *pair, "--out", tmp_path / "r")
+    assert written.code == 0, written.stderr
+    as_json = run_cli("reconcile", *pair, "--out", "-", "--format", "json")
+    as_text = run_cli("reconcile", *pair, "--out", "-", "--format", "text")
+    summary = run_cli("reconcile", *pair, "--out", "-")
+    assert (as_json.code, as_text.code, summary.code) == (0, 0, 0)
+    assert json.loads(as_json.stdout) == json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert as_text.stdout == (tmp_path / "r" / "report.txt").read_text()
+    assert summary.stdout.splitlines() == SUMMARY_LINES
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]  # no folder for -
+    assert not pair[1].with_name("receiver.pcap.reconcile").exists()
+
+
+def test_an_existing_folder_needs_force(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "summary.json").write_text("{}")
+    (out / "mine.txt").write_text("kept")
     again = run_cli("reconcile", *pair, "--out", out)
-    assert (again.code, again.stderr) == (
+    assert (again.code, again.stdout, again.stderr) == (
         2,
-        f"espforensics: error: {out / 'reconcile.csv'}: exists; use --force to overwrite it\n",
+        "",
+        f"espforensics: error: {out}: output folder exists; use --force to overwrite it\n",
     )
+    assert (out / "summary.json").read_text() == "{}"
+    forced = run_cli("reconcile", *pair, "--out", out, "--force", "--quiet")
+    assert (forced.code, forced.stdout) == (0, "")
+    assert json.loads((out / "summary.json").read_text())["rows"] == 14
+    assert (out / "mine.txt").read_text() == "kept"
 
 
-def test_a_capture_it_cannot_read_is_one_line(pair: tuple[Path, Path], tmp_path: Path) -> None:
-    bad = tmp_path / "bad.pcap"
-    bad.write_bytes(b"not a capture at all")
-    run = run_cli("reconcile", pair[0], bad, "--out", tmp_path / "r")
+@pytest.mark.parametrize(
+    ("which", "content", "why"),
+    [
+        ("missing", None, ""),
+        ("folder", None, "a folder, not a capture"),
+        ("garbage", b"not a capture at all", ""),
+        ("empty", b"", ""),
+    ],
+)
+def test_a_capture_it_cannot_read_is_one_line(
+    pair: tuple[Path, Path], tmp_path: Path, which: str, content: bytes | None, why: str
+) -> None:
+    bad = tmp_path / which
+    if which == "folder":
+        bad.mkdir()
+    elif content is not None:
+        bad.write_bytes(content)
+    for args in ((pair[0], bad), (bad, pair[1])):
+        run = run_cli("reconcile", *args, "--out", tmp_path / "r")
+        assert run.code == 2, run.stdout
+        assert run.stderr.startswith(f"espforensics: error: {bad}: {why}")
+        assert len(run.stderr.splitlines()) == 1
+        assert not (tmp_path / "r").exists()
+
+
+def test_bad_options_are_one_line(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    run = run_cli("reconcile", *pair, "--out", a_file)
+    assert (run.code, run.stderr) == (
+        2,
+        f"espforensics: error: {a_file}: exists and is not a folder\n",
+    )
+    run = run_cli("reconcile", *pair, "--out", "-", "--format", "ktap")
     assert run.code == 2
-    assert run.stderr.startswith(f"espforensics: error: {bad}: ")
-    assert len(run.stderr.splitlines()) == 1
+    assert "Traceback" not in run.stderr
+    assert "'ktap' is not one of" in run.stderr
 
 
 @needs_captures
