@@ -17,14 +17,17 @@ from typing import Annotated
 
 import typer
 
+from espforensics.analysis import analyze
 from espforensics.analysis_outdir import prepare_out_dir
 from espforensics.analysis_run import sha256_file
 from espforensics.cli_errors import _guarded
-from espforensics.cli_typer import NattOption, QuietOption
+from espforensics.cli_typer import NattOption, QuietOption, SaOption
 from espforensics.errors import InputError
+from espforensics.pipeline import Options
 from espforensics.reconcile import Reconciled, reconcile
 from espforensics.reconcile_out import (
     CaptureFile,
+    Verdicts,
     report_lines,
     summary_dict,
     summary_lines,
@@ -57,6 +60,7 @@ def reconcile_command(
             help="Output folder [default: RECEIVER.reconcile]; - writes no folder, only prints.",
         ),
     ] = None,
+    sa: SaOption = None,
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite an existing output folder.")
     ] = False,
@@ -77,13 +81,15 @@ def reconcile_command(
     printed_only = out is not None and str(out) == STDOUT_ONLY
     folder = None if printed_only else (out or receiver.with_name(receiver.name + ".reconcile"))
     ports = frozenset(natt_port or (4500,))
-    result, files = _guarded(lambda: _run(sender, receiver, folder, force, ports))
+    result, files, verdicts = _guarded(
+        lambda: _run(sender, receiver, folder, force, ports, sa or [])
+    )
     if quiet:
         return
     if fmt is ReconcileFormat.JSON:
-        typer.echo(json.dumps(summary_dict(result, *files), indent=2))
+        typer.echo(json.dumps(summary_dict(result, *files, verdicts), indent=2))
     elif fmt is ReconcileFormat.TEXT:
-        typer.echo("\n".join(report_lines(result, *files)))
+        typer.echo("\n".join(report_lines(result, *files, verdicts)))
     else:
         for line in summary_lines(result):
             typer.echo(line)
@@ -92,14 +98,20 @@ def reconcile_command(
 
 
 def _run(
-    sender: Path, receiver: Path, folder: Path | None, force: bool, ports: frozenset[int]
-) -> tuple[Reconciled, tuple[CaptureFile, CaptureFile]]:
+    sender: Path,
+    receiver: Path,
+    folder: Path | None,
+    force: bool,
+    ports: frozenset[int],
+    keys: list[Path],
+) -> tuple[Reconciled, tuple[CaptureFile, CaptureFile], Verdicts | None]:
     if folder is not None and folder.exists() and not force:  # before a capture is read
         prepare_out_dir(folder, force)  # raises: exists, or not a folder
     for path in (sender, receiver):
         if path.is_dir():
             raise InputError(str(path), "a folder, not a capture")
     result = reconcile(sender, receiver, ports)
+    verdicts = receiver_verdicts(receiver, keys, ports) if keys else None
     files = (
         CaptureFile(str(sender), sha256_file(sender), result.sender_esp + result.sender_other,
                     result.sender_esp),
@@ -108,5 +120,13 @@ def _run(
     )  # fmt: skip
     if folder is not None:
         prepare_out_dir(folder, force)
-        write_folder(result, folder, *files)
-    return result, files
+        write_folder(result, folder, files, verdicts)
+    return result, files, verdicts
+
+
+def receiver_verdicts(receiver: Path, keys: list[Path], ports: frozenset[int]) -> Verdicts:
+    """The receiver model's verdict (analyze's ``receiver`` column) of each frame of the
+    receiver's capture, its outermost ESP packet's: what the receiver did with it."""
+    packets = analyze(receiver, keys, Options(natt_ports=ports)).packets
+    outer = packets[packets["layer"] == packets.groupby("frame")["layer"].transform("min")]
+    return dict(zip(outer["frame"].tolist(), outer["receiver"].tolist(), strict=True))

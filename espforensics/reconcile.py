@@ -55,6 +55,7 @@ from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
 from espforensics.errors import MalformedPacket
 from espforensics.model import Frame
 
+FORWARD = "sender->receiver"
 REVERSE = "receiver->sender"
 
 
@@ -93,7 +94,7 @@ class FateRow:
     receiver_frame: int | None
     delay_ns: int | None  # arrival time - sending time, when both saw it
     detail: str = ""
-    direction: str = "sender->receiver"  # or receiver->sender: the SA's packets went that way
+    direction: str = FORWARD  # or receiver->sender: the SA's packets went that way
 
 
 @dataclass(frozen=True, slots=True)

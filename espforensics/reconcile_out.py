@@ -17,7 +17,7 @@ import json
 import os
 import textwrap
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from espforensics.analysis_outdir import partial
 from espforensics.errors import OutputError
-from espforensics.reconcile import COLUMNS, Clock, Fate, FateRow, Reconciled
+from espforensics.reconcile import COLUMNS, FORWARD, Clock, Fate, FateRow, Reconciled
 from espforensics.summary import TOOL_VERSION
 
 WIDTH = 72
@@ -50,8 +50,10 @@ SCHEMA = pa.schema(
         ("receiver_frame", pa.int64()),
         ("delay_ns", pa.int64()),
         ("detail", pa.string()),
+        ("receiver_verdict", pa.string()),
     ]
 )
+Verdicts = Mapping[int, str]  # receiver frame -> the receiver model's verdict (with keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +96,25 @@ def _method(clock: Clock) -> str:
     return "one direction" if clock.spread is not None else "no packet joined"
 
 
+def verdicts_by_fate(
+    result: Reconciled, verdicts: Verdicts | None
+) -> dict[str, dict[str, int]] | None:
+    """Per fate, the receiver model's verdicts of the receiver capture's copies."""
+    if verdicts is None:
+        return None
+    counts: dict[str, Counter[str]] = {}
+    for row in result.rows:
+        verdict = _verdict(row, verdicts)
+        if verdict is not None:
+            counts.setdefault(row.fate.value, Counter())[verdict] += 1
+    return {f.value: dict(sorted(counts[f.value].items())) for f in Fate if f.value in counts}
+
+
 def summary_dict(
-    result: Reconciled, sender: CaptureFile, receiver: CaptureFile
+    result: Reconciled, sender: CaptureFile, receiver: CaptureFile, verdicts: Verdicts | None
 ) -> dict[str, object]:
-    """summary.json: the two captures, the packets per fate, per SA, and the clocks."""
+    """summary.json: the two captures, the packets per fate, per SA, the clocks and, with
+    keys, the receiver model's verdicts per fate."""
     return {
         "tool": "espforensics",
         "version": TOOL_VERSION,
@@ -108,6 +125,7 @@ def summary_dict(
         "rows": len(result.rows),
         "sas": per_sa(result.rows),
         "clock": clock_dict(result.clock),
+        "receiver_verdicts": verdicts_by_fate(result, verdicts),
     }
 
 
@@ -153,8 +171,11 @@ def _capture_lines(role: str, capture: CaptureFile, other: int) -> list[str]:
     ]
 
 
-def report_lines(result: Reconciled, sender: CaptureFile, receiver: CaptureFile) -> list[str]:
-    """report.txt: the captures, the fates and what each means, each SA, the clocks."""
+def report_lines(
+    result: Reconciled, sender: CaptureFile, receiver: CaptureFile, verdicts: Verdicts | None
+) -> list[str]:
+    """report.txt: the captures, the fates and what each means, each SA, the clocks, and
+    with keys the receiver model's verdicts per fate."""
     lines = ["espforensics reconcile: the fate of every ESP packet", ""]
     lines += _capture_lines("sender", sender, result.sender_other)
     lines += _capture_lines("receiver", receiver, result.receiver_other)
@@ -169,6 +190,14 @@ def report_lines(result: Reconciled, sender: CaptureFile, receiver: CaptureFile)
         lines += textwrap.wrap(text, WIDTH, initial_indent="  ", subsequent_indent="    ")
     lines += ["", "Clocks (no clock is trusted; from the joined packets):"]
     lines += [f"  {line}" for line in clock_lines(result.clock)]
+    by_fate = verdicts_by_fate(result, verdicts)
+    if by_fate is not None:
+        lines += ["", "The receiver's verdicts (the receiver model, with the keys):"]
+        for fate, counts in by_fate.items():
+            said = ", ".join(f"{k} {v}" for k, v in counts.items())
+            lines += textwrap.wrap(
+                f"{fate}: {said}", WIDTH, initial_indent="  ", subsequent_indent="    "
+            )
     return lines
 
 
@@ -183,7 +212,7 @@ def summary_lines(result: Reconciled) -> list[str]:
     ]
 
 
-def _cells(row: FateRow) -> Iterator[object]:
+def _cells(row: FateRow, verdicts: Verdicts) -> Iterator[object]:
     yield row.fate.value
     yield row.direction
     yield row.spi
@@ -191,17 +220,26 @@ def _cells(row: FateRow) -> Iterator[object]:
     for value in (row.sender_frame, row.receiver_frame, row.delay_ns):
         yield "" if value is None else value
     yield row.detail
+    yield _verdict(row, verdicts) or ""
 
 
-def _write_csv(rows: tuple[FateRow, ...], path: Path) -> None:
+def _verdict(row: FateRow, verdicts: Verdicts) -> str | None:
+    """The receiver model's verdict of the RECEIVER capture's copy, for an SA that ran
+    towards it (a receiver->sender SA's receiving side is the SENDER capture: none)."""
+    if row.receiver_frame is None or row.direction != FORWARD:
+        return None
+    return verdicts.get(row.receiver_frame)
+
+
+def _write_csv(rows: tuple[FateRow, ...], verdicts: Verdicts, path: Path) -> None:
     with path.open("w", newline="") as fh:
         out = csv.writer(fh)
-        out.writerow(COLUMNS)
+        out.writerow((*COLUMNS, "receiver_verdict"))
         for row in rows:
-            out.writerow(_cells(row))
+            out.writerow(_cells(row, verdicts))
 
 
-def _write_parquet(rows: tuple[FateRow, ...], path: Path) -> None:
+def _write_parquet(rows: tuple[FateRow, ...], verdicts: Verdicts, path: Path) -> None:
     columns = {
         "fate": [r.fate.value for r in rows],
         "direction": [r.direction for r in rows],
@@ -211,21 +249,25 @@ def _write_parquet(rows: tuple[FateRow, ...], path: Path) -> None:
         "receiver_frame": [r.receiver_frame for r in rows],
         "delay_ns": [r.delay_ns for r in rows],
         "detail": [r.detail for r in rows],
+        "receiver_verdict": [_verdict(r, verdicts) for r in rows],
     }
     pq.write_table(pa.table(columns, schema=SCHEMA), path)
 
 
 def write_folder(
-    result: Reconciled, folder: Path, sender: CaptureFile, receiver: CaptureFile
+    result: Reconciled,
+    folder: Path,
+    files: tuple[CaptureFile, CaptureFile],
+    verdicts: Verdicts | None,
 ) -> None:
     """The four files, each ``.partial`` first, renamed into place with summary.json last;
     the folder exists (``prepare_out_dir``)."""
     try:
-        _write_csv(result.rows, partial(folder, "reconcile.csv"))
-        _write_parquet(result.rows, partial(folder, "reconcile.parquet"))
-        report = "\n".join(report_lines(result, sender, receiver)) + "\n"
+        _write_csv(result.rows, verdicts or {}, partial(folder, "reconcile.csv"))
+        _write_parquet(result.rows, verdicts or {}, partial(folder, "reconcile.parquet"))
+        report = "\n".join(report_lines(result, *files, verdicts)) + "\n"
         partial(folder, "report.txt").write_text(report, encoding="ascii", errors="replace")
-        text = json.dumps(summary_dict(result, sender, receiver), indent=2) + "\n"
+        text = json.dumps(summary_dict(result, *files, verdicts), indent=2) + "\n"
         partial(folder, "summary.json").write_text(text)
         if (folder / "summary.json").exists():
             (folder / "summary.json").unlink()  # an earlier run's, first: its mark of done

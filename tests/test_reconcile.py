@@ -16,6 +16,7 @@ from espforensics.model import Frame
 from espforensics.reconcile import Reconciled, reconcile
 from espforensics.synth.builder import V4_A, V4_B, Fault, SaFlow, ip, sa_pair
 from espforensics.synth.capture import write_capture
+from espforensics.synth.keytext import keys_yaml
 from espforensics.synth.link import frame_ip
 from espforensics.synth.packets import udp_bytes
 from tests.helpers import CAPTURES, needs_captures, run_cli
@@ -173,6 +174,7 @@ def test_the_command_writes_its_folder(pair: tuple[Path, Path], tmp_path: Path) 
         "receiver_frame": "",
         "delay_ns": "",
         "detail": "",
+        "receiver_verdict": "",  # no keys
     }
     table = pq.read_table(out / "reconcile.parquet").to_pylist()
     as_text = [{k: "" if v is None else str(v) for k, v in row.items()} for row in table]
@@ -197,11 +199,67 @@ def test_the_command_writes_its_folder(pair: tuple[Path, Path], tmp_path: Path) 
         "one_way_delay_ns": 54_500,
         "receiver_minus_sender_ns": {"low": 60_000, "median": 70_000, "high": 90_000},
     }
+    assert summary["receiver_verdicts"] is None
     report = (out / "report.txt").read_text()
     assert report.isascii()
     assert max(len(line) for line in report.splitlines()) <= 72
     assert "  SPI 0x00001002 receiver->sender: delivered 1, lost 1" in report.splitlines()
     assert "  lost                   2  sent, never received" in report.splitlines()
+
+
+def test_with_keys_each_copy_has_the_receiver_models_verdict(
+    pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A changed packet fails its ICV, a duplicated copy is a replay; the NAT's packet
+    matches no key's addresses (unchecked); packet 10, after the unexpected 50 moved the
+    32-packet window, is too old. Rows of the receiver->sender SA have none: the
+    receiver capture is its sending side."""
+    ab, ba = sa_pair(random.Random(11), (0x1001, 0x1002), V4_A, V4_B)
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(keys_yaml([ab.sealer.sa, ba.sealer.sa]))
+    out = tmp_path / "r"
+    run = run_cli("reconcile", *pair, "--sa", keys, "--out", out, "-q")
+    assert run.code == 0, run.stderr
+    rows = list(csv.DictReader((out / "reconcile.csv").read_text().splitlines()))
+    got = [(r["fate"], r["seq64"], r["receiver_verdict"]) for r in rows]
+    assert got == [
+        ("delivered", "1", "accept"),
+        ("lost", "2", ""),
+        ("delivered", "3", "accept"),
+        ("changed", "4", "icv_fail"),
+        ("delivered", "5", "accept"),
+        ("reordered", "6", "accept"),
+        ("delivered", "7", "accept"),
+        ("outer_rewritten", "8", "unchecked"),
+        ("delivered", "9", "accept"),
+        ("delivered", "10", "too_old"),
+        ("duplicated", "5", "replay"),
+        ("unexpected", "50", "accept"),
+        ("delivered", "1", ""),
+        ("lost", "2", ""),
+    ]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["receiver_verdicts"] == {
+        "delivered": {"accept": 5, "too_old": 1},
+        "changed": {"icv_fail": 1},
+        "duplicated": {"replay": 1},
+        "reordered": {"accept": 1},
+        "outer_rewritten": {"unchecked": 1},
+        "unexpected": {"accept": 1},
+    }
+    assert "  changed: icv_fail 1" in (out / "report.txt").read_text().splitlines()
+    table = pq.read_table(out / "reconcile.parquet").column("receiver_verdict").to_pylist()
+    assert table == [r["receiver_verdict"] or None for r in rows]
+
+
+def test_a_bad_key_file_is_one_line(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    keys = tmp_path / "keys.yaml"
+    keys.write_text("sas: [not a mapping]\n")
+    run = run_cli("reconcile", *pair, "--sa", keys, "--out", tmp_path / "r")
+    assert run.code == 2
+    assert run.stderr.startswith(f"espforensics: error: {keys}")
+    assert len(run.stderr.splitlines()) == 1
+    assert not (tmp_path / "r").exists()
 
 
 def test_a_long_path_has_a_line_of_its_own(pair: tuple[Path, Path], tmp_path: Path) -> None:
