@@ -43,9 +43,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Generic, TypeVar
 
 from espforensics.capture import open_capture
 from espforensics.decode.esp import EspLocation, locate_esp, parse_esp_header
@@ -56,6 +57,8 @@ from espforensics.errors import MalformedPacket
 from espforensics.model import Frame
 
 FORWARD = "sender->receiver"
+K = TypeVar("K", bytes, int)
+Outer = tuple[str, str, int | None, int | None]  # src, dst, UDP ports
 REVERSE = "receiver->sender"
 
 
@@ -80,7 +83,7 @@ class WirePacket:
     spi: int
     seq64: int
     digest: bytes  # of the ESP bytes, SPI to the end
-    outer: tuple[str, str, int | None, int | None]  # src, dst, UDP ports
+    outer: Outer
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,13 +119,14 @@ def read_esp(
     """The ESP datagrams of a capture, in order, and how many frames are not one."""
     packets: list[WirePacket] = []
     tops: dict[int, int] = {}
+    outers: dict[Outer, Outer] = {}  # one tuple per addressing, shared by its packets
     other = 0
     capture = open_capture(path)
     try:
         for item in capture:
             if not isinstance(item, Frame):
                 continue
-            packet = _esp(item, natt_ports, tops)
+            packet = _esp(item, natt_ports, tops, outers)
             if packet is None:
                 other += 1
             else:
@@ -132,7 +136,9 @@ def read_esp(
     return packets, other
 
 
-def _esp(frame: Frame, natt_ports: frozenset[int], tops: dict[int, int]) -> WirePacket | None:
+def _esp(
+    frame: Frame, natt_ports: frozenset[int], tops: dict[int, int], outers: dict[Outer, Outer]
+) -> WirePacket | None:
     try:
         link = parse_link(frame.linktype, frame.data)
         if link.ethertype not in (ETH_IPV4, ETH_IPV6):
@@ -152,6 +158,7 @@ def _esp(frame: Frame, natt_ports: frozenset[int], tops: dict[int, int]) -> Wire
     body = data[where.offset : ip.total_len]
     digest = hashlib.blake2b(body, digest_size=16).digest()
     outer = (ntop(ip.src), ntop(ip.dst), where.udp_sport, where.udp_dport)
+    outer = outers.setdefault(outer, outer)
     return WirePacket(frame.number, frame.ts_ns, spi, seq64, digest, outer)
 
 
@@ -289,28 +296,30 @@ def _swapped(row: FateRow) -> FateRow:
 
 
 def _join(sent: list[WirePacket], got: list[WirePacket]) -> list[FateRow]:
-    """One SA's packets: each sent one's fate, then the extras the other side got."""
-    by_digest: dict[bytes, deque[int]] = {}
-    by_number: dict[int, list[int]] = {}
+    """One SA's packets: each sent one's fate, then the extras the other side got.
+
+    Memory: one dict entry per sent packet for its bytes and one for its number; a
+    list only for the few bytes or numbers sent more than once (``_Copies``)."""
+    by_digest = _Copies[bytes]()
+    by_number = _Copies[int]()
     for i, p in enumerate(sent):
-        by_digest.setdefault(p.digest, deque()).append(i)
-        by_number.setdefault(p.seq64, []).append(i)
+        by_digest.add(p.digest, i)
+        by_number.add(p.seq64, i)
     joined: dict[int, FateRow] = {}
     first_of: dict[bytes, int] = {}
     extras: list[FateRow] = []
     latest = -1  # the highest sender index the receiver has got so far
     for r in got:
-        waiting = by_digest.get(r.digest)
-        if waiting:
-            i = waiting.popleft()
-            joined[i] = _delivered(sent[i], r, i < latest)
-            first_of.setdefault(r.digest, i)
-            latest = max(latest, i)
+        same = by_digest.pop(r.digest)
+        if same is not None:
+            joined[same] = _delivered(sent[same], r, same < latest)
+            first_of.setdefault(r.digest, same)
+            latest = max(latest, same)
         elif r.digest in first_of:
             s = sent[first_of[r.digest]]
             extras.append(_row(Fate.DUPLICATED, s, r, f"a copy of frame {s.frame}"))
         else:
-            free = [i for i in by_number.get(r.seq64, ()) if i not in joined]
+            free = [i for i in by_number.every(r.seq64) if i not in joined]
             if free:
                 i = free[0]
                 joined[i] = _row(Fate.CHANGED, sent[i], r, "same SPI and number, other bytes")
@@ -318,11 +327,43 @@ def _join(sent: list[WirePacket], got: list[WirePacket]) -> list[FateRow]:
             else:
                 why = (
                     "its number was sent with other bytes, already got"
-                    if r.seq64 in by_number
+                    if by_number.every(r.seq64)
                     else ""
                 )
                 extras.append(FateRow(Fate.UNEXPECTED, r.spi, r.seq64, None, r.frame, None, why))
     return [joined.get(i) or _lost(p) for i, p in enumerate(sent)] + extras
+
+
+class _Copies(Generic[K]):
+    """Sender indices by key, in order: an int per key, a list only for a key held twice.
+
+    ``pop`` takes the first index not popped yet (the bytes' join); ``every`` gives every
+    index (the number's join, which pops none)."""
+
+    __slots__ = ("_first", "_more", "_taken")
+
+    def __init__(self) -> None:
+        self._first: dict[K, int] = {}
+        self._more: dict[K, list[int]] = {}
+        self._taken: dict[K, int] = {}  # how many of a key held twice were popped
+
+    def add(self, key: K, index: int) -> None:
+        if key in self._first:
+            self._more.setdefault(key, []).append(index)
+        else:
+            self._first[key] = index
+
+    def every(self, key: K) -> list[int]:
+        first = self._first.get(key)
+        return [] if first is None else [first, *self._more.get(key, ())]
+
+    def pop(self, key: K) -> int | None:
+        if key not in self._more:
+            return self._first.pop(key, None)
+        taken = self._taken.get(key, 0)
+        self._taken[key] = taken + 1
+        held = self.every(key)
+        return held[taken] if taken < len(held) else None
 
 
 def _row(fate: Fate, s: WirePacket, r: WirePacket, detail: str = "") -> FateRow:
