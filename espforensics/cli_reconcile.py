@@ -1,10 +1,13 @@
 """``espforensics reconcile SENDER RECEIVER``: the command around reconcile.py.
 
-In: two capture paths, the output folder (``-``: none, only printed),
-``--force``, ``--format``, the ESP-in-UDP ports. Out: DIR/reconcile.csv,
+In: two capture paths, the key files (optional: the receiver model's
+verdicts, from ``analyze`` of the receiver capture), the output folder
+(``-``: none, only printed), ``--force``, ``--format``, the ESP-in-UDP
+ports. Out: DIR/reconcile.csv,
 reconcile.parquet, report.txt and summary.json (reconcile_out.py), and on
 stdout the summary lines, report.txt or summary.json; exit 0, or 2 for a
-capture it cannot read or a folder it may not use or write (one line).
+capture or key file it cannot read or a folder it may not use or write
+(one line).
 Raises only ``typer.Exit``.
 """
 

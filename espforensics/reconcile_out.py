@@ -1,7 +1,8 @@
 """What ``espforensics reconcile`` writes and prints, from a ``Reconciled``.
 
-In: the ``Reconciled`` of reconcile.py and what each capture is
-(``CaptureFile``: path, sha256, frames). Out: summary.json's dict
+In: the ``Reconciled`` of reconcile.py, what each capture is
+(``CaptureFile``: path, sha256, frames) and, with keys, the receiver
+model's verdict of each receiver frame (``Verdicts``). Out: summary.json's dict
 (``summary_dict``), report.txt's lines (``report_lines``, ASCII, at most
 72 columns, a long path on a line of its own), the stdout summary lines,
 and the folder (``write_folder``: reconcile.csv, reconcile.parquet,
