@@ -35,8 +35,9 @@ file. Reordering is per SA.
 The two captures' clocks are not assumed to agree: which way an SA ran is
 found from receiver time minus sender time over its joined packets, which
 is the clock offset plus the one-way delay forward and the offset minus it
-backward, so the two directions' ranges separate whatever the offset
-(``_directions``); ``Clock`` says what that gives of the offset.
+backward, so of the two ways between two hosts the forward one is higher
+whatever the offset (``_directions``); ``Clock`` says what that gives of
+the offset.
 """
 
 from __future__ import annotations
@@ -212,7 +213,8 @@ def reconcile(
         got_by.setdefault(p.spi, []).append(p)
     spis = sorted(sent_by.keys() | got_by.keys())
     spreads = {spi: _spread(sent_by.get(spi, []), got_by.get(spi, [])) for spi in spis}
-    reverse, clock = _directions(spreads, {spi for spi in spis if spi not in sent_by})
+    ways = {spi: sent[0].outer[:2] for spi, sent in sent_by.items()}
+    reverse, clock = _directions(spreads, ways, {spi for spi in spis if spi not in sent_by})
     rows: list[FateRow] = []
     for spi in spis:
         sent, got = sent_by.get(spi, []), got_by.get(spi, [])
@@ -233,55 +235,77 @@ def reconcile(
 
 
 def _spread(sent: list[WirePacket], got: list[WirePacket]) -> Spread | None:
-    """Receiver time minus sender time of each of ``got`` whose ESP bytes ``sent`` holds."""
+    """Receiver time minus sender time of each ESP payload both hold, at its first copy in
+    each (a later copy, resent or duplicated, says nothing of the clocks)."""
     first: dict[bytes, int] = {}
     for p in sent:
         first.setdefault(p.digest, p.ts_ns)
-    gaps = sorted(r.ts_ns - first[r.digest] for r in got if r.digest in first)
+    gaps = []
+    for r in got:
+        sent_ns = first.pop(r.digest, None)
+        if sent_ns is not None:
+            gaps.append(r.ts_ns - sent_ns)
     if not gaps:
         return None
+    gaps.sort()
     return Spread(gaps[0], gaps[len(gaps) // 2], gaps[-1])
 
 
 def _directions(
-    spreads: dict[int, Spread | None], only_received: set[int]
+    spreads: dict[int, Spread | None], ways: dict[int, tuple[str, str]], only_received: set[int]
 ) -> tuple[frozenset[int], Clock]:
     """The SAs whose packets went from RECEIVER to SENDER, and the clocks' estimate.
 
-    No clock is trusted: what decides is that every packet's one-way delay
-    is positive, so every forward packet's receiver-minus-sender time
-    (offset + delay) is above every reverse one's (offset - delay). The SAs
-    are split where their ranges of that time separate with the widest gap;
-    when no two ranges separate, every SA is taken to run as the arguments
-    say (SENDER to RECEIVER). An SA no packet of which was joined runs from
-    the capture that holds it.
+    No clock is trusted. SAs between the same two hosts that run the same
+    way (``ways``: outer source and destination in the SENDER capture) run
+    in the same direction. Receiver time minus sender time is the offset
+    plus the one-way delay forward and the offset minus it backward, so of
+    the two ways between two hosts the one whose SAs' median is higher ran
+    SENDER to RECEIVER. Taking the least delay as the same both ways (as
+    NTP does), the offset is the middle between the forward lowest and the
+    backward highest value, the delay half their distance (the median over
+    host pairs seen both ways). A way seen alone is forward when its median
+    is above that offset, or, with no offset known, as the arguments say.
+    An SA none of whose packets was joined runs from the capture that
+    holds it.
     """
-    joined = sorted(
-        ((spi, s) for spi, s in spreads.items() if s is not None), key=lambda x: x[1].median
-    )
-    best: tuple[int, int] | None = None  # (gap, split index)
-    for k in range(1, len(joined)):
-        gap = min(s.low for _, s in joined[k:]) - max(s.high for _, s in joined[:k])
-        if gap > 0 and (best is None or gap > best[0]):
-            best = (gap, k)
-    if best is None:
-        forward = [s for _, s in joined]
-        return frozenset(only_received), Clock(None, None, _merged(forward))
-    gap, k = best
-    top = max(s.high for _, s in joined[:k])
-    reverse = {spi for spi, _ in joined[:k]}
-    clock = Clock(top + gap // 2, gap // 2, _merged([s for _, s in joined[k:]]))
-    return frozenset(reverse | only_received), clock
+    by_way: dict[tuple[str, str], list[Spread]] = {}
+    for spi, spread in spreads.items():
+        if spread is not None:
+            by_way.setdefault(ways[spi], []).append(spread)
+    medians = {way: _median([s.median for s in held]) for way, held in by_way.items()}
+    offsets: list[int] = []
+    delays: list[int] = []
+    forward: set[tuple[str, str]] = set()
+    for (src, dst), median in medians.items():
+        back = medians.get((dst, src))
+        if back is not None and median > back:  # the least delay each way taken as equal
+            least_ahead = min(s.low for s in by_way[(src, dst)])
+            least_back = max(s.high for s in by_way[(dst, src)])
+            offsets.append((least_ahead + least_back) // 2)
+            delays.append((least_ahead - least_back) // 2)
+            forward.add((src, dst))
+    offset = _median(offsets) if offsets else None
+    for (src, dst), median in medians.items():
+        if (dst, src) not in medians and (offset is None or median > offset):
+            forward.add((src, dst))
+    reverse = {spi for spi, s in spreads.items() if s is not None and ways[spi] not in forward}
+    delay = _median(delays) if delays else None
+    ahead = [s for spi, s in spreads.items() if s is not None and spi not in reverse]
+    return frozenset(reverse | only_received), Clock(offset, delay, _merged(ahead))
 
 
 def _merged(spreads: list[Spread]) -> Spread | None:
     """One spread over several SAs: the lowest low, the median of medians, the highest high."""
     if not spreads:
         return None
-    medians = sorted(s.median for s in spreads)
-    return Spread(
-        min(s.low for s in spreads), medians[len(medians) // 2], max(s.high for s in spreads)
-    )
+    median = _median([s.median for s in spreads])
+    return Spread(min(s.low for s in spreads), median, max(s.high for s in spreads))
+
+
+def _median(values: list[int]) -> int:
+    """The middle value (the upper one of an even count)."""
+    return sorted(values)[len(values) // 2]
 
 
 def _swapped(row: FateRow) -> FateRow:

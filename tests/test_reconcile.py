@@ -134,7 +134,8 @@ def test_the_clocks_need_not_agree(pair: tuple[Path, Path], tmp_path: Path, shif
     assert offset is not None and delay is not None
     assert abs(offset - shift_s * 1_000_000_000) <= 90_000
     assert offset - plain.clock.offset_ns == shift_s * 1_000_000_000  # type: ignore[operator]
-    assert 49_000 <= 2 * delay <= 60_000 + 49_000  # the gap between the two directions
+    assert delay == (60_000 + 49_000) // 2  # the least delay forward and back, averaged
+    assert offset == shift_s * 1_000_000_000 + (60_000 - 49_000) // 2
     spread = shifted.clock.spread
     assert spread is not None
     assert (spread.low, spread.high) == (
@@ -150,6 +151,29 @@ SUMMARY_LINES = [
     "receiver clock minus sender clock: +5.500 us",
     "  (from both directions; one-way delay about 54.500 us)",
 ]
+
+
+def test_sas_one_way_with_other_delays_run_one_way(tmp_path: Path) -> None:
+    """Two SAs a -> b, one 60 us on the way and one 500 us (their ranges apart): both
+    run SENDER to RECEIVER, as the arguments say: SAs between the same hosts the same
+    way run the same direction, whatever their delays. With no SA back, only the delay
+    plus the offset is known (the receiver's clock 2 s ahead here)."""
+    rng = random.Random(5)
+    fast, _ = sa_pair(rng, (0x2001, 0x2002), V4_A, V4_B)
+    slow, _ = sa_pair(rng, (0x3001, 0x3002), V4_A, V4_B)
+    data = udp_bytes(V4_A, V4_B, 4000, 5000, b"x" * 40)
+    sender, receiver = [], []
+    for n in range(1, 5):
+        one, two = _packet(fast, n, data), _packet(slow, n, data)
+        sender += [(100 * n, one), (100 * n + 5, two)]
+        receiver += [(2_000_000 + 100 * n + 60, one), (2_000_000 + 100 * n + 505, two)]
+    result = reconcile(_write(tmp_path / "s.pcap", sender), _write(tmp_path / "r.pcap", receiver))
+    assert {(r.fate.value, r.direction) for r in result.rows} == {("delivered", "sender->receiver")}
+    assert len(result.rows) == 8
+    assert (result.clock.offset_ns, result.clock.delay_ns) == (None, None)
+    spread = result.clock.spread
+    assert spread is not None
+    assert (spread.low, spread.high) == (2_000_060_000, 2_000_500_000)
 
 
 def test_the_command_writes_its_folder(pair: tuple[Path, Path], tmp_path: Path) -> None:
@@ -195,7 +219,7 @@ def test_the_command_writes_its_folder(pair: tuple[Path, Path], tmp_path: Path) 
     ]
     assert summary["clock"] == {
         "method": "both directions",
-        "offset_ns": 5_500,
+        "offset_ns": 5_500,  # (60 us least forward - 49 us back) / 2: their asymmetry
         "one_way_delay_ns": 54_500,
         "receiver_minus_sender_ns": {"low": 60_000, "median": 70_000, "high": 90_000},
     }
