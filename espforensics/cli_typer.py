@@ -245,9 +245,9 @@ packet of either capture (fate, direction, spi, seq64, sender_frame,
 receiver_frame, delay_ns, detail, receiver_verdict: with --sa, the
 receiver model's verdict of the receiver's copy); report.txt; summary.json
 (the packets per fate and per SA, the clock offset estimated from the
-packets, each capture's path, sha256 and frames). --out - writes no folder. Prints the
-packets per fate and the clocks; --format text prints report.txt, json
-summary.json (docs/receiver.md).
+packets, each capture's path, sha256 and frames). --out - writes no
+folder. Prints the packets per fate and the clocks; --format text prints
+report.txt, json summary.json (docs/receiver.md).
 
 \b
 Exit codes: 0 done; 2 a capture or key file it cannot read, an output
