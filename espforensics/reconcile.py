@@ -286,9 +286,10 @@ def _directions(
             delays.append((least_ahead - least_back) // 2)
             forward.add((src, dst))
     offset = _median(offsets) if offsets else None
-    for (src, dst), median in medians.items():
-        if (dst, src) not in medians and (offset is None or median > offset):
-            forward.add((src, dst))
+    paired = forward | {(dst, src) for src, dst in forward}
+    for way, median in medians.items():
+        if way not in paired and (offset is None or median > offset):
+            forward.add(way)  # seen alone (or both ways with equal medians)
     reverse = {spi for spi, s in spreads.items() if s is not None and ways[spi] not in forward}
     delay = _median(delays) if delays else None
     ahead = [s for spi, s in spreads.items() if s is not None and spi not in reverse]

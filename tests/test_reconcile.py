@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from espforensics.model import Frame
-from espforensics.reconcile import Reconciled, reconcile
+from espforensics.reconcile import Reconciled, Spread, _directions, reconcile
 from espforensics.synth.builder import V4_A, V4_B, Fault, SaFlow, ip, sa_pair
 from espforensics.synth.capture import write_capture
 from espforensics.synth.keytext import keys_yaml
@@ -381,3 +381,33 @@ def test_the_wire_captures(name: str, reordered: int) -> None:
     result = reconcile(folder / "sender.pcap", folder / "receiver.pcap")
     assert result.counts["reordered"] == reordered
     assert result.counts["delivered"] + reordered == result.sender_esp == result.receiver_esp
+
+
+AB, BA, CB, BD = ("a", "b"), ("b", "a"), ("c", "b"), ("b", "d")
+
+
+@pytest.mark.parametrize(
+    ("spreads", "reverse", "offset", "delay"),
+    [
+        # a <-> b both ways: offset (1_060 + 940) / 2, least delay 60; c -> b alone, its
+        # median above the offset: forward; b -> d alone, below it: receiver->sender
+        ({1: (AB, 1_060, 1_100, 1_200), 2: (BA, 900, 930, 940), 3: (CB, 1_500, 1_600, 1_700),
+          4: (BD, 700, 800, 900)}, {2, 4}, 1_000, 60),
+        # equal medians both ways, no offset known: both as the arguments say
+        ({1: (AB, 50, 100, 150), 2: (BA, 60, 100, 140)}, set(), None, None),
+        # one way only: forward, whatever the clock
+        ({1: (BA, -5_000, -4_000, -3_000)}, set(), None, None),
+    ],
+)  # fmt: skip
+def test_which_way_each_sa_ran(
+    spreads: dict[int, tuple[tuple[str, str], int, int, int]],
+    reverse: set[int],
+    offset: int | None,
+    delay: int | None,
+) -> None:
+    got_reverse, clock = _directions(
+        {spi: Spread(low, median, high) for spi, (_, low, median, high) in spreads.items()},
+        {spi: way for spi, (way, *_) in spreads.items()},
+        set(),
+    )
+    assert (set(got_reverse), clock.offset_ns, clock.delay_ns) == (reverse, offset, delay)
