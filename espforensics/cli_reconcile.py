@@ -1,22 +1,51 @@
 """``espforensics reconcile SENDER RECEIVER``: the command around reconcile.py.
 
-In: two capture paths, the output folder, the ESP-in-UDP ports. Out:
-``DIR/reconcile.csv`` and two lines on stdout (what each capture held, the
-packets per fate); exit 0, or 2 for a capture it cannot read or a folder
-it may not write (one line). Raises only ``typer.Exit``.
+In: two capture paths, the key files (optional: the receiver model's
+verdicts, from ``analyze`` of the receiver capture), the output folder
+(``-``: none, only printed), ``--force``, ``--format``, the ESP-in-UDP
+ports. Out: DIR/reconcile.csv,
+reconcile.parquet, report.txt and summary.json (reconcile_out.py), and on
+stdout the summary lines, report.txt or summary.json; exit 0, or 2 for a
+capture or key file it cannot read or a folder it may not use or write
+(one line).
+Raises only ``typer.Exit``.
 """
 
 from __future__ import annotations
 
+import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from espforensics.analysis import analyze
+from espforensics.analysis_outdir import prepare_out_dir
+from espforensics.analysis_run import sha256_file
 from espforensics.cli_errors import _guarded
-from espforensics.cli_typer import NattOption, QuietOption
-from espforensics.errors import OutputError, OutputExistsError
-from espforensics.reconcile import Reconciled, reconcile, summary_lines, write_reconcile_csv
+from espforensics.cli_typer import NattOption, QuietOption, SaOption
+from espforensics.errors import InputError
+from espforensics.pipeline import Options
+from espforensics.reconcile import Reconciled, reconcile
+from espforensics.reconcile_out import (
+    CaptureFile,
+    Verdicts,
+    report_lines,
+    summary_dict,
+    summary_lines,
+    write_folder,
+)
+
+STDOUT_ONLY = "-"
+
+
+class ReconcileFormat(StrEnum):
+    """What ``reconcile`` prints on stdout."""
+
+    SUMMARY = "summary"
+    TEXT = "text"
+    JSON = "json"
 
 
 def reconcile_command(
@@ -28,36 +57,79 @@ def reconcile_command(
     ],
     out: Annotated[
         Path | None,
-        typer.Option("--out", metavar="DIR", help="Output folder [default: RECEIVER.reconcile]."),
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            help="Output folder [default: RECEIVER.reconcile]; - writes no folder, only prints.",
+        ),
     ] = None,
+    sa: SaOption = None,
     force: Annotated[
-        bool, typer.Option("--force", help="Overwrite reconcile.csv in an existing folder.")
+        bool, typer.Option("--force", help="Overwrite an existing output folder.")
     ] = False,
+    fmt: Annotated[
+        ReconcileFormat,
+        typer.Option(
+            "--format",
+            metavar="FORMAT",
+            help="What to print on stdout: summary, text (report.txt) or json (summary.json).",
+        ),
+    ] = ReconcileFormat.SUMMARY,
     natt_port: NattOption = None,
     quiet: QuietOption = False,
 ) -> None:
     """Join two captures of one run on (SPI, sequence number) and the ESP bytes: the fate
     of every packet (delivered, lost, changed, duplicated, reordered, outer_rewritten,
     unexpected) in DIR/reconcile.csv."""
-    folder = out if out is not None else receiver.with_name(receiver.name + ".reconcile")
+    printed_only = out is not None and str(out) == STDOUT_ONLY
+    folder = None if printed_only else (out or receiver.with_name(receiver.name + ".reconcile"))
     ports = frozenset(natt_port or (4500,))
-    result: Reconciled = _guarded(lambda: _run(sender, receiver, folder, force, ports))
-    if not quiet:
+    result, files, verdicts = _guarded(
+        lambda: _run(sender, receiver, folder, force, ports, sa or [])
+    )
+    if quiet:
+        return
+    if fmt is ReconcileFormat.JSON:
+        typer.echo(json.dumps(summary_dict(result, *files, verdicts), indent=2))
+    elif fmt is ReconcileFormat.TEXT:
+        typer.echo("\n".join(report_lines(result, *files, verdicts)))
+    else:
         for line in summary_lines(result):
             typer.echo(line)
-        typer.echo(f"  outputs: {folder}/reconcile.csv")
+        if folder is not None:
+            typer.echo(f"  outputs: {folder}/")
 
 
 def _run(
-    sender: Path, receiver: Path, folder: Path, force: bool, ports: frozenset[int]
-) -> Reconciled:
-    target = folder / "reconcile.csv"
-    if target.exists() and not force:
-        raise OutputExistsError(str(target), "exists; use --force to overwrite it")
+    sender: Path,
+    receiver: Path,
+    folder: Path | None,
+    force: bool,
+    ports: frozenset[int],
+    keys: list[Path],
+) -> tuple[Reconciled, tuple[CaptureFile, CaptureFile], Verdicts | None]:
+    if folder is not None and folder.exists() and not force:  # before a capture is read
+        prepare_out_dir(folder, force)  # raises: exists, or not a folder
+    for path in (sender, receiver):
+        if path.is_dir():
+            raise InputError(str(path), "a folder, not a capture")
     result = reconcile(sender, receiver, ports)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        write_reconcile_csv(result, target)
-    except OSError as exc:
-        raise OutputError(str(folder), f"cannot write: {exc.strerror}") from exc
-    return result
+    verdicts = receiver_verdicts(receiver, keys, ports) if keys else None
+    files = (
+        CaptureFile(str(sender), sha256_file(sender), result.sender_esp + result.sender_other,
+                    result.sender_esp),
+        CaptureFile(str(receiver), sha256_file(receiver),
+                    result.receiver_esp + result.receiver_other, result.receiver_esp),
+    )  # fmt: skip
+    if folder is not None:
+        prepare_out_dir(folder, force)
+        write_folder(result, folder, files, verdicts)
+    return result, files, verdicts
+
+
+def receiver_verdicts(receiver: Path, keys: list[Path], ports: frozenset[int]) -> Verdicts:
+    """The receiver model's verdict (analyze's ``receiver`` column) of each frame of the
+    receiver's capture, its outermost ESP packet's: what the receiver did with it."""
+    packets = analyze(receiver, keys, Options(natt_ports=ports)).packets
+    outer = packets[packets["layer"] == packets.groupby("frame")["layer"].transform("min")]
+    return dict(zip(outer["frame"].tolist(), outer["receiver"].tolist(), strict=True))

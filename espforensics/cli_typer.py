@@ -298,13 +298,19 @@ verified (--unchecked); 70 a bug in espforensics; 130 Ctrl-C.
 
 {DOCS}"""
 RECONCILE_EPILOG = f"""\b
-Writes to --out: reconcile.csv, one row per ESP packet of either capture
-(spi, seq64, sender_frame, receiver_frame, fate, receiver_verdict), and
-prints the packets per fate (docs/receiver.md).
+Writes to --out: reconcile.csv and reconcile.parquet, one row per ESP
+packet of either capture (fate, direction, spi, seq64, sender_frame,
+receiver_frame, delay_ns, detail, receiver_verdict: with --sa, the
+receiver model's verdict of the receiver's copy); report.txt; summary.json
+(the packets per fate and per SA, the clock offset estimated from the
+packets, each capture's path, sha256 and frames). --out - writes no
+folder. Prints the packets per fate and the clocks; --format text prints
+report.txt, json summary.json (docs/receiver.md).
 
 \b
-Exit codes: 0 done; 2 a capture it cannot read, a folder it may not write,
-or a usage error; 70 a bug; 130 Ctrl-C.
+Exit codes: 0 done; 2 a capture or key file it cannot read, an output
+folder that exists (without --force) or cannot be written, or a usage
+error; 70 a bug; 130 Ctrl-C.
 
 {DOCS}"""
 COMPLETION_EPILOG = """\b

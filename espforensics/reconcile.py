@@ -3,7 +3,8 @@
 In: the two capture files (any format ``open_capture`` reads) and the UDP
 ports of ESP-in-UDP. Out: ``Reconciled``: one ``Fate`` row per packet the
 sender sent and per packet the receiver got that matches none, and the
-count per fate; ``write_reconcile_csv`` writes them. Raises
+count per fate, and ``Clock``, what they say of the two captures' clocks
+(reconcile_out.py writes and prints them). Raises
 ``CaptureError`` (from the reader) for a capture it cannot read. No key
 is needed: packets are joined on their wire bytes.
 
@@ -26,22 +27,27 @@ arrival order:
   showed);
 
 and a sender packet the receiver never got is ``lost``. Both captures
-usually hold both directions: an SA whose first packet the RECEIVER capture
-saw first (by the timestamps: the captures' clocks must agree) is joined
-the other way, its rows' ``direction`` ``receiver->sender``; the frame
-columns stay those of each file. Reordering is per SA.
+usually hold both directions: an SA whose packets went from the RECEIVER
+capture's host to the SENDER's is joined the other way, its rows'
+``direction`` ``receiver->sender``; the frame columns stay those of each
+file. Reordering is per SA.
+
+The two captures' clocks are not assumed to agree: which way an SA ran is
+found from receiver time minus sender time over its joined packets, which
+is the clock offset plus the one-way delay forward and the offset minus it
+backward, so of the two ways between two hosts the forward one is higher
+whatever the offset (``_directions``); ``Clock`` says what that gives of
+the offset.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import os
-from collections import Counter, deque
-from collections.abc import Iterator
+from collections import Counter
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from pathlib import Path
+from typing import Generic, TypeVar
 
 from espforensics.capture import open_capture
 from espforensics.decode.esp import EspLocation, locate_esp, parse_esp_header
@@ -51,6 +57,9 @@ from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
 from espforensics.errors import MalformedPacket
 from espforensics.model import Frame
 
+FORWARD = "sender->receiver"
+K = TypeVar("K", bytes, int)
+Outer = tuple[str, str, int | None, int | None]  # src, dst, UDP ports
 REVERSE = "receiver->sender"
 
 
@@ -75,7 +84,7 @@ class WirePacket:
     spi: int
     seq64: int
     digest: bytes  # of the ESP bytes, SPI to the end
-    outer: tuple[str, str, int | None, int | None]  # src, dst, UDP ports
+    outer: Outer
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +98,7 @@ class FateRow:
     receiver_frame: int | None
     delay_ns: int | None  # arrival time - sending time, when both saw it
     detail: str = ""
-    direction: str = "sender->receiver"  # or receiver->sender: the SA's packets went that way
+    direction: str = FORWARD  # or receiver->sender: the SA's packets went that way
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +111,7 @@ class Reconciled:
     receiver_esp: int
     sender_other: int  # frames of each capture that are not whole ESP datagrams
     receiver_other: int
+    clock: Clock
 
 
 def read_esp(
@@ -110,13 +120,14 @@ def read_esp(
     """The ESP datagrams of a capture, in order, and how many frames are not one."""
     packets: list[WirePacket] = []
     tops: dict[int, int] = {}
+    outers: dict[Outer, Outer] = {}  # one tuple per addressing, shared by its packets
     other = 0
     capture = open_capture(path)
     try:
         for item in capture:
             if not isinstance(item, Frame):
                 continue
-            packet = _esp(item, natt_ports, tops)
+            packet = _esp(item, natt_ports, tops, outers)
             if packet is None:
                 other += 1
             else:
@@ -126,7 +137,9 @@ def read_esp(
     return packets, other
 
 
-def _esp(frame: Frame, natt_ports: frozenset[int], tops: dict[int, int]) -> WirePacket | None:
+def _esp(
+    frame: Frame, natt_ports: frozenset[int], tops: dict[int, int], outers: dict[Outer, Outer]
+) -> WirePacket | None:
     try:
         link = parse_link(frame.linktype, frame.data)
         if link.ethertype not in (ETH_IPV4, ETH_IPV6):
@@ -146,6 +159,7 @@ def _esp(frame: Frame, natt_ports: frozenset[int], tops: dict[int, int]) -> Wire
     body = data[where.offset : ip.total_len]
     digest = hashlib.blake2b(body, digest_size=16).digest()
     outer = (ntop(ip.src), ntop(ip.dst), where.udp_sport, where.udp_dport)
+    outer = outers.setdefault(outer, outer)
     return WirePacket(frame.number, frame.ts_ns, spi, seq64, digest, outer)
 
 
@@ -158,6 +172,31 @@ def _seq64(top: int | None, seq: int) -> int:
     return min(candidates, key=lambda c: abs(c - top))
 
 
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """Receiver time minus sender time over one SA's joined packets, in ns."""
+
+    low: int
+    median: int
+    high: int
+
+
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """What the joined packets say of the two captures' clocks (no clock is trusted).
+
+    ``offset_ns`` (receiver clock minus sender clock) and ``delay_ns`` (the
+    least one-way delay) are known only when SAs ran both ways: forward
+    packets give ``offset + delay``, reverse ones ``offset - delay``. With one
+    direction only ``spread`` (every SA that ran from SENDER to RECEIVER) is
+    the one-way delay plus the clock offset, which cannot be told apart.
+    """
+
+    offset_ns: int | None
+    delay_ns: int | None
+    spread: Spread | None
+
+
 def reconcile(
     sender: str | os.PathLike[str],
     receiver: str | os.PathLike[str],
@@ -166,11 +205,20 @@ def reconcile(
     """Join the two captures' ESP packets and give each its fate, SPI by SPI."""
     a, sender_other = read_esp(sender, natt_ports)
     b, receiver_other = read_esp(receiver, natt_ports)
+    sent_by: dict[int, list[WirePacket]] = {}
+    got_by: dict[int, list[WirePacket]] = {}
+    for p in a:
+        sent_by.setdefault(p.spi, []).append(p)
+    for p in b:
+        got_by.setdefault(p.spi, []).append(p)
+    spis = sorted(sent_by.keys() | got_by.keys())
+    spreads = {spi: _spread(sent_by.get(spi, []), got_by.get(spi, [])) for spi in spis}
+    ways = {spi: sent[0].outer[:2] for spi, sent in sent_by.items()}
+    reverse, clock = _directions(spreads, ways, {spi for spi in spis if spi not in sent_by})
     rows: list[FateRow] = []
-    for spi in sorted({p.spi for p in a} | {p.spi for p in b}):
-        sent = [p for p in a if p.spi == spi]
-        got = [p for p in b if p.spi == spi]
-        if got and (not sent or got[0].ts_ns < sent[0].ts_ns):  # the SA runs the other way
+    for spi in spis:
+        sent, got = sent_by.get(spi, []), got_by.get(spi, [])
+        if spi in reverse:
             rows += [_swapped(row) for row in _join(got, sent)]
         else:
             rows += _join(sent, got)
@@ -182,7 +230,83 @@ def reconcile(
         len(b),
         sender_other,
         receiver_other,
+        clock,
     )
+
+
+def _spread(sent: list[WirePacket], got: list[WirePacket]) -> Spread | None:
+    """Receiver time minus sender time of each ESP payload both hold, at its first copy in
+    each (a later copy, resent or duplicated, says nothing of the clocks)."""
+    first: dict[bytes, int] = {}
+    for p in sent:
+        first.setdefault(p.digest, p.ts_ns)
+    gaps = []
+    for r in got:
+        sent_ns = first.pop(r.digest, None)
+        if sent_ns is not None:
+            gaps.append(r.ts_ns - sent_ns)
+    if not gaps:
+        return None
+    gaps.sort()
+    return Spread(gaps[0], gaps[len(gaps) // 2], gaps[-1])
+
+
+def _directions(
+    spreads: dict[int, Spread | None], ways: dict[int, tuple[str, str]], only_received: set[int]
+) -> tuple[frozenset[int], Clock]:
+    """The SAs whose packets went from RECEIVER to SENDER, and the clocks' estimate.
+
+    No clock is trusted. SAs between the same two hosts that run the same
+    way (``ways``: outer source and destination in the SENDER capture) run
+    in the same direction. Receiver time minus sender time is the offset
+    plus the one-way delay forward and the offset minus it backward, so of
+    the two ways between two hosts the one whose SAs' median is higher ran
+    SENDER to RECEIVER. Taking the least delay as the same both ways (as
+    NTP does), the offset is the middle between the forward lowest and the
+    backward highest value, the delay half their distance (the median over
+    host pairs seen both ways). A way seen alone is forward when its median
+    is above that offset, or, with no offset known, as the arguments say.
+    An SA none of whose packets was joined runs from the capture that
+    holds it.
+    """
+    by_way: dict[tuple[str, str], list[Spread]] = {}
+    for spi, spread in spreads.items():
+        if spread is not None:
+            by_way.setdefault(ways[spi], []).append(spread)
+    medians = {way: _median([s.median for s in held]) for way, held in by_way.items()}
+    offsets: list[int] = []
+    delays: list[int] = []
+    forward: set[tuple[str, str]] = set()
+    for (src, dst), median in medians.items():
+        back = medians.get((dst, src))
+        if back is not None and median > back:  # the least delay each way taken as equal
+            least_ahead = min(s.low for s in by_way[(src, dst)])
+            least_back = max(s.high for s in by_way[(dst, src)])
+            offsets.append((least_ahead + least_back) // 2)
+            delays.append((least_ahead - least_back) // 2)
+            forward.add((src, dst))
+    offset = _median(offsets) if offsets else None
+    paired = forward | {(dst, src) for src, dst in forward}
+    for way, median in medians.items():
+        if way not in paired and (offset is None or median > offset):
+            forward.add(way)  # seen alone (or both ways with equal medians)
+    reverse = {spi for spi, s in spreads.items() if s is not None and ways[spi] not in forward}
+    delay = _median(delays) if delays else None
+    ahead = [s for spi, s in spreads.items() if s is not None and spi not in reverse]
+    return frozenset(reverse | only_received), Clock(offset, delay, _merged(ahead))
+
+
+def _merged(spreads: list[Spread]) -> Spread | None:
+    """One spread over several SAs: the lowest low, the median of medians, the highest high."""
+    if not spreads:
+        return None
+    median = _median([s.median for s in spreads])
+    return Spread(min(s.low for s in spreads), median, max(s.high for s in spreads))
+
+
+def _median(values: list[int]) -> int:
+    """The middle value (the upper one of an even count)."""
+    return sorted(values)[len(values) // 2]
 
 
 def _swapped(row: FateRow) -> FateRow:
@@ -197,28 +321,30 @@ def _swapped(row: FateRow) -> FateRow:
 
 
 def _join(sent: list[WirePacket], got: list[WirePacket]) -> list[FateRow]:
-    """One SA's packets: each sent one's fate, then the extras the other side got."""
-    by_digest: dict[bytes, deque[int]] = {}
-    by_number: dict[int, list[int]] = {}
+    """One SA's packets: each sent one's fate, then the extras the other side got.
+
+    Memory: one dict entry per sent packet for its bytes and one for its number; a
+    list only for the few bytes or numbers sent more than once (``_Copies``)."""
+    by_digest = _Copies[bytes]()
+    by_number = _Copies[int]()
     for i, p in enumerate(sent):
-        by_digest.setdefault(p.digest, deque()).append(i)
-        by_number.setdefault(p.seq64, []).append(i)
+        by_digest.add(p.digest, i)
+        by_number.add(p.seq64, i)
     joined: dict[int, FateRow] = {}
     first_of: dict[bytes, int] = {}
     extras: list[FateRow] = []
     latest = -1  # the highest sender index the receiver has got so far
     for r in got:
-        waiting = by_digest.get(r.digest)
-        if waiting:
-            i = waiting.popleft()
-            joined[i] = _delivered(sent[i], r, i < latest)
-            first_of.setdefault(r.digest, i)
-            latest = max(latest, i)
+        same = by_digest.pop(r.digest)
+        if same is not None:
+            joined[same] = _delivered(sent[same], r, same < latest)
+            first_of.setdefault(r.digest, same)
+            latest = max(latest, same)
         elif r.digest in first_of:
             s = sent[first_of[r.digest]]
             extras.append(_row(Fate.DUPLICATED, s, r, f"a copy of frame {s.frame}"))
         else:
-            free = [i for i in by_number.get(r.seq64, ()) if i not in joined]
+            free = [i for i in by_number.every(r.seq64) if i not in joined]
             if free:
                 i = free[0]
                 joined[i] = _row(Fate.CHANGED, sent[i], r, "same SPI and number, other bytes")
@@ -226,11 +352,43 @@ def _join(sent: list[WirePacket], got: list[WirePacket]) -> list[FateRow]:
             else:
                 why = (
                     "its number was sent with other bytes, already got"
-                    if r.seq64 in by_number
+                    if by_number.every(r.seq64)
                     else ""
                 )
                 extras.append(FateRow(Fate.UNEXPECTED, r.spi, r.seq64, None, r.frame, None, why))
     return [joined.get(i) or _lost(p) for i, p in enumerate(sent)] + extras
+
+
+class _Copies(Generic[K]):
+    """Sender indices by key, in order: an int per key, a list only for a key held twice.
+
+    ``pop`` takes the first index not popped yet (the bytes' join); ``every`` gives every
+    index (the number's join, which pops none)."""
+
+    __slots__ = ("_first", "_more", "_taken")
+
+    def __init__(self) -> None:
+        self._first: dict[K, int] = {}
+        self._more: dict[K, list[int]] = {}
+        self._taken: dict[K, int] = {}  # how many of a key held twice were popped
+
+    def add(self, key: K, index: int) -> None:
+        if key in self._first:
+            self._more.setdefault(key, []).append(index)
+        else:
+            self._first[key] = index
+
+    def every(self, key: K) -> list[int]:
+        first = self._first.get(key)
+        return [] if first is None else [first, *self._more.get(key, ())]
+
+    def pop(self, key: K) -> int | None:
+        if key not in self._more:
+            return self._first.pop(key, None)
+        taken = self._taken.get(key, 0)
+        self._taken[key] = taken + 1
+        held = self.every(key)
+        return held[taken] if taken < len(held) else None
 
 
 def _row(fate: Fate, s: WirePacket, r: WirePacket, detail: str = "") -> FateRow:
@@ -263,32 +421,3 @@ COLUMNS = (
     *("fate", "direction", "spi", "seq64"),
     *("sender_frame", "receiver_frame", "delay_ns", "detail"),
 )
-
-
-def write_reconcile_csv(result: Reconciled, path: Path) -> None:
-    """reconcile.csv: one row per ``FateRow``, empty cells for what one side lacks."""
-    with path.open("w", newline="") as fh:
-        out = csv.writer(fh)
-        out.writerow(COLUMNS)
-        for row in result.rows:
-            out.writerow(_cells(row))
-
-
-def _cells(row: FateRow) -> Iterator[object]:
-    yield row.fate.value
-    yield row.direction
-    yield row.spi
-    yield row.seq64
-    for value in (row.sender_frame, row.receiver_frame, row.delay_ns):
-        yield "" if value is None else value
-    yield row.detail
-
-
-def summary_lines(result: Reconciled) -> list[str]:
-    """A few lines for stdout: what each capture held and the packets per fate."""
-    counts = ", ".join(f"{k} {v}" for k, v in result.counts.items() if v) or "none"
-    return [
-        f"sender: {result.sender_esp} ESP packets ({result.sender_other} other frames); "
-        f"receiver: {result.receiver_esp} ({result.receiver_other} other frames)",
-        f"fates: {counts}",
-    ]
