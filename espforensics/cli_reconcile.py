@@ -106,7 +106,7 @@ def _run(
     folder: Path | None,
     force: bool,
     ports: frozenset[int],
-    keys: list[Path],
+    keys: list[str],
 ) -> tuple[Reconciled, tuple[CaptureFile, CaptureFile], Verdicts | None]:
     if folder is not None and folder.exists() and not force:  # before a capture is read
         prepare_out_dir(folder, force)  # raises: exists, or not a folder
@@ -127,7 +127,7 @@ def _run(
     return result, files, verdicts
 
 
-def receiver_verdicts(receiver: Path, keys: list[Path], ports: frozenset[int]) -> Verdicts:
+def receiver_verdicts(receiver: Path, keys: list[str], ports: frozenset[int]) -> Verdicts:
     """The receiver model's verdict (analyze's ``receiver`` column) of each frame of the
     receiver's capture, its outermost ESP packet's: what the receiver did with it."""
     packets = analyze(receiver, keys, Options(natt_ports=ports)).packets
