@@ -55,6 +55,7 @@ from espforensics.decode.inner import ntop
 from espforensics.decode.ip import parse_ip
 from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
 from espforensics.errors import MalformedPacket
+from espforensics.esn import EsnTracker
 from espforensics.model import Frame
 
 FORWARD = "sender->receiver"
@@ -164,12 +165,9 @@ def _esp(
 
 
 def _seq64(top: int | None, seq: int) -> int:
-    """RFC 4303 A2.2: the high half that puts ``seq`` closest to the highest seen."""
-    if top is None:
-        return seq
-    hi = top >> 32
-    candidates = [(h << 32) | seq for h in (hi - 1, hi, hi + 1) if 0 <= h <= 0xFFFFFFFF]
-    return min(candidates, key=lambda c: abs(c - top))
+    """RFC 4303 A2.2: the high half that puts ``seq`` closest to the highest seen (the
+    analysis's own rule, esn.py)."""
+    return seq if top is None else EsnTracker.nearest(top, seq)
 
 
 @dataclass(frozen=True, slots=True)
