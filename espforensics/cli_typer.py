@@ -178,26 +178,31 @@ def _spis(values: list[str] | None) -> list[str] | None:
     return values
 
 
-def _frames(value: str | None) -> str | None:
-    """``--frames``: A-B, A- (to the end) or A, frame numbers from 1."""
-    if value is None:
-        return None
+_LAST_FRAME = (1 << 63) - 1  # "A-": to the end of the capture
+
+
+def _span(value: str) -> tuple[int, int]:
+    """``--frames``' value as (first, last): A-B, A- (to the end) or A, frames from 1."""
     first, dash, last = value.partition("-")
     try:
-        a, b = int(first), (int(last) if last else (1 << 63) - 1) if dash else int(first)
+        span = (int(first), (int(last) if last else _LAST_FRAME) if dash else int(first))
     except ValueError:
         raise typer.BadParameter(f"{value!r} is not A-B, A- or A (frame numbers)") from None
-    if not 1 <= a <= b:
+    if not 1 <= span[0] <= span[1]:
         raise typer.BadParameter(f"{value!r}: frames count from 1, and A <= B")
+    return span
+
+
+def _frames(value: str | None) -> str | None:
+    """``--frames``, checked while typer parses the line (a usage error names the option)."""
+    if value is not None:
+        _span(value)
     return value
 
 
 def selection(spis: list[str] | None, frames: str | None) -> Selection:
     """What ``--spi`` and ``--frames`` select (both checked by their callbacks)."""
-    span = None
-    if frames is not None:
-        first, dash, last = frames.partition("-")
-        span = (int(first), (int(last) if last else (1 << 63) - 1) if dash else int(first))
+    span = None if frames is None else _span(frames)
     return Selection(frozenset(int(v, 0) for v in spis or ()), span)
 
 
