@@ -243,9 +243,7 @@ class Summary:
             ),
             inner_esp_packets=doc.get("inner_esp_packets", 0),
             receivers=_receivers(doc),
-            observed=None
-            if not doc.get("receiver_observed")
-            else Observed(**doc["receiver_observed"]),
+            observed=_observed(doc.get("receiver_observed")),
             receiver_sas=tuple(
                 ReceiverSa(
                     int(r["spi"], 16),

@@ -249,7 +249,14 @@ def test_ip_s_xfrm_state_stats_beside_the_model(k4: dict[str, Path], tmp_path: P
         "observed 0: differ" in report
     )
     assert "observed at" not in report  # no xfrm_stat files given
-    assert load_summary(out).observed is not None
+    loaded = load_summary(out).observed
+    assert loaded is not None  # read back as the run made it: SPIs as integers
+    assert loaded.sa_stats == (
+        (0x1001, "192.0.2.2", 0, 0, 12),
+        (0x1002, "192.0.2.1", 0, 1, 0),
+    )
+    again = run_cli("report", out, "--format", "text")
+    assert again.stdout == (out / "report.txt").read_text()
 
 
 def test_a_file_without_stats_is_refused(k4: dict[str, Path], tmp_path: Path) -> None:
