@@ -1,8 +1,9 @@
 """The ``espforensics`` command and ``python -m espforensics``.
 
-Light on purpose: the command's modules (typer, pandas, pyarrow: about
-0.6 s) are imported inside ``main``, so a Ctrl-C while they load is
-reported like any other, in one line and exit 130. A bug anywhere in a
+Light on purpose: the command line (typer; cli.py then imports the
+analysis, numpy, pyarrow, cryptography, only inside the command that runs)
+is imported inside ``main``, so a Ctrl-C while it loads is reported like
+any other, in one line and exit 130. A bug anywhere in a
 command is one line and exit 70 (``cli.main``). A worker process of
 ``batch --jobs`` imports this module again, and needs none of them.
 """

@@ -8,46 +8,29 @@ finding at or above ``--fail-on``, 2 usage or input error (one line
 chooses when), 70 a bug in espforensics (one
 line naming the file that holds its traceback, without any value), 130
 Ctrl-C. Nothing imports this module; it and the cli_*.py modules it is
-made of (cli_typer: typer's classes and the shared options, cli_errors: the
-exit of a command that fails, cli_progress: the bars) are the only modules
-that import typer and rich; every name they define is importable from here.
+made of (cli_typer: typer's classes and the options, cli_errors: the exit
+of a command that fails, cli_progress: the bars, cli_commands and
+cli_reconcile: the commands' bodies, cli_expect: what --expect and the
+receiver's counters do) are the only modules that import typer and rich.
+
+Start-up (docs/performance.md): this module declares the commands (their
+options and help) from cli_typer.py and model.py's types only, and imports a
+command's body inside the command, once typer has parsed the line: so
+``--help``, ``--version``, ``completion`` and every command's ``--help``
+load no part of the analysis, nor numpy, pyarrow or cryptography
+(tests/test_imports.py). The names of the bodies' module that this one
+defined before are still importable from here (``__getattr__``).
 """
 
 from __future__ import annotations
 
-import os
-import sys
-import tempfile
-from collections.abc import Callable, Iterable
-from contextlib import ExitStack
+from importlib import import_module
 from pathlib import Path
-from time import monotonic
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from typer._click.exceptions import UsageError  # typer vendors its own click
-from typer._click.globals import get_current_context
 
-from espforensics.analysis import (
-    analyze_to_dir,
-    default_out_dir,
-    load_summary,
-    summary_of,
-)
-from espforensics.capture.spool import STDIN, Spooled
-from espforensics.cli_errors import _guarded, _report_bug
-from espforensics.cli_expect import (
-    ExpectOption,
-    StatAfterOption,
-    StatBeforeOption,
-    StatesOption,
-    StatHostOption,
-    assertions,
-    settle,
-    xfrm_stat,
-)
-from espforensics.cli_progress import _BarMeter, _batch_progress
-from espforensics.cli_reconcile import reconcile_command
+from espforensics.cli_errors import _report_bug
 from espforensics.cli_typer import (
     ANALYZE_EPILOG,
     BATCH_EPILOG,
@@ -57,6 +40,7 @@ from espforensics.cli_typer import (
     RECONCILE_EPILOG,
     REPORT_EPILOG,
     CompareFormat,
+    ExpectOption,
     FailOn,
     FailOnOption,
     Format,
@@ -64,29 +48,22 @@ from espforensics.cli_typer import (
     NattOption,
     NoPlotsOption,
     QuietOption,
+    ReconcileFormat,
     SaOption,
     Shell,
     SpiOption,
+    StatAfterOption,
+    StatBeforeOption,
+    StatesOption,
+    StatHostOption,
     UncheckedOption,
     _Command,
     _Group,
     completion_script,
     enable_completion,
-    selection,
 )
-from espforensics.engine.dask_workers import check_scheduler
-from espforensics.errors import EXIT_INTERNAL, EspForensicsError
-from espforensics.gate import Unchecked, exit_code, worst_code
-from espforensics.model import SEVERITY_RANK, Severity
-from espforensics.narrative import worst_severity
-from espforensics.pipeline import Options
-from espforensics.progress import LineMeter, Meter
-from espforensics.render.content import report_content
-from espforensics.render.registry import FOLDER_VIEWS, RENDERERS
-from espforensics.rewrite import CaptureCopies
-from espforensics.summary import TOOL_VERSION, Summary
-from espforensics.tables import CSV_ROWS
-from espforensics.workers import cap_workers, usable_cores
+from espforensics.errors import EXIT_INTERNAL
+from espforensics.model import CSV_ROWS, Unchecked
 
 app = typer.Typer(
     cls=_Group,
@@ -108,100 +85,10 @@ def main() -> None:
         raise SystemExit(EXIT_INTERNAL) from None
 
 
-def _exit_for(worst: Severity | None, fail_on: FailOn) -> None:
-    """Exit 1 when the worst finding is at least as severe as --fail-on."""
-    if fail_on is FailOn.NEVER or worst is None:
-        return
-    if SEVERITY_RANK[worst] >= SEVERITY_RANK[Severity(fail_on.value)]:
-        raise typer.Exit(1)
-
-
-def _threshold(fail_on: FailOn) -> Severity | None:
-    return None if fail_on is FailOn.NEVER else Severity(fail_on.value)
-
-
-def _exit_gate(summary: Summary, fail_on: FailOn, unchecked: Unchecked) -> None:
-    """Exit with gate.py's code: 1 a finding, 3 the key file, 4 nothing verified."""
-    code = exit_code(summary, _threshold(fail_on), unchecked)
-    if code:
-        raise typer.Exit(code)
-
-
-def _show(summary: Summary, fmt: Format, fail_on: FailOn, folder: Path) -> None:
-    """Print the report as ``fmt``; ``fail_on`` decides which KTAP lines are ``not ok``; a
-    view of the tables (``packets``) reads them in ``folder``, the analysis's outputs."""
-    view = FOLDER_VIEWS.get(fmt.value)
-    if view is not None:
-        _guarded(lambda: _echo_each(view.pieces(folder, summary.finding_list)))
-        return
-    typer.echo(
-        RENDERERS[fmt.value].render(report_content(summary, fail_on=_threshold(fail_on))), nl=False
-    )
-
-
-def _echo_each(pieces: Iterable[str]) -> None:
-    """Print text as it is made (a view of a large table is never held whole)."""
-    for piece in pieces:
-        typer.echo(piece, nl=False)
-
-
-def _notice(line: str) -> None:
-    """A line on stderr that is neither an error nor progress (a capped --jobs)."""
-    typer.echo(f"espforensics: {line}", err=True)
-
-
-def _threads(jobs: int, quiet: bool) -> int:
-    """``analyze --jobs``, capped at the usable cores: more processes only wait for one."""
-    workers = cap_workers(jobs, None, usable_cores())
-    if workers.why and not quiet:
-        _notice(workers.notice())
-    return workers.count
-
-
-def _streamed_notice(capture: Path, jobs: int, scheduler: str | None, quiet: bool) -> None:
-    """One line when --jobs or --scheduler asks for workers and CAPTURE is compressed: it
-    is decompressed once for local workers (capture/unpack.py); a cluster's workers
-    cannot take its batches, read as a stream (engine/pool.py)."""
-    if quiet or (jobs <= 1 and scheduler is None):
-        return
-    from espforensics.capture import open_capture  # noqa: PLC0415 (numpy: only when asked)
-
-    try:
-        with open_capture(capture) as found:
-            kind = f"{found.compression}-compressed" if found.compression else found.format
-            if not found.compression:  # pcap or pcapng: the workers read its batches
-                return
-    except EspForensicsError:  # the run itself says what is wrong with the file
-        return
-    if scheduler is None:  # decompressed once for the workers (capture/unpack.py)
-        _notice(
-            f"{capture}: {kind}, decompressed once to a temporary file for the workers "
-            f"(if that fails, read as a stream: --jobs {jobs} decrypts on threads)"
-        )
-        return
-    _notice(
-        f"{capture}: {kind}, read as a stream: no worker takes its batches "
-        "(--scheduler is not used)"
-    )
-
-
-def _meter(capture: Path, quiet: bool) -> tuple[Meter | None, Callable[[], None]]:
-    """Progress on stderr: a bar on a terminal, else a line every 10 s (CI logs keep it)."""
-    if quiet:
-        return None, lambda: None
-    try:
-        size: int | None = os.path.getsize(capture)
-    except OSError:
-        size = None
-    if not sys.stderr.isatty():
-        line = LineMeter(lambda text: typer.echo(text, err=True), monotonic, size)
-        return line, lambda: None
-    bar = _BarMeter(size)
-    return bar, bar.stop
-
-
 def _version(value: bool) -> None:
     if value:
+        from espforensics.version import TOOL_VERSION  # noqa: PLC0415 (metadata: 15 ms)
+
         typer.echo(f"espforensics {TOOL_VERSION}")
         raise typer.Exit()
 
@@ -312,94 +199,32 @@ def analyze(
     frames: FramesOption = None,
 ) -> None:
     """Decrypt and check every ESP packet of CAPTURE; write tables, plots and reports to --out."""
-    expected = assertions(expect)
-    stat = xfrm_stat(xfrm_stat_before, xfrm_stat_after, xfrm_stat_host, xfrm_state_stats)
-    if scheduler is not None:  # before stdin is read or a line printed: whatever the size
-        _guarded(lambda: check_scheduler(scheduler))
-    options = Options(natt_ports=frozenset(natt_port or (4500,)), select=selection(spi, frames))
-    copies = CaptureCopies(annotate=annotate, decrypted=decrypted)
-    printed_only = out is not None and str(out) == STDIN
-    damaged: list[Summary] = []  # what was read of a damaged capture, its files written
-    with ExitStack() as stack:
-        path, name = _capture_path(capture, stack)
-        if printed_only:  # a folder of our own, removed with the copy of stdin, if any
-            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="espforensics-"))
-            out_dir = Path(folder) / "out"
-        else:
-            out_dir = out if out is not None else _default_out(capture)
-        _streamed_notice(path, jobs, scheduler, quiet)
-        meter, stop = _meter(path, quiet)
-        try:
-            summary = _guarded(
-                lambda: analyze_to_dir(
-                    path,
-                    sa or [],
-                    out_dir,
-                    force=force,
-                    options=options,
-                    meter=meter,
-                    plots=not (no_plots or printed_only),
-                    jobs=_threads(jobs, quiet),
-                    copies=copies,
-                    packets_csv=False if printed_only else packets_csv,
-                    scheduler=scheduler,
-                    name=name,
-                    damaged=damaged.append,
-                    xfrm_stat=stat,
-                ),
-                None if printed_only else out_dir,
-                stop,
-                _interrupted_analysis(name or str(capture), printed_only),
-            )
-        except typer.Exit:  # the error is on stderr; a damaged capture's report still follows
-            if not damaged:
-                raise
-            summary = damaged[0]
-        for note in summary.key_notes:  # a key file's line skipped, policy blocks ignored
-            typer.echo(f"espforensics: warning: {note}", err=True)
-        csv_left_out = not (out_dir / "packets.csv").exists()
-        if packets_csv is None and not quiet and not printed_only and csv_left_out:
-            _notice(
-                f"packets.csv not written: {summary.capture.frames:,} frames, more than "
-                f"{CSV_ROWS:,}; packets.parquet has every row (--csv writes it anyway)"
-            )
-        # before a folder of --out - is removed: a view may read its tables
-        if not quiet and not (expected and fmt is Format.KTAP):
-            _show(summary, fmt, fail_on, out_dir)
-            if fmt is Format.SUMMARY:
-                if not printed_only:
-                    typer.echo(f"  outputs: {out_dir}/")
-                for what, target in copies.targets():
-                    typer.echo(f"  {what}: {target}")
-    if damaged:  # an input error, whatever was found in what was read
-        raise typer.Exit(2)
-    settle(summary, expected, fmt, quiet, lambda: _exit_gate(summary, fail_on, unchecked))
+    from espforensics.cli_commands import analyze_command  # noqa: PLC0415 (the analysis)
 
-
-def _default_out(capture: Path) -> Path:
-    """``CAPTURE.espforensics`` beside the capture; ``stdin.espforensics`` here for ``-``."""
-    return Path("stdin.espforensics") if str(capture) == STDIN else default_out_dir(capture)
-
-
-def _capture_path(capture: Path, stack: ExitStack) -> tuple[Path, str | None]:
-    """The file to read and the name the outputs give it: ``-`` is standard input, copied
-    once to a temporary file that ``stack`` removes (capture/spool.py)."""
-    if str(capture) != STDIN:
-        return capture, None
-    spooled = _guarded(lambda: Spooled(sys.stdin.buffer))
-    stack.callback(spooled.close)
-    return Path(spooled.path), STDIN
-
-
-def _usage(what: str) -> None:
-    """A usage error found once typer parsed the line: one line, exit 2, as typer's own."""
-    raise UsageError(what, get_current_context())
-
-
-def _interrupted_analysis(capture: str, printed_only: bool) -> str:
-    """What a Ctrl-C of ``analyze`` stopped, and what it left."""
-    left = "nothing was written" if printed_only else "no output was published"
-    return f"espforensics: interrupted: the analysis of {capture} stopped; {left}"
+    analyze_command(
+        capture=capture,
+        sa=sa,
+        out=out,
+        force=force,
+        natt_port=natt_port,
+        fmt=fmt,
+        fail_on=fail_on,
+        unchecked=unchecked,
+        no_plots=no_plots,
+        quiet=quiet,
+        jobs=jobs,
+        annotate=annotate,
+        decrypted=decrypted,
+        scheduler=scheduler,
+        packets_csv=packets_csv,
+        expect=expect,
+        xfrm_stat_before=xfrm_stat_before,
+        xfrm_stat_after=xfrm_stat_after,
+        xfrm_stat_host=xfrm_stat_host,
+        xfrm_state_stats=xfrm_state_stats,
+        spi=spi,
+        frames=frames,
+    )
 
 
 @app.command(cls=_Command, epilog=REPORT_EPILOG)
@@ -418,49 +243,9 @@ def report(
     expect: ExpectOption = None,
 ) -> None:
     """Print the report of an earlier analysis (or batch) again; exit as it did."""
-    from espforensics.batch.report import is_batch_folder  # noqa: PLC0415 (as in batch)
+    from espforensics.cli_commands import report_command  # noqa: PLC0415 (the analysis)
 
-    expected = assertions(expect)
-    if is_batch_folder(folder):
-        if expected:
-            _usage("--expect asserts one capture's analysis: report DIR/captures/NAME")
-        _report_batch(folder, fmt, fail_on, unchecked)
-        return
-    summary = _guarded(lambda: load_summary(folder))
-    if not (expected and fmt is Format.KTAP):
-        _show(summary, fmt, fail_on, folder)
-    settle(summary, expected, fmt, False, lambda: _exit_gate(summary, fail_on, unchecked))
-
-
-BATCH_FORMATS = (Format.TEXT, Format.SUMMARY)  # a batch has report.txt, and no summary.json
-
-
-def _report_batch(folder: Path, fmt: Format, fail_on: FailOn, unchecked: Unchecked) -> None:
-    """``report`` of a batch output folder: its report.txt, and the exit of ``batch``."""
-    from espforensics.batch.report import load_batch  # noqa: PLC0415
-
-    stored = _guarded(lambda: load_batch(folder))
-    if fmt not in BATCH_FORMATS:
-        typer.echo(
-            f"espforensics: error: {folder}: a batch output folder: --format {fmt.value} "
-            f"is one capture's (report {folder}/captures/NAME); a batch's report is text",
-            err=True,
-        )
-        raise typer.Exit(2)
-    typer.echo(stored.report, nl=False)
-    _batch_exit(folder, stored.done, stored.errors, fail_on, unchecked)
-
-
-def _batch_exit(
-    out: Path, done: Iterable[str], errors: int, fail_on: FailOn, unchecked: Unchecked
-) -> None:
-    """Exit as ``batch``: 2 when a capture was not analyzed, else the worst capture's code."""
-    if errors:
-        raise typer.Exit(2)
-    summaries = _guarded(lambda: [load_summary(out / "captures" / name) for name in done])
-    code = worst_code(exit_code(s, _threshold(fail_on), unchecked) for s in summaries)
-    if code:
-        raise typer.Exit(code)
+    report_command(folder, fmt, fail_on, unchecked, expect)
 
 
 @app.command(cls=_Command, epilog=COMPARE_EPILOG)
@@ -489,38 +274,57 @@ def compare(
     fail_on: FailOnOption = FailOn.NEVER,
 ) -> None:
     """Compare two captures (or analyses) side by side: a kernel before and after a patch."""
-    # Imported here, as in batch: a run of analyze (start-up, docs/performance.md) needs neither.
-    from espforensics.compare import compare as compare_summaries  # noqa: PLC0415
-    from espforensics.render.compare import (  # noqa: PLC0415
-        render_comparison,
-        render_comparison_json,
-        render_comparison_md,
+    from espforensics.cli_commands import compare_command  # noqa: PLC0415 (the analysis)
+
+    compare_command(
+        before=before,
+        after=after,
+        sa=sa,
+        sa_before=sa_before,
+        sa_after=sa_after,
+        natt_port=natt_port,
+        fmt=fmt,
+        fail_on=fail_on,
     )
 
-    options = Options(natt_ports=frozenset(natt_port or (4500,)))
-    keys_before = [*(sa or []), *(sa_before or [])]
-    keys_after = [*(sa or []), *(sa_after or [])]
-    if str(before) == str(after) == STDIN:
-        _usage("standard input (-) can be BEFORE or AFTER, not both")
-    with ExitStack() as stack:
-        (first, first_name), (then, then_name) = (_capture_path(p, stack) for p in (before, after))
-        sides = _guarded(
-            lambda: (
-                summary_of(first, keys_before, options, first_name),
-                summary_of(then, keys_after, options, then_name),
-            )
-        )
-    cmp = compare_summaries(*sides, names=(str(before), str(after)))  # as typed
-    renderers = {
-        CompareFormat.TEXT: render_comparison,
-        CompareFormat.MARKDOWN: render_comparison_md,
-        CompareFormat.JSON: render_comparison_json,
-    }
-    typer.echo(renderers[fmt](cmp), nl=False)
-    _exit_for(worst_severity(sides[1]), fail_on)
 
+@app.command(cls=_Command, name="reconcile", epilog=RECONCILE_EPILOG)
+def reconcile(
+    sender: Annotated[
+        Path, typer.Argument(metavar="SENDER", help="Capture taken on the sender's side.")
+    ],
+    receiver: Annotated[
+        Path, typer.Argument(metavar="RECEIVER", help="Capture of the same run, receiver's side.")
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            help="Output folder [default: RECEIVER.reconcile]; - writes no folder, only prints.",
+        ),
+    ] = None,
+    sa: SaOption = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite an existing output folder.")
+    ] = False,
+    fmt: Annotated[
+        ReconcileFormat,
+        typer.Option(
+            "--format",
+            metavar="FORMAT",
+            help="What to print on stdout: summary, text (report.txt) or json (summary.json).",
+        ),
+    ] = ReconcileFormat.SUMMARY,
+    natt_port: NattOption = None,
+    quiet: QuietOption = False,
+) -> None:
+    """Join two captures of one run on (SPI, sequence number) and the ESP bytes: the fate
+    of every packet (delivered, lost, changed, duplicated, reordered, outer_rewritten,
+    unexpected) in DIR/reconcile.csv."""
+    from espforensics.cli_reconcile import reconcile_command  # noqa: PLC0415 (the analysis)
 
-app.command(cls=_Command, name="reconcile", epilog=RECONCILE_EPILOG)(reconcile_command)
+    reconcile_command(sender, receiver, out, sa, force, fmt, natt_port, quiet)
 
 
 @app.command(cls=_Command, epilog=BATCH_EPILOG)
@@ -557,38 +361,21 @@ def batch(
     quiet: QuietOption = False,
 ) -> None:
     """Analyze many captures in one pass, resumably; one row per capture in captures.csv."""
-    from espforensics.batch.run import run_batch  # noqa: PLC0415 (as in compare)
+    from espforensics.cli_commands import batch_command  # noqa: PLC0415 (the analysis)
 
-    update, stop = _batch_progress(quiet)
-    try:
-        result = _guarded(
-            lambda: run_batch(
-                paths,
-                [str(p) for p in sa or []],
-                out,
-                jobs=jobs,
-                force=force,
-                scheduler=scheduler,
-                natt_ports=tuple(natt_port or (4500,)),
-                plots=not no_plots,
-                progress=update,
-                notice=None if quiet else _notice,
-            ),
-            out,
-        )
-    finally:
-        stop()
-    for skip in result.passed_over:  # one line each, even with --quiet: a capture not read
-        typer.echo(f"espforensics: skipped: {skip.path}: {skip.reason}", err=True)
-    if not quiet:
-        typer.echo((out / "report.txt").read_text(), nl=False)
-        if result.skipped:  # the run's, not the archive's: report.txt is the same either way
-            _notice(
-                f"{result.skipped} of {len(result.rows)} captures taken from an earlier run "
-                f"(manifest.json; --force redoes them)"
-            )
-    errors = sum(r.status == "error" for r in result.rows)
-    _batch_exit(out, [r.name for r in result.rows], errors, fail_on, unchecked)
+    batch_command(
+        paths=paths,
+        sa=sa,
+        out=out,
+        jobs=jobs,
+        force=force,
+        scheduler=scheduler,
+        natt_port=natt_port,
+        fail_on=fail_on,
+        unchecked=unchecked,
+        no_plots=no_plots,
+        quiet=quiet,
+    )
 
 
 @app.command(cls=_Command, epilog=COMPLETION_EPILOG)
@@ -611,3 +398,40 @@ __all__ = [  # defined in cli_typer.py, imported from here by tests and users
     "SaOption",
     "UncheckedOption",
 ]
+
+
+# What this module offered before the commands' bodies moved to cli_commands.py (which
+# loads the analysis), with the module that defines each: imported on first use (PEP 562).
+_MOVED = {
+    **dict.fromkeys(
+        (
+            "BATCH_FORMATS",
+            "_batch_exit",
+            "_capture_path",
+            "_default_out",
+            "_echo_each",
+            "_exit_for",
+            "_exit_gate",
+            "_interrupted_analysis",
+            "_meter",
+            "_notice",
+            "_report_batch",
+            "_show",
+            "_streamed_notice",
+            "_threads",
+            "_threshold",
+            "_usage",
+        ),
+        "espforensics.cli_commands",
+    ),
+    "_guarded": "espforensics.cli_errors",
+    "_BarMeter": "espforensics.cli_progress",
+    "_batch_progress": "espforensics.cli_progress",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name this module offered before (``_show``, ``_guarded``, ...), imported on first use."""
+    if name in _MOVED:
+        return getattr(import_module(_MOVED[name]), name)
+    raise AttributeError(f"module 'espforensics.cli' has no attribute {name!r}")

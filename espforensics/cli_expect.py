@@ -1,5 +1,6 @@
-"""The options that hold a run to what a test expects: ``--expect`` and the receiver's
-counters (``--xfrm-stat-before``, ``--xfrm-stat-after``, ``--xfrm-stat-host``).
+"""What the options that hold a run to what a test expects do: ``--expect`` and the
+receiver's counters (``--xfrm-stat-before``, ``--xfrm-stat-after``, ``--xfrm-stat-host``,
+``--xfrm-state-stats``; declared in cli_typer.py, which loads none of this).
 
 In: the options' values. Out: the parsed assertions and counters before the
 run (a bad one: exit 2 in one line, before any frame is read), and after it
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
 
 import typer
 
@@ -22,53 +22,6 @@ from espforensics.gate import EXIT_FINDING, EXIT_USAGE
 from espforensics.receiver.xfrm_stat import XfrmStatFiles, load_xfrm_stat
 from espforensics.render.ktap import format_expect_ktap
 from espforensics.summary import Summary
-
-ExpectOption = Annotated[
-    str | None,
-    typer.Option(
-        "--expect",
-        metavar="ASSERTIONS",
-        help='Exit 1 unless every assertion holds, e.g. "esp_misplaced=0,verified>=100,'
-        'XfrmInStateProtoError=0": finding kinds, esp_packets, verified, proven, frames, '
-        "verdicts.NAME, predicted XfrmIn* counters (@HOST), receiver.NAME; "
-        "with --format ktap one KTAP line each.",
-    ),
-]
-StatBeforeOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--xfrm-stat-before",
-        metavar="FILE",
-        help="The receiver's /proc/net/xfrm_stat before the capture (with --xfrm-stat-after): "
-        "the reports compare it with the predicted counters.",
-    ),
-]
-StatAfterOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--xfrm-stat-after",
-        metavar="FILE",
-        help="The receiver's /proc/net/xfrm_stat after the capture.",
-    ),
-]
-StatesOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--xfrm-state-stats",
-        metavar="FILE",
-        help="The receiver's `ip -s xfrm state` after the capture: each state's stats "
-        "(replay-window, replay, failed) beside the receiver model's counts.",
-    ),
-]
-StatHostOption = Annotated[
-    str | None,
-    typer.Option(
-        "--xfrm-stat-host",
-        metavar="ADDRESS",
-        help="Whose counters the --xfrm-stat files are [default: the one address the "
-        "capture sends ESP to].",
-    ),
-]
 
 
 def assertions(text: str | None) -> tuple[Assertion, ...]:

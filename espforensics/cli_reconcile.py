@@ -1,5 +1,8 @@
 """``espforensics reconcile SENDER RECEIVER``: the command around reconcile.py.
 
+cli.py declares the command and its options (its help) and imports this
+module only when the command runs: it loads the analysis.
+
 In: two capture paths, the key files (optional: the receiver model's
 verdicts, from ``analyze`` of the receiver capture), the output folder
 (``-``: none, only printed), ``--force``, ``--format``, the ESP-in-UDP
@@ -14,9 +17,7 @@ Raises only ``typer.Exit``.
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
 
 import typer
 
@@ -24,7 +25,7 @@ from espforensics.analysis import analyze
 from espforensics.analysis_outdir import prepare_out_dir
 from espforensics.analysis_run import sha256_file
 from espforensics.cli_errors import _guarded
-from espforensics.cli_typer import NattOption, QuietOption, SaOption
+from espforensics.cli_typer import ReconcileFormat
 from espforensics.errors import InputError
 from espforensics.pipeline import Options
 from espforensics.reconcile import Reconciled, reconcile
@@ -40,47 +41,17 @@ from espforensics.reconcile_out import (
 STDOUT_ONLY = "-"
 
 
-class ReconcileFormat(StrEnum):
-    """What ``reconcile`` prints on stdout."""
-
-    SUMMARY = "summary"
-    TEXT = "text"
-    JSON = "json"
-
-
 def reconcile_command(
-    sender: Annotated[
-        Path, typer.Argument(metavar="SENDER", help="Capture taken on the sender's side.")
-    ],
-    receiver: Annotated[
-        Path, typer.Argument(metavar="RECEIVER", help="Capture of the same run, receiver's side.")
-    ],
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            metavar="DIR",
-            help="Output folder [default: RECEIVER.reconcile]; - writes no folder, only prints.",
-        ),
-    ] = None,
-    sa: SaOption = None,
-    force: Annotated[
-        bool, typer.Option("--force", help="Overwrite an existing output folder.")
-    ] = False,
-    fmt: Annotated[
-        ReconcileFormat,
-        typer.Option(
-            "--format",
-            metavar="FORMAT",
-            help="What to print on stdout: summary, text (report.txt) or json (summary.json).",
-        ),
-    ] = ReconcileFormat.SUMMARY,
-    natt_port: NattOption = None,
-    quiet: QuietOption = False,
+    sender: Path,
+    receiver: Path,
+    out: Path | None,
+    sa: list[str] | None,
+    force: bool,
+    fmt: ReconcileFormat,
+    natt_port: list[int] | None,
+    quiet: bool,
 ) -> None:
-    """Join two captures of one run on (SPI, sequence number) and the ESP bytes: the fate
-    of every packet (delivered, lost, changed, duplicated, reordered, outer_rewritten,
-    unexpected) in DIR/reconcile.csv."""
+    """``espforensics reconcile`` with its options' values (cli.py declares the command)."""
     printed_only = out is not None and str(out) == STDOUT_ONLY
     folder = None if printed_only else (out or receiver.with_name(receiver.name + ".reconcile"))
     ports = frozenset(natt_port or (4500,))

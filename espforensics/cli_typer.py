@@ -1,18 +1,23 @@
 """typer, shaped to the house style: one-line usage errors, docs/cli.md's metavars, the options.
 
-In: nothing but typer. Out: ``_Group`` and ``_Command`` (typer's group and
-command classes, a usage error printed as ``espforensics: error: ...`` and
-exit 2, help with the metavars docs/cli.md uses), the choices of
-``--format`` and ``--fail-on``, the options several commands share, the
-help's epilogs (exit codes) and the shell completion scripts
-(``completion_script``; ``enable_completion`` makes a run answer them).
-Raises ``_UsageLine`` (a ``ClickException``) for a usage error. cli.py
-builds the commands from these and re-exports every name.
+In: nothing but typer and model.py's types. Out: ``_Group`` and ``_Command``
+(typer's group and command classes, a usage error printed as
+``espforensics: error: ...`` and exit 2, help with the metavars docs/cli.md
+uses), the choices of ``--format`` (analyze's and report's, compare's,
+reconcile's) and ``--fail-on``, the options several commands share and
+those of ``--expect`` and the receiver's counters, the help's epilogs (exit
+codes) and the shell completion scripts (``completion_script``;
+``enable_completion`` makes a run answer them). Raises ``_UsageLine`` (a
+``ClickException``) for a usage error. cli.py builds the commands from
+these and re-exports every name; like cli.py, this module loads no part of
+the analysis, so ``--help``, ``--version`` and ``completion`` start fast
+(docs/performance.md, start-up).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -21,8 +26,7 @@ from typer._completion_classes import completion_init
 from typer._completion_shared import get_completion_script
 from typer.core import TyperCommand, TyperGroup
 
-from espforensics.gate import Unchecked
-from espforensics.model import Selection
+from espforensics.model import Selection, Unchecked
 
 if TYPE_CHECKING:  # typer vendors its own click: the help types come from there
     from typer._click import Context, HelpFormatter
@@ -114,6 +118,14 @@ class CompareFormat(StrEnum):
 
     TEXT = "text"
     MARKDOWN = "markdown"
+    JSON = "json"
+
+
+class ReconcileFormat(StrEnum):
+    """What ``reconcile`` prints on stdout."""
+
+    SUMMARY = "summary"
+    TEXT = "text"
     JSON = "json"
 
 
@@ -226,6 +238,54 @@ FramesOption = Annotated[
         "frame is still a row, verdict not_selected.",
     ),
 ]
+# analyze's and report's (cli_expect.py does what they ask)
+ExpectOption = Annotated[
+    str | None,
+    typer.Option(
+        "--expect",
+        metavar="ASSERTIONS",
+        help='Exit 1 unless every assertion holds, e.g. "esp_misplaced=0,verified>=100,'
+        'XfrmInStateProtoError=0": finding kinds, esp_packets, verified, proven, frames, '
+        "verdicts.NAME, predicted XfrmIn* counters (@HOST), receiver.NAME; "
+        "with --format ktap one KTAP line each.",
+    ),
+]
+StatBeforeOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--xfrm-stat-before",
+        metavar="FILE",
+        help="The receiver's /proc/net/xfrm_stat before the capture (with --xfrm-stat-after): "
+        "the reports compare it with the predicted counters.",
+    ),
+]
+StatAfterOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--xfrm-stat-after",
+        metavar="FILE",
+        help="The receiver's /proc/net/xfrm_stat after the capture.",
+    ),
+]
+StatesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--xfrm-state-stats",
+        metavar="FILE",
+        help="The receiver's `ip -s xfrm state` after the capture: each state's stats "
+        "(replay-window, replay, failed) beside the receiver model's counts.",
+    ),
+]
+StatHostOption = Annotated[
+    str | None,
+    typer.Option(
+        "--xfrm-stat-host",
+        metavar="ADDRESS",
+        help="Whose counters the --xfrm-stat files are [default: the one address the "
+        "capture sends ESP to].",
+    ),
+]
+
 FORMATS_HELP = "summary, text, markdown, json, ktap or packets (a line per ESP packet)"
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress, nothing on stdout.")]
 NoPlotsOption = Annotated[bool, typer.Option("--no-plots", help="Do not draw the plots.")]

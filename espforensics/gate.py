@@ -22,10 +22,10 @@ A run that could be more than one says the most important:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import StrEnum
 
 from espforensics.coverage import tally
 from espforensics.model import SEVERITY_RANK, FindingKind, Severity
+from espforensics.model import Unchecked as Unchecked  # noqa: PLC0414 (its home is model.py)
 from espforensics.summary import Summary
 
 EXIT_CLEAN = 0
@@ -35,14 +35,6 @@ EXIT_KEY_FILE = 3
 EXIT_UNCHECKED = 4
 PRECEDENCE = (EXIT_USAGE, EXIT_FINDING, EXIT_KEY_FILE, EXIT_UNCHECKED, EXIT_CLEAN)
 KEY_FILE_KINDS = frozenset({FindingKind.KEY_MISMATCH})  # faults of the key file, not the capture
-
-
-class Unchecked(StrEnum):
-    """``--unchecked``: what ESP packets no key verified do to the exit code."""
-
-    SKIP = "skip"  # exit 4 when no ESP packet was verified
-    FAIL = "fail"  # exit 4 also when any ESP packet went unverified (a strict gate)
-    IGNORE = "ignore"  # exit as the findings say
 
 
 def exit_code(

@@ -169,6 +169,17 @@ SEVERITY_RANK = {
 }
 
 
+class Unchecked(StrEnum):
+    """``--unchecked``: what ESP packets no key verified do to the exit code (gate.py).
+
+    Here, not in gate.py, so that the command line declares the option without
+    loading what gate.py counts with (start-up, docs/performance.md)."""
+
+    SKIP = "skip"  # exit 4 when no ESP packet was verified
+    FAIL = "fail"  # exit 4 also when any ESP packet went unverified (a strict gate)
+    IGNORE = "ignore"  # exit as the findings say
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """One row of ``findings.csv``."""
@@ -276,6 +287,10 @@ class PacketRecord:
 
 
 PACKET_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PacketRecord))
+# packets.csv by default only up to this many frames: 2M frames made a 433 MB CSV beside
+# a Parquet file that holds the same rows; past it the CSV is dropped (``--csv`` keeps it).
+# Here, not in tables.py, for ``analyze --help``, which names it without loading pyarrow.
+CSV_ROWS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

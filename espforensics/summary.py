@@ -12,7 +12,6 @@ All counting lives here and in summary_builder.py, so renderers never count.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from espforensics.coverage import CheckCoverage, check_coverage
@@ -29,15 +28,12 @@ from espforensics.model import (
 )
 from espforensics.receiver.prediction import Observed, ReceiverHost, ReceiverSa
 from espforensics.stored import stored_evidence
+from espforensics.version import TOOL_VERSION as TOOL_VERSION  # noqa: PLC0414 (its home)
 
 if TYPE_CHECKING:  # re-exported below (__getattr__): it imports this module
     from espforensics.summary_builder import SummaryBuilder as SummaryBuilder  # noqa: PLC0414
 
 SCHEMA = 1
-try:
-    TOOL_VERSION = version("espforensics")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    TOOL_VERSION = "0+unknown"
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from espforensics.arrow_arrays import bools, from_list, from_numpy, strings
 from espforensics.crypto import IV_LEN
 from espforensics.engine import Row, SteadyRows
 from espforensics.engine.wire import CARRIERS
+from espforensics.model import CSV_ROWS as CSV_ROWS  # noqa: PLC0414 (its home is model.py)
 from espforensics.model import PACKET_COLUMNS, PacketRecord, Proto, Verdict
 
 if TYPE_CHECKING:  # imported by packets_frame when called: 0.24 s of every run's start-up
@@ -323,9 +324,6 @@ class RowGroups:
             self._parts, self._rows = [], 0
 
 
-# packets.csv by default only up to this many frames: 2M frames made a 433 MB CSV beside
-# a Parquet file that holds the same rows; past it the CSV is dropped (``--csv`` keeps it).
-CSV_ROWS = 1_000_000
 # Rows seen before the CSV's fate is projected from the bytes they came from.
 _SAMPLE = 65_536
 

@@ -164,7 +164,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path, monkeypatch: pytest.Mon
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("espforensics.cli.analyze_to_dir", interrupted)
+    monkeypatch.setattr("espforensics.cli_commands.analyze_to_dir", interrupted)
     capture = FIXTURES / "example.pcap"
     res = runner.invoke(app, ["analyze", str(capture), "--out", str(tmp_path)])
     assert res.exit_code == 130

@@ -231,7 +231,7 @@ def test_sa_text_reaches_the_key_reader_as_typed(
         seen.append(sas)
         raise KeyboardInterrupt  # enough: the value has arrived
 
-    monkeypatch.setattr("espforensics.cli.analyze_to_dir", record)
+    monkeypatch.setattr("espforensics.cli_commands.analyze_to_dir", record)
     text = '0x1001@192.0.2.2 aes128-cbc:"a//b//c//d//e//f"'
     res = runner.invoke(app, ["analyze", str(CAPTURE), "--sa", text, "--out", str(tmp_path)])
     assert res.exit_code == 130

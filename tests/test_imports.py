@@ -15,8 +15,25 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
 
-HEAVY = ("numpy", "pandas", "pyarrow", "matplotlib", "dpkt", "cryptography", "yaml", "typer")
+from espforensics.cli import app
+
+HEAVY = (
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "matplotlib",
+    "dpkt",
+    "cryptography",
+    "yaml",
+    "dask",
+    "rich",
+    "typer",
+)
+# What --help, --version and completion never use (start-up, issue 35): every heavy
+# library but typer, which parses the line.
+NOT_AT_START = tuple(name for name in HEAVY if name != "typer")
 
 
 def _loaded(statement: str) -> set[str]:
@@ -43,12 +60,19 @@ def test_a_library_name_is_imported_on_first_use() -> None:
     assert not {"numpy", "pandas", "espforensics.analysis"} & loaded
 
 
-def test_the_command_line_loads_no_plotting_batch_or_compare_code() -> None:
+def _heavy(loaded: set[str]) -> set[str]:
+    return {m for m in loaded if m.split(".")[0] in NOT_AT_START}
+
+
+def test_the_command_line_loads_no_analysis_and_no_heavy_library() -> None:
+    """The commands are declared from typer and model.py's types; each imports its body
+    (cli_commands.py, the analysis) only when it runs."""
     loaded = _loaded("import espforensics.cli")
-    assert "typer" in loaded and "espforensics.analysis" in loaded  # the import did happen
-    assert not {m for m in loaded if m == "matplotlib" or m.startswith("matplotlib.")}
-    assert "espforensics.plots" not in loaded
-    assert not {m for m in loaded if m.startswith("espforensics.batch")}
+    assert {"typer", "espforensics.cli", "espforensics.cli_typer"} <= loaded  # it did happen
+    assert _heavy(loaded) == set()
+    analysis = {"espforensics.analysis", "espforensics.summary", "espforensics.cli_commands"}
+    assert not analysis & loaded
+    assert not {m for m in loaded if m.startswith(("espforensics.batch", "espforensics.plots"))}
     assert not {"espforensics.compare", "espforensics.render.compare"} & loaded
 
 
@@ -70,7 +94,7 @@ EXAMPLE = [
 
 def _run_cli(args: list[str], tmp_path: Path) -> tuple[int, set[str]]:
     """``espforensics ARGS`` in a fresh interpreter: its exit code and the modules of
-    HEAVY, of espforensics and of dask it had loaded when it exited."""
+    HEAVY (dask among them) and of espforensics it had loaded when it exited."""
     listing = tmp_path / "modules.json"
     code = (
         "import sys, json\n"
@@ -81,7 +105,25 @@ def _run_cli(args: list[str], tmp_path: Path) -> tuple[int, set[str]]:
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=300)
     code, modules = json.loads(listing.read_text())
-    return code, {m for m in modules if m.split(".")[0] in (*HEAVY, "espforensics", "dask")}
+    return code, {m for m in modules if m.split(".")[0] in (*HEAVY, "espforensics")}
+
+
+# Every command's --help, and what answers without a capture: --help, --version, completion.
+COMMANDS = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+NO_CAPTURE = [["--help"], ["--version"], *([c, "--help"] for c in COMMANDS), ["completion", "bash"]]
+
+
+@pytest.mark.parametrize("args", NO_CAPTURE, ids=" ".join)
+def test_help_version_and_completion_load_no_heavy_library(args: list[str], tmp_path: Path) -> None:
+    code, loaded = _run_cli(args, tmp_path)
+    assert code == 0
+    assert "espforensics.cli" in loaded
+    assert _heavy(loaded) == set()
+    assert "espforensics.cli_commands" not in loaded
+
+
+def test_every_command_has_its_help_checked() -> None:
+    assert COMMANDS == ["analyze", "batch", "compare", "completion", "reconcile", "report"]
 
 
 def test_the_command_line_and_the_tables_load_no_pandas() -> None:
@@ -214,7 +256,7 @@ MOVED = {
         "_report_bug": "espforensics.cli_errors",
         "_BarMeter": "espforensics.cli_progress",
         "_batch_progress": "espforensics.cli_progress",
-        "_show": "espforensics.cli",
+        "_show": "espforensics.cli_commands",
     },
 }
 
