@@ -8,6 +8,7 @@ failing test, whatever the machine's speed.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import subprocess
@@ -124,6 +125,59 @@ def test_help_version_and_completion_load_no_heavy_library(args: list[str], tmp_
 
 def test_every_command_has_its_help_checked() -> None:
     assert COMMANDS == ["analyze", "batch", "compare", "completion", "reconcile", "report"]
+
+
+COLLECTIONS = """
+import gc, json, sys
+
+counts = {"before": 0, "loading": 0, "after": 0}
+
+
+def seen(phase, info):
+    \"\"\"Count collections before, while and after cli_commands is imported.\"\"\"
+    if phase == "start":
+        body = sys.modules.get("espforensics.cli_commands")
+        loading = getattr(getattr(body, "__spec__", None), "_initializing", False)
+        counts["before" if body is None else "loading" if loading else "after"] += 1
+
+
+gc.callbacks.append(seen)
+sys.argv = ["espforensics", *ARGS]
+from espforensics.__main__ import main
+
+try:
+    main()
+except SystemExit as exc:
+    counts["code"] = exc.code
+print(json.dumps(counts))
+"""
+
+
+def test_a_command_loads_the_analysis_with_the_collector_paused(tmp_path: Path) -> None:
+    """Its objects live to the end: a collection among them frees nothing (cli.py,
+    _collector_paused); the run's own collections still happen."""
+    args = ["analyze", *EXAMPLE, "--no-plots", "--quiet", "--out", str(tmp_path / "out")]
+    code = COLLECTIONS.replace("ARGS", repr(args))
+    res = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=300
+    )
+    counts = json.loads(res.stdout)
+    assert counts["code"] == 0
+    assert counts["loading"] == 0
+    assert counts["before"] > 0 and counts["after"] > 0  # on before and after: seen
+
+
+def test_the_collector_is_as_the_caller_had_it_once_the_body_is_loaded() -> None:
+    from espforensics.cli import _collector_paused
+
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            with _collector_paused():
+                assert not gc.isenabled()
+            assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
 
 
 def test_the_command_line_and_the_tables_load_no_pandas() -> None:
