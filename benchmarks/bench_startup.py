@@ -11,9 +11,10 @@ that comes and goes on a shared machine falls on both), and the median wall
 time and the median CPU time (user + system) of each are printed with the
 ratio after/before. The cases: the interpreter alone, the third-party
 libraries a run needs (the floor under any start-up), ``import
-espforensics.cli``, ``espforensics --help``, the default ``analyze`` (plots
-drawn) and ``analyze --no-plots``, on fixtures/example.pcap with
-fixtures/example.keys.yaml. One untimed round comes first.
+espforensics.cli``, ``espforensics --help`` and ``--version``, the default
+``analyze`` (plots drawn) and ``analyze --no-plots``, on
+fixtures/example.pcap with fixtures/example.keys.yaml. One untimed round
+comes first.
 ``--profile N`` also prints the N slowest imports (``-X importtime``,
 cumulative) of each analyze run of the after tree. Without ``--before``
 only the after tree runs.
@@ -76,6 +77,7 @@ def cases(python: str, out: Path) -> dict[str, list[str]]:
         "libraries and plots": [python, "-c", f"import {', '.join(LIBRARIES)}, {PLOTTING}"],
         "import espforensics.cli": [python, "-c", "import espforensics.cli"],
         "espforensics --help": [python, "-m", "espforensics", "--help"],
+        "espforensics --version": [python, "-m", "espforensics", "--version"],
         "analyze (plots)": analyze,
         "analyze --no-plots": [*analyze, "--no-plots"],
     }

@@ -29,13 +29,14 @@ def test_bench_startup_prints_a_figure_per_case_and_the_slowest_imports() -> Non
         "libraries and plots",
         "import espforensics.cli",
         "espforensics --help",
+        "espforensics --version",
         "analyze (plots)",
         "analyze --no-plots",
     ]
-    for first, what in ((1, "wall"), (10, "CPU")):
+    for first, what in ((1, "wall"), (11, "CPU")):
         assert lines[first] == f"median {what} of 1 runs, seconds"
         assert lines[first + 1].split() == ["case", "after"]  # no --before: no ratio
-        rows = lines[first + 2 : first + 9]
+        rows = lines[first + 2 : first + 10]
         assert [row[:26].strip() for row in rows] == cases
         assert all(float(row[26:]) > 0 for row in rows)
     profiles = [i for i, line in enumerate(lines) if line.startswith("slowest imports, after")]
