@@ -18,8 +18,9 @@ options and help) from cli_typer.py and model.py's types only, and imports a
 command's body inside the command, once typer has parsed the line: so
 ``--help``, ``--version``, ``completion`` and every command's ``--help``
 load no part of the analysis, nor numpy, pyarrow or cryptography
-(tests/test_imports.py). The names of the bodies' module that this one
-defined before are still importable from here (``__getattr__``).
+(tests/test_imports.py). The names this module offered before the bodies
+moved (``_show``, ``_guarded``, ...) are still importable from here
+(``__getattr__``).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ from espforensics.cli_typer import (
     completion_script,
     enable_completion,
 )
-from espforensics.errors import EXIT_INTERNAL
+from espforensics.errors import EXIT_INTERNAL, INTERRUPTED
 from espforensics.model import CSV_ROWS, Unchecked
 
 app = typer.Typer(
@@ -89,19 +90,24 @@ def main() -> None:
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Import a command's body with the cyclic garbage collector paused.
+def _importing_body() -> Iterator[None]:
+    """Import a command's body: the collector paused, a Ctrl-C reported in one line.
 
     The body loads the analysis (some 130 modules of ours, numpy, pyarrow,
     cryptography): objects that all live until the process ends, so the
     hundred-odd collections their allocations set off free nothing, and took
     about 30 ms of CPU of a 0.6 s run of the example (docs/performance.md).
-    The collector is as the caller had it afterwards.
+    The collector is as the caller had it afterwards. A Ctrl-C while they
+    load is one line and exit 130, as __main__.py reports it while this
+    module loads (typer would exit 130 without a word).
     """
     was = gc.isenabled()
     gc.disable()
     try:
         yield
+    except KeyboardInterrupt:
+        typer.echo(INTERRUPTED, err=True)
+        raise typer.Exit(130) from None
     finally:
         if was:
             gc.enable()
@@ -221,7 +227,7 @@ def analyze(
     frames: FramesOption = None,
 ) -> None:
     """Decrypt and check every ESP packet of CAPTURE; write tables, plots and reports to --out."""
-    with _collector_paused():  # the analysis: numpy, pyarrow, cryptography
+    with _importing_body():  # the analysis: numpy, pyarrow, cryptography
         from espforensics.cli_commands import analyze_command  # noqa: PLC0415
 
     analyze_command(
@@ -266,7 +272,7 @@ def report(
     expect: ExpectOption = None,
 ) -> None:
     """Print the report of an earlier analysis (or batch) again; exit as it did."""
-    with _collector_paused():  # the analysis: numpy, pyarrow, cryptography
+    with _importing_body():  # the analysis: numpy, pyarrow, cryptography
         from espforensics.cli_commands import report_command  # noqa: PLC0415
 
     report_command(folder, fmt, fail_on, unchecked, expect)
@@ -298,7 +304,7 @@ def compare(
     fail_on: FailOnOption = FailOn.NEVER,
 ) -> None:
     """Compare two captures (or analyses) side by side: a kernel before and after a patch."""
-    with _collector_paused():  # the analysis: numpy, pyarrow, cryptography
+    with _importing_body():  # the analysis: numpy, pyarrow, cryptography
         from espforensics.cli_commands import compare_command  # noqa: PLC0415
 
     compare_command(
@@ -347,7 +353,7 @@ def reconcile(
     """Join two captures of one run on (SPI, sequence number) and the ESP bytes: the fate
     of every packet (delivered, lost, changed, duplicated, reordered, outer_rewritten,
     unexpected) in DIR/reconcile.csv."""
-    with _collector_paused():  # the analysis: numpy, pyarrow, cryptography
+    with _importing_body():  # the analysis: numpy, pyarrow, cryptography
         from espforensics.cli_reconcile import reconcile_command  # noqa: PLC0415
 
     reconcile_command(sender, receiver, out, sa, force, fmt, natt_port, quiet)
@@ -387,7 +393,7 @@ def batch(
     quiet: QuietOption = False,
 ) -> None:
     """Analyze many captures in one pass, resumably; one row per capture in captures.csv."""
-    with _collector_paused():  # the analysis: numpy, pyarrow, cryptography
+    with _importing_body():  # the analysis: numpy, pyarrow, cryptography
         from espforensics.cli_commands import batch_command  # noqa: PLC0415
 
     batch_command(

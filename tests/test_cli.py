@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from typer.testing import CliRunner
 
 from espforensics.cli import app
+from espforensics.errors import INTERRUPTED
 from espforensics.synth import build_scenario, write_scenario
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -171,6 +174,32 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path, monkeypatch: pytest.Mon
     assert res.stderr == (
         f"espforensics: interrupted: the analysis of {capture} stopped; no output was published\n"
     )
+
+
+class _Interrupting(ModuleType):
+    """A body whose commands raise KeyboardInterrupt: a Ctrl-C while it is imported."""
+
+    def __getattr__(self, name: str) -> object:
+        if name.endswith("_command"):  # what cli.py imports of it
+            raise KeyboardInterrupt
+        raise AttributeError(name)
+
+
+@pytest.mark.parametrize(
+    ("body", "args"),
+    [
+        ("espforensics.cli_commands", ["analyze", "x.pcap"]),
+        ("espforensics.cli_commands", ["report", "out"]),
+        ("espforensics.cli_reconcile", ["reconcile", "a.pcap", "b.pcap"]),
+    ],
+)
+def test_ctrl_c_while_a_command_loads_is_one_line_and_exit_130(
+    body: str, args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command imports its body (the analysis) once typer has parsed the line."""
+    monkeypatch.setitem(sys.modules, body, _Interrupting(body))
+    res = runner.invoke(app, args)
+    assert (res.exit_code, res.stdout, res.stderr) == (130, "", INTERRUPTED + "\n")
 
 
 # -- help texts -----------------------------------------------------------------

@@ -155,7 +155,7 @@ print(json.dumps(counts))
 
 def test_a_command_loads_the_analysis_with_the_collector_paused(tmp_path: Path) -> None:
     """Its objects live to the end: a collection among them frees nothing (cli.py,
-    _collector_paused); the run's own collections still happen."""
+    _importing_body); the run's own collections still happen."""
     args = ["analyze", *EXAMPLE, "--no-plots", "--quiet", "--out", str(tmp_path / "out")]
     code = COLLECTIONS.replace("ARGS", repr(args))
     res = subprocess.run(
@@ -168,12 +168,12 @@ def test_a_command_loads_the_analysis_with_the_collector_paused(tmp_path: Path) 
 
 
 def test_the_collector_is_as_the_caller_had_it_once_the_body_is_loaded() -> None:
-    from espforensics.cli import _collector_paused
+    from espforensics.cli import _importing_body
 
     try:
         for enabled in (True, False):
             (gc.enable if enabled else gc.disable)()
-            with _collector_paused():
+            with _importing_body():
                 assert not gc.isenabled()
             assert gc.isenabled() is enabled
     finally:
