@@ -9,9 +9,10 @@ chooses when), 70 a bug in espforensics (one
 line naming the file that holds its traceback, without any value), 130
 Ctrl-C. Nothing imports this module; it and the cli_*.py modules it is
 made of (cli_typer: typer's classes and the options, cli_errors: the exit
-of a command that fails, cli_progress: the bars, cli_commands and
-cli_reconcile: the commands' bodies, cli_expect: what --expect and the
-receiver's counters do) are the only modules that import typer and rich.
+of a command that fails, cli_progress: the bars, cli_commands,
+cli_report and cli_reconcile: the commands' bodies, cli_expect: what
+--expect and the receiver's counters do) are the only modules that import
+typer and rich.
 
 Start-up (docs/performance.md): this module declares the commands (their
 options and help) from cli_typer.py and model.py's types only, and imports a
@@ -272,8 +273,8 @@ def report(
     expect: ExpectOption = None,
 ) -> None:
     """Print the report of an earlier analysis (or batch) again; exit as it did."""
-    with _importing_body():  # the analysis: numpy, pyarrow, cryptography
-        from espforensics.cli_commands import report_command  # noqa: PLC0415
+    with _importing_body():  # the summary and the renderers: numpy, cryptography
+        from espforensics.cli_report import report_command  # noqa: PLC0415
 
     report_command(folder, fmt, fail_on, unchecked, expect)
 
@@ -433,29 +434,35 @@ __all__ = [  # defined in cli_typer.py, imported from here by tests and users
 ]
 
 
-# What this module offered before the commands' bodies moved to cli_commands.py (which
-# loads the analysis), with the module that defines each: imported on first use (PEP 562).
+# What this module offered before the commands' bodies moved to cli_commands.py and
+# cli_report.py (which load the analysis), with the module that defines each: imported on
+# first use (PEP 562).
 _MOVED = {
+    **dict.fromkeys(
+        (
+            "_capture_path",
+            "_default_out",
+            "_exit_for",
+            "_interrupted_analysis",
+            "_meter",
+            "_notice",
+            "_streamed_notice",
+            "_threads",
+        ),
+        "espforensics.cli_commands",
+    ),
     **dict.fromkeys(
         (
             "BATCH_FORMATS",
             "_batch_exit",
-            "_capture_path",
-            "_default_out",
             "_echo_each",
-            "_exit_for",
             "_exit_gate",
-            "_interrupted_analysis",
-            "_meter",
-            "_notice",
             "_report_batch",
             "_show",
-            "_streamed_notice",
-            "_threads",
             "_threshold",
             "_usage",
         ),
-        "espforensics.cli_commands",
+        "espforensics.cli_report",
     ),
     "_guarded": "espforensics.cli_errors",
     "_BarMeter": "espforensics.cli_progress",

@@ -189,7 +189,7 @@ class _Interrupting(ModuleType):
     ("body", "args"),
     [
         ("espforensics.cli_commands", ["analyze", "x.pcap"]),
-        ("espforensics.cli_commands", ["report", "out"]),
+        ("espforensics.cli_report", ["report", "out"]),
         ("espforensics.cli_reconcile", ["reconcile", "a.pcap", "b.pcap"]),
     ],
 )

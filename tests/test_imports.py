@@ -205,6 +205,21 @@ def test_analyze_without_plots_loads_no_pandas(tmp_path: Path) -> None:
     assert {"espforensics.rewrite.annotate", "espforensics.rewrite.decrypted"} <= loaded
 
 
+def test_report_loads_neither_pyarrow_nor_the_engine(tmp_path: Path) -> None:
+    """``report`` renders an analysis's summary.json again: no table is read or written,
+    no capture analyzed (cli_report.py, not cli_commands.py)."""
+    out = tmp_path / "out"
+    code, _ = _run_cli(["analyze", *EXAMPLE, "--no-plots", "--quiet", "--out", str(out)], tmp_path)
+    assert code == 0
+    code, loaded = _run_cli(["report", str(out)], tmp_path)
+    assert code == 0
+    assert {"espforensics.render.text", "espforensics.summary"} <= loaded  # it did run
+    assert not {m for m in loaded if m.split(".")[0] in ("pyarrow", "pandas", "matplotlib", "dask")}
+    analysis = ("espforensics.engine", "espforensics.tables", "espforensics.analysis_run")
+    assert not {m for m in loaded if m.startswith(analysis)}
+    assert not {"espforensics.analysis", "espforensics.cli_commands"} & loaded
+
+
 # What analyze --no-plots on the example never uses, and so must not import (start-up,
 # issue 21): other commands, other options, other key notations, other libraries.
 NOT_IN_A_RUN = (
@@ -311,7 +326,7 @@ MOVED = {
         "_report_bug": "espforensics.cli_errors",
         "_BarMeter": "espforensics.cli_progress",
         "_batch_progress": "espforensics.cli_progress",
-        "_show": "espforensics.cli_commands",
+        "_show": "espforensics.cli_report",
     },
 }
 

@@ -139,7 +139,7 @@ def test_a_bug_in_report_goes_to_a_temporary_file(
         raise _leaky_bug(key)
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr("espforensics.cli_commands.load_summary", buggy)
+    monkeypatch.setattr("espforensics.cli_report.load_summary", buggy)
     res = runner.invoke(cli.app, ["report", str(tmp_path / "nowhere")])
     assert res.exit_code == EXIT_INTERNAL
     what, where = _line(res.stderr)

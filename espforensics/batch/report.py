@@ -25,13 +25,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path, PurePath
+from typing import TYPE_CHECKING
 
 from espforensics.batch.manifest import MANIFEST
-from espforensics.batch.task import CaptureResult
 from espforensics.errors import InputError
 from espforensics.model import SEVERITY_RANK, FindingKind, Severity
 from espforensics.render.html import Cell, Link, page, table
 from espforensics.render.text import wrap
+
+if TYPE_CHECKING:  # its rows' type: batch/task.py runs analyses, which `report` never does
+    from espforensics.batch.task import CaptureResult
 
 
 def _rank(r: CaptureResult) -> int:
