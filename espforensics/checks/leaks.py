@@ -15,7 +15,8 @@ decrypted, a ciphertext that equals its plaintext over the first
 
 The steady lane takes a packet only when its ciphertext and plaintext
 differ over those ``MIN_RUN`` bytes (``plaintexts``, the same rule over a
-batch's columns).
+batch's columns), and a packet without a key only when its bytes after
+the header cannot pass the tests of (2) (``refuses_bytes``).
 
 A finding is a proof. A decrypted packet proves its leak (ciphertext equal
 to plaintext); so do the bytes in front of a misplaced header. A packet
@@ -30,8 +31,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from espforensics.checks import coverage as coverage_reasons
-from espforensics.checks.bulk import PlainRule, Plaintexts
+from espforensics.checks.bulk import BulkRules, FlowRows, Mask, PlainRule, Plaintexts
 from espforensics.checks.context import PacketContext
 from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN
@@ -39,6 +42,7 @@ from espforensics.decode.clear import (
     KEYLESS_ICV_LENS,
     clear_ip_header,
     clear_transport,
+    may_be_clear,
     trailer_follows,
 )
 from espforensics.decode.esp import ESP_HEADER_LEN
@@ -94,7 +98,7 @@ class _PerSpi:
     fields: set[str] = field(default_factory=set)
 
 
-class LeakCheck:
+class LeakCheck(BulkRules):
     """Names clear-text inner header bytes and counts them per SPI."""
 
     name = "cleartext_leak"
@@ -147,6 +151,15 @@ class LeakCheck:
             if n:
                 self._report(pkt, data[start : start + n], into, f"{proto} header")
                 return
+
+    # -- the steady lane's rules (checks/bulk.py) ------------------------------
+    def refuses_bytes(self, rows: FlowRows) -> Mask:
+        """Rows without a key whose bytes after the header ``_between_header_and_icv``
+        might find clear (``may_be_clear``, a superset). The lane's keyed rows are
+        decrypted: their rule is ``plaintexts``."""
+        if rows.flow.state.ctx is not None:
+            return np.zeros(len(rows), np.bool_)
+        return may_be_clear(rows.buf, rows.esp_at + ESP_HEADER_LEN, rows.ct_end)
 
     def _report(
         self,

@@ -169,7 +169,10 @@ class ReceiverCheck(BulkRules):
 
     # -- the steady lane's rules (checks/bulk.py) ------------------------------
     def admits(self, flow: Flow) -> bool:
-        """Flows whose state this check has seen, with a window, reached by no other flow."""
+        """Flows whose state this check has seen, with a window, reached by no other flow;
+        and every flow of a run without keys (``observe`` predicts nothing then)."""
+        if not len(self._sas):
+            return True
         state = self._states.get((flow.spi, flow.dst))
         return state is not None and state.rx is not None and not state.shared
 
@@ -177,6 +180,8 @@ class ReceiverCheck(BulkRules):
         """Rows ``receive`` would not simply accept in order: at or below the previous
         number, another high half, number 0, or (ESN, window spanning two epochs) a
         number the receiver would take for the previous epoch."""
+        if not len(self._sas):
+            return np.zeros(len(rows), np.bool_)
         state = self._states[(rows.flow.spi, rows.flow.dst)]
         assert state.rx is not None  # admits
         window = state.rx.window
@@ -199,6 +204,8 @@ class ReceiverCheck(BulkRules):
         Only the numbers within the window of the last one change the window's
         final state: earlier ones are advanced over and cleared.
         """
+        if not len(self._sas):
+            return
         state = self._states[(rows.flow.spi, rows.flow.dst)]
         assert state.rx is not None  # admits
         window = state.rx.window
