@@ -11,7 +11,9 @@ and an ICV of each length an unknown SA may use (the generated plaintexts
 of tests/test_bulk_rules.py: IPv4, IPv6, TCP, UDP, ICMP, sometimes damaged;
 ICMP echoes and errors as NULL encryption carries a ping),
 after an IV or not, or random bytes; every row a per-packet test finds clear
-must be a row the bulk test refuses.
+must be a row the bulk test refuses. Likewise ``may_start_ip`` for
+``ip_start_fits`` after the ESP header and an 8-byte IV, where the
+placement check's keyless search looks for a clear IP header.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ from espforensics.decode.clear import (
     clear_ip_header,
     clear_transport,
     internet_checksum,
+    ip_start_fits,
+    keyless_clear,
     may_be_clear,
+    may_start_ip,
 )
 from tests.test_bulk_rules import SETTINGS, plaintext
 
@@ -79,9 +84,14 @@ def test_may_be_clear_holds_every_packet_the_per_packet_tests_find_clear(
     view = np.frombuffer(joined, np.uint8)
     end = starts + np.array([len(g) for g in grams])
     bulk = may_be_clear(view, starts + BODY, end)
+    fits = may_start_ip(view, starts + BODY + 8, end)
     for row, gram in enumerate(grams):
-        if _clear(gram):
+        clear = _clear(gram)
+        assert keyless_clear(gram, BODY, SRC, DST) == clear  # the lane's one-by-one test
+        if clear:
             assert bulk[row], gram.hex()
+        if ip_start_fits(gram, BODY + 8, len(gram), len(gram)):  # placement's keyless search
+            assert fits[row], gram.hex()
 
 
 def test_random_ciphertext_is_mostly_not_refused() -> None:

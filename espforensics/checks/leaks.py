@@ -42,10 +42,12 @@ from espforensics.decode.clear import (
     KEYLESS_ICV_LENS,
     clear_ip_header,
     clear_transport,
+    keyless_clear,
     may_be_clear,
     trailer_follows,
 )
 from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.decode.ip import parse_ip
 from espforensics.evidence import Leak, LeakProof
 from espforensics.frames import frozen, with_frame
 from espforensics.intervals import IntervalSet
@@ -154,12 +156,20 @@ class LeakCheck(BulkRules):
 
     # -- the steady lane's rules (checks/bulk.py) ------------------------------
     def refuses_bytes(self, rows: FlowRows) -> Mask:
-        """Rows without a key whose bytes after the header ``_between_header_and_icv``
-        might find clear (``may_be_clear``, a superset). The lane's keyed rows are
+        """Rows without a key whose bytes after the header ``_between_header_and_icv`` (or
+        ``PacketContext.clear_from_header``) find clear: the few ``may_be_clear`` lets
+        through, tested one by one (``keyless_clear``). The lane's keyed rows are
         decrypted: their rule is ``plaintexts``."""
+        refused = np.zeros(len(rows), np.bool_)
         if rows.flow.state.ctx is not None:
-            return np.zeros(len(rows), np.bool_)
-        return may_be_clear(rows.buf, rows.esp_at + ESP_HEADER_LEN, rows.ct_end)
+            return refused
+        body = rows.esp_at + ESP_HEADER_LEN
+        for i in np.flatnonzero(may_be_clear(rows.buf, body, rows.ct_end)).tolist():
+            at, end = int(rows.ip_at[i]), int(rows.ct_end[i])
+            data = bytes(rows.raw[at:end])
+            ip = parse_ip(data, through_ah=True)  # read as the per-frame path read it
+            refused[i] = keyless_clear(data, int(body[i]) - at, ip.src, ip.dst)
+        return refused
 
     def _report(
         self,

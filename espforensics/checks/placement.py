@@ -40,7 +40,7 @@ from espforensics.checks.bulk import BulkRules, FlowRows, Mask
 from espforensics.checks.context import Flow, PacketContext
 from espforensics.checks.coverage import CUT_DETAIL, Seen
 from espforensics.crypto import IV_LEN, opener
-from espforensics.decode.clear import ip_start_fits
+from espforensics.decode.clear import ip_start_fits, may_start_ip
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.evidence import Misplaced, Offsets
 from espforensics.frames import frozen, with_frame
@@ -112,12 +112,17 @@ class PlacementCheck(BulkRules):
         return flow.state.sa is not None or not len(self._sas)
 
     def refuses_bytes(self, rows: FlowRows) -> Mask:
-        """Keyless rows in which ``_recognise`` could find their SPI after the header."""
+        """Keyless rows in which ``_recognise`` could find their SPI after the header: the
+        bytes after the header and an 8-byte IV start an IP header that fits
+        (``may_start_ip``, rare in ciphertext), and the SPI is there again."""
+        refused = np.zeros(len(rows), np.bool_)
         if rows.flow.state.sa is not None:
-            return np.zeros(len(rows), np.bool_)
+            return refused
         needle, find = rows.flow.spi.to_bytes(4, "big"), rows.raw.find
-        spans = zip((rows.esp_at + 1).tolist(), rows.ct_end.tolist(), strict=True)
-        return np.fromiter((find(needle, a, b) >= 0 for a, b in spans), np.bool_, len(rows))
+        start = rows.esp_at + _SLOT  # leak_start: the row's own SPI at the expected offset
+        for i in np.flatnonzero(may_start_ip(rows.buf, start, rows.ct_end)).tolist():
+            refused[i] = find(needle, int(rows.esp_at[i]) + 1, int(rows.ct_end[i])) >= 0
+        return refused
 
     def _other_flows(self, pkt: PacketContext) -> Iterator[Flow]:
         """Flows of the known SAs that could own this packet (same addresses or wildcards)."""

@@ -180,6 +180,35 @@ def clear_icmp(data: bytes, start: int, src: bytes, dst: bytes, icv_lens: tuple[
     return False
 
 
+def may_start_ip(view: U8, start: I64, end: I64) -> Mask:
+    """``ip_start_fits``'s tests on the bytes at ``start`` alone, of many datagrams ending
+    at ``end``: a superset (where the clear bytes end is not asked)."""
+    room = end - start
+    ok = room >= 4
+    first = u8(view, start, ok)
+    v4 = ok & (first >> 4 == 4) & (first & 0x0F >= 5)
+    v6 = ok & (first >> 4 == 6) & (room >= 6)
+    total = np.where(v4, read_be(view, start + 2, v4, 2), 40 + read_be(view, start + 4, v6, 2))
+    slack = room - total
+    fits: Mask = (v4 | v6) & (slack >= 0) & (slack <= 16 + 255 + 2)
+    return fits
+
+
+def keyless_clear(data: bytes, body: int, src: bytes, dst: bytes) -> bool:
+    """Is a keyless packet's ``data`` (its datagram) clear after its ESP header, as the
+    leak check and ``PacketContext.clear_from_header`` test it: a clear IP header at
+    ``body`` or after an 8-byte IV, or a clear TCP, UDP or ICMP message with its
+    trailer there (``may_be_clear`` is the bulk superset of this)."""
+    n = len(data)
+    for start in (body + _KEYLESS_IV_LEN, body):
+        if (
+            clear_ip_header(data, start, n)
+            or clear_transport(data, start, src, dst, KEYLESS_ICV_LENS)[1]
+        ):
+            return True
+    return clear_icmp(data, body, src, dst, KEYLESS_ICV_LENS)
+
+
 def may_be_clear(view: U8, body: I64, end: I64) -> Mask:
     """The rows of many keyless ESP datagrams that this module's tests might find clear.
 
