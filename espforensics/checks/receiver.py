@@ -178,8 +178,9 @@ class ReceiverCheck(BulkRules):
 
     def refuses(self, rows: FlowRows) -> Mask:
         """Rows ``receive`` would not simply accept in order: at or below the previous
-        number, another high half, number 0, or (ESN, window spanning two epochs) a
-        number the receiver would take for the previous epoch."""
+        number (without ESN, the window's own low half), another high half, number 0,
+        or (ESN, window spanning two epochs) a number the receiver would take for the
+        previous epoch."""
         if not len(self._sas):
             return np.zeros(len(rows), np.bool_)
         state = self._states[(rows.flow.spi, rows.flow.dst)]
@@ -190,6 +191,10 @@ class ReceiverCheck(BulkRules):
         lo = rows.seq64 & _M32
         wrong: Mask = (rows.seq64 <= prev) | (rows.seq64 >> np.uint64(32) != top >> np.uint64(32))
         wrong |= lo == 0
+        if not window.esn:  # the window reads the low halves only: the sender's seq64 may
+            # have another high half than its top (a damaged number moved it far ahead)
+            prev_lo = np.concatenate(([np.uint64(window.top & 0xFFFFFFFF)], lo[:-1]))
+            wrong |= lo <= prev_lo
         if window.esn:
             size = np.uint64(window.size)
             prev_lo = prev & _M32
