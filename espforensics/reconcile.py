@@ -64,7 +64,6 @@ from espforensics.reconcile_join import (
 from espforensics.reconcile_wire import WirePacket, WireReader
 
 __all__ = [
-    "COLUMNS",
     "FORWARD",
     "REVERSE",
     "Clock",
@@ -90,6 +89,9 @@ class Reconciled:
 
     counts: dict[str, int]  # every fate, 0 if none
     sas: dict[tuple[int, str], dict[str, int]]  # (SPI, direction) -> every fate's count
+    # (SPI, direction) -> the SA's usual TTL / hop limit decrement on the way (None: no
+    # packet joined on its bytes), against which outer_rewritten is judged
+    decrements: dict[tuple[int, str], int | None]
     verdicts: dict[str, dict[str, int]] | None  # fate -> receiver verdict -> count (keys)
     rows: int
     sender_esp: int
@@ -166,7 +168,7 @@ class Reconciliation:
                 joiner = _join(iter(a), iter(b), tally.emit)
         finally:
             self.close()
-        return tally.result((a.esp, b.esp, a.other, b.other), joiner.clock())
+        return tally.result((a.esp, b.esp, a.other, b.other), joiner)
 
 
 def _join(a: Iterator[WirePacket], b: Iterator[WirePacket], emit: Emit) -> _Joiner:
@@ -196,7 +198,11 @@ class _Tally:
         if self._sink is not None:
             self._sink(row)
 
-    def result(self, counts: tuple[int, int, int, int], clock: Clock) -> Reconciled:
+    def result(
+        self,
+        counts: tuple[int, int, int, int],
+        joiner: _Joiner,
+    ) -> Reconciled:
         """``counts``: each capture's ESP packets, then each capture's other frames."""
         fates: Counter[str] = Counter()
         sas: dict[tuple[int, str], Counter[str]] = {}
@@ -209,10 +215,11 @@ class _Tally:
         return Reconciled(
             {f.value: fates[f.value] for f in Fate},
             {sa: {f.value: c[f.value] for f in Fate} for sa, c in sorted(sas.items())},
+            {sa: joiner.decrement(*sa) for sa in sorted(sas)},
             _by_fate(verdicts) if self._keyed else None,
             sum(self._counts.values()),
             *counts,
-            clock,
+            joiner.clock(),
         )
 
 
@@ -254,6 +261,7 @@ class _Plan:
     ways: dict[Way, str]  # outer (source, destination) -> direction
     clock: Clock
     shift: int
+    decrements: dict[int, int]  # SPI -> its usual TTL / hop limit decrement there
 
 
 def _plan(first_a: list[WirePacket], first_b: list[WirePacket]) -> _Plan:
@@ -268,7 +276,25 @@ def _plan(first_a: list[WirePacket], first_b: list[WirePacket]) -> _Plan:
     ways = {spi: (sent_by[spi][0].outer.src, sent_by[spi][0].outer.dst) for spi in joined}
     reverse, clock = _directions(dict(joined), ways, set())
     directions = {way: REVERSE if spi in reverse else FORWARD for spi, way in ways.items()}
-    return _Plan(reverse, frozenset(joined), directions, clock, _shift(clock))
+    decrements = {
+        spi: _usual(sent_by[spi], got_by[spi], -1 if spi in reverse else 1) for spi in joined
+    }
+    return _Plan(reverse, frozenset(joined), directions, clock, _shift(clock), decrements)
+
+
+def _usual(sent: list[WirePacket], got: list[WirePacket], sign: int) -> int:
+    """The most common TTL / hop limit decrement (the smaller of equals) over the ESP
+    payloads both hold, at their first copies: the path's. ``sign`` -1: the SA ran from
+    the RECEIVER capture's host."""
+    first: dict[bytes, int] = {}
+    for p in sent:
+        first.setdefault(p.digest, p.outer.hops)
+    seen: Counter[int] = Counter()
+    for r in got:
+        hops = first.pop(r.digest, None)
+        if hops is not None:
+            seen[sign * (hops - r.outer.hops)] += 1
+    return min(seen, key=lambda d: (-seen[d], d))
 
 
 def _shift(clock: Clock) -> int:
@@ -311,6 +337,11 @@ class _Joiner:
         for spi in sorted(self._sas):
             self._sas[spi].finish()
 
+    def decrement(self, spi: int, direction: str) -> int | None:
+        """The SA's usual TTL / hop limit decrement (None: no packet joined on its bytes)."""
+        sa = self._sas.get(spi)
+        return None if sa is None or sa.direction != direction else sa.usual
+
     def clock(self) -> Clock:
         """The prefixes' estimate, with the lowest and highest receiver minus sender time
         over every packet of a sender->receiver SA joined on its bytes."""
@@ -330,7 +361,7 @@ class _Joiner:
         else:
             direction = plan.ways.get((packet.outer.src, packet.outer.dst))
         if direction is not None:
-            sa = self._sas[spi] = SaJoin(spi, direction, self._emit)
+            sa = self._sas[spi] = SaJoin(spi, direction, self._emit, plan.decrements.get(spi))
             _feed(sa, from_sender, packet, key)
             return
         waiting = self._waiting.setdefault(spi, _Undecided())
@@ -473,9 +504,3 @@ def _medians(spreads: list[Spread]) -> list[int]:
 def _median(values: list[int]) -> int:
     """The middle value (the upper one of an even count)."""
     return sorted(values)[len(values) // 2]
-
-
-COLUMNS = (
-    *("fate", "direction", "spi", "seq64"),
-    *("sender_frame", "receiver_frame", "delay_ns", "detail"),
-)

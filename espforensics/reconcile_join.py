@@ -10,8 +10,9 @@ The receiving side's packets are taken in arrival order:
 
 - the same ESP bytes as a sent packet not joined yet: that packet's fate
   is ``delivered``, or ``reordered`` (it arrived after a packet the
-  sender sent later), or ``outer_rewritten`` (its outer addresses or UDP
-  ports differ: a NAT on the way; reordered too is said in ``detail``);
+  sender sent later), or ``outer_rewritten`` (its outer header was
+  rewritten beyond the path's usual TTL decrement, reconcile_outer.py;
+  reordered too is said in ``detail``);
 - the same ESP bytes as a sent packet already joined: ``duplicated``;
 - another packet's (SPI, number) with other bytes: ``changed`` (a byte
   flipped in flight; the sent packet is joined to it);
@@ -39,7 +40,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Generic, TypeVar
 
-from espforensics.reconcile_wire import Outer, WirePacket
+from espforensics.reconcile_outer import Change, changes, rewrites, text
+from espforensics.reconcile_wire import WirePacket
 
 FORWARD = "sender->receiver"
 REVERSE = "receiver->sender"
@@ -77,6 +79,7 @@ class FateRow:
     detail: str = ""
     direction: str = FORWARD  # or receiver->sender: the SA's packets went that way
     receiver_verdict: str | None = None  # the receiver model's, of the RECEIVER's copy
+    outer_changes: str = ""  # every outer field changed on the way (reconcile_outer.py)
 
 
 Emit = Callable[[FateRow], None]
@@ -153,8 +156,11 @@ class SaJoin:
     """One SA, its direction known: the sent packets within the horizon, the received
     ones whose rows wait, and the highest sent index joined in arrival order."""
 
-    def __init__(self, spi: int, direction: str, emit: Emit) -> None:
+    def __init__(self, spi: int, direction: str, emit: Emit, usual: int | None = None) -> None:
+        """``usual``: the SA's TTL / hop limit decrement on the way, when known already
+        (else that of its first packet joined on its bytes)."""
         self.spi, self.direction, self._emit = spi, direction, emit
+        self.usual = usual
         self.forward = direction == FORWARD
         self._recent: deque[_Sent] = deque()  # in sent order
         self._by_digest: _Index[bytes, _Sent] = _Index()
@@ -196,7 +202,7 @@ class SaJoin:
             self._gap(entry.packet, packet)
             late = entry.index < self._latest
             self._latest = max(self._latest, entry.index)
-            self._write(*_delivered(entry.packet, packet, late))
+            self._joined(entry.packet, packet, late)
         else:
             self._got_waiting(packet, key)
         while self._recent and self._got - self._recent[0].mark > HORIZON_PACKETS:
@@ -257,6 +263,8 @@ class SaJoin:
     def _gap(self, sent: WirePacket, got: WirePacket) -> None:
         """A packet joined on its bytes: receiver capture's time minus sender capture's."""
         gap = got.ts_ns - sent.ts_ns if self.forward else sent.ts_ns - got.ts_ns
+        if self.usual is None:
+            self.usual = sent.outer.hops - got.outer.hops
         self.low = gap if self.low is None else min(self.low, gap)
         self.high = gap if self.high is None else max(self.high, gap)
 
@@ -298,18 +306,38 @@ class SaJoin:
         else:
             late = entry.index < self._latest
             self._latest = max(self._latest, entry.index)
-            self._write(*_delivered(entry.packet, got, late))
+            self._joined(entry.packet, got, late)
+
+    def _joined(self, sent: WirePacket, got: WirePacket, late: bool) -> None:
+        """A packet received with the bytes sent: delivered, reordered, or its outer header
+        rewritten (reconcile_outer.py says which changes are rewrites)."""
+        found = changes(sent.outer, got.outer)
+        odd = rewrites(found, sent.outer, got.outer, self.usual) if found else ""
+        if odd:
+            detail = f"outer rewritten: {odd}" + ("; reordered" if late else "")
+            self._write(Fate.OUTER_REWRITTEN, sent, got, detail, found)
+        elif late:
+            self._write(Fate.REORDERED, sent, got, "arrived after a packet sent later", found)
+        else:
+            self._write(Fate.DELIVERED, sent, got, "", found)
 
     def _write(
-        self, fate: Fate, sent: WirePacket | None, got: WirePacket | None, detail: str
+        self,
+        fate: Fate,
+        sent: WirePacket | None,
+        got: WirePacket | None,
+        detail: str,
+        found: tuple[Change, ...] | None = None,
     ) -> None:
         one = sent or got
         assert one is not None
         forward = self.forward
         at_sender, at_receiver = (sent, got) if forward else (got, sent)
         delay = None
-        if at_sender is not None and at_receiver is not None:
-            delay = at_receiver.ts_ns - at_sender.ts_ns
+        if sent is not None and got is not None:
+            delay = got.ts_ns - sent.ts_ns if forward else sent.ts_ns - got.ts_ns
+            if found is None:
+                found = changes(sent.outer, got.outer)
         self._emit(
             FateRow(
                 fate,
@@ -321,24 +349,6 @@ class SaJoin:
                 detail,
                 self.direction,
                 got.verdict if forward and got is not None else None,
+                text(found) if found else "",
             )
         )
-
-
-def _outer(outer: Outer) -> str:
-    """``192.0.2.1 -> 192.0.2.2``, or with UDP ``192.0.2.1:4500 -> 192.0.2.2:4500``."""
-    if outer.sport is None:
-        return f"{outer.src} -> {outer.dst}"
-    return f"{outer.src}:{outer.sport} -> {outer.dst}:{outer.dport}"
-
-
-def _delivered(
-    sent: WirePacket, got: WirePacket, late: bool
-) -> tuple[Fate, WirePacket, WirePacket, str]:
-    if sent.outer != got.outer:
-        was, now = _outer(sent.outer), _outer(got.outer)
-        detail = f"outer {was} became {now}" + ("; reordered" if late else "")
-        return Fate.OUTER_REWRITTEN, sent, got, detail
-    if late:
-        return Fate.REORDERED, sent, got, "arrived after a packet sent later"
-    return Fate.DELIVERED, sent, got, ""

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from espforensics.analysis_outdir import partial
 from espforensics.errors import OutputError
-from espforensics.reconcile import COLUMNS, Clock, Fate, FateRow, Reconciled
+from espforensics.reconcile import Clock, Fate, FateRow, Reconciled
 from espforensics.summary import TOOL_VERSION
 
 WIDTH = 72
@@ -37,7 +37,7 @@ MEANING = {
     Fate.CHANGED: "other ESP bytes arrived (ciphertext or ICV)",
     Fate.DUPLICATED: "an extra copy of a packet received",
     Fate.REORDERED: "arrived after a packet sent later",
-    Fate.OUTER_REWRITTEN: "outer addresses or UDP ports rewritten (NAT)",
+    Fate.OUTER_REWRITTEN: "outer header rewritten: NAT, DSCP, ECN, TTL",
     Fate.UNEXPECTED: "received, never sent in the sender's capture",
 }
 SCHEMA = pa.schema(
@@ -51,6 +51,7 @@ SCHEMA = pa.schema(
         ("delay_ns", pa.int64()),
         ("detail", pa.string()),
         ("receiver_verdict", pa.string()),
+        ("outer_changes", pa.string()),
     ]
 )
 ROW_GROUP = 65_536  # reconcile.parquet's rows per row group
@@ -69,7 +70,12 @@ class CaptureFile:
 def per_sa(result: Reconciled) -> list[dict[str, object]]:
     """Each SA (SPI and direction) with its packets per fate, by SPI."""
     return [
-        {"spi": spi, "direction": way, "fates": dict(fates)}
+        {
+            "spi": spi,
+            "direction": way,
+            "fates": dict(fates),
+            "hop_decrement": result.decrements[spi, way],
+        }
         for (spi, way), fates in result.sas.items()
     ]
 
@@ -171,6 +177,7 @@ def report_lines(result: Reconciled, sender: CaptureFile, receiver: CaptureFile)
         said = ", ".join(f"{k} {v}" for k, v in fates.items() if v)
         text = f"SPI 0x{sa['spi']:08x} {sa['direction']}: {said}"
         lines += textwrap.wrap(text, WIDTH, initial_indent="  ", subsequent_indent="    ")
+        lines += _path(sa["hop_decrement"])
     lines += ["", "Clocks (no clock is trusted; from the joined packets):"]
     lines += [f"  {line}" for line in clock_lines(result.clock)]
     by_fate = result.verdicts
@@ -182,6 +189,15 @@ def report_lines(result: Reconciled, sender: CaptureFile, receiver: CaptureFile)
                 f"{fate}: {said}", WIDTH, initial_indent="  ", subsequent_indent="    "
             )
     return lines
+
+
+def _path(decrement: object) -> list[str]:
+    """The SA's usual TTL / hop limit change on the way (outer_rewritten is judged
+    against it), a line under its fates."""
+    if not isinstance(decrement, int):
+        return []
+    said = "unchanged" if decrement == 0 else f"{-decrement:+d}"
+    return [f"    usual TTL/hop limit change on the way: {said}"]
 
 
 def summary_lines(result: Reconciled) -> list[str]:
@@ -204,6 +220,7 @@ def _cells(row: FateRow) -> Iterator[object]:
         yield "" if value is None else value
     yield row.detail
     yield row.receiver_verdict or ""
+    yield row.outer_changes
 
 
 class FolderWriter:
@@ -217,7 +234,7 @@ class FolderWriter:
         try:
             self._fh = partial(folder, "reconcile.csv").open("w", newline="")
             self._csv = csv.writer(self._fh)
-            self._csv.writerow((*COLUMNS, "receiver_verdict"))
+            self._csv.writerow(SCHEMA.names)
             self._parquet = pq.ParquetWriter(partial(folder, "reconcile.parquet"), SCHEMA)
         except OSError as exc:
             raise _cannot(folder, exc) from exc
@@ -237,6 +254,7 @@ class FolderWriter:
         cols["delay_ns"].append(row.delay_ns)
         cols["detail"].append(row.detail)
         cols["receiver_verdict"].append(row.receiver_verdict)
+        cols["outer_changes"].append(row.outer_changes)
         if len(cols["fate"]) >= ROW_GROUP:
             self._row_group()
 

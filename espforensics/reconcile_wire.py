@@ -11,7 +11,8 @@ cannot read, ``KeyFileError`` for a bad Decryption Secrets Block.
 
 Each ESP datagram (outer IPv4/IPv6, ESP or ESP in UDP; not outer
 fragments, nor ESP inside tunnels) is read as (SPI, 64-bit sequence
-number, digest of the ESP bytes from the SPI to the end, outer header).
+number, digest of the ESP bytes from the SPI to the end, outer header:
+addresses, UDP ports, traffic class and TTL / hop limit).
 The high half of the number is inferred per SPI as RFC 4303 A2.2 does (the
 one that puts it closest to the highest seen, esn.py's own rule), so a
 join on it holds across a 32-bit wrap.
@@ -28,7 +29,7 @@ from dataclasses import dataclass, replace
 from espforensics.capture import Capture, open_capture
 from espforensics.decode.esp import EspLocation, locate_esp, parse_esp_header
 from espforensics.decode.inner import ntop
-from espforensics.decode.ip import parse_ip
+from espforensics.decode.ip import IpMarks, parse_ip, parse_marks
 from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
 from espforensics.engine import Engine, Row, SteadyRows
 from espforensics.errors import MalformedPacket
@@ -50,6 +51,9 @@ class Outer:
     dst: str
     sport: int | None  # UDP ports of ESP-in-UDP, else None
     dport: int | None
+    version: int  # 4 or 6
+    traffic_class: int  # IPv4 TOS / IPv6 Traffic Class: DSCP and ECN
+    hops: int  # IPv4 TTL / IPv6 Hop Limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +77,7 @@ class _Decoder:
         self.natt_ports = natt_ports
         self._tops: dict[int, int] = {}
         # one Outer per distinct raw header: the addresses are written out once
-        self._outers: dict[tuple[bytes, bytes, int | None, int | None], Outer] = {}
+        self._outers: dict[tuple[bytes, bytes, int | None, int | None, IpMarks], Outer] = {}
 
     def __call__(self, frame: Frame) -> WirePacket | None:
         try:
@@ -88,16 +92,19 @@ class _Decoder:
             if not isinstance(where, EspLocation):
                 return None
             spi, seq = parse_esp_header(data, where.offset)
+            marks = parse_marks(data)
         except MalformedPacket:
             return None
         top = self._tops.get(spi)
         seq64 = seq if top is None else EsnTracker.nearest(top, seq)  # RFC 4303 A2.2
         self._tops[spi] = seq64 if top is None else max(top, seq64)
         digest = hashlib.blake2b(data[where.offset : ip.total_len], digest_size=16).digest()
-        raw = (ip.src, ip.dst, where.udp_sport, where.udp_dport)
+        raw = (ip.src, ip.dst, where.udp_sport, where.udp_dport, marks)
         outer = self._outers.get(raw)
         if outer is None:
-            outer = self._outers[raw] = Outer(ntop(ip.src), ntop(ip.dst), *raw[2:])
+            sport, dport = where.udp_sport, where.udp_dport
+            outer = Outer(ntop(ip.src), ntop(ip.dst), sport, dport, ip.version, *marks)
+            self._outers[raw] = outer
         return WirePacket(frame.number, frame.ts_ns, spi, seq64, digest, outer)
 
 

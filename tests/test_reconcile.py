@@ -126,7 +126,8 @@ def test_every_fate(pair: tuple[Path, Path]) -> None:
         "unexpected": 1,
     }
     (rewritten,) = [r for r in rows if r.fate.value == "outer_rewritten"]
-    assert rewritten.detail == "outer 192.0.2.1 -> 192.0.2.2 became 203.0.113.9 -> 192.0.2.2"
+    assert rewritten.detail == "outer rewritten: src 192.0.2.1->203.0.113.9"
+    assert rewritten.outer_changes == "src 192.0.2.1->203.0.113.9"
 
 
 def _fates(rows: list[FateRow]) -> list[tuple[str, str, int, int, int | None, int | None]]:
@@ -211,6 +212,7 @@ def test_the_command_writes_its_folder(pair: tuple[Path, Path], tmp_path: Path) 
         "delay_ns": "",
         "detail": "",
         "receiver_verdict": "",  # no keys
+        "outer_changes": "",
     }
     table = pq.read_table(out / "reconcile.parquet").to_pylist()
     as_text = [{k: "" if v is None else str(v) for k, v in row.items()} for row in table]
@@ -239,7 +241,9 @@ def test_the_command_writes_its_folder(pair: tuple[Path, Path], tmp_path: Path) 
     report = (out / "report.txt").read_text()
     assert report.isascii()
     assert max(len(line) for line in report.splitlines()) <= 72
-    assert "  SPI 0x00001002 receiver->sender: delivered 1, lost 1" in report.splitlines()
+    lines = report.splitlines()
+    at = lines.index("  SPI 0x00001002 receiver->sender: delivered 1, lost 1")
+    assert lines[at + 1] == "    usual TTL/hop limit change on the way: unchanged"
     assert "  lost                   2  sent, never received" in report.splitlines()
 
 
