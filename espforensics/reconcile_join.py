@@ -36,12 +36,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from espforensics.reconcile_outer import Change, changes, rewrites, text
-from espforensics.reconcile_wire import WirePacket
+from espforensics.reconcile_wire import Outer, WirePacket
 
 FORWARD = "sender->receiver"
 REVERSE = "receiver->sender"
@@ -49,6 +48,7 @@ REVERSE = "receiver->sender"
 # window a Linux receiver keeps (4096 packets), and a generous 10 s of clocks.
 HORIZON_PACKETS = 32_768
 HORIZON_NS = 10_000_000_000
+_SEEN = 1024  # pairs of outer headers whose changes an SA keeps
 
 K = TypeVar("K", bytes, int)
 E = TypeVar("E")
@@ -66,9 +66,8 @@ class Fate(StrEnum):
     UNEXPECTED = "unexpected"
 
 
-@dataclass(frozen=True, slots=True)
-class FateRow:
-    """One row of reconcile.csv."""
+class FateRow(NamedTuple):
+    """One row of reconcile.csv (a tuple: one is made per packet)."""
 
     fate: Fate
     spi: int
@@ -161,6 +160,7 @@ class SaJoin:
         (else that of its first packet joined on its bytes)."""
         self.spi, self.direction, self._emit = spi, direction, emit
         self.usual = usual
+        self._seen: dict[tuple[Outer, Outer], tuple[Change, ...]] = {}
         self.forward = direction == FORWARD
         self._recent: deque[_Sent] = deque()  # in sent order
         self._by_digest: _Index[bytes, _Sent] = _Index()
@@ -308,10 +308,21 @@ class SaJoin:
             self._latest = max(self._latest, entry.index)
             self._joined(entry.packet, got, late)
 
+    def _changes(self, sent: WirePacket, got: WirePacket) -> tuple[Change, ...]:
+        """``changes`` of the two outer headers, once per pair of them (a capture's
+        headers are shared objects: an SA's packets have a few)."""
+        pair = (sent.outer, got.outer)
+        found = self._seen.get(pair)
+        if found is None:
+            if len(self._seen) >= _SEEN:
+                self._seen.clear()  # headers that vary packet by packet: bounded
+            found = self._seen[pair] = changes(*pair)
+        return found
+
     def _joined(self, sent: WirePacket, got: WirePacket, late: bool) -> None:
         """A packet received with the bytes sent: delivered, reordered, or its outer header
         rewritten (reconcile_outer.py says which changes are rewrites)."""
-        found = changes(sent.outer, got.outer)
+        found = self._changes(sent, got)
         odd = rewrites(found, sent.outer, got.outer, self.usual) if found else ""
         if odd:
             detail = f"outer rewritten: {odd}" + ("; reordered" if late else "")
@@ -337,7 +348,7 @@ class SaJoin:
         if sent is not None and got is not None:
             delay = got.ts_ns - sent.ts_ns if forward else sent.ts_ns - got.ts_ns
             if found is None:
-                found = changes(sent.outer, got.outer)
+                found = self._changes(sent, got)
         self._emit(
             FateRow(
                 fate,
