@@ -7,6 +7,7 @@ import csv
 import hashlib
 import json
 import random
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -312,6 +313,25 @@ def test_with_keys_each_capture_is_read_once(
     run = run_cli("reconcile", *pair, "--sa", keys, "--out", tmp_path / "r", "-q")
     assert run.code == 0, run.stderr
     assert sorted(opened) == sorted(str(path) for path in pair)
+
+
+def test_no_key_in_any_output(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    """With --sa, no key byte in any file written nor on stdout (hex, either case, or the
+    raw bytes), whatever --format prints."""
+    ab, ba = sa_pair(random.Random(11), (0x1001, 0x1002), V4_A, V4_B)
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(keys_yaml([ab.sealer.sa, ba.sealer.sa]))
+    secrets = re.findall(r'key: "0x([0-9a-f]+)"', keys.read_text())
+    assert len(secrets) == 2
+    out = tmp_path / "r"
+    said = [run_cli("reconcile", *pair, "--sa", keys, "--out", out).stdout]
+    for fmt in ("text", "json"):
+        said.append(run_cli("reconcile", *pair, "--sa", keys, "--out", "-", "--format", fmt).stdout)
+    blobs = [text.encode() for text in said] + [f.read_bytes() for f in out.iterdir()]
+    assert len(blobs) == 7
+    for secret in secrets:
+        for needle in (secret.encode(), secret.upper().encode(), bytes.fromhex(secret)):
+            assert not any(needle in blob for blob in blobs)
 
 
 def test_a_bad_key_file_is_one_line(pair: tuple[Path, Path], tmp_path: Path) -> None:
