@@ -14,6 +14,7 @@ Raises only ``typer.Exit``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from enum import StrEnum
 from pathlib import Path
@@ -113,15 +114,19 @@ def _run(
     table = load_sas(keys) if keys else None
     job = Reconciliation(sender, receiver, ports, table)  # opens both: a bad one raises
     writer = None
+    made = folder is not None and not folder.exists()
     try:
         if folder is not None:
             prepare_out_dir(folder, force)
             writer = FolderWriter(folder)
         result = job.run(None if writer is None else writer.write)
-    except BaseException:
+    except BaseException:  # a capture damaged further on, Ctrl-C: nothing half-written
         job.close()
         if writer is not None:
             writer.abort()
+        if made and folder is not None:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # made by this run, and empty again
         raise
     files = (
         CaptureFile(str(sender), sha256_file(sender), result.sender_esp + result.sender_other,

@@ -148,6 +148,8 @@ class Reconciliation:
         natt_ports: frozenset[int] = frozenset({4500}),
         sas: SaTable | None = None,
     ) -> None:
+        if sas is not None:  # the SAs' own ESP-in-UDP ports, in both captures alike
+            natt_ports |= {sa.encap_port for sa in sas if sa.encap_port is not None}
         self._a = WireReader(sender, natt_ports)
         try:
             self._b = WireReader(receiver, natt_ports, sas)

@@ -415,6 +415,21 @@ def test_a_capture_it_cannot_read_is_one_line(
         assert not (tmp_path / "r").exists()
 
 
+def test_a_capture_damaged_further_on_leaves_no_folder(
+    pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The rows are written as the captures are read: a receiver capture cut inside its
+    6th frame stops the run there, with one line, and the folder it made is gone."""
+    cut = tmp_path / "cut.pcap"
+    data = pair[1].read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    run = run_cli("reconcile", pair[0], cut, "--out", tmp_path / "r")
+    assert (run.code, run.stdout) == (2, "")
+    assert run.stderr.startswith(f"espforensics: error: {cut}: capture ends inside frame")
+    assert len(run.stderr.splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
 def test_bad_options_are_one_line(pair: tuple[Path, Path], tmp_path: Path) -> None:
     a_file = tmp_path / "a-file"
     a_file.write_text("")

@@ -13,7 +13,7 @@ from espforensics import reconcile as reconcile_module
 from espforensics import reconcile_join, reconcile_wire
 from espforensics.model import Frame
 from espforensics.reconcile import FateRow, reconcile
-from espforensics.synth.builder import V4_A, V4_B, SaFlow, sa_pair
+from espforensics.synth.builder import V4_A, V4_B, SaFlow, ip, sa_pair
 from espforensics.synth.packets import udp_bytes
 from tests.test_reconcile import _packet, _write
 
@@ -141,3 +141,35 @@ def test_the_prefix_does_not_decide_the_fates(
     assert sorted(map(repr, early)) == sorted(map(repr, whole))  # the same rows
     assert {r.seq64 for r in early if r.fate.value == "reordered"} == {12, 20}
     assert Counter(r.fate.value for r in early) == {"delivered": 28, "reordered": 2}
+
+
+def test_sas_first_seen_after_the_prefixes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prefixes of 2 packets (SA 0x4001 a -> b, joined there: offset unknown, one way).
+    Then, between two other hosts, SA 0x6001 c -> d in both captures (its direction
+    waits for its first join: forward, as no offset is known) and SA 0x6002 d -> c only
+    in the receiver's (none joined: it ran from the capture that holds it, its packets
+    lost on the way back)."""
+    monkeypatch.setattr(reconcile_module, "PREFIX_PACKETS", 2)
+    c, d = ip("198.51.100.1"), ip("198.51.100.2")
+    first = _sent(_flow(), 4)
+    cd, dc = sa_pair(random.Random(9), (0x6001, 0x6002), c, d)
+    later = [_packet(cd, n, udp_bytes(c, d, 1, 2, bytes([n]) * 16)) for n in (1, 2, 3)]
+    back = [_packet(dc, n, udp_bytes(d, c, 2, 1, bytes([n]) * 16)) for n in (1, 2)]
+    sender = [(10, first[0]), (20, first[1]), (30, first[2]), (40, first[3])]
+    sender += [(100, later[0]), (110, later[1]), (120, later[2])]
+    receiver = [(15, first[0]), (25, first[1]), (35, first[2]), (45, first[3])]
+    receiver += [(104, back[0]), (105, later[0]), (115, later[1]), (116, back[1])]
+    rows = _rows(_write(tmp_path / "s.pcap", sender), _write(tmp_path / "r.pcap", receiver))
+    got = [(r.fate.value, r.direction, r.spi, r.seq64, r.sender_frame, r.receiver_frame)
+           for r in rows]  # fmt: skip
+    fwd, rev = "sender->receiver", "receiver->sender"
+    assert sorted(got) == sorted(
+        [("delivered", fwd, 0x4001, n, n, n) for n in range(1, 5)]
+        + [
+            ("delivered", fwd, 0x6001, 1, 5, 6),
+            ("delivered", fwd, 0x6001, 2, 6, 7),
+            ("lost", fwd, 0x6001, 3, 7, None),
+            ("lost", rev, 0x6002, 1, None, 5),
+            ("lost", rev, 0x6002, 2, None, 8),
+        ]
+    )
