@@ -16,7 +16,7 @@ bounded by what is in flight, not by the captures' size:
 
 1. The first ``PREFIX_PACKETS`` ESP packets of each are read and joined
    on their ESP bytes: which way each SA ran and the clocks' offset are
-   estimated from them (``_directions``).
+   estimated from them (``find_directions``).
 2. The two captures are then merged in time, the receiver's times moved
    by that estimate (``_shift``), from their first packet (the prefixes
    first), and each packet goes to its SA's join (reconcile_join.py),
@@ -33,8 +33,8 @@ The two captures' clocks are not assumed to agree: which way an SA ran is
 found from receiver time minus sender time over its packets joined in the
 prefixes, which is the clock offset plus the one-way delay forward and the
 offset minus it backward, so of the two ways between two hosts the forward
-one is higher whatever the offset (``_directions``). An SA not joined in
-the prefixes runs the way its outer addresses ran there; else, once its
+one is higher whatever the offset (reconcile_clock.py). An SA not joined
+in the prefixes runs the way its outer addresses ran there; else, once its
 first packet is joined, forward when receiver time minus sender time is
 above the offset (forward when no offset is known); an SA none of whose
 packets is joined within the horizon runs from the capture that holds its
@@ -51,6 +51,14 @@ from itertools import chain, islice
 
 from espforensics.keys import SaTable
 from espforensics.pipeline import fewer_collections
+from espforensics.reconcile_clock import (
+    Clock,
+    Spread,
+    Way,
+    find_directions,
+    spread_of,
+    usual_decrement,
+)
 from espforensics.reconcile_join import (
     FORWARD,
     HORIZON_NS,
@@ -80,7 +88,6 @@ PREFIX_PACKETS = 32_768
 # Packets read between two sweeps of the SAs for what the clocks have passed.
 _SWEEP = 4096
 _END = 1 << 63  # a capture read to its end is past every time
-Way = tuple[str, str]  # outer source and destination
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,31 +106,6 @@ class Reconciled:
     sender_other: int  # frames of each capture that are not whole ESP datagrams
     receiver_other: int
     clock: Clock
-
-
-@dataclass(frozen=True, slots=True)
-class Spread:
-    """Receiver time minus sender time over one SA's joined packets, in ns."""
-
-    low: int
-    median: int | None  # None: no packet was joined in the prefixes (only later)
-    high: int
-
-
-@dataclass(frozen=True, slots=True)
-class Clock:
-    """What the joined packets say of the two captures' clocks (no clock is trusted).
-
-    ``offset_ns`` (receiver clock minus sender clock) and ``delay_ns`` (the
-    least one-way delay) are known only when SAs ran both ways: forward
-    packets give ``offset + delay``, reverse ones ``offset - delay``. With one
-    direction only ``spread`` (every SA that ran from SENDER to RECEIVER) is
-    the one-way delay plus the clock offset, which cannot be told apart.
-    """
-
-    offset_ns: int | None
-    delay_ns: int | None
-    spread: Spread | None
 
 
 def reconcile(
@@ -273,30 +255,16 @@ def _plan(first_a: list[WirePacket], first_b: list[WirePacket]) -> _Plan:
         sent_by.setdefault(p.spi, []).append(p)
     for p in first_b:
         got_by.setdefault(p.spi, []).append(p)
-    spreads = {spi: _spread(sent, got_by.get(spi, [])) for spi, sent in sent_by.items()}
+    spreads = {spi: spread_of(sent, got_by.get(spi, [])) for spi, sent in sent_by.items()}
     joined = {spi: spread for spi, spread in spreads.items() if spread is not None}
     ways = {spi: (sent_by[spi][0].outer.src, sent_by[spi][0].outer.dst) for spi in joined}
-    reverse, clock = _directions(dict(joined), ways, set())
+    reverse, clock = find_directions(dict(joined), ways, set())
     directions = {way: REVERSE if spi in reverse else FORWARD for spi, way in ways.items()}
     decrements = {
-        spi: _usual(sent_by[spi], got_by[spi], -1 if spi in reverse else 1) for spi in joined
+        spi: usual_decrement(sent_by[spi], got_by[spi], -1 if spi in reverse else 1)
+        for spi in joined
     }
     return _Plan(reverse, frozenset(joined), directions, clock, _shift(clock), decrements)
-
-
-def _usual(sent: list[WirePacket], got: list[WirePacket], sign: int) -> int:
-    """The most common TTL / hop limit decrement (the smaller of equals) over the ESP
-    payloads both hold, at their first copies: the path's. ``sign`` -1: the SA ran from
-    the RECEIVER capture's host."""
-    first: dict[bytes, int] = {}
-    for p in sent:
-        first.setdefault(p.digest, p.outer.hops)
-    seen: Counter[int] = Counter()
-    for r in got:
-        hops = first.pop(r.digest, None)
-        if hops is not None:
-            seen[sign * (hops - r.outer.hops)] += 1
-    return min(seen, key=lambda d: (-seen[d], d))
 
 
 def _shift(clock: Clock) -> int:
@@ -427,82 +395,3 @@ class _Undecided:
         """Has the other capture read past the first packet by the horizon?"""
         first_side, _, key = self.events[0]
         return other_at > key + HORIZON_NS or self._counts[not first_side] > HORIZON_PACKETS
-
-
-def _spread(sent: list[WirePacket], got: list[WirePacket]) -> Spread | None:
-    """Receiver time minus sender time of each ESP payload both hold, at its first copy in
-    each (a later copy, resent or duplicated, says nothing of the clocks)."""
-    first: dict[bytes, int] = {}
-    for p in sent:
-        first.setdefault(p.digest, p.ts_ns)
-    gaps = []
-    for r in got:
-        sent_ns = first.pop(r.digest, None)
-        if sent_ns is not None:
-            gaps.append(r.ts_ns - sent_ns)
-    if not gaps:
-        return None
-    gaps.sort()
-    return Spread(gaps[0], gaps[len(gaps) // 2], gaps[-1])
-
-
-def _directions(
-    spreads: dict[int, Spread | None], ways: dict[int, tuple[str, str]], only_received: set[int]
-) -> tuple[frozenset[int], Clock]:
-    """The SAs whose packets went from RECEIVER to SENDER, and the clocks' estimate.
-
-    No clock is trusted. SAs between the same two hosts that run the same
-    way (``ways``: outer source and destination in the SENDER capture) run
-    in the same direction. Receiver time minus sender time is the offset
-    plus the one-way delay forward and the offset minus it backward, so of
-    the two ways between two hosts the one whose SAs' median is higher ran
-    SENDER to RECEIVER. Taking the least delay as the same both ways (as
-    NTP does), the offset is the middle between the forward lowest and the
-    backward highest value, the delay half their distance (the median over
-    host pairs seen both ways). A way seen alone is forward when its median
-    is above that offset, or, with no offset known, as the arguments say.
-    An SA none of whose packets was joined runs from the capture that
-    holds it.
-    """
-    by_way: dict[tuple[str, str], list[Spread]] = {}
-    for spi, spread in spreads.items():
-        if spread is not None:
-            by_way.setdefault(ways[spi], []).append(spread)
-    medians = {way: _median(_medians(held)) for way, held in by_way.items()}
-    offsets: list[int] = []
-    delays: list[int] = []
-    forward: set[tuple[str, str]] = set()
-    for (src, dst), median in medians.items():
-        back = medians.get((dst, src))
-        if back is not None and median > back:  # the least delay each way taken as equal
-            least_ahead = min(s.low for s in by_way[(src, dst)])
-            least_back = max(s.high for s in by_way[(dst, src)])
-            offsets.append((least_ahead + least_back) // 2)
-            delays.append((least_ahead - least_back) // 2)
-            forward.add((src, dst))
-    offset = _median(offsets) if offsets else None
-    paired = forward | {(dst, src) for src, dst in forward}
-    for way, median in medians.items():
-        if way not in paired and (offset is None or median > offset):
-            forward.add(way)  # seen alone (or both ways with equal medians)
-    reverse = {spi for spi, s in spreads.items() if s is not None and ways[spi] not in forward}
-    delay = _median(delays) if delays else None
-    ahead = [s for spi, s in spreads.items() if s is not None and spi not in reverse]
-    return frozenset(reverse | only_received), Clock(offset, delay, _merged(ahead))
-
-
-def _merged(spreads: list[Spread]) -> Spread | None:
-    """One spread over several SAs: the lowest low, the median of medians, the highest high."""
-    if not spreads:
-        return None
-    median = _median(_medians(spreads))
-    return Spread(min(s.low for s in spreads), median, max(s.high for s in spreads))
-
-
-def _medians(spreads: list[Spread]) -> list[int]:
-    return [s.median for s in spreads if s.median is not None]
-
-
-def _median(values: list[int]) -> int:
-    """The middle value (the upper one of an even count)."""
-    return sorted(values)[len(values) // 2]

@@ -17,7 +17,8 @@ import espforensics.capture as capture_module
 from espforensics.capture import compression
 from espforensics.capture.compression import ByteSource
 from espforensics.model import Frame
-from espforensics.reconcile import FateRow, Reconciled, Spread, _directions, reconcile
+from espforensics.reconcile import FateRow, Reconciled, reconcile
+from espforensics.reconcile_clock import Spread, find_directions
 from espforensics.synth.builder import V4_A, V4_B, Fault, SaFlow, ip, sa_pair
 from espforensics.synth.capture import write_capture
 from espforensics.synth.keytext import keys_yaml
@@ -478,7 +479,7 @@ def test_which_way_each_sa_ran(
     offset: int | None,
     delay: int | None,
 ) -> None:
-    got_reverse, clock = _directions(
+    got_reverse, clock = find_directions(
         {spi: Spread(low, median, high) for spi, (_, low, median, high) in spreads.items()},
         {spi: way for spi, (way, *_) in spreads.items()},
         set(),
