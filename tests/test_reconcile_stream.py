@@ -173,3 +173,32 @@ def test_sas_first_seen_after_the_prefixes(tmp_path: Path, monkeypatch: pytest.M
             ("lost", rev, 0x6002, 2, None, 8),
         ]
     )
+
+
+def test_an_sa_never_joined_is_decided_at_the_horizon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Horizon 1 ms: SA 0x6002, only in the receiver's capture at 0.1 ms, is decided once
+    the sender's capture has read past 1.1 ms (it ran from the receiver's host, its
+    packet lost on the way back), its row written then, not at the end."""
+    monkeypatch.setattr(reconcile_module, "PREFIX_PACKETS", 2)
+    monkeypatch.setattr(reconcile_module, "HORIZON_NS", 1_000_000)
+    monkeypatch.setattr(reconcile_join, "HORIZON_NS", 1_000_000)
+    monkeypatch.setattr(reconcile_module, "_SWEEP", 1)
+    c, d = ip("198.51.100.1"), ip("198.51.100.2")
+    _, dc = sa_pair(random.Random(9), (0x6001, 0x6002), c, d)
+    back = _packet(dc, 1, udp_bytes(d, c, 2, 1, b"b" * 16))
+    sent = _sent(_flow(), 8)
+    sender = [(400 * n, p) for n, p in enumerate(sent, 1)]
+    receiver = [(400 * n + 5, p) for n, p in enumerate(sent, 1)]
+    receiver.insert(0, (100, back))
+    rows = _rows(_write(tmp_path / "s.pcap", sender), _write(tmp_path / "r.pcap", receiver))
+    got = [(r.fate.value, r.spi, r.seq64) for r in rows]
+    # 1.1 ms passed when the sender's packet 3 (1.2 ms) is read: after rows 1 and 2
+    assert got == [
+        ("delivered", 0x4001, 1),
+        ("delivered", 0x4001, 2),
+        ("lost", 0x6002, 1),
+        *(("delivered", 0x4001, n) for n in range(3, 9)),
+    ]
+    assert rows[2].direction == "receiver->sender"
