@@ -366,7 +366,9 @@ RECONCILE_EPILOG = f"""\b
 Writes to --out: reconcile.csv and reconcile.parquet, one row per ESP
 packet of either capture (fate, direction, spi, seq64, sender_frame,
 receiver_frame, delay_ns, detail, receiver_verdict: with --sa, the
-receiver model's verdict of the receiver's copy); report.txt; summary.json
+receiver model's verdict of the receiver's copy, outer_changes: each outer
+header field changed on the way), written as decided while both captures
+are read once, side by side; report.txt; summary.json
 (the packets per fate and per SA, the clock offset estimated from the
 packets, each capture's path, sha256 and frames). --out - writes no
 folder. Prints the packets per fate and the clocks; --format text prints

@@ -1,113 +1,106 @@
 """Two captures of one run, the sender's and the receiver's: what became of each packet.
 
-In: the two capture files (any format ``open_capture`` reads) and the UDP
-ports of ESP-in-UDP. Out: ``Reconciled``: one ``Fate`` row per packet the
-sender sent and per packet the receiver got that matches none, and the
-count per fate, and ``Clock``, what they say of the two captures' clocks
-(reconcile_out.py writes and prints them). Raises
+In: the two capture files (any format ``open_capture`` reads), the UDP
+ports of ESP-in-UDP and, optionally, the key files' ``SaTable`` (then the
+receiver capture is read through the analysis's own pass, reconcile_wire.py,
+and each row of an SA that ran towards RECEIVER carries the receiver
+model's verdict of its copy). Out: ``FateRow``s through ``sink`` as they
+are decided, and ``Reconciled``: the count per fate, per SA and, with keys,
+per receiver verdict, and ``Clock``, what the packets say of the two
+captures' clocks (reconcile_out.py writes and prints them). Raises
 ``CaptureError`` (from the reader) for a capture it cannot read. No key
 is needed: packets are joined on their wire bytes.
 
-Each ESP datagram of a capture (outer IPv4/IPv6, ESP or ESP in UDP; not
-outer fragments, nor ESP inside tunnels) is read as (SPI, 64-bit sequence
-number, digest of the ESP bytes from the SPI to the end, outer addresses
-and UDP ports). The high half of the number is inferred per SPI as RFC
-4303 A2.2 does (the one that puts it closest to the highest seen), so the
-join holds across a 32-bit wrap. The receiver's packets are joined in
-arrival order:
+Both captures are read once, side by side in time order, and memory is
+bounded by what is in flight, not by the captures' size:
 
-- the same ESP bytes as a sender packet not joined yet: that packet's
-  fate is ``delivered``, or ``reordered`` (it arrived after a packet the
-  sender sent later), or ``outer_rewritten`` (its outer addresses or UDP
-  ports differ: a NAT on the way; reordered too is said in ``detail``);
-- the same ESP bytes as a sender packet already joined: ``duplicated``;
-- another packet's (SPI, number) with other bytes: ``changed`` (a byte
-  flipped in flight; the sender packet is joined to it);
-- neither: ``unexpected`` (the receiver got what this sender capture never
-  showed);
+1. The first ``PREFIX_PACKETS`` ESP packets of each are read and joined
+   on their ESP bytes: which way each SA ran and the clocks' offset are
+   estimated from them (``find_directions``).
+2. The two captures are then merged in time, the receiver's times moved
+   by that estimate (``_shift``), from their first packet (the prefixes
+   first), and each packet goes to its SA's join (reconcile_join.py),
+   which writes each row once it is decided and forgets what is beyond
+   its horizon.
 
-and a sender packet the receiver never got is ``lost``. Both captures
+Each SA's packets are joined as reconcile_join.py says. Both captures
 usually hold both directions: an SA whose packets went from the RECEIVER
 capture's host to the SENDER's is joined the other way, its rows'
 ``direction`` ``receiver->sender``; the frame columns stay those of each
 file. Reordering is per SA.
 
 The two captures' clocks are not assumed to agree: which way an SA ran is
-found from receiver time minus sender time over its joined packets, which
-is the clock offset plus the one-way delay forward and the offset minus it
-backward, so of the two ways between two hosts the forward one is higher
-whatever the offset (``_directions``); ``Clock`` says what that gives of
-the offset.
+found from receiver time minus sender time over its packets joined in the
+prefixes, which is the clock offset plus the one-way delay forward and the
+offset minus it backward, so of the two ways between two hosts the forward
+one is higher whatever the offset (reconcile_clock.py). An SA not joined
+in the prefixes runs the way its outer addresses ran there; else, once its
+first packet is joined, forward when receiver time minus sender time is
+above the offset (forward when no offset is known); an SA none of whose
+packets is joined within the horizon runs from the capture that holds its
+first packet.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import Counter
-from dataclasses import dataclass, replace
-from enum import StrEnum
-from typing import Generic, TypeVar
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import chain, islice
 
-from espforensics.capture import open_capture
-from espforensics.decode.esp import EspLocation, locate_esp, parse_esp_header
-from espforensics.decode.inner import ntop
-from espforensics.decode.ip import parse_ip
-from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
-from espforensics.errors import MalformedPacket
-from espforensics.esn import EsnTracker
-from espforensics.model import Frame
+from espforensics.keys import SaTable
+from espforensics.pipeline import fewer_collections
+from espforensics.reconcile_clock import (
+    Clock,
+    Spread,
+    Way,
+    find_directions,
+    spread_of,
+    usual_decrement,
+)
+from espforensics.reconcile_join import (
+    FORWARD,
+    HORIZON_NS,
+    HORIZON_PACKETS,
+    REVERSE,
+    Emit,
+    Fate,
+    FateRow,
+    SaJoin,
+)
+from espforensics.reconcile_wire import WirePacket, WireReader
 
-FORWARD = "sender->receiver"
-K = TypeVar("K", bytes, int)
-Outer = tuple[str, str, int | None, int | None]  # src, dst, UDP ports
-REVERSE = "receiver->sender"
+__all__ = [
+    "FORWARD",
+    "REVERSE",
+    "Clock",
+    "Fate",
+    "FateRow",
+    "Reconciled",
+    "Reconciliation",
+    "Spread",
+    "reconcile",
+]
 
-
-class Fate(StrEnum):
-    """What became of a packet; the value is written to reconcile.csv's ``fate``."""
-
-    DELIVERED = "delivered"
-    LOST = "lost"
-    CHANGED = "changed"
-    DUPLICATED = "duplicated"
-    REORDERED = "reordered"
-    OUTER_REWRITTEN = "outer_rewritten"
-    UNEXPECTED = "unexpected"
-
-
-@dataclass(frozen=True, slots=True)
-class WirePacket:
-    """One ESP datagram as a capture holds it."""
-
-    frame: int
-    ts_ns: int
-    spi: int
-    seq64: int
-    digest: bytes  # of the ESP bytes, SPI to the end
-    outer: Outer
-
-
-@dataclass(frozen=True, slots=True)
-class FateRow:
-    """One row of reconcile.csv."""
-
-    fate: Fate
-    spi: int
-    seq64: int
-    sender_frame: int | None
-    receiver_frame: int | None
-    delay_ns: int | None  # arrival time - sending time, when both saw it
-    detail: str = ""
-    direction: str = FORWARD  # or receiver->sender: the SA's packets went that way
+# The packets of each capture the clocks and directions are estimated from.
+PREFIX_PACKETS = 32_768
+# Packets read between two sweeps of the SAs for what the clocks have passed.
+_SWEEP = 4096
+_END = 1 << 63  # a capture read to its end is past every time
 
 
 @dataclass(frozen=True, slots=True)
 class Reconciled:
-    """Every fate row, sender order first then the receiver's extras; counts per fate."""
+    """The counts of every row written: per fate, per SA, per receiver verdict."""
 
-    rows: tuple[FateRow, ...]
-    counts: dict[str, int]
+    counts: dict[str, int]  # every fate, 0 if none
+    sas: dict[tuple[int, str], dict[str, int]]  # (SPI, direction) -> every fate's count
+    # (SPI, direction) -> the SA's usual TTL / hop limit decrement on the way (None: no
+    # packet joined on its bytes), against which outer_rewritten is judged
+    decrements: dict[tuple[int, str], int | None]
+    verdicts: dict[str, dict[str, int]] | None  # fate -> receiver verdict -> count (keys)
+    rows: int
     sender_esp: int
     receiver_esp: int
     sender_other: int  # frames of each capture that are not whole ESP datagrams
@@ -115,307 +108,290 @@ class Reconciled:
     clock: Clock
 
 
-def read_esp(
-    path: str | os.PathLike[str], natt_ports: frozenset[int]
-) -> tuple[list[WirePacket], int]:
-    """The ESP datagrams of a capture, in order, and how many frames are not one."""
-    packets: list[WirePacket] = []
-    tops: dict[int, int] = {}
-    outers: dict[Outer, Outer] = {}  # one tuple per addressing, shared by its packets
-    other = 0
-    capture = open_capture(path)
-    try:
-        for item in capture:
-            if not isinstance(item, Frame):
-                continue
-            packet = _esp(item, natt_ports, tops, outers)
-            if packet is None:
-                other += 1
-            else:
-                packets.append(packet)
-    finally:
-        capture.close()
-    return packets, other
-
-
-def _esp(
-    frame: Frame, natt_ports: frozenset[int], tops: dict[int, int], outers: dict[Outer, Outer]
-) -> WirePacket | None:
-    try:
-        link = parse_link(frame.linktype, frame.data)
-        if link.ethertype not in (ETH_IPV4, ETH_IPV6):
-            return None
-        data = frame.data[link.offset :]
-        ip = parse_ip(data)
-        if ip.frag_id is not None:
-            return None
-        where = locate_esp(ip, data, natt_ports)
-        if not isinstance(where, EspLocation):
-            return None
-        spi, seq = parse_esp_header(data, where.offset)
-    except MalformedPacket:
-        return None
-    seq64 = _seq64(tops.get(spi), seq)
-    tops[spi] = max(tops.get(spi, seq64), seq64)
-    body = data[where.offset : ip.total_len]
-    digest = hashlib.blake2b(body, digest_size=16).digest()
-    outer = (ntop(ip.src), ntop(ip.dst), where.udp_sport, where.udp_dport)
-    outer = outers.setdefault(outer, outer)
-    return WirePacket(frame.number, frame.ts_ns, spi, seq64, digest, outer)
-
-
-def _seq64(top: int | None, seq: int) -> int:
-    """RFC 4303 A2.2: the high half that puts ``seq`` closest to the highest seen (the
-    analysis's own rule, esn.py)."""
-    return seq if top is None else EsnTracker.nearest(top, seq)
-
-
-@dataclass(frozen=True, slots=True)
-class Spread:
-    """Receiver time minus sender time over one SA's joined packets, in ns."""
-
-    low: int
-    median: int
-    high: int
-
-
-@dataclass(frozen=True, slots=True)
-class Clock:
-    """What the joined packets say of the two captures' clocks (no clock is trusted).
-
-    ``offset_ns`` (receiver clock minus sender clock) and ``delay_ns`` (the
-    least one-way delay) are known only when SAs ran both ways: forward
-    packets give ``offset + delay``, reverse ones ``offset - delay``. With one
-    direction only ``spread`` (every SA that ran from SENDER to RECEIVER) is
-    the one-way delay plus the clock offset, which cannot be told apart.
-    """
-
-    offset_ns: int | None
-    delay_ns: int | None
-    spread: Spread | None
-
-
 def reconcile(
     sender: str | os.PathLike[str],
     receiver: str | os.PathLike[str],
     natt_ports: frozenset[int] = frozenset({4500}),
+    sas: SaTable | None = None,
+    sink: Emit | None = None,
 ) -> Reconciled:
-    """Join the two captures' ESP packets and give each its fate, SPI by SPI."""
-    a, sender_other = read_esp(sender, natt_ports)
-    b, receiver_other = read_esp(receiver, natt_ports)
+    """Join the two captures' ESP packets, reading each once; each row to ``sink``."""
+    return Reconciliation(sender, receiver, natt_ports, sas).run(sink)
+
+
+class Reconciliation:
+    """The two captures, open (a capture that cannot be read raises here, before
+    anything is written); ``run`` reads them once and closes them."""
+
+    def __init__(
+        self,
+        sender: str | os.PathLike[str],
+        receiver: str | os.PathLike[str],
+        natt_ports: frozenset[int] = frozenset({4500}),
+        sas: SaTable | None = None,
+    ) -> None:
+        if sas is not None:  # the SAs' own ESP-in-UDP ports, in both captures alike
+            natt_ports |= {sa.encap_port for sa in sas if sa.encap_port is not None}
+        self._a = WireReader(sender, natt_ports)
+        try:
+            self._b = WireReader(receiver, natt_ports, sas)
+        except BaseException:
+            self._a.close()
+            raise
+        self._keyed = sas is not None
+
+    def close(self) -> None:
+        self._a.close()
+        self._b.close()
+
+    def run(self, sink: Emit | None = None) -> Reconciled:
+        a, b = self._a, self._b
+        tally = _Tally(sink, self._keyed)
+        try:
+            with fewer_collections():  # as the analysis: few cycles, many objects alive
+                joiner = _join(iter(a), iter(b), tally.emit)
+        finally:
+            self.close()
+        return tally.result((a.esp, b.esp, a.other, b.other), joiner)
+
+
+def _join(a: Iterator[WirePacket], b: Iterator[WirePacket], emit: Emit) -> _Joiner:
+    """The prefixes read and planned from, then both captures merged into the joins."""
+    first_a, first_b = list(islice(a, PREFIX_PACKETS)), list(islice(b, PREFIX_PACKETS))
+    plan = _plan(first_a, first_b)
+    joiner = _Joiner(plan, emit)
+    _merge(chain(first_a, a), chain(first_b, b), plan.shift, joiner)
+    joiner.finish()
+    return joiner
+
+
+def _by_fate(verdicts: dict[str, Counter[str]]) -> dict[str, dict[str, int]]:
+    return {f.value: dict(sorted(verdicts[f.value].items())) for f in Fate if f.value in verdicts}
+
+
+class _Tally:
+    """Counts each row (by SA, fate and receiver verdict) and hands it on."""
+
+    def __init__(self, sink: Emit | None, keyed: bool) -> None:
+        self._sink = sink
+        self._keyed = keyed
+        self._counts: Counter[tuple[int, str, Fate, str | None]] = Counter()
+
+    def emit(self, row: FateRow) -> None:
+        self._counts[row.spi, row.direction, row.fate, row.receiver_verdict] += 1
+        if self._sink is not None:
+            self._sink(row)
+
+    def result(
+        self,
+        counts: tuple[int, int, int, int],
+        joiner: _Joiner,
+    ) -> Reconciled:
+        """``counts``: each capture's ESP packets, then each capture's other frames."""
+        fates: Counter[str] = Counter()
+        sas: dict[tuple[int, str], Counter[str]] = {}
+        verdicts: dict[str, Counter[str]] = {}
+        for (spi, direction, fate, verdict), n in self._counts.items():
+            fates[fate.value] += n
+            sas.setdefault((spi, direction), Counter())[fate.value] += n
+            if verdict:
+                verdicts.setdefault(fate.value, Counter())[verdict] += n
+        return Reconciled(
+            {f.value: fates[f.value] for f in Fate},
+            {sa: {f.value: c[f.value] for f in Fate} for sa, c in sorted(sas.items())},
+            {sa: joiner.decrement(*sa) for sa in sorted(sas)},
+            _by_fate(verdicts) if self._keyed else None,
+            sum(self._counts.values()),
+            *counts,
+            joiner.clock(),
+        )
+
+
+def _merge(a: Iterator[WirePacket], b: Iterator[WirePacket], shift: int, joiner: _Joiner) -> None:
+    """Both captures into ``joiner`` in time order, the receiver's times less ``shift``
+    (ties: the sender's first); ``(side, None, _END)`` when a side is read to its end."""
+    read = joiner.read
+    na, nb = next(a, None), next(b, None)
+    if na is None:
+        read(True, None, _END)
+    if nb is None:
+        read(False, None, _END)
+    while na is not None and nb is not None:
+        if na.ts_ns <= nb.ts_ns - shift:
+            read(True, na, na.ts_ns)
+            na = next(a, None)
+        else:
+            read(False, nb, nb.ts_ns - shift)
+            nb = next(b, None)
+    if na is None and nb is not None:
+        read(True, None, _END)
+        for packet in chain((nb,), b):
+            read(False, packet, packet.ts_ns - shift)
+        read(False, None, _END)
+    elif na is not None:
+        read(False, None, _END)
+        for packet in chain((na,), a):
+            read(True, packet, packet.ts_ns)
+        read(True, None, _END)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What the prefixes say: each SA's direction found there, the ways between hosts,
+    the clocks, and the shift that puts the receiver's times on the sender's clock."""
+
+    reverse: frozenset[int]
+    joined: frozenset[int]  # the SAs joined in the prefixes (their direction is known)
+    ways: dict[Way, str]  # outer (source, destination) -> direction
+    clock: Clock
+    shift: int
+    decrements: dict[int, int]  # SPI -> its usual TTL / hop limit decrement there
+
+
+def _plan(first_a: list[WirePacket], first_b: list[WirePacket]) -> _Plan:
     sent_by: dict[int, list[WirePacket]] = {}
     got_by: dict[int, list[WirePacket]] = {}
-    for p in a:
+    for p in first_a:
         sent_by.setdefault(p.spi, []).append(p)
-    for p in b:
+    for p in first_b:
         got_by.setdefault(p.spi, []).append(p)
-    spis = sorted(sent_by.keys() | got_by.keys())
-    spreads = {spi: _spread(sent_by.get(spi, []), got_by.get(spi, [])) for spi in spis}
-    ways = {spi: sent[0].outer[:2] for spi, sent in sent_by.items()}
-    reverse, clock = _directions(spreads, ways, {spi for spi in spis if spi not in sent_by})
-    rows: list[FateRow] = []
-    for spi in spis:
-        sent, got = sent_by.get(spi, []), got_by.get(spi, [])
-        if spi in reverse:
-            rows += [_swapped(row) for row in _join(got, sent)]
-        else:
-            rows += _join(sent, got)
-    counts = Counter(row.fate.value for row in rows)
-    return Reconciled(
-        tuple(rows),
-        {f.value: counts[f.value] for f in Fate},
-        len(a),
-        len(b),
-        sender_other,
-        receiver_other,
-        clock,
-    )
+    spreads = {spi: spread_of(sent, got_by.get(spi, [])) for spi, sent in sent_by.items()}
+    joined = {spi: spread for spi, spread in spreads.items() if spread is not None}
+    ways = {spi: (sent_by[spi][0].outer.src, sent_by[spi][0].outer.dst) for spi in joined}
+    reverse, clock = find_directions(dict(joined), ways, set())
+    directions = {way: REVERSE if spi in reverse else FORWARD for spi, way in ways.items()}
+    decrements = {
+        spi: usual_decrement(sent_by[spi], got_by[spi], -1 if spi in reverse else 1)
+        for spi in joined
+    }
+    return _Plan(reverse, frozenset(joined), directions, clock, _shift(clock), decrements)
 
 
-def _spread(sent: list[WirePacket], got: list[WirePacket]) -> Spread | None:
-    """Receiver time minus sender time of each ESP payload both hold, at its first copy in
-    each (a later copy, resent or duplicated, says nothing of the clocks)."""
-    first: dict[bytes, int] = {}
-    for p in sent:
-        first.setdefault(p.digest, p.ts_ns)
-    gaps = []
-    for r in got:
-        sent_ns = first.pop(r.digest, None)
-        if sent_ns is not None:
-            gaps.append(r.ts_ns - sent_ns)
-    if not gaps:
-        return None
-    gaps.sort()
-    return Spread(gaps[0], gaps[len(gaps) // 2], gaps[-1])
+def _shift(clock: Clock) -> int:
+    """What to take from the receiver's times to merge them with the sender's: the
+    offset when known (each copy then comes after its sent one, by about the delay),
+    else the least receiver minus sender time seen (every SA then runs forward)."""
+    if clock.offset_ns is not None:
+        return clock.offset_ns
+    return 0 if clock.spread is None else clock.spread.low
 
 
-def _directions(
-    spreads: dict[int, Spread | None], ways: dict[int, tuple[str, str]], only_received: set[int]
-) -> tuple[frozenset[int], Clock]:
-    """The SAs whose packets went from RECEIVER to SENDER, and the clocks' estimate.
+class _Joiner:
+    """Every SA's join, and the SAs whose direction waits for their first join."""
 
-    No clock is trusted. SAs between the same two hosts that run the same
-    way (``ways``: outer source and destination in the SENDER capture) run
-    in the same direction. Receiver time minus sender time is the offset
-    plus the one-way delay forward and the offset minus it backward, so of
-    the two ways between two hosts the one whose SAs' median is higher ran
-    SENDER to RECEIVER. Taking the least delay as the same both ways (as
-    NTP does), the offset is the middle between the forward lowest and the
-    backward highest value, the delay half their distance (the median over
-    host pairs seen both ways). A way seen alone is forward when its median
-    is above that offset, or, with no offset known, as the arguments say.
-    An SA none of whose packets was joined runs from the capture that
-    holds it.
-    """
-    by_way: dict[tuple[str, str], list[Spread]] = {}
-    for spi, spread in spreads.items():
-        if spread is not None:
-            by_way.setdefault(ways[spi], []).append(spread)
-    medians = {way: _median([s.median for s in held]) for way, held in by_way.items()}
-    offsets: list[int] = []
-    delays: list[int] = []
-    forward: set[tuple[str, str]] = set()
-    for (src, dst), median in medians.items():
-        back = medians.get((dst, src))
-        if back is not None and median > back:  # the least delay each way taken as equal
-            least_ahead = min(s.low for s in by_way[(src, dst)])
-            least_back = max(s.high for s in by_way[(dst, src)])
-            offsets.append((least_ahead + least_back) // 2)
-            delays.append((least_ahead - least_back) // 2)
-            forward.add((src, dst))
-    offset = _median(offsets) if offsets else None
-    paired = forward | {(dst, src) for src, dst in forward}
-    for way, median in medians.items():
-        if way not in paired and (offset is None or median > offset):
-            forward.add(way)  # seen alone (or both ways with equal medians)
-    reverse = {spi for spi, s in spreads.items() if s is not None and ways[spi] not in forward}
-    delay = _median(delays) if delays else None
-    ahead = [s for spi, s in spreads.items() if s is not None and spi not in reverse]
-    return frozenset(reverse | only_received), Clock(offset, delay, _merged(ahead))
+    def __init__(self, plan: _Plan, emit: Emit) -> None:
+        self._plan, self._emit = plan, emit
+        self._sas: dict[int, SaJoin] = {}
+        self._waiting: dict[int, _Undecided] = {}
+        self._at = [-_END, -_END]  # how far each capture is read: [receiver, sender]
+        self._reads = 0
 
-
-def _merged(spreads: list[Spread]) -> Spread | None:
-    """One spread over several SAs: the lowest low, the median of medians, the highest high."""
-    if not spreads:
-        return None
-    median = _median([s.median for s in spreads])
-    return Spread(min(s.low for s in spreads), median, max(s.high for s in spreads))
-
-
-def _median(values: list[int]) -> int:
-    """The middle value (the upper one of an even count)."""
-    return sorted(values)[len(values) // 2]
-
-
-def _swapped(row: FateRow) -> FateRow:
-    """A row of an SA whose packets the RECEIVER capture saw first: the frames back in
-    their files' columns."""
-    return replace(
-        row,
-        sender_frame=row.receiver_frame,
-        receiver_frame=row.sender_frame,
-        direction=REVERSE,
-    )
-
-
-def _join(sent: list[WirePacket], got: list[WirePacket]) -> list[FateRow]:
-    """One SA's packets: each sent one's fate, then the extras the other side got.
-
-    Memory: one dict entry per sent packet for its bytes and one for its number; a
-    list only for the few bytes or numbers sent more than once (``_Copies``)."""
-    by_digest = _Copies[bytes]()
-    by_number = _Copies[int]()
-    for i, p in enumerate(sent):
-        by_digest.add(p.digest, i)
-        by_number.add(p.seq64, i)
-    joined: dict[int, FateRow] = {}
-    first_of: dict[bytes, int] = {}
-    extras: list[FateRow] = []
-    latest = -1  # the highest sender index the receiver has got so far
-    for r in got:
-        same = by_digest.pop(r.digest)
-        if same is not None:
-            joined[same] = _delivered(sent[same], r, same < latest)
-            first_of.setdefault(r.digest, same)
-            latest = max(latest, same)
-        elif r.digest in first_of:
-            s = sent[first_of[r.digest]]
-            extras.append(_row(Fate.DUPLICATED, s, r, f"a copy of frame {s.frame}"))
-        else:
-            free = [i for i in by_number.every(r.seq64) if i not in joined]
-            if free:
-                i = free[0]
-                joined[i] = _row(Fate.CHANGED, sent[i], r, "same SPI and number, other bytes")
-                latest = max(latest, i)
+    def read(self, from_sender: bool, packet: WirePacket | None, key: int) -> None:
+        self._at[from_sender] = key
+        if packet is not None:
+            sa = self._sas.get(packet.spi)
+            if sa is None:
+                self._start(from_sender, packet, key)
+            elif from_sender == sa.forward:
+                sa.sent(packet, key)
             else:
-                why = (
-                    "its number was sent with other bytes, already got"
-                    if by_number.every(r.seq64)
-                    else ""
-                )
-                extras.append(FateRow(Fate.UNEXPECTED, r.spi, r.seq64, None, r.frame, None, why))
-    return [joined.get(i) or _lost(p) for i, p in enumerate(sent)] + extras
+                sa.got(packet, key)
+            self._reads += 1
+        if packet is None or self._reads % _SWEEP == 0:
+            self._sweep()
+
+    def finish(self) -> None:
+        for spi in sorted(self._waiting):
+            waiting = self._waiting[spi]
+            self._decide(spi, FORWARD if waiting.events[0][0] else REVERSE)
+        for spi in sorted(self._sas):
+            self._sas[spi].finish()
+
+    def decrement(self, spi: int, direction: str) -> int | None:
+        """The SA's usual TTL / hop limit decrement (None: no packet joined on its bytes)."""
+        sa = self._sas.get(spi)
+        return None if sa is None or sa.direction != direction else sa.usual
+
+    def clock(self) -> Clock:
+        """The prefixes' estimate, with the lowest and highest receiver minus sender time
+        over every packet of a sender->receiver SA joined on its bytes."""
+        clock = self._plan.clock
+        ahead = [sa for sa in self._sas.values() if sa.direction == FORWARD and sa.low is not None]
+        if not ahead:
+            return clock
+        low = min(sa.low for sa in ahead if sa.low is not None)
+        high = max(sa.high for sa in ahead if sa.high is not None)
+        median = None if clock.spread is None else clock.spread.median
+        return Clock(clock.offset_ns, clock.delay_ns, Spread(low, median, high))
+
+    def _start(self, from_sender: bool, packet: WirePacket, key: int) -> None:
+        spi, plan = packet.spi, self._plan
+        if spi in plan.joined:
+            direction: str | None = REVERSE if spi in plan.reverse else FORWARD
+        else:
+            direction = plan.ways.get((packet.outer.src, packet.outer.dst))
+        if direction is not None:
+            sa = self._sas[spi] = SaJoin(spi, direction, self._emit, plan.decrements.get(spi))
+            _feed(sa, from_sender, packet, key)
+            return
+        waiting = self._waiting.setdefault(spi, _Undecided())
+        copy = waiting.add(from_sender, packet, key)
+        if copy is not None:
+            self._decide(spi, self._way_of(copy))
+
+    def _way_of(self, gap: int) -> str:
+        """An SA first joined after the prefixes, ``gap`` its receiver minus sender time:
+        forward above the offset, or when no offset is known."""
+        offset = self._plan.clock.offset_ns
+        return FORWARD if offset is None or gap > offset else REVERSE
+
+    def _decide(self, spi: int, direction: str) -> None:
+        waiting = self._waiting.pop(spi)
+        sa = self._sas[spi] = SaJoin(spi, direction, self._emit)
+        for from_sender, packet, key in waiting.events:
+            _feed(sa, from_sender, packet, key)
+
+    def _sweep(self) -> None:
+        receiver_at, sender_at = self._at
+        for spi, waiting in list(self._waiting.items()):
+            first_side = waiting.events[0][0]
+            if waiting.gone_by(self._at[not first_side]):
+                self._decide(spi, FORWARD if first_side else REVERSE)
+        for sa in self._sas.values():
+            if sa.direction == FORWARD:
+                sa.expire(sender_at, receiver_at)
+            else:
+                sa.expire(receiver_at, sender_at)
 
 
-class _Copies(Generic[K]):
-    """Sender indices by key, in order: an int per key, a list only for a key held twice.
+def _feed(sa: SaJoin, from_sender: bool, packet: WirePacket, key: int) -> None:
+    if from_sender == sa.forward:
+        sa.sent(packet, key)
+    else:
+        sa.got(packet, key)
 
-    ``pop`` takes the first index not popped yet (the bytes' join); ``every`` gives every
-    index (the number's join, which pops none)."""
 
-    __slots__ = ("_first", "_more", "_taken")
+class _Undecided:
+    """An SA whose direction is not known yet: its packets, kept until its first join or
+    until the other capture has gone past its first packet by the horizon."""
 
     def __init__(self) -> None:
-        self._first: dict[K, int] = {}
-        self._more: dict[K, list[int]] = {}
-        self._taken: dict[K, int] = {}  # how many of a key held twice were popped
+        self.events: list[tuple[bool, WirePacket, int]] = []
+        self._times: tuple[dict[bytes, int], dict[bytes, int]] = ({}, {})  # [receiver, sender]
+        self._counts = [0, 0]
 
-    def add(self, key: K, index: int) -> None:
-        if key in self._first:
-            self._more.setdefault(key, []).append(index)
-        else:
-            self._first[key] = index
+    def add(self, from_sender: bool, packet: WirePacket, key: int) -> int | None:
+        """Keep ``packet``; when the other capture holds its bytes, receiver time minus
+        sender time of them."""
+        self.events.append((from_sender, packet, key))
+        self._counts[from_sender] += 1
+        self._times[from_sender].setdefault(packet.digest, packet.ts_ns)
+        other = self._times[not from_sender].get(packet.digest)
+        if other is None:
+            return None
+        return other - packet.ts_ns if from_sender else packet.ts_ns - other
 
-    def every(self, key: K) -> list[int]:
-        first = self._first.get(key)
-        return [] if first is None else [first, *self._more.get(key, ())]
-
-    def pop(self, key: K) -> int | None:
-        if key not in self._more:
-            return self._first.pop(key, None)
-        taken = self._taken.get(key, 0)
-        self._taken[key] = taken + 1
-        held = self.every(key)
-        return held[taken] if taken < len(held) else None
-
-
-def _row(fate: Fate, s: WirePacket, r: WirePacket, detail: str = "") -> FateRow:
-    return FateRow(fate, s.spi, s.seq64, s.frame, r.frame, r.ts_ns - s.ts_ns, detail)
-
-
-def _lost(s: WirePacket) -> FateRow:
-    return FateRow(Fate.LOST, s.spi, s.seq64, s.frame, None, None, "")
-
-
-def _outer(outer: tuple[str, str, int | None, int | None]) -> str:
-    """``192.0.2.1 -> 192.0.2.2``, or with UDP ``192.0.2.1:4500 -> 192.0.2.2:4500``."""
-    src, dst, sport, dport = outer
-    if sport is None:
-        return f"{src} -> {dst}"
-    return f"{src}:{sport} -> {dst}:{dport}"
-
-
-def _delivered(s: WirePacket, r: WirePacket, late: bool) -> FateRow:
-    if s.outer != r.outer:
-        was, now = _outer(s.outer), _outer(r.outer)
-        detail = f"outer {was} became {now}" + ("; reordered" if late else "")
-        return _row(Fate.OUTER_REWRITTEN, s, r, detail)
-    if late:
-        return _row(Fate.REORDERED, s, r, "arrived after a packet sent later")
-    return _row(Fate.DELIVERED, s, r)
-
-
-COLUMNS = (
-    *("fate", "direction", "spi", "seq64"),
-    *("sender_frame", "receiver_frame", "delay_ns", "detail"),
-)
+    def gone_by(self, other_at: int) -> bool:
+        """Has the other capture read past the first packet by the horizon?"""
+        first_side, _, key = self.events[0]
+        return other_at > key + HORIZON_NS or self._counts[not first_side] > HORIZON_PACKETS

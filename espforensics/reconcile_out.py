@@ -1,14 +1,14 @@
 """What ``espforensics reconcile`` writes and prints, from a ``Reconciled``.
 
-In: the ``Reconciled`` of reconcile.py, what each capture is
-(``CaptureFile``: path, sha256, frames) and, with keys, the receiver
-model's verdict of each receiver frame (``Verdicts``). Out: summary.json's dict
-(``summary_dict``), report.txt's lines (``report_lines``, ASCII, at most
-72 columns, a long path on a line of its own), the stdout summary lines,
-and the folder (``write_folder``: reconcile.csv, reconcile.parquet,
-report.txt and summary.json, each written as ``.partial`` then renamed
-into place, summary.json last, as analyze does). Raises ``OutputError``
-for a folder it cannot write.
+In: the rows of reconcile.py as they are decided (``FolderWriter.write``),
+then its ``Reconciled`` and what each capture is (``CaptureFile``: path,
+sha256, frames). Out: summary.json's dict (``summary_dict``), report.txt's
+lines (``report_lines``, ASCII, at most 72 columns, a long path on a line
+of its own), the stdout summary lines, and the folder (``FolderWriter``:
+reconcile.csv and reconcile.parquet written row by row, the parquet in
+row groups, then report.txt and summary.json; each written as
+``.partial`` then renamed into place, summary.json last, as analyze
+does). Raises ``OutputError`` for a folder it cannot write.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import csv
 import json
 import os
 import textwrap
-from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +26,7 @@ import pyarrow.parquet as pq
 
 from espforensics.analysis_outdir import partial
 from espforensics.errors import OutputError
-from espforensics.reconcile import COLUMNS, FORWARD, Clock, Fate, FateRow, Reconciled
+from espforensics.reconcile import Clock, Fate, FateRow, Reconciled
 from espforensics.summary import TOOL_VERSION
 
 WIDTH = 72
@@ -38,7 +37,7 @@ MEANING = {
     Fate.CHANGED: "other ESP bytes arrived (ciphertext or ICV)",
     Fate.DUPLICATED: "an extra copy of a packet received",
     Fate.REORDERED: "arrived after a packet sent later",
-    Fate.OUTER_REWRITTEN: "outer addresses or UDP ports rewritten (NAT)",
+    Fate.OUTER_REWRITTEN: "outer header rewritten: NAT, DSCP, ECN, TTL",
     Fate.UNEXPECTED: "received, never sent in the sender's capture",
 }
 SCHEMA = pa.schema(
@@ -52,9 +51,10 @@ SCHEMA = pa.schema(
         ("delay_ns", pa.int64()),
         ("detail", pa.string()),
         ("receiver_verdict", pa.string()),
+        ("outer_changes", pa.string()),
     ]
 )
-Verdicts = Mapping[int, str]  # receiver frame -> the receiver model's verdict (with keys)
+ROW_GROUP = 65_536  # reconcile.parquet's rows per row group
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,14 +67,16 @@ class CaptureFile:
     esp_packets: int
 
 
-def per_sa(rows: tuple[FateRow, ...]) -> list[dict[str, object]]:
+def per_sa(result: Reconciled) -> list[dict[str, object]]:
     """Each SA (SPI and direction) with its packets per fate, by SPI."""
-    counts: dict[tuple[int, str], Counter[str]] = {}
-    for row in rows:
-        counts.setdefault((row.spi, row.direction), Counter())[row.fate.value] += 1
     return [
-        {"spi": spi, "direction": way, "fates": {f.value: c[f.value] for f in Fate}}
-        for (spi, way), c in sorted(counts.items())
+        {
+            "spi": spi,
+            "direction": way,
+            "fates": dict(fates),
+            "hop_decrement": result.decrements[spi, way],
+        }
+        for (spi, way), fates in result.sas.items()
     ]
 
 
@@ -97,22 +99,8 @@ def _method(clock: Clock) -> str:
     return "one direction" if clock.spread is not None else "no packet joined"
 
 
-def verdicts_by_fate(
-    result: Reconciled, verdicts: Verdicts | None
-) -> dict[str, dict[str, int]] | None:
-    """Per fate, the receiver model's verdicts of the receiver capture's copies."""
-    if verdicts is None:
-        return None
-    counts: dict[str, Counter[str]] = {}
-    for row in result.rows:
-        verdict = _verdict(row, verdicts)
-        if verdict is not None:
-            counts.setdefault(row.fate.value, Counter())[verdict] += 1
-    return {f.value: dict(sorted(counts[f.value].items())) for f in Fate if f.value in counts}
-
-
 def summary_dict(
-    result: Reconciled, sender: CaptureFile, receiver: CaptureFile, verdicts: Verdicts | None
+    result: Reconciled, sender: CaptureFile, receiver: CaptureFile
 ) -> dict[str, object]:
     """summary.json: the two captures, the packets per fate, per SA, the clocks and, with
     keys, the receiver model's verdicts per fate."""
@@ -123,10 +111,10 @@ def summary_dict(
         "sender": _capture(sender, result.sender_other),
         "receiver": _capture(receiver, result.receiver_other),
         "fates": dict(result.counts),
-        "rows": len(result.rows),
-        "sas": per_sa(result.rows),
+        "rows": result.rows,
+        "sas": per_sa(result),
         "clock": clock_dict(result.clock),
-        "receiver_verdicts": verdicts_by_fate(result, verdicts),
+        "receiver_verdicts": result.verdicts,
     }
 
 
@@ -154,8 +142,10 @@ def clock_lines(clock: Clock) -> list[str]:
             f"  (from both directions; one-way delay about {clock.delay_ns / 1000:.3f} us)",
         ]
     if spread is not None:
+        # no median: no packet of the prefixes the estimate is made from was joined
+        said = "no median" if spread.median is None else f"{_us(spread.median)} median"
         return [
-            f"receiver time minus sender time: {_us(spread.median)} median",
+            f"receiver time minus sender time: {said}",
             f"  ({_us(spread.low)} to {_us(spread.high)}; one direction only: the",
             "  one-way delay plus the clock offset, not told apart)",
         ]
@@ -172,9 +162,7 @@ def _capture_lines(role: str, capture: CaptureFile, other: int) -> list[str]:
     ]
 
 
-def report_lines(
-    result: Reconciled, sender: CaptureFile, receiver: CaptureFile, verdicts: Verdicts | None
-) -> list[str]:
+def report_lines(result: Reconciled, sender: CaptureFile, receiver: CaptureFile) -> list[str]:
     """report.txt: the captures, the fates and what each means, each SA, the clocks, and
     with keys the receiver model's verdicts per fate."""
     lines = ["espforensics reconcile: the fate of every ESP packet", ""]
@@ -183,15 +171,16 @@ def report_lines(
     lines += ["", "Packets per fate:"]
     lines += [f"  {f.value:<16}{result.counts[f.value]:>8}  {MEANING[f]}" for f in Fate]
     lines += ["", "Per SA:"]
-    for sa in per_sa(result.rows):
+    for sa in per_sa(result):
         fates = sa["fates"]
         assert isinstance(fates, dict)
         said = ", ".join(f"{k} {v}" for k, v in fates.items() if v)
         text = f"SPI 0x{sa['spi']:08x} {sa['direction']}: {said}"
         lines += textwrap.wrap(text, WIDTH, initial_indent="  ", subsequent_indent="    ")
+        lines += _path(sa["hop_decrement"])
     lines += ["", "Clocks (no clock is trusted; from the joined packets):"]
     lines += [f"  {line}" for line in clock_lines(result.clock)]
-    by_fate = verdicts_by_fate(result, verdicts)
+    by_fate = result.verdicts
     if by_fate is not None:
         lines += ["", "The receiver's verdicts (the receiver model, with the keys):"]
         for fate, counts in by_fate.items():
@@ -200,6 +189,15 @@ def report_lines(
                 f"{fate}: {said}", WIDTH, initial_indent="  ", subsequent_indent="    "
             )
     return lines
+
+
+def _path(decrement: object) -> list[str]:
+    """The SA's usual TTL / hop limit change on the way (outer_rewritten is judged
+    against it), a line under its fates."""
+    if not isinstance(decrement, int):
+        return []
+    said = "unchanged" if decrement == 0 else f"{-decrement:+d}"
+    return [f"    usual TTL/hop limit change on the way: {said}"]
 
 
 def summary_lines(result: Reconciled) -> list[str]:
@@ -213,7 +211,7 @@ def summary_lines(result: Reconciled) -> list[str]:
     ]
 
 
-def _cells(row: FateRow, verdicts: Verdicts) -> Iterator[object]:
+def _cells(row: FateRow) -> Iterator[object]:
     yield row.fate.value
     yield row.direction
     yield row.spi
@@ -221,58 +219,80 @@ def _cells(row: FateRow, verdicts: Verdicts) -> Iterator[object]:
     for value in (row.sender_frame, row.receiver_frame, row.delay_ns):
         yield "" if value is None else value
     yield row.detail
-    yield _verdict(row, verdicts) or ""
+    yield row.receiver_verdict or ""
+    yield row.outer_changes
 
 
-def _verdict(row: FateRow, verdicts: Verdicts) -> str | None:
-    """The receiver model's verdict of the RECEIVER capture's copy, for an SA that ran
-    towards it (a receiver->sender SA's receiving side is the SENDER capture: none)."""
-    if row.receiver_frame is None or row.direction != FORWARD:
-        return None
-    return verdicts.get(row.receiver_frame)
+class FolderWriter:
+    """reconcile.csv and reconcile.parquet as the rows come, then the rest of the folder
+    (``finish``); the folder exists (``prepare_out_dir``). ``abort`` removes what an
+    unfinished run wrote."""
 
+    def __init__(self, folder: Path) -> None:
+        self._folder = folder
+        self._columns: dict[str, list[object]] = {name: [] for name in SCHEMA.names}
+        try:
+            self._fh = partial(folder, "reconcile.csv").open("w", newline="")
+            self._csv = csv.writer(self._fh)
+            self._csv.writerow(SCHEMA.names)
+            self._parquet = pq.ParquetWriter(partial(folder, "reconcile.parquet"), SCHEMA)
+        except OSError as exc:
+            raise _cannot(folder, exc) from exc
 
-def _write_csv(rows: tuple[FateRow, ...], verdicts: Verdicts, path: Path) -> None:
-    with path.open("w", newline="") as fh:
-        out = csv.writer(fh)
-        out.writerow((*COLUMNS, "receiver_verdict"))
-        for row in rows:
-            out.writerow(_cells(row, verdicts))
+    def write(self, row: FateRow) -> None:
+        try:
+            self._csv.writerow(_cells(row))
+        except OSError as exc:
+            raise _cannot(self._folder, exc) from exc
+        cols = self._columns
+        cols["fate"].append(row.fate.value)
+        cols["direction"].append(row.direction)
+        cols["spi"].append(row.spi)
+        cols["seq64"].append(row.seq64)
+        cols["sender_frame"].append(row.sender_frame)
+        cols["receiver_frame"].append(row.receiver_frame)
+        cols["delay_ns"].append(row.delay_ns)
+        cols["detail"].append(row.detail)
+        cols["receiver_verdict"].append(row.receiver_verdict)
+        cols["outer_changes"].append(row.outer_changes)
+        if len(cols["fate"]) >= ROW_GROUP:
+            self._row_group()
 
+    def _row_group(self) -> None:
+        try:
+            self._parquet.write_table(pa.table(self._columns, schema=SCHEMA))
+        except OSError as exc:
+            raise _cannot(self._folder, exc) from exc
+        self._columns = {name: [] for name in SCHEMA.names}
 
-def _write_parquet(rows: tuple[FateRow, ...], verdicts: Verdicts, path: Path) -> None:
-    columns = {
-        "fate": [r.fate.value for r in rows],
-        "direction": [r.direction for r in rows],
-        "spi": [r.spi for r in rows],
-        "seq64": [r.seq64 for r in rows],
-        "sender_frame": [r.sender_frame for r in rows],
-        "receiver_frame": [r.receiver_frame for r in rows],
-        "delay_ns": [r.delay_ns for r in rows],
-        "detail": [r.detail for r in rows],
-        "receiver_verdict": [_verdict(r, verdicts) for r in rows],
-    }
-    pq.write_table(pa.table(columns, schema=SCHEMA), path)
+    def finish(self, result: Reconciled, files: tuple[CaptureFile, CaptureFile]) -> None:
+        """The last rows, report.txt and summary.json, and every file renamed into place,
+        summary.json last."""
+        folder = self._folder
+        try:
+            if self._columns["fate"]:
+                self._row_group()
+            self._parquet.close()
+            self._fh.close()
+            report = "\n".join(report_lines(result, *files)) + "\n"
+            partial(folder, "report.txt").write_text(report, encoding="ascii", errors="replace")
+            text = json.dumps(summary_dict(result, *files), indent=2) + "\n"
+            partial(folder, "summary.json").write_text(text)
+            if (folder / "summary.json").exists():
+                (folder / "summary.json").unlink()  # an earlier run's, first: its mark of done
+            for name in FILES:
+                os.replace(partial(folder, name), folder / name)
+        except OSError as exc:
+            raise _cannot(folder, exc) from exc
 
-
-def write_folder(
-    result: Reconciled,
-    folder: Path,
-    files: tuple[CaptureFile, CaptureFile],
-    verdicts: Verdicts | None,
-) -> None:
-    """The four files, each ``.partial`` first, renamed into place with summary.json last;
-    the folder exists (``prepare_out_dir``)."""
-    try:
-        _write_csv(result.rows, verdicts or {}, partial(folder, "reconcile.csv"))
-        _write_parquet(result.rows, verdicts or {}, partial(folder, "reconcile.parquet"))
-        report = "\n".join(report_lines(result, *files, verdicts)) + "\n"
-        partial(folder, "report.txt").write_text(report, encoding="ascii", errors="replace")
-        text = json.dumps(summary_dict(result, *files, verdicts), indent=2) + "\n"
-        partial(folder, "summary.json").write_text(text)
-        if (folder / "summary.json").exists():
-            (folder / "summary.json").unlink()  # an earlier run's, first: its mark of done
+    def abort(self) -> None:
+        """The run stopped: close and remove the partial files (the outputs of an earlier
+        run, with --force, stay)."""
+        self._fh.close()
+        self._parquet.close()
         for name in FILES:
-            os.replace(partial(folder, name), folder / name)
-    except OSError as exc:
-        raise OutputError(str(folder), f"cannot write: {exc.strerror}") from exc
+            partial(self._folder, name).unlink(missing_ok=True)
+
+
+def _cannot(folder: Path, exc: OSError) -> OutputError:
+    return OutputError(str(folder), f"cannot write: {exc.strerror}")

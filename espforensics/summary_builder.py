@@ -301,7 +301,10 @@ class SummaryBuilder:
         n = len(frame)
         self.frames += n
         self.esp_packets += n
-        self.verdicts[Verdict.OK] += n
+        keyed = int(np.count_nonzero(rows.keyed))
+        self.verdicts[Verdict.OK] += keyed
+        if keyed < n:
+            self.verdicts[Verdict.UNKNOWN_SA] += n - keyed
         for f in np.unique(rows.flow).tolist():
             self._steady_sa(rows, f, np.flatnonzero(rows.flow == f))  # capture order per flow
 
@@ -315,10 +318,13 @@ class SummaryBuilder:
         acc.packets += len(idx)
         acc.wire_bytes += int(rows.wirelen[idx].sum())
         acc.last_ns = int(rows.ts_ns[idx[-1]])
-        acc.count_verdict(Verdict.OK, len(idx))
+        keyed = bool(rows.keyed[idx[0]])  # a flow's rows are all keyed or all keyless
+        acc.count_verdict(Verdict.OK if keyed else Verdict.UNKNOWN_SA, len(idx))
         if acc.first_seq64 is None:
             acc.first_seq64 = int(rows.seq64[idx[0]])
         acc.last_seq64 = int(rows.seq64[idx[-1]])
+        if not keyed:
+            return  # no trailer, inner packet nor checksum was read
         nh = rows.next_header[idx]
         ip = int(np.count_nonzero((nh == 4) | (nh == 41)))
         acc.ip_payloads += ip

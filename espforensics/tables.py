@@ -28,7 +28,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from espforensics.analyzer.crypto import no_key
 from espforensics.arrow_arrays import bools, from_list, from_numpy, strings
+from espforensics.columns import Strs
 from espforensics.crypto import IV_LEN
 from espforensics.engine import Row, SteadyRows
 from espforensics.engine.wire import CARRIERS
@@ -240,9 +242,9 @@ def steady_table(rows: SteadyRows) -> pa.Table:
         "esp_offset": from_numpy(rows.esp_offset, pa.int64()),
         "expected_offset": from_numpy(rows.esp_offset, pa.int64()),
         "esp_len": from_numpy(rows.esp_len, pa.int64()),
-        "pad_len": from_numpy(rows.pad_len, pa.int64()),
-        "next_header": from_numpy(rows.next_header, pa.int64()),
-        "payload_len": from_numpy(rows.payload_len, pa.int64()),
+        "pad_len": _nullable(rows.pad_len, rows.keyed),
+        "next_header": _nullable(rows.next_header, rows.keyed),
+        "payload_len": _nullable(rows.payload_len, rows.keyed),
         "inner_proto": strings(rows.inner_proto),
         "inner_src": strings(rows.inner_src),
         "inner_dst": strings(rows.inner_dst),
@@ -251,13 +253,15 @@ def steady_table(rows: SteadyRows) -> pa.Table:
         "iv_reused": bools(np.zeros(n, np.bool_)),
         "iv_seq_delta": _nullable(np.zeros(n, np.int64), rows.counter),
         "inner_checksum": strings(rows.inner_checksum),
-        "detail": strings(rows.checksum_detail),
+        "detail": strings(_details(rows)),
         "tfc_len": _nullable(rows.tfc_len, rows.tfc_len >= 0),
     }
     for name in ("leaked_hex", "leaked_fields", "seq_anomaly", "quoted_src", "quoted_dst"):
         cols[name] = _repeat("", n)
-    cols["verdict"] = _repeat("ok", n)
-    cols["receiver"] = _repeat("accept", n)  # the receiver check refuses every other row
+    keyed = rows.keyed.astype(np.int64)
+    cols["verdict"] = _pick(["unknown_sa", "ok"], keyed)
+    # the receiver check refuses every other row; a run without keys predicts nothing
+    cols["receiver"] = _pick(["", "accept"], keyed)
     cols["layer"] = from_numpy(np.ones(n, np.int64), pa.int64())  # the lane takes no nested ESP
     cols["carriers"] = _pick(list(CARRIERS), rows.carriers)
     arrays = [
@@ -269,6 +273,15 @@ def steady_table(rows: SteadyRows) -> pa.Table:
         return table
     both = pa.concat_tables([table, records_to_table(rows.records)])
     return both.take(pc.sort_indices(both, [("frame", "ascending")]))
+
+
+def _details(rows: SteadyRows) -> Strs:
+    """The ``detail`` column: a keyed row's checksum detail, else the words of ``no key``."""
+    if rows.keyed.all():
+        return rows.checksum_detail
+    words = np.array([no_key(f.spi) for f in rows.flows], object)
+    details: Strs = np.where(rows.keyed, rows.checksum_detail, words[rows.flow]).astype(object)
+    return details
 
 
 class RowGroups:

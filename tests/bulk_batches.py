@@ -87,6 +87,7 @@ def flow_rows(flow: Flow, pkts: list[Pkt]) -> FlowRows:
     grams = [datagram(flow, p) for p in pkts]
     starts = np.cumsum([0] + [len(g) for g in grams])[:-1]
     ends = [int(s) + len(g) - len(p.icv) for s, g, p in zip(starts, grams, pkts, strict=True)]
+    raw = b"".join(grams)
     return FlowRows(
         flow,
         np.array([p.frame for p in pkts], np.int64),
@@ -94,8 +95,11 @@ def flow_rows(flow: Flow, pkts: list[Pkt]) -> FlowRows:
         np.array([_fold(p.iv) for p in pkts], np.uint64),
         np.array([list(p.iv) for p in pkts], np.uint8).reshape(len(pkts), -1),
         np.array([list(p.icv) for p in pkts], np.uint8).reshape(len(pkts), -1),
-        np.frombuffer(b"".join(grams), np.uint8),
+        np.frombuffer(raw, np.uint8),
         np.array(ends, np.int64),
+        starts.astype(np.int64),
+        starts.astype(np.int64) + OUTER,
+        raw,
     )
 
 

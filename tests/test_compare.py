@@ -195,7 +195,8 @@ def test_cli_compare_with_keys_for_one_side(
 ) -> None:
     """Through the CLI, on fixture captures: the note is the first thing after the names."""
     paths = write_scenario(build_scenario("kernel-gso-v4", seed=1), tmp_path / "a", stem="a")
-    other = write_scenario(build_scenario("kernel-gso-v4", seed=1), tmp_path / "b", stem="b")
+    far = tmp_path / ("b" * 80)  # a long name, on a line of its own wherever tmp_path is
+    other = write_scenario(build_scenario("kernel-gso-v4", seed=1), far, stem="b")
     monkeypatch.chdir(tmp_path)
     res = runner.invoke(
         app,

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from espforensics.decode.esp import EspLocation, NotEsp, locate_esp, parse_esp_header
 from espforensics.decode.inner import Inner, parse_inner
-from espforensics.decode.ip import parse_ip
+from espforensics.decode.ip import IpMarks, parse_ip, parse_marks
 from espforensics.decode.link import LinkLayer, parse_link
 from espforensics.decode.reassembly import Completed, Expired, Reassembler
 from espforensics.errors import MalformedPacket, Truncated
@@ -393,6 +393,21 @@ def test_reassembly_beyond_a_16_bit_length_expires(
     assert parse_ip(done.packet).total_len == len(done.packet) == 65535 + 40 * (pair is _v6_pair)
 
 
+@pytest.mark.parametrize(
+    ("header", "marks"),
+    [
+        (bytes.fromhex("45b8") + bytes(6) + b"\x3f" + bytes(11), IpMarks(0xB8, 63)),  # EF, TTL 63
+        (bytes.fromhex("6b a3 00 00") + bytes(3) + b"\x01" + bytes(32), IpMarks(0xBA, 1)),
+    ],
+)
+def test_parse_marks(header: bytes, marks: IpMarks) -> None:
+    """IPv4 TOS byte and TTL; IPv6 Traffic Class (the 8 bits after the version) and Hop
+    Limit."""
+    assert parse_marks(header) == marks
+    with pytest.raises(Truncated):
+        parse_marks(header[:-1])
+
+
 # ---------------------------------------------------------------- fuzz
 @settings(max_examples=400, deadline=None)
 @given(
@@ -410,6 +425,7 @@ def test_decoders_raise_only_our_errors(
     for call in (
         lambda: parse_link(linktype, framed),
         lambda: parse_ip(data, through_ah=through_ah),
+        lambda: parse_marks(data),
         lambda: locate_esp(parse_ip(data, through_ah=through_ah), data, frozenset({4500})),
         lambda: parse_esp_header(data, 3),
         lambda: parse_inner(data[0] if data else 4, data[1:], "a", "b"),

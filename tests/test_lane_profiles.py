@@ -7,7 +7,9 @@ capture: every packet follows its SA's scheme. The steady lane must take
 at least 95% of its ESP packets (the rest: the first batches, and each
 SA's first 64 packets, held while the IV derivation check reads its
 scheme), counted by fuzz/lanecount.py; and lane on or off, the packets
-table, the summary and the findings are the same.
+table, the summary and the findings are the same. Without keys too (the
+keyless lane): at least 95% of the packets of every profile read by their
+clear bytes only, the same outputs as the per-frame path's.
 """
 
 from __future__ import annotations
@@ -81,3 +83,30 @@ def test_each_sender_profile_lane_matches_the_reference(
     path = capture(folder, algorithm, ivs, 3_000)
     lane = _run(path, algorithm, Options(batch_frames=batch))
     assert_same(lane, _run(path, algorithm, Options(steady_lane=False)), 3_000)
+
+
+@pytest.mark.parametrize(("algorithm", "ivs", "scheme"), PROFILES)
+def test_the_keyless_lane_takes_every_sender_profile(
+    folder: Path, algorithm: str, ivs: str, scheme: IvScheme
+) -> None:
+    """The same captures without a key: 95% of their ESP packets the lane's, every one
+    ``unknown_sa``, each SA's scheme read from the wire (8-byte IVs: CBC's look random)."""
+    path = capture(folder, algorithm, ivs, FRAMES)
+    lanecount.install()
+    lanecount.take()
+    result = analyze(path, SaTable(()), Options())
+    count = lanecount.take()
+    assert result.packets["verdict"].tolist() == ["unknown_sa"] * FRAMES
+    assert count.taken >= SHARE * FRAMES, count
+    wire = IvScheme.RANDOM if algorithm == "cbc" else scheme
+    assert {sa.iv_scheme for sa in result.summary.sas} == {str(wire)}
+
+
+@pytest.mark.parametrize("batch", [64, 4096])
+@pytest.mark.parametrize(("algorithm", "ivs", "scheme"), PROFILES)
+def test_each_sender_profile_keyless_lane_matches_the_reference(
+    folder: Path, algorithm: str, ivs: str, scheme: IvScheme, batch: int
+) -> None:
+    path = capture(folder, algorithm, ivs, 3_000)
+    lane = analyze(path, SaTable(()), Options(batch_frames=batch))
+    assert_same(lane, analyze(path, SaTable(()), Options(steady_lane=False)), 3_000)

@@ -51,8 +51,9 @@ def test_random_frames(lane: Options, items: list[tuple[int, bytes]]) -> None:
     st.sampled_from(["kernel-gso-v4", "fragments-v6", "natt", "esn-wrap", "link-all"]),
     st.data(),
 )
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "keyless"])
 @pytest.mark.parametrize("lane", LANES)
-def test_damaged_fixture_frames(lane: Options, name: str, data: st.DataObject) -> None:
+def test_damaged_fixture_frames(lane: Options, keyed: bool, name: str, data: st.DataObject) -> None:
     sc = _scenario(name)
     frames = list(sc.frames)
     i = data.draw(st.integers(0, len(frames) - 1))
@@ -62,18 +63,21 @@ def test_damaged_fixture_frames(lane: Options, name: str, data: st.DataObject) -
         raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
     cut = data.draw(st.integers(0, len(raw)))
     frames[i] = f._replace(data=bytes(raw[:cut]), caplen=cut)
-    verdicts = _run(frames, SaTable(sc.sas), lane)
+    verdicts = _run(frames, SaTable(tuple(sc.sas) if keyed else ()), lane)
     assert len(verdicts) == len(sc.frames)
 
 
-# The lane takes 36 of iv-reuse's first 100 frames in batches of 16 (all of them ok).
+# The lane takes 36 of iv-reuse's first 100 frames in batches of 16 (all of them ok); without
+# keys (the keyless lane), most of them.
 STEADY_FRAMES = 100
 
 
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "keyless"])
 @settings(max_examples=25, deadline=None)
 @given(st.data())
-def test_damaged_steady_sa_same_records_in_both_lanes(data: st.DataObject) -> None:
+def test_damaged_steady_sa_same_records_in_both_lanes(keyed: bool, data: st.DataObject) -> None:
     sc = _scenario("iv-reuse")
+    sas = sc.sas if keyed else ()
     frames = list(sc.frames[:STEADY_FRAMES])
     for _ in range(data.draw(st.integers(1, 3))):
         i = data.draw(st.integers(0, len(frames) - 1))
@@ -82,8 +86,8 @@ def test_damaged_steady_sa_same_records_in_both_lanes(data: st.DataObject) -> No
             raw[data.draw(st.integers(0, len(raw) - 1))] ^= data.draw(st.integers(1, 255))
         cut = data.draw(st.integers(0, len(raw)))
         frames[i] = frames[i]._replace(data=bytes(raw[:cut]), caplen=cut)
-    per_frame = run_frames(frames, sc.sas, PER_FRAME, "fuzz")
-    steady = run_frames(frames, sc.sas, STEADY, "fuzz")
+    per_frame = run_frames(frames, sas, PER_FRAME, "fuzz")
+    steady = run_frames(frames, sas, STEADY, "fuzz")
     assert [r.frame for r in steady.records] == list(range(1, STEADY_FRAMES + 1))
     assert steady.records == per_frame.records
     assert steady.findings == per_frame.findings

@@ -35,6 +35,7 @@ from tests.helpers import (
     needs_captures,
     real_capture,
     run_frames,
+    scenario,
 )
 
 IN_ORDER = 150  # packets before the planted ones: the steady lane takes most of them
@@ -276,3 +277,21 @@ def test_a_secrets_block_gives_a_state_to_an_spi_that_had_none(lane: Options) ->
     items: list[Frame | DecryptionSecrets] = [*cb.frames[:2], dsb, *cb.frames[2:]]
     run = run_frames(items, SaTable((ba.sealer.sa,)), lane)
     assert {r.frame: r.receiver for r in run.records} == early | late
+
+
+def test_a_number_damaged_far_ahead_leaves_the_window_there_in_both_lanes() -> None:
+    """A packet whose sequence number's top byte was flipped (0x81000002) and that the
+    capture cut: the receiver's window (no ESN: low halves) moves up to it, and the
+    SA's next packets, inferred one high half up by the sender's view, are below the
+    window (``too_old``), with the lane on as off. The lane's rule read them in the
+    sender's seq64 and took them as accepted (found by tests/test_pipeline_fuzz.py)."""
+    sc = scenario("iv-reuse")
+    frames = list(sc.frames[:100])
+    raw = bytearray(frames[1].data)
+    raw[38] ^= 0x80 | 0x01  # the sequence number's top byte, then 14 + 20 + 4 bytes in
+    frames[1] = frames[1]._replace(data=bytes(raw[:56]), caplen=56)
+    per_frame = run_frames(frames, sc.sas, PER_FRAME, "damaged")
+    steady = run_frames(frames, sc.sas, Options(batch_frames=16), "damaged")
+    verdicts = [r.receiver for r in per_frame.records]
+    assert verdicts[65] == "too_old" and verdicts.count("too_old") >= 17
+    assert [r.receiver for r in steady.records] == verdicts

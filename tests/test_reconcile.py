@@ -7,13 +7,18 @@ import csv
 import hashlib
 import json
 import random
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+import espforensics.capture as capture_module
+from espforensics.capture import compression
+from espforensics.capture.compression import ByteSource
 from espforensics.model import Frame
-from espforensics.reconcile import Reconciled, Spread, _directions, reconcile
+from espforensics.reconcile import FateRow, Reconciled, reconcile
+from espforensics.reconcile_clock import Spread, find_directions
 from espforensics.synth.builder import V4_A, V4_B, Fault, SaFlow, ip, sa_pair
 from espforensics.synth.capture import write_capture
 from espforensics.synth.keytext import keys_yaml
@@ -71,6 +76,12 @@ def _planted() -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]]]:
     return sender, receiver
 
 
+def _run(sender: Path, receiver: Path) -> tuple[Reconciled, list[FateRow]]:
+    """reconcile's counts and its rows, in the order it writes them."""
+    rows: list[FateRow] = []
+    return reconcile(sender, receiver, sink=rows.append), rows
+
+
 def _pair(tmp: Path, shift_us: int = 0) -> tuple[Path, Path]:
     """The planted pair, the receiver's clock ``shift_us`` ahead of the sender's."""
     sender, receiver = _planted()
@@ -84,26 +95,29 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def test_every_fate(pair: tuple[Path, Path]) -> None:
-    result = reconcile(*pair)
-    got = [(r.fate.value, r.direction, r.spi, r.seq64, r.sender_frame, r.receiver_frame)
-           for r in result.rows]  # fmt: skip
+    result, rows = _run(*pair)
+    got = _fates(rows)
     fwd, back = "sender->receiver", "receiver->sender"
+    # In the order decided, the captures read side by side in time: the reverse SA's
+    # packet 1 first (b sent it before a sent anything); each received packet's row as it
+    # arrives (6 once it is got, after 7); a lost packet's when the other capture ends.
     assert got == [
+        ("delivered", back, 0x1002, 1, 1, 1),
         ("delivered", fwd, 0x1001, 1, 2, 3),
-        ("lost", fwd, 0x1001, 2, 3, None),
+        ("lost", back, 0x1002, 2, None, 2),  # the SENDER capture ended without it
         ("delivered", fwd, 0x1001, 3, 4, 4),
         ("changed", fwd, 0x1001, 4, 5, 5),
         ("delivered", fwd, 0x1001, 5, 6, 6),
-        ("reordered", fwd, 0x1001, 6, 7, 9),
+        ("duplicated", fwd, 0x1001, 5, 6, 7),
         ("delivered", fwd, 0x1001, 7, 8, 8),
+        ("reordered", fwd, 0x1001, 6, 7, 9),
         ("outer_rewritten", fwd, 0x1001, 8, 9, 10),
         ("delivered", fwd, 0x1001, 9, 10, 11),
+        ("unexpected", fwd, 0x1001, 50, None, 12),  # the SENDER capture has ended
         ("delivered", fwd, 0x1001, 10, 11, 13),
-        ("duplicated", fwd, 0x1001, 5, 6, 7),
-        ("unexpected", fwd, 0x1001, 50, None, 12),
-        ("delivered", back, 0x1002, 1, 1, 1),
-        ("lost", back, 0x1002, 2, None, 2),
+        ("lost", fwd, 0x1001, 2, 3, None),  # the RECEIVER capture ended without it
     ]
+    assert [r.delay_ns for r in rows[:2]] == [-49_000, 90_000]  # receiver time - sender's
     assert result.counts == {
         "delivered": 7,
         "lost": 2,
@@ -113,13 +127,14 @@ def test_every_fate(pair: tuple[Path, Path]) -> None:
         "outer_rewritten": 1,
         "unexpected": 1,
     }
-    (rewritten,) = [r for r in result.rows if r.fate.value == "outer_rewritten"]
-    assert rewritten.detail == "outer 192.0.2.1 -> 192.0.2.2 became 203.0.113.9 -> 192.0.2.2"
+    (rewritten,) = [r for r in rows if r.fate.value == "outer_rewritten"]
+    assert rewritten.detail == "outer rewritten: src 192.0.2.1->203.0.113.9"
+    assert rewritten.outer_changes == "src 192.0.2.1->203.0.113.9"
 
 
-def _fates(result: Reconciled) -> list[tuple[str, str, int, int, int | None, int | None]]:
+def _fates(rows: list[FateRow]) -> list[tuple[str, str, int, int, int | None, int | None]]:
     return [(r.fate.value, r.direction, r.spi, r.seq64, r.sender_frame, r.receiver_frame)
-            for r in result.rows]  # fmt: skip
+            for r in rows]  # fmt: skip
 
 
 @pytest.mark.parametrize("shift_s", [-5, 3])
@@ -127,9 +142,9 @@ def test_the_clocks_need_not_agree(pair: tuple[Path, Path], tmp_path: Path, shif
     """The receiver's clock 5 s behind or 3 s ahead: the same fates, both SAs' directions
     found, and the offset estimated within the planted shift plus the one-way delays
     (49 us back, 60 to 90 us forward)."""
-    plain = reconcile(*pair)
-    shifted = reconcile(*_pair(tmp_path, shift_s * 1_000_000))
-    assert _fates(shifted) == _fates(plain)
+    plain, plain_rows = _run(*pair)
+    shifted, shifted_rows = _run(*_pair(tmp_path, shift_s * 1_000_000))
+    assert _fates(shifted_rows) == _fates(plain_rows)
     offset, delay = shifted.clock.offset_ns, shifted.clock.delay_ns
     assert offset is not None and delay is not None
     assert abs(offset - shift_s * 1_000_000_000) <= 90_000
@@ -167,9 +182,9 @@ def test_sas_one_way_with_other_delays_run_one_way(tmp_path: Path) -> None:
         one, two = _packet(fast, n, data), _packet(slow, n, data)
         sender += [(100 * n, one), (100 * n + 5, two)]
         receiver += [(2_000_000 + 100 * n + 60, one), (2_000_000 + 100 * n + 505, two)]
-    result = reconcile(_write(tmp_path / "s.pcap", sender), _write(tmp_path / "r.pcap", receiver))
-    assert {(r.fate.value, r.direction) for r in result.rows} == {("delivered", "sender->receiver")}
-    assert len(result.rows) == 8
+    result, rows = _run(_write(tmp_path / "s.pcap", sender), _write(tmp_path / "r.pcap", receiver))
+    assert {(r.fate.value, r.direction) for r in rows} == {("delivered", "sender->receiver")}
+    assert len(rows) == 8
     assert (result.clock.offset_ns, result.clock.delay_ns) == (None, None)
     spread = result.clock.spread
     assert spread is not None
@@ -189,7 +204,7 @@ def test_the_command_writes_its_folder(pair: tuple[Path, Path], tmp_path: Path) 
     ]
     rows = list(csv.DictReader((out / "reconcile.csv").read_text().splitlines()))
     assert len(rows) == 14
-    assert rows[1] == {
+    assert rows[-1] == {
         "fate": "lost",
         "direction": "sender->receiver",
         "spi": "4097",
@@ -199,6 +214,7 @@ def test_the_command_writes_its_folder(pair: tuple[Path, Path], tmp_path: Path) 
         "delay_ns": "",
         "detail": "",
         "receiver_verdict": "",  # no keys
+        "outer_changes": "",
     }
     table = pq.read_table(out / "reconcile.parquet").to_pylist()
     as_text = [{k: "" if v is None else str(v) for k, v in row.items()} for row in table]
@@ -227,7 +243,9 @@ def test_the_command_writes_its_folder(pair: tuple[Path, Path], tmp_path: Path) 
     report = (out / "report.txt").read_text()
     assert report.isascii()
     assert max(len(line) for line in report.splitlines()) <= 72
-    assert "  SPI 0x00001002 receiver->sender: delivered 1, lost 1" in report.splitlines()
+    lines = report.splitlines()
+    at = lines.index("  SPI 0x00001002 receiver->sender: delivered 1, lost 1")
+    assert lines[at + 1] == "    usual TTL/hop limit change on the way: unchanged"
     assert "  lost                   2  sent, never received" in report.splitlines()
 
 
@@ -247,19 +265,19 @@ def test_with_keys_each_copy_has_the_receiver_models_verdict(
     rows = list(csv.DictReader((out / "reconcile.csv").read_text().splitlines()))
     got = [(r["fate"], r["seq64"], r["receiver_verdict"]) for r in rows]
     assert got == [
+        ("delivered", "1", ""),  # receiver->sender
         ("delivered", "1", "accept"),
-        ("lost", "2", ""),
+        ("lost", "2", ""),  # receiver->sender
         ("delivered", "3", "accept"),
         ("changed", "4", "icv_fail"),
         ("delivered", "5", "accept"),
-        ("reordered", "6", "accept"),
+        ("duplicated", "5", "replay"),
         ("delivered", "7", "accept"),
+        ("reordered", "6", "accept"),
         ("outer_rewritten", "8", "unchecked"),
         ("delivered", "9", "accept"),
-        ("delivered", "10", "too_old"),
-        ("duplicated", "5", "replay"),
         ("unexpected", "50", "accept"),
-        ("delivered", "1", ""),
+        ("delivered", "10", "too_old"),
         ("lost", "2", ""),
     ]
     summary = json.loads((out / "summary.json").read_text())
@@ -274,6 +292,47 @@ def test_with_keys_each_copy_has_the_receiver_models_verdict(
     assert "  changed: icv_fail 1" in (out / "report.txt").read_text().splitlines()
     table = pq.read_table(out / "reconcile.parquet").column("receiver_verdict").to_pylist()
     assert table == [r["receiver_verdict"] or None for r in rows]
+
+
+def test_with_keys_each_capture_is_read_once(
+    pair: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The receiver model's verdicts come from the analysis's pass over the frames the
+    join reads: the receiver capture is opened once (it was opened twice, once more by
+    ``analyze``), as the sender's (summary.json's sha256 hashes the files apart)."""
+    opened: list[str] = []
+    real = compression.open_source
+
+    def counting(name: str) -> ByteSource:
+        opened.append(name)
+        return real(name)
+
+    monkeypatch.setattr(capture_module, "open_source", counting)  # as open_capture calls it
+    ab, ba = sa_pair(random.Random(11), (0x1001, 0x1002), V4_A, V4_B)
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(keys_yaml([ab.sealer.sa, ba.sealer.sa]))
+    run = run_cli("reconcile", *pair, "--sa", keys, "--out", tmp_path / "r", "-q")
+    assert run.code == 0, run.stderr
+    assert sorted(opened) == sorted(str(path) for path in pair)
+
+
+def test_no_key_in_any_output(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    """With --sa, no key byte in any file written nor on stdout (hex, either case, or the
+    raw bytes), whatever --format prints."""
+    ab, ba = sa_pair(random.Random(11), (0x1001, 0x1002), V4_A, V4_B)
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(keys_yaml([ab.sealer.sa, ba.sealer.sa]))
+    secrets = re.findall(r'key: "0x([0-9a-f]+)"', keys.read_text())
+    assert len(secrets) == 2
+    out = tmp_path / "r"
+    said = [run_cli("reconcile", *pair, "--sa", keys, "--out", out).stdout]
+    for fmt in ("text", "json"):
+        said.append(run_cli("reconcile", *pair, "--sa", keys, "--out", "-", "--format", fmt).stdout)
+    blobs = [text.encode() for text in said] + [f.read_bytes() for f in out.iterdir()]
+    assert len(blobs) == 7
+    for secret in secrets:
+        for needle in (secret.encode(), secret.upper().encode(), bytes.fromhex(secret)):
+            assert not any(needle in blob for blob in blobs)
 
 
 def test_a_bad_key_file_is_one_line(pair: tuple[Path, Path], tmp_path: Path) -> None:
@@ -357,6 +416,21 @@ def test_a_capture_it_cannot_read_is_one_line(
         assert not (tmp_path / "r").exists()
 
 
+def test_a_capture_damaged_further_on_leaves_no_folder(
+    pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The rows are written as the captures are read: a receiver capture cut inside its
+    6th frame stops the run there, with one line, and the folder it made is gone."""
+    cut = tmp_path / "cut.pcap"
+    data = pair[1].read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    run = run_cli("reconcile", pair[0], cut, "--out", tmp_path / "r")
+    assert (run.code, run.stdout) == (2, "")
+    assert run.stderr.startswith(f"espforensics: error: {cut}: capture ends inside frame")
+    assert len(run.stderr.splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
 def test_bad_options_are_one_line(pair: tuple[Path, Path], tmp_path: Path) -> None:
     a_file = tmp_path / "a-file"
     a_file.write_text("")
@@ -405,7 +479,7 @@ def test_which_way_each_sa_ran(
     offset: int | None,
     delay: int | None,
 ) -> None:
-    got_reverse, clock = _directions(
+    got_reverse, clock = find_directions(
         {spi: Spread(low, median, high) for spi, (_, low, median, high) in spreads.items()},
         {spi: way for spi, (way, *_) in spreads.items()},
         set(),

@@ -8,11 +8,13 @@ less per SA.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
 
+from espforensics import window
 from espforensics.checks.context import Flow, PerFlow, SaState
 from espforensics.checks.coverage import (
     ICV_FAILS,
@@ -64,7 +66,7 @@ def test_window_of_size_one_keeps_the_latest_key() -> None:
     assert (w.get(1), w.get(2), len(w)) == (None, 20, 1)
 
 
-def test_window_builds_bulk_entries_in_the_window_only() -> None:
+def test_window_builds_only_the_bulk_entries_it_reads() -> None:
     built: list[int] = []
 
     def make(i: int) -> int:
@@ -77,10 +79,10 @@ def test_window_builds_bulk_entries_in_the_window_only() -> None:
     assert len(w) == 4 and built == []
     assert [w.get(k) for k in (1, 10, 11, 12)] == [1, 100, 101, 102]
     w.put_many(np.array([20, 21, 22, 23, 24], dtype=np.uint64), make)
-    assert len(w) == 5  # every older entry left; the chunk is cut when read
+    assert len(w) == 4  # every older entry left, and the new chunk's first
     assert [w.get(k) for k in (10, 12, 20, 21, 24)] == [None, None, None, 101, 104]
     assert len(w) == 4
-    assert built == [0, 1, 2, 1, 2, 3, 4]
+    assert built == [0, 1, 2, 1, 4]  # each a get: a chunk's entries are read where they lie
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -106,6 +108,50 @@ def test_window_matches_an_ordered_dict_on_random_operations(seed: int) -> None:
             w.put(key, step, renew)
         assert len(w) == len(ref)
     assert [w.get(k) for k in range(8)] == [ref.get(k) for k in range(8)]
+
+
+def _values(base: int) -> Callable[[int], int]:
+    return lambda i: base + i
+
+
+@pytest.mark.parametrize("joined_past", [1, 2, window.MAX_CHUNKS])
+@pytest.mark.parametrize("seed", range(40))
+def test_window_with_bulk_chunks_matches_an_ordered_dict(
+    seed: int, joined_past: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The steady lane's chunks (``put_many``, keys new to the window) between single
+    ``put``s and ``get``s, as a packet the per-frame path takes between two lane runs
+    reads and joins them: the same answers as the plain version, and no chunk entry
+    built but those read or put again; chunks joined past ``joined_past`` of them."""
+    monkeypatch.setattr(window, "MAX_CHUNKS", joined_past)
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(1, 9))
+    w: RecentWindow[int] = RecentWindow(size)
+    ref: OrderedDict[int, int] = OrderedDict()
+    for step in range(300):
+        key, op = int(rng.integers(0, 16)), int(rng.integers(0, 5))
+        if op == 0:
+            assert w.get(key) == ref.get(key)
+        elif op == 1:
+            assert w.pop(key) == ref.pop(key, None)
+        elif op == 4:
+            new = [k for k in rng.permutation(16).tolist() if k not in ref][: rng.integers(1, 6)]
+            for i, k in enumerate(new):
+                ref[k] = 1000 * step + i
+                if len(ref) > size:
+                    ref.popitem(last=False)
+            w.put_many(np.array(new, np.uint64), _values(1000 * step))
+            continue
+        else:
+            renew = op == 2
+            if renew:
+                ref.pop(key, None)
+            ref[key] = step
+            if len(ref) > size:
+                ref.popitem(last=False)
+            w.put(key, step, renew)
+        assert len(w) == len(ref)
+    assert [w.get(k) for k in range(16)] == [ref.get(k) for k in range(16)]
 
 
 # -- PerFlow --------------------------------------------------------------------

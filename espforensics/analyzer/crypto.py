@@ -39,7 +39,7 @@ def open_packet(pkt: PacketContext, seq64: int, iv: bytes, sealed_at: int) -> Op
         if cut_short(pkt):
             return None
         rec.verdict = Verdict.UNKNOWN_SA
-        rec.detail = f"no key for SPI {rec.spi:#010x}"
+        rec.detail = no_key(rec.spi or 0)
         return None
     rec.algorithm = sa.suite
     if ctx is None and not sa.supported:
@@ -121,6 +121,11 @@ def esn_mismatch(pkt: PacketContext, placed: int, verified: int, plain: bytes) -
         rec.detail += f"; trailer: {problem}"
 
 
+def no_key(spi: int) -> str:
+    """The detail of a packet whose SPI has no key (``unknown_sa``)."""
+    return f"no key for SPI {spi:#010x}"
+
+
 def cut_short(pkt: PacketContext) -> bool:
     """Was the packet cut by the capture's snap length? Then it is ``truncated``.
 
@@ -134,7 +139,7 @@ def cut_short(pkt: PacketContext) -> bool:
     rec.verdict = Verdict.TRUNCATED
     rec.detail = CUT_DETAIL.format(len(pkt.data) - (rec.esp_offset or 0), rec.esp_len)
     if sa is None:
-        rec.detail += f"; no key for SPI {rec.spi:#010x}"
+        rec.detail += f"; {no_key(rec.spi or 0)}"
     else:
         rec.algorithm = sa.suite
     return True

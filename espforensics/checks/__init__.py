@@ -73,6 +73,8 @@ def make_checks(sas: SaTable, holds: Holds, flow_for: FlowFor) -> tuple[Check, .
 # The checks with bulk rules for the engine's steady lane (checks/bulk.py): the
 # lane takes a packet only as the plain case of every check, and commits it to these.
 BULK: tuple[type[BulkCheck], ...] = (
+    PlacementCheck,
+    LeakCheck,
     IvReuseCheck,
     IvDerivationCheck,
     SequenceCheck,

@@ -3,7 +3,8 @@
 In: frozen views of a batch's candidate rows, one flow's (``FlowRows``) or
 one shared scope's, such as a key group's (``ScopeRows``), in capture
 order. Out: per check, whether it admits a flow at all, the rows it would
-not treat as the plain case (``refuses``), the columns it fills for them
+not treat as the plain case (``refuses``, and ``refuses_bytes`` for those
+its bytes alone decide), the columns it fills for them
 (``columns``), and its bulk state update once the lane takes them
 (``commit``). Raises nothing.
 
@@ -29,6 +30,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from espforensics.capture.batch import Buffer
 from espforensics.checks.context import Flow
 from espforensics.columns import Strs
 from espforensics.decode.inner import InnerColumns
@@ -43,8 +45,12 @@ class FlowRows:
 
     ``iv``: an 8-byte IV as a number, or a 16-byte IV's 64-bit fold (its
     halves xored); ``iv_bytes``: rows of the IV's bytes (the context's
-    IV length); ``ct_end``: where each row's ciphertext ends in ``buf``
-    (the batch's bytes), its ICV after it; ``icv``: rows of the ICV's bytes.
+    IV length; without a key, 8); ``icv``: rows of each packet's digest
+    (``PacketContext.digest``: its ICV, or without a key a hash of its ESP
+    bytes); ``buf``: the batch's bytes (``raw``: the same, to search), in
+    which ``ip_at`` is where each row's datagram starts, ``esp_at`` its ESP
+    header and ``ct_end`` where its ciphertext ends, its ICV after it
+    (without a key the ICV's length is unknown: the datagram's end).
     """
 
     flow: Flow
@@ -55,6 +61,9 @@ class FlowRows:
     icv: U8
     buf: U8
     ct_end: I64
+    ip_at: I64
+    esp_at: I64
+    raw: Buffer
 
     def __len__(self) -> int:
         return len(self.frames)
@@ -89,10 +98,11 @@ class ScopeRows:
 @dataclass(frozen=True, slots=True)
 class Opened:
     """What opening the rows of a ``ScopeRows`` showed: the first bytes of each row's
-    ciphertext and of its plaintext (checks/context.py's ``HEAD_LEN``)."""
+    ciphertext and of its plaintext (checks/context.py's ``HEAD_LEN``; None: the rows
+    have no key, nothing was opened)."""
 
     cts: U8
-    heads: U8
+    heads: U8 | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +190,8 @@ class BulkCheck(Protocol):
 
     def refuses(self, rows: FlowRows) -> Mask: ...
 
+    def refuses_bytes(self, rows: FlowRows) -> Mask: ...
+
     def refuses_scope(self, scope: object, rows: ScopeRows) -> Mask: ...
 
     def columns(self, rows: FlowRows) -> BulkColumns: ...
@@ -206,6 +218,11 @@ class BulkRules:
 
     def refuses(self, rows: FlowRows) -> Mask:
         """The rows this check would not treat as the plain case."""
+        return np.zeros(len(rows), np.bool_)
+
+    def refuses_bytes(self, rows: FlowRows) -> Mask:
+        """The rows this check would not treat as the plain case whatever its state, by
+        their bytes alone: asked once per batch (``refuses`` again after a refused row)."""
         return np.zeros(len(rows), np.bool_)
 
     def refuses_scope(self, scope: object, rows: ScopeRows) -> Mask:

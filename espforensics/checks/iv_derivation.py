@@ -92,6 +92,11 @@ NEARBY = 1 << 32  # a larger difference means the IV is unrelated to the packet'
 _MASK64 = (1 << 64) - 1
 _MASK32 = (1 << 32) - 1  # keyless: the low halves only, the high half being a guess
 _NOT_COUNTER = -1
+# Keyless chaining: where the previous packet's last cipher block may start, counted back
+# from its end (an ICV of any length an unknown SA may use, then a 16- or 8-byte block),
+# and how many of its last bytes an SA keeps to look there.
+_TAIL_PLACES = tuple(icv + block for icv in KEYLESS_ICV_LENS for block in (16, 8))
+_TAIL = max(KEYLESS_ICV_LENS) + 16
 
 
 def _sealed_with(rec: PacketRecord, seq64: int) -> int:
@@ -183,18 +188,16 @@ class IvDerivationCheck(BulkRules):
         The 8 IV bytes are looked for where the previous packet's last cipher
         block (16 or 8 bytes) starts before an ICV of any length an unknown SA
         may use, never inside its header and first 16 bytes (an IV of up to
-        16): 10 places, so random IVs match by chance with a probability
-        near 10 * 2^-64 per packet.
+        16): 10 places (``_TAIL_PLACES``), so random IVs match by chance with a
+        probability near 10 * 2^-64 per packet.
         """
         rec, data = pkt.rec, pkt.data
         tail, head, ivb = sa.last, sa.last_head, iv.to_bytes(8)
         found = (
             ivb in tail[head:]
             and any(  # the search first: one C call per packet
-                head <= len(tail) - icv - block
-                and tail[len(tail) - icv - block : len(tail) - icv - block + 8] == ivb
-                for icv in KEYLESS_ICV_LENS
-                for block in (16, 8)
+                head <= len(tail) - back and tail[len(tail) - back : len(tail) - back + 8] == ivb
+                for back in _TAIL_PLACES
             )
         )
         if found:
@@ -204,8 +207,7 @@ class IvDerivationCheck(BulkRules):
             sa.chained_frames = with_frame(sa.chained_frames, rec.frame)
         if not pkt.cut:  # its last bytes are not the end of its ciphertext
             body = (rec.esp_offset or 0) + ESP_HEADER_LEN + 16  # past an IV of up to 16 bytes
-            keep = max(KEYLESS_ICV_LENS) + 16
-            sa.last, sa.last_frame = bytes(data[-keep:]), rec.frame
+            sa.last, sa.last_frame = bytes(data[-_TAIL:]), rec.frame
             sa.last_head = max(0, body - (len(data) - len(sa.last)))  # ciphertext from here on
 
     # -- the steady lane's rules (checks/bulk.py) ------------------------------
@@ -220,18 +222,24 @@ class IvDerivationCheck(BulkRules):
         return None if sa is None or sa.scheme is None else sa
 
     def admits(self, flow: Flow) -> bool:
-        return self._steady(flow) is not None
+        """An SA whose scheme is settled; without a key, not a constant IV (``_repeat``)."""
+        sa = self._steady(flow)
+        return sa is not None and (flow.state.ctx is not None or sa.scheme is not IvScheme.CONSTANT)
 
     def refuses(self, rows: FlowRows) -> Mask:
         """Rows ``observe`` would judge: an IV not built from the packet's own seq64 by
         the SA's counter scheme (seqiv's xor, an additive counter, echainiv's words),
-        or with CBC an IV that is the previous packet's last ciphertext block."""
+        or with CBC an IV that is the previous packet's last ciphertext block (without
+        a key, for an SA that follows no counter: found at one of the places
+        ``_chaining_keyless`` looks)."""
         sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
-        assert sa is not None and ctx is not None  # admits; the lane's SAs have a key
-        if not ctx.counter:  # CBC (RFC 3602): echainiv's
+        assert sa is not None  # admits
+        wrong = np.zeros(len(rows), np.bool_)
+        if ctx is None and sa.scheme not in _COUNTERS:
+            wrong |= _chained_keyless(sa, rows)
+        elif ctx is not None and not ctx.counter:  # CBC (RFC 3602): echainiv's
             assert isinstance(ctx, EncAuthContext)
             return _chained(sa, rows, ctx.iv_len) | _not_echainiv(sa, rows, ctx)
-        wrong = np.zeros(len(rows), np.bool_)
         if not sa.words and sa.const not in (_NOT_COUNTER, None):  # seqiv's or a counter's
             m = np.uint64(sa.mask)
             ivs, seq64 = rows.iv & m, rows.seq64 & m
@@ -243,9 +251,10 @@ class IvDerivationCheck(BulkRules):
     def columns(self, rows: FlowRows) -> BulkColumns:
         """``iv_seq_delta`` 0 for every row the lane takes, when the SA follows a counter."""
         sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
-        assert sa is not None and ctx is not None  # admits
+        assert sa is not None  # admits
         # CBC's echainiv words (``words``), else seqiv's or a counter's constant
-        if sa.const in (_NOT_COUNTER, None) or bool(sa.words) == ctx.counter:
+        counter = ctx is None or ctx.counter  # without a key the IV is read as a counter's
+        if sa.const in (_NOT_COUNTER, None) or bool(sa.words) == counter:
             return NOTHING
         return BulkColumns(counter=np.ones(len(rows), np.bool_))
 
@@ -253,9 +262,16 @@ class IvDerivationCheck(BulkRules):
         """``observe`` for packets whose IV was built from their own seq64 (delta 0) and,
         with CBC, none of whose IVs is its predecessor's last block."""
         sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
-        assert sa is not None and ctx is not None  # admits
+        assert sa is not None  # admits
         sa.packets += len(rows)
-        if not ctx.counter:
+        if ctx is None and sa.scheme not in _COUNTERS:  # as ``_chaining_keyless`` keeps it
+            start = max(int(rows.ip_at[-1]), int(rows.ct_end[-1]) - _TAIL)
+            sa.last, sa.last_frame = (
+                bytes(rows.raw[start : int(rows.ct_end[-1])]),
+                int(rows.frames[-1]),
+            )
+            sa.last_head = max(0, int(rows.esp_at[-1]) + ESP_HEADER_LEN + 16 - start)
+        elif ctx is not None and not ctx.counter:
             sa.last = rows.last_blocks(ctx.iv_len)[-1].tobytes()
             sa.last_frame = int(rows.frames[-1])
 
@@ -403,6 +419,30 @@ def _chained(sa: IvSa, rows: FlowRows, width: int) -> Mask:
     if len(sa.last) != width:
         same[0] = False  # no packet of the flow had a whole block yet
     return same
+
+
+def _chained_keyless(sa: IvSa, rows: FlowRows) -> Mask:
+    """``_chaining_keyless`` over a flow's rows (no key: ``ct_end`` is each datagram's
+    end): the first row against the tail the SA kept, each later one against the last
+    ``_TAIL`` bytes of the row before it, at the same places and never in front of that
+    packet's header and first 16 bytes."""
+    found = np.zeros(len(rows), np.bool_)
+    ivs = rows.iv_bytes[:, :8]
+    first = ivs[0].tobytes()
+    tail, head = sa.last, sa.last_head
+    found[0] = any(
+        head <= len(tail) - back and tail[len(tail) - back : len(tail) - back + 8] == first
+        for back in _TAIL_PLACES
+    )
+    if len(rows) > 1:
+        end = rows.ct_end[:-1]
+        floor = np.maximum(np.maximum(rows.ip_at[:-1], end - _TAIL), rows.esp_at[:-1] + 24)
+        for back in _TAIL_PLACES:
+            at = end - back
+            ok = at >= floor
+            block = rows.buf[np.where(ok, at, 0)[:, None] + np.arange(8)]
+            found[1:] |= ok & (block == ivs[1:]).all(axis=1)
+    return found
 
 
 def _not_echainiv(sa: IvSa, rows: FlowRows, ctx: EncAuthContext) -> Mask:

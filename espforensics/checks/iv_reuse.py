@@ -145,8 +145,9 @@ class Uses:
     """The uses of a steady batch's packets, each built only if the window is read.
 
     Arrays with one row per packet: frames, IVs (rows of their bytes), SPIs,
-    seq64s, the digest (ICV) bytes with their lengths, and the ciphertext's
-    and plaintext's first ``EVIDENCE`` bytes.
+    seq64s, the digest bytes (``PacketContext.digest``) with their lengths, and
+    the ciphertext's and plaintext's first ``EVIDENCE`` bytes (no plaintext: None,
+    packets without a key).
     """
 
     __slots__ = ("cts", "digest_len", "digests", "frames", "ivs", "pts", "seq64s", "spis")
@@ -159,7 +160,7 @@ class Uses:
         seq64s: U64,
         digests: tuple[U8, I64],
         cts: U8,
-        pts: U8,
+        pts: U8 | None,
     ) -> None:
         self.frames, self.ivs, self.spis, self.seq64s = frames, ivs, spis, seq64s
         self.digests, self.digest_len = digests
@@ -173,7 +174,7 @@ class Uses:
             int(self.seq64s[i]),
             self.digests[i, : self.digest_len[i]].tobytes(),
             self.cts[i].tobytes(),
-            self.pts[i].tobytes(),
+            None if self.pts is None else self.pts[i].tobytes(),
         )
 
 
@@ -242,11 +243,13 @@ class IvReuseCheck(BulkRules):
     def admits(self, flow: Flow) -> bool:
         """Counter-mode IVs (the AEADs, AES-CTR) or CBC's 16-byte ones, of a known group,
         counting in runs or hashing; not 3DES's 8-byte CBC IVs (random, yet too narrow
-        to fold), nor NULL (no IV)."""
-        ctx = flow.state.ctx
-        if ctx is None or not ((ctx.counter and ctx.iv_len == IV_LEN) or ctx.iv_len == 2 * IV_LEN):
+        to fold), nor NULL (no IV). Without a key: 8-byte IVs, as ``observe`` reads them."""
+        ctx, group = flow.state.ctx, self._by_state.get(flow.state)
+        if group is None:
             return False
-        return self._by_state.get(flow.state) is not None
+        if ctx is None:  # no usable key: keyless, not an algorithm the tool cannot open
+            return flow.state.sa is None and not group.wide
+        return bool((ctx.counter and ctx.iv_len == IV_LEN) or ctx.iv_len == 2 * IV_LEN)
 
     def scope(self, flow: Flow) -> object | None:
         return self._by_state.get(flow.state)

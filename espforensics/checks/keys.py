@@ -204,12 +204,18 @@ class KeyCheck(BulkRules):
 
     # -- the steady lane's rules (checks/bulk.py) ------------------------------
     def admits(self, flow: Flow) -> bool:
-        """Has a packet of this SA been observed (the lane adds only to known SAs)?"""
+        """Has a packet of this SA been observed (the lane adds only to known SAs)? Without
+        a key: a flow seen, of an SPI no entry names (``observe`` counts nothing then)."""
+        if flow.state.sa is None:
+            return self._usage.knows(flow) and flow.spi not in self._table.spis
         return flow.state in self._sas
 
     def commit(self, rows: FlowRows) -> None:
-        """What ``observe`` does for packets of the SA that verified."""
-        acc = self._sas[rows.flow.state]
+        """What ``observe`` does for packets of the SA that verified (without a key: nothing
+        more than for the flow's first packet, already observed)."""
+        acc = self._sas.get(rows.flow.state)
+        if acc is None:
+            return
         acc.packets += len(rows)
         acc.verified += len(rows)
 

@@ -15,7 +15,8 @@ decrypted, a ciphertext that equals its plaintext over the first
 
 The steady lane takes a packet only when its ciphertext and plaintext
 differ over those ``MIN_RUN`` bytes (``plaintexts``, the same rule over a
-batch's columns).
+batch's columns), and a packet without a key only when its bytes after
+the header cannot pass the tests of (2) (``refuses_bytes``).
 
 A finding is a proof. A decrypted packet proves its leak (ciphertext equal
 to plaintext); so do the bytes in front of a misplaced header. A packet
@@ -30,8 +31,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from espforensics.checks import coverage as coverage_reasons
-from espforensics.checks.bulk import PlainRule, Plaintexts
+from espforensics.checks.bulk import BulkRules, FlowRows, Mask, PlainRule, Plaintexts
 from espforensics.checks.context import PacketContext
 from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN
@@ -39,9 +42,12 @@ from espforensics.decode.clear import (
     KEYLESS_ICV_LENS,
     clear_ip_header,
     clear_transport,
+    keyless_clear,
+    may_be_clear,
     trailer_follows,
 )
 from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.decode.ip import parse_ip
 from espforensics.evidence import Leak, LeakProof
 from espforensics.frames import frozen, with_frame
 from espforensics.intervals import IntervalSet
@@ -94,7 +100,7 @@ class _PerSpi:
     fields: set[str] = field(default_factory=set)
 
 
-class LeakCheck:
+class LeakCheck(BulkRules):
     """Names clear-text inner header bytes and counts them per SPI."""
 
     name = "cleartext_leak"
@@ -147,6 +153,23 @@ class LeakCheck:
             if n:
                 self._report(pkt, data[start : start + n], into, f"{proto} header")
                 return
+
+    # -- the steady lane's rules (checks/bulk.py) ------------------------------
+    def refuses_bytes(self, rows: FlowRows) -> Mask:
+        """Rows without a key whose bytes after the header ``_between_header_and_icv`` (or
+        ``PacketContext.clear_from_header``) find clear: the few ``may_be_clear`` lets
+        through, tested one by one (``keyless_clear``). The lane's keyed rows are
+        decrypted: their rule is ``plaintexts``."""
+        refused = np.zeros(len(rows), np.bool_)
+        if rows.flow.state.ctx is not None:
+            return refused
+        body = rows.esp_at + ESP_HEADER_LEN
+        for i in np.flatnonzero(may_be_clear(rows.buf, body, rows.ct_end)).tolist():
+            at, end = int(rows.ip_at[i]), int(rows.ct_end[i])
+            data = bytes(rows.raw[at:end])
+            ip = parse_ip(data, through_ah=True)  # read as the per-frame path read it
+            refused[i] = keyless_clear(data, int(body[i]) - at, ip.src, ip.dst)
+        return refused
 
     def _report(
         self,

@@ -24,6 +24,9 @@ prove anything with, keyed or not: it is searched by layout as a keyless
 one is, the lengths its IP header gives standing for the bytes not
 captured. Its verdict stays ``truncated`` (nothing verified it) and its
 record takes the header found: offset, sequence number, IV, clear bytes.
+
+The steady lane takes a keyless packet only when its SPI does not appear
+again after its header (``refuses_bytes``): then no layout is there to find.
 """
 
 from __future__ import annotations
@@ -31,10 +34,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from espforensics.checks.bulk import BulkRules, FlowRows, Mask
 from espforensics.checks.context import Flow, PacketContext
 from espforensics.checks.coverage import CUT_DETAIL, Seen
 from espforensics.crypto import IV_LEN, opener
-from espforensics.decode.clear import ip_start_fits
+from espforensics.decode.clear import ip_start_fits, may_start_ip
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.evidence import Misplaced, Offsets
 from espforensics.frames import frozen, with_frame
@@ -66,7 +72,7 @@ def leak_start(data: bytes, expected: int, spi: int) -> int:
     return expected
 
 
-class PlacementCheck:
+class PlacementCheck(BulkRules):
     """Searches failed packets for their SA's ESP header elsewhere."""
 
     name = "esp_placement"
@@ -97,6 +103,26 @@ class PlacementCheck:
                     rec.algorithm = flow.state.sa.suite if flow.state.sa else ""
                     return
         self._recognise(pkt)  # no usable key: the layout alone, reported unproven
+
+    # -- the steady lane's rules (checks/bulk.py) ------------------------------
+    def admits(self, flow: Flow) -> bool:
+        """A flow with a key (the lane takes its packets that verify where their header
+        is: nothing to search), or a keyless one while no SA is known, so that no other
+        SA's header could be searched for in its packets (``_other_flows``)."""
+        return flow.state.sa is not None or not len(self._sas)
+
+    def refuses_bytes(self, rows: FlowRows) -> Mask:
+        """Keyless rows in which ``_recognise`` could find their SPI after the header: the
+        bytes after the header and an 8-byte IV start an IP header that fits
+        (``may_start_ip``, rare in ciphertext), and the SPI is there again."""
+        refused = np.zeros(len(rows), np.bool_)
+        if rows.flow.state.sa is not None:
+            return refused
+        needle, find = rows.flow.spi.to_bytes(4, "big"), rows.raw.find
+        start = rows.esp_at + _SLOT  # leak_start: the row's own SPI at the expected offset
+        for i in np.flatnonzero(may_start_ip(rows.buf, start, rows.ct_end)).tolist():
+            refused[i] = find(needle, int(rows.esp_at[i]) + 1, int(rows.ct_end[i])) >= 0
+        return refused
 
     def _other_flows(self, pkt: PacketContext) -> Iterator[Flow]:
         """Flows of the known SAs that could own this packet (same addresses or wildcards)."""

@@ -169,14 +169,20 @@ class ReceiverCheck(BulkRules):
 
     # -- the steady lane's rules (checks/bulk.py) ------------------------------
     def admits(self, flow: Flow) -> bool:
-        """Flows whose state this check has seen, with a window, reached by no other flow."""
+        """Flows whose state this check has seen, with a window, reached by no other flow;
+        and every flow of a run without keys (``observe`` predicts nothing then)."""
+        if not len(self._sas):
+            return True
         state = self._states.get((flow.spi, flow.dst))
         return state is not None and state.rx is not None and not state.shared
 
     def refuses(self, rows: FlowRows) -> Mask:
         """Rows ``receive`` would not simply accept in order: at or below the previous
-        number, another high half, number 0, or (ESN, window spanning two epochs) a
-        number the receiver would take for the previous epoch."""
+        number (without ESN, the window's own low half), another high half, number 0,
+        or (ESN, window spanning two epochs) a number the receiver would take for the
+        previous epoch."""
+        if not len(self._sas):
+            return np.zeros(len(rows), np.bool_)
         state = self._states[(rows.flow.spi, rows.flow.dst)]
         assert state.rx is not None  # admits
         window = state.rx.window
@@ -185,6 +191,10 @@ class ReceiverCheck(BulkRules):
         lo = rows.seq64 & _M32
         wrong: Mask = (rows.seq64 <= prev) | (rows.seq64 >> np.uint64(32) != top >> np.uint64(32))
         wrong |= lo == 0
+        if not window.esn:  # the window reads the low halves only: the sender's seq64 may
+            # have another high half than its top (a damaged number moved it far ahead)
+            prev_lo = np.concatenate(([np.uint64(window.top & 0xFFFFFFFF)], lo[:-1]))
+            wrong |= lo <= prev_lo
         if window.esn:
             size = np.uint64(window.size)
             prev_lo = prev & _M32
@@ -199,6 +209,8 @@ class ReceiverCheck(BulkRules):
         Only the numbers within the window of the last one change the window's
         final state: earlier ones are advanced over and cleared.
         """
+        if not len(self._sas):
+            return
         state = self._states[(rows.flow.spi, rows.flow.dst)]
         assert state.rx is not None  # admits
         window = state.rx.window

@@ -72,6 +72,11 @@ class UnusedSaTracker:
         if flow.state.sa is None and flow.spi in self._table.spis:  # never the steady lane's
             _count(self._by_spi.setdefault(flow.spi, Counter()), (src, dst))
 
+    def knows(self, flow: Flow) -> bool:
+        """Was a packet of ``flow`` noted (so that ``observe`` of another changes nothing
+        while it names no SPI of the table)?"""
+        return flow in self._flows
+
     def observe_udp(self, spi: int, sport: int | None, dport: int | None) -> None:
         """A UDP payload on a port that is not ESP-in-UDP's starts with SPI ``spi``."""
         key = (spi, sport or 0, dport or 0)

@@ -8,7 +8,8 @@ clear IP packet followed exactly by an ESP trailer and an ICV) and
 outer addresses verifies, with a trailer and ICV after it) and
 ``ip_start_fits`` (do clear bytes start an IP header whose length fits
 the rest of the datagram: how a misplaced ESP header is recognised without
-proof). Raises nothing.
+proof); and ``may_be_clear``, their bulk side for the steady lane's keyless
+packets. Raises nothing.
 
 Used by the leak check (checks/leaks.py) and by ``PacketContext``, which
 asks once per packet whether a keyless packet is in clear from its ESP
@@ -18,11 +19,15 @@ take its payload for an IV.
 
 from __future__ import annotations
 
+import numpy as np
+
+from espforensics.columns import I64, U8, Mask, read_be, u8
 from espforensics.trailer import parse_trailer
 
 # The ICV lengths an unknown SA may use: RFC 4106 s6 (8, 12, 16), HMAC-SHA-384-192 and
 # HMAC-SHA-512-256 (RFC 4868: 24, 32).
 KEYLESS_ICV_LENS = (32, 24, 16, 12, 8)
+_KEYLESS_IV_LEN = 8  # what a packet without a key is read with: an AEAD's IV (RFC 4106 s3.1)
 _TRANSPORT = (6, 17)  # TCP, UDP: their checksums cover a pseudo-header of the outer addresses
 # ICMP (RFC 792) and ICMPv6 (RFC 4443) types a clear message is taken for: errors and echoes
 _ICMP_TYPES = {1: frozenset({0, 3, 8, 11}), 58: frozenset({1, 2, 3, 4, 128, 129})}
@@ -173,3 +178,81 @@ def clear_icmp(data: bytes, start: int, src: bytes, dst: bytes, icv_lens: tuple[
         if nh == 58 and len(src) == 16 and l4_checksum_ok(src, dst, 58, message):
             return True
     return False
+
+
+def may_start_ip(view: U8, start: I64, end: I64) -> Mask:
+    """``ip_start_fits``'s tests on the bytes at ``start`` alone, of many datagrams ending
+    at ``end``: a superset (where the clear bytes end is not asked)."""
+    room = end - start
+    ok = room >= 4
+    first = u8(view, start, ok)
+    v4 = ok & (first >> 4 == 4) & (first & 0x0F >= 5)
+    v6 = ok & (first >> 4 == 6) & (room >= 6)
+    total = np.where(v4, read_be(view, start + 2, v4, 2), 40 + read_be(view, start + 4, v6, 2))
+    slack = room - total
+    fits: Mask = (v4 | v6) & (slack >= 0) & (slack <= 16 + 255 + 2)
+    return fits
+
+
+def keyless_clear(data: bytes, body: int, src: bytes, dst: bytes) -> bool:
+    """Is a keyless packet's ``data`` (its datagram) clear after its ESP header, as the
+    leak check and ``PacketContext.clear_from_header`` test it: a clear IP header at
+    ``body`` or after an 8-byte IV, or a clear TCP, UDP or ICMP message with its
+    trailer there (``may_be_clear`` is the bulk superset of this)."""
+    n = len(data)
+    for start in (body + _KEYLESS_IV_LEN, body):
+        if (
+            clear_ip_header(data, start, n)
+            or clear_transport(data, start, src, dst, KEYLESS_ICV_LENS)[1]
+        ):
+            return True
+    return clear_icmp(data, body, src, dst, KEYLESS_ICV_LENS)
+
+
+def may_be_clear(view: U8, body: I64, end: I64) -> Mask:
+    """The rows of many keyless ESP datagrams that this module's tests might find clear.
+
+    ``view``: the datagrams' bytes joined; ``body``: where each one's bytes after its
+    ESP header start; ``end``: where it ends. A row is here when its bytes could pass
+    ``clear_ip_header`` at ``body`` or after an 8-byte IV, or ``clear_transport`` or
+    ``clear_icmp`` at either: the same tests on the cheap fields (version, lengths,
+    the trailer's next header, pad length and first pad byte), without the header and
+    segment checksums. So every row those functions pass is here (a superset:
+    tests/test_clear_bulk.py), and a row not here is no clear packet, which is what
+    the steady lane needs to take it (checks/leaks.py, checks/context.py).
+    """
+    out = np.zeros(len(body), np.bool_)
+    for start in (body, body + _KEYLESS_IV_LEN):
+        out |= _may_be_ip(view, start, end)
+    return out | _may_be_trailed(view, body, end)
+
+
+def _may_be_ip(view: U8, start: I64, end: I64) -> Mask:
+    """``clear_ip_header``'s tests but the IPv4 header checksum."""
+    room = end - start
+    ok = room >= 20
+    first = u8(view, start, ok)
+    v4 = ok & (first >> 4 == 4) & (first & 0x0F >= 5)
+    total = read_be(view, start + 2, v4, 2)
+    v4 &= ((first & 0x0F) * 4 <= total) & (total <= room)
+    v6 = ok & (first >> 4 == 6) & (room >= 40)
+    plen = read_be(view, start + 4, v6, 2)
+    v6 &= (40 + plen <= room) & (room - 40 - plen <= 16 + 255 + 2)
+    found: Mask = v4 | v6
+    return found
+
+
+def _may_be_trailed(view: U8, start: I64, end: I64) -> Mask:
+    """A trailer ``clear_transport`` or ``clear_icmp`` could accept before an ICV of any
+    length an unknown SA may use: room, 4-byte alignment, a TCP, UDP, ICMP or ICMPv6 next
+    header, a payload of at least 8 bytes and padding that starts 1 (RFC 4303 s2.4)."""
+    out = np.zeros(len(start), np.bool_)
+    for icv in KEYLESS_ICV_LENS:
+        n = end - icv - start
+        ok = (n >= 10) & (n % 4 == 0)
+        nh = u8(view, end - icv - 1, ok)
+        pad = u8(view, end - icv - 2, ok)
+        ok &= np.isin(nh, (1, *_TRANSPORT, 58)) & (n - 2 - pad >= 8)
+        first_pad = u8(view, end - icv - 2 - pad, ok & (pad > 0))
+        out |= ok & ((pad == 0) | (first_pad == 1))
+    return out

@@ -3,7 +3,8 @@
 In: bytes that start with an IP header. Out: ``OuterIp``: addresses
 (packed), the upper-layer protocol after any IPv6 extension headers, the
 offset where it starts, the datagram length the header claims, and the
-fragment fields. Raises ``Truncated`` when a header is cut short and
+fragment fields; ``IpMarks`` (``parse_marks``): the traffic class and
+TTL / hop limit. Raises ``Truncated`` when a header is cut short and
 ``MalformedPacket`` for impossible field values.
 
 RFC 791 s3.1 (IPv4, options skipped by IHL); RFC 8200 s4 (IPv6 extension
@@ -134,3 +135,25 @@ def parse_ip(data: bytes, *, through_ah: bool = False) -> OuterIp:
     if version == 6:
         return _parse_v6(data, through_ah)
     raise MalformedPacket(f"IP version {version} is neither 4 nor 6")
+
+
+class IpMarks(NamedTuple):
+    """The outer header fields routers change on the way (RFC 2474, RFC 3168)."""
+
+    traffic_class: int  # IPv4 TOS / IPv6 Traffic Class byte: DSCP (6 bits), ECN (2)
+    hops: int  # IPv4 TTL / IPv6 Hop Limit
+
+
+def parse_marks(data: bytes) -> IpMarks:
+    """The traffic class and TTL / hop limit of the IP header at the start of ``data``."""
+    if not data:
+        raise Truncated("no IP header")
+    version = data[0] >> 4
+    need = 20 if version == 4 else 40
+    if version not in (4, 6):
+        raise MalformedPacket(f"IP version {version} is neither 4 nor 6")
+    if len(data) < need:
+        raise Truncated(f"IPv{version} header cut at {len(data)} bytes")
+    if version == 4:
+        return IpMarks(data[1], data[8])
+    return IpMarks(((data[0] & 0x0F) << 4) | (data[1] >> 4), data[7])

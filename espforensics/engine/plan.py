@@ -16,7 +16,7 @@ from espforensics.capture.batch import Buffer
 from espforensics.checks import Flow, SaState
 from espforensics.checks.bulk import FlowRows, Outer, ScopeRows
 from espforensics.checks.context import HEAD_LEN
-from espforensics.crypto import CipherContext
+from espforensics.crypto import IV_LEN, CipherContext
 from espforensics.engine.plain import PlainColumns
 from espforensics.engine.wire import ADDR_LEN, I64, FrameBatch, Mask, WireColumns
 
@@ -43,6 +43,8 @@ class Unit:
 
     rows: list[int] = field(default_factory=list)  # candidate positions, capture order
     cut: int = 0  # rows[:cut] are the lane's
+    keyless: bool = False  # its flows have no key: nothing to open (every flow's alike)
+    resumed: int = 0  # how often its rest was planned again (``SteadyLane.resume``)
 
 
 @dataclass(slots=True)
@@ -65,14 +67,20 @@ class Plan:
     units: list[Unit] = field(default_factory=list)
     unit_of: dict[SaState, Unit] = field(default_factory=dict)
     seq64: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
+    placed: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))  # seq64 inferred
+    by_bytes: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))  # a check refuses
     iv: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))  # a wide IV's fold
     iv_bytes: npt.NDArray[np.uint8] = field(  # WIDE bytes after the ESP header
         default_factory=lambda: np.zeros((0, WIDE), np.uint8)
     )
     iv_wide: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))
     end: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # where the datagram ends
+    ip_at: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # where it starts
+    esp_at: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # its ESP header
+    sealed_at: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # after the IV
     counter: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))
-    # per position: the ICV (the digest), in the first icv_len bytes of a row
+    # per position: the digest (the ICV; without a key, set by ``apply``, a hash of the
+    # ESP bytes), in the first icv_len bytes of a row
     icv: npt.NDArray[np.uint8] = field(default_factory=lambda: np.zeros((0, 16), np.uint8))
     icv_len: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
     plain_at: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # position -> opened
@@ -156,22 +164,29 @@ def cipher_heads(batch: FrameBatch, sealed_at: I64) -> npt.NDArray[np.uint8]:
 
 def ctx_of(flow: Flow) -> CipherContext:
     ctx = flow.state.ctx
-    assert ctx is not None  # the lane takes only SAs with a usable key
+    assert ctx is not None  # a flow the lane opens has a usable key
     return ctx
 
 
-def flow_rows(plan: Plan, own: Index, view: npt.NDArray[np.uint8]) -> FlowRows:
-    """One flow's rows ``own`` (candidate positions, capture order), as its checks see them."""
-    ctx = ctx_of(plan.flows[int(plan.flow[own[0]])])
+def flow_rows(plan: Plan, own: Index, view: npt.NDArray[np.uint8], raw: Buffer) -> FlowRows:
+    """One flow's rows ``own`` (candidate positions, capture order), as its checks see them.
+
+    Without a key the IV is read as 8 bytes and the ICV's length is unknown (0)."""
+    flow = plan.flows[int(plan.flow[own[0]])]
+    ctx = flow.state.ctx
+    iv_len, icv_len = (IV_LEN, 0) if ctx is None else (ctx.iv_len, ctx.icv_len)
     return FlowRows(
-        plan.flows[int(plan.flow[own[0]])],
+        flow,
         plan.frame[own],
         plan.seq64[own],
         plan.iv[own],
-        plan.iv_bytes[own, : ctx.iv_len],
-        plan.icv[own, : ctx.icv_len],
+        plan.iv_bytes[own, :iv_len],
+        plan.icv[own, : int(plan.icv_len[own[0]])],
         view,
-        plan.end[own] - ctx.icv_len,
+        plan.end[own] - icv_len,
+        plan.ip_at[own],
+        plan.esp_at[own],
+        raw,
     )
 
 

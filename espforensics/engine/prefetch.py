@@ -32,7 +32,6 @@ from espforensics.engine.plan import (
     WIDE,
     Opening,
     cipher_heads,
-    ctx_of,
     distinct_flows,
     flow_key,
     outer_of,
@@ -190,7 +189,8 @@ def resolve(pre: Prefetch, opening: Opening, idents: list[bytes]) -> Decoded | N
     want = np.array([index.get(ident, -2) for ident in idents], np.int64)
     if not (pre.sa[rows] == want[plan.flow[pos]]).all():
         return None
-    esn = np.array([ctx_of(f).esn for f in plan.flows], np.bool_)[plan.flow[pos]]
+    esn = np.array([f.state.ctx is not None and f.state.ctx.esn for f in plan.flows], np.bool_)
+    esn = esn[plan.flow[pos]]
     if not ((pre.seq64[rows] == plan.seq64[pos]) | ~esn).all():
         return None
     at = pre.col[rows]

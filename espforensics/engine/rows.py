@@ -24,6 +24,8 @@ U64 = npt.NDArray[np.uint64]
 class SteadyRows:
     """A run of a batch's frames in capture order: the lane's as columns, the others as records.
 
+    The lane's packets are ``ok`` ones, or without a key ``unknown_sa`` ones (``keyed``).
+
     ``records`` are the frames of the run that carry no ESP (processed per
     frame; they touch no state); the rest are the lane's, one array entry
     each. The two interleave by frame number.
@@ -49,6 +51,8 @@ class SteadyRows:
     iv_wide: Mask  # the IV is all 16 bytes of its row (CBC), else the first 8
     esp_offset: I64
     esp_len: I64
+    keyed: Mask  # opened and verified (``ok``); else a packet of a run without keys
+    # (``unknown_sa``), whose columns from the plaintext are -1 or ""
     pad_len: I64
     next_header: I64
     payload_len: I64

@@ -199,8 +199,10 @@ class Engine:
         return held
 
     def _lane_on(self) -> bool:
-        """Whether the steady lane may take anything now (it takes only SAs with a key)."""
-        return self._lane is not None and self._an.sas.has_usable_key()
+        """Whether the steady lane may take anything now: SAs with a key, or in a run with
+        no key at all every SA (engine/steady.py)."""
+        sas = self._an.sas
+        return self._lane is not None and (sas.has_usable_key() or not len(sas))
 
     def _frames(self, frames: list[Frame]) -> Iterator[Row]:
         """A batch of frames read one by one (a pcapng's past 2^63 ns, a test's)."""
@@ -250,10 +252,12 @@ class Engine:
             self._ahead.note(plan.flows, self._ident)
 
     def _ident(self, state: SaState) -> bytes:
-        """The identity of the SA of ``state`` (``crypto.sa_identity``), computed once."""
+        """The identity of the SA of ``state`` (``crypto.sa_identity``), computed once; b""
+        without a key (the lane opens none of its packets)."""
+        if state.sa is None:
+            return b""
         ident = self._idents.get(state)
         if ident is None:
-            assert state.sa is not None  # the lane takes only SAs with a usable key
             ident = self._idents[state] = sa_identity(state.sa)
         return ident
 
@@ -273,11 +277,14 @@ class Engine:
                 continue
             an.touched.clear()
             yield from an.process(batch.frame(i))
+            own = plan.unit_of_row(i)
             for state in an.touched:
                 unit = plan.unit_of.get(state)
-                if unit is not None and plan.unit_of_row(i) is not unit:
+                if unit is not None and own is not unit:
                     plan.invalidate(unit, i)  # the plan did not count on this frame
                     free = np.asarray(plan.taken, np.bool_) | inert
+            if own is not None and lane.resume(plan, own, batch, wire, i):
+                free = np.asarray(plan.taken, np.bool_) | inert  # its SAs' rest, planned again
             i += 1
 
     def _run(

@@ -12,15 +12,20 @@ is not, the rest of its unit's packets in the batch go through the
 per-frame path, the reference):
 - its SA has a usable key that verified a packet already, is not waiting
   for its ESN place, is not below the key file's ESN high half (the ESN
-  mismatch check's case), and every bulk check admits its flow;
+  mismatch check's case), and every bulk check admits its flow; or the
+  run has no key at all (the keyless lane: an ``unknown_sa`` packet, read
+  by its clear bytes only, nothing opened) and its SA has a packet already;
 - its seq64 is what RFC 4303 A2.2's inference gives from the SA's top,
   for every running top within the batch (``EsnTracker.nearest_run``);
 - no bulk check refuses it (checks/bulk.py: each check's rules sit in its
   own module, the registry is ``checks.BULK``), nor its flow's rows, nor
   its scope's (a key group's);
 - with 16-byte CBC IVs, its ciphertext is whole 16-byte blocks;
-- its ICV verifies, its trailer is sound, its inner headers decode, and
-  its ciphertext does not equal its plaintext (plain.py).
+- with a key: its ICV verifies, its trailer is sound, its inner headers
+  decode, and its ciphertext does not equal its plaintext (plain.py);
+  without: at least 16 bytes follow its 8-byte IV (the IV reuse check's
+  evidence), and the placement and leak checks' keyless rules find nothing
+  to search (checks/placement.py, checks/leaks.py).
 Plans are made per unit (the flows that share a check's scope, such as
 the SAs of one key) and hold while no other frame reaches the unit's SAs
 (``Plan.invalidate``).
@@ -28,18 +33,22 @@ the SAs of one key) and hold while no other frame reaches the unit's SAs
 
 from __future__ import annotations
 
+import hashlib
+from bisect import bisect_right
 from itertools import chain
 from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 
+from espforensics.capture.batch import Buffer
 from espforensics.checks import Flow, SaState, bulk_checks
 from espforensics.checks.bulk import BulkCheck, Opened, Outer, first_refused
 from espforensics.checks.context import HEAD_LEN
+from espforensics.columns import Strs
 from espforensics.crypto import IV_LEN, CipherContext
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.engine.plain import Decoded, decode_plaintexts
+from espforensics.engine.plain import Decoded, PlainColumns, decode_plaintexts
 from espforensics.engine.plan import (
     WIDE,
     Index,
@@ -48,7 +57,6 @@ from espforensics.engine.plan import (
     Plan,
     Unit,
     cipher_heads,
-    ctx_of,
     distinct_flows,
     flow_key,
     flow_rows,
@@ -64,6 +72,8 @@ from espforensics.model import PacketRecord, Selection
 from espforensics.pipeline import FrameAnalyzer
 
 __all__ = ["Decoded", "OpenJob", "Opening", "Plan", "SteadyLane"]
+
+MAX_RESUMES = 16  # plans of a unit's rest, per batch, after packets the lane refused
 
 
 def _selected(select: Selection, batch: FrameBatch, wire: WireColumns) -> Mask:
@@ -112,7 +122,9 @@ class SteadyLane:
         iv_len = np.array([IV_LEN if c is None else c.iv_len for c in ctxs], np.int64)[plan.flow]
         plan.icv_len = np.array([0 if c is None else c.icv_len for c in ctxs], np.int64)[plan.flow]
         sealed_at = at + ESP_HEADER_LEN + iv_len
-        plan.end = end
+        plan.end, plan.esp_at, plan.sealed_at = end, at, sealed_at
+        plan.ip_at = batch.start[rows] + wire.l3[rows]
+        plan.plain_at = np.full(len(rows), -1, np.int64)
         view = np.frombuffer(batch.buf, np.uint8)  # 16 zero bytes end it: WIDE may overrun
         width = max(HEAD_LEN, int(plan.icv_len.max()))  # an HMAC-SHA-512 ICV is 32 bytes
         icv_at = (end - plan.icv_len)[:, None] + np.arange(width)
@@ -123,13 +135,24 @@ class SteadyLane:
         plan.iv = np.where(plan.iv_wide, halves[:, 0] ^ halves[:, 1], halves[:, 0])
         plan.counter = np.zeros(len(rows), np.bool_)
         plan.seq64 = np.zeros(len(rows), np.uint64)
+        plan.placed = np.zeros(len(rows), np.bool_)
+        plan.by_bytes = self._by_bytes(plan, view, batch.buf)
         for unit in plan.units:
-            unit.cut = self._prefix(unit, plan, wire, view, end - sealed_at)
+            unit.cut = self._prefix(unit.rows, plan, wire, view, batch.buf)
+        # Every keyed row that can be opened is: after a refused row the lane may resume.
+        shut = unopenable(end - sealed_at, plan.icv_len, plan.iv_wide) | ~plan.placed
         parts: list[tuple[CipherContext, Index]] = []
         for unit in plan.units:
-            pos = np.asarray(unit.rows[: unit.cut], np.intp)
+            if unit.keyless:
+                continue  # nothing to open
+            pos = np.asarray(unit.rows, np.intp)
+            pos = pos[~shut[pos]]
             flow = plan.flow[pos]
-            parts.extend((ctx_of(plan.flows[f]), pos[flow == f]) for f in np.unique(flow).tolist())
+            parts.extend(
+                (ctx, pos[flow == f])
+                for f in np.unique(flow).tolist()
+                if (ctx := plan.flows[f].state.ctx) is not None
+            )
         opened = np.concatenate([own for _, own in parts]) if parts else np.zeros(0, np.intp)
         return Opening(plan, tuple(parts), opened, sealed_at, end, batch.buf)
 
@@ -160,15 +183,16 @@ class SteadyLane:
     def settle(self, opening: Opening, batch: FrameBatch, decoded: Decoded | None) -> Plan:
         """The plan, once its packets are opened and decoded (None: there were none to open)."""
         plan = opening.plan
-        if not opening.parts or decoded is None:
+        if not plan.units:
             return plan
-        plan.plain_at = np.full(len(plan.rows), -1, np.int64)
-        plan.plain_at[decoded.good] = np.arange(len(decoded.good))
-        plan.cts = decoded.columns.cipher_heads
-        plan.columns = decoded.columns
+        if decoded is not None:
+            plan.plain_at[decoded.good] = np.arange(len(decoded.good))
+            plan.cts = decoded.columns.cipher_heads
+            plan.columns = decoded.columns
         taken = np.zeros(len(plan.taken), np.bool_)
         for unit in plan.units:
-            unit.cut = self._verified(unit, plan)
+            if not unit.keyless:
+                unit.cut = min(unit.cut, self._verified(np.asarray(unit.rows, np.intp), plan))
             taken[plan.rows[unit.rows[: unit.cut]]] = True
         plan.taken = taken.tolist()
         return plan
@@ -204,7 +228,10 @@ class SteadyLane:
             if root[f] >= 0:
                 u = unit_of_flow[f] = by_root.setdefault(find(f), len(by_root))
                 if u == len(plan.units):
-                    plan.units.append(Unit())
+                    plan.units.append(Unit(keyless=True))
+                plan.units[u].keyless &= (
+                    flow.state.ctx is None
+                )  # mixed: opened, the keyless refused
                 plan.unit_of[flow.state] = plan.units[u]
         plan.unit = unit_of_flow[plan.flow]
         order = np.argsort(plan.unit, kind="stable")  # per unit, its rows in capture order
@@ -215,9 +242,10 @@ class SteadyLane:
     def _eligible(self, flow: Flow) -> tuple[object | None, ...] | None:
         """The checks' scopes of a flow whose SA is in the steady state, else None."""
         state, ctx = flow.state, flow.state.ctx
+        if ctx is None:
+            return self._keyless(flow)
         if (
-            ctx is None
-            or not ctx.lane  # issue 20 algorithms (crypto/encauth.py): the per-frame path
+            not ctx.lane  # issue 20 algorithms (crypto/encauth.py): the per-frame path
             or state.sa is None
             or not state.proven
             or state.tentative is not None
@@ -228,14 +256,64 @@ class SteadyLane:
             return None
         return tuple(check.scope(flow) for check in self._checks)
 
-    def _prefix(
-        self, unit: Unit, plan: Plan, wire: WireColumns, view: npt.NDArray[np.uint8], sealed: I64
-    ) -> int:
-        """How many of the unit's rows pass the tests that need no decryption.
+    def _keyless(self, flow: Flow) -> tuple[object | None, ...] | None:
+        """The checks' scopes of a flow of a run without keys, once its SA had a packet.
 
-        ``sealed``: per candidate, its ciphertext's and ICV's length.
+        A run with keys sends its keyless packets one by one: the placement check
+        searches them for the known SAs' headers and the receiver counts them.
         """
-        pos = np.asarray(unit.rows, np.intp)
+        state = flow.state
+        if (
+            state.sa is not None  # a key the tool cannot use (``unsupported``)
+            or len(self._an.sas)
+            or not state.tracker.placed
+            or not all(check.admits(flow) for check in self._checks)
+        ):
+            return None
+        return tuple(check.scope(flow) for check in self._checks)
+
+    def resume(
+        self, plan: Plan, unit: Unit, batch: FrameBatch, wire: WireColumns, row: int
+    ) -> bool:
+        """After the per-frame path took batch row ``row``, one of ``unit``'s: plan the unit's
+        rows after it again, from its SAs' state now (True: the lane takes some).
+
+        A packet that breaks its SA's scheme (a reuse, a gap, a clear header) goes
+        per frame, not the rest of its SA's batch. At most ``MAX_RESUMES`` times a
+        batch per unit, then the rest of it goes per frame: each costs its rest.
+        """
+        if unit.resumed >= MAX_RESUMES:
+            return False
+        unit.resumed += 1
+        rest = unit.rows[bisect_right(unit.rows, int(plan.cand[row])) :]  # positions, in order
+        unit.rows, unit.cut = rest, 0
+        flows = np.unique(plan.flow[rest]).tolist()
+        if not rest or any(self._eligible(plan.flows[f]) != plan.scopes[f] for f in flows):
+            return False  # the frame changed what the checks admit: the rest goes per frame
+        pos = np.asarray(rest, np.intp)
+        sealed_with = plan.seq64[pos]  # what the keyed rows were opened with
+        view = np.frombuffer(batch.buf, np.uint8)
+        cut = self._prefix(rest, plan, wire, view, batch.buf)
+        if not unit.keyless:
+            esn = np.array([f.state.ctx is not None and f.state.ctx.esn for f in plan.flows])
+            moved = esn[plan.flow[pos]] & (plan.seq64[pos] != sealed_with)  # another AAD
+            cut = min(cut, first_refused(moved), self._verified(pos, plan))
+        unit.cut = cut
+        for p in rest[:cut]:
+            plan.taken[int(plan.rows[p])] = True
+        return cut > 0
+
+    def _prefix(
+        self,
+        rows: list[int],
+        plan: Plan,
+        wire: WireColumns,
+        view: npt.NDArray[np.uint8],
+        raw: Buffer,
+    ) -> int:
+        """How many of a unit's rows (candidate positions, capture order) pass the tests
+        that need no decryption, from its SAs' state now; their seq64s inferred."""
+        pos = np.asarray(rows, np.intp)
         flow = plan.flow[pos]
         seq = wire.seq[plan.rows[pos]].astype(np.uint64)
         states: dict[SaState, list[int]] = {}
@@ -248,27 +326,41 @@ class SteadyLane:
             if seq64 is None:
                 return 0  # near a wrap: the per-frame path places them one by one
             plan.seq64[pos[mine]] = seq64
+            plan.placed[pos[mine]] = True
         bad = np.zeros(len(pos), np.bool_)
+        plan.counter[pos] = False
         for f in distinct:
             at = np.flatnonzero(flow == f)
-            rows = flow_rows(plan, pos[at], view)
+            flow_view = flow_rows(plan, pos[at], view, raw)
             for check in self._checks:
-                bad[at] |= check.refuses(rows)
-                counter = check.columns(rows).counter
+                bad[at] |= check.refuses(flow_view)
+                counter = check.columns(flow_view).counter
                 if counter is not None:
                     plan.counter[pos[at]] |= counter
         for k, scope, at in scopes(plan, pos):
             bad[at] |= self._checks[k].refuses_scope(scope, scope_rows(plan, pos[at]))
-        bad |= unopenable(sealed[pos], plan.icv_len[pos], plan.iv_wide[pos])
+        sealed = plan.end[pos] - plan.sealed_at[pos]
+        bad |= unopenable(sealed, plan.icv_len[pos], plan.iv_wide[pos]) | plan.by_bytes[pos]
         return first_refused(bad)
 
+    def _by_bytes(self, plan: Plan, view: npt.NDArray[np.uint8], raw: Buffer) -> Mask:
+        """Per candidate of the units, whether a check refuses it by its bytes alone."""
+        refused = np.zeros(len(plan.rows), np.bool_)
+        pos = np.flatnonzero(plan.unit >= 0)
+        flow = plan.flow[pos]
+        for f in np.unique(flow).tolist():
+            own = pos[flow == f]
+            rows = flow_rows(plan, own, view, raw)
+            for check in self._checks:
+                refused[own] |= check.refuses_bytes(rows)
+        return refused
+
     @staticmethod
-    def _verified(unit: Unit, plan: Plan) -> int:
-        """How many of the unit's planned rows verified and decode as the plain case."""
+    def _verified(pos: Index, plan: Plan) -> int:
+        """How many of the rows ``pos`` (a unit's, capture order) verified and decode as
+        the plain case."""
         cols = plan.columns
-        assert cols is not None
-        pos = np.asarray(unit.rows[: unit.cut], np.intp)
-        if not len(cols.plain):  # no packet of the batch verified: there is no row 0 to read
+        if cols is None or not len(cols.plain):  # none verified: there is no row 0 to read
             return 0
         at = plan.plain_at[pos]
         bad = (at < 0) | ~cols.plain[np.where(at < 0, 0, at)]
@@ -285,20 +377,23 @@ class SteadyLane:
     ) -> SteadyRows:
         """Commit the lane's ``rows`` (batch rows, capture order) to the checks; their columns."""
         pos = plan.cand[rows]
-        cols = plan.columns
-        assert cols is not None
         view = np.frombuffer(batch.buf, np.uint8)
+        keyless = pos[plan.plain_at[pos] < 0]  # every keyed row the lane takes was opened
+        if len(keyless):
+            _digest(plan, keyless, batch.buf)
         for u in np.unique(plan.unit[pos]).tolist():
             mine = pos[plan.unit[pos] == u]
             for k, scope, own in scopes(plan, mine):
-                at = plan.plain_at[mine[own]]
-                opened = Opened(plan.cts[at], cols.heads[at])
+                opened = _opened(plan, mine[own], view)
                 self._checks[k].commit_scope(scope, scope_rows(plan, mine[own]), opened)
         flows = plan.flow[pos]
         for f in np.unique(flows).tolist():
             own = pos[flows == f]
-            plan.flows[f].state.tracker.commit(int(plan.seq64[own[-1]]))
-            mine = flow_rows(plan, own, view)
+            state = plan.flows[f].state
+            state.tracker.commit(int(plan.seq64[own[-1]]))
+            if state.ctx is None:
+                state.clear_whole = False  # its last whole packet was not clear (leaks.py)
+            mine = flow_rows(plan, own, view, batch.buf)
             for check in self._checks:
                 check.commit(mine)
         return self._columns(batch, wire, plan, rows, pos, records)
@@ -315,10 +410,10 @@ class SteadyLane:
         idx = np.asarray(rows, np.intp)
         local, flow_idx = np.unique(plan.flow[pos], return_inverse=True)
         flows = tuple(plan.flows[f] for f in local.tolist())
-        cols = plan.columns
-        assert cols is not None
+        flow_idx = flow_idx.ravel()
         at = plan.plain_at[pos]
-        esn = np.array([ctx_of(f).esn for f in flows], np.bool_)
+        plain = _Plain(plan.columns, at)
+        esn = np.array([f.state.ctx is not None and f.state.ctx.esn for f in flows], np.bool_)
         return SteadyRows(
             records=records,
             flows=flows,
@@ -326,7 +421,7 @@ class SteadyLane:
             ts_ns=batch.ts_ns[idx],
             caplen=batch.caplen[idx],
             wirelen=batch.wirelen[idx],
-            flow=flow_idx.ravel().astype(np.int64),
+            flow=flow_idx.astype(np.int64),
             ip_version=wire.ip_version[idx],
             carriers=wire.carriers[idx],
             udp=wire.udp[idx],
@@ -335,22 +430,62 @@ class SteadyLane:
             spi=wire.spi[idx],
             seq=wire.seq[idx],
             seq64=plan.seq64[pos],
-            esn=esn[flow_idx.ravel()],
+            esn=esn[flow_idx],
             iv=plan.iv_bytes[pos],
             iv_wide=plan.iv_wide[pos],
             esp_offset=wire.esp_offset[idx],
             esp_len=wire.total_len[idx] - wire.esp_offset[idx],
-            pad_len=cols.pad_len[at],
-            next_header=cols.next_header[at],
-            payload_len=cols.payload_len[at],
-            inner_proto=cols.inner_proto[at],
-            inner_src=cols.inner_src[at],
-            inner_dst=cols.inner_dst[at],
-            inner_sport=cols.inner_sport[at],
-            inner_dport=cols.inner_dport[at],
-            inner_checksum=cols.checksum[at],
-            checksum_detail=cols.checksum_detail[at],
-            tfc_len=cols.tfc_len[at],
+            keyed=at >= 0,
+            pad_len=plain.ints("pad_len"),
+            next_header=plain.ints("next_header"),
+            payload_len=plain.ints("payload_len"),
+            inner_proto=plain.strs("inner_proto"),
+            inner_src=plain.strs("inner_src"),
+            inner_dst=plain.strs("inner_dst"),
+            inner_sport=plain.ints("inner_sport"),
+            inner_dport=plain.ints("inner_dport"),
+            inner_checksum=plain.strs("checksum"),
+            checksum_detail=plain.strs("checksum_detail"),
+            tfc_len=plain.ints("tfc_len"),
             counter=plan.counter[pos],
             algorithm=tuple(f.state.sa.suite if f.state.sa else "" for f in flows),
         )
+
+
+class _Plain:
+    """The columns of the opened packets, per lane row: -1 or "" for a row without a key."""
+
+    def __init__(self, columns: PlainColumns | None, at: I64) -> None:
+        self._columns, self._keyed = columns, at >= 0
+        self._at = np.where(self._keyed, at, 0)
+
+    def ints(self, name: str) -> I64:
+        if self._columns is None:
+            return np.full(len(self._at), -1, np.int64)
+        values: I64 = getattr(self._columns, name)
+        return np.where(self._keyed, values[self._at], -1)
+
+    def strs(self, name: str) -> Strs:
+        if self._columns is None:
+            return np.full(len(self._at), "", object)
+        values: Strs = getattr(self._columns, name)
+        picked: Strs = np.where(self._keyed, values[self._at], "").astype(object)
+        return picked
+
+
+def _digest(plan: Plan, rows: Index, buf: Buffer) -> None:
+    """Each keyless row's digest (``PacketContext.digest``: a hash of its ESP bytes, how a
+    replay is told from a new packet), in place of the ICV it has not got."""
+    mv = memoryview(buf)
+    spans = zip(plan.esp_at[rows].tolist(), plan.end[rows].tolist(), strict=True)
+    digests = b"".join(hashlib.blake2b(mv[a:b], digest_size=16).digest() for a, b in spans)
+    plan.icv[rows, :16] = np.frombuffer(digests, np.uint8).reshape(-1, 16)
+    plan.icv_len[rows] = 16
+
+
+def _opened(plan: Plan, rows: Index, view: npt.NDArray[np.uint8]) -> Opened:
+    """What opening a scope's rows showed; a keyless scope's: its ciphertext's first bytes."""
+    at = plan.plain_at[rows]
+    if plan.columns is None or (at < 0).all():
+        return Opened(view[plan.sealed_at[rows][:, None] + np.arange(HEAD_LEN)], None)
+    return Opened(plan.cts[at], plan.columns.heads[at])
