@@ -288,6 +288,16 @@ class PacketContext:
         return parse_inner(comp.next_header, comp.data, ntop(ip.src), ntop(ip.dst))
 
 
+_BITS = 62  # Flow.known_to stays a small int
+_made = itertools.count()  # next() is atomic: runs in threads take distinct bits
+
+
+def flow_bit() -> int:
+    """A bit of ``Flow.known_to`` for one holder of per-flow state (each ``PerFlow``):
+    holders take the 62 bits in turn, so the few of one run never share one."""
+    return 1 << next(_made) % _BITS
+
+
 class PerFlow(Generic[T]):
     """A check's state per flow: found by the Flow object, listed by (SPI, src, dst).
 
@@ -295,18 +305,15 @@ class PerFlow(Generic[T]):
     the SAs) share one state, as they are one SA on the wire.
 
     Memory: one dict entry per state, keyed by the flow's own ``key`` tuple;
-    which Flow objects asked is a bit of the flow's ``known_to`` (each PerFlow
-    takes one of ``_BITS`` in turn: the few of one run's checks never share one),
+    which Flow objects asked is a bit of the flow's ``known_to`` (``flow_bit``),
     not a second dict per check.
     """
 
     __slots__ = ("_bit", "_factory", "by_key")
-    _BITS = 62  # known_to stays a small int
-    _made = itertools.count()  # next() is atomic: runs in threads take distinct bits
 
     def __init__(self, factory: Callable[[], T]) -> None:
         self._factory = factory
-        self._bit = 1 << next(PerFlow._made) % PerFlow._BITS
+        self._bit = flow_bit()
         self.by_key: dict[tuple[int, str, str], T] = {}
 
     def get(self, flow: Flow) -> T:
