@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -56,6 +57,7 @@ from espforensics.frames import Frames
 from espforensics.intervals import I64, U8, U64, IntervalSet, U64Set
 from espforensics.keys.sa import NULL_CIPHER, SaTable
 from espforensics.model import Finding, FindingKind, Severity
+from espforensics.rare import Rare
 from espforensics.window import RecentWindow
 
 WINDOW = 4096
@@ -91,10 +93,11 @@ class _Group:
     # Oldest first, by IV. An OrderedDict inside: evicting a plain dict's first key costs a
     # scan over the slots deleted before it (measured: 5 us per packet at a 4,096 window).
     recent: RecentWindow[_Use] = field(default_factory=lambda: RecentWindow(WINDOW))
-    # Made at the first reuse: most groups of a capture of many SAs never have one (issue 21).
-    events: dict[int, list[_Use]] | None = None
-    dropped: int = 0
-    unconfirmed: int = 0  # a wide IV's fold seen before, its earlier use out of the window
+    rare_fields: dict[str, Any] | None = None
+    # Rare fields (rare.py): most groups of a capture of many SAs never have one (issue 21).
+    events = Rare[dict[int, list[_Use]] | None](None)  # made at the first reuse
+    dropped = Rare(0)
+    unconfirmed = Rare(0)  # a wide IV's fold seen before, its earlier use out of the window
 
     @property
     def nonce(self) -> bool:
@@ -202,7 +205,7 @@ class IvReuseCheck(BulkRules):
 
     def __init__(self, sas: SaTable) -> None:
         self._sas = sas
-        self._groups: dict[tuple[object, ...], _Group] = {}
+        self._groups: dict[bytes, _Group] = {}  # by key material, else by SPI and destination
         self._by_state: dict[SaState, _Group] = {}
 
     def observe(self, pkt: PacketContext) -> None:
@@ -305,10 +308,12 @@ class IvReuseCheck(BulkRules):
     def _group(self, pkt: PacketContext, iv: int, seq64: int) -> _Group:
         """The key group of the packet's SA: by key material if known, else (dst, SPI)."""
         sa = pkt.flow.state.sa
-        key: tuple[object, ...] = (
-            ("key", key_fingerprint(sa))
+        # One bytes value, not a tuple holding the address's own bytes (issue 35: 60 bytes
+        # less per group of a capture of many keyless SAs)
+        key = (
+            b"k" + key_fingerprint(sa)
             if sa is not None and sa.supported
-            else ("sa", pkt.ip.dst, pkt.flow.spi)
+            else b"s" + pkt.flow.spi.to_bytes(4) + pkt.ip.dst
         )
         group = self._groups.get(key)
         if group is None:

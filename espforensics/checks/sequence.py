@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 import numpy as np
 
@@ -43,6 +44,7 @@ from espforensics.evidence import EsnWrap, SeqDuplicates, SeqGaps, SeqRange, Seq
 from espforensics.frames import frozen, with_frame
 from espforensics.intervals import IntervalSet
 from espforensics.model import Finding, FindingKind, Severity, Verdict
+from espforensics.rare import Rare
 from espforensics.window import RecentWindow
 
 WINDOW = 4096
@@ -65,21 +67,27 @@ _EVIDENCE = frozenset(
 
 @dataclass(slots=True)
 class _Sa:
+    """One flow's numbers seen, its top and its digest window. The counts of repeats and
+    late arrivals, and their frames, are ``Rare`` fields (rare.py): most SAs have none
+    (issue 35: 144 bytes per SA, now 64)."""
+
     seen: IntervalSet = field(default_factory=IntervalSet)
     top: int = -1
     digests: RecentWindow[bytes | _Cut] = field(default_factory=lambda: RecentWindow(WINDOW))
-    dup_frames: IntervalSet | None = None  # every one
-    duplicates: int = 0
-    identical: int = 0
-    captured: int = 0  # identical in the bytes captured of either, one of them cut
-    captured_bytes: tuple[int, int] = (0, 0)  # the fewest and most bytes so compared
-    uncompared: int = 0  # a cut one after one whose bytes are not kept (a whole one's digest)
-    reorder_frames: IntervalSet | None = None
-    reordered: int = 0
-    max_late: int = 0  # how far below the top the latest arrival was
-    unread: int = 0  # cut packets whose header the capture did not show to be theirs
+    rare_fields: dict[str, Any] | None = None
+
+    dup_frames = Rare[IntervalSet | None](None)  # every one
+    duplicates = Rare(0)
+    identical = Rare(0)
+    captured = Rare(0)  # identical in the bytes captured of either, one of them cut
+    captured_bytes = Rare((0, 0))  # the fewest and most bytes so compared
+    uncompared = Rare(0)  # a cut one after one whose bytes are not kept (a whole one's digest)
+    reorder_frames = Rare[IntervalSet | None](None)
+    reordered = Rare(0)
+    max_late = Rare(0)  # how far below the top the latest arrival was
+    unread = Rare(0)  # cut packets whose header the capture did not show to be theirs
     # (frame, new high half); made at the first wrap: most SAs never wrap (issue 21)
-    wraps: list[tuple[int, int]] | None = None
+    wraps = Rare[list[tuple[int, int]] | None](None)
 
 
 @dataclass(frozen=True, slots=True)
