@@ -186,6 +186,26 @@ class _SaAcc:
         icmp_quoted: int = 0,
     ) -> SaSummary:
         spi, src, dst = key
+        if self.rare_fields is None:  # nothing rare counted: SaSummary's defaults (most SAs)
+            return SaSummary(
+                spi,
+                src,
+                dst,
+                self.algorithm,
+                self.packets,
+                self.verdicts(),
+                self.first_seq64,
+                self.last_seq64,
+                self.first_ns / 1e9,
+                self.last_ns / 1e9,
+                self.wire_bytes,
+                missing=missing,
+                mode=mode,
+                iv_scheme=iv_scheme,
+                icmp_quoted=icmp_quoted,
+                first_ns=self.first_ns,
+                last_ns=self.last_ns,
+            )
         tfc_to, checksums = self.tfc_to or _NO_COUNTS, self.checksums or _NO_COUNTS
         return SaSummary(
             spi,

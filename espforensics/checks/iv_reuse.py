@@ -40,7 +40,7 @@ still detected and reported, with the first use's frame unknown.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -87,12 +87,17 @@ class _Group:
     additive: bool | None = None
     iv_len: int = IV_LEN
     counter: bool | None = True  # a counter-mode nonce (keystream reuse); None: no key says
-    runs: IntervalSet = field(default_factory=IntervalSet)
+    # The values seen as runs (``runs``), made at the second: until then the one is ``_lone``
+    # (issue 35: a capture of many one-packet SAs keeps one group per SA)
+    _runs: IntervalSet | None = None
+    _lone: int | None = None
     hashed: U64Set | None = None
     packets: int = 0
+    # The window of uses (``recent``), made at the second use: until then the one is ``_first``.
     # Oldest first, by IV. An OrderedDict inside: evicting a plain dict's first key costs a
     # scan over the slots deleted before it (measured: 5 us per packet at a 4,096 window).
-    recent: RecentWindow[_Use] = field(default_factory=lambda: RecentWindow(WINDOW))
+    _recent: RecentWindow[_Use] | None = None
+    _first: _Use | None = None
     rare_fields: dict[str, Any] | None = None
     # Rare fields (rare.py): most groups of a capture of many SAs never have one (issue 21).
     events = Rare[dict[int, list[_Use]] | None](None)  # made at the first reuse
@@ -104,7 +109,8 @@ class _Group:
         """Is a repeat a nonce reuse? Known from the algorithm, else from the IVs' pattern."""
         if self.counter is not None:
             return self.counter
-        return self.hashed is None and 2 * len(self.runs) <= self.packets
+        runs = len(self._runs) if self._runs is not None else int(self._lone is not None)
+        return self.hashed is None and 2 * runs <= self.packets
 
     @property
     def wide(self) -> bool:
@@ -135,11 +141,49 @@ class _Group:
                 return ivs - np.uint64(self.added), np.zeros(len(ivs), np.bool_)
         return ivs ^ np.uint64(self.const), np.zeros(len(ivs), np.bool_)
 
+    @property
+    def runs(self) -> IntervalSet:
+        """The values seen, as runs (a hashing group's: those before it began to hash)."""
+        runs = self._runs
+        if runs is None:
+            runs = self._runs = IntervalSet()
+            if self._lone is not None:
+                runs.add(self._lone)
+                self._lone = None
+        return runs
+
+    @property
+    def recent(self) -> RecentWindow[_Use]:
+        """The latest uses, by the window's key (``key``)."""
+        recent = self._recent
+        if recent is None:
+            recent = self._recent = RecentWindow(WINDOW)
+            first = self._first
+            if first is not None:
+                recent.put(self.key(first.iv, first.seq64), first)
+                self._first = None
+        return recent
+
+    def key(self, iv: int, seq64: int) -> int:
+        """A use's key in the window: its IV, or a wide IV's fold."""
+        return self.value(iv, seq64) if self.wide else iv
+
+    def keep_first(self, use: _Use) -> bool:
+        """Keep the group's first use in place of its window: True if it is the first."""
+        if self._recent is not None or self._first is not None:
+            return False
+        self._first = use
+        return True
+
     def seen(self, value: int) -> bool:
         if self.hashed is not None:
-            return value in self.runs or self.hashed.add(value)
-        was = self.runs.add(value)
-        if len(self.runs) > RUNS_BEFORE_HASH and len(self.runs) * 2 > self.packets:
+            return (self._runs is not None and value in self._runs) or self.hashed.add(value)
+        if self._runs is None and self._lone is None:
+            self._lone = value  # the group's first value: nothing before it
+            return False
+        runs = self.runs
+        was = runs.add(value)
+        if len(runs) > RUNS_BEFORE_HASH and len(runs) * 2 > self.packets:
             self.hashed = U64Set()  # not a counter: stop growing runs, hash from now on
         return was
 
@@ -227,6 +271,9 @@ class IvReuseCheck(BulkRules):
             pkt.data[start : start + EVIDENCE],
             pkt.plain_head,  # already the first EVIDENCE bytes
         )
+        if not reused and group.keep_first(use):  # its first packet: no window to read yet
+            rec.iv_reused = False
+            return
         recent = group.recent
         key = value if group.wide else iv  # the window's key
         if reused:
