@@ -387,7 +387,7 @@ class IvDerivationCheck(BulkRules):
     def schemes(self) -> dict[tuple[int, str, str], IvScheme]:
         """Each SA's IV scheme by (SPI, src, dst), once ``finish`` settled every window."""
         out = {}
-        for key, sa in self._sas.items():
+        for key, sa in self._sas.by_key.items():  # not sorted: items() copies every pair
             if sa.scheme is not None:
                 out[key] = sa.scheme
             else:

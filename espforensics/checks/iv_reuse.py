@@ -250,14 +250,14 @@ class IvReuseCheck(BulkRules):
     def __init__(self, sas: SaTable) -> None:
         self._sas = sas
         self._groups: dict[bytes, _Group] = {}  # by key material, else by SPI and destination
-        self._by_state: dict[SaState, _Group] = {}
+        self._by_state: dict[SaState, _Group] = {}  # the groups of the key files' SAs
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
         iv, seq64 = pkt.iv, rec.seq64
         if iv is None or seq64 is None or not pkt.header_is_evidence or pkt.clear_from_header:
             return
-        group = self._by_state.get(pkt.flow.state) or self._group(pkt, iv, seq64)
+        group = self._of(pkt.flow) or self._group(pkt, iv, seq64)
         group.packets += 1
         value = group.value(iv, seq64)
         reused = group.seen(value)
@@ -294,7 +294,7 @@ class IvReuseCheck(BulkRules):
         """Counter-mode IVs (the AEADs, AES-CTR) or CBC's 16-byte ones, of a known group,
         counting in runs or hashing; not 3DES's 8-byte CBC IVs (random, yet too narrow
         to fold), nor NULL (no IV). Without a key: 8-byte IVs, as ``observe`` reads them."""
-        ctx, group = flow.state.ctx, self._by_state.get(flow.state)
+        ctx, group = flow.state.ctx, self._of(flow)
         if group is None:
             return False
         if ctx is None:  # no usable key: keyless, not an algorithm the tool cannot open
@@ -302,7 +302,7 @@ class IvReuseCheck(BulkRules):
         return bool((ctx.counter and ctx.iv_len == IV_LEN) or ctx.iv_len == 2 * IV_LEN)
 
     def scope(self, flow: Flow) -> object | None:
-        return self._by_state.get(flow.state)
+        return self._of(flow)
 
     def refuses_scope(self, scope: object, rows: ScopeRows) -> Mask:
         """Rows whose IV may be a reuse: not above every value the group holds (and rising),
@@ -352,16 +352,18 @@ class IvReuseCheck(BulkRules):
             group.runs.extend_above(group.values(rows.iv)[0])
         group.recent.put_many(rows.iv, uses)
 
+    def _of(self, flow: Flow) -> _Group | None:
+        """The flow's key group, if a packet made it: an SA of the key files by its state,
+        a flow without one by its SPI and destination (each such flow has a state of
+        its own: no entry per state for a capture of many keyless SAs, issue 35)."""
+        if flow.state.sa is not None:
+            return self._by_state.get(flow.state)
+        return self._groups.get(_sa_key(flow))
+
     def _group(self, pkt: PacketContext, iv: int, seq64: int) -> _Group:
         """The key group of the packet's SA: by key material if known, else (dst, SPI)."""
         sa = pkt.flow.state.sa
-        # One bytes value, not a tuple holding the address's own bytes (issue 35: 60 bytes
-        # less per group of a capture of many keyless SAs)
-        key = (
-            b"k" + key_fingerprint(sa)
-            if sa is not None and sa.supported
-            else b"s" + pkt.flow.spi.to_bytes(4) + pkt.ip.dst
-        )
+        key = b"k" + key_fingerprint(sa) if sa is not None and sa.supported else _sa_key(pkt.flow)
         group = self._groups.get(key)
         if group is None:
             ctx = pkt.flow.state.ctx
@@ -376,7 +378,8 @@ class IvReuseCheck(BulkRules):
             )
             if iv_len > IV_LEN:
                 group.hashed = U64Set()  # random 16-byte IVs: no runs to grow
-        self._by_state[pkt.flow.state] = group
+        if sa is not None:
+            self._by_state[pkt.flow.state] = group
         return group
 
     def _event(self, group: _Group, iv: int, use: _Use, first: _Use | None) -> None:
@@ -474,6 +477,12 @@ class IvReuseCheck(BulkRules):
                     f"group: {'; '.join(names)}",
                     evidence=SharedKey(tuple(shared[fp])),
                 )
+
+
+def _sa_key(flow: Flow) -> bytes:
+    """The group key of an SA without key material: its SPI and destination, one bytes
+    value (a tuple holding them was 60 bytes more per group, issue 35)."""
+    return b"s" + flow.spi.to_bytes(4) + flow.dst.encode()
 
 
 def _hashed(hashed: U64Set, values: U64) -> Mask:
