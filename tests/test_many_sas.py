@@ -26,7 +26,7 @@ from espforensics.synth.bench import iter_bench_frames, with_spis
 
 FEW, MANY = 2000, 4000  # SAs, one packet each
 # Bytes of state per one-packet SA, as counted here: 2,526 before issue 35's work on it,
-# 1,623 after. Issue 35's target, 1,024 bytes of peak RSS per SA, is not met
+# 1,583 after. Issue 35's target, 1,024 bytes of peak RSS per SA, is not met
 # (docs/performance.md, "Many SAs (issue 35)").
 MAX_PER_SA = 2048
 

@@ -40,8 +40,12 @@ IPCOMP_NAME = l4_name(PROTO_IPCOMP)  # an inner IP packet's protocol 108, as par
 HEAD_LEN = 16  # plaintext bytes the checks see: evidence of IV reuse, equal-to-ciphertext test
 
 
-class SaState:
+class SaState(EsnTracker):
     """Per-SA receiver state: ESN top and the cipher, built once.
+
+    It is the SA's ``EsnTracker`` (``tracker`` is itself): one object per SA
+    instead of two (issue 35: a capture of many SAs has one per SA, keyless
+    flows one per flow).
 
     ``tentative``: the SA's first packet when it verified only with a
     neighbour of the starting high half, and ``tentative_start`` the seq64
@@ -50,9 +54,10 @@ class SaState:
     that starts with a packet sealed with the wrong high half.
     """
 
-    __slots__ = ("clear_whole", "ctx", "proven", "sa", "tentative", "tentative_start", "tracker")
+    __slots__ = ("clear_whole", "ctx", "proven", "sa", "tentative", "tentative_start")
 
     def __init__(self, sa: SecurityAssociation | None) -> None:
+        super().__init__(sa.esn_hi if sa is not None else 0)
         self.sa = sa
         self.proven = False  # a packet of the SA verified: its key is the right one
         # Without a key: was the SA's last whole packet clear from its header on
@@ -60,8 +65,12 @@ class SaState:
         self.clear_whole: bool | None = None
         self.tentative: PacketContext | None = None
         self.tentative_start = 0
-        self.tracker = EsnTracker(sa.esn_hi if sa is not None else 0)
         self.ctx: CipherContext | None = usable_context(sa)
+
+    @property
+    def tracker(self) -> EsnTracker:
+        """The SA's RFC 4303 appendix A state: this object."""
+        return self
 
 
 def usable_context(sa: SecurityAssociation | None) -> CipherContext | None:
