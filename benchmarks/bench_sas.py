@@ -13,6 +13,10 @@ fresh process; prints us/frame and peak RSS of both and their ratio. The
 target (issue 11/12) is a ratio of at most 2. Memory per SA (issue 21:
 at most 1 KB) is (peak RSS of the many-SPI run - peak RSS of the 2-SPI run
 of as many frames) / (its SAs - 2): what the SAs cost beyond the frames.
+The 2-SPI run holds about 50 MB that a run of one-packet SAs never makes
+(the lane's buffers, full evidence windows), so with few SAs this reads
+below what one more SA costs; the difference between two cases' peaks
+over their SAs gives that (docs/performance.md, "Many SAs (issue 35)").
 """
 
 from __future__ import annotations
