@@ -13,6 +13,10 @@ fresh process; prints us/frame and peak RSS of both and their ratio. The
 target (issue 11/12) is a ratio of at most 2. Memory per SA (issue 21:
 at most 1 KB) is (peak RSS of the many-SPI run - peak RSS of the 2-SPI run
 of as many frames) / (its SAs - 2): what the SAs cost beyond the frames.
+The 2-SPI run holds about 50 MB that a run of one-packet SAs never makes
+(the lane's buffers, full evidence windows), so with few SAs this reads
+below what one more SA costs; the difference between two cases' peaks
+over their SAs gives that (docs/performance.md, "Many SAs (issue 35)").
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ import argparse
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 _ANALYZE = """
@@ -34,27 +37,16 @@ print(time.perf_counter() - t, s.capture.frames, len(s.sas),
       resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
-_SPI_AT = 14 + 20  # Ethernet + IPv4 header of the bench frames
-
 
 def make_capture(path: Path, frames: int, spis: int) -> None:
     """The bench capture with its SPIs cycling over ``spis`` values (0: as built)."""
     from espforensics.capture.writer import write_pcap  # noqa: PLC0415
-    from espforensics.model import Frame  # noqa: PLC0415
-    from espforensics.synth.bench import iter_bench_frames  # noqa: PLC0415
+    from espforensics.synth.bench import iter_bench_frames, with_spis  # noqa: PLC0415
 
-    def frames_with_spis() -> Iterator[Frame]:
-        for f in iter_bench_frames(frames):
-            if not spis:
-                yield f
-                continue
-            spi = (0x10000 + f.number % spis).to_bytes(4, "big")
-            data = f.data[:_SPI_AT] + spi + f.data[_SPI_AT + 4 :]
-            yield Frame(f.number, f.ts_ns, f.caplen, f.wirelen, f.linktype, data)
-
+    built = iter_bench_frames(frames)
     tmp = path.with_suffix(".tmp")
     with tmp.open("wb") as fh:
-        write_pcap(fh, frames_with_spis(), linktype=1)
+        write_pcap(fh, with_spis(built, spis) if spis else built, linktype=1)
     tmp.rename(path)
 
 

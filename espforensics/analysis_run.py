@@ -16,6 +16,7 @@ import ipaddress
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 from espforensics.capture import open_capture
 from espforensics.capture.regular import check_regular
@@ -28,7 +29,7 @@ from espforensics.errors import (
     scrub,
 )
 from espforensics.keys import SaTable, load_sas
-from espforensics.model import PacketRecord
+from espforensics.model import Finding, PacketRecord, UnusedSa
 from espforensics.pipeline import FrameAnalyzer, Options, fewer_collections
 from espforensics.progress import READING, UNPACKING, Meter
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
@@ -245,23 +246,63 @@ def _run(
     table = _table(sas)
     info = _info_later(path, sha256, name)
     builder = SummaryBuilder()
-    options = options or Options()
+    with fewer_collections():
+        error, ends = _analyze(
+            path, table, options or Options(), builder, sink, jobs, scheduler, progress, meter, name
+        )
+        # The checks' per-SA state is gone (the analyzer with it) before the summary's rows
+        # are made: a capture of many SAs holds one or the other at its peak, not both.
+        summary = builder.finish(
+            info(),
+            ends.findings,
+            ends.modes,
+            _stop_message(error),
+            iv_schemes=ends.iv_schemes,
+            receivers=ends.receivers,
+            unused_sas=ends.unused_sas,
+            key_notes=ends.key_notes,
+        )
+    return summary, error
+
+
+@dataclass(frozen=True, slots=True)
+class _Ends:
+    """What the summary takes from the analyzer once every frame is read."""
+
+    findings: list[Finding]
+    modes: dict[tuple[int, str, str], str]
+    iv_schemes: dict[tuple[int, str, str], str]
+    receivers: tuple[tuple[ReceiverHost, ...], tuple[ReceiverSa, ...]]
+    unused_sas: tuple[UnusedSa, ...]
+    key_notes: tuple[str, ...]
+
+
+def _analyze(
+    path: str | os.PathLike[str],
+    table: SaTable,
+    options: Options,
+    builder: SummaryBuilder,
+    sink: Callable[[Row], None],
+    jobs: int,
+    scheduler: str | None,
+    progress: Progress | None,
+    meter: Meter | None,
+    name: str | None,
+) -> tuple[Exception | None, _Ends]:
+    """Stream the capture into the builder and the sink: the error that stopped the
+    reading, if any, and what the summary takes from the analyzer, which is dropped on
+    return."""
     analyzer = FrameAnalyzer(table, options, name or str(path))
     engine = Engine(analyzer, options, jobs, scheduler)
     try:
-        with fewer_collections():
-            read = _consume(_stream(path, engine, progress, meter), builder, sink)
-            error = named(read, path, name)
-            summary = builder.finish(
-                info(),
-                analyzer.findings,
-                _modes(analyzer.sas, builder),
-                _stop_message(error),
-                iv_schemes=_iv_schemes(analyzer),
-                receivers=_receivers(analyzer),
-                unused_sas=analyzer.unused_sas,
-                key_notes=tuple(analyzer.sas.notes),
-            )
+        read = _consume(_stream(path, engine, progress, meter), builder, sink)
+        return named(read, path, name), _Ends(
+            analyzer.findings,
+            _modes(analyzer.sas, builder),
+            _iv_schemes(analyzer),
+            _receivers(analyzer),
+            analyzer.unused_sas,
+            tuple(analyzer.sas.notes),
+        )
     finally:
         engine.close()
-    return summary, error

@@ -28,6 +28,7 @@ from espforensics.model import (
     UnusedSa,
     Verdict,
 )
+from espforensics.rare import Rare
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
 from espforensics.summary import (
     TOOL_VERSION,
@@ -62,6 +63,10 @@ def _in_verdict_order(item: tuple[str, int]) -> int:
 
 @dataclass(slots=True)
 class _SaAcc:
+    """One SA's counts. What most SAs of a capture never count (other verdicts, anomalies,
+    TFC padding, inner checksums, cut packets) are ``Rare`` fields (rare.py): a capture
+    of many short-lived SAs keeps one of these per SA (issue 35: 224 bytes, now 112)."""
+
     algorithm: str
     first_ns: int  # capture time, ns since the epoch
     last_ns: int
@@ -73,25 +78,27 @@ class _SaAcc:
     # most SAs of a scan have one verdict, and a Counter of one entry is 160 bytes)
     verdict: str = ""
     verdict_packets: int = 0
-    other_verdicts: Counter[str] | None = None
-    leaked: int = 0
-    iv_reused: int = 0
-    iv_deviating: int = 0
-    duplicates: int = 0
-    reordered: int = 0
-    ip_payloads: int = 0  # verified packets whose next header is 4 or 41 (an inner IP packet)
-    l4_payloads: int = 0  # verified packets with any other next header
-    tfc_packets: int = 0
-    tfc_bytes: int = 0
+    rare_fields: dict[str, Any] | None = None
+
+    other_verdicts = Rare[Counter[str] | None](None)
+    leaked = Rare(0)
+    iv_reused = Rare(0)
+    iv_deviating = Rare(0)
+    duplicates = Rare(0)
+    reordered = Rare(0)
+    ip_payloads = Rare(0)  # verified packets whose next header is 4 or 41 (an inner IP packet)
+    l4_payloads = Rare(0)  # verified packets with any other next header
+    tfc_packets = Rare(0)
+    tfc_bytes = Rare(0)
     # payload_len of padded packets, and inner_checksum values: made at their first count
     # (most SAs of a scan have neither; an empty Counter is 100 bytes, issue 21)
-    tfc_to: Counter[int] | None = None
-    checksums: Counter[str] | None = None
+    tfc_to = Rare[Counter[int] | None](None)
+    checksums = Rare[Counter[str] | None](None)
     # truncated packets the capture cut; of them, whose header it showed where it is
     # read or found later; of those, found later (checks/coverage.py cut_kind)
-    cut: int = 0
-    cut_read: int = 0
-    cut_found: int = 0
+    cut = Rare(0)
+    cut_read = Rare(0)
+    cut_found = Rare(0)
 
     def observe(self, rec: PacketRecord) -> None:
         self.packets += 1
@@ -104,11 +111,15 @@ class _SaAcc:
             if self.first_seq64 is None:
                 self.first_seq64 = rec.seq64
             self.last_seq64 = rec.seq64
-        self.leaked += bool(rec.leaked)
-        self.iv_reused += bool(rec.iv_reused)
-        self.iv_deviating += bool(rec.iv_seq_delta)
-        self.duplicates += rec.seq_anomaly.startswith("duplicate")
-        self.reordered += rec.seq_anomaly == "reordered"
+        if rec.leaked:  # each a Rare field: read and written only when it counts
+            self.leaked += 1
+        if rec.iv_reused:
+            self.iv_reused += 1
+        if rec.iv_seq_delta:
+            self.iv_deviating += 1
+        if rec.seq_anomaly:
+            self.duplicates += rec.seq_anomaly.startswith("duplicate")
+            self.reordered += rec.seq_anomaly == "reordered"
         if rec.next_header in (4, 41):
             self.ip_payloads += 1
         elif rec.next_header is not None and rec.next_header != 59:
@@ -175,6 +186,26 @@ class _SaAcc:
         icmp_quoted: int = 0,
     ) -> SaSummary:
         spi, src, dst = key
+        if self.rare_fields is None:  # nothing rare counted: SaSummary's defaults (most SAs)
+            return SaSummary(
+                spi,
+                src,
+                dst,
+                self.algorithm,
+                self.packets,
+                self.verdicts(),
+                self.first_seq64,
+                self.last_seq64,
+                self.first_ns / 1e9,
+                self.last_ns / 1e9,
+                self.wire_bytes,
+                missing=missing,
+                mode=mode,
+                iv_scheme=iv_scheme,
+                icmp_quoted=icmp_quoted,
+                first_ns=self.first_ns,
+                last_ns=self.last_ns,
+            )
         tfc_to, checksums = self.tfc_to or _NO_COUNTS, self.checksums or _NO_COUNTS
         return SaSummary(
             spi,

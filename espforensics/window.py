@@ -87,17 +87,20 @@ class RecentWindow(Generic[V]):
     """The latest ``size`` entries by key, oldest evicted first.
 
     Memory: an SA of a capture of many short-lived SAs puts one entry in each
-    of its windows and no more; a window of at most one entry holds it as a
-    ``(key, value)`` pair, and makes its OrderedDict (about 250 bytes) and
-    chunk list only when it needs them.
+    of its windows and no more; a window of at most one entry holds it in two
+    slots, ``_key`` and ``_value`` (a pair was 56 bytes more, issue 35), and
+    makes its OrderedDict (about 250 bytes) and chunk list only when it needs them.
     """
 
-    __slots__ = ("_chunks", "_entries", "_pending", "size")
+    __slots__ = ("_chunks", "_entries", "_key", "_pending", "_value", "size")
 
     def __init__(self, size: int) -> None:
         self.size = size
-        # Oldest first: None when empty, a (key, value) pair for one entry, else an OrderedDict.
-        self._entries: OrderedDict[int, V] | tuple[int, V] | None = None
+        # Oldest first: an OrderedDict, or None when the window holds one entry at the
+        # most: then ``_key`` is its key (None: no entry) and ``_value`` its value.
+        self._entries: OrderedDict[int, V] | None = None
+        self._key: int | None = None
+        self._value: V | None = None
         # Newer than every entry, oldest first; a list, not a deque: few chunks at a time,
         # and an empty deque costs 600 bytes per window (two windows per SA). None: none.
         self._chunks: list[_Chunk[V]] | None = None
@@ -105,17 +108,18 @@ class RecentWindow(Generic[V]):
 
     def __len__(self) -> int:
         entries = self._entries
-        held = 0 if entries is None else 1 if isinstance(entries, tuple) else len(entries)
+        held = (self._key is not None) if entries is None else len(entries)
         return min(self.size, held + self._pending)
 
     def _many(self) -> OrderedDict[int, V]:
         """The entries as an OrderedDict, made from what the window holds."""
         entries = self._entries
-        if isinstance(entries, OrderedDict):
+        if entries is not None:
             return entries
         many: OrderedDict[int, V] = OrderedDict()
-        if entries is not None:
-            many[entries[0]] = entries[1]
+        if self._key is not None:
+            many[self._key] = self._value  # type: ignore[assignment]  # set with the key
+            self._key = self._value = None
         self._entries = many
         return many
 
@@ -138,12 +142,11 @@ class RecentWindow(Generic[V]):
         """Drop the built entries that newer chunks pushed out of the window."""
         entries = self._entries
         if entries is None:
+            if self._key is not None and 1 + self._pending > self.size:
+                self._key = self._value = None
             return
-        over = (1 if isinstance(entries, tuple) else len(entries)) + self._pending - self.size
+        over = len(entries) + self._pending - self.size
         if over <= 0:
-            return
-        if isinstance(entries, tuple):
-            self._entries = None
             return
         for _ in range(min(over, len(entries))):
             entries.popitem(last=False)
@@ -171,20 +174,20 @@ class RecentWindow(Generic[V]):
                 chunk, at = found
                 return chunk.make(at)
         entries = self._entries
-        if isinstance(entries, tuple):
-            return entries[1] if entries[0] == key else None
-        return None if entries is None else entries.get(key)
+        if entries is None:
+            return self._value if self._key == key else None
+        return entries.get(key)
 
     def pop(self, key: int) -> V | None:
         if self._chunks:
             self._catch_up()
         entries = self._entries
-        if isinstance(entries, tuple):
-            if entries[0] != key:
+        if entries is None:
+            if self._key != key:
                 return None
-            self._entries = None
-            return entries[1]
-        return None if entries is None else entries.pop(key, None)
+            value, self._key, self._value = self._value, None, None
+            return value
+        return entries.pop(key, None)
 
     def put(self, key: int, value: V, renew: bool = True) -> None:
         """Set ``key``'s value; the oldest entry leaves when the window is full.
@@ -199,9 +202,8 @@ class RecentWindow(Generic[V]):
                 self._catch_up()
             elif self._put_after_chunks(key, value, renew):
                 return
-        held = self._entries
-        if self.size >= 1 and (held is None or (isinstance(held, tuple) and held[0] == key)):
-            self._entries = (key, value)  # the only entry, old or new: renewed either way
+        if self.size >= 1 and self._entries is None and self._key in (None, key):
+            self._key, self._value = key, value  # the only entry, old or new: renewed either way
             return
         entries = self._many()
         if renew:
@@ -230,9 +232,9 @@ class RecentWindow(Generic[V]):
         """``put`` of a key no chunk holds while chunks wait: a chunk of one, unless the key
         keeps its place among the built entries (done: True either way)."""
         entries = self._entries
-        if isinstance(entries, tuple):
-            entries = self._many() if entries[0] == key else entries
-        if isinstance(entries, OrderedDict) and key in entries:
+        if entries is None and self._key is not None and self._key == key:
+            entries = self._many()
+        if entries is not None and key in entries:
             if not renew:
                 entries[key] = value
                 return True
@@ -255,4 +257,5 @@ class RecentWindow(Generic[V]):
         while len(chunks) > 1 and self._pending - len(chunks[0].keys) >= self.size:
             self._pending -= len(chunks.pop(0).keys)
         if self._pending >= self.size:
-            self._entries = None  # every entry is older than the window's newest size
+            # every entry is older than the window's newest size
+            self._entries = self._key = self._value = None

@@ -23,7 +23,9 @@ class FlowTable:
 
     def __init__(self, sas: SaTable) -> None:
         self._sas = sas
-        self._flows: dict[tuple[int, bytes, bytes], Flow] = {}
+        # By SPI, address length and addresses in one bytes value: a tuple of the three
+        # kept 140 bytes per flow alive, this 50 (issue 35: captures of many SAs)
+        self._flows: dict[bytes, Flow] = {}
         self._names: dict[bytes, str] = {}
         self._by_sa: dict[int, SaState] = {}
 
@@ -32,7 +34,7 @@ class FlowTable:
 
     def flow_for(self, spi: int, src: bytes, dst: bytes) -> Flow:
         """The flow of (SPI, outer source, outer destination), made on first use."""
-        key = (spi, src, dst)
+        key = b"%b%c%b%b" % (spi.to_bytes(4), len(src), src, dst)
         flow = self._flows.get(key)
         if flow is None:
             sa = self._sas.lookup(spi, src, dst)

@@ -40,8 +40,12 @@ IPCOMP_NAME = l4_name(PROTO_IPCOMP)  # an inner IP packet's protocol 108, as par
 HEAD_LEN = 16  # plaintext bytes the checks see: evidence of IV reuse, equal-to-ciphertext test
 
 
-class SaState:
+class SaState(EsnTracker):
     """Per-SA receiver state: ESN top and the cipher, built once.
+
+    It is the SA's ``EsnTracker`` (``tracker`` is itself): one object per SA
+    instead of two (issue 35: a capture of many SAs has one per SA, keyless
+    flows one per flow).
 
     ``tentative``: the SA's first packet when it verified only with a
     neighbour of the starting high half, and ``tentative_start`` the seq64
@@ -50,9 +54,10 @@ class SaState:
     that starts with a packet sealed with the wrong high half.
     """
 
-    __slots__ = ("clear_whole", "ctx", "proven", "sa", "tentative", "tentative_start", "tracker")
+    __slots__ = ("clear_whole", "ctx", "proven", "sa", "tentative", "tentative_start")
 
     def __init__(self, sa: SecurityAssociation | None) -> None:
+        super().__init__(sa.esn_hi if sa is not None else 0)
         self.sa = sa
         self.proven = False  # a packet of the SA verified: its key is the right one
         # Without a key: was the SA's last whole packet clear from its header on
@@ -60,8 +65,12 @@ class SaState:
         self.clear_whole: bool | None = None
         self.tentative: PacketContext | None = None
         self.tentative_start = 0
-        self.tracker = EsnTracker(sa.esn_hi if sa is not None else 0)
         self.ctx: CipherContext | None = usable_context(sa)
+
+    @property
+    def tracker(self) -> EsnTracker:
+        """The SA's RFC 4303 appendix A state: this object."""
+        return self
 
 
 def usable_context(sa: SecurityAssociation | None) -> CipherContext | None:
@@ -288,6 +297,16 @@ class PacketContext:
         return parse_inner(comp.next_header, comp.data, ntop(ip.src), ntop(ip.dst))
 
 
+_BITS = 62  # Flow.known_to stays a small int
+_made = itertools.count()  # next() is atomic: runs in threads take distinct bits
+
+
+def flow_bit() -> int:
+    """A bit of ``Flow.known_to`` for one holder of per-flow state (each ``PerFlow``):
+    holders take the 62 bits in turn, so the few of one run never share one."""
+    return 1 << next(_made) % _BITS
+
+
 class PerFlow(Generic[T]):
     """A check's state per flow: found by the Flow object, listed by (SPI, src, dst).
 
@@ -295,18 +314,15 @@ class PerFlow(Generic[T]):
     the SAs) share one state, as they are one SA on the wire.
 
     Memory: one dict entry per state, keyed by the flow's own ``key`` tuple;
-    which Flow objects asked is a bit of the flow's ``known_to`` (each PerFlow
-    takes one of ``_BITS`` in turn: the few of one run's checks never share one),
+    which Flow objects asked is a bit of the flow's ``known_to`` (``flow_bit``),
     not a second dict per check.
     """
 
     __slots__ = ("_bit", "_factory", "by_key")
-    _BITS = 62  # known_to stays a small int
-    _made = itertools.count()  # next() is atomic: runs in threads take distinct bits
 
     def __init__(self, factory: Callable[[], T]) -> None:
         self._factory = factory
-        self._bit = 1 << next(PerFlow._made) % PerFlow._BITS
+        self._bit = flow_bit()
         self.by_key: dict[tuple[int, str, str], T] = {}
 
     def get(self, flow: Flow) -> T:

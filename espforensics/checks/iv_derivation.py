@@ -150,8 +150,9 @@ class IvDerivationCheck(BulkRules):
             if sa.scheme is IvScheme.CONSTANT:
                 self._repeat(sa, rec, wire)
             return
-        if not sa.probe:
+        if sa.probe is None:
             self._probing[sa] = rec.frame
+            sa.probe = []
         sa.probe.append((rec, rec.seq64 & sa.mask, iv, wire))
         self._holds.hold(rec.frame)
         if len(sa.probe) >= WINDOW:
@@ -299,26 +300,27 @@ class IvDerivationCheck(BulkRules):
         elif reading.scheme is IvScheme.ECHAINIV and reading.candidates:
             sa.const = reading.candidates[0].const
         self._probing.pop(sa, None)
-        for rec, _, iv, wire in sa.probe:
+        for rec, _, iv, wire in sa.probe or ():
             self._judge(sa, rec, iv)
             self._repeat(sa, rec, wire)
             self._holds.release(rec.frame)
-        sa.probe = []
+        sa.probe = None
 
     @staticmethod
     def _read(sa: IvSa) -> Reading:
         """The SA's scheme from its window (ivscheme.py; CBC: chained, then echainiv)."""
-        n = len(sa.probe)
+        probe = sa.probe or []
+        n = len(probe)
         if n >= MIN_SCHEME and 2 * sa.chained >= n - 1 and sa.chained >= MIN_SCHEME - 1:
             return CHAINED  # the first packet has no predecessor
         if not sa.words:
-            whole = [(seq64, wire) for _, seq64, _, wire in sa.probe]
-            return read_ivs([(seq64, iv) for _, seq64, iv, _ in sa.probe], sa.mask, whole)
-        samples = [(seq64, iv) for _, seq64, iv, _ in sa.probe]
+            whole = [(seq64, wire) for _, seq64, _, wire in probe]
+            return read_ivs([(seq64, iv) for _, seq64, iv, _ in probe], sa.mask, whole)
+        samples = [(seq64, iv) for _, seq64, iv, _ in probe]
         found = echainiv.choose_multipliers(samples, sa.words) if n >= MIN_SCHEME else None
         if found is not None and followed(echainiv.score(found, samples, sa.words), n):
             return Reading(IvScheme.ECHAINIV, (Candidate(False, found),))
-        whole = [(seq64, wire) for _, seq64, _, wire in sa.probe]  # the IVs on the wire
+        whole = [(seq64, wire) for _, seq64, _, wire in probe]  # the IVs on the wire
         return read_ivs([(seq64, wire & _MASK64) for seq64, wire in whole], _MASK64, whole)
 
     def _judge(self, sa: IvSa, rec: PacketRecord, iv: int) -> None:
@@ -385,7 +387,7 @@ class IvDerivationCheck(BulkRules):
     def schemes(self) -> dict[tuple[int, str, str], IvScheme]:
         """Each SA's IV scheme by (SPI, src, dst), once ``finish`` settled every window."""
         out = {}
-        for key, sa in self._sas.items():
+        for key, sa in self._sas.by_key.items():  # not sorted: items() copies every pair
             if sa.scheme is not None:
                 out[key] = sa.scheme
             else:

@@ -40,7 +40,8 @@ still detected and reported, with the first use's frame unknown.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -56,6 +57,7 @@ from espforensics.frames import Frames
 from espforensics.intervals import I64, U8, U64, IntervalSet, U64Set
 from espforensics.keys.sa import NULL_CIPHER, SaTable
 from espforensics.model import Finding, FindingKind, Severity
+from espforensics.rare import Rare
 from espforensics.window import RecentWindow
 
 WINDOW = 4096
@@ -85,23 +87,30 @@ class _Group:
     additive: bool | None = None
     iv_len: int = IV_LEN
     counter: bool | None = True  # a counter-mode nonce (keystream reuse); None: no key says
-    runs: IntervalSet = field(default_factory=IntervalSet)
+    # The values seen as runs (``runs``), made at the second: until then the one is ``_lone``
+    # (issue 35: a capture of many one-packet SAs keeps one group per SA)
+    _runs: IntervalSet | None = None
+    _lone: int | None = None
     hashed: U64Set | None = None
     packets: int = 0
+    # The window of uses (``recent``), made at the second use: until then the one is ``_first``.
     # Oldest first, by IV. An OrderedDict inside: evicting a plain dict's first key costs a
     # scan over the slots deleted before it (measured: 5 us per packet at a 4,096 window).
-    recent: RecentWindow[_Use] = field(default_factory=lambda: RecentWindow(WINDOW))
-    # Made at the first reuse: most groups of a capture of many SAs never have one (issue 21).
-    events: dict[int, list[_Use]] | None = None
-    dropped: int = 0
-    unconfirmed: int = 0  # a wide IV's fold seen before, its earlier use out of the window
+    _recent: RecentWindow[_Use] | None = None
+    _first: _Use | None = None
+    rare_fields: dict[str, Any] | None = None
+    # Rare fields (rare.py): most groups of a capture of many SAs never have one (issue 21).
+    events = Rare[dict[int, list[_Use]] | None](None)  # made at the first reuse
+    dropped = Rare(0)
+    unconfirmed = Rare(0)  # a wide IV's fold seen before, its earlier use out of the window
 
     @property
     def nonce(self) -> bool:
         """Is a repeat a nonce reuse? Known from the algorithm, else from the IVs' pattern."""
         if self.counter is not None:
             return self.counter
-        return self.hashed is None and 2 * len(self.runs) <= self.packets
+        runs = len(self._runs) if self._runs is not None else int(self._lone is not None)
+        return self.hashed is None and 2 * runs <= self.packets
 
     @property
     def wide(self) -> bool:
@@ -132,11 +141,49 @@ class _Group:
                 return ivs - np.uint64(self.added), np.zeros(len(ivs), np.bool_)
         return ivs ^ np.uint64(self.const), np.zeros(len(ivs), np.bool_)
 
+    @property
+    def runs(self) -> IntervalSet:
+        """The values seen, as runs (a hashing group's: those before it began to hash)."""
+        runs = self._runs
+        if runs is None:
+            runs = self._runs = IntervalSet()
+            if self._lone is not None:
+                runs.add(self._lone)
+                self._lone = None
+        return runs
+
+    @property
+    def recent(self) -> RecentWindow[_Use]:
+        """The latest uses, by the window's key (``key``)."""
+        recent = self._recent
+        if recent is None:
+            recent = self._recent = RecentWindow(WINDOW)
+            first = self._first
+            if first is not None:
+                recent.put(self.key(first.iv, first.seq64), first)
+                self._first = None
+        return recent
+
+    def key(self, iv: int, seq64: int) -> int:
+        """A use's key in the window: its IV, or a wide IV's fold."""
+        return self.value(iv, seq64) if self.wide else iv
+
+    def keep_first(self, use: _Use) -> bool:
+        """Keep the group's first use in place of its window: True if it is the first."""
+        if self._recent is not None or self._first is not None:
+            return False
+        self._first = use
+        return True
+
     def seen(self, value: int) -> bool:
         if self.hashed is not None:
-            return value in self.runs or self.hashed.add(value)
-        was = self.runs.add(value)
-        if len(self.runs) > RUNS_BEFORE_HASH and len(self.runs) * 2 > self.packets:
+            return (self._runs is not None and value in self._runs) or self.hashed.add(value)
+        if self._runs is None and self._lone is None:
+            self._lone = value  # the group's first value: nothing before it
+            return False
+        runs = self.runs
+        was = runs.add(value)
+        if len(runs) > RUNS_BEFORE_HASH and len(runs) * 2 > self.packets:
             self.hashed = U64Set()  # not a counter: stop growing runs, hash from now on
         return was
 
@@ -202,15 +249,15 @@ class IvReuseCheck(BulkRules):
 
     def __init__(self, sas: SaTable) -> None:
         self._sas = sas
-        self._groups: dict[tuple[object, ...], _Group] = {}
-        self._by_state: dict[SaState, _Group] = {}
+        self._groups: dict[bytes, _Group] = {}  # by key material, else by SPI and destination
+        self._by_state: dict[SaState, _Group] = {}  # the groups of the key files' SAs
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
         iv, seq64 = pkt.iv, rec.seq64
         if iv is None or seq64 is None or not pkt.header_is_evidence or pkt.clear_from_header:
             return
-        group = self._by_state.get(pkt.flow.state) or self._group(pkt, iv, seq64)
+        group = self._of(pkt.flow) or self._group(pkt, iv, seq64)
         group.packets += 1
         value = group.value(iv, seq64)
         reused = group.seen(value)
@@ -224,6 +271,9 @@ class IvReuseCheck(BulkRules):
             pkt.data[start : start + EVIDENCE],
             pkt.plain_head,  # already the first EVIDENCE bytes
         )
+        if not reused and group.keep_first(use):  # its first packet: no window to read yet
+            rec.iv_reused = False
+            return
         recent = group.recent
         key = value if group.wide else iv  # the window's key
         if reused:
@@ -244,7 +294,7 @@ class IvReuseCheck(BulkRules):
         """Counter-mode IVs (the AEADs, AES-CTR) or CBC's 16-byte ones, of a known group,
         counting in runs or hashing; not 3DES's 8-byte CBC IVs (random, yet too narrow
         to fold), nor NULL (no IV). Without a key: 8-byte IVs, as ``observe`` reads them."""
-        ctx, group = flow.state.ctx, self._by_state.get(flow.state)
+        ctx, group = flow.state.ctx, self._of(flow)
         if group is None:
             return False
         if ctx is None:  # no usable key: keyless, not an algorithm the tool cannot open
@@ -252,7 +302,7 @@ class IvReuseCheck(BulkRules):
         return bool((ctx.counter and ctx.iv_len == IV_LEN) or ctx.iv_len == 2 * IV_LEN)
 
     def scope(self, flow: Flow) -> object | None:
-        return self._by_state.get(flow.state)
+        return self._of(flow)
 
     def refuses_scope(self, scope: object, rows: ScopeRows) -> Mask:
         """Rows whose IV may be a reuse: not above every value the group holds (and rising),
@@ -302,14 +352,18 @@ class IvReuseCheck(BulkRules):
             group.runs.extend_above(group.values(rows.iv)[0])
         group.recent.put_many(rows.iv, uses)
 
+    def _of(self, flow: Flow) -> _Group | None:
+        """The flow's key group, if a packet made it: an SA of the key files by its state,
+        a flow without one by its SPI and destination (each such flow has a state of
+        its own: no entry per state for a capture of many keyless SAs, issue 35)."""
+        if flow.state.sa is not None:
+            return self._by_state.get(flow.state)
+        return self._groups.get(_sa_key(flow))
+
     def _group(self, pkt: PacketContext, iv: int, seq64: int) -> _Group:
         """The key group of the packet's SA: by key material if known, else (dst, SPI)."""
         sa = pkt.flow.state.sa
-        key: tuple[object, ...] = (
-            ("key", key_fingerprint(sa))
-            if sa is not None and sa.supported
-            else ("sa", pkt.ip.dst, pkt.flow.spi)
-        )
+        key = b"k" + key_fingerprint(sa) if sa is not None and sa.supported else _sa_key(pkt.flow)
         group = self._groups.get(key)
         if group is None:
             ctx = pkt.flow.state.ctx
@@ -324,7 +378,8 @@ class IvReuseCheck(BulkRules):
             )
             if iv_len > IV_LEN:
                 group.hashed = U64Set()  # random 16-byte IVs: no runs to grow
-        self._by_state[pkt.flow.state] = group
+        if sa is not None:
+            self._by_state[pkt.flow.state] = group
         return group
 
     def _event(self, group: _Group, iv: int, use: _Use, first: _Use | None) -> None:
@@ -422,6 +477,12 @@ class IvReuseCheck(BulkRules):
                     f"group: {'; '.join(names)}",
                     evidence=SharedKey(tuple(shared[fp])),
                 )
+
+
+def _sa_key(flow: Flow) -> bytes:
+    """The group key of an SA without key material: its SPI and destination, one bytes
+    value (a tuple holding them was 60 bytes more per group, issue 35)."""
+    return b"s" + flow.spi.to_bytes(4) + flow.dst.encode()
 
 
 def _hashed(hashed: U64Set, values: U64) -> Mask:

@@ -11,44 +11,53 @@ wire). Raises nothing.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 from espforensics.checks.ivscheme import Candidate, Reading
 from espforensics.evidence import IvChained, IvConstant, IvDeviating, IvPredictable, SeqDelta
 from espforensics.frames import frozen
 from espforensics.intervals import IntervalSet
 from espforensics.model import Finding, FindingKind, IvScheme, PacketRecord, Severity
+from espforensics.rare import Rare
 
 _MASK64 = (1 << 64) - 1
 
 
 @dataclass(slots=True, eq=False)  # identity hash: a key of the probing queue
 class IvSa:
-    """One SA as the IV derivation check sees it: its window, scheme, counts and CBC tail."""
+    """One SA as the IV derivation check sees it: its window, scheme, counts and CBC tail.
+
+    The counts of packets that break the SA's scheme, and their frames, are ``Rare``
+    fields (rare.py): most SAs never have one (issue 35: 80 bytes per SA).
+    """
 
     mask: int = _MASK64  # _MASK32 for an SA whose high halves are not authenticated
     cbc: bool = False  # CBC (RFC 3602 s2.1): IVs that follow a counter are predictable
-    words: int = 0  # CBC with its key: echainiv, the IV decrypted to this many words
     const: int | None = None  # seqiv's c; echainiv's packed inverse multipliers
     additive: bool = False  # const is an additive counter's: IV = seq64 + c
-    alt: Candidate | None = None  # another constant that reads every packet so far alike
     scheme: IvScheme | None = None  # named when the window is settled
     reading: Reading | None = None
-    probe: list[tuple[PacketRecord, int, int, int]] = field(default_factory=list)
+    # The packets held while the scheme is chosen; None before the first and once settled
+    probe: list[tuple[PacketRecord, int, int, int]] | None = None
     packets: int = 0
-    no_iv: int = 0  # packets of an algorithm without IV (NULL), or clear from the header on
-    deviating: int = 0
-    deltas: Counter[int] | None = None  # made at the first deviating packet (issue 21)
-    unrelated: int = 0
-    frames: IntervalSet | None = None  # every one
     # CBC: the previous packet's last ciphertext block, and the IVs equal to it
     last: bytes = b""
     last_frame: int = 0
     last_head: int = 0  # keyless: where in ``last`` the previous packet's ciphertext may start
-    chained: int = 0
-    chained_frames: IntervalSet | None = None
-    repeated: int = 0  # packets of a constant-IV SA that carry its constant IV
-    repeated_frames: IntervalSet | None = None
+    rare_fields: dict[str, Any] | None = None
+
+    words = Rare(0)  # CBC with its key: echainiv, the IV decrypted to this many words
+    alt = Rare[Candidate | None](None)  # another constant that reads every packet so far alike
+    no_iv = Rare(0)  # packets of an algorithm without IV (NULL), or clear from the header on
+    deviating = Rare(0)
+    deltas = Rare[Counter[int] | None](None)  # made at the first deviating packet (issue 21)
+    unrelated = Rare(0)
+    frames = Rare[IntervalSet | None](None)  # every one
+    chained = Rare(0)
+    chained_frames = Rare[IntervalSet | None](None)
+    repeated = Rare(0)  # packets of a constant-IV SA that carry its constant IV
+    repeated_frames = Rare[IntervalSet | None](None)
 
 
 def constant_finding(spi: int, src: str, dst: str, sa: IvSa) -> Finding:

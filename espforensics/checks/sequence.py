@@ -31,8 +31,9 @@ earlier one was whole and only its digest is kept.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import numpy as np
 
@@ -43,6 +44,7 @@ from espforensics.evidence import EsnWrap, SeqDuplicates, SeqGaps, SeqRange, Seq
 from espforensics.frames import frozen, with_frame
 from espforensics.intervals import IntervalSet
 from espforensics.model import Finding, FindingKind, Severity, Verdict
+from espforensics.rare import Rare
 from espforensics.window import RecentWindow
 
 WINDOW = 4096
@@ -65,21 +67,56 @@ _EVIDENCE = frozenset(
 
 @dataclass(slots=True)
 class _Sa:
-    seen: IntervalSet = field(default_factory=IntervalSet)
+    """One flow's numbers seen, its top and its digest window. The counts of repeats and
+    late arrivals, and their frames, are ``Rare`` fields (rare.py): most SAs have none.
+
+    Until its second packet a flow's one number is ``top`` and its digest ``first``:
+    the set of numbers and the window are made then (``numbers``, ``window``). A
+    capture of many one-packet SAs keeps neither (issue 35: 144 + 128 bytes per SA,
+    now 72).
+    """
+
     top: int = -1
-    digests: RecentWindow[bytes | _Cut] = field(default_factory=lambda: RecentWindow(WINDOW))
-    dup_frames: IntervalSet | None = None  # every one
-    duplicates: int = 0
-    identical: int = 0
-    captured: int = 0  # identical in the bytes captured of either, one of them cut
-    captured_bytes: tuple[int, int] = (0, 0)  # the fewest and most bytes so compared
-    uncompared: int = 0  # a cut one after one whose bytes are not kept (a whole one's digest)
-    reorder_frames: IntervalSet | None = None
-    reordered: int = 0
-    max_late: int = 0  # how far below the top the latest arrival was
-    unread: int = 0  # cut packets whose header the capture did not show to be theirs
+    first: bytes | _Cut | None = None  # the one packet's digest, while ``digests`` is None
+    seen: IntervalSet | None = None
+    digests: RecentWindow[bytes | _Cut] | None = None
+    rare_fields: dict[str, Any] | None = None
+
+    dup_frames = Rare[IntervalSet | None](None)  # every one
+    duplicates = Rare(0)
+    identical = Rare(0)
+    captured = Rare(0)  # identical in the bytes captured of either, one of them cut
+    captured_bytes = Rare((0, 0))  # the fewest and most bytes so compared
+    uncompared = Rare(0)  # a cut one after one whose bytes are not kept (a whole one's digest)
+    reorder_frames = Rare[IntervalSet | None](None)
+    reordered = Rare(0)
+    max_late = Rare(0)  # how far below the top the latest arrival was
+    unread = Rare(0)  # cut packets whose header the capture did not show to be theirs
     # (frame, new high half); made at the first wrap: most SAs never wrap (issue 21)
-    wraps: list[tuple[int, int]] | None = None
+    wraps = Rare[list[tuple[int, int]] | None](None)
+
+    def numbers(self) -> IntervalSet:
+        """The sequence numbers seen, made from ``top`` at the first ask."""
+        seen = self.seen
+        if seen is None:
+            seen = self.seen = IntervalSet()
+            if self.first is not None or self.digests is not None:
+                seen.add(self.top)
+        return seen
+
+    def window(self) -> RecentWindow[bytes | _Cut]:
+        """The digest window, made from ``first`` at the first ask."""
+        digests = self.digests
+        if digests is None:
+            digests = self.digests = RecentWindow(WINDOW)
+            if self.first is not None:
+                digests.put(self.top, self.first)
+                self.first = None
+        return digests
+
+    def gaps(self) -> Iterator[tuple[int, int]]:
+        """The numbers missing between those seen (none while one is)."""
+        return iter(()) if self.seen is None else self.seen.gaps()
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +193,12 @@ class SequenceCheck(BulkRules):
         sa = self._sas.get(pkt.flow)
         seq64, start = rec.seq64, rec.esp_offset or 0
         digest = _Cut(pkt.ip.total_len - start, pkt.data[start:]) if pkt.cut else pkt.digest
-        if sa.seen.add(seq64):
-            same, compared = _compare(sa.digests.get(seq64), digest, pkt)
+        if sa.top < 0 and sa.first is None and sa.digests is None:  # its first packet
+            sa.top, sa.first = seq64, digest
+            return
+        seen, window = sa.numbers(), sa.window()  # both made from the first packet's top
+        if seen.add(seq64):
+            same, compared = _compare(window.get(seq64), digest, pkt)
             rec.seq_anomaly = "duplicate-identical" if same is _Same.IDENTICAL else "duplicate"
             sa.duplicates += 1
             sa.identical += same is _Same.IDENTICAL
@@ -177,7 +218,7 @@ class SequenceCheck(BulkRules):
                 sa.wraps = []
             sa.wraps.append((rec.frame, seq64 >> 32))
         sa.top = max(sa.top, seq64)
-        sa.digests.put(seq64, digest, renew=False)
+        window.put(seq64, digest, renew=False)
 
     # -- the steady lane's rules (checks/bulk.py) ------------------------------
     def admits(self, flow: Flow) -> bool:
@@ -202,14 +243,14 @@ class SequenceCheck(BulkRules):
         sa = self._sas.known(rows.flow)
         assert sa is not None  # admits
         seq64s, digests = rows.seq64, rows.icv
-        sa.seen.extend_above(seq64s)
+        sa.numbers().extend_above(seq64s)  # both made from the first packet's top
+        sa.window().put_many(seq64s, lambda i: digests[i].tobytes())
         sa.top = int(seq64s[-1])
-        sa.digests.put_many(seq64s, lambda i: digests[i].tobytes())
 
     def counts(self) -> dict[tuple[int, str, str], tuple[int, int, int]]:
         """(duplicates, missing, reordered) per SA, for the per-SA table."""
         return {
-            k: (sa.duplicates, sum(b - a + 1 for a, b in sa.seen.gaps()), sa.reordered)
+            k: (sa.duplicates, sum(b - a + 1 for a, b in sa.gaps()), sa.reordered)
             for k, sa in self._sas.by_key.items()
         }
 
@@ -231,7 +272,7 @@ class SequenceCheck(BulkRules):
                     dst,
                     SeqDuplicates(sa.duplicates, sa.identical, sa.captured + sa.uncompared),
                 )
-            gaps = list(sa.seen.gaps())
+            gaps = list(sa.gaps())
             if gaps:
                 missing = sum(b - a + 1 for a, b in gaps)
                 shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in gaps[:5])

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TypeVar
 
-from espforensics.checks.context import Flow
+from espforensics.checks.context import Flow, flow_bit
 from espforensics.keys.sa import IpAddress, SaTable, SecurityAssociation
 from espforensics.model import UnusedReason, UnusedSa
 
@@ -52,7 +52,9 @@ class UnusedSaTracker:
     def __init__(self, table: SaTable) -> None:
         self._table = table
         self._used: set[int] = set()  # id() of the table's entries
-        self._flows: set[Flow] = set()
+        # The flows noted: a bit of each one's ``known_to`` and their number (a set of
+        # them cost about 50 bytes per flow, issue 35)
+        self._bit, self._flows = flow_bit(), 0
         self._by_spi: dict[int, Counter[Pair]] = {}  # unkeyed packets of a key file's SPI
         self._from: dict[bytes, Counter[tuple[bytes, int]]] = {}  # ESP from an SA's end
         self._udp: Counter[tuple[int, int, int]] = Counter()  # (spi, sport, dport)
@@ -60,10 +62,11 @@ class UnusedSaTracker:
 
     def observe(self, flow: Flow, src: bytes, dst: bytes) -> None:
         """Note one ESP packet of ``flow`` (outer addresses packed)."""
-        if flow not in self._flows:
-            if len(self._flows) >= MAX_FLOWS:
+        if not flow.known_to & self._bit:
+            if self._flows >= MAX_FLOWS:
                 return
-            self._flows.add(flow)
+            self._flows += 1
+            flow.known_to |= self._bit
             sa = flow.state.sa
             if sa is not None:
                 self._used.add(id(self._table.entry_of(sa)))
@@ -75,7 +78,7 @@ class UnusedSaTracker:
     def knows(self, flow: Flow) -> bool:
         """Was a packet of ``flow`` noted (so that ``observe`` of another changes nothing
         while it names no SPI of the table)?"""
-        return flow in self._flows
+        return bool(flow.known_to & self._bit)
 
     def observe_udp(self, spi: int, sport: int | None, dport: int | None) -> None:
         """A UDP payload on a port that is not ESP-in-UDP's starts with SPI ``spi``."""

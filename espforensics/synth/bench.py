@@ -167,6 +167,18 @@ def iter_bench_frames(
     return _frames(n, mean_size, (data_sa, data_iv), (ack_sa, ack_iv))
 
 
+SPI_AT = 14 + 20  # the SPI's offset in a bench frame: after its Ethernet and IPv4 headers
+
+
+def with_spis(frames: Iterator[Frame], spis: int) -> Iterator[Frame]:
+    """The bench frames with their SPIs rewritten to cycle over ``spis`` values from
+    0x10000 (a scan, or an archive of many short-lived SAs; its SAs have no keys)."""
+    for f in frames:
+        spi = (0x10000 + f.number % spis).to_bytes(4, "big")
+        data = f.data[:SPI_AT] + spi + f.data[SPI_AT + 4 :]
+        yield Frame(f.number, f.ts_ns, f.caplen, f.wirelen, f.linktype, data)
+
+
 def _frames(
     n: int,
     mean_size: int,
