@@ -59,7 +59,7 @@ def _decrypted(
     out: BinaryIO,
 ) -> int:
     del findings
-    from espforensics.rewrite.decrypted import write_decrypted  # noqa: PLC0415 (only if asked)
+    from espforensics.rewrite.bulk import write_decrypted  # noqa: PLC0415 (only if asked)
 
     return write_decrypted(capture, parquet, sas, target, out)
 
