@@ -48,7 +48,7 @@ from espforensics.capture.writer import (
 )
 from espforensics.model import Finding, Frame, PacketRecord
 from espforensics.rewrite.comments import DERIVED, MARKING, QUIET_VERDICTS, FindingMarks
-from espforensics.rewrite.rows import PacketRows, RowSlice
+from espforensics.rewrite.rows import PacketRows, RowSlice, table_caplens
 from espforensics.tables import iter_packet_records
 
 COLUMNS = (
@@ -148,12 +148,14 @@ def annotated_run(batch: FrameBatch, rows: RowSlice, marks: FindingMarks) -> Fra
 
 
 def _convert_pcap_batches(
-    capture: Path, rows: PacketRows, marks: FindingMarks, out: BinaryIO, batch: int
+    capture: Path, parquet: Path, marks: FindingMarks, out: BinaryIO, batch: int
 ) -> int:
     """``_convert_pcap`` in batches of ``batch`` frames: the same bytes."""
+    rows = PacketRows(parquet, COLUMNS)
     stream = PcapngStream(out)
     with open_capture(capture) as cap:
-        for item in cap.batches(iter(lambda: batch, 0)):
+        known = cap.known_batches(table_caplens(parquet), batch)
+        for item in known or cap.batches(iter(lambda: batch, 0)):
             if isinstance(item, FrameBatch):
                 mine = rows.take(len(item))
                 if len(mine) < len(item):  # the analysis stopped inside this batch (damaged)
@@ -183,5 +185,5 @@ def write_annotated(
     if fmt == "pcapng":
         return _copy_pcapng(capture, _records(parquet), marks, out)
     if batch:
-        return _convert_pcap_batches(capture, PacketRows(parquet, COLUMNS), marks, out, batch)
+        return _convert_pcap_batches(capture, parquet, marks, out, batch)
     return _convert_pcap(capture, _records(parquet), marks, out)

@@ -62,7 +62,7 @@ from espforensics.rewrite.rebuild import (
     relink,
     transport_heads,
 )
-from espforensics.rewrite.rows import PacketRows, RowSlice
+from espforensics.rewrite.rows import PacketRows, RowSlice, table_caplens
 from espforensics.trailer import NO_NEXT_HEADER, parse_trailers
 
 U8 = npt.NDArray[np.uint8]
@@ -330,9 +330,9 @@ def write_decrypted(
     dec = Decryptor(keys)
     sink = sink_for(target, out)
     rows, frames = PacketRows(parquet, COPY_COLUMNS), 0
-    sizes = iter(lambda: batch, 0)
     with open_capture(capture) as cap:
-        for item in cap.batches(sizes):
+        known = cap.known_batches(table_caplens(parquet), batch)
+        for item in known or cap.batches(iter(lambda: batch, 0)):
             if isinstance(item, DecryptionSecrets):
                 keys.add_secrets(item)
                 continue

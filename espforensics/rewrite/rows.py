@@ -5,7 +5,9 @@ hands out its rows (one per frame, the outermost ESP layer's, as
 ``tables.iter_packet_batches`` reads them) a batch at a time, as a
 ``RowSlice`` whose columns read as numpy arrays and whose rows read as
 ``PacketRecord`` (``tables.packet_record``, the per-frame writers' form)
-where a copy needs one. Raises nothing of its own (pyarrow's errors on a
+where a copy needs one; ``table_caplens`` gives every frame's captured
+length, with which ``Capture.known_batches`` reads the capture again
+without walking its records. Raises nothing of its own (pyarrow's errors on a
 damaged table: the analysis wrote it).
 """
 
@@ -72,6 +74,15 @@ class RowSlice:
         """These rows as records, as the per-frame writers read them."""
         taken = self.table.take(from_numpy(np.asarray(rows, np.int64), pa.int64()))
         return [packet_record(row) for row in taken.to_pylist()]
+
+
+def table_caplens(parquet: Path) -> I64:
+    """Every frame's captured length, in capture order (``Capture.known_batches``)."""
+    parts = [
+        to_numpy(b.column(b.schema.get_field_index("caplen")))
+        for b in iter_packet_batches(parquet, ())
+    ]
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
 
 
 def _mask(found: pa.ChunkedArray) -> Mask:
