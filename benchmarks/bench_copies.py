@@ -16,6 +16,12 @@ time, and the share of the run the copies take (both copies' time over
 the run with both) and the plots (the plots' time over the default run),
 against issue 35's targets (copies <= 30%, plots <= 20%).
 
+Then, for a share that a shared machine's load moving between runs does not
+blur, one run with both copies and the plots, in a fresh process, times its
+own phases (analyze_to_dir's meter: reading and analysis, tables, copies,
+plots, reports) and prints each phase's share of that run: the fastest of
+``--repeat`` runs per phase.
+
 ``--before TREE`` also runs every case with another checkout's code
 (``PYTHONPATH=TREE``, the same interpreter), taking turns with this one,
 and prints its figures first: a before/after in the same conditions. The
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import json
 import os
 import pstats
 import subprocess
@@ -92,6 +99,46 @@ def _time(cmd: list[str], tree: Path) -> float:
     return took
 
 
+# One run with both copies and the plots, its phases timed by analyze_to_dir's meter.
+PHASES = """
+import json, sys, time
+from espforensics.analysis import analyze_to_dir
+from espforensics.rewrite import CaptureCopies
+capture, keys, out = sys.argv[1:4]
+marks = [("analysis", time.perf_counter())]
+class Meter:
+    def reading(self, frames, bytes_read): pass
+    def phase(self, name): marks.append((name, time.perf_counter()))
+copies = CaptureCopies(annotate=out + "/annotated.pcapng", decrypted=out + "/decrypted.pcap")
+analyze_to_dir(capture, [keys], out + "/run", force=True, copies=copies, meter=Meter())
+spans = {a: t2 - t1 for (a, t1), (_, t2) in zip(marks, marks[1:])}
+print(json.dumps(spans))
+"""
+
+
+def _phases(capture: Path, keys: Path, out: Path, tree: Path) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    args = [sys.executable, "-c", PHASES, str(capture), str(keys), str(out)]
+    done = subprocess.run(args, capture_output=True, text=True, check=False, env=env, cwd=tree)
+    if done.returncode not in (0, 1):
+        sys.exit(f"phases run: exit {done.returncode}: {done.stderr[-500:]}")
+    spans: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    for name in [n for n in spans if n.startswith("writing the capture copies")]:
+        spans["copies"] = spans.pop(name)
+    return spans
+
+
+def _report_phases(label: str, spans: dict[str, float]) -> None:
+    total = sum(spans.values())
+    parts = ", ".join(f"{name} {took:.2f} s ({took / total:.0%})" for name, took in spans.items())
+    print(f"  {label}, one run with both copies and the plots, {total:.2f} s: {parts}")
+    copies, plots = spans.get("copies", 0.0), spans.get("drawing plots", 0.0)
+    print(
+        f"    copies: {copies / (total - plots):.0%} of that run without its plots (<= 30%); "
+        f"plots: {plots / (total - copies):.0%} of it without its copies (<= 20%)"
+    )
+
+
 def _profile(capture: Path, keys: Path, out: Path, target: Path) -> None:
     cmd = _command(capture, keys, out, "+ both")
     subprocess.run(
@@ -136,9 +183,17 @@ def main() -> None:
                     out.mkdir(exist_ok=True)
                     took = _time(_command(capture, keys, out, case), path)
                     best[tree][case] = min(best[tree][case], took)
+        phases: dict[str, dict[str, float]] = {tree: {} for tree in trees}
+        for _ in range(args.repeat):
+            for tree, path in trees.items():
+                spans = _phases(capture, keys, work / f"out-{name}-{tree}", path)
+                for phase, took in spans.items():
+                    phases[tree][phase] = min(phases[tree].get(phase, took), took)
         print(f"{name}: {args.frames:,} frames, {capture.stat().st_size / 1e6:.0f} MB")
         for tree, path in trees.items():
             _report(f"{tree} ({path})", args.frames, best[tree])
+        for tree in trees:
+            _report_phases(tree, phases[tree])
         if len(trees) == 2:
             for copy in ("decrypted.pcap", "annotated.pcapng"):
                 same = filecmp.cmp(

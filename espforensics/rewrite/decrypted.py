@@ -5,6 +5,10 @@ order), the SAs of the key files, the target's name (its suffix picks
 the format) and a binary stream. Out: every frame, in capture order with
 its timestamp: a verified ESP packet as the packet it carried
 (rebuild.py), every other frame as it was; returns the frames written.
+Here a frame at a time (``Decryptor.frame``, ``write_decrypted_frames``):
+the reference of rewrite/bulk.py's ``write_decrypted``, which the command
+runs, a batch at a time, and which hands this module every packet it does
+not rebuild itself.
 Raises ``OutputError`` naming the target when a pcap would have to hold
 two link types, ``CaptureError`` for a damaged capture (after the frames
 before the damage), ``KeyFileError`` for a bad Decryption Secrets Block
@@ -29,8 +33,8 @@ link header, the EtherType or address family fixed) unless the target
 ends in ``.pcapng``: then pcapng with one interface per link type and a
 comment on each decrypted frame naming the original frame, SPI and seq.
 In pcap, output frame N is capture frame N (no frame is added or dropped).
-Memory: a frame and its row at a time, one context and one inner IPv4
-header (for the GSO rebuild) per SA.
+Memory: a frame and its row at a time (bulk.py: a batch), one context and
+one inner IPv4 header (for the GSO rebuild) per SA.
 """
 
 from __future__ import annotations
