@@ -251,7 +251,8 @@ def analyze_to_dir(
         parquet = partial(out, "packets.parquet")
         if copies.targets():
             stage(COPIES)
-        error = _write_copies(copies, Path(path), parquet, summary, table, error)
+        with fewer_collections():  # the copies make a few objects a frame, and keep none
+            error = _write_copies(copies, Path(path), parquet, summary, table, error)
         if plots:
             stage(PLOTS)
             summary = _draw(out, summary)

@@ -121,3 +121,33 @@ def from_list(values: Sequence[object], type: pa.DataType) -> pa.Array:
         return bools(items.astype(np.bool_), present)  # None is False, and masked
     items[~present] = 0
     return from_numpy(items.astype(_dtype(type)), type, present)
+
+
+def scalar(value: int | bool | str, type: pa.DataType) -> pa.Scalar:
+    """``value`` as an Arrow scalar of ``type`` (int64, uint64, bool or string), as
+    ``pa.scalar`` makes it: pyarrow.compute turns a Python value into one through
+    ``pa.scalar``, which imports pandas as ``pa.array`` does."""
+    if pa.types.is_string(type):
+        return strings([str(value)])[0]
+    if pa.types.is_boolean(type):
+        return bools(np.array([bool(value)]))[0]
+    return from_numpy(np.array([value]), type)[0]
+
+
+def to_numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The values of an int64, uint64 or boolean column without nulls, as numpy: read
+    from its buffers (``to_numpy`` imports pandas, as ``pa.array`` does)."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if array.null_count:
+        raise ValueError("to_numpy takes a column without nulls (fill them first)")
+    n, offset = len(array), array.offset
+    data = array.buffers()[1]
+    if pa.types.is_boolean(array.type):
+        if data is None or not n:
+            return np.zeros(n, np.bool_)
+        bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")
+        return bits[offset : offset + n].astype(np.bool_)
+    dtype = _dtype(array.type)
+    if data is None or not n:
+        return np.zeros(n, dtype)
+    return np.frombuffer(data, dtype, count=n, offset=offset * np.dtype(dtype).itemsize)

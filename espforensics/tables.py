@@ -20,7 +20,7 @@ from functools import cache
 from importlib.metadata import version
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +29,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from espforensics.analyzer.crypto import no_key
-from espforensics.arrow_arrays import bools, from_list, from_numpy, strings
+from espforensics.arrow_arrays import bools, from_list, from_numpy, scalar, strings
 from espforensics.columns import Strs
 from espforensics.crypto import IV_LEN
 from espforensics.engine import Row, SteadyRows
@@ -453,6 +453,7 @@ def packets_frame(tables: Sequence[pa.Table]) -> pd.DataFrame:
 _RECORD_BATCH = 8192
 _NO_NS = from_numpy(np.zeros(1, np.int64), pa.int64())[0]  # 0 as pa.scalar would, without pandas
 _ALWAYS = ("frame", "time", "caplen", "len")  # PacketRecord's fields without a default
+_ONE, _TRUE = scalar(1, pa.int64()), scalar(True, pa.bool_())  # pa.scalar imports pandas
 
 
 def inner_layers(parquet: Path) -> dict[tuple[int, int], int]:
@@ -463,28 +464,46 @@ def inner_layers(parquet: Path) -> dict[tuple[int, int], int]:
     return {(frame, spi): layer for frame, spi, layer in rows if spi is not None}
 
 
-def iter_packet_records(
+def iter_packet_batches(
     parquet: Path, columns: Sequence[str], every_layer: bool = False
-) -> Iterator[PacketRecord]:
-    """The rows of a packets.parquet as records, in capture order, a row group at a time.
+) -> Iterator[pa.RecordBatch]:
+    """The rows of a packets.parquet as Arrow batches, in capture order.
 
-    Only ``columns`` (and frame, time, caplen, len) are read; the other
-    fields keep their defaults. For the passes that rewrite the capture
-    (rewrite/), which walk it again beside its table: one record per frame,
+    Only ``columns`` (and frame, time, caplen, len) are read, ``time`` as
+    int64 ns (0 where null). For the passes that rewrite the capture
+    (rewrite/), which walk it again beside its table: one row per frame,
     its outermost ESP layer's (the rows of ESP inside ESP, ``layer`` 2 on,
     are left out unless ``every_layer``).
     """
     reader = pq.ParquetFile(parquet, pre_buffer=False)
     layered = "layer" in reader.schema_arrow.names  # tables written before it have one layer
     names = list(dict.fromkeys([*_ALWAYS, *columns, *(["layer"] if layered else [])]))
-    for batch in reader.iter_batches(_RECORD_BATCH, columns=names, use_threads=False):
-        at = batch.schema.get_field_index("time")
-        ns = pc.fill_null(pc.cast(batch.column(at), pa.int64()), _NO_NS)  # not read by rewrite/
-        for row in batch.set_column(at, "time", ns).to_pylist():
-            if (row.get("layer") or 1) > 1 and not every_layer:
-                continue
-            if "verdict" in row:
-                row["verdict"] = Verdict(row["verdict"])
-            if "proto" in row:
-                row["proto"] = Proto(row["proto"])
-            yield PacketRecord(**{k: v for k, v in row.items() if v is not None})
+    for read in reader.iter_batches(_RECORD_BATCH, columns=names, use_threads=False):
+        at = read.schema.get_field_index("time")
+        ns = pc.fill_null(pc.cast(read.column(at), pa.int64()), _NO_NS)  # not read by rewrite/
+        batch = read.set_column(at, "time", ns)
+        if layered and not every_layer:
+            layer = batch.column(batch.schema.get_field_index("layer"))
+            outer = pc.fill_null(pc.less_equal(layer, _ONE), _TRUE)
+            if not pc.all(outer).as_py():
+                batch = batch.filter(outer)
+        yield batch
+
+
+def packet_record(row: dict[str, Any]) -> PacketRecord:
+    """A row of ``iter_packet_batches`` (``to_pylist``) as a record; null fields keep
+    their defaults."""
+    if "verdict" in row:
+        row["verdict"] = Verdict(row["verdict"])
+    if "proto" in row:
+        row["proto"] = Proto(row["proto"])
+    return PacketRecord(**{k: v for k, v in row.items() if v is not None})
+
+
+def iter_packet_records(
+    parquet: Path, columns: Sequence[str], every_layer: bool = False
+) -> Iterator[PacketRecord]:
+    """The rows of ``iter_packet_batches`` as records, a row group at a time."""
+    for batch in iter_packet_batches(parquet, columns, every_layer):
+        for row in batch.to_pylist():
+            yield packet_record(row)

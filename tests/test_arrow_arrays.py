@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from espforensics.arrow_arrays import bools, from_list, from_numpy, strings
+from espforensics.arrow_arrays import bools, from_list, from_numpy, scalar, strings, to_numpy
 from espforensics.model import PacketRecord, Proto, Verdict
 from espforensics.tables import TIME_TYPE, packet_schema, records_to_table
 
@@ -121,3 +121,25 @@ def test_a_records_table_is_the_one_pa_array_builds() -> None:
     for name in table.column_names:
         values = [getattr(r, name) for r in records]
         _same(table.column(name).chunk(0), pa.array(values, packet_schema().field(name).type))
+
+
+@SETTINGS
+@given(st.lists(INT64, max_size=40), st.lists(st.booleans(), max_size=40), st.data())
+def test_to_numpy_reads_what_pa_array_holds(
+    ints: list[int], flags: list[bool], data: st.DataObject
+) -> None:
+    """``to_numpy`` (the copies' reader of packets.parquet, rewrite/rows.py) gives the
+    values, from any offset of the column (a slice of a batch) and across its chunks;
+    ``scalar`` is ``pa.scalar``."""
+    for values, type_ in ((ints, pa.int64()), (flags, pa.bool_())):
+        column = pa.array(values, type_)
+        at = data.draw(st.integers(0, len(values)))
+        part = column.slice(at)
+        assert to_numpy(part).tolist() == values[at:]
+        chunked = pa.chunked_array([column.slice(0, at), part], type_)
+        assert to_numpy(chunked).tolist() == values
+    assert to_numpy(pa.array([2**64 - 1], pa.uint64())).tolist() == [2**64 - 1]
+    for value, type_ in ((7, pa.int64()), (True, pa.bool_()), ("x", pa.string())):
+        assert scalar(value, type_).equals(pa.scalar(value, type_))
+    with pytest.raises(ValueError, match="without nulls"):
+        to_numpy(pa.array([1, None], pa.int64()))

@@ -192,3 +192,14 @@ def test_bench_profiles_prints_every_profile_keyed_and_keyless(tmp_path: Path) -
         "cbc-random-300.pcap",
         "gcm-seq-300.pcap",
     ]
+
+
+def test_bench_copies_prints_every_case_both_trees_and_the_shares(tmp_path: Path) -> None:
+    """Run against itself as the before tree: the copies of both trees are identical."""
+    root = str(BENCH.parent)
+    args = ("--frames", "300", "--profiles", "gcm", "--repeat", "1", "--before", root)
+    out = _run("bench_copies.py", *args, "--workdir", str(tmp_path))
+    for case in ("no plots", "+ decrypted", "+ annotate", "+ both", "+ plots"):
+        assert out.count(f"    {case} ") == 2, out
+    assert out.count("of the run with both") == 2 and out.count("of the default run") == 2, out
+    assert "decrypted.pcap: identical" in out and "annotated.pcapng: identical" in out, out

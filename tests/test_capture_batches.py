@@ -18,6 +18,7 @@ import pytest
 
 from espforensics.capture import open_capture, write_pcap
 from espforensics.capture.batch import FrameBatch
+from espforensics.errors import CaptureError
 from espforensics.model import Frame
 from tests.test_capture import make_frames
 
@@ -100,3 +101,52 @@ def test_released_batches_leave_no_pages_mapped(tmp_path: Path) -> None:
         released = _mapped_rss_kb(path)
     assert held * 1024 > size // 2  # touched and not released: resident
     assert released * 1024 < 2 * 1024 * 1024  # the pages at batch edges at most
+
+
+def _known(path: Path, caplen: np.ndarray, size: int) -> list[FrameBatch] | None:
+    with open_capture(path) as capture:
+        items = capture.known_batches(caplen, size)
+        return None if items is None else [b for b in items if isinstance(b, FrameBatch)]
+
+
+@pytest.mark.parametrize("size", [1, 3, 64])
+@pytest.mark.parametrize(("order", "ns"), [("little", True), ("big", False)])
+def test_known_lengths_read_the_batches_the_walk_reads(
+    tmp_path: Path, size: int, order: Literal["little", "big"], ns: bool
+) -> None:
+    """The copies read the capture again with the captured lengths of its packets table
+    (Capture.known_batches): the walk's batches, field for field and byte for byte."""
+    path = _write(tmp_path / "a.pcap", make_frames(40), order, ns)
+    walked = _batches(path, size)
+    caplen = np.concatenate([b.caplen for b in walked])
+    known = _known(path, caplen, size)
+    assert known is not None
+    for got, want in zip(known, walked, strict=True):
+        for name in FIELDS[1:]:
+            assert getattr(got, name).tolist() == getattr(want, name).tolist()
+        assert [f.data for f in got.frames()] == [f.data for f in want.frames()]
+
+
+def test_known_lengths_that_do_not_fit_leave_the_capture_to_the_walk(tmp_path: Path) -> None:
+    """Lengths that do not fill the file (a damaged file, a compressed one) give None and
+    leave the capture unread; a record that says another length since is an error."""
+    frames = make_frames(10)
+    path = _write(tmp_path / "a.pcap", frames, "little", True)
+    caplen = np.array([f.caplen for f in frames], np.int64)
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(path.read_bytes()[:-3])
+    assert _known(cut, caplen, 4) is None
+    packed = tmp_path / "a.pcap.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    assert _known(packed, caplen, 4) is None
+    read: list[int] = []
+    with open_capture(cut) as capture:
+        assert capture.known_batches(caplen, 4) is None
+        with pytest.raises(CaptureError, match="inside frame 10"):  # the walk reads it all
+            read.extend(len(b) for b in capture.batches(itertools.repeat(4)))
+    assert sum(read) == 9
+    moved = caplen.copy()
+    moved[6], moved[7] = moved[6] - 1, moved[7] + 1  # the same total: it fills the file
+    with pytest.raises(CaptureError, match="frame 7's record says") as err:
+        _known(path, moved, 4)
+    assert err.value.frames_read == 6

@@ -19,9 +19,12 @@ import os
 from collections.abc import Generator, Iterator
 from types import TracebackType
 
+import numpy as np
+import numpy.typing as npt
+
 from espforensics.capture.batch import FrameBatch
 from espforensics.capture.compression import ByteSource, open_source
-from espforensics.capture.pcap import PCAP_MAGICS, iter_pcap, iter_pcap_batches
+from espforensics.capture.pcap import PCAP_MAGICS, iter_pcap, iter_pcap_batches, known_batches
 from espforensics.capture.pcapng import PCAPNG_MAGIC, iter_pcapng, iter_pcapng_batches
 from espforensics.capture.unpack import Told, Unpacked, decompress_once, remove
 from espforensics.capture.writer import open_compressed_writer, write_pcap, write_pcapng
@@ -110,6 +113,21 @@ class Capture:
         self._items = walk(self._source, self._head, sizes)
         self._head = b""
         return self._items
+
+    def known_batches(
+        self, caplen: npt.NDArray[np.int64], frames: int
+    ) -> Iterator[Frame | FrameBatch | DecryptionSecrets] | None:
+        """``batches`` of at most ``frames`` frames, read without walking the records when
+        their captured lengths ``caplen`` are known (capture/pcap.py ``known_batches``: a
+        plain pcap file they fill exactly); else None, and the capture is not read yet."""
+        if self._items is not None or self._closed:
+            raise CaptureError(self.path, "capture already read or closed; open it again")
+        if self.format != "pcap":
+            return None
+        items = known_batches(self._source, caplen, frames)
+        if items is not None:
+            self._items, self._head = items, b""
+        return items
 
     def close(self) -> None:
         """Stop the iteration, if any, and close the file; safe to call twice."""

@@ -8,9 +8,14 @@ The file is read in ~1 MiB chunks and a batch holds as many frames as
 the caller asks for (at most about BATCH_BYTES), so memory does not grow
 with the file.
 
+``known_batches`` reads the same batches from a mapped file without walking
+its records, when their captured lengths are known already (a packets
+table of an earlier walk: the capture copies, rewrite/).
+
 Raises (from inside iteration, after the frames before the fault were
 yielded) ``CaptureTruncated`` when the file ends inside the file header or a
-record, and ``CaptureError`` for a record whose captured length is absurd.
+record, and ``CaptureError`` for a record whose captured length is absurd
+(``known_batches``: a record header that no longer says the length known).
 
 Format: draft-ietf-opsawg-pcap (the pcap file format), s3-s5.
 """
@@ -23,6 +28,7 @@ from collections.abc import Callable, Generator, Iterator
 from itertools import repeat
 
 import numpy as np
+import numpy.typing as npt
 
 from espforensics.capture.batch import (
     PAD,
@@ -128,6 +134,64 @@ def iter_pcap_batches(
                 if len(data) > off:
                     raise source.truncated(f"frame {source.frames_read + 1}")
                 return
+    finally:
+        source.close()
+
+
+def known_batches(
+    source: ByteSource, caplen: npt.NDArray[np.int64], frames: int
+) -> Generator[FrameBatch, None, None] | None:
+    """The batches ``iter_pcap_batches`` reads, of at most ``frames`` frames and about
+    BATCH_BYTES, from records whose captured lengths ``caplen`` an earlier walk of the
+    file found: each batch's record headers are read as columns where the lengths put
+    them, with no walk. None when that cannot be: a file that is not mapped (compressed),
+    or lengths that do not fill it exactly (a damaged file, which the walk reads up to
+    its damage). Closes the source at the end of the iteration."""
+    mapped = source.mapped()
+    if mapped is None or len(mapped) < FILE_HEADER_LEN or not len(caplen):
+        return None
+    _, layout = _parse_file_header(source, mapped)
+    sizes = layout.header_len + caplen
+    if (caplen < 0).any() or (caplen > MAX_CAPLEN).any():
+        return None
+    if FILE_HEADER_LEN + int(sizes.sum()) != len(mapped):
+        return None
+    heads = np.zeros(len(caplen), np.int64)
+    np.cumsum(sizes[:-1], out=heads[1:])
+    return _known(source, mapped, layout, heads + FILE_HEADER_LEN, caplen, frames)
+
+
+def _known(
+    source: ByteSource,
+    mapped: mmap.mmap,
+    layout: Layout,
+    heads: npt.NDArray[np.int64],
+    caplen: npt.NDArray[np.int64],
+    frames: int,
+) -> Generator[FrameBatch, None, None]:
+    try:
+        n, at = len(heads), 0
+        ends = heads + layout.header_len + caplen
+        while at < n:
+            stop = min(n, at + frames, int(np.searchsorted(ends, heads[at] + BATCH_BYTES)) + 1)
+            end = int(ends[stop - 1])
+            if end + PAD <= len(mapped):
+                batch = records_batch(mapped, heads[at:stop], at + 1, layout)
+            else:  # the file's last bytes, with PAD zero bytes after
+                joined = mapped[int(heads[at]) : end] + bytes(PAD)
+                batch = records_batch(joined, heads[at:stop] - heads[at], at + 1, layout)
+            moved = np.flatnonzero(batch.caplen != caplen[at:stop])
+            if len(moved):
+                k = at + int(moved[0])
+                raise CaptureError(
+                    source.path,
+                    f"changed since it was read: frame {k + 1}'s record says "
+                    f"{int(batch.caplen[k - at])} bytes, not {int(caplen[k])}",
+                    frames_read=k,
+                )
+            source.frames_read, source.bytes_read = stop, end
+            yield batch
+            at = stop
     finally:
         source.close()
 

@@ -13,7 +13,10 @@ a frame the format cannot hold: ``capture.writer.Unwritable``);
 Decryption Secrets Block, after writing what was read before it.
 
 The registry of copies is ``WRITERS``: one entry per option, each a
-function (capture, packets table, findings, SAs, stream) -> frames written.
+function (capture, packets table, findings, SAs, stream) -> frames written,
+each writing a batch of frames at a time from the table's columns (bulk.py,
+annotate.py), beside its per-frame reference (decrypted.py's
+``write_decrypted_frames``, ``write_annotated(batch=0)``).
 Neither copy holds key bytes: no Decryption Secrets Block is copied.
 """
 
@@ -59,7 +62,7 @@ def _decrypted(
     out: BinaryIO,
 ) -> int:
     del findings
-    from espforensics.rewrite.decrypted import write_decrypted  # noqa: PLC0415 (only if asked)
+    from espforensics.rewrite.bulk import write_decrypted  # noqa: PLC0415 (only if asked)
 
     return write_decrypted(capture, parquet, sas, target, out)
 

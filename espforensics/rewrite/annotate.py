@@ -17,8 +17,13 @@ Packet Block has no options and stays as it was, uncommented. The SHB's
 section length is set to -1 (unknown), as the comments change it.
 Decryption Secrets Blocks are NOT copied: the annotated file holds no key.
 pcap input becomes one pcapng section with one interface of the pcap's
-link type and nanosecond timestamps (exactly the input's, micro or nano).
-Memory: a frame and its row at a time, plus ``FindingMarks``.
+link type and nanosecond timestamps (exactly the input's, micro or nano),
+written in batches: the rows of a batch that get no comment
+(``FindingMarks.quiet``) are not made records, the others are and get
+``FindingMarks.comments``, and the batch's blocks are written at once
+(``PcapngStream.write_run``); ``batch=0`` writes a frame at a time, the
+reference (tests/test_bulk_copies.py holds the two byte-identical).
+Memory: a batch of frames and their rows at a time, plus ``FindingMarks``.
 """
 
 from __future__ import annotations
@@ -28,12 +33,22 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
+
 from espforensics.capture import open_capture
+from espforensics.capture.batch import FrameBatch
 from espforensics.capture.blocks import Block, iter_blocks, packet_options, with_options
 from espforensics.capture.pcapng import DSB, EPB, OPB, SHB
-from espforensics.capture.writer import PcapngStream, comment_options, encode_options
+from espforensics.capture.writer import (
+    Data,
+    FrameRun,
+    PcapngStream,
+    comment_options,
+    encode_options,
+)
 from espforensics.model import Finding, Frame, PacketRecord
-from espforensics.rewrite.comments import FindingMarks
+from espforensics.rewrite.comments import DERIVED, MARKING, QUIET_VERDICTS, FindingMarks
+from espforensics.rewrite.rows import PacketRows, RowSlice, table_caplens
 from espforensics.tables import iter_packet_records
 
 COLUMNS = (
@@ -50,6 +65,7 @@ COLUMNS = (
     "seq_anomaly",
     "detail",
 )
+BATCH = 4096  # frames a batch (pcap input)
 
 
 def _records(parquet: Path) -> Iterator[PacketRecord]:
@@ -111,14 +127,63 @@ def _convert_pcap(
     return stream.frames
 
 
-def write_annotated(
-    capture: Path, parquet: Path, findings: Sequence[Finding], out: BinaryIO
+def annotated_run(batch: FrameBatch, rows: RowSlice, marks: FindingMarks) -> FrameRun:
+    """The batch's frames, each with ``marks.comments`` of its row (a record is made only
+    for a row ``marks.quiet`` does not clear)."""
+    numbers = rows.ints("frame", -1)
+    if not (numbers == batch.number).all():
+        bad = int(np.flatnonzero(numbers != batch.number)[0])
+        _same_frame(rows.records([bad])[0], int(batch.number[bad]))
+    marked = ~rows.is_in("verdict", QUIET_VERDICTS) | rows.contains("detail", DERIVED)
+    for name in MARKING:
+        marked |= rows.truthy(name)
+    loud = np.flatnonzero(~marks.quiet(numbers, marked)).tolist()
+    comments: list[tuple[str, ...]] = [()] * len(batch)
+    for i, rec in zip(loud, rows.records(loud), strict=True):
+        comments[i] = marks.comments(rec)
+    mem = memoryview(batch.buf)
+    start, caplen = batch.start.tolist(), batch.caplen.tolist()
+    data: list[Data] = [mem[a : a + c] for a, c in zip(start, caplen, strict=True)]
+    return FrameRun(batch.number, batch.ts_ns, batch.wirelen, batch.linktype, data, comments)
+
+
+def _convert_pcap_batches(
+    capture: Path, parquet: Path, marks: FindingMarks, out: BinaryIO, batch: int
 ) -> int:
-    """Write the annotated pcapng of ``capture`` to ``out``; the number of frames written."""
+    """``_convert_pcap`` in batches of ``batch`` frames: the same bytes."""
+    rows = PacketRows(parquet, COLUMNS)
+    stream = PcapngStream(out)
+    with open_capture(capture) as cap:
+        known = cap.known_batches(table_caplens(parquet), batch)
+        for item in known or cap.batches(iter(lambda: batch, 0)):
+            if isinstance(item, FrameBatch):
+                mine = rows.take(len(item))
+                if len(mine) < len(item):  # the analysis stopped inside this batch (damaged)
+                    for i, row in enumerate(mine.records(range(len(mine)))):
+                        _same_frame(row, int(item.number[i]))
+                        stream.write(item.frame(i), marks.comments(row))
+                    break
+                stream.write_run(annotated_run(item, mine, marks))
+                item.release()
+            elif isinstance(item, Frame):  # a timestamp out of a batch's range
+                rec = rows.next_record()
+                if rec is None:
+                    break
+                _same_frame(rec, item.number)
+                stream.write(item, marks.comments(rec))
+    return stream.frames
+
+
+def write_annotated(
+    capture: Path, parquet: Path, findings: Sequence[Finding], out: BinaryIO, batch: int = BATCH
+) -> int:
+    """Write the annotated pcapng of ``capture`` to ``out``; the number of frames written.
+    ``batch``: frames a batch for a pcap (0: a frame at a time, the reference)."""
     marks = FindingMarks(findings)
-    rows = _records(parquet)
     with open_capture(capture) as cap:
         fmt = cap.format
     if fmt == "pcapng":
-        return _copy_pcapng(capture, rows, marks, out)
-    return _convert_pcap(capture, rows, marks, out)
+        return _copy_pcapng(capture, _records(parquet), marks, out)
+    if batch:
+        return _convert_pcap_batches(capture, parquet, marks, out, batch)
+    return _convert_pcap(capture, _records(parquet), marks, out)

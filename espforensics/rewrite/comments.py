@@ -5,8 +5,9 @@ list its frame. Out: its comments, each ``espforensics: KIND: what``,
 where KIND is a verdict or a finding kind, so that Wireshark's
 ``frame.comment contains "espforensics: iv_reuse"`` selects exactly the
 frames of one kind. ``FindingMarks`` maps frames to the findings that list
-them and remembers, for IV reuse, the first frame of each reused IV.
-Raises nothing.
+them and remembers, for IV reuse, the first frame of each reused IV;
+``FindingMarks.quiet`` is the bulk form of its first test (which frames
+get no comment at all), beside it. Raises nothing.
 
 Which frames get one (docs/outputs.md "annotated capture"): every frame
 whose verdict is neither ``ok`` nor ``not_esp`` (a frame that is not ESP
@@ -23,12 +24,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
+import numpy.typing as npt
+
 from espforensics.evidence import EsnWrap
 from espforensics.model import Finding, FindingKind, PacketRecord, Verdict
 
 PREFIX = "espforensics: "
 MAX_MARKED = 1 << 20  # frames listed by findings kept at the most (each lists a few)
 _QUIET = frozenset({Verdict.OK, Verdict.NOT_ESP})
+QUIET_VERDICTS = tuple(sorted(v.value for v in _QUIET))
+# A row whose one of these columns is set (not empty, 0, False nor "") gets a comment.
+MARKING = ("leaked", "leaked_fields", "iv_reused", "seq_anomaly")
+DERIVED = "IV built from"  # iv_derivation's note in ``detail``
 # Kinds whose every packet its row shows; a finding's list of frames adds nothing to them.
 _ROW_KINDS = frozenset(
     {
@@ -126,6 +134,20 @@ class FindingMarks:
                 if len(self._by_frame) < MAX_MARKED or frame in self._by_frame:
                     self._by_frame.setdefault(frame, []).append(finding)
         self._first_use: dict[str, int] = {}
+        self._listed = np.array(sorted(self._by_frame), np.int64)
+
+    def quiet(
+        self, frames: npt.NDArray[np.int64], marked: npt.NDArray[np.bool_]
+    ) -> npt.NDArray[np.bool_]:
+        """``comments``'s first test over a batch's rows: the frames that get no comment.
+        ``marked``: the rows whose verdict is not in ``QUIET_VERDICTS``, or one of
+        ``MARKING`` is set, or whose detail holds ``DERIVED``."""
+        listed = np.zeros(len(frames), np.bool_)
+        if len(self._listed):
+            at = np.minimum(np.searchsorted(self._listed, frames), len(self._listed) - 1)
+            listed = self._listed[at] == frames
+        out: npt.NDArray[np.bool_] = ~marked & ~listed
+        return out
 
     def comments(self, rec: PacketRecord) -> tuple[str, ...]:
         """Every comment of ``rec``'s frame, verdict first, one per kind that applies."""
@@ -133,7 +155,7 @@ class FindingMarks:
             rec.verdict in _QUIET
             and not (rec.leaked or rec.leaked_fields or rec.iv_reused or rec.seq_anomaly)
             and rec.frame not in self._by_frame
-            and "IV built from" not in rec.detail
+            and DERIVED not in rec.detail
         ):
             return ()  # the plain case, most frames: no string is built
         texts = []

@@ -5,6 +5,10 @@ order), the SAs of the key files, the target's name (its suffix picks
 the format) and a binary stream. Out: every frame, in capture order with
 its timestamp: a verified ESP packet as the packet it carried
 (rebuild.py), every other frame as it was; returns the frames written.
+Here a frame at a time (``Decryptor.frame``, ``write_decrypted_frames``):
+the reference of rewrite/bulk.py's ``write_decrypted``, which the command
+runs, a batch at a time, and which hands this module every packet it does
+not rebuild itself.
 Raises ``OutputError`` naming the target when a pcap would have to hold
 two link types, ``CaptureError`` for a damaged capture (after the frames
 before the damage), ``KeyFileError`` for a bad Decryption Secrets Block
@@ -29,18 +33,17 @@ link header, the EtherType or address family fixed) unless the target
 ends in ``.pcapng``: then pcapng with one interface per link type and a
 comment on each decrypted frame naming the original frame, SPI and seq.
 In pcap, output frame N is capture frame N (no frame is added or dropped).
-Memory: a frame and its row at a time, one context and one inner IPv4
-header (for the GSO rebuild) per SA.
+Memory: a frame and its row at a time (bulk.py: a batch), one context and
+one inner IPv4 header (for the GSO rebuild) per SA.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from espforensics.capture import open_capture
-from espforensics.capture.writer import PcapngStream, PcapStream
+from espforensics.capture.writer import FrameRun, PcapngStream, PcapStream
 from espforensics.crypto import CipherContext, context_for
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import PROTO_UDP, OuterIp, parse_ip
@@ -75,7 +78,7 @@ COLUMNS = (
     "detail",
     "carriers",
 )
-_TRIED = frozenset({Verdict.OK, Verdict.ESN_MISMATCH, Verdict.ESP_MISPLACED, Verdict.BAD_TRAILER})
+TRIED = frozenset({Verdict.OK, Verdict.ESN_MISMATCH, Verdict.ESP_MISPLACED, Verdict.BAD_TRAILER})
 _IP_NEXT = frozenset({PROTO_IPIP, PROTO_IPV6})
 MAX_FLOWS = 65536  # (SPI, addresses) whose SA lookup is remembered
 Found = tuple[SecurityAssociation, CipherContext] | None
@@ -98,16 +101,20 @@ class DecryptionKeys:
         if found:
             self._found.clear()
 
-    def find(self, spi: int, ip: OuterIp) -> tuple[SecurityAssociation, CipherContext] | None:
-        key = (spi, ip.src, ip.dst)
+    def find(self, spi: int, ip: OuterIp) -> Found:
+        return self.find_addrs(spi, ip.src, ip.dst)
+
+    def find_addrs(self, spi: int, src: bytes, dst: bytes) -> Found:
+        """The SA of ``spi`` between the outer addresses, and its context."""
+        key = (spi, src, dst)
         if key not in self._found:
             if len(self._found) >= MAX_FLOWS:  # a scan's many flows: bounded, looked up again
                 self._found.clear()
-            self._found[key] = self._find(spi, ip)
+            self._found[key] = self._find(spi, src, dst)
         return self._found[key]
 
-    def _find(self, spi: int, ip: OuterIp) -> tuple[SecurityAssociation, CipherContext] | None:
-        sa = self.table.lookup(spi, ip.src, ip.dst)
+    def _find(self, spi: int, src: bytes, dst: bytes) -> Found:
+        sa = self.table.lookup(spi, src, dst)
         if sa is None or not sa.supported or not sa.key_usable:
             return None
         if id(sa) not in self._contexts:
@@ -143,8 +150,13 @@ class Decryptor:
     """Turns a frame and its row into the frame to write, or the reason it stays."""
 
     def __init__(self, keys: DecryptionKeys) -> None:
-        self._keys = keys
+        self.keys = keys
         self._templates: dict[int, bytes] = {}  # id(sa) -> its last inner IPv4 header
+
+    def remember(self, sa: SecurityAssociation, head: bytes) -> None:
+        """``head``: the inner IPv4 header the SA's last packet carried (the bulk writer's
+        packets, rewrite/bulk.py, in capture order with this one's)."""
+        self._templates[id(sa)] = head
 
     def rebuild(self, frame: Frame, rec: PacketRecord) -> Frame:
         """The frame with the inner packet; ``MalformedPacket`` says why it is kept as it was."""
@@ -153,7 +165,7 @@ class Decryptor:
         layers, at_ip = walk(frame.data, link.offset, tunnels)
         ip = parse_ip(frame.data[at_ip:])
         datagram = frame.data[at_ip : at_ip + ip.total_len]
-        found = self._keys.find(rec.spi or 0, ip)
+        found = self.keys.find(rec.spi or 0, ip)
         at = rec.esp_offset
         if found is None or at is None or len(datagram) < ip.total_len:
             raise MalformedPacket("no usable key for its SA")
@@ -209,7 +221,7 @@ class Decryptor:
 
     def frame(self, frame: Frame, rec: PacketRecord) -> tuple[Frame, str]:
         """The frame to write and its comment ("" for a frame that is not ESP to decrypt)."""
-        if rec.verdict not in _TRIED or rec.fragments is not None:
+        if rec.verdict not in TRIED or rec.fragments is not None:
             return frame, ""
         if rec.verdict is Verdict.ESP_MISPLACED and "proven by decryption" not in rec.detail:
             return frame, "espforensics: kept as captured: ESP header found by layout, unproven"
@@ -218,13 +230,15 @@ class Decryptor:
         except MalformedPacket as exc:
             return frame, f"espforensics: kept as captured: {exc}"
         note = "" if rec.verdict is Verdict.OK else f" ({rec.verdict.value})"
-        return out, (
-            f"espforensics: decrypted from frame {frame.number}: "
-            f"ESP SPI {rec.spi or 0:#010x} seq {_verified_seq(rec)}{note}"
-        )
+        return out, decrypted_comment(frame.number, rec.spi or 0, _verified_seq(rec), note)
 
 
-class _PcapSink:
+def decrypted_comment(number: int, spi: int, seq: int, note: str) -> str:
+    """The pcapng comment of a decrypted frame."""
+    return f"espforensics: decrypted from frame {number}: ESP SPI {spi:#010x} seq {seq}{note}"
+
+
+class PcapSink:
     """A pcap of the first frame's link type; refuses a frame of another."""
 
     def __init__(self, out: BinaryIO, target: Path) -> None:
@@ -243,32 +257,52 @@ class _PcapSink:
             )
         self._stream.write(frame)
 
+    def write_run(self, run: FrameRun) -> None:
+        """``write`` of each frame of ``run``, at once when it is of the file's link type."""
+        if self._stream is None and len(run):
+            self._stream = PcapStream(self._out, linktype=int(run.linktype[0]))
+        if self._stream is None or (run.linktype != self._stream.linktype).any():
+            for frame, _ in run.frames():
+                self.write(frame, "")
+            return
+        self._stream.write_run(run)
+
     def close(self) -> None:
         if self._stream is None:  # no frame: a valid empty pcap
             self._stream = PcapStream(self._out, linktype=1)
 
 
-class _PcapngSink:
+class PcapngSink:
     def __init__(self, out: BinaryIO) -> None:
         self._stream = PcapngStream(out)
 
     def write(self, frame: Frame, comment: str) -> None:
         self._stream.write(frame, (comment,) if comment else ())
 
+    def write_run(self, run: FrameRun) -> None:
+        self._stream.write_run(run)
+
     def close(self) -> None:
         """Nothing is pending: every block is written whole."""
 
 
-def _rows(parquet: Path) -> Iterator[PacketRecord]:
-    return iter_packet_records(parquet, COLUMNS)
+Sink = PcapSink | PcapngSink
 
 
-def write_decrypted(capture: Path, parquet: Path, sas: SaTable, target: Path, out: BinaryIO) -> int:
-    """Write the decrypted copy of ``capture`` to ``out``; the number of frames written."""
+def sink_for(target: Path, out: BinaryIO) -> Sink:
+    """pcapng when the target's name ends in .pcapng, else pcap."""
+    return PcapngSink(out) if target.suffix.lower() == ".pcapng" else PcapSink(out, target)
+
+
+def write_decrypted_frames(
+    capture: Path, parquet: Path, sas: SaTable, target: Path, out: BinaryIO
+) -> int:
+    """Write the decrypted copy of ``capture`` to ``out`` a frame at a time, the reference
+    of rewrite/bulk.py's ``write_decrypted``; the number of frames written."""
     keys = DecryptionKeys(sas, str(capture))
     decryptor = Decryptor(keys)
-    sink = _PcapngSink(out) if target.suffix.lower() == ".pcapng" else _PcapSink(out, target)
-    rows, frames = _rows(parquet), 0
+    sink = sink_for(target, out)
+    rows, frames = iter_packet_records(parquet, COLUMNS), 0
     with open_capture(capture) as cap:
         for item in cap:
             if isinstance(item, DecryptionSecrets):

@@ -13,9 +13,18 @@ extension headers), whose next-header field then names ESP (or UDP for
 RFC 3948 ESP-in-UDP, whose UDP header goes with ESP). Lengths and the
 IPv4 header checksum (RFC 791 s3.1) are fixed; an IPv6 header has none
 (RFC 8200 s3: payload length fixed).
+
+The bulk forms sit beside the per-packet ones and give the same bytes for
+a batch's packets at once (rewrite/bulk.py; tests/test_bulk_copies.py runs
+both): ``ip_lengths`` beside ``ip_length``, ``transport_heads`` beside
+``transport`` (its outer header, for a header of 20 or 40 bytes),
+``checksums`` beside ``internet_checksum``.
 """
 
 from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
 
 from espforensics.decode.clear import internet_checksum, l4_checksum_ok
 from espforensics.decode.link import (
@@ -47,6 +56,27 @@ def ip_length(packet: bytes) -> int | None:
     if len(packet) >= 40 and packet[0] >> 4 == 6:
         return 40 + int.from_bytes(packet[4:6])
     return None
+
+
+def ip_lengths(heads: npt.NDArray[np.uint8], size: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """``ip_length`` of each packet (-1 for None): ``heads``, rows of its first 6 bytes at
+    least (zeros past its end); ``size``, its length."""
+    version, ihl = heads[:, 0] >> 4, heads[:, 0] & 0x0F
+    v4 = (size >= 20) & (version == 4) & (ihl >= 5)
+    v6 = (size >= 40) & (version == 6)
+    word = heads[:, 2:6].astype(np.int64)
+    v4_len, v6_len = word[:, 0] << 8 | word[:, 1], 40 + (word[:, 2] << 8 | word[:, 3])
+    return np.where(v4, v4_len, np.where(v6, v6_len, -1))
+
+
+def checksums(rows: npt.NDArray[np.uint8]) -> npt.NDArray[np.int64]:
+    """``internet_checksum`` of each row (an even number of bytes), as a column."""
+    words = rows.reshape(len(rows), rows.shape[1] // 2, 2).astype(np.int64)
+    total = (words[:, :, 0] << 8 | words[:, :, 1]).sum(axis=1)
+    folded = total % 0xFFFF
+    folded[(folded == 0) & (total != 0)] = 0xFFFF  # RFC 1071: as internet_checksum folds
+    out: npt.NDArray[np.int64] = 0xFFFF ^ folded
+    return out
 
 
 def tunnel(payload: bytes, next_header: int) -> bytes:
@@ -90,6 +120,31 @@ def transport(chain: bytes, payload: bytes, next_header: int) -> bytes:
     out[last_next_header(chain)] = next_header
     out[4:6] = (len(chain) - 40 + len(payload)).to_bytes(2)
     return bytes(out) + payload
+
+
+def transport_heads(
+    chains: npt.NDArray[np.uint8],
+    next_header: npt.NDArray[np.int64],
+    payload_len: npt.NDArray[np.int64],
+) -> npt.NDArray[np.uint8]:
+    """``transport``'s outer header of each packet, as rows of 40 bytes (an IPv4 header's
+    20 first): ``chains``, rows of the outer headers as captured, each an IPv4 header of
+    20 bytes or an IPv6 header of 40 without extension headers (what comes after them is
+    not read)."""
+    out = chains[:, :40].copy()
+    v4 = out[:, 0] >> 4 == 4
+    total = np.where(v4, 20, 0) + payload_len  # IPv4: total length; IPv6: payload length
+    at = np.where(v4, 2, 4)
+    rows = np.arange(len(out))
+    out[v4, 9] = next_header[v4]
+    out[~v4, 6] = next_header[~v4]
+    out[rows, at], out[rows, at + 1] = total >> 8, total & 0xFF
+    head = out[v4, :20]
+    head[:, 10:12] = 0
+    sums = checksums(head)
+    head[:, 10], head[:, 11] = sums >> 8, sums & 0xFF
+    out[v4, :20] = head
+    return out
 
 
 def l4_verifies(inner: bytes) -> bool:
