@@ -1,6 +1,6 @@
 """The ``Summary`` of a run, to and from ``summary.json``.
 
-In: what ``SummaryBuilder`` (summary_builder.py, re-exported here) counted
+In: what ``SummaryBuilder`` (summary_builder.py) counted
 from the record stream, and the capture's identity (``CaptureInfo``). Out: a
 frozen ``Summary`` whose ``to_json()`` is ``summary.json`` (schema 1) and
 from which every renderer works. Raises nothing; ``Summary.from_json``
@@ -12,7 +12,7 @@ All counting lives here and in summary_builder.py, so renderers never count.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from espforensics.coverage import CheckCoverage, check_coverage
 from espforensics.frames import frame_runs, from_runs
@@ -29,9 +29,6 @@ from espforensics.model import (
 from espforensics.receiver.prediction import Observed, ReceiverHost, ReceiverSa
 from espforensics.stored import stored_evidence
 from espforensics.version import TOOL_VERSION as TOOL_VERSION  # noqa: PLC0414 (its home)
-
-if TYPE_CHECKING:  # re-exported below (__getattr__): it imports this module
-    from espforensics.summary_builder import SummaryBuilder as SummaryBuilder  # noqa: PLC0414
 
 SCHEMA = 1
 
@@ -380,15 +377,3 @@ def sort_findings(findings: list[Finding]) -> tuple[Finding, ...]:
             ),
         )
     )
-
-
-def __getattr__(name: str) -> Any:
-    """``SummaryBuilder``, from summary_builder.py on first use (PEP 562).
-
-    It imports this module's types, so this module cannot import it at the top.
-    """
-    if name == "SummaryBuilder":
-        from espforensics.summary_builder import SummaryBuilder  # noqa: PLC0415
-
-        return SummaryBuilder
-    raise AttributeError(f"module 'espforensics.summary' has no attribute {name!r}")

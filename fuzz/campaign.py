@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from fuzz.corpus import all_secrets
 from fuzz.inputs import FuzzInput, make_input
 from fuzz.oracle import INTERNAL_ERROR, Oracle, Verdict
-from fuzz.seeds import all_secrets, seeds
+from fuzz.seeds import seeds
 
 # Kinds per 24 inputs: captures and key files most, compare and batch (slow) least.
 # steady: a long run analyzed twice (both lanes), about as slow as a batch input.

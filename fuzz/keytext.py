@@ -13,7 +13,7 @@ import random
 import re
 from collections.abc import Callable
 
-from fuzz.seeds import all_secrets
+from fuzz.corpus import all_secrets
 
 _ODD = (
     "\u0661\u0662\u0663",  # Arabic-Indic digits: int() accepts them

@@ -1,6 +1,6 @@
 """The key-byte scanner: does any text or file show a key of the corpus?
 
-In: the corpus keys (``fuzz.seeds.all_secrets``) and texts or bytes to
+In: the corpus keys (``fuzz.corpus.all_secrets``) and texts or bytes to
 scan. Out: the first key fragment found (its hex, for the report; the
 harness may show lab keys), or None. A leak is 8 contiguous key bytes or
 more: as hex in either case, with or without ``0x``, with or without
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from fuzz.seeds import all_secrets
+from fuzz.corpus import all_secrets
 
 WINDOW = 8  # key bytes that make a leak
 _HEX_RUN = re.compile(rb"[0-9a-f]{%d,}" % (2 * WINDOW))

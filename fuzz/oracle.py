@@ -48,9 +48,9 @@ from espforensics.render.text import render_report, render_summary
 from espforensics.rewrite import CaptureCopies
 from espforensics.summary import Summary
 from fuzz import lanecount
+from fuzz.corpus import seed_named
 from fuzz.inputs import FuzzInput
 from fuzz.leaks import find_leak
-from fuzz.seeds import seed_named
 from fuzz.walker import Walk, walk
 
 OK, INPUT_ERROR, INTERNAL_ERROR = "ok", "input_error", "internal_error"

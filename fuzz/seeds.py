@@ -2,8 +2,7 @@
 
 In: nothing (the builder's ``SCENARIOS``, seed 1). Out: ``Seed`` values
 (frames, link types, format, DSBs, SAs and their key texts in the three
-formats) and ``all_secrets``, every key byte string of the corpus for the
-leak scanner. Raises nothing.
+formats) and ``secret_bytes``, the key byte strings of one SA. Raises nothing.
 """
 
 from __future__ import annotations
@@ -123,23 +122,3 @@ def secret_bytes(sa: SecurityAssociation) -> list[bytes]:
     if sa.auth_key is not None:
         out.append(sa.auth_key.reveal())
     return [k for k in out if len(k) >= 8]
-
-
-def _every_seed() -> tuple[Seed, ...]:
-    """The scenarios' seeds and the long steady ones (fuzz/steady.py)."""
-    from fuzz.steady import steady_seeds  # noqa: PLC0415 (fuzz.steady imports Seed from here)
-
-    return (*seeds(), *(st.seed for st in steady_seeds()))
-
-
-@cache
-def all_secrets() -> tuple[bytes, ...]:
-    """Every key of the corpus, longest first, without repeats."""
-    keys = {k for s in _every_seed() for sa in s.sas for k in secret_bytes(sa)}
-    return tuple(sorted(keys, key=lambda k: (-len(k), k)))
-
-
-@cache
-def seed_named(name: str) -> Seed:
-    """The seed of the scenario (or the steady seed) called ``name``."""
-    return next(s for s in _every_seed() if s.name == name)

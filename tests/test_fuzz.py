@@ -32,12 +32,13 @@ from espforensics.synth import SCENARIOS, build_scenario, write_capture
 from espforensics.synth.truth import CaptureFormat
 from fuzz import lanecount
 from fuzz.campaign import Tally, prepare_process, run_block, schedule
+from fuzz.corpus import all_secrets
 from fuzz.inputs import KINDS, FuzzInput, make_input
 from fuzz.leaks import find_leak
 from fuzz.minimize import minimize
 from fuzz.oracle import OK, Oracle, Verdict
 from fuzz.run import load_finding, main, replay, save_finding
-from fuzz.seeds import all_secrets, secret_bytes
+from fuzz.seeds import secret_bytes
 from fuzz.steady import STEADY, steady_seeds
 from fuzz.walker import walk
 

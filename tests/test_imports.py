@@ -297,7 +297,6 @@ def test_analyze_with_plots_draws_on_agg_without_pyplot(tmp_path: Path) -> None:
 # other helpers' code import them from there), with the module that now defines it.
 MOVED = {
     "espforensics.summary": {
-        "SummaryBuilder": "espforensics.summary_builder",
         "Summary": "espforensics.summary",
         "sort_findings": "espforensics.summary",
     },

@@ -358,7 +358,8 @@ def test_layout_keeps_the_clear_bytes_masked_where_they_vary(
 ) -> None:
     from espforensics.narrative import clear_bytes, clear_fields
     from espforensics.render.text import render_report
-    from espforensics.summary import CaptureInfo, Summary, SummaryBuilder
+    from espforensics.summary import CaptureInfo, Summary
+    from espforensics.summary_builder import SummaryBuilder
 
     builder = SummaryBuilder()
     for i, clear in enumerate(clears, 1):
@@ -380,7 +381,8 @@ def test_layout_keeps_the_clear_bytes_masked_where_they_vary(
 def test_summary_json_without_clear_hex_still_loads() -> None:
     """summary.json written before clear_hex: the prefix is shown, not invented."""
     from espforensics.narrative import clear_bytes
-    from espforensics.summary import CaptureInfo, Summary, SummaryBuilder
+    from espforensics.summary import CaptureInfo, Summary
+    from espforensics.summary_builder import SummaryBuilder
 
     builder = SummaryBuilder()
     builder.observe(_misplaced_record(1, "45 00 05 ac"))

@@ -29,7 +29,8 @@ from espforensics.render.ktap import format_ktap
 from espforensics.render.text import format_text
 from espforensics.rewrite.comments import verdict_comment
 from espforensics.stored import stored_evidence
-from espforensics.summary import CaptureInfo, Summary, SummaryBuilder
+from espforensics.summary import CaptureInfo, Summary
+from espforensics.summary_builder import SummaryBuilder
 from espforensics.synth import write_capture
 from tests.helpers import (
     PER_FRAME,
