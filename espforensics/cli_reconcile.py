@@ -1,4 +1,4 @@
-"""``espforensics reconcile SENDER RECEIVER``: the command around reconcile.py.
+"""``espforensics reconcile SENDER RECEIVER``: the command around reconcile/run.py.
 
 cli.py declares the command and its options (its help) and imports this
 module only when the command runs: it loads the analysis.
@@ -8,7 +8,7 @@ verdicts, from the analysis's pass over the receiver capture, in the same
 reading as the join), the output folder
 (``-``: none, only printed), ``--force``, ``--format``, the ESP-in-UDP
 ports. Out: DIR/reconcile.csv,
-reconcile.parquet, report.txt and summary.json (reconcile_out.py), and on
+reconcile.parquet, report.txt and summary.json (reconcile/out.py), and on
 stdout the summary lines, report.txt or summary.json; exit 0, or 2 for a
 capture or key file it cannot read or a folder it may not use or write
 (one line).
@@ -29,14 +29,14 @@ from espforensics.cli_errors import _guarded
 from espforensics.cli_typer import ReconcileFormat
 from espforensics.errors import InputError
 from espforensics.keys import load_sas
-from espforensics.reconcile import Reconciled, Reconciliation
-from espforensics.reconcile_out import (
+from espforensics.reconcile.out import (
     CaptureFile,
     FolderWriter,
     report_lines,
     summary_dict,
     summary_lines,
 )
+from espforensics.reconcile.run import Reconciled, Reconciliation
 
 STDOUT_ONLY = "-"
 

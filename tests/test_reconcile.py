@@ -17,8 +17,8 @@ import espforensics.capture as capture_module
 from espforensics.capture import compression
 from espforensics.capture.compression import ByteSource
 from espforensics.model import Frame
-from espforensics.reconcile import FateRow, Reconciled, reconcile
-from espforensics.reconcile_clock import Spread, find_directions
+from espforensics.reconcile.clock import Spread, find_directions
+from espforensics.reconcile.run import FateRow, Reconciled, reconcile
 from espforensics.synth.builder import V4_A, V4_B, Fault, SaFlow, ip, sa_pair
 from espforensics.synth.capture import write_capture
 from espforensics.synth.keytext import keys_yaml

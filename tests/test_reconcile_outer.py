@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from espforensics.reconcile import FateRow, reconcile
+from espforensics.reconcile.run import FateRow, reconcile
 from espforensics.synth.builder import V4_A, V4_B, V6_A, V6_B, SaFlow, ip, sa_pair
 from espforensics.synth.packets import udp_bytes
 from tests.test_reconcile import _packet, _write

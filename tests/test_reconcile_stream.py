@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from espforensics import reconcile as reconcile_module
-from espforensics import reconcile_join, reconcile_wire
 from espforensics.model import Frame
-from espforensics.reconcile import FateRow, reconcile
+from espforensics.reconcile import join as reconcile_join
+from espforensics.reconcile import run as reconcile_module
+from espforensics.reconcile import wire as reconcile_wire
+from espforensics.reconcile.run import FateRow, reconcile
 from espforensics.synth.builder import V4_A, V4_B, SaFlow, ip, sa_pair
 from espforensics.synth.packets import udp_bytes
 from tests.test_reconcile import _packet, _write

@@ -2,12 +2,12 @@
 
 In: the two capture files (any format ``open_capture`` reads), the UDP
 ports of ESP-in-UDP and, optionally, the key files' ``SaTable`` (then the
-receiver capture is read through the analysis's own pass, reconcile_wire.py,
+receiver capture is read through the analysis's own pass, reconcile/wire.py,
 and each row of an SA that ran towards RECEIVER carries the receiver
 model's verdict of its copy). Out: ``FateRow``s through ``sink`` as they
 are decided, and ``Reconciled``: the count per fate, per SA and, with keys,
 per receiver verdict, and ``Clock``, what the packets say of the two
-captures' clocks (reconcile_out.py writes and prints them). Raises
+captures' clocks (reconcile/out.py writes and prints them). Raises
 ``CaptureError`` (from the reader) for a capture it cannot read. No key
 is needed: packets are joined on their wire bytes.
 
@@ -19,11 +19,11 @@ bounded by what is in flight, not by the captures' size:
    estimated from them (``find_directions``).
 2. The two captures are then merged in time, the receiver's times moved
    by that estimate (``_shift``), from their first packet (the prefixes
-   first), and each packet goes to its SA's join (reconcile_join.py),
+   first), and each packet goes to its SA's join (reconcile/join.py),
    which writes each row once it is decided and forgets what is beyond
    its horizon.
 
-Each SA's packets are joined as reconcile_join.py says. Both captures
+Each SA's packets are joined as reconcile/join.py says. Both captures
 usually hold both directions: an SA whose packets went from the RECEIVER
 capture's host to the SENDER's is joined the other way, its rows'
 ``direction`` ``receiver->sender``; the frame columns stay those of each
@@ -33,7 +33,7 @@ The two captures' clocks are not assumed to agree: which way an SA ran is
 found from receiver time minus sender time over its packets joined in the
 prefixes, which is the clock offset plus the one-way delay forward and the
 offset minus it backward, so of the two ways between two hosts the forward
-one is higher whatever the offset (reconcile_clock.py). An SA not joined
+one is higher whatever the offset (reconcile/clock.py). An SA not joined
 in the prefixes runs the way its outer addresses ran there; else, once its
 first packet is joined, forward when receiver time minus sender time is
 above the offset (forward when no offset is known); an SA none of whose
@@ -51,7 +51,7 @@ from itertools import chain, islice
 
 from espforensics.keys import SaTable
 from espforensics.pipeline import fewer_collections
-from espforensics.reconcile_clock import (
+from espforensics.reconcile.clock import (
     Clock,
     Spread,
     Way,
@@ -59,7 +59,7 @@ from espforensics.reconcile_clock import (
     spread_of,
     usual_decrement,
 )
-from espforensics.reconcile_join import (
+from espforensics.reconcile.join import (
     FORWARD,
     HORIZON_NS,
     HORIZON_PACKETS,
@@ -69,7 +69,7 @@ from espforensics.reconcile_join import (
     FateRow,
     SaJoin,
 )
-from espforensics.reconcile_wire import WirePacket, WireReader
+from espforensics.reconcile.wire import WirePacket, WireReader
 
 __all__ = [
     "FORWARD",

@@ -1,6 +1,6 @@
 """What ``espforensics reconcile`` writes and prints, from a ``Reconciled``.
 
-In: the rows of reconcile.py as they are decided (``FolderWriter.write``),
+In: the rows of reconcile/run.py as they are decided (``FolderWriter.write``),
 then its ``Reconciled`` and what each capture is (``CaptureFile``: path,
 sha256, frames). Out: summary.json's dict (``summary_dict``), report.txt's
 lines (``report_lines``, ASCII, at most 72 columns, a long path on a line
@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from espforensics.analysis_outdir import partial
 from espforensics.errors import OutputError
-from espforensics.reconcile import Clock, Fate, FateRow, Reconciled
+from espforensics.reconcile.run import Clock, Fate, FateRow, Reconciled
 from espforensics.summary import TOOL_VERSION
 
 WIDTH = 72

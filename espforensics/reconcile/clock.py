@@ -1,11 +1,11 @@
 """What the packets of two captures say of their clocks, and which way each SA ran.
 
-In: packets both captures hold (``WirePacket``s of reconcile_wire.py),
+In: packets both captures hold (``WirePacket``s of reconcile/wire.py),
 joined on their ESP bytes at their first copies. Out: ``Spread`` (receiver
 time minus sender time over an SA's packets), ``Clock`` (the offset and
 one-way delay, when SAs ran both ways) and the SAs that ran from the
 RECEIVER capture's host (``find_directions``); ``usual_decrement``: an
-SA's usual TTL / hop limit decrement on the way. reconcile.py makes them
+SA's usual TTL / hop limit decrement on the way. reconcile/run.py makes them
 from the first packets of each capture. Raises nothing.
 
 No clock is trusted: forward packets give the offset plus the one-way
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from espforensics.reconcile_wire import WirePacket
+from espforensics.reconcile.wire import WirePacket
 
 Way = tuple[str, str]  # outer source and destination
 

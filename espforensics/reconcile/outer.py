@@ -1,7 +1,7 @@
 """What changed in a packet's outer header between the two captures, and which of it is
 a rewrite rather than the path's usual TTL decrement.
 
-In: the sent and the received copy's ``Outer`` (reconcile_wire.py) and the
+In: the sent and the received copy's ``Outer`` (reconcile/wire.py) and the
 SA's usual TTL / hop limit decrement. Out: the changes as reconcile.csv's
 ``outer_changes`` text (``outer_changes``: ``ttl 64->63; ecn ect0->ce;
 dst 10.0.0.2->192.0.2.7``) and the part of them that makes the packet
@@ -10,7 +10,7 @@ dst 10.0.0.2->192.0.2.7``) and the part of them that makes the packet
 Every router on the way decrements the TTL (IPv4, RFC 791) or the hop
 limit (IPv6, RFC 8200) by one, so a decrement common to an SA's packets
 is the path, not a rewrite: it is named in ``outer_changes`` and counted
-against the SA's usual decrement (the most common one, reconcile.py). A
+against the SA's usual decrement (the most common one, reconcile/run.py). A
 rewrite is any other change: the addresses or UDP ports (a NAT), the DSCP
 (RFC 2474: a router re-marking the class of service), the ECN field (RFC
 3168: a congested router marks ECN-capable packets CE, a real and
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from espforensics.reconcile_wire import Outer
+from espforensics.reconcile.wire import Outer
 
 ECN = ("not-ect", "ect1", "ect0", "ce")  # RFC 3168 s5: the two low bits, 00 01 10 11
 _HOPS = frozenset({"ttl", "hop_limit"})

@@ -1,7 +1,7 @@
 """One SA's packets in both captures, joined as they are read: each packet's fate.
 
 In: the SA's packets as the two captures are read side by side
-(reconcile.py merges them in time): ``sent`` for a packet of the capture
+(reconcile/run.py merges them in time): ``sent`` for a packet of the capture
 on the sending side of the SA, ``got`` for one of the receiving side, and
 ``expire`` with how far each capture has been read. Out: ``FateRow``s
 through the ``emit`` callback, each once it is decided. Raises nothing.
@@ -11,7 +11,7 @@ The receiving side's packets are taken in arrival order:
 - the same ESP bytes as a sent packet not joined yet: that packet's fate
   is ``delivered``, or ``reordered`` (it arrived after a packet the
   sender sent later), or ``outer_rewritten`` (its outer header was
-  rewritten beyond the path's usual TTL decrement, reconcile_outer.py;
+  rewritten beyond the path's usual TTL decrement, reconcile/outer.py;
   reordered too is said in ``detail``);
 - the same ESP bytes as a sent packet already joined: ``duplicated``;
 - another packet's (SPI, number) with other bytes: ``changed`` (a byte
@@ -22,7 +22,7 @@ The receiving side's packets are taken in arrival order:
 and a sent packet the receiver never got is ``lost``. What is in flight
 is bounded by the horizon: a sent packet not joined yet is ``lost`` once
 the receiving capture has read more than ``HORIZON_PACKETS`` packets of
-the SA after it, or its clock (the estimate of reconcile.py) is more than
+the SA after it, or its clock (the estimate of reconcile/run.py) is more than
 ``HORIZON_NS`` past the packet's time; a received packet that matches
 nothing is ``unexpected`` by the same rule the other way. A packet late
 by less than the horizon is still ``reordered``; a duplicate copy later
@@ -39,8 +39,8 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Generic, NamedTuple, TypeVar
 
-from espforensics.reconcile_outer import Change, changes, rewrites, text
-from espforensics.reconcile_wire import Outer, WirePacket
+from espforensics.reconcile.outer import Change, changes, rewrites, text
+from espforensics.reconcile.wire import Outer, WirePacket
 
 FORWARD = "sender->receiver"
 REVERSE = "receiver->sender"
@@ -78,7 +78,7 @@ class FateRow(NamedTuple):
     detail: str = ""
     direction: str = FORWARD  # or receiver->sender: the SA's packets went that way
     receiver_verdict: str | None = None  # the receiver model's, of the RECEIVER's copy
-    outer_changes: str = ""  # every outer field changed on the way (reconcile_outer.py)
+    outer_changes: str = ""  # every outer field changed on the way (reconcile/outer.py)
 
 
 Emit = Callable[[FateRow], None]
@@ -321,7 +321,7 @@ class SaJoin:
 
     def _joined(self, sent: WirePacket, got: WirePacket, late: bool) -> None:
         """A packet received with the bytes sent: delivered, reordered, or its outer header
-        rewritten (reconcile_outer.py says which changes are rewrites)."""
+        rewritten (reconcile/outer.py says which changes are rewrites)."""
         found = self._changes(sent, got)
         odd = rewrites(found, sent.outer, got.outer, self.usual) if found else ""
         if odd:

@@ -47,7 +47,7 @@ _LANE_VERDICT = "accept"
 class Outer:
     """A datagram's outer header, as far as the join compares it (one object per
     distinct header of a capture, shared by its packets: compared by identity, its
-    fields by reconcile_outer.py)."""
+    fields by reconcile/outer.py)."""
 
     src: str
     dst: str
