@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from espforensics.keys import SaTable, SecurityAssociation, load_sas
     from espforensics.model import PacketRecord, Proto, Verdict
     from espforensics.pipeline import Options
-    from espforensics.summary import Summary
+    from espforensics.results.summary import Summary
 
 # Where each name that is not an error lives; imported on first use (PEP 562).
 _LAZY = {
@@ -42,7 +42,7 @@ _LAZY = {
     "Proto": "espforensics.model",
     "Verdict": "espforensics.model",
     "Options": "espforensics.pipeline",
-    "Summary": "espforensics.summary",
+    "Summary": "espforensics.results.summary",
 }
 
 

@@ -51,9 +51,9 @@ from espforensics.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
 from espforensics.receiver.xfrm_stat import XfrmStatFiles, observed
 from espforensics.render.content import report_content
 from espforensics.render.registry import FILE_RENDERERS
+from espforensics.results.summary import Summary
 from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
 from espforensics.small_tables import write_finding_frames, write_findings_csv, write_sas_csv
-from espforensics.summary import Summary
 from espforensics.tables import (
     CSV_ROWS,
     PacketTableWriter,

@@ -20,7 +20,7 @@ from espforensics.errors import (
     InputError,
     OutputExistsError,
 )
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 
 # In the order they are renamed into place: summary.json, the mark of a finished run, last.
 OUTPUT_FILES = (

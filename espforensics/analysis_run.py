@@ -33,8 +33,8 @@ from espforensics.model import Finding, PacketRecord, UnusedSa
 from espforensics.pipeline import FrameAnalyzer, Options, fewer_collections
 from espforensics.progress import READING, UNPACKING, Meter
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
-from espforensics.summary import CaptureInfo, Summary
-from espforensics.summary_builder import SummaryBuilder
+from espforensics.results.builder import SummaryBuilder
+from espforensics.results.summary import CaptureInfo, Summary
 
 Progress = Callable[[int], None]  # called with uncompressed bytes read so far
 KeyPath = str | os.PathLike[str]

@@ -24,7 +24,7 @@ from typing import Any
 
 from espforensics.facts import SaFacts, as_dict, sa_facts
 from espforensics.narrative import plural
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 
 
 class Op(StrEnum):

@@ -39,8 +39,8 @@ from espforensics.model import CSV_ROWS, SEVERITY_RANK, Severity, Unchecked
 from espforensics.narrative import worst_severity
 from espforensics.pipeline import Options
 from espforensics.progress import LineMeter, Meter
+from espforensics.results.summary import Summary
 from espforensics.rewrite import CaptureCopies
-from espforensics.summary import Summary
 from espforensics.workers import cap_workers, usable_cores
 
 

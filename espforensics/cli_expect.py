@@ -21,7 +21,7 @@ from espforensics.expect import Assertion, Checked, evaluate, parse_expect
 from espforensics.gate import EXIT_FINDING, EXIT_USAGE
 from espforensics.receiver.xfrm_stat import XfrmStatFiles, load_xfrm_stat
 from espforensics.render.ktap import format_expect_ktap
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 
 
 def assertions(text: str | None) -> tuple[Assertion, ...]:

@@ -26,7 +26,7 @@ from espforensics.gate import exit_code, worst_code
 from espforensics.model import Severity, Unchecked
 from espforensics.render.content import report_content
 from espforensics.render.registry import FOLDER_VIEWS, RENDERERS
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 
 
 def report_command(

@@ -24,7 +24,7 @@ from pathlib import PurePath
 
 from espforensics.model import FindingKind, Verdict
 from espforensics.narrative import UNITS, plural
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 
 
 class KeyCover(StrEnum):

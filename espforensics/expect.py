@@ -28,11 +28,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from espforensics.coverage import tally
 from espforensics.errors import EspForensicsError
 from espforensics.model import FindingKind, Verdict
 from espforensics.receiver.verdict import COUNTERS, RxVerdict
-from espforensics.summary import Summary
+from espforensics.results.coverage import tally
+from espforensics.results.summary import Summary
 
 _OPS: dict[str, Callable[[int, int], bool]] = {
     "=": operator.eq,

@@ -21,7 +21,7 @@ from typing import Any
 from espforensics.evidence import EsnMismatch, IvChained, IvDeviating, IvReuse, SeqDuplicates
 from espforensics.model import Finding, FindingKind
 from espforensics.narrative import clear_bytes
-from espforensics.summary import MisplacedLayout, SaSummary, Summary
+from espforensics.results.summary import MisplacedLayout, SaSummary, Summary
 
 
 @dataclass(frozen=True, slots=True)

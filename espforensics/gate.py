@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from espforensics.coverage import tally
 from espforensics.model import SEVERITY_RANK, FindingKind, Severity
 from espforensics.model import Unchecked as Unchecked  # noqa: PLC0414 (its home is model.py)
-from espforensics.summary import Summary
+from espforensics.results.coverage import tally
+from espforensics.results.summary import Summary
 
 EXIT_CLEAN = 0
 EXIT_FINDING = 1

@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from espforensics.checks.coverage import NO_KEY
-from espforensics.coverage import Tally, tally
 from espforensics.evidence import KeyMismatch
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity
 from espforensics.narrative import FindingGroup, finding_groups, group_unit, plural
-from espforensics.summary import Summary
+from espforensics.results.coverage import Tally, tally
+from espforensics.results.summary import Summary
 
 SPIS_NAMED = 3  # SPIs a sentence names before "and N more"
 GROUPS_NAMED = 2  # finding kinds the second sentence names at least (every critical one)

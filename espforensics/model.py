@@ -194,7 +194,7 @@ class Finding:
     dst: str = ""
     # The facts the detail states, typed (evidence.py). Not compared: the detail says them
     # too, and a summary.json read back restores only what facts.py and lead.py read
-    # (stored.py); None where nothing built it.
+    # (results/stored.py); None where nothing built it.
     evidence: Evidence | None = field(default=None, compare=False)
 
 

@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from pathlib import PurePath
 
 from espforensics.checks.leaks import name_fields
-from espforensics.coverage import Tally
 from espforensics.frames import Frames, first_frames
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
-from espforensics.summary import MisplacedLayout, SaSummary, Summary
+from espforensics.results.coverage import Tally
+from espforensics.results.summary import MisplacedLayout, SaSummary, Summary
 
 EXAMPLES = 5
 LAYOUTS_SHOWN = 8  # misplaced layouts a report lists one by one

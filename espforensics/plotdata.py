@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 from espforensics.tables import ns_to_seconds
 
 F64 = npt.NDArray[np.float64]

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from espforensics.frames import Frames, runs_text
 from espforensics.intervals import I64
 from espforensics.model import Finding
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 
 SA_COLUMNS = (
     "spi",

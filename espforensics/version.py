@@ -4,7 +4,7 @@ In: nothing. Out: ``TOOL_VERSION`` ("0+unknown" in a source tree that was
 never installed). Raises nothing. Its own module, importing nothing of ours
 and no third-party library, so that ``espforensics --version`` and a bug
 report name the version without loading the analysis (start-up,
-docs/performance.md); summary.py re-exports it.
+docs/performance.md); results/summary.py re-exports it.
 """
 
 from __future__ import annotations

@@ -45,8 +45,8 @@ from espforensics.render.compare import (
 from espforensics.render.json import render_json
 from espforensics.render.markdown import render_report_md
 from espforensics.render.text import render_report, render_summary
+from espforensics.results.summary import Summary
 from espforensics.rewrite import CaptureCopies
-from espforensics.summary import Summary
 from fuzz import lanecount
 from fuzz.corpus import seed_named
 from fuzz.inputs import FuzzInput

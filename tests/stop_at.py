@@ -1,7 +1,7 @@
 """Run ``espforensics`` in a child process that stops at a chosen point, for signal tests.
 
 ``python tests/stop_at.py MODULE ATTR CONDITION ARGS...`` replaces
-``MODULE.ATTR`` (e.g. ``espforensics.summary_builder`` ``SummaryBuilder.observe``)
+``MODULE.ATTR`` (e.g. ``espforensics.results.builder`` ``SummaryBuilder.observe``)
 by a wrapper that, on the first call whose arguments make ``CONDITION``
 (a Python expression over ``args``) true, writes ``reached`` to stdout
 and then reads stdin, which the test never writes to. The command

@@ -19,7 +19,7 @@ import pytest
 from espforensics.analysis import analyze_to_dir
 from espforensics.batch.run import run_batch
 from espforensics.errors import CaptureTruncated
-from espforensics.summary_builder import SummaryBuilder
+from espforensics.results.builder import SummaryBuilder
 from espforensics.synth import build_scenario, write_scenario
 from tests.stop_at import run_until_stopped
 
@@ -80,7 +80,7 @@ def test_a_killed_run_leaves_no_final_name(capture: tuple[Path, Path], tmp_path:
     args = ["analyze", str(cap), "--sa", str(keys), "--out", str(out), "--no-plots", "-q"]
     where = "args[1].frame == 40"
     with run_until_stopped(
-        "espforensics.summary_builder", "SummaryBuilder.observe", where, args
+        "espforensics.results.builder", "SummaryBuilder.observe", where, args
     ) as run:
         os.killpg(run.proc.pid, signal.SIGKILL)
         run.proc.wait()
@@ -136,7 +136,7 @@ def test_a_killed_batch_leaves_a_partial_folder_that_a_rerun_replaces(
     cap, keys = capture
     out = tmp_path / "batch"
     with run_until_stopped(
-        "espforensics.summary_builder",
+        "espforensics.results.builder",
         "SummaryBuilder.observe",
         "args[1].frame == 40",
         [*_batch_args(cap, keys, out), "--no-plots"],

@@ -24,7 +24,7 @@ from espforensics.causes import CAUSES, LikelyCause, likely_causes
 from espforensics.facts import FACT_NAMES
 from espforensics.render.content import report_content
 from espforensics.render.text import format_text
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 from espforensics.synth import SCENARIOS, build_scenario, write_scenario
 from espforensics.synth.builder import (
     V4_A,

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import espforensics
 from espforensics.batch.task import CaptureTask, run_task
 from espforensics.cli import app
-from espforensics.summary import TOOL_VERSION
+from espforensics.results.summary import TOOL_VERSION
 from espforensics.synth import build_scenario, write_scenario
 from espforensics.workers import Workers, cap_workers
 

@@ -24,7 +24,7 @@ from espforensics.render.compare import (
     render_comparison_json,
     render_comparison_md,
 )
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 from espforensics.synth import build_scenario, write_scenario
 from tests import helpers
 

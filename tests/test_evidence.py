@@ -3,7 +3,7 @@
 Per kind, a synth scenario's finding carries the exact values its detail
 states and its frames and count agree with; the likely causes and the
 lead's key sentence stay the same when every detail is reworded and change
-when the evidence does; and what stored.py reads back from a summary.json's
+when the evidence does; and what results/stored.py reads back from a summary.json's
 words equals the evidence the check built.
 """
 
@@ -44,9 +44,9 @@ from espforensics.evidence import (
 from espforensics.keys import SaTable, Secret
 from espforensics.lead import lead
 from espforensics.model import Finding, FindingKind
+from espforensics.results.stored import stored_evidence
+from espforensics.results.summary import Summary
 from espforensics.rewrite.comments import finding_comment
-from espforensics.stored import stored_evidence
-from espforensics.summary import Summary
 from espforensics.synth import build_scenario, write_scenario
 from tests.helpers import real_capture
 
@@ -208,7 +208,7 @@ def test_the_lead_reads_the_key_doctors_evidence() -> None:
     assert f"verify with {ev.cure}: fix the key file for SPI 0x00001001" in said[1]
 
 
-# -- summary.json keeps words only: stored.py reads back the evidence the check built -------
+# -- summary.json keeps words only: results/stored.py reads back the evidence the check built
 
 STORED = (
     "kernel-gso-v4",
@@ -223,7 +223,8 @@ STORED = (
 )
 
 
-# The evidence facts.py, lead.py and the annotated copy's comments read: stored.py restores it
+# The evidence facts.py, lead.py and the annotated copy's comments read (results/stored.py
+# restores it)
 READ = (IvReuse, IvChained, IvDeviating, SeqDuplicates, EsnWrap, EsnMismatch, KeyMismatch)
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from espforensics.analysis import summarize
 from espforensics.expect import ExpectError, evaluate, parse_expect
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 from espforensics.synth import write_scenario
 from tests.helpers import scenario
 

@@ -34,7 +34,7 @@ from espforensics.render.tcpdump import (
     filter_note,
     misplaced_filter,
 )
-from espforensics.summary import MisplacedLayout
+from espforensics.results.summary import MisplacedLayout
 from espforensics.synth import Scenario, bench_sas, iter_bench_frames
 from espforensics.synth.packets import ipv4_fragments, ipv6_fragments
 from tests.helpers import (

@@ -128,6 +128,6 @@ def test_a_cycle_is_found_where_there_is_one() -> None:
 
 def test_the_graph_reads_deferred_imports_and_leaves_type_checking_out() -> None:
     graph = import_graph()
-    assert "espforensics.summary" in graph["espforensics.summary_builder"]
-    assert "espforensics.summary_builder" not in graph["espforensics.summary"]
+    assert "espforensics.results.summary" in graph["espforensics.results.builder"]
+    assert "espforensics.results.builder" not in graph["espforensics.results.summary"]
     assert "espforensics.checks" in graph["espforensics.engine.steady"]

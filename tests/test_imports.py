@@ -71,7 +71,11 @@ def test_the_command_line_loads_no_analysis_and_no_heavy_library() -> None:
     loaded = _loaded("import espforensics.cli")
     assert {"typer", "espforensics.cli", "espforensics.cli_typer"} <= loaded  # it did happen
     assert _heavy(loaded) == set()
-    analysis = {"espforensics.analysis", "espforensics.summary", "espforensics.cli_commands"}
+    analysis = {
+        "espforensics.analysis",
+        "espforensics.results.summary",
+        "espforensics.cli_commands",
+    }
     assert not analysis & loaded
     assert not {m for m in loaded if m.startswith(("espforensics.batch", "espforensics.plots"))}
     assert not {"espforensics.compare", "espforensics.render.compare"} & loaded
@@ -79,10 +83,10 @@ def test_the_command_line_loads_no_analysis_and_no_heavy_library() -> None:
 
 def test_the_summary_types_load_neither_the_engine_nor_the_builder() -> None:
     """A report is rendered from a Summary (``report``); the steady lane's rows only count."""
-    loaded = _loaded("import espforensics.summary")
-    assert "espforensics.summary" in loaded
+    loaded = _loaded("import espforensics.results.summary")
+    assert "espforensics.results.summary" in loaded
     assert not {m for m in loaded if m.startswith("espforensics.engine")}
-    assert "espforensics.summary_builder" not in loaded
+    assert "espforensics.results.builder" not in loaded
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -213,7 +217,7 @@ def test_report_loads_neither_pyarrow_nor_the_engine(tmp_path: Path) -> None:
     assert code == 0
     code, loaded = _run_cli(["report", str(out)], tmp_path)
     assert code == 0
-    assert {"espforensics.render.text", "espforensics.summary"} <= loaded  # it did run
+    assert {"espforensics.render.text", "espforensics.results.summary"} <= loaded  # it did run
     assert not {m for m in loaded if m.split(".")[0] in ("pyarrow", "pandas", "matplotlib", "dask")}
     analysis = ("espforensics.engine", "espforensics.tables", "espforensics.analysis_run")
     assert not {m for m in loaded if m.startswith(analysis)}
@@ -296,9 +300,9 @@ def test_analyze_with_plots_draws_on_agg_without_pyplot(tmp_path: Path) -> None:
 # Every name the four split modules offered before the split (the lead's merge and the
 # other helpers' code import them from there), with the module that now defines it.
 MOVED = {
-    "espforensics.summary": {
-        "Summary": "espforensics.summary",
-        "sort_findings": "espforensics.summary",
+    "espforensics.results.summary": {
+        "Summary": "espforensics.results.summary",
+        "sort_findings": "espforensics.results.summary",
     },
     "espforensics.analysis": {
         "sha256_file": "espforensics.analysis_run",

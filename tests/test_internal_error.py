@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from espforensics import cli
 from espforensics.crypto import AeadContext
 from espforensics.errors import EXIT_INTERNAL, scrub
-from espforensics.summary_builder import SummaryBuilder
+from espforensics.results.builder import SummaryBuilder
 from espforensics.synth import build_scenario, write_scenario
 
 runner = CliRunner()

@@ -20,7 +20,7 @@ from espforensics.checks.unused import unused_note
 from espforensics.cli import app
 from espforensics.model import ANY_SPI, FindingKind, UnusedReason, Verdict
 from espforensics.pipeline import Options
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 from tests import helpers
 
 CAPTURES = helpers.CAPTURES / "linux-6.1"

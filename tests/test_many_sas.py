@@ -21,7 +21,7 @@ from espforensics.engine import Engine
 from espforensics.keys import SaTable
 from espforensics.model import Frame, PacketRecord
 from espforensics.pipeline import FrameAnalyzer, Options
-from espforensics.summary_builder import SummaryBuilder
+from espforensics.results.builder import SummaryBuilder
 from espforensics.synth.bench import iter_bench_frames, with_spis
 
 FEW, MANY = 2000, 4000  # SAs, one packet each

@@ -41,7 +41,7 @@ from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.render.content import report_content
 from espforensics.render.html import format_html
 from espforensics.render.text import render_report
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 from espforensics.synth.esp import EspSealer
 from espforensics.synth.packets import ipv4_packet, ipv6_packet, udp_bytes
 from espforensics.tables import iter_packet_records

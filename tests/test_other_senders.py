@@ -20,7 +20,6 @@ import pytest
 
 from espforensics import analyze
 from espforensics.checks.iv_derivation import IvDerivationCheck
-from espforensics.coverage import tally
 from espforensics.evidence import IvChained, IvPredictable, ReservedSpi
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import CBC_AES, SecurityAssociation
@@ -28,7 +27,8 @@ from espforensics.lead import lead
 from espforensics.model import Finding, FindingKind, IvScheme, Severity, Verdict
 from espforensics.narrative import verdict_sentences
 from espforensics.pipeline import Options
-from espforensics.summary import Summary
+from espforensics.results.coverage import tally
+from espforensics.results.summary import Summary
 from espforensics.synth import Scenario, write_scenario
 from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, Fault, SaFlow, make_sa
 from espforensics.synth.esp import ESP_HEADER, IvFixed

@@ -24,7 +24,7 @@ from espforensics.keys import SaTable
 from espforensics.model import DecryptionSecrets, Frame
 from espforensics.pipeline import Options
 from espforensics.receiver.verdict import COUNTERS, PROTO_ERROR
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, Fault, SaFlow, sa_pair
 from espforensics.synth.keytext import esp_sa_text
 from espforensics.synth.packets import udp_bytes

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from espforensics.analysis import load_summary
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 from espforensics.synth import write_scenario
 from tests.helpers import CAPTURES, needs_captures, run_cli, scenario
 

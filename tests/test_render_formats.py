@@ -23,7 +23,7 @@ from espforensics.cli import Format
 from espforensics.model import SEVERITY_RANK, FindingKind, Severity
 from espforensics.render.content import CHECKS, Report, report_content
 from espforensics.render.registry import FILE_RENDERERS, RENDERERS, STDOUT_FORMATS
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 from espforensics.synth import SCENARIOS, build_scenario, write_scenario
 
 

@@ -358,8 +358,8 @@ def test_layout_keeps_the_clear_bytes_masked_where_they_vary(
 ) -> None:
     from espforensics.narrative import clear_bytes, clear_fields
     from espforensics.render.text import render_report
-    from espforensics.summary import CaptureInfo, Summary
-    from espforensics.summary_builder import SummaryBuilder
+    from espforensics.results.builder import SummaryBuilder
+    from espforensics.results.summary import CaptureInfo, Summary
 
     builder = SummaryBuilder()
     for i, clear in enumerate(clears, 1):
@@ -381,8 +381,8 @@ def test_layout_keeps_the_clear_bytes_masked_where_they_vary(
 def test_summary_json_without_clear_hex_still_loads() -> None:
     """summary.json written before clear_hex: the prefix is shown, not invented."""
     from espforensics.narrative import clear_bytes
-    from espforensics.summary import CaptureInfo, Summary
-    from espforensics.summary_builder import SummaryBuilder
+    from espforensics.results.builder import SummaryBuilder
+    from espforensics.results.summary import CaptureInfo, Summary
 
     builder = SummaryBuilder()
     builder.observe(_misplaced_record(1, "45 00 05 ac"))
@@ -469,7 +469,7 @@ def test_a_report_of_many_sas_lists_the_worst_twenty_and_counts_the_rest(
 def test_summary_json_lays_out_one_line_per_sa_and_finding(gso_v6: Path) -> None:
     from espforensics.analysis import load_summary
     from espforensics.render.json import render_json
-    from espforensics.summary import Summary
+    from espforensics.results.summary import Summary
 
     summary = load_summary(gso_v6)
     text = render_json(summary)

@@ -25,8 +25,8 @@ from espforensics.checks.coverage import (
     proven,
     seen,
 )
-from espforensics.coverage import CheckCoverage, Tally, check_coverage, tally
 from espforensics.intervals import IntervalSet
+from espforensics.results.coverage import CheckCoverage, Tally, check_coverage, tally
 from espforensics.window import RecentWindow
 
 GCM = "rfc4106(gcm(aes))"

@@ -12,8 +12,8 @@ import json
 from espforensics.model import Finding, FindingKind, PacketRecord, Proto, Severity, Verdict
 from espforensics.render.content import report_content
 from espforensics.render.json import format_json
-from espforensics.summary import CaptureInfo, SaSummary, Summary, finding_json, sa_json
-from espforensics.summary_builder import SummaryBuilder
+from espforensics.results.builder import SummaryBuilder
+from espforensics.results.summary import CaptureInfo, SaSummary, Summary, finding_json, sa_json
 
 
 def _sa(spi: int) -> SaSummary:

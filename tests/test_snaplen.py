@@ -27,10 +27,10 @@ from espforensics.pipeline import Options
 from espforensics.render.content import report_content
 from espforensics.render.ktap import format_ktap
 from espforensics.render.text import format_text
+from espforensics.results.builder import SummaryBuilder
+from espforensics.results.stored import stored_evidence
+from espforensics.results.summary import CaptureInfo, Summary
 from espforensics.rewrite.comments import verdict_comment
-from espforensics.stored import stored_evidence
-from espforensics.summary import CaptureInfo, Summary
-from espforensics.summary_builder import SummaryBuilder
 from espforensics.synth import write_capture
 from tests.helpers import (
     PER_FRAME,

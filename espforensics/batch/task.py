@@ -27,7 +27,7 @@ from espforensics.errors import InputError
 from espforensics.keys import SaTable, argument_name, load_sas
 from espforensics.narrative import worst_severity
 from espforensics.pipeline import Options
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 
 PARTIAL = ".partial-"
 

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from espforensics.analysis_outdir import partial
 from espforensics.errors import OutputError
 from espforensics.reconcile.run import Clock, Fate, FateRow, Reconciled
-from espforensics.summary import TOOL_VERSION
+from espforensics.results.summary import TOOL_VERSION
 
 WIDTH = 72
 FILES = ("reconcile.csv", "reconcile.parquet", "report.txt", "summary.json")  # in that order

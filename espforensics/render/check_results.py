@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from espforensics import narrative
-from espforensics.coverage import CheckCoverage
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity
-from espforensics.summary import Summary
+from espforensics.results.coverage import CheckCoverage
+from espforensics.results.summary import Summary
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,6 @@ from pathlib import PurePath
 
 from espforensics import narrative
 from espforensics.causes import CAUSES, LikelyCause, likely_causes
-from espforensics.coverage import tally
 from espforensics.frames import Frames, display_filter
 from espforensics.lead import lead
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
@@ -37,7 +36,8 @@ from espforensics.render.check_results import (
     skip_reason,
 )
 from espforensics.render.tcpdump import filter_note, misplaced_filter
-from espforensics.summary import MisplacedLayout, SaSummary, Summary
+from espforensics.results.coverage import tally
+from espforensics.results.summary import MisplacedLayout, SaSummary, Summary
 
 FINDINGS_SHOWN = 2000  # finding rows a report lists one by one; findings.csv has every one
 FILTER_SHOWN = 60  # a Wireshark filter longer than this is left to findings.csv

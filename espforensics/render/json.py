@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from espforensics.render.content import Report, report_content
-from espforensics.summary import Summary, finding_json, sa_json
+from espforensics.results.summary import Summary, finding_json, sa_json
 
 # Lists that may hold one row per SA or finding (tens of thousands for a scan) are laid
 # out one compact row per line: json's C encoder does not indent, and its Python

@@ -25,7 +25,7 @@ from pathlib import PurePath
 from espforensics.expect import Checked
 from espforensics.render.content import CheckResult, Report
 from espforensics.render.text import ascii_only
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 
 
 def _line(text: str) -> str:

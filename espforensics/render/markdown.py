@@ -16,7 +16,7 @@ from espforensics.render.content import (
     coverage_rows,
     report_content,
 )
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 
 
 def _cell(text: object) -> str:

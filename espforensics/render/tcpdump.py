@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from espforensics.summary import MisplacedLayout
+from espforensics.results.summary import MisplacedLayout
 
 MAX_LAYOUTS = 8  # beyond this a filter is no help to a human
 CROSSED = frozenset({"vlan", "pppoes", "mpls", "geneve"})  # the carriers libpcap 1.10 crosses

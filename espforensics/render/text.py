@@ -13,7 +13,7 @@ import textwrap
 
 from espforensics.render import tcpdump
 from espforensics.render.content import RECEIVER_HEADING, Report, SaRow, report_content
-from espforensics.summary import Summary
+from espforensics.results.summary import Summary
 
 WIDTH = 72
 

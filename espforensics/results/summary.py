@@ -1,12 +1,12 @@
 """The ``Summary`` of a run, to and from ``summary.json``.
 
-In: what ``SummaryBuilder`` (summary_builder.py) counted
+In: what ``SummaryBuilder`` (results/builder.py) counted
 from the record stream, and the capture's identity (``CaptureInfo``). Out: a
 frozen ``Summary`` whose ``to_json()`` is ``summary.json`` (schema 1) and
 from which every renderer works. Raises nothing; ``Summary.from_json``
 raises ``KeyError``/``TypeError`` on a foreign document, which callers wrap.
 
-All counting lives here and in summary_builder.py, so renderers never count.
+All counting lives here and in results/builder.py, so renderers never count.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
-from espforensics.coverage import CheckCoverage, check_coverage
 from espforensics.frames import frame_runs, from_runs
 from espforensics.model import (
     ANY_SPI,
@@ -27,7 +26,8 @@ from espforensics.model import (
     UnusedSa,
 )
 from espforensics.receiver.prediction import Observed, ReceiverHost, ReceiverSa
-from espforensics.stored import stored_evidence
+from espforensics.results.coverage import CheckCoverage, check_coverage
+from espforensics.results.stored import stored_evidence
 from espforensics.version import TOOL_VERSION as TOOL_VERSION  # noqa: PLC0414 (its home)
 
 SCHEMA = 1

@@ -2,9 +2,9 @@
 
 In: ``PacketRecord`` values (``observe``) and the steady lane's runs of
 ``ok`` rows (``observe_rows``), then the checks' findings and the capture's
-identity (``finish``). Out: the frozen ``Summary`` of summary.py. Raises
+identity (``finish``). Out: the frozen ``Summary`` of results/summary.py. Raises
 nothing. Per-SA counts live in ``_SaAcc``, misplaced layouts in
-``_LayoutAcc``; ``espforensics.summary`` re-exports ``SummaryBuilder``.
+``_LayoutAcc``; ``espforensics.results.summary`` re-exports ``SummaryBuilder``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import numpy as np
 import numpy.typing as npt
 
 from espforensics.checks.coverage import CUT_FOUND, CUT_READ, cut_kind
-from espforensics.coverage import check_coverage
 from espforensics.engine import SteadyRows
 from espforensics.model import (
     Finding,
@@ -30,7 +29,8 @@ from espforensics.model import (
 )
 from espforensics.rare import Rare
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
-from espforensics.summary import (
+from espforensics.results.coverage import check_coverage
+from espforensics.results.summary import (
     TOOL_VERSION,
     CaptureInfo,
     MisplacedLayout,
