@@ -23,8 +23,7 @@ from pathlib import Path
 
 import typer
 
-from espforensics.analysis_outdir import prepare_out_dir
-from espforensics.analysis_run import sha256_file
+from espforensics.analysis.run import sha256_file
 from espforensics.cli_errors import _guarded
 from espforensics.cli_typer import ReconcileFormat
 from espforensics.errors import InputError
@@ -37,6 +36,7 @@ from espforensics.reconcile.out import (
     summary_lines,
 )
 from espforensics.reconcile.run import Reconciled, Reconciliation
+from espforensics.results.folder import prepare_out_dir
 
 STDOUT_ONLY = "-"
 

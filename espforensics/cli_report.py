@@ -18,7 +18,6 @@ import typer
 from typer._click.exceptions import UsageError  # typer vendors its own click
 from typer._click.globals import get_current_context
 
-from espforensics.analysis_outdir import load_summary
 from espforensics.cli_errors import _guarded
 from espforensics.cli_expect import assertions, settle
 from espforensics.cli_typer import FailOn, Format
@@ -26,6 +25,7 @@ from espforensics.gate import exit_code, worst_code
 from espforensics.model import Severity, Unchecked
 from espforensics.render.content import report_content
 from espforensics.render.registry import FOLDER_VIEWS, RENDERERS
+from espforensics.results.folder import load_summary
 from espforensics.results.summary import Summary
 
 

@@ -1,6 +1,6 @@
 """Progress of one analysis: frames read, frames/s and the phase it is in.
 
-In: calls from ``analyze_to_dir`` (analysis.py): ``reading(frames,
+In: calls from ``analyze_to_dir`` (analysis/__init__.py): ``reading(frames,
 bytes_read)`` about every 4,096 frames, and ``phase(name)`` when the
 reading ends and each output stage starts (the ~9 s of writing tables,
 plots and reports after the last frame of a 2M-frame capture used to pass

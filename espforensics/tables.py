@@ -347,7 +347,7 @@ class PacketTableWriter(RowGroups):
     The files are encoded and written on a thread (pyarrow releases the GIL
     there: 3.4 us per frame taken off the analyzing thread). At most
     ``_QUEUED`` row groups wait for it, so memory stays bounded. The
-    caller names the files (analysis.py writes them under temporary names).
+    caller names the files (analysis/__init__.py writes them under temporary names).
     ``csv_rows``: packets.csv is written while the capture has at most that
     many frames, and removed once it has more (``csv_dropped``); None: always
     written; 0: never.

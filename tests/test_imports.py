@@ -219,7 +219,7 @@ def test_report_loads_neither_pyarrow_nor_the_engine(tmp_path: Path) -> None:
     assert code == 0
     assert {"espforensics.render.text", "espforensics.results.summary"} <= loaded  # it did run
     assert not {m for m in loaded if m.split(".")[0] in ("pyarrow", "pandas", "matplotlib", "dask")}
-    analysis = ("espforensics.engine", "espforensics.tables", "espforensics.analysis_run")
+    analysis = ("espforensics.engine", "espforensics.tables", "espforensics.analysis.run")
     assert not {m for m in loaded if m.startswith(analysis)}
     assert not {"espforensics.analysis", "espforensics.cli_commands"} & loaded
 
@@ -305,12 +305,12 @@ MOVED = {
         "sort_findings": "espforensics.results.summary",
     },
     "espforensics.analysis": {
-        "sha256_file": "espforensics.analysis_run",
-        "capture_info": "espforensics.analysis_run",
-        "load_summary": "espforensics.analysis_outdir",
-        "default_out_dir": "espforensics.analysis_outdir",
-        "prepare_out_dir": "espforensics.analysis_outdir",
-        "partial": "espforensics.analysis_outdir",
+        "sha256_file": "espforensics.analysis.run",
+        "capture_info": "espforensics.analysis.run",
+        "load_summary": "espforensics.results.folder",
+        "default_out_dir": "espforensics.results.folder",
+        "prepare_out_dir": "espforensics.results.folder",
+        "partial": "espforensics.results.folder",
         "analyze_to_dir": "espforensics.analysis",
         "summary_of": "espforensics.analysis",
     },
@@ -342,10 +342,11 @@ def test_a_split_module_still_offers_every_name(module: str) -> None:
 
 
 def test_the_constants_of_split_modules_are_the_same_objects() -> None:
-    from espforensics import analysis, analysis_outdir, render
+    from espforensics import analysis, render
     from espforensics.render import check_results
+    from espforensics.results import folder
 
-    assert analysis.OUTPUT_FILES is analysis_outdir.OUTPUT_FILES
+    assert analysis.OUTPUT_FILES is folder.OUTPUT_FILES
     assert analysis.OUTPUT_FILES[-1] == "summary.json"  # renamed into place last
     assert render.content.CHECKS is check_results.CHECKS
     assert render.content.NOUNS is check_results.NOUNS

@@ -73,7 +73,7 @@ def capture_row(r: CaptureResult) -> list[object]:
 
 
 def _prepare(out: Path) -> None:
-    if out.exists() and not out.is_dir():  # as analyze's --out (analysis_outdir.py)
+    if out.exists() and not out.is_dir():  # as analyze's --out (results/folder.py)
         raise OutputExistsError(str(out), "exists and is not a folder")
     try:
         (out / "captures").mkdir(parents=True, exist_ok=True)

@@ -24,9 +24,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from espforensics.analysis_outdir import partial
 from espforensics.errors import OutputError
 from espforensics.reconcile.run import Clock, Fate, FateRow, Reconciled
+from espforensics.results.folder import partial
 from espforensics.results.summary import TOOL_VERSION
 
 WIDTH = 72

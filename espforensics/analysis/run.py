@@ -6,7 +6,7 @@ In: a capture path, SAs (an ``SaTable``, key file paths or none),
 capture's SHA-256 is computed on a thread meanwhile. Raises the
 ``InputError`` of a key file or a capture that cannot be read at all; an
 error met while reading frames is returned, so the caller writes what was
-read before it raises. analysis.py builds its entry points on this.
+read before it raises. analysis/__init__.py builds its entry points on this.
 """
 
 from __future__ import annotations

@@ -23,16 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from espforensics.analysis_outdir import (
-    OUTPUT_FILES,
-    PARTIAL,
-    _publish,
-    default_out_dir,
-    load_summary,
-    partial,
-    prepare_out_dir,
-)
-from espforensics.analysis_run import (
+from espforensics.analysis.run import (
     KeyPath,
     KeysArg,
     Progress,
@@ -51,6 +42,15 @@ from espforensics.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
 from espforensics.receiver.xfrm_stat import XfrmStatFiles, observed
 from espforensics.render.content import report_content
 from espforensics.render.registry import FILE_RENDERERS
+from espforensics.results.folder import (
+    OUTPUT_FILES,
+    PARTIAL,
+    _publish,
+    default_out_dir,
+    load_summary,
+    partial,
+    prepare_out_dir,
+)
 from espforensics.results.summary import Summary
 from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
 from espforensics.small_tables import write_finding_frames, write_findings_csv, write_sas_csv
