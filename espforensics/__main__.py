@@ -1,6 +1,6 @@
 """The ``espforensics`` command and ``python -m espforensics``.
 
-Light on purpose: the command line (typer; cli.py then imports the
+Light on purpose: the command line (typer; cli/__init__.py then imports the
 analysis, numpy, pyarrow, cryptography, only inside the command that runs)
 is imported inside ``main``, so a Ctrl-C while it loads is reported like
 any other, in one line and exit 130. A bug anywhere in a

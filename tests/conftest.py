@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-import espforensics.cli_commands
+import espforensics.cli.commands
 from espforensics.engine import pool, run
 from espforensics.engine.plain import Decoded
 from espforensics.engine.plan import Opening
@@ -61,7 +61,7 @@ def _no_periodic_progress(monkeypatch: pytest.MonkeyPatch) -> None:
     """Off a terminal, ``analyze`` writes a progress line once a run passes 10 s; on a loaded
     CI machine a test's run may, so a test's stderr would depend on timing. The clock stands
     still here; tests of the progress lines (tests/test_progress.py) set their own."""
-    monkeypatch.setattr(espforensics.cli_commands, "monotonic", lambda: 0.0)
+    monkeypatch.setattr(espforensics.cli.commands, "monotonic", lambda: 0.0)
 
 
 @pytest.fixture(params=[PER_FRAME, STEADY], ids=["per-frame", "steady-batch64"])

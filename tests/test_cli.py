@@ -167,7 +167,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path, monkeypatch: pytest.Mon
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("espforensics.cli_commands.analyze_to_dir", interrupted)
+    monkeypatch.setattr("espforensics.cli.commands.analyze_to_dir", interrupted)
     capture = FIXTURES / "example.pcap"
     res = runner.invoke(app, ["analyze", str(capture), "--out", str(tmp_path)])
     assert res.exit_code == 130
@@ -180,7 +180,7 @@ class _Interrupting(ModuleType):
     """A body whose commands raise KeyboardInterrupt: a Ctrl-C while it is imported."""
 
     def __getattr__(self, name: str) -> object:
-        if name.endswith("_command"):  # what cli.py imports of it
+        if name.endswith("_command"):  # what cli/__init__.py imports of it
             raise KeyboardInterrupt
         raise AttributeError(name)
 
@@ -188,9 +188,9 @@ class _Interrupting(ModuleType):
 @pytest.mark.parametrize(
     ("body", "args"),
     [
-        ("espforensics.cli_commands", ["analyze", "x.pcap"]),
-        ("espforensics.cli_report", ["report", "out"]),
-        ("espforensics.cli_reconcile", ["reconcile", "a.pcap", "b.pcap"]),
+        ("espforensics.cli.commands", ["analyze", "x.pcap"]),
+        ("espforensics.cli.report", ["report", "out"]),
+        ("espforensics.cli.reconcile", ["reconcile", "a.pcap", "b.pcap"]),
     ],
 )
 def test_ctrl_c_while_a_command_loads_is_one_line_and_exit_130(

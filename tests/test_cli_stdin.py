@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from espforensics.cli import app
-from espforensics.cli_errors import _guarded
+from espforensics.cli.errors import _guarded
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CAPTURE = FIXTURES / "example.pcap"
@@ -231,7 +231,7 @@ def test_sa_text_reaches_the_key_reader_as_typed(
         seen.append(sas)
         raise KeyboardInterrupt  # enough: the value has arrived
 
-    monkeypatch.setattr("espforensics.cli_commands.analyze_to_dir", record)
+    monkeypatch.setattr("espforensics.cli.commands.analyze_to_dir", record)
     text = '0x1001@192.0.2.2 aes128-cbc:"a//b//c//d//e//f"'
     res = runner.invoke(app, ["analyze", str(CAPTURE), "--sa", text, "--out", str(tmp_path)])
     assert res.exit_code == 130

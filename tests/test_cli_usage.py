@@ -26,7 +26,7 @@ runner = CliRunner()
 @pytest.fixture(autouse=True)
 def _frozen_progress_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     """Off a terminal a progress line comes every 10 s: none on a frozen clock."""
-    monkeypatch.setattr("espforensics.cli_commands.monotonic", lambda: 0.0)
+    monkeypatch.setattr("espforensics.cli.commands.monotonic", lambda: 0.0)
 
 
 def test_version_prints_the_package_version() -> None:
@@ -151,14 +151,14 @@ def test_analyze_threads_capped_at_the_cores_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[int] = []
-    monkeypatch.setattr("espforensics.cli_commands.usable_cores", lambda: 3)
+    monkeypatch.setattr("espforensics.cli.commands.usable_cores", lambda: 3)
     real = espforensics.analyze_to_dir
 
     def spy(*args: object, **kw: object) -> object:
         seen.append(int(kw["jobs"]))  # type: ignore[call-overload]
         return real(*args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("espforensics.cli_commands.analyze_to_dir", spy)
+    monkeypatch.setattr("espforensics.cli.commands.analyze_to_dir", spy)
     base = ["analyze", str(CAPTURE), "--sa", str(KEYS), "--no-plots", "--out"]
     res = runner.invoke(app, [*base, str(tmp_path / "a"), "--jobs", "100000"])
     assert res.exit_code == 0, res.stderr

@@ -67,14 +67,14 @@ def _heavy(loaded: set[str]) -> set[str]:
 
 def test_the_command_line_loads_no_analysis_and_no_heavy_library() -> None:
     """The commands are declared from typer and model.py's types; each imports its body
-    (cli_commands.py, the analysis) only when it runs."""
+    (cli/commands.py, the analysis) only when it runs."""
     loaded = _loaded("import espforensics.cli")
-    assert {"typer", "espforensics.cli", "espforensics.cli_typer"} <= loaded  # it did happen
+    assert {"typer", "espforensics.cli", "espforensics.cli.options"} <= loaded  # it did happen
     assert _heavy(loaded) == set()
     analysis = {
         "espforensics.analysis",
         "espforensics.results.summary",
-        "espforensics.cli_commands",
+        "espforensics.cli.commands",
     }
     assert not analysis & loaded
     assert not {m for m in loaded if m.startswith(("espforensics.batch", "espforensics.plots"))}
@@ -124,7 +124,7 @@ def test_help_version_and_completion_load_no_heavy_library(args: list[str], tmp_
     assert code == 0
     assert "espforensics.cli" in loaded
     assert _heavy(loaded) == set()
-    assert "espforensics.cli_commands" not in loaded
+    assert "espforensics.cli.commands" not in loaded
 
 
 def test_every_command_has_its_help_checked() -> None:
@@ -139,9 +139,9 @@ counts = {"before": 0, "loading": 0, "after": 0}
 
 
 def seen(phase, info):
-    \"\"\"Count collections before, while and after cli_commands is imported.\"\"\"
+    \"\"\"Count collections before, while and after cli/commands.py is imported.\"\"\"
     if phase == "start":
-        body = sys.modules.get("espforensics.cli_commands")
+        body = sys.modules.get("espforensics.cli.commands")
         loading = getattr(getattr(body, "__spec__", None), "_initializing", False)
         counts["before" if body is None else "loading" if loading else "after"] += 1
 
@@ -159,7 +159,7 @@ print(json.dumps(counts))
 
 
 def test_a_command_loads_the_analysis_with_the_collector_paused(tmp_path: Path) -> None:
-    """Its objects live to the end: a collection among them frees nothing (cli.py,
+    """Its objects live to the end: a collection among them frees nothing (cli/__init__.py,
     _importing_body); the run's own collections still happen."""
     args = ["analyze", *EXAMPLE, "--no-plots", "--quiet", "--out", str(tmp_path / "out")]
     code = COLLECTIONS.replace("ARGS", repr(args))
@@ -211,7 +211,7 @@ def test_analyze_without_plots_loads_no_pandas(tmp_path: Path) -> None:
 
 def test_report_loads_neither_pyarrow_nor_the_engine(tmp_path: Path) -> None:
     """``report`` renders an analysis's summary.json again: no table is read or written,
-    no capture analyzed (cli_report.py, not cli_commands.py)."""
+    no capture analyzed (cli/report.py, not cli/commands.py)."""
     out = tmp_path / "out"
     code, _ = _run_cli(["analyze", *EXAMPLE, "--no-plots", "--quiet", "--out", str(out)], tmp_path)
     assert code == 0
@@ -221,7 +221,7 @@ def test_report_loads_neither_pyarrow_nor_the_engine(tmp_path: Path) -> None:
     assert not {m for m in loaded if m.split(".")[0] in ("pyarrow", "pandas", "matplotlib", "dask")}
     analysis = ("espforensics.engine", "espforensics.tables", "espforensics.analysis.run")
     assert not {m for m in loaded if m.startswith(analysis)}
-    assert not {"espforensics.analysis", "espforensics.cli_commands"} & loaded
+    assert not {"espforensics.analysis", "espforensics.cli.commands"} & loaded
 
 
 # What analyze --no-plots on the example never uses, and so must not import (start-up,
@@ -322,14 +322,14 @@ MOVED = {
         "coverage_rows": "espforensics.render.content",
     },
     "espforensics.cli": {
-        "Format": "espforensics.cli_typer",
-        "FailOn": "espforensics.cli_typer",
-        "CompareFormat": "espforensics.cli_typer",
-        "_guarded": "espforensics.cli_errors",
-        "_report_bug": "espforensics.cli_errors",
-        "_BarMeter": "espforensics.cli_progress",
-        "_batch_progress": "espforensics.cli_progress",
-        "_show": "espforensics.cli_report",
+        "Format": "espforensics.cli.options",
+        "FailOn": "espforensics.cli.options",
+        "CompareFormat": "espforensics.cli.options",
+        "_guarded": "espforensics.cli.errors",
+        "_report_bug": "espforensics.cli.errors",
+        "_BarMeter": "espforensics.cli.progress",
+        "_batch_progress": "espforensics.cli.progress",
+        "_show": "espforensics.cli.report",
     },
 }
 

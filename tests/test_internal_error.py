@@ -139,7 +139,7 @@ def test_a_bug_in_report_goes_to_a_temporary_file(
         raise _leaky_bug(key)
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr("espforensics.cli_report.load_summary", buggy)
+    monkeypatch.setattr("espforensics.cli.report.load_summary", buggy)
     res = runner.invoke(cli.app, ["report", str(tmp_path / "nowhere")])
     assert res.exit_code == EXIT_INTERNAL
     what, where = _line(res.stderr)
@@ -164,7 +164,7 @@ def test_a_bug_outside_the_library_call_is_exit_70_too(
     temp = tmp_path / "temp"  # not tmp_path: the keys file is there
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    monkeypatch.setattr("espforensics.cli_commands._show", buggy)
+    monkeypatch.setattr("espforensics.cli.commands._show", buggy)
     out = tmp_path / "out"
     args = ["espforensics", "analyze", str(cap), "--sa", str(keys), "--out", str(out)]
     monkeypatch.setattr(sys, "argv", [*args, "--no-plots"])

@@ -17,7 +17,7 @@ from tests.helpers import run_cli
 @pytest.fixture(autouse=True)
 def _frozen_progress_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     """Off a terminal a progress line comes every 10 s: none on a frozen clock."""
-    monkeypatch.setattr("espforensics.cli_commands.monotonic", lambda: 0.0)
+    monkeypatch.setattr("espforensics.cli.commands.monotonic", lambda: 0.0)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def _run(capture: tuple[Path, Path], out: Path, *extra: str) -> tuple[int, str]:
 
 def _lower_limit(monkeypatch: pytest.MonkeyPatch, rows: int) -> None:
     monkeypatch.setattr("espforensics.analysis.CSV_ROWS", rows)
-    monkeypatch.setattr("espforensics.cli_commands.CSV_ROWS", rows)
+    monkeypatch.setattr("espforensics.cli.commands.CSV_ROWS", rows)
 
 
 def test_default_limit_is_a_million_frames() -> None:

@@ -141,7 +141,7 @@ def test_cli_off_a_terminal_prints_periodic_lines_unless_quiet(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, quiet: bool, expected: str
 ) -> None:
     """The clock advances 4 s at each reading: start 0, last frame 4, reading ends 8."""
-    monkeypatch.setattr("espforensics.cli_commands.monotonic", _clock(4.0))
+    monkeypatch.setattr("espforensics.cli.commands.monotonic", _clock(4.0))
     paths = write_scenario(build_scenario("ipv4-transport-tcp", seed=1), tmp_path, stem="c")
     args = ["analyze", str(paths["capture"]), "--sa", str(paths["keys"]), "--no-plots"]
     res = runner.invoke(app, [*args, "--out", str(tmp_path / "o"), *(["-q"] if quiet else [])])

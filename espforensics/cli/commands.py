@@ -1,10 +1,10 @@
-"""The bodies of the commands cli.py declares: analyze, compare and batch (report's is
-cli_report.py, which these share the report and the exit with).
+"""The bodies of the commands cli/__init__.py declares: analyze, compare and batch (report's is
+cli/report.py, which these share the report and the exit with).
 
-In: a command's option values, as typer parsed them for cli.py's declaration.
+In: a command's option values, as typer parsed them for cli/__init__.py's declaration.
 Out: the command's outputs, its lines on stdout and stderr, and its exit
-(cli.py's docstring lists the codes). Raises only ``typer.Exit`` and typer's
-usage error. cli.py imports this module inside each command, once typer has
+(cli/__init__.py's docstring lists the codes). Raises only ``typer.Exit`` and typer's
+usage error. cli/__init__.py imports this module inside each command, once typer has
 parsed the line: it loads the analysis (numpy, pyarrow, cryptography: most of
 a run's start-up), which ``--help``, ``--version`` and ``completion`` never
 need (docs/performance.md, start-up).
@@ -28,11 +28,11 @@ from espforensics.analysis import (
     summary_of,
 )
 from espforensics.capture.spool import STDIN, Spooled
-from espforensics.cli_errors import _guarded
-from espforensics.cli_expect import assertions, settle, xfrm_stat
-from espforensics.cli_progress import _BarMeter, _batch_progress
-from espforensics.cli_report import _batch_exit, _exit_gate, _show, _usage
-from espforensics.cli_typer import CompareFormat, FailOn, Format, selection
+from espforensics.cli.errors import _guarded
+from espforensics.cli.expect import assertions, settle, xfrm_stat
+from espforensics.cli.options import CompareFormat, FailOn, Format, selection
+from espforensics.cli.progress import _BarMeter, _batch_progress
+from espforensics.cli.report import _batch_exit, _exit_gate, _show, _usage
 from espforensics.engine.dask_workers import check_scheduler
 from espforensics.errors import EspForensicsError
 from espforensics.model import CSV_ROWS, SEVERITY_RANK, Severity, Unchecked

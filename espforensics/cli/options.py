@@ -8,8 +8,8 @@ reconcile's) and ``--fail-on``, the options several commands share and
 those of ``--expect`` and the receiver's counters, the help's epilogs (exit
 codes) and the shell completion scripts (``completion_script``;
 ``enable_completion`` makes a run answer them). Raises ``_UsageLine`` (a
-``ClickException``) for a usage error. cli.py builds the commands from
-these and re-exports every name; like cli.py, this module loads no part of
+``ClickException``) for a usage error. cli/__init__.py builds the commands from
+these and re-exports every name; like cli/__init__.py, this module loads no part of
 the analysis, so ``--help``, ``--version`` and ``completion`` start fast
 (docs/performance.md, start-up).
 """
@@ -238,7 +238,7 @@ FramesOption = Annotated[
         "frame is still a row, verdict not_selected.",
     ),
 ]
-# analyze's and report's (cli_expect.py does what they ask)
+# analyze's and report's (cli/expect.py does what they ask)
 ExpectOption = Annotated[
     str | None,
     typer.Option(

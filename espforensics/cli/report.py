@@ -18,9 +18,9 @@ import typer
 from typer._click.exceptions import UsageError  # typer vendors its own click
 from typer._click.globals import get_current_context
 
-from espforensics.cli_errors import _guarded
-from espforensics.cli_expect import assertions, settle
-from espforensics.cli_typer import FailOn, Format
+from espforensics.cli.errors import _guarded
+from espforensics.cli.expect import assertions, settle
+from espforensics.cli.options import FailOn, Format
 from espforensics.gate import exit_code, worst_code
 from espforensics.model import Severity, Unchecked
 from espforensics.render.content import report_content

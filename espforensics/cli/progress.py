@@ -2,7 +2,7 @@
 
 In: the capture's size, then the frames read and each phase (progress.py's
 ``Meter``); for a batch, each capture done. Out: a transient rich bar.
-Raises nothing. Off a terminal cli.py uses progress.py's ``LineMeter``.
+Raises nothing. Off a terminal cli/__init__.py uses progress.py's ``LineMeter``.
 """
 
 from __future__ import annotations

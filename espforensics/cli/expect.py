@@ -1,6 +1,6 @@
 """What the options that hold a run to what a test expects do: ``--expect`` and the
 receiver's counters (``--xfrm-stat-before``, ``--xfrm-stat-after``, ``--xfrm-stat-host``,
-``--xfrm-state-stats``; declared in cli_typer.py, which loads none of this).
+``--xfrm-state-stats``; declared in cli/options.py, which loads none of this).
 
 In: the options' values. Out: the parsed assertions and counters before the
 run (a bad one: exit 2 in one line, before any frame is read), and after it
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import typer
 
-from espforensics.cli_errors import _guarded
-from espforensics.cli_typer import Format
+from espforensics.cli.errors import _guarded
+from espforensics.cli.options import Format
 from espforensics.expect import Assertion, Checked, evaluate, parse_expect
 from espforensics.gate import EXIT_FINDING, EXIT_USAGE
 from espforensics.receiver.xfrm_stat import XfrmStatFiles, load_xfrm_stat

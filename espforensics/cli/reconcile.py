@@ -1,6 +1,6 @@
 """``espforensics reconcile SENDER RECEIVER``: the command around reconcile/run.py.
 
-cli.py declares the command and its options (its help) and imports this
+cli/__init__.py declares the command and its options (its help) and imports this
 module only when the command runs: it loads the analysis.
 
 In: two capture paths, the key files (optional: the receiver model's
@@ -24,8 +24,8 @@ from pathlib import Path
 import typer
 
 from espforensics.analysis.run import sha256_file
-from espforensics.cli_errors import _guarded
-from espforensics.cli_typer import ReconcileFormat
+from espforensics.cli.errors import _guarded
+from espforensics.cli.options import ReconcileFormat
 from espforensics.errors import InputError
 from espforensics.keys import load_sas
 from espforensics.reconcile.out import (
@@ -51,7 +51,7 @@ def reconcile_command(
     natt_port: list[int] | None,
     quiet: bool,
 ) -> None:
-    """``espforensics reconcile`` with its options' values (cli.py declares the command)."""
+    """``espforensics reconcile`` with its options' values (cli/__init__.py declares it)."""
     printed_only = out is not None and str(out) == STDOUT_ONLY
     folder = None if printed_only else (out or receiver.with_name(receiver.name + ".reconcile"))
     ports = frozenset(natt_port or (4500,))

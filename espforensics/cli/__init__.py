@@ -7,15 +7,14 @@ finding at or above ``--fail-on``, 2 usage or input error (one line
 ``key_mismatch`` findings fail), 4 no ESP packet verified (``--unchecked``
 chooses when), 70 a bug in espforensics (one
 line naming the file that holds its traceback, without any value), 130
-Ctrl-C. Nothing imports this module; it and the cli_*.py modules it is
-made of (cli_typer: typer's classes and the options, cli_errors: the exit
-of a command that fails, cli_progress: the bars, cli_commands,
-cli_report and cli_reconcile: the commands' bodies, cli_expect: what
---expect and the receiver's counters do) are the only modules that import
-typer and rich.
+Ctrl-C. Nothing imports this package; it and its modules (options.py:
+typer's classes and the options, errors.py: the exit of a command that
+fails, progress.py: the bars, commands.py, report.py and reconcile.py: the
+commands' bodies, expect.py: what --expect and the receiver's counters do)
+are the only modules that import typer and rich.
 
 Start-up (docs/performance.md): this module declares the commands (their
-options and help) from cli_typer.py and model.py's types only, and imports a
+options and help) from options.py and model.py's types only, and imports a
 command's body inside the command, once typer has parsed the line: so
 ``--help``, ``--version``, ``completion`` and every command's ``--help``
 load no part of the analysis, nor numpy, pyarrow or cryptography
@@ -35,8 +34,8 @@ from typing import Annotated, Any
 
 import typer
 
-from espforensics.cli_errors import _report_bug
-from espforensics.cli_typer import (
+from espforensics.cli.errors import _report_bug
+from espforensics.cli.options import (
     ANALYZE_EPILOG,
     BATCH_EPILOG,
     COMPARE_EPILOG,
@@ -229,7 +228,7 @@ def analyze(
 ) -> None:
     """Decrypt and check every ESP packet of CAPTURE; write tables, plots and reports to --out."""
     with _importing_body():  # the analysis: numpy, pyarrow, cryptography
-        from espforensics.cli_commands import analyze_command  # noqa: PLC0415
+        from espforensics.cli.commands import analyze_command  # noqa: PLC0415
 
     analyze_command(
         capture=capture,
@@ -274,7 +273,7 @@ def report(
 ) -> None:
     """Print the report of an earlier analysis (or batch) again; exit as it did."""
     with _importing_body():  # the summary and the renderers: numpy, cryptography
-        from espforensics.cli_report import report_command  # noqa: PLC0415
+        from espforensics.cli.report import report_command  # noqa: PLC0415
 
     report_command(folder, fmt, fail_on, unchecked, expect)
 
@@ -306,7 +305,7 @@ def compare(
 ) -> None:
     """Compare two captures (or analyses) side by side: a kernel before and after a patch."""
     with _importing_body():  # the analysis: numpy, pyarrow, cryptography
-        from espforensics.cli_commands import compare_command  # noqa: PLC0415
+        from espforensics.cli.commands import compare_command  # noqa: PLC0415
 
     compare_command(
         before=before,
@@ -355,7 +354,7 @@ def reconcile(
     of every packet (delivered, lost, changed, duplicated, reordered, outer_rewritten,
     unexpected) in DIR/reconcile.csv."""
     with _importing_body():  # the analysis: numpy, pyarrow, cryptography
-        from espforensics.cli_reconcile import reconcile_command  # noqa: PLC0415
+        from espforensics.cli.reconcile import reconcile_command  # noqa: PLC0415
 
     reconcile_command(sender, receiver, out, sa, force, fmt, natt_port, quiet)
 
@@ -395,7 +394,7 @@ def batch(
 ) -> None:
     """Analyze many captures in one pass, resumably; one row per capture in captures.csv."""
     with _importing_body():  # the analysis: numpy, pyarrow, cryptography
-        from espforensics.cli_commands import batch_command  # noqa: PLC0415
+        from espforensics.cli.commands import batch_command  # noqa: PLC0415
 
     batch_command(
         paths=paths,
@@ -420,7 +419,7 @@ def completion(
     typer.echo(completion_script(shell))
 
 
-__all__ = [  # defined in cli_typer.py, imported from here by tests and users
+__all__ = [  # defined in cli/options.py, imported from here by tests and users
     "FORMATS_HELP",
     "CompareFormat",
     "FailOn",
@@ -434,8 +433,8 @@ __all__ = [  # defined in cli_typer.py, imported from here by tests and users
 ]
 
 
-# What this module offered before the commands' bodies moved to cli_commands.py and
-# cli_report.py (which load the analysis), with the module that defines each: imported on
+# What this module offered before the commands' bodies moved to cli/commands.py and
+# cli/report.py (which load the analysis), with the module that defines each: imported on
 # first use (PEP 562).
 _MOVED = {
     **dict.fromkeys(
@@ -449,7 +448,7 @@ _MOVED = {
             "_streamed_notice",
             "_threads",
         ),
-        "espforensics.cli_commands",
+        "espforensics.cli.commands",
     ),
     **dict.fromkeys(
         (
@@ -462,11 +461,11 @@ _MOVED = {
             "_threshold",
             "_usage",
         ),
-        "espforensics.cli_report",
+        "espforensics.cli.report",
     ),
-    "_guarded": "espforensics.cli_errors",
-    "_BarMeter": "espforensics.cli_progress",
-    "_batch_progress": "espforensics.cli_progress",
+    "_guarded": "espforensics.cli.errors",
+    "_BarMeter": "espforensics.cli.progress",
+    "_batch_progress": "espforensics.cli.progress",
 }
 
 
