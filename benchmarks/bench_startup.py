@@ -47,12 +47,12 @@ NEUTRAL_CWD = tempfile.gettempdir()
 
 HERE = Path(__file__).resolve().parents[1]
 EXAMPLE = ("fixtures/example.pcap", "fixtures/example.keys.yaml")
-# The third-party modules a run of analyze --no-plots cannot do without (the floor of its
-# start-up: tables.py writes Parquet and CSV with pyarrow, crypto/ decrypts, the keys are YAML,
-# the CLI is typer's, whose options are coerced by pydantic; pandas is no longer among them:
-# its packets.parquet metadata is built from the schema and the arrays from buffers; nor is
-# dpkt: decode/clear.py sums RFC 1071 itself), and what drawing the plots adds (pandas with
-# matplotlib: the plots' data are DataFrames).
+# The third-party modules a run of analyze --no-plots cannot do without (the floor of its start-up:
+# tables/packets.py writes Parquet and CSV with pyarrow, crypto/ decrypts, the keys are YAML, the
+# CLI is typer's, whose options are coerced by pydantic; pandas is no longer among them: its
+# packets.parquet metadata is built from the schema and the arrays from buffers; nor is dpkt:
+# decode/clear.py sums RFC 1071 itself), and what drawing the plots adds (pandas with matplotlib:
+# the plots' data are DataFrames).
 LIBRARIES = (
     "numpy",
     "pyarrow.parquet",

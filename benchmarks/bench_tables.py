@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from espforensics.tables import (
+from espforensics.tables.packets import (
     CSV_ROWS,
     CSV_SCHEMA,
     DICTIONARY_COLUMNS,

@@ -289,7 +289,7 @@ class PacketRecord:
 PACKET_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PacketRecord))
 # packets.csv by default only up to this many frames: 2M frames made a 433 MB CSV beside
 # a Parquet file that holds the same rows; past it the CSV is dropped (``--csv`` keeps it).
-# Here, not in tables.py, for ``analyze --help``, which names it without loading pyarrow.
+# Here, not in tables/packets.py, for ``analyze --help``, which names it without loading pyarrow.
 CSV_ROWS = 1_000_000
 
 

@@ -42,7 +42,7 @@ from espforensics.model import DecryptionSecrets, Finding, Frame, PacketRecord, 
 from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.render import tcpdump
 from espforensics.synth import Scenario, build_scenario, write_scenario
-from espforensics.tables import records_to_table, steady_table
+from espforensics.tables.packets import records_to_table, steady_table
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from espforensics.arrow_arrays import bools, from_list, from_numpy, scalar, strings, to_numpy
 from espforensics.model import PacketRecord, Proto, Verdict
-from espforensics.tables import TIME_TYPE, packet_schema, records_to_table
+from espforensics.tables.arrow import bools, from_list, from_numpy, scalar, strings, to_numpy
+from espforensics.tables.packets import TIME_TYPE, packet_schema, records_to_table
 
 SETTINGS = settings(max_examples=200, deadline=None)
 INT64 = st.integers(-(2**63), 2**63 - 1)

@@ -187,14 +187,14 @@ def test_the_collector_is_as_the_caller_had_it_once_the_body_is_loaded() -> None
 
 def test_the_command_line_and_the_tables_load_no_pandas() -> None:
     """packets.parquet's pandas metadata is built from its schema (tables.pandas_metadata)."""
-    loaded = _loaded("import espforensics.cli, espforensics.tables")
-    assert {"pyarrow", "espforensics.tables"} <= loaded  # the import did happen
+    loaded = _loaded("import espforensics.cli, espforensics.tables.packets")
+    assert {"pyarrow", "espforensics.tables.packets"} <= loaded  # the import did happen
     assert "pandas" not in loaded
 
 
 def test_analyze_without_plots_loads_no_pandas(tmp_path: Path) -> None:
     """Nor does pyarrow load it for us: its ``pa.array`` imports pandas on first use
-    (apache/arrow#34994), so the packets table is built from buffers (arrow_arrays.py).
+    (apache/arrow#34994), so the packets table is built from buffers (tables/arrow.py).
     The capture copies, which read packets.parquet back, load none either."""
     out = tmp_path / "out"
     copies = ["--annotate", str(tmp_path / "a.pcapng"), "--decrypted", str(tmp_path / "d.pcap")]
@@ -219,7 +219,7 @@ def test_report_loads_neither_pyarrow_nor_the_engine(tmp_path: Path) -> None:
     assert code == 0
     assert {"espforensics.render.text", "espforensics.results.summary"} <= loaded  # it did run
     assert not {m for m in loaded if m.split(".")[0] in ("pyarrow", "pandas", "matplotlib", "dask")}
-    analysis = ("espforensics.engine", "espforensics.tables", "espforensics.analysis.run")
+    analysis = ("espforensics.engine", "espforensics.tables.packets", "espforensics.analysis.run")
     assert not {m for m in loaded if m.startswith(analysis)}
     assert not {"espforensics.analysis", "espforensics.cli.commands"} & loaded
 
@@ -232,7 +232,7 @@ NOT_IN_A_RUN = (
     "matplotlib",
     "dask",
     "espforensics.plots",
-    "espforensics.plotdata",
+    "espforensics.plots.data",
     "espforensics.compare",
     "espforensics.render.compare",
     "espforensics.batch",

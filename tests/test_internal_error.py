@@ -239,7 +239,7 @@ def test_a_full_disk_is_an_input_error_not_a_bug(
     def full(self: object, table: object) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("espforensics.tables.PacketTableWriter._write_both", full)
+    monkeypatch.setattr("espforensics.tables.packets.PacketTableWriter._write_both", full)
     out = tmp_path / "out"
     res = runner.invoke(cli.app, ["analyze", str(cap), "--sa", str(keys), "--out", str(out)])
     assert res.exit_code == 2

@@ -44,7 +44,7 @@ from espforensics.render.text import render_report
 from espforensics.results.summary import Summary
 from espforensics.synth.esp import EspSealer
 from espforensics.synth.packets import ipv4_packet, ipv6_packet, udp_bytes
-from espforensics.tables import iter_packet_records
+from espforensics.tables.packets import iter_packet_records
 
 DATA = Path(__file__).parent / "data" / "scapy"
 PCAP = DATA / "nested.pcap"

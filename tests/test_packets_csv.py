@@ -10,7 +10,7 @@ import pytest
 
 from espforensics.model import PACKET_COLUMNS, PacketRecord
 from espforensics.synth import build_scenario, write_scenario
-from espforensics.tables import CSV_ROWS, PacketTableWriter, iter_packet_records
+from espforensics.tables.packets import CSV_ROWS, PacketTableWriter, iter_packet_records
 from tests.helpers import run_cli
 
 
@@ -100,8 +100,8 @@ def _write(
 def test_a_projection_past_the_limit_stops_the_csv_and_a_wrong_one_costs_only_time(
     capture: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("espforensics.tables.ROW_GROUP", 8)
-    monkeypatch.setattr("espforensics.tables._SAMPLE", 16)
+    monkeypatch.setattr("espforensics.tables.packets.ROW_GROUP", 8)
+    monkeypatch.setattr("espforensics.tables.packets._SAMPLE", 16)
     rebuilt: list[Path] = []
     rebuild = PacketTableWriter._csv_from_parquet
 

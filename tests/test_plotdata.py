@@ -1,4 +1,4 @@
-"""The plots' data (plotdata.py) against the packets table it is made from, counted
+"""The plots' data (plots/data.py) against the packets table it is made from, counted
 here independently with pandas; every entry of the plot registry draws; matplotlib is
 imported only when plots are drawn."""
 
@@ -12,10 +12,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from espforensics import plotdata, tables
 from espforensics.analysis import analyze_to_dir, load_summary
 from espforensics.plots import PLOTS, PlotData, PlotSpec
+from espforensics.plots import data as plotdata
 from espforensics.synth import build_scenario, write_scenario
+from espforensics.tables import packets as tables
 
 
 def _run(tmp: Path, scenario: str) -> Path:

@@ -429,8 +429,8 @@ def test_plot_data_does_not_depend_on_the_batch_size(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The plot pass reads packets.parquet in batches; tiny batches must give the same data."""
-    from espforensics import plotdata
     from espforensics.analysis import analyze_to_dir
+    from espforensics.plots import data as plotdata
     from espforensics.synth import build_scenario, write_scenario
 
     files = write_scenario(build_scenario(name), tmp_path)

@@ -208,7 +208,6 @@ def _legend(fig: object) -> list[str]:
 
 def test_plots_from_a_fixture_have_the_expected_series(tmp_path: Path) -> None:
     """Every plot drawn from a real pipeline run, with as many series as the data has."""
-    from espforensics.plotdata import plot_frames
     from espforensics.plots import (
         plot_iv_derivation,
         plot_offsets,
@@ -216,6 +215,7 @@ def test_plots_from_a_fixture_have_the_expected_series(tmp_path: Path) -> None:
         plot_throughput,
         plot_verdicts,
     )
+    from espforensics.plots.data import plot_frames
 
     out = analyzed_dir(tmp_path, "sequence")
     summary = json.loads((out / "summary.json").read_text())
@@ -241,7 +241,7 @@ def test_plots_from_a_fixture_have_the_expected_series(tmp_path: Path) -> None:
 
 def test_plot_gaps_are_the_checks_gaps(tmp_path: Path) -> None:
     from espforensics.analysis import load_summary
-    from espforensics.plotdata import plot_frames
+    from espforensics.plots.data import plot_frames
 
     out = analyzed_dir(tmp_path, "sequence")
     summary = load_summary(out)

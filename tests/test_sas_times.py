@@ -17,8 +17,8 @@ from espforensics.analysis import analyze_to_dir
 from espforensics.capture.writer import write_pcap
 from espforensics.model import Frame
 from espforensics.pipeline import Options
-from espforensics.small_tables import seconds
 from espforensics.synth import build_scenario, write_scenario
+from espforensics.tables.small import seconds
 
 EPOCH_2026 = 1_795_993_350 * 10**9  # the capture of issue 38's sas.csv row
 

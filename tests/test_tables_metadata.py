@@ -1,6 +1,6 @@
 """packets.parquet's pandas metadata, built without pandas, is what pyarrow builds with it.
 
-tables.py writes the b"pandas" schema metadata (the dtypes ``pd.read_parquet``
+tables/packets.py writes the b"pandas" schema metadata (the dtypes ``pd.read_parquet``
 gives back) from the schema itself, so that a run needs no pandas; these tests
 hold its bytes equal to ``pa.Schema.from_pandas`` of a DataFrame of those dtypes,
 and check the files a run writes.
@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 
 from espforensics.analysis import analyze_to_dir
 from espforensics.model import PACKET_COLUMNS
-from espforensics.small_tables import write_rows
-from espforensics.tables import CSV_SCHEMA, packet_schema, pandas_metadata
+from espforensics.tables.packets import CSV_SCHEMA, packet_schema, pandas_metadata
+from espforensics.tables.small import write_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -53,16 +53,16 @@ from espforensics.results.folder import (
 )
 from espforensics.results.summary import Summary
 from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
-from espforensics.small_tables import write_finding_frames, write_findings_csv, write_sas_csv
-from espforensics.tables import (
+from espforensics.tables.packets import (
     CSV_ROWS,
     PacketTableWriter,
     RowGroups,
     inner_layers,
     packets_frame,
 )
+from espforensics.tables.small import write_finding_frames, write_findings_csv, write_sas_csv
 
-if TYPE_CHECKING:  # pandas and pyarrow are imported by tables.py only (house style rule 6)
+if TYPE_CHECKING:  # pandas and pyarrow are imported by tables/packets.py only (house style rule 6)
     import pandas as pd
     import pyarrow as pa
 
@@ -104,8 +104,8 @@ def analyze(
 
 def _draw(out: Path, summary: Summary) -> Summary:
     # Imported here: matplotlib costs 36 MB of RSS, needed only once the tables are on disk.
-    from espforensics.plotdata import plot_frames  # noqa: PLC0415
     from espforensics.plots import PlotData, write_plots  # noqa: PLC0415
+    from espforensics.plots.data import plot_frames  # noqa: PLC0415
 
     frames = plot_frames(partial(out, "packets.parquet"), summary)
     return replace(summary, plots=write_plots(PlotData(**frames), partial(out, "plots")))
@@ -235,7 +235,7 @@ def analyze_to_dir(
     prepare_out_dir(out, force)
     try:
         csv_rows = {True: None, False: 0, None: CSV_ROWS}[packets_csv]
-        size = os.path.getsize(path)  # with the bytes read, projects the frames (tables.py)
+        size = os.path.getsize(path)  # with the bytes read, projects the frames (tables/packets.py)
         tables = PacketTableWriter(
             partial(out, "packets.parquet"), partial(out, "packets.csv"), csv_rows, size
         )

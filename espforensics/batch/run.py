@@ -36,7 +36,7 @@ from espforensics.engine.dask_workers import check_scheduler
 from espforensics.errors import TRACEBACK_FILE, CaptureError, OutputExistsError
 from espforensics.keys import load_sas
 from espforensics.model import FindingKind, Verdict
-from espforensics.small_tables import write_rows
+from espforensics.tables.small import write_rows
 from espforensics.workers import cap_workers, usable_cores
 
 BatchProgress = Callable[[CaptureResult, int, int], None]  # result, done so far, total

@@ -1,6 +1,6 @@
 """Plots of one analysis, drawn with matplotlib and written as PNG and SVG.
 
-In: a ``PlotData`` of five small pandas DataFrames that plotdata.py derives
+In: a ``PlotData`` of five small pandas DataFrames that plots/data.py derives
 from the packets table (column contract on ``PlotData``). Out: each
 ``plot_*`` function returns a ``Figure``, or ``None`` when the capture has
 nothing to show; ``write_plots`` saves ``<name>.png`` and ``<name>.svg`` per

@@ -39,7 +39,7 @@ from espforensics.keys import SaTable
 from espforensics.model import DecryptionSecrets, Frame, PacketRecord
 from espforensics.pipeline import FrameAnalyzer, Options, fewer_collections
 
-# The steady lane's rows are the packets the receiver check accepts (tables.py).
+# The steady lane's rows are the packets the receiver check accepts (tables/packets.py).
 _LANE_VERDICT = "accept"
 
 

@@ -59,8 +59,8 @@ def packet_lines(
 def packets_view(folder: Path, findings: Sequence[Finding]) -> Iterator[str]:
     """The lines of an output folder's packets (``--format packets``)."""
     # Imported here: the table readers are needed only by this view and the copies.
-    from espforensics.small_tables import read_finding_frames  # noqa: PLC0415
-    from espforensics.tables import iter_packet_records  # noqa: PLC0415
+    from espforensics.tables.packets import iter_packet_records  # noqa: PLC0415
+    from espforensics.tables.small import read_finding_frames  # noqa: PLC0415
 
     links = folder / "finding_frames.parquet"
     on = read_finding_frames(links) if links.exists() else {}

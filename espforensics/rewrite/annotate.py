@@ -49,7 +49,7 @@ from espforensics.capture.writer import (
 from espforensics.model import Finding, Frame, PacketRecord
 from espforensics.rewrite.comments import DERIVED, MARKING, QUIET_VERDICTS, FindingMarks
 from espforensics.rewrite.rows import PacketRows, RowSlice, table_caplens
-from espforensics.tables import iter_packet_records
+from espforensics.tables.packets import iter_packet_records
 
 COLUMNS = (
     "verdict",

@@ -63,7 +63,7 @@ from espforensics.rewrite.rebuild import (
     tunnel,
 )
 from espforensics.rewrite.tunnels import rewrap, walk
-from espforensics.tables import iter_packet_records
+from espforensics.tables.packets import iter_packet_records
 from espforensics.trailer import NO_NEXT_HEADER, parse_trailer
 
 COLUMNS = (

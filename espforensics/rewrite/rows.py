@@ -22,10 +22,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from espforensics.arrow_arrays import from_numpy, scalar, strings, to_numpy
 from espforensics.columns import I64, Mask
 from espforensics.model import PacketRecord
-from espforensics.tables import iter_packet_batches, packet_record
+from espforensics.tables.arrow import from_numpy, scalar, strings, to_numpy
+from espforensics.tables.packets import iter_packet_batches, packet_record
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 In: a ``Summary``, its findings, or rows of plain values (a batch run's
 captures table). Out: the files. Raises ``OSError`` from the file system,
 which callers wrap. The packets table, streamed by the row group, is
-tables.py's.
+tables/packets.py's.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from espforensics.results.summary import Summary
-from espforensics.tables import ns_to_seconds
+from espforensics.tables.packets import ns_to_seconds
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]

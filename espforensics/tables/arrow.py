@@ -12,7 +12,7 @@ asks whether the values are a pandas Series or Index, apache/arrow#34994),
 0.15 s of CPU in every run of ``analyze`` that draws no plot. These build the
 Arrow buffers (Arrow columnar format: a validity bitmap, least significant bit
 first, and the values; for strings int32 offsets and UTF-8 bytes) and wrap them
-with ``pa.Array.from_buffers``, which converts nothing. Used by tables.py.
+with ``pa.Array.from_buffers``, which converts nothing. Used by tables/packets.py.
 """
 
 from __future__ import annotations

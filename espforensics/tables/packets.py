@@ -4,10 +4,10 @@ In: batches of ``PacketRecord`` and the steady lane's ``SteadyRows``. Out:
 files in the output folder (the packets table streamed in row groups, so
 memory does not grow with the capture) and pandas DataFrames for the
 library API. Raises ``OSError`` from the file system, which callers wrap.
-With small_tables.py (sas.csv, findings.csv), arrow_arrays.py (the arrays,
-built without ``pa.array``, which imports pandas) and plotdata.py (the
+With tables/small.py (sas.csv, findings.csv), tables/arrow.py (the arrays,
+built without ``pa.array``, which imports pandas) and plots/data.py (the
 plots' data) the only modules that import pyarrow; pandas is imported only
-by ``packets_frame`` and plotdata.py, for the library API and the plots.
+by ``packets_frame`` and plots/data.py, for the library API and the plots.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from espforensics.analyzer.crypto import no_key
-from espforensics.arrow_arrays import bools, from_list, from_numpy, scalar, strings
 from espforensics.columns import Strs
 from espforensics.crypto import IV_LEN
 from espforensics.engine import Row, SteadyRows
 from espforensics.engine.wire import CARRIERS
 from espforensics.model import CSV_ROWS as CSV_ROWS  # noqa: PLC0414 (its home is model.py)
 from espforensics.model import PACKET_COLUMNS, PacketRecord, Proto, Verdict
+from espforensics.tables.arrow import bools, from_list, from_numpy, scalar, strings
 
 if TYPE_CHECKING:  # imported by packets_frame when called: 0.24 s of every run's start-up
     import pandas as pd
