@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import PurePath
 
+from espforensics.bounded.frames import Frames, first_frames
 from espforensics.checks.leaks import name_fields
-from espforensics.frames import Frames, first_frames
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
 from espforensics.results.coverage import Tally
 from espforensics.results.summary import MisplacedLayout, SaSummary, Summary

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from espforensics.analysis import analyze_to_dir, load_summary
-from espforensics.frames import (
+from espforensics.bounded.frames import (
     Frames,
     display_filter,
     first_frames,

@@ -13,7 +13,7 @@ import random
 import numpy as np
 import pytest
 
-from espforensics.intervals import IntervalSet, U64Set
+from espforensics.bounded.intervals import IntervalSet, U64Set
 
 ALL_ONES = 0xFFFFFFFFFFFFFFFF  # the table's free-slot marker, kept aside as a value
 

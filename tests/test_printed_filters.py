@@ -28,7 +28,7 @@ from typing import NamedTuple
 import pytest
 
 from espforensics.analysis import analyze_to_dir
-from espforensics.frames import Frames, display_filter
+from espforensics.bounded.frames import Frames, display_filter
 from espforensics.render import tcpdump
 from espforensics.synth import build_scenario, write_capture, write_scenario
 from tests import helpers

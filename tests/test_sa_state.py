@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from espforensics import window
+from espforensics.bounded import window
+from espforensics.bounded.intervals import IntervalSet
+from espforensics.bounded.window import RecentWindow
 from espforensics.checks.context import Flow, PerFlow, SaState
 from espforensics.checks.coverage import (
     ICV_FAILS,
@@ -25,9 +27,7 @@ from espforensics.checks.coverage import (
     proven,
     seen,
 )
-from espforensics.intervals import IntervalSet
 from espforensics.results.coverage import CheckCoverage, Tally, check_coverage, tally
-from espforensics.window import RecentWindow
 
 GCM = "rfc4106(gcm(aes))"
 

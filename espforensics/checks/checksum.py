@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from espforensics.bounded.frames import frozen, with_frame
+from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks.bulk import InnerChecks, Outer, Payloads, PlainRule, Plaintexts
 from espforensics.checks.context import PacketContext, PerFlow
 from espforensics.checks.coverage import NOT_DECRYPTED, Seen
@@ -51,8 +53,6 @@ from espforensics.decode.inner import (
     whole_packet,
 )
 from espforensics.evidence import BadChecksums, NextHeaderMismatch
-from espforensics.frames import frozen, with_frame
-from espforensics.intervals import IntervalSet
 from espforensics.model import (
     Finding,
     FindingKind,

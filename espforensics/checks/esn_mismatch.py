@@ -31,11 +31,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from espforensics.bounded.frames import frozen, with_frame
+from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks.context import PacketContext, PerFlow
 from espforensics.checks.coverage import NO_ICV, Seen
 from espforensics.evidence import EsnBelow, EsnEvent, EsnMismatch
-from espforensics.frames import frozen, with_frame
-from espforensics.intervals import IntervalSet
 from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
 
 EXAMPLES = 5

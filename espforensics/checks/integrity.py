@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from espforensics.bounded.frames import frozen, with_frame
+from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks.context import PacketContext, SaState
 from espforensics.evidence import NoIntegrity
-from espforensics.frames import frozen, with_frame
-from espforensics.intervals import IntervalSet
 from espforensics.keys.sa import SecurityAssociation
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 

@@ -49,6 +49,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from espforensics.bounded.frames import with_frame
+from espforensics.bounded.intervals import U64
 from espforensics.checks import coverage as coverage_reasons
 from espforensics.checks import echainiv
 from espforensics.checks.bulk import NOTHING, BulkColumns, BulkRules, FlowRows, Mask
@@ -74,8 +76,6 @@ from espforensics.checks.ivscheme import (
 from espforensics.crypto import EncAuthContext
 from espforensics.decode.clear import KEYLESS_ICV_LENS
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.frames import with_frame
-from espforensics.intervals import U64
 from espforensics.keys.sa import NULL_CIPHER
 from espforensics.model import (
     Finding,

@@ -45,6 +45,10 @@ from typing import Any
 
 import numpy as np
 
+from espforensics.bounded.frames import Frames
+from espforensics.bounded.intervals import I64, U8, U64, IntervalSet, U64Set
+from espforensics.bounded.rare import Rare
+from espforensics.bounded.window import RecentWindow
 from espforensics.checks import coverage as coverage_reasons
 from espforensics.checks.bulk import BulkRules, Mask, Opened, ScopeRows
 from espforensics.checks.context import HEAD_LEN, Flow, PacketContext, SaState
@@ -53,12 +57,8 @@ from espforensics.checks.ivmath import signed_delta
 from espforensics.crypto import IV_LEN, key_fingerprint
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.evidence import IvReuse, IvReuseMore, IvReuseUnproven, IvUse, SharedKey
-from espforensics.frames import Frames
-from espforensics.intervals import I64, U8, U64, IntervalSet, U64Set
 from espforensics.keys.sa import NULL_CIPHER, SaTable
 from espforensics.model import Finding, FindingKind, Severity
-from espforensics.rare import Rare
-from espforensics.window import RecentWindow
 
 WINDOW = 4096
 MAX_EVENTS = 10_000  # reuse events kept for the report; more are counted only
@@ -99,7 +99,7 @@ class _Group:
     _recent: RecentWindow[_Use] | None = None
     _first: _Use | None = None
     rare_fields: dict[str, Any] | None = None
-    # Rare fields (rare.py): most groups of a capture of many SAs never have one (issue 21).
+    # Rare fields (bounded/rare.py): most groups of a capture of many SAs never have one (issue 21).
     events = Rare[dict[int, list[_Use]] | None](None)  # made at the first reuse
     dropped = Rare(0)
     unconfirmed = Rare(0)  # a wide IV's fold seen before, its earlier use out of the window

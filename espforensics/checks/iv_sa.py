@@ -14,12 +14,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from espforensics.bounded.frames import frozen
+from espforensics.bounded.intervals import IntervalSet
+from espforensics.bounded.rare import Rare
 from espforensics.checks.ivscheme import Candidate, Reading
 from espforensics.evidence import IvChained, IvConstant, IvDeviating, IvPredictable, SeqDelta
-from espforensics.frames import frozen
-from espforensics.intervals import IntervalSet
 from espforensics.model import Finding, FindingKind, IvScheme, PacketRecord, Severity
-from espforensics.rare import Rare
 
 _MASK64 = (1 << 64) - 1
 
@@ -29,7 +29,7 @@ class IvSa:
     """One SA as the IV derivation check sees it: its window, scheme, counts and CBC tail.
 
     The counts of packets that break the SA's scheme, and their frames, are ``Rare``
-    fields (rare.py): most SAs never have one (issue 35: 80 bytes per SA).
+    fields (bounded/rare.py): most SAs never have one (issue 35: 80 bytes per SA).
     """
 
     mask: int = _MASK64  # _MASK32 for an SA whose high halves are not authenticated

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
+from espforensics.bounded.frames import frozen, with_frame
+from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks import coverage as coverage_reasons
 from espforensics.checks.bulk import BulkRules, FlowRows
 from espforensics.checks.context import Flow, PacketContext, SaState
@@ -29,8 +31,6 @@ from espforensics.crypto import context_for, leading_zero, salt_first
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.esn import EsnTracker
 from espforensics.evidence import CipherMismatch, HmacKeySize, KeyMismatch, Unsupported
-from espforensics.frames import frozen, with_frame
-from espforensics.intervals import IntervalSet
 from espforensics.keys.sa import (
     AEAD_KEY_LAYOUT,
     CTR_AES,

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from espforensics.bounded.frames import frozen, with_frame
+from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks import coverage as coverage_reasons
 from espforensics.checks.bulk import BulkRules, FlowRows, Mask, PlainRule, Plaintexts
 from espforensics.checks.context import PacketContext
@@ -49,8 +51,6 @@ from espforensics.decode.clear import (
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import parse_ip
 from espforensics.evidence import Leak, LeakProof
-from espforensics.frames import frozen, with_frame
-from espforensics.intervals import IntervalSet
 from espforensics.keys.sa import CLEAR_BY_DESIGN
 from espforensics.model import Finding, FindingKind, Severity
 

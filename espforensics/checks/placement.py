@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from espforensics.bounded.frames import frozen, with_frame
+from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks.bulk import BulkRules, FlowRows, Mask
 from espforensics.checks.context import Flow, PacketContext
 from espforensics.checks.coverage import CUT_DETAIL, Seen
@@ -43,8 +45,6 @@ from espforensics.crypto import IV_LEN, opener
 from espforensics.decode.clear import ip_start_fits, may_start_ip
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.evidence import Misplaced, Offsets
-from espforensics.frames import frozen, with_frame
-from espforensics.intervals import IntervalSet
 from espforensics.keys.sa import SaTable
 from espforensics.model import Finding, FindingKind, Severity, Verdict
 

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from espforensics.bounded.frames import frozen, with_frame
+from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks.bulk import BulkRules, FlowRows, Mask, PlainRule, Plaintexts
 from espforensics.checks.context import Flow, PacketContext
-from espforensics.frames import frozen, with_frame
-from espforensics.intervals import IntervalSet
 from espforensics.keys.sa import SaTable, SecurityAssociation
 from espforensics.model import Finding, Verdict
 from espforensics.receiver.config import LEGACY_BITS, replay_config

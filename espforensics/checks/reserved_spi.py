@@ -26,11 +26,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from espforensics.bounded.frames import frozen, with_frame
+from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks.bulk import BulkRules
 from espforensics.checks.context import Flow, PacketContext, PerFlow
 from espforensics.evidence import ReservedSpi
-from espforensics.frames import frozen, with_frame
-from espforensics.intervals import IntervalSet
 from espforensics.keys.sa import RESERVED_SPIS
 from espforensics.model import Finding, FindingKind, Severity
 

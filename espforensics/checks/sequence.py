@@ -37,15 +37,15 @@ from typing import Any
 
 import numpy as np
 
+from espforensics.bounded.frames import frozen, with_frame
+from espforensics.bounded.intervals import IntervalSet
+from espforensics.bounded.rare import Rare
+from espforensics.bounded.window import RecentWindow
 from espforensics.checks.bulk import BulkRules, FlowRows, Mask
 from espforensics.checks.context import Flow, PacketContext, PerFlow
 from espforensics.checks.coverage import Seen
 from espforensics.evidence import EsnWrap, SeqDuplicates, SeqGaps, SeqRange, SeqReorder
-from espforensics.frames import frozen, with_frame
-from espforensics.intervals import IntervalSet
 from espforensics.model import Finding, FindingKind, Severity, Verdict
-from espforensics.rare import Rare
-from espforensics.window import RecentWindow
 
 WINDOW = 4096
 REPLAY_WINDOW = 64
@@ -68,7 +68,7 @@ _EVIDENCE = frozenset(
 @dataclass(slots=True)
 class _Sa:
     """One flow's numbers seen, its top and its digest window. The counts of repeats and
-    late arrivals, and their frames, are ``Rare`` fields (rare.py): most SAs have none.
+    late arrivals, and their frames, are ``Rare`` fields (bounded/rare.py): most SAs have none.
 
     Until its second packet a flow's one number is ``top`` and its digest ``first``:
     the set of numbers and the window are made then (``numbers``, ``window``). A

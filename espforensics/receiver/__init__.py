@@ -6,5 +6,5 @@ machines (net/xfrm/xfrm_replay.c), config.py which one a state runs and its
 size (``xfrm_init_replay``, iproute2), verdict.py the per-packet steps of
 ``xfrm_input`` and the counter each drop moves, prediction.py the results
 the summary keeps. The check that feeds it, per frame and in the steady
-lane, is checks/receiver.py. Imports only keys/ and frames.py of ours.
+lane, is checks/receiver.py. Imports only keys/ and bounded/frames.py of ours.
 """

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from espforensics.frames import Frames
+from espforensics.bounded.frames import Frames
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,8 +22,8 @@ from itertools import chain
 from pathlib import PurePath
 
 from espforensics import narrative
+from espforensics.bounded.frames import Frames, display_filter
 from espforensics.causes import CAUSES, LikelyCause, likely_causes
-from espforensics.frames import Frames, display_filter
 from espforensics.lead import lead
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
 from espforensics.receiver import words

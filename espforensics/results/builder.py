@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from espforensics.bounded.rare import Rare
 from espforensics.checks.coverage import CUT_FOUND, CUT_READ, cut_kind
 from espforensics.engine import SteadyRows
 from espforensics.model import (
@@ -27,7 +28,6 @@ from espforensics.model import (
     UnusedSa,
     Verdict,
 )
-from espforensics.rare import Rare
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
 from espforensics.results.coverage import check_coverage
 from espforensics.results.summary import (
@@ -64,7 +64,7 @@ def _in_verdict_order(item: tuple[str, int]) -> int:
 @dataclass(slots=True)
 class _SaAcc:
     """One SA's counts. What most SAs of a capture never count (other verdicts, anomalies,
-    TFC padding, inner checksums, cut packets) are ``Rare`` fields (rare.py): a capture
+    TFC padding, inner checksums, cut packets) are ``Rare`` fields (bounded/rare.py): a capture
     of many short-lived SAs keeps one of these per SA (issue 35: 224 bytes, now 112)."""
 
     algorithm: str

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
-from espforensics.frames import frame_runs, from_runs
+from espforensics.bounded.frames import frame_runs, from_runs
 from espforensics.model import (
     ANY_SPI,
     SEVERITY_RANK,

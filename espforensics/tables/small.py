@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from espforensics.frames import Frames, runs_text
-from espforensics.intervals import I64
+from espforensics.bounded.frames import Frames, runs_text
+from espforensics.bounded.intervals import I64
 from espforensics.model import Finding
 from espforensics.results.summary import Summary
 

@@ -7,7 +7,7 @@ findings.csv (``20-24 30``), ``display_filter`` for Wireshark
 (``frame.number in {20..24,30}``), ``frame_runs``/``from_runs`` for
 summary.json (``[[20, 24], [30, 30]]``). Raises nothing.
 
-Memory: per run of consecutive frames, not per frame (intervals.py): a
+Memory: per run of consecutive frames, not per frame (bounded/intervals.py): a
 finding over a million back-to-back packets costs one run. A finding whose
 frames never touch (every other frame) costs one run per frame, two ints;
 that is the bound, and what findings.csv must list anyway.
@@ -20,7 +20,7 @@ from heapq import merge
 from itertools import islice
 from typing import overload
 
-from espforensics.intervals import IntervalSet
+from espforensics.bounded.intervals import IntervalSet
 
 
 class Frames(Sequence[int]):
