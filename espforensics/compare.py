@@ -23,7 +23,7 @@ from enum import StrEnum
 from pathlib import PurePath
 
 from espforensics.model import FindingKind, Verdict
-from espforensics.narrative import UNITS, plural
+from espforensics.report.narrative import UNITS, plural
 from espforensics.results.summary import Summary
 
 

@@ -3,7 +3,7 @@
 In: nothing. Out: one frozen dataclass per kind of evidence, and
 ``Evidence``, their closed union, which ``model.Finding.evidence`` holds.
 Each check that makes a finding fills it next to the words (checks/*.py);
-facts.py and lead.py read these fields, never the words, so rewording a
+report/facts.py and report/lead.py read these fields, never the words, so rewording a
 detail cannot silently change a likely cause (issue 21). Raises nothing.
 """
 

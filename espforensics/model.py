@@ -193,7 +193,7 @@ class Finding:
     src: str = ""  # the SA's outer addresses, when the finding is about one SA
     dst: str = ""
     # The facts the detail states, typed (evidence.py). Not compared: the detail says them
-    # too, and a summary.json read back restores only what facts.py and lead.py read
+    # too, and a summary.json read back restores only what report/facts.py and report/lead.py read
     # (results/stored.py); None where nothing built it.
     evidence: Evidence | None = field(default=None, compare=False)
 

@@ -40,7 +40,7 @@ from espforensics.keys import SaTable
 from espforensics.keys.sa import SecurityAssociation
 from espforensics.model import DecryptionSecrets, Finding, Frame, PacketRecord, Proto, Verdict
 from espforensics.pipeline import FrameAnalyzer, Options
-from espforensics.render import tcpdump
+from espforensics.report import filters as tcpdump
 from espforensics.synth import Scenario, build_scenario, write_scenario
 from espforensics.tables.packets import records_to_table, steady_table
 

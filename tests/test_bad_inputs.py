@@ -27,9 +27,9 @@ import pytest
 
 from espforensics.analysis import load_summary
 from espforensics.model import Frame
-from espforensics.narrative import utc
 from espforensics.plots import plot_throughput
 from espforensics.plots.data import TIME_BINS, plot_frames
+from espforensics.report.narrative import utc
 from espforensics.synth import build_scenario, keys_yaml, write_capture, write_scenario
 from espforensics.synth.builder import ip
 from espforensics.synth.link import frame_ip

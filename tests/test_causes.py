@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from espforensics.analysis import analyze_to_dir, summarize
-from espforensics.causes import CAUSES, LikelyCause, likely_causes
-from espforensics.facts import FACT_NAMES
-from espforensics.render.content import report_content
 from espforensics.render.text import format_text
+from espforensics.report.causes import CAUSES, LikelyCause, likely_causes
+from espforensics.report.content import report_content
+from espforensics.report.facts import FACT_NAMES
 from espforensics.results.summary import Summary
 from espforensics.synth import SCENARIOS, build_scenario, write_scenario
 from espforensics.synth.builder import (

@@ -20,10 +20,10 @@ from pathlib import Path
 import espforensics.checks as checks_package
 from espforensics.checks import COVERAGE, NO_LINE
 from espforensics.model import FindingKind
-from espforensics.render.content import CHECKS
+from espforensics.report.content import CHECKS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "checks.md"
-# checks that report under another's line (render/content.py CHECKS): check -> that line
+# checks that report under another's line (report/content.py CHECKS): check -> that line
 UNDER = {"integrity": "keys", "reserved_spi": "sequence"}
 
 

@@ -23,7 +23,7 @@ from espforensics.checks import COVERAGE
 from espforensics.checks.coverage import NO_ICV, SEEN
 from espforensics.gate import worst_code
 from espforensics.model import Verdict
-from espforensics.render.content import CHECKS
+from espforensics.report.content import CHECKS
 from tests import helpers
 from tests.helpers import run_cli
 

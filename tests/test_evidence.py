@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from espforensics.analysis import summarize
-from espforensics.causes import likely_causes
 from espforensics.evidence import (
     EsnBelow,
     EsnEvent,
@@ -42,8 +41,9 @@ from espforensics.evidence import (
     SharedKey,
 )
 from espforensics.keys import SaTable, Secret
-from espforensics.lead import lead
 from espforensics.model import Finding, FindingKind
+from espforensics.report.causes import likely_causes
+from espforensics.report.lead import lead
 from espforensics.results.stored import stored_evidence
 from espforensics.results.summary import Summary
 from espforensics.rewrite.comments import finding_comment
@@ -223,8 +223,8 @@ STORED = (
 )
 
 
-# The evidence facts.py, lead.py and the annotated copy's comments read (results/stored.py
-# restores it)
+# The evidence report/facts.py, report/lead.py and the annotated copy's comments read
+# (results/stored.py restores it)
 READ = (IvReuse, IvChained, IvDeviating, SeqDuplicates, EsnWrap, EsnMismatch, KeyMismatch)
 
 

@@ -27,7 +27,7 @@ from espforensics.engine.run import Engine
 from espforensics.keys import SaTable
 from espforensics.model import Frame
 from espforensics.pipeline import FrameAnalyzer
-from espforensics.render.tcpdump import (
+from espforensics.report.filters import (
     FIRST_FRAGMENT_NOTE,
     HEADING,
     MAX_LAYOUTS,

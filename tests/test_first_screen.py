@@ -1,6 +1,6 @@
 """The first screen: every critical kind named, and "no key" where no key was given.
 
-lead.py names at least two kinds of finding and every critical one;
+report/lead.py names at least two kinds of finding and every critical one;
 narrative.verdict_counts writes ``unknown_sa`` as "no key" in the reports
 when the key table held no SA at all (no key file, or one that matched
 nothing is told apart: its SAs are unused, so unknown_sa stays).
@@ -12,8 +12,8 @@ import dataclasses
 from pathlib import Path
 
 from espforensics.analysis import summarize
-from espforensics.lead import wrong_sentence
 from espforensics.model import Finding, FindingKind, Severity
+from espforensics.report.lead import wrong_sentence
 from espforensics.synth import build_scenario, write_scenario
 from tests import helpers
 

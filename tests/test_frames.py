@@ -22,7 +22,7 @@ from espforensics.bounded.frames import (
     with_frame,
 )
 from espforensics.model import FindingKind
-from espforensics.render.content import frames_text
+from espforensics.report.content import frames_text
 from espforensics.synth import build_scenario, write_scenario
 from tests import helpers
 

@@ -314,12 +314,12 @@ MOVED = {
         "analyze_to_dir": "espforensics.analysis",
         "summary_of": "espforensics.analysis",
     },
-    "espforensics.render.content": {
-        "CheckResult": "espforensics.render.check_results",
-        "coverage_line": "espforensics.render.check_results",
-        "skip_reason": "espforensics.render.check_results",
-        "report_content": "espforensics.render.content",
-        "coverage_rows": "espforensics.render.content",
+    "espforensics.report.content": {
+        "CheckResult": "espforensics.report.check_results",
+        "coverage_line": "espforensics.report.check_results",
+        "skip_reason": "espforensics.report.check_results",
+        "report_content": "espforensics.report.content",
+        "coverage_rows": "espforensics.report.content",
     },
     "espforensics.cli": {
         "Format": "espforensics.cli.options",
@@ -342,15 +342,15 @@ def test_a_split_module_still_offers_every_name(module: str) -> None:
 
 
 def test_the_constants_of_split_modules_are_the_same_objects() -> None:
-    from espforensics import analysis, render
-    from espforensics.render import check_results
+    from espforensics import analysis
+    from espforensics.report import check_results, content
     from espforensics.results import folder
 
     assert analysis.OUTPUT_FILES is folder.OUTPUT_FILES
     assert analysis.OUTPUT_FILES[-1] == "summary.json"  # renamed into place last
-    assert render.content.CHECKS is check_results.CHECKS
-    assert render.content.NOUNS is check_results.NOUNS
-    assert [name for name, _ in render.content.CHECKS][:2] == ["esp_placement", "cleartext_leak"]
+    assert content.CHECKS is check_results.CHECKS
+    assert content.NOUNS is check_results.NOUNS
+    assert [name for name, _ in content.CHECKS][:2] == ["esp_placement", "cleartext_leak"]
 
 
 def test_every_key_format_names_a_detector_and_a_parser_that_exist() -> None:

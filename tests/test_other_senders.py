@@ -23,10 +23,10 @@ from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.evidence import IvChained, IvPredictable, ReservedSpi
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import CBC_AES, SecurityAssociation
-from espforensics.lead import lead
 from espforensics.model import Finding, FindingKind, IvScheme, Severity, Verdict
-from espforensics.narrative import verdict_sentences
 from espforensics.pipeline import Options
+from espforensics.report.lead import lead
+from espforensics.report.narrative import verdict_sentences
 from espforensics.results.coverage import tally
 from espforensics.results.summary import Summary
 from espforensics.synth import Scenario, write_scenario

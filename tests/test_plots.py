@@ -17,7 +17,6 @@ from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 from matplotlib.scale import SymmetricalLogTransform
 
-from espforensics.captions import CAPTIONS, caption
 from espforensics.model import PlotOutcome
 from espforensics.plots import (
     PLOTS,
@@ -31,6 +30,7 @@ from espforensics.plots import (
     plot_verdicts,
     write_plots,
 )
+from espforensics.report.captions import CAPTIONS, caption
 
 SA1 = "0x00001001 fd00:a::1>fd00:a::2"
 SA2 = "0x00001002 fd00:a::2>fd00:a::1"

@@ -29,7 +29,7 @@ import pytest
 
 from espforensics.analysis import analyze_to_dir
 from espforensics.bounded.frames import Frames, display_filter
-from espforensics.render import tcpdump
+from espforensics.report import filters as tcpdump
 from espforensics.synth import build_scenario, write_capture, write_scenario
 from tests import helpers
 

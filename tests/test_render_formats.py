@@ -1,6 +1,6 @@
 """Every renderer of the registry on every fixture scenario: each says what the summary says.
 
-One ``Report`` per scenario (render/content.py) is laid out by every
+One ``Report`` per scenario (report/content.py) is laid out by every
 renderer; each output must carry the capture's frame and ESP counts,
 every verdict count, and every finding kind with its count, in its own
 form: ASCII lines of 72 columns, Markdown, JSON equal to the summary,
@@ -21,8 +21,8 @@ import pytest
 from espforensics.analysis import summarize
 from espforensics.cli import Format
 from espforensics.model import SEVERITY_RANK, FindingKind, Severity
-from espforensics.render.content import CHECKS, Report, report_content
 from espforensics.render.registry import FILE_RENDERERS, RENDERERS, STDOUT_FORMATS
+from espforensics.report.content import CHECKS, Report, report_content
 from espforensics.results.summary import Summary
 from espforensics.synth import SCENARIOS, build_scenario, write_scenario
 

@@ -17,7 +17,7 @@ import pytest
 
 from espforensics.analysis import analyze_to_dir
 from espforensics.batch.run import run_batch
-from espforensics.captions import caption
+from espforensics.report.captions import caption
 from espforensics.synth import build_scenario, write_scenario
 from tests import helpers
 from tests.helpers import analyzed_dir

@@ -356,8 +356,8 @@ def _misplaced_record(frame: int, clear: str) -> PacketRecord:
 def test_layout_keeps_the_clear_bytes_masked_where_they_vary(
     clears: list[str], masked: str, shown: str, fields: str | None
 ) -> None:
-    from espforensics.narrative import clear_bytes, clear_fields
     from espforensics.render.text import render_report
+    from espforensics.report.narrative import clear_bytes, clear_fields
     from espforensics.results.builder import SummaryBuilder
     from espforensics.results.summary import CaptureInfo, Summary
 
@@ -380,7 +380,7 @@ def test_layout_keeps_the_clear_bytes_masked_where_they_vary(
 
 def test_summary_json_without_clear_hex_still_loads() -> None:
     """summary.json written before clear_hex: the prefix is shown, not invented."""
-    from espforensics.narrative import clear_bytes
+    from espforensics.report.narrative import clear_bytes
     from espforensics.results.builder import SummaryBuilder
     from espforensics.results.summary import CaptureInfo, Summary
 
@@ -443,10 +443,10 @@ def test_a_report_of_many_sas_lists_the_worst_twenty_and_counts_the_rest(
     """A capture of a scan: report.txt/.md stay short, sas.csv keeps every SA."""
     from dataclasses import replace as _replace
 
-    from espforensics import narrative
     from espforensics.analysis import load_summary
     from espforensics.render.markdown import render_report_md
     from espforensics.render.text import render_report
+    from espforensics.report import narrative
 
     base = load_summary(gso_v6)
     sa = base.sas[0]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 from espforensics.model import Finding, FindingKind, PacketRecord, Proto, Severity, Verdict
-from espforensics.render.content import report_content
 from espforensics.render.json import format_json
+from espforensics.report.content import report_content
 from espforensics.results.builder import SummaryBuilder
 from espforensics.results.summary import CaptureInfo, SaSummary, Summary, finding_json, sa_json
 

@@ -24,9 +24,9 @@ from espforensics.evidence import SeqDuplicates
 from espforensics.keys import load_sas
 from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Proto, Severity, Verdict
 from espforensics.pipeline import Options
-from espforensics.render.content import report_content
 from espforensics.render.ktap import format_ktap
 from espforensics.render.text import format_text
+from espforensics.report.content import report_content
 from espforensics.results.builder import SummaryBuilder
 from espforensics.results.stored import stored_evidence
 from espforensics.results.summary import CaptureInfo, Summary

@@ -37,7 +37,7 @@ from espforensics.errors import Truncated
 from espforensics.keys import SaTable
 from espforensics.model import Finding, Frame, PacketRecord
 from espforensics.pipeline import MAX_TUNNELS, FrameAnalyzer, Options
-from espforensics.render.tcpdump import HEADING
+from espforensics.report.filters import HEADING
 from espforensics.rewrite.decrypted import DecryptionKeys, Decryptor
 from espforensics.synth import Scenario, bench_sas, esp_sa_text, iter_bench_frames, write_scenario
 from espforensics.synth.tunnels import (

@@ -40,8 +40,8 @@ from espforensics.keys import SaTable
 from espforensics.pipeline import Options, fewer_collections
 from espforensics.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
 from espforensics.receiver.xfrm_stat import XfrmStatFiles, observed
-from espforensics.render.content import report_content
 from espforensics.render.registry import FILE_RENDERERS
+from espforensics.report.content import report_content
 from espforensics.results.folder import (
     OUTPUT_FILES,
     PARTIAL,

@@ -25,8 +25,8 @@ from espforensics.analysis import analyze_to_dir, load_summary
 from espforensics.batch.manifest import record_entry
 from espforensics.errors import InputError
 from espforensics.keys import SaTable, argument_name, load_sas
-from espforensics.narrative import worst_severity
 from espforensics.pipeline import Options
+from espforensics.report.narrative import worst_severity
 from espforensics.results.summary import Summary
 
 PARTIAL = ".partial-"

@@ -98,7 +98,7 @@ PLAIN: tuple[Callable[[Plaintexts], PlainRule], ...] = (
 )
 
 
-# What each check examined (the KTAP names of render/content.py), in the order
+# What each check examined (the KTAP names of report/content.py), in the order
 # they run: each module's ``coverage(seen)`` says None (examined) or why not.
 COVERAGE: tuple[tuple[str, Callable[[Seen], str | None]], ...] = (
     ("esp_placement", placement.coverage),

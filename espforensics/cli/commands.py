@@ -36,9 +36,9 @@ from espforensics.cli.report import _batch_exit, _exit_gate, _show, _usage
 from espforensics.engine.dask_workers import check_scheduler
 from espforensics.errors import EspForensicsError
 from espforensics.model import CSV_ROWS, SEVERITY_RANK, Severity, Unchecked
-from espforensics.narrative import worst_severity
 from espforensics.pipeline import Options
 from espforensics.progress import LineMeter, Meter
+from espforensics.report.narrative import worst_severity
 from espforensics.results.summary import Summary
 from espforensics.rewrite import CaptureCopies
 from espforensics.workers import cap_workers, usable_cores

@@ -23,8 +23,8 @@ from espforensics.cli.expect import assertions, settle
 from espforensics.cli.options import FailOn, Format
 from espforensics.gate import exit_code, worst_code
 from espforensics.model import Severity, Unchecked
-from espforensics.render.content import report_content
 from espforensics.render.registry import FOLDER_VIEWS, RENDERERS
+from espforensics.report.content import report_content
 from espforensics.results.folder import load_summary
 from espforensics.results.summary import Summary
 

@@ -1,6 +1,6 @@
 """HTML rendering: report.html, one self-contained file to open in a browser.
 
-In: a ``Report`` (render/content.py), with the plot images when the
+In: a ``Report`` (report/content.py), with the plot images when the
 caller gave them. Out: one HTML5 document with the content of report.md
 in the order a reviewer needs it (``SECTIONS``: verdict, likely cause,
 plots with captions that say how to read them, then the details), the
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from html import escape
 from urllib.parse import quote
 
-from espforensics.captions import caption
-from espforensics.render import tcpdump
-from espforensics.render.content import (
+from espforensics.report import filters as tcpdump
+from espforensics.report.captions import caption
+from espforensics.report.content import (
     RECEIVER_HEADING,
     FindingRow,
     Header,
@@ -230,7 +230,7 @@ def _receiver(report: Report) -> list[str]:
 
 
 def _coverage(report: Report) -> list[str]:
-    """What each check examined (render/content.py coverage_rows), as the other reports say."""
+    """What each check examined (report/content.py coverage_rows), as the other reports say."""
     rows: list[list[Cell]] = [list(row) for row in coverage_rows(report)]
     return [
         '<h2 id="coverage">Coverage</h2>',

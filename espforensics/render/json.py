@@ -1,6 +1,6 @@
 """JSON rendering: the summary document (summary.json, and --format json).
 
-In: a ``Report`` (render/content.py; ``render_json`` takes a ``Summary``
+In: a ``Report`` (report/content.py; ``render_json`` takes a ``Summary``
 and builds it). Out: the summary's document (``Summary.to_json``) with the
 report's ``likely_causes`` after ``layouts``, as indented JSON text with a
 trailing newline. Raises nothing.
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from espforensics.render.content import Report, report_content
+from espforensics.report.content import Report, report_content
 from espforensics.results.summary import Summary, finding_json, sa_json
 
 # Lists that may hold one row per SA or finding (tens of thousands for a scan) are laid

@@ -1,6 +1,6 @@
 """KTAP rendering: the checks as the kernel selftests' test results.
 
-In: a ``Report`` (render/content.py). Out: KTAP version 1 text
+In: a ``Report`` (report/content.py). Out: KTAP version 1 text
 (Documentation/dev-tools/ktap.rst): the version line, the plan ``1..N``,
 then per check its diagnostic lines and one result line, ``ok 1
 esp_placement`` or ``not ok 3 iv_reuse # 9 IVs reused``; what the capture
@@ -23,8 +23,8 @@ from __future__ import annotations
 from pathlib import PurePath
 
 from espforensics.expect import Checked
-from espforensics.render.content import CheckResult, Report
 from espforensics.render.text import ascii_only
+from espforensics.report.content import CheckResult, Report
 from espforensics.results.summary import Summary
 
 

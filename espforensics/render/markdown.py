@@ -1,15 +1,15 @@
 """Markdown rendering of the report (report.md), for code forges.
 
-In: a ``Report`` (render/content.py; ``render_report_md`` takes a
+In: a ``Report`` (report/content.py; ``render_report_md`` takes a
 ``Summary`` and builds it). Out: the same content as report.txt, as
 Markdown tables. Raises nothing; reads no clock and no environment.
 """
 
 from __future__ import annotations
 
-from espforensics.captions import caption
-from espforensics.render import tcpdump
-from espforensics.render.content import (
+from espforensics.report import filters as tcpdump
+from espforensics.report.captions import caption
+from espforensics.report.content import (
     RECEIVER_HEADING,
     PlotRow,
     Report,
@@ -101,7 +101,7 @@ def format_markdown(report: Report) -> str:
 
 
 def _plot_line(p: PlotRow) -> str:
-    """A plot with its caption (captions.py): what it shows and how to read it."""
+    """A plot with its caption (report/captions.py): what it shows and how to read it."""
     c = caption(p.name)
     if p.skipped:
         return f"- {c.title}: {p.skipped}"

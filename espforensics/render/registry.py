@@ -5,7 +5,7 @@ literal, the only registry of renderers of the report), ``FILE_RENDERERS``,
 those that write a file of the output folder, and ``FOLDER_VIEWS``, the
 stdout formats made from an output folder's tables rather than the report
 (``packets``: a line per ESP packet). Each renderer lays out a ``Report``
-(render/content.py) and returns text, in pieces where the text can be
+(report/content.py) and returns text, in pieces where the text can be
 large (summary.json: a line per SA); ``write`` puts them in a file one at
 a time. Raises nothing.
 """
@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from espforensics.model import Finding
-from espforensics.render.content import Report
 from espforensics.render.html import format_html
 from espforensics.render.json import json_pieces
 from espforensics.render.ktap import format_ktap
 from espforensics.render.markdown import format_markdown
 from espforensics.render.packets import packets_view
 from espforensics.render.text import format_summary, format_text
+from espforensics.report.content import Report
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Plain-text renderings: the short summary and report.txt.
 
-In: a ``Report`` (render/content.py; the ``render_*`` wrappers take a
+In: a ``Report`` (report/content.py; the ``render_*`` wrappers take a
 ``Summary`` and build it). Out: ASCII text, no line over 72 columns, the
 same text for the same capture, fit to paste below a patch's ``---`` line.
 Raises nothing; reads no clock and no environment.
@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 import textwrap
 
-from espforensics.render import tcpdump
-from espforensics.render.content import RECEIVER_HEADING, Report, SaRow, report_content
+from espforensics.report import filters as tcpdump
+from espforensics.report.content import RECEIVER_HEADING, Report, SaRow, report_content
 from espforensics.results.summary import Summary
 
 WIDTH = 72
@@ -181,7 +181,7 @@ def format_text(report: Report) -> str:
 
 
 def _receiver(report: Report) -> list[str]:
-    """The receiver model's lines (render/content.py ``_receiver``), if any."""
+    """The receiver model's lines (report/content.py ``_receiver``), if any."""
     if not report.receiver:
         return []
     lines = ["", f"{RECEIVER_HEADING}:"]

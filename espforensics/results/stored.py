@@ -2,7 +2,7 @@
 
 In: a finding's kind and ``detail`` as ``summary.json`` stores them. Out:
 ``stored_evidence(kind, detail, count)``, the typed evidence (evidence.py) of the
-kinds facts.py, lead.py and rewrite/comments.py read (iv_reuse,
+kinds report/facts.py, report/lead.py and rewrite/comments.py read (iv_reuse,
 iv_derivation, seq_duplicate, esn_wrap, esn_mismatch, key_mismatch), or
 None for the others. Raises nothing.
 

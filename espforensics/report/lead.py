@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from espforensics.checks.coverage import NO_KEY
 from espforensics.evidence import KeyMismatch
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity
-from espforensics.narrative import FindingGroup, finding_groups, group_unit, plural
+from espforensics.report.narrative import FindingGroup, finding_groups, group_unit, plural
 from espforensics.results.coverage import Tally, tally
 from espforensics.results.summary import Summary
 

@@ -1,4 +1,4 @@
-"""The facts of each SA that the likely-cause table (causes.py) matches on.
+"""The facts of each SA that the likely-cause table (report/causes.py) matches on.
 
 In: a ``Summary``. Out: ``sa_facts(summary)``, one flat, frozen
 ``SaFacts`` per SA that has findings, misplaced layouts or a first
@@ -20,7 +20,7 @@ from typing import Any
 
 from espforensics.evidence import EsnMismatch, IvChained, IvDeviating, IvReuse, SeqDuplicates
 from espforensics.model import Finding, FindingKind
-from espforensics.narrative import clear_bytes
+from espforensics.report.narrative import clear_bytes
 from espforensics.results.summary import MisplacedLayout, SaSummary, Summary
 
 

@@ -6,7 +6,7 @@ from the summary (counts, frames, offsets) and what would rule it out.
 Raises nothing; reads no clock and no environment.
 
 The table is data: each entry names the facts it needs (``Condition``
-over the fields of ``SaFacts``, facts.py) and templates over the same
+over the fields of ``SaFacts``, report/facts.py) and templates over the same
 fields for its evidence; every entry has a fixture test
 (tests/test_causes.py). A match is a likelihood,
 not a proof: the wording says "likely" and why, and names what to try
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from espforensics.facts import SaFacts, as_dict, sa_facts
-from espforensics.narrative import plural
+from espforensics.report.facts import SaFacts, as_dict, sa_facts
+from espforensics.report.narrative import plural
 from espforensics.results.summary import Summary
 
 

@@ -21,13 +21,12 @@ from dataclasses import dataclass
 from itertools import chain
 from pathlib import PurePath
 
-from espforensics import narrative
 from espforensics.bounded.frames import Frames, display_filter
-from espforensics.causes import CAUSES, LikelyCause, likely_causes
-from espforensics.lead import lead
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
 from espforensics.receiver import words
-from espforensics.render.check_results import (
+from espforensics.report import narrative
+from espforensics.report.causes import CAUSES, LikelyCause, likely_causes
+from espforensics.report.check_results import (
     CHECKS,
     NOUNS,
     CheckResult,
@@ -35,7 +34,8 @@ from espforensics.render.check_results import (
     coverage_line,
     skip_reason,
 )
-from espforensics.render.tcpdump import filter_note, misplaced_filter
+from espforensics.report.filters import filter_note, misplaced_filter
+from espforensics.report.lead import lead
 from espforensics.results.coverage import tally
 from espforensics.results.summary import MisplacedLayout, SaSummary, Summary
 
@@ -383,7 +383,7 @@ def _plot_row(
     return PlotRow(name, files[0] if files else "", skipped, images.get(png, b""))
 
 
-__all__ = [  # what this module offered before render/check_results.py was split off
+__all__ = [  # what this module offered before report/check_results.py was split off
     "CHECKS",
     "FINDINGS_SHOWN",
     "NOUNS",

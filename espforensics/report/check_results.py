@@ -4,7 +4,7 @@ In: a ``Summary`` and the ``--fail-on`` threshold. Out: ``_checks``, a
 result per check of ``CHECKS`` (in the order the checks run) saying whether
 a finding at or above the threshold failed it, in words from ``NOUNS``,
 with its coverage line (``coverage_line``) or why it examined nothing
-(``skip_reason``). Raises nothing. render/content.py puts these in the
+(``skip_reason``). Raises nothing. report/content.py puts these in the
 ``Report`` and re-exports every name.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from espforensics import narrative
 from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity
+from espforensics.report import narrative
 from espforensics.results.coverage import CheckCoverage
 from espforensics.results.summary import Summary
 
