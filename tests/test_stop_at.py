@@ -25,8 +25,8 @@ import os, subprocess, sys
 CHILD = "import os, signal; signal.signal(signal.SIGINT, signal.SIG_IGN); print(); os.read(0, 1)"
 child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE)
 child.stdout.readline()
-os.write(1, b"reached\\n")
-try:
+try:  # "reached" written inside: the Ctrl-C that follows it lands here, never before
+    os.write(1, b"reached\\n")
     os.read(0, 1)
 except KeyboardInterrupt:
     os.write(2, b"interrupted\\n")
