@@ -186,26 +186,8 @@ class _SaAcc:
         icmp_quoted: int = 0,
     ) -> SaSummary:
         spi, src, dst = key
-        if self.rare_fields is None:  # nothing rare counted: SaSummary's defaults (most SAs)
-            return SaSummary(
-                spi,
-                src,
-                dst,
-                self.algorithm,
-                self.packets,
-                self.verdicts(),
-                self.first_seq64,
-                self.last_seq64,
-                self.first_ns / 1e9,
-                self.last_ns / 1e9,
-                self.wire_bytes,
-                missing=missing,
-                mode=mode,
-                iv_scheme=iv_scheme,
-                icmp_quoted=icmp_quoted,
-                first_ns=self.first_ns,
-                last_ns=self.last_ns,
-            )
+        # Most SAs count nothing rare (rare_fields None): every rare field reads its
+        # default, and the padded-to and checksum maps are empty.
         tfc_to, checksums = self.tfc_to or _NO_COUNTS, self.checksums or _NO_COUNTS
         return SaSummary(
             spi,
@@ -228,7 +210,9 @@ class _SaAcc:
             mode or self.mode_guess(),
             self.tfc_packets,
             self.tfc_bytes,
-            {str(k): n for k, n in sorted(tfc_to.items(), key=_most)[:PADDED_TO_KEPT]},
+            {str(k): n for k, n in sorted(tfc_to.items(), key=_most)[:PADDED_TO_KEPT]}
+            if tfc_to
+            else {},
             {c.value: checksums[c.value] for c in InnerChecksum if checksums[c.value]}
             if checksums
             else {},
