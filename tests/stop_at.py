@@ -71,7 +71,7 @@ class Stopped:
 def stopped(argv: list[str], env: Mapping[str, str] | None = None) -> Iterator[Stopped]:
     """Start ``argv`` in a new session, as from a terminal; yield once it has written
     ``reached``."""
-    from tests.procs import alive, descendants  # not when run as a script
+    from tests.procs import descendants, wait_gone  # not when run as a script
 
     proc = subprocess.Popen(
         [sys.executable, "-c", AS_FROM_A_TERMINAL, *argv],
@@ -93,20 +93,23 @@ def stopped(argv: list[str], env: Mapping[str, str] | None = None) -> Iterator[S
         below = descendants(proc.pid)
         yield Stopped(proc, below)
     finally:
-        _end(proc, below, alive)
+        _end(proc, below, wait_gone)
 
 
-def _end(proc: subprocess.Popen[bytes], below: list[int], alive: Any) -> None:
-    """Kill what is left of ``proc`` (its group, the processes once below it), close its
-    pipes and collect its status. Killing what has ended is a no-op: the status of
-    ``proc`` is not collected before this, so its pid (the group's id) is not reused."""
+def _end(proc: subprocess.Popen[bytes], below: list[int], wait_gone: Any) -> None:
+    """Kill what is left of ``proc`` (its group, the processes once below it), wait
+    until those have ended, close its pipes and collect its status. Killing what has
+    ended is a no-op: the status of ``proc`` is not collected before this, so its pid
+    (the group's id) is not reused. A SIGKILL is delivered when the process is next
+    scheduled, not when ``kill`` returns: without the wait, a loaded machine showed the
+    child still running just after."""
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
     for pid in below:
-        if alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    wait_gone(below, 120.0)
     for pipe in (proc.stdin, proc.stdout, proc.stderr):
         if pipe is not None and not pipe.closed:
             with contextlib.suppress(OSError):  # stdin: the child is gone (EPIPE)
