@@ -13,7 +13,7 @@ Stages per frame, each once and forward: link -> outer IP -> (reassembly,
 analyzer/fragments.py) -> (a tunnel, decode/tunnel.py: the link or IP
 header it carries, and on from there, at most ``MAX_TUNNELS``) -> ESP
 location -> flow and SA (analyzer/flows.py) -> header (analyzer/header.py)
--> open (analyzer/crypto.py; unverified.py for an SA whose ICV is absent
+-> open (analyzer/crypto.py; analyzer/unverified.py for an SA whose ICV is absent
 or not checked) -> ESN place
 (analyzer/esn_place.py) -> verdict, trailer and inner decode -> inner ESP
 layers (analyzer/layers.py) -> checks -> records out in capture order

@@ -8,6 +8,8 @@ module says (nothing but ``Truncated``/``MalformedPacket`` from decoding).
     fragments.py  outer fragments waiting for their datagram (RFC 791 s3.2, RFC 8200 s4.5)
     flows.py      flows of (SPI, outer source, outer destination) and their SA states
     crypto.py     the verdict of one ESP packet under its SA's key (RFC 4303 s3.4)
+    unverified.py the verdict of a packet of an SA without a checked ICV (RFC 4303 s3.2)
+    plaintext.py  a plaintext read into the trailer and inner-packet columns (RFC 4303 s2.4)
     esn_place.py  an ESN SA's first packet that waits for its place (RFC 4303 A2.2)
     layers.py     the ESP packets inside another's plaintext (RFC 4303 s3.1)
     waiting.py    records that leave in capture order once nothing before them is held

@@ -13,12 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from espforensics.analyzer.esn_place import mismatch_words
+from espforensics.analyzer.plaintext import apply_plaintext
+from espforensics.analyzer.unverified import no_icv
 from espforensics.checks.context import PacketContext
 from espforensics.checks.coverage import CUT_DETAIL
 from espforensics.crypto import CipherContext, opener
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.model import Verdict
-from espforensics.unverified import no_icv
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +99,7 @@ def conclude(pkt: PacketContext, seq64: int, opened: Opened) -> None:
         rec.verdict = Verdict.AUTHENTIC_NOT_DECRYPTED
         rec.detail = f"ICV verified; {ctx.unchecked}"
         return
-    problem = pkt.apply_plaintext(opened.plain, 4 if ctx is None else ctx.block)
+    problem = apply_plaintext(pkt, opened.plain, 4 if ctx is None else ctx.block)
     rec.verdict = Verdict.BAD_TRAILER if problem else Verdict.OK
     if problem:
         rec.detail = problem
@@ -116,7 +117,7 @@ def esn_mismatch(pkt: PacketContext, placed: int, verified: int, plain: bytes) -
     ctx = pkt.state.ctx
     if ctx is not None and not ctx.decrypts:
         return  # authentic under the other high half; no plaintext to read
-    problem = pkt.apply_plaintext(plain, 4 if ctx is None else ctx.block)
+    problem = apply_plaintext(pkt, plain, 4 if ctx is None else ctx.block)
     if problem:
         rec.detail += f"; trailer: {problem}"
 

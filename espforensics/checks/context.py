@@ -4,7 +4,8 @@ In: built by the pipeline for every frame that carries ESP. Out:
 ``PacketContext`` (the record being filled, the datagram bytes, the outer
 header, the SA and its state, the first ``HEAD_LEN`` plaintext bytes when
 it decrypted: all any check reads of a plaintext) and ``SaState``.
-Raises nothing.
+The receiver's steps fill a packet's plaintext fields (analyzer/plaintext.py
+decodes a plaintext) before any check sees it. Raises nothing.
 """
 
 from __future__ import annotations
@@ -26,17 +27,12 @@ from espforensics.decode.clear import (
     trailer_follows,
 )
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.decode.inner import Inner, l4_name, ntop, parse_inner
-from espforensics.decode.ip import OuterIp, parse_ip
-from espforensics.decode.ipcomp import PROTO_IPCOMP, decompress
-from espforensics.errors import MalformedPacket
+from espforensics.decode.ip import OuterIp
 from espforensics.esn import EsnTracker
 from espforensics.keys.sa import CLEAR_BY_DESIGN, SecurityAssociation
 from espforensics.model import PacketRecord, Verdict
-from espforensics.trailer import parse_trailer
 
 T = TypeVar("T")
-IPCOMP_NAME = l4_name(PROTO_IPCOMP)  # an inner IP packet's protocol 108, as parse_inner names it
 HEAD_LEN = 16  # plaintext bytes the checks see: evidence of IV reuse, equal-to-ciphertext test
 
 
@@ -244,57 +240,6 @@ class PacketContext:
                     state.clear_whole = clear
             self._clear = clear
         return self._clear
-
-    def apply_plaintext(self, plain: bytes, block: int = 4) -> str:
-        """Fill the trailer and inner-packet columns from a verified plaintext.
-
-        Returns the trailer problem ("" when sound, RFC 4303 s2.4); ``block``
-        is the cipher's (``CipherContext.block``).
-        """
-        rec = self.rec
-        self.plain_head = plain[:HEAD_LEN]
-        trailer = parse_trailer(plain, block)
-        if block > 4 and len(plain) % block:
-            return trailer.problem  # not whole blocks: no trailer byte is readable
-        rec.pad_len, rec.next_header = trailer.pad_len, trailer.next_header
-        rec.payload_len = trailer.payload_len
-        if trailer.problem:
-            return trailer.problem
-        payload, nh = plain[: trailer.payload_len], trailer.next_header
-        self.payload, self.inner_next = payload, nh
-        try:
-            if nh == PROTO_IPCOMP:
-                payload, nh = self._inflate(payload)
-            inner = parse_inner(nh, payload, rec.src, rec.dst)
-            if inner.proto == IPCOMP_NAME and nh in (4, 41):
-                inner = self._tunneled_ipcomp(payload)
-        except MalformedPacket as exc:
-            rec.detail = f"inner packet: {exc}"
-            return ""
-        rec.inner_proto, rec.inner_src, rec.inner_dst = inner.proto, inner.src, inner.dst
-        rec.inner_sport, rec.inner_dport = inner.sport, inner.dport
-        return ""
-
-    def _inflate(self, payload: bytes) -> tuple[bytes, int]:
-        """The packet an IPComp payload compresses, and its next header (RFC 3173 s2.2).
-
-        Until it inflates, ``payload`` stays the IPComp payload (next header 108).
-        """
-        comp = decompress(payload)
-        self.rec.ipcomp_cpi, self.rec.ipcomp_len = comp.cpi, len(comp.data)
-        self.payload, self.inner_next = comp.data, comp.next_header
-        return comp.data, comp.next_header
-
-    def _tunneled_ipcomp(self, packet: bytes) -> Inner:
-        """The 5-tuple of an inner IP packet's IPComp payload (RFC 3173 s2.2), inflated.
-
-        Only the inner columns: ``payload`` stays the inner IP packet, whose header
-        the checksum check verifies (the inflated segment's checksum is not checked).
-        """
-        ip = parse_ip(packet)
-        comp = decompress(packet[ip.header_len : ip.total_len])
-        self.rec.ipcomp_cpi, self.rec.ipcomp_len = comp.cpi, len(comp.data)
-        return parse_inner(comp.next_header, comp.data, ntop(ip.src), ntop(ip.dst))
 
 
 _BITS = 62  # Flow.known_to stays a small int

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from espforensics.analyzer.plaintext import apply_plaintext
 from espforensics.bounded.frames import frozen, with_frame
 from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks.bulk import BulkRules, FlowRows, Mask
@@ -156,7 +157,7 @@ class PlacementCheck(BulkRules):
             if plain is not None:
                 state.tracker.commit(seq64)
                 state.proven = True
-                problem = pkt.apply_plaintext(plain, ctx.block) if ctx.decrypts else ""
+                problem = apply_plaintext(pkt, plain, ctx.block) if ctx.decrypts else ""
                 self._mark(pkt, at, seq, seq64, proven=True, iv_len=ctx.iv_len)
                 if problem:
                     rec.detail += f"; trailer: {problem}"

@@ -18,6 +18,7 @@ or ``undecodable``, and its header is no evidence of anything.
 
 from __future__ import annotations
 
+from espforensics.analyzer.plaintext import apply_plaintext
 from espforensics.checks.context import PacketContext
 from espforensics.decode.clear import internet_checksum
 from espforensics.model import Verdict
@@ -33,14 +34,14 @@ def no_icv(pkt: PacketContext, seq64: int, plain: bytes | None, block: int, why:
         rec.verdict = Verdict.SHORT  # whole (open_packet said so): not cut by the capture
         rec.detail = f"ESP packet of {rec.esp_len} bytes is too short for its IV and ICV"
         return
-    problem = pkt.apply_plaintext(plain, block)
+    problem = apply_plaintext(pkt, plain, block)
     if problem:
         rec.verdict, rec.detail = Verdict.BAD_TRAILER, f"{problem}; {why}"
         return
     if rec.detail.startswith("inner packet:"):  # apply_plaintext could not decode it
         rec.verdict, rec.detail = Verdict.UNDECODABLE, f"{rec.detail}; {why}"
         return
-    # The inner packet, after IPComp when there was one (checks/context.py inflates it).
+    # The inner packet, after IPComp when there was one (analyzer/plaintext.py inflates it).
     unsound = inner_problem(pkt.inner_next or 0, pkt.payload or b"")
     if unsound:
         rec.verdict, rec.detail = Verdict.UNDECODABLE, f"inner packet: {unsound}; {why}"
