@@ -33,12 +33,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from espforensics.analyzer.crypto import conclude, open_packet
 from espforensics.analyzer.esn_place import EsnPlacement
 from espforensics.analyzer.flows import FlowTable
 from espforensics.analyzer.fragments import Fragments
-from espforensics.analyzer.header import read_header
 from espforensics.analyzer.layers import MAX_LAYERS, Layer, may_nest, next_layer
+from espforensics.analyzer.placement import PlacementSearch
+from espforensics.analyzer.receive import Receiver
 from espforensics.analyzer.waiting import Waiting
 from espforensics.checks import Check, Flow, Holds, PacketContext, SaState, make_checks
 from espforensics.checks.iv_derivation import IvDerivationCheck
@@ -167,16 +167,18 @@ class FrameAnalyzer:
         self._esn = EsnPlacement(self._holds)
         self._waiting = Waiting(self._holds)
         self._limits = (MAX_BEHIND_CHECK, MAX_WAITING)  # read here: tests lower them
-        # The flow table's own method, not this object's: a check holding a method of the
-        # analyzer would make a cycle, and a run's state freed only by a full collection
-        # (60,000 SAs: 1.26 million objects alive after the run, 36 MB more at its peak).
-        self.checks: tuple[Check, ...] = make_checks(self.sas, self._holds, self._flows.flow_for)
+        self.checks: tuple[Check, ...] = make_checks(self.sas, self._holds)
         self._keys = next(c for c in self.checks if isinstance(c, KeyCheck))
         self._ivd = next(c for c in self.checks if isinstance(c, IvDerivationCheck))
         self.findings: list[Finding] = []
         # The SA states the frames processed here reached (the engine clears it): the
         # steady lane's plans for an SA hold only while no other frame reaches it.
         self.touched: set[SaState] = set()
+        # The flow table's own method, not this object's: the receiver holding a method of
+        # the analyzer would make a cycle, and a run's state freed only by a full collection
+        # (60,000 SAs: 1.26 million objects alive after the run, 36 MB more at its peak).
+        search = PlacementSearch(self.sas, self._flows.flow_for)
+        self._receiver = Receiver(self.checks, self._esn, search, self.touched)
 
     @property
     def busy(self) -> bool:
@@ -227,10 +229,10 @@ class FrameAnalyzer:
         pkt = self._analyze(frame, rec)
         inner = self._layers(frame, pkt) if may_nest(pkt) else ()
         if pkt is not None and pkt.state.tentative is not pkt:
-            self._observe(pkt)
+            self._receiver.hand(pkt)
         for layer in inner:
             if layer.pkt is not None and layer.pkt.state.tentative is not layer.pkt:
-                self._observe(layer.pkt)
+                self._receiver.hand(layer.pkt)
         return self._released((rec, *(layer.rec for layer in inner)), frame.ts_ns)
 
     def _released(self, recs: tuple[PacketRecord, ...], ts_ns: int) -> Released:
@@ -343,21 +345,8 @@ class FrameAnalyzer:
             rec.detail = f"SPI {spi:#010x} not selected ({self.options.select.words()})"
             return None
         flow = self.flow_for(spi, ip.src, ip.dst)
-        state = flow.state
-        self.touched.add(state)
-        sealed = read_header(rec, ip, data, loc, flow, seq)
-        pkt, seq64 = sealed.pkt, sealed.seq64
-        opened = open_packet(pkt, seq64, sealed.iv, sealed.sealed_at)
-        if opened is not None:
-            if state.ctx is not None and state.ctx.esn:
-                seq64, first = self._esn.place(pkt, seq64, opened.verified)
-                if first is not None:  # the SA's first packet goes to the checks before this
-                    self._observe(first)
-            conclude(pkt, seq64, opened)
-        if state.sa is None or (pkt.cut and pkt.header_is_evidence):
-            # keyless, or cut before its ICV by the capture: what is seen is all there is
-            state.tracker.commit(seq64)
-        return pkt
+        self.touched.add(flow.state)
+        return self._receiver.receive(rec, ip, data, loc, flow, seq)
 
     def _quoted(self, rec: PacketRecord, quote: QuotedEsp) -> None:
         """An ICMP error quoting an ESP packet: its header, named; no packet of its SA."""
@@ -413,11 +402,6 @@ class FrameAnalyzer:
         self._keys.observe_flow(flow, ip.src, ip.dst)
         self.touched.add(flow.state)
 
-    def _observe(self, pkt: PacketContext) -> None:
-        for check in self.checks:
-            check.observe(pkt)
-        self.touched.add(pkt.flow.state)  # placement may have given it another SA's flow
-
     # -- holds: what waits, and for how long ---------------------------------
     def _bound(self, ts_ns: int) -> list[Expired]:
         """Datagrams given up by ``ts_ns``; past a limit, stop waiting for the oldest hold."""
@@ -445,7 +429,7 @@ class FrameAnalyzer:
         if upto is not None:
             self._ivd.force(upto)
         for first in self._esn.force(upto):
-            self._observe(first)
+            self._receiver.hand(first)
 
     def finish(self) -> Iterator[PacketRecord]:
         """Yield the records still held at the end; collect every check's findings.

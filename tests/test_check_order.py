@@ -1,35 +1,120 @@
 """The order the per-frame path runs its stages and checks in is declared, and kept.
 
 A check whose ``finish`` reads what another check writes runs after it
-(checks.FINISH_READS); the coordinator forces held packets in a declared
-order (pipeline.FrameAnalyzer._force) instead of a callback registry.
+(checks.FINISH_READS), and so does one whose ``observe`` reads a column
+another check fills (checks.OBSERVE_READS); nothing else depends on the
+checks' order, because the receiver's steps (analyzer/receive.py: the ESP
+header found where it is, decryption, ESN state, the plaintext decoded) are
+done before any check sees a packet. The coordinator forces held packets in
+a declared order (pipeline.FrameAnalyzer._force) instead of a callback
+registry.
 """
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable, Sequence
+
 import pytest
 
 from espforensics import pipeline
-from espforensics.checks import FINISH_READS, Holds, make_checks
-from espforensics.checks.context import Flow, SaState
+from espforensics.checks import FINISH_READS, OBSERVE_READS, Check, Holds, make_checks
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
-from espforensics.model import FindingKind, Frame, Verdict
+from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Verdict
 from espforensics.pipeline import FrameAnalyzer, Options
-from espforensics.synth import build_scenario
+from espforensics.synth import Scenario, build_scenario
+from tests.helpers import PER_FRAME, run_frames, scenario
 
 
-def _no_flow(spi: int, src: bytes, dst: bytes) -> Flow:
-    return Flow(spi, "", "", SaState(None))
-
-
-def test_every_finish_reader_runs_after_what_it_reads() -> None:
-    names = [c.name for c in make_checks(SaTable(), Holds(), _no_flow)]
+def test_every_reader_runs_after_what_it_reads() -> None:
+    names = [c.name for c in make_checks(SaTable(), Holds())]
     assert len(set(names)) == len(names)
-    for reader, reads in FINISH_READS.items():
+    for reader, reads in (*FINISH_READS.items(), *OBSERVE_READS.items()):
         assert reader in names
         for read in reads:
             assert names.index(read) < names.index(reader), (reader, read)
+
+
+def _keeping_reads(names: Sequence[str]) -> list[str]:
+    """``names`` in their order, each moved just after the checks it reads (declared)."""
+    reads = {n: {*FINISH_READS.get(n, ()), *OBSERVE_READS.get(n, ())} for n in names}
+    left, order = list(names), list[str]()
+    while left:
+        ready = next(n for n in left if reads[n] <= set(order))
+        order.append(ready)
+        left.remove(ready)
+    return order
+
+
+def _placement_last(names: list[str]) -> list[str]:
+    return [*(n for n in names if n != "esp_placement"), "esp_placement"]
+
+
+def _shuffled(seed: int) -> Callable[[list[str]], list[str]]:
+    def order(names: list[str]) -> list[str]:
+        random.Random(seed).shuffle(names)
+        return names
+
+    return order
+
+
+ORDERS: dict[str, Callable[[list[str]], list[str]]] = {
+    "placement-last": _placement_last,
+    "reversed": lambda names: names[::-1],
+    "shuffled-1": _shuffled(1),
+    "shuffled-2": _shuffled(2),
+}
+
+
+def _cut(sc: Scenario, snap: int) -> tuple[Frame, ...]:
+    """The scenario's frames cut to ``snap`` bytes, as ``editcap -s`` cuts them."""
+    return tuple(f._replace(caplen=min(f.caplen, snap), data=f.data[:snap]) for f in sc.frames)
+
+
+# (scenario, keyed, snap length): misplaced headers proven by decryption, found by layout
+# without a key or in a cut capture, searched under another SA's key (unknown SPIs), and
+# the other checks' own cases.
+RUNS = [
+    ("kernel-gso-v4", True, None),
+    ("kernel-gso-v4", False, None),
+    ("kernel-gso-v6", True, None),
+    ("kernel-gso-v6", True, 96),
+    ("kernel-gso-v4", False, 96),
+    ("unknown-spi", True, None),
+    ("corrupt-icv", True, None),
+    ("iv-reuse", True, None),
+    ("sequence", False, None),
+    ("esn-fault-v4", True, None),
+    ("null-icmp", False, None),
+]
+
+
+def _analyze(name: str, keyed: bool, snap: int | None) -> tuple[list[PacketRecord], list[Finding]]:
+    sc = scenario(name)
+    frames = sc.frames if snap is None else _cut(sc, snap)
+    run = run_frames(frames, sc.sas if keyed else (), PER_FRAME, name)
+    return run.records, sorted(run.findings, key=repr)
+
+
+@pytest.mark.parametrize("order", list(ORDERS))
+@pytest.mark.parametrize(("name", "keyed", "snap"), RUNS)
+def test_the_checks_give_the_same_outputs_in_any_order_that_keeps_their_reads(
+    monkeypatch: pytest.MonkeyPatch, order: str, name: str, keyed: bool, snap: int | None
+) -> None:
+    """Placement does no receiver work any more: run last, or in any order that keeps
+    the declared reads, the checks fill the same columns and make the same findings."""
+    expected = _analyze(name, keyed, snap)
+    assert any(r.misplaced for r in expected[0]) == name.startswith("kernel-gso")
+
+    def reordered(sas: SaTable, holds: Holds) -> tuple[Check, ...]:
+        checks = {c.name: c for c in make_checks(sas, holds)}
+        names = _keeping_reads(ORDERS[order](list(checks)))
+        assert names != list(checks)  # another order than the registry's
+        return tuple(checks[n] for n in names)
+
+    monkeypatch.setattr(pipeline, "make_checks", reordered)
+    assert _analyze(name, keyed, snap) == expected
 
 
 def test_esn_mismatch_words_read_the_iv_delta_settled_at_finish() -> None:

@@ -4,9 +4,12 @@ In: every ESP packet as a ``PacketContext``, in capture order. Out: each
 check fills its own columns of the record in ``observe`` and yields its
 ``Finding`` rows in ``finish``. Raises nothing.
 
-Order matters once: placement runs first, because a misplaced ESP header
-found there changes the sequence number, IV and plaintext that the other
-checks read (and the verdict the key check counts).
+What the receiver does to a packet before any check looks at it (the ESP
+header found where it really is, decryption, ESN state, the plaintext
+decoded) is done by then (analyzer/receive.py, in its declared order), so
+no check changes what another reads of the packet: the receiver check reads
+the sequence check's ``seq_anomaly`` of the same record (``OBSERVE_READS``),
+and ``FINISH_READS`` names what a ``finish`` reads of another check.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.checks.iv_reuse import IvReuseCheck
 from espforensics.checks.keys import KeyCheck
 from espforensics.checks.leaks import LeakCheck
-from espforensics.checks.placement import FlowFor, PlacementCheck
+from espforensics.checks.placement import PlacementCheck
 from espforensics.checks.receiver import ReceiverCheck
 from espforensics.checks.reserved_spi import ReservedSpiCheck
 from espforensics.checks.sequence import SequenceCheck
@@ -53,16 +56,16 @@ class Check(Protocol):
     def finish(self) -> Iterator[Finding]: ...
 
 
-def make_checks(sas: SaTable, holds: Holds, flow_for: FlowFor) -> tuple[Check, ...]:
+def make_checks(sas: SaTable, holds: Holds) -> tuple[Check, ...]:
     """Every check, in the order they run."""
     return (
-        PlacementCheck(sas, flow_for),
+        PlacementCheck(sas),
         LeakCheck(),
         IvReuseCheck(sas),
         IvDerivationCheck(holds),
         SequenceCheck(),
         ReservedSpiCheck(),
-        ReceiverCheck(sas),  # reads the sequence check's seq_anomaly
+        ReceiverCheck(sas),  # reads the sequence check's seq_anomaly (OBSERVE_READS)
         EsnMismatchCheck(),
         KeyCheck(sas),
         IntegrityCheck(),
@@ -111,6 +114,13 @@ COVERAGE: tuple[tuple[str, Callable[[Seen], str | None]], ...] = (
     ("inner_checksum", checksum.coverage),
 )
 
+# What a check's ``observe`` reads of a record that another check fills, by check name:
+# each reader must come after what it reads in ``make_checks``. The receiver model counts
+# the duplicates and reorders the sequence check marks in ``seq_anomaly``. Nothing else a
+# check reads of a packet is written by a check: the receiver's steps (analyzer/receive.py)
+# have done their work before any check sees it (tests/test_check_order.py runs them in
+# other orders, these kept).
+OBSERVE_READS: dict[str, tuple[str, ...]] = {"receiver": ("sequence",)}
 # What a check's ``finish`` reads that another check writes, by check name: each reader
 # must come after what it reads in ``make_checks`` (tests/test_check_order.py asserts it).
 # esn_mismatch words each event by its record's ``iv_seq_delta``, which iv_derivation
@@ -125,6 +135,8 @@ NO_LINE = ("integrity", "reserved_spi", "receiver")
 __all__ = [
     "BULK",
     "COVERAGE",
+    "FINISH_READS",
+    "OBSERVE_READS",
     "Check",
     "Flow",
     "Holds",

@@ -91,6 +91,20 @@ class Flow:
         self.known_to = 0  # a bit per PerFlow that made or found this flow's state
 
 
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """Where the receiver found a packet's ESP header, later than its outer headers put it.
+
+    analyzer/placement.py sets it; the placement check counts it. ``proven``:
+    the packet verified there under its SA's key, else found by layout alone.
+    """
+
+    spi: int  # the SPI of the header found
+    expected: int  # offset in the datagram where the outer headers put the ESP header
+    at: int  # offset where it is
+    proven: bool
+
+
 @dataclass(slots=True)
 class PacketContext:
     """One ESP packet on its way through the checks."""
@@ -105,6 +119,7 @@ class PacketContext:
     # What ``payload`` is: the trailer's next header, or an IPComp payload's (RFC 3173 s2.2),
     # ``payload`` then being the inflated packet.
     inner_next: int | None = None
+    placed: Placed | None = None  # its ESP header found elsewhere (analyzer/placement.py)
     _digest: bytes | None = None
     _clear: bool | None = None
     _clear_at: int | None = None  # the ESP offset ``_clear`` was found for (placement moves it)
@@ -124,7 +139,7 @@ class PacketContext:
 
     @property
     def misplaced(self) -> bool:
-        """Was its ESP header found later than its outer headers put it (checks/placement.py)?
+        """Was its ESP header found later than its outer headers put it (analyzer/placement.py)?
 
         ``esp_misplaced``, or a packet cut by the capture whose header was found
         there by layout (its verdict stays ``truncated``: nothing verified it).
@@ -155,7 +170,7 @@ class PacketContext:
         """Why the capture does not show this packet's ESP header to be where it is read ("").
 
         A whole datagram was searched whole for a misplaced header
-        (checks/placement.py), and a header found later by layout is the one
+        (analyzer/placement.py), and a header found later by layout is the one
         read. A cut one that was not: primer s5's misplaced layout leaves a
         stale ESP header and IV at the expected offset, then the inner IP
         header's first bytes in clear, then the real header. When the capture
