@@ -24,9 +24,9 @@ from espforensics.errors import (
 
 if TYPE_CHECKING:
     from espforensics.analysis import Analysis, analyze, analyze_to_dir, summarize
+    from espforensics.analyzer.frame import Options
     from espforensics.keys import SaTable, SecurityAssociation, load_sas
     from espforensics.model import PacketRecord, Proto, Verdict
-    from espforensics.pipeline import Options
     from espforensics.results.summary import Summary
 
 # Where each name that is not an error lives; imported on first use (PEP 562).
@@ -41,7 +41,7 @@ _LAZY = {
     "PacketRecord": "espforensics.model",
     "Proto": "espforensics.model",
     "Verdict": "espforensics.model",
-    "Options": "espforensics.pipeline",
+    "Options": "espforensics.analyzer.frame",
     "Summary": "espforensics.results.summary",
 }
 

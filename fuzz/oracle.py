@@ -30,13 +30,13 @@ from typing import Literal
 import pyarrow.parquet as pq
 
 from espforensics.analysis import Analysis, KeysArg, analyze, analyze_to_dir, summarize
+from espforensics.analyzer.frame import Options
 from espforensics.batch.run import run_batch
 from espforensics.capture import open_capture, open_compressed_writer
 from espforensics.compare import compare
 from espforensics.errors import CaptureError, InputError
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import Frame
-from espforensics.pipeline import Options
 from espforensics.render.compare import (
     render_comparison,
     render_comparison_json,

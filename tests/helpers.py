@@ -34,12 +34,12 @@ import pytest
 from typer.testing import CliRunner
 
 from espforensics.analysis import Analysis, analyze, analyze_to_dir
+from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.capture import open_capture
 from espforensics.engine import Engine, Row, SteadyRows
 from espforensics.keys import SaTable
 from espforensics.keys.sa import SecurityAssociation
 from espforensics.model import DecryptionSecrets, Finding, Frame, PacketRecord, Proto, Verdict
-from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.report import filters as tcpdump
 from espforensics.synth import Scenario, build_scenario, write_scenario
 from espforensics.tables.packets import records_to_table, steady_table

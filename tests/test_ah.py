@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from espforensics.analysis import analyze_to_dir
+from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.capture import open_capture
 from espforensics.decode.ip import PROTO_AH, PROTO_ESP, parse_ip
 from espforensics.engine.run import Engine
@@ -27,7 +28,6 @@ from espforensics.errors import MalformedPacket, Truncated
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import Secret, SecurityAssociation
 from espforensics.model import FindingKind, Frame, InnerChecksum, PacketRecord, Severity, Verdict
-from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.rewrite import CaptureCopies
 from espforensics.synth.esp import EspSealer
 from espforensics.synth.packets import ipv4_packet, ipv6_packet, udp_bytes

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from espforensics import pipeline
+from espforensics.analyzer import frame
+from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
 from espforensics.keys.wireshark import ESP_SA_SECRETS_TYPE
 from espforensics.model import Frame, Verdict
-from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import build_scenario
 
 ARP = bytes(12) + b"\x08\x06" + bytes(28)
@@ -34,7 +34,7 @@ def _then_arp(first: list[Frame], n: int, consumed: list[int]) -> Iterator[Frame
 def test_first_record_leaves_within_the_bound(
     monkeypatch: pytest.MonkeyPatch, scenario: str
 ) -> None:
-    monkeypatch.setattr(pipeline, "MAX_WAITING", 100)
+    monkeypatch.setattr(frame, "MAX_WAITING", 100)
     sc = build_scenario(scenario, seed=1)
     if scenario == "fragments-v4":  # one fragment alone: its datagram never completes
         lone = next(
@@ -65,10 +65,10 @@ def test_fewer_collections_restores_the_gc_settings() -> None:
     import gc
 
     before = gc.get_threshold()
-    with pipeline.fewer_collections():
+    with frame.fewer_collections():
         assert gc.get_threshold() == (50_000, *before[1:])
     assert gc.get_threshold() == before
-    with pytest.raises(ValueError), pipeline.fewer_collections():
+    with pytest.raises(ValueError), frame.fewer_collections():
         raise ValueError
     assert gc.get_threshold() == before
 
@@ -77,7 +77,7 @@ def test_fewer_collections_nested_on_threads_restores_once_all_end() -> None:
     import gc
 
     before = gc.get_threshold()
-    first, second = pipeline.fewer_collections(), pipeline.fewer_collections()
+    first, second = frame.fewer_collections(), frame.fewer_collections()
     first.__enter__()
     second.__enter__()
     first.__exit__(None, None, None)  # the first analysis ends while the second runs
@@ -88,8 +88,8 @@ def test_fewer_collections_nested_on_threads_restores_once_all_end() -> None:
 
 def test_a_check_hold_gives_up_sooner_than_a_fragment(monkeypatch: pytest.MonkeyPatch) -> None:
     """An SA's first record waits behind at most MAX_BEHIND_CHECK frames, a fragment longer."""
-    monkeypatch.setattr(pipeline, "MAX_WAITING", 1000)
-    monkeypatch.setattr(pipeline, "MAX_BEHIND_CHECK", 100)
+    monkeypatch.setattr(frame, "MAX_WAITING", 1000)
+    monkeypatch.setattr(frame, "MAX_BEHIND_CHECK", 100)
     for scenario, bound in (("kernel-gso-v4", 102), ("fragments-v4", 1002)):
         sc = build_scenario(scenario, seed=1)
         if scenario == "fragments-v4":
@@ -122,7 +122,7 @@ def _many_spis(n: int) -> Iterator[Frame]:
 
 def test_many_sas_keep_few_records_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every SA's first record is held while it probes; the wait stays bounded per frame."""
-    monkeypatch.setattr(pipeline, "MAX_BEHIND_CHECK", 64)
+    monkeypatch.setattr(frame, "MAX_BEHIND_CHECK", 64)
     analyzer = FrameAnalyzer(SaTable(), Options(), "scan")
     fed, out, most = 0, 0, 0
 

@@ -23,13 +23,13 @@ import numpy as np
 import pytest
 
 from espforensics.analysis import analyze_to_dir
+from espforensics.analyzer.frame import Options
 from espforensics.capture import write_pcap
 from espforensics.capture.writer import FrameRun, PcapngStream, PcapStream
 from espforensics.decode.clear import internet_checksum
 from espforensics.errors import CaptureError, OutputError
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import Finding, Frame
-from espforensics.pipeline import Options
 from espforensics.rewrite.annotate import write_annotated
 from espforensics.rewrite.bulk import write_decrypted
 from espforensics.rewrite.decrypted import write_decrypted_frames

@@ -6,7 +6,7 @@ another check fills (checks.OBSERVE_READS); nothing else depends on the
 checks' order, because the receiver's steps (analyzer/receive.py: the ESP
 header found where it is, decryption, ESN state, the plaintext decoded) are
 done before any check sees a packet. The coordinator forces held packets in
-a declared order (pipeline.FrameAnalyzer._force) instead of a callback
+a declared order (analyzer/frame.py, FrameAnalyzer._force) instead of a callback
 registry.
 """
 
@@ -17,12 +17,12 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from espforensics import pipeline
+from espforensics.analyzer import frame
+from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.checks import FINISH_READS, OBSERVE_READS, Check, Holds, make_checks
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
 from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Verdict
-from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import Scenario, build_scenario
 from tests.helpers import PER_FRAME, run_frames, scenario
 
@@ -113,7 +113,7 @@ def test_the_checks_give_the_same_outputs_in_any_order_that_keeps_their_reads(
         assert names != list(checks)  # another order than the registry's
         return tuple(checks[n] for n in names)
 
-    monkeypatch.setattr(pipeline, "make_checks", reordered)
+    monkeypatch.setattr(frame, "make_checks", reordered)
     assert _analyze(name, keyed, snap) == expected
 
 
@@ -144,7 +144,7 @@ def test_forcing_settles_iv_derivation_then_confirms_the_esn_first_packet(
     MAX_BEHIND_CHECK waiting records the IV derivation check is told to settle, then ESN
     placement confirms the packet and hands it to the checks: the IV derivation check
     holds it then, until the next frame forces again (the declared order)."""
-    monkeypatch.setattr(pipeline, "MAX_BEHIND_CHECK", 100)
+    monkeypatch.setattr(frame, "MAX_BEHIND_CHECK", 100)
     sc = build_scenario("esn-fault-v4", seed=1)
     analyzer = FrameAnalyzer(SaTable(sc.sas), Options(steady_lane=False), "force")
     assert analyzer.process(sc.frames[4]._replace(number=1)) == ()  # seq low 0xffffffff

@@ -28,8 +28,8 @@ import pytest
 from pandas.testing import assert_frame_equal
 
 from espforensics.analysis import Analysis, analyze, analyze_to_dir
+from espforensics.analyzer.frame import Options
 from espforensics.model import FindingKind
-from espforensics.pipeline import Options
 from espforensics.render.json import render_json
 from espforensics.synth import SCENARIOS, build_scenario, write_scenario
 from tests import helpers

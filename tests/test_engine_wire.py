@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from espforensics.analyzer.frame import MAX_TUNNELS
 from espforensics.decode.esp import ESP_HEADER_LEN, EspLocation, locate_esp, parse_esp_header
 from espforensics.decode.ip import OuterIp, parse_ip
 from espforensics.decode.link import (
@@ -28,7 +29,6 @@ from espforensics.decode.tunnel import unwrap
 from espforensics.engine.wire import ADDR_LEN, CARRIERS, FrameBatch, WireColumns, parse
 from espforensics.errors import MalformedPacket
 from espforensics.model import Frame, Proto
-from espforensics.pipeline import MAX_TUNNELS
 from espforensics.synth import SCENARIOS, build_scenario
 from espforensics.synth.tunnels import TUNNELS, in_tunnel
 
@@ -37,7 +37,7 @@ COMMON_LINKS = frozenset({1, 12, 14, 101, 113, 228, 229, 276})
 
 
 class Decoded(NamedTuple):
-    """What the per-frame decoders read of a frame, through its tunnels as pipeline.py."""
+    """What the per-frame decoders read of a frame, through its tunnels as analyzer/frame.py."""
 
     l3: int  # where the (innermost) IP header starts in the frame
     carriers: str  # the ``carriers`` column
@@ -55,7 +55,7 @@ def _decoded(frame: Frame) -> Decoded:
         if link.ethertype not in (ETH_IPV4, ETH_IPV6):
             return Decoded(at, " ".join(words), None, None)
         data = data[link.offset :]
-        ip = parse_ip(data, through_ah=True)  # as pipeline.py decodes the outer header
+        ip = parse_ip(data, through_ah=True)  # as analyzer/frame.py decodes the outer header
         if ip.frag_id is not None:
             return Decoded(at, " ".join(words), ip, None)
         data = data[: ip.total_len]

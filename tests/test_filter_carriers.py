@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.engine import SteadyRows
 from espforensics.engine.run import Engine
 from espforensics.keys import SaTable
 from espforensics.model import Frame
-from espforensics.pipeline import FrameAnalyzer
 from espforensics.report.filters import (
     FIRST_FRAGMENT_NOTE,
     HEADING,

@@ -21,13 +21,13 @@ import pytest
 
 import fuzz.oracle
 from espforensics.analysis import Analysis, KeysArg, analyze
+from espforensics.analyzer.frame import Options
 from espforensics.engine.plan import Plan
 from espforensics.engine.rows import SteadyRows
 from espforensics.engine.steady import SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns
 from espforensics.keys import SaTable
 from espforensics.model import PacketRecord
-from espforensics.pipeline import Options
 from espforensics.synth import SCENARIOS, build_scenario, write_capture
 from espforensics.synth.truth import CaptureFormat
 from fuzz import lanecount

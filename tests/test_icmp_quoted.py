@@ -162,7 +162,7 @@ def _esp_only(records: list[PacketRecord]) -> list[PacketRecord]:
 
 @pytest.mark.parametrize("options", [helpers.PER_FRAME, helpers.STEADY], ids=["frame", "lane"])
 def test_a_quote_names_its_packet_and_the_sa_counts_nothing_of_it(options: object) -> None:
-    from espforensics.pipeline import Options
+    from espforensics.analyzer.frame import Options
 
     assert isinstance(options, Options)
     with_errors, without = _capture(True), _capture(False)

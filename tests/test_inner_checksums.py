@@ -536,9 +536,9 @@ def _mcgrew_capture(mismatched: tuple[int, ...]) -> Any:
 def test_a_whole_ip_packet_under_next_header_1_is_named_as_a_mismatch() -> None:
     """The per-frame path and the steady lane alike: the frames are named, their checksum is
     not run as ICMP's, and no inner_checksum finding says they were damaged."""
+    from espforensics.analyzer.frame import FrameAnalyzer
     from espforensics.engine import Engine, SteadyRows
     from espforensics.keys import SaTable
-    from espforensics.pipeline import FrameAnalyzer
 
     mismatched = (0, 1, 150, 151, 199)
     sc = _mcgrew_capture(mismatched)

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from espforensics.analyzer.frame import Options
 from espforensics.capture import open_capture
 from espforensics.checks.context import Flow, Holds, PacketContext, SaState
 from espforensics.checks.iv_derivation import WINDOW, IvDerivationCheck, choose_constant
@@ -35,7 +36,6 @@ from espforensics.model import (
     Severity,
     Verdict,
 )
-from espforensics.pipeline import Options
 from espforensics.synth import SCENARIOS, build_scenario
 from tests.helpers import needs_captures, real_capture, run_frames, run_scenario
 

@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 from espforensics.analysis import analyze_to_dir
+from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.capture import open_capture, unpack, write_pcap
 from espforensics.capture.batch import FrameBatch
 from espforensics.crypto import sa_identity
@@ -40,7 +41,6 @@ from espforensics.engine.wire import parse
 from espforensics.errors import InputError
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import Frame
-from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import write_scenario
 from fuzz.steady import pick_steady, steady_frames
 from tests.helpers import capture_params, real_capture, run_cli, scenario
@@ -295,7 +295,7 @@ import os, sys
 from espforensics.analysis import analyze_to_dir
 from espforensics.capture import unpack
 from espforensics.engine import pool
-from espforensics.pipeline import Options
+from espforensics.analyzer.frame import Options
 pool.PATIENT = True
 unpack.RESERVE = 0.0  # a copy however full this disk is
 def reached():

@@ -26,10 +26,10 @@ from typing import Literal
 import pytest
 
 from espforensics.analysis import analyze_to_dir
+from espforensics.analyzer.frame import Options
 from espforensics.capture import open_compressed_writer, unpack, write_pcap, write_pcapng
 from espforensics.errors import CaptureTruncated
 from espforensics.model import DecryptionSecrets, Frame
-from espforensics.pipeline import Options
 from fuzz.steady import SteadySeed, pick_steady, steady_frames
 from tests.helpers import run_cli
 from tests.procs import wait_gone

@@ -16,10 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 from espforensics.analysis import summarize
+from espforensics.analyzer.frame import Options
 from espforensics.checks.unused import unused_note
 from espforensics.cli import app
 from espforensics.model import ANY_SPI, FindingKind, UnusedReason, Verdict
-from espforensics.pipeline import Options
 from espforensics.results.summary import Summary
 from tests import helpers
 
@@ -278,8 +278,8 @@ def test_policy_blocks_and_skipped_lines_are_warnings_on_stderr(tmp_path: Path) 
 def test_short_key_that_no_leading_zero_fixes_is_named_by_its_length(
     tmp_path: Path, lane: Options
 ) -> None:
+    from espforensics.analyzer.frame import FrameAnalyzer
     from espforensics.keys import SaTable, load_sas
-    from espforensics.pipeline import FrameAnalyzer
     from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, SaFlow, make_sa
     from espforensics.synth.keytext import keys_yaml
     from espforensics.synth.scenarios_crypto import send_udp

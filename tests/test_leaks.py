@@ -8,6 +8,7 @@ untouched packets it must report nothing.
 
 from __future__ import annotations
 
+from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.checks.leaks import name_fields
 from espforensics.crypto import AeadContext
 from espforensics.decode.clear import clear_ip_header
@@ -15,7 +16,6 @@ from espforensics.evidence import Leak, LeakProof
 from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.keys.sa import NULL_CIPHER
 from espforensics.model import FindingKind, Frame, Severity, Verdict
-from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import build_scenario
 from tests.helpers import iter_rows
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 import gc
 import tracemalloc
 
+from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.engine import Engine
 from espforensics.keys import SaTable
 from espforensics.model import Frame, PacketRecord
-from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.results.builder import SummaryBuilder
 from espforensics.synth.bench import iter_bench_frames, with_spis
 

@@ -26,6 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from espforensics.analysis import analyze_to_dir, summarize
+from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.capture import open_capture
 from espforensics.decode.ip import parse_ip
 from espforensics.decode.ipcomp import MAX_INFLATED, decompress
@@ -36,7 +37,6 @@ from espforensics.gate import EXIT_CLEAN, EXIT_UNCHECKED, Unchecked, exit_code
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import Secret, SecurityAssociation
 from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Verdict
-from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.render.html import format_html
 from espforensics.render.text import render_report
 from espforensics.report.content import report_content

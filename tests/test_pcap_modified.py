@@ -19,10 +19,10 @@ from typing import Literal
 import pytest
 
 from espforensics.analysis import analyze_to_dir
+from espforensics.analyzer.frame import Options
 from espforensics.capture import open_capture, write_pcap
 from espforensics.errors import CaptureTruncated
 from espforensics.model import Frame
-from espforensics.pipeline import Options
 from tests.test_jobs import _window
 
 DATA = Path(__file__).parent / "data" / "scapy"

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from espforensics.analyzer.frame import Options
 from espforensics.keys import SaTable
 from espforensics.model import Frame, Verdict
-from espforensics.pipeline import Options
 from espforensics.synth import Scenario
 from tests.helpers import PER_FRAME, run_frames, scenario
 

@@ -13,8 +13,8 @@ import gc
 from pathlib import Path
 
 from espforensics.analysis import analyze_to_dir
+from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.checks.context import Flow, SaState
-from espforensics.pipeline import FrameAnalyzer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

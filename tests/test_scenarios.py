@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from espforensics import analyze
+from espforensics.analyzer.frame import Options
 from espforensics.keys import SaTable
 from espforensics.model import Finding, FindingKind, Frame, Proto, Verdict
-from espforensics.pipeline import Options
 from espforensics.synth import SCENARIOS, build_scenario, write_scenario
 from tests.helpers import run_frames, run_scenario
 

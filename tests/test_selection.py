@@ -16,9 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from espforensics.analysis import analyze_to_dir
+from espforensics.analyzer.frame import Options
 from espforensics.cli import app
 from espforensics.model import Selection
-from espforensics.pipeline import Options
 from espforensics.synth import build_scenario, write_scenario
 
 runner = CliRunner()

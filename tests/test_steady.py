@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
+from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.checks import BULK, Flow
 from espforensics.checks.bulk import BulkColumns, BulkRules, FlowRows, Mask
 from espforensics.engine.steady import Plan, SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns, parse
 from espforensics.keys import SaTable
-from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, SaFlow, make_sa
 from espforensics.synth.scenarios_crypto import send_udp
 from espforensics.synth.truth import Scenario

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from espforensics.analyzer.frame import Options
 from espforensics.cli import app
 from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.model import (
@@ -25,7 +26,6 @@ from espforensics.model import (
     Severity,
     Verdict,
 )
-from espforensics.pipeline import Options
 from espforensics.synth import SCENARIOS, build_scenario
 from tests import helpers
 from tests.helpers import run_frames

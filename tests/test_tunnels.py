@@ -27,6 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from espforensics.analysis import analyze_to_dir
+from espforensics.analyzer.frame import MAX_TUNNELS, FrameAnalyzer, Options
 from espforensics.capture.batch import FrameBatch
 from espforensics.decode.clear import internet_checksum
 from espforensics.decode.ip import parse_ip
@@ -36,7 +37,6 @@ from espforensics.engine.wire import parse
 from espforensics.errors import Truncated
 from espforensics.keys import SaTable
 from espforensics.model import Finding, Frame, PacketRecord
-from espforensics.pipeline import MAX_TUNNELS, FrameAnalyzer, Options
 from espforensics.report.filters import HEADING
 from espforensics.rewrite.decrypted import DecryptionKeys, Decryptor
 from espforensics.synth import Scenario, bench_sas, esp_sa_text, iter_bench_frames, write_scenario

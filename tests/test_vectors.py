@@ -30,6 +30,7 @@ from dataclasses import replace
 
 import pytest
 
+from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.crypto import AeadContext, EncAuthContext
 from espforensics.keys import SaTable
 from espforensics.keys.sa import (
@@ -41,7 +42,6 @@ from espforensics.keys.sa import (
     SecurityAssociation,
 )
 from espforensics.model import Frame, Verdict
-from espforensics.pipeline import FrameAnalyzer, Options
 from tests.helpers import iter_rows
 
 LINKTYPE_RAW = 101

@@ -33,11 +33,11 @@ from espforensics.analysis.run import (
     capture_info,
     sha256_file,
 )
+from espforensics.analyzer.frame import Options, fewer_collections
 from espforensics.capture.regular import check_regular
 from espforensics.engine.dask_workers import check_scheduler
 from espforensics.errors import CaptureError, CaptureTruncated, InputError, OutputError
 from espforensics.keys import SaTable
-from espforensics.pipeline import Options, fewer_collections
 from espforensics.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
 from espforensics.receiver.xfrm_stat import XfrmStatFiles, observed
 from espforensics.render.registry import FILE_RENDERERS

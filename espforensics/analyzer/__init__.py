@@ -1,4 +1,4 @@
-"""The per-frame path's stages, one owner of state each; pipeline.FrameAnalyzer walks them.
+"""The per-frame path's stages, one owner of state each; frame.py FrameAnalyzer walks them.
 
 In: one frame at a time, from ``FrameAnalyzer.process``. Out: the stage's
 part of the record and the state only it changes. Raises what each

@@ -4,7 +4,7 @@ In: every record of a frame processed while some record is held (``push``),
 and the ``Holds`` that the fragments, ESN placement and the IV derivation
 check keep. Out: the records free to leave, oldest first (``release``).
 How long a held record may keep the rest waiting is the caller's to bound
-(pipeline.py: ``MAX_WAITING``, ``MAX_BEHIND_CHECK``). Raises nothing.
+(analyzer/frame.py: ``MAX_WAITING``, ``MAX_BEHIND_CHECK``). Raises nothing.
 """
 
 from __future__ import annotations

@@ -314,7 +314,7 @@ class Holds:
     ``finish``. Two holders may hold one frame (an SA's first packet waits
     for its IV constant and for its ESN place): it is counted, and leaves
     once both released it. Giving up waiting early is each holder's own
-    method, which pipeline.FrameAnalyzer calls in a declared order.
+    method, which analyzer/frame.py FrameAnalyzer calls in a declared order.
     """
 
     __slots__ = ("_frames",)

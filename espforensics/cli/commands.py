@@ -27,6 +27,7 @@ from espforensics.analysis import (
     default_out_dir,
     summary_of,
 )
+from espforensics.analyzer.frame import Options
 from espforensics.capture.spool import STDIN, Spooled
 from espforensics.cli.errors import _guarded
 from espforensics.cli.expect import assertions, settle, xfrm_stat
@@ -36,7 +37,6 @@ from espforensics.cli.report import _batch_exit, _exit_gate, _show, _usage
 from espforensics.engine.dask_workers import check_scheduler
 from espforensics.errors import EspForensicsError
 from espforensics.model import CSV_ROWS, SEVERITY_RANK, Severity, Unchecked
-from espforensics.pipeline import Options
 from espforensics.progress import LineMeter, Meter
 from espforensics.report.narrative import worst_severity
 from espforensics.results.summary import Summary

@@ -5,7 +5,7 @@ wire.py (stateless, vectorised parse of the common layouts), steady.py
 (the steady lane: plans and bulk commits to the checks), plain.py (its
 plaintexts as columns), rows.py (what it hands on), run.py (the
 loop over batches, the decryption thread pool, and the per-frame path
-of pipeline.py for every other frame).
+of analyzer/frame.py for every other frame).
 """
 
 from espforensics.engine.rows import SteadyRows

@@ -36,6 +36,7 @@ from itertools import repeat
 
 import numpy as np
 
+from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.checks import SaState
 from espforensics.crypto import sa_identity
 from espforensics.engine.pool import Ahead, Item, Prefetcher
@@ -45,7 +46,6 @@ from espforensics.engine.steady import OpenJob, Plan, SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns, parse
 from espforensics.errors import InputError
 from espforensics.model import Frame, PacketRecord
-from espforensics.pipeline import FrameAnalyzer, Options
 
 Row = PacketRecord | SteadyRows
 _MIN_SHARE = 64  # packets a thread gets at the least: below it, one thread opens them all

@@ -41,6 +41,7 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
+from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.capture.batch import Buffer
 from espforensics.checks import Flow, SaState, bulk_checks
 from espforensics.checks.bulk import BulkCheck, Opened, Outer, first_refused
@@ -69,7 +70,6 @@ from espforensics.engine.rows import SteadyRows
 from espforensics.engine.wire import I64, FrameBatch, Mask, WireColumns
 from espforensics.esn import EsnTracker
 from espforensics.model import PacketRecord, Selection
-from espforensics.pipeline import FrameAnalyzer
 
 __all__ = ["Decoded", "OpenJob", "Opening", "Plan", "SteadyLane"]
 

@@ -49,8 +49,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain, islice
 
+from espforensics.analyzer.frame import fewer_collections
 from espforensics.keys import SaTable
-from espforensics.pipeline import fewer_collections
 from espforensics.reconcile.clock import (
     Clock,
     Spread,

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from espforensics.analyzer.frame import FrameAnalyzer, Options, fewer_collections
 from espforensics.capture import Capture, open_capture
 from espforensics.decode.esp import EspLocation, locate_esp, parse_esp_header
 from espforensics.decode.inner import ntop
@@ -37,7 +38,6 @@ from espforensics.errors import MalformedPacket
 from espforensics.esn import EsnTracker
 from espforensics.keys import SaTable
 from espforensics.model import DecryptionSecrets, Frame, PacketRecord
-from espforensics.pipeline import FrameAnalyzer, Options, fewer_collections
 
 # The steady lane's rows are the packets the receiver check accepts (tables/packets.py).
 _LANE_VERDICT = "accept"

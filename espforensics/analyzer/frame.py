@@ -12,12 +12,11 @@ take, and with ``Options(steady_lane=False)`` every frame: the reference.
 Stages per frame, each once and forward: link -> outer IP -> (reassembly,
 analyzer/fragments.py) -> (a tunnel, decode/tunnel.py: the link or IP
 header it carries, and on from there, at most ``MAX_TUNNELS``) -> ESP
-location -> flow and SA (analyzer/flows.py) -> header (analyzer/header.py)
--> open (analyzer/crypto.py; analyzer/unverified.py for an SA whose ICV is absent
-or not checked) -> ESN place
-(analyzer/esn_place.py) -> verdict, trailer and inner decode -> inner ESP
-layers (analyzer/layers.py) -> checks -> records out in capture order
-(analyzer/waiting.py). A datagram without ESP that is an ICMP error quoting an
+location -> flow and SA (analyzer/flows.py) -> the receiver's steps in
+their declared order (analyzer/receive.py: header, open, ESN place,
+verdict and plaintext, the ESP header searched where it really is) ->
+inner ESP layers (analyzer/layers.py) -> checks -> records out in capture
+order (analyzer/waiting.py). A datagram without ESP that is an ICMP error quoting an
 ESP packet gets that packet's SPI and sequence number (decode/icmp.py), and
 reaches no SA. Fragments that do not complete a datagram are held
 back (bounded by the reassembler's limits) so that their ``detail`` can
@@ -152,7 +151,9 @@ class FrameAnalyzer:
     Owns nothing but the order: fragments.py owns the reassembly, flows.py the
     flows and SA states, esn_place.py the ESN SAs waiting for their first
     packet's place, waiting.py the records waiting behind a held one, and each
-    check its own state (docs/architecture.md, "Who owns which state").
+    check its own state (docs/architecture.md, "Who owns which state");
+    receive.py runs the receiver's steps over an ESP packet and hands it to
+    the checks.
     """
 
     def __init__(self, sas: SaTable, options: Options, origin: str = "<capture>") -> None:
@@ -215,7 +216,7 @@ class FrameAnalyzer:
         own = {sa.encap_port for sa in self.sas if sa.encap_port is not None}
         return self.options.natt_ports | own
 
-    # -- frames: link -> outer IP -> reassembly -> ESP -> SA -> open -> ESN -> checks
+    # -- frames: link -> outer IP -> reassembly -> ESP -> SA -> receiver -> checks
     def process(self, frame: Frame) -> Released:
         """Analyze one frame; the records now released (its own, unless records are held).
 
