@@ -18,7 +18,7 @@ import random
 import time
 import tracemalloc
 
-from espforensics.checks.context import Flow, PacketContext, SaState
+from espforensics.checks.context import Flow, Memo, PacketContext, SaState
 from espforensics.checks.iv_reuse import IvReuseCheck
 from espforensics.decode.ip import OuterIp
 from espforensics.keys.sa import SaTable
@@ -52,7 +52,8 @@ def feed(n: int, iv_of: str) -> dict[str, float]:
             esp_offset=20,
             expected_offset=20,
         )
-        check.observe(PacketContext(rec, data, ip, flow, iv, _digest=seq.to_bytes(8, "big")))
+        memo = Memo(seq.to_bytes(8, "big"))
+        check.observe(PacketContext(rec, data, ip, flow, iv, memo=memo))
     dt = time.perf_counter() - t
     now, peak = tracemalloc.get_traced_memory()
     peak -= base

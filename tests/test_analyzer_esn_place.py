@@ -6,7 +6,7 @@ from ipaddress import IPv4Address
 
 from espforensics.analyzer.esn_place import EsnPlacement, mismatch_words
 from espforensics.analyzer.flows import FlowTable
-from espforensics.checks.context import Flow, Holds, PacketContext
+from espforensics.checks.context import Flow, Holds, Receiving
 from espforensics.decode.ip import OuterIp
 from espforensics.keys import SaTable
 from espforensics.keys.sa import Secret, SecurityAssociation
@@ -33,10 +33,10 @@ def _flows() -> FlowTable:
     return FlowTable(table)
 
 
-def _pkt(flow: Flow, frame: int, seq_lo: int, verified: int) -> PacketContext:
+def _pkt(flow: Flow, frame: int, seq_lo: int, verified: int) -> Receiving:
     rec = PacketRecord(frame, frame, 100, 100)
     rec.seq, rec.seq_hi_verified, rec.verdict = seq_lo, verified >> 32, Verdict.OK
-    return PacketContext(rec, b"", IP, flow)
+    return Receiving(rec, b"", IP, flow)
 
 
 def test_a_packet_verified_where_its_place_says_is_placed_at_once() -> None:

@@ -6,7 +6,7 @@ from ipaddress import IPv4Address
 
 from espforensics.analyzer.flows import FlowTable
 from espforensics.analyzer.layers import MAX_LAYERS, may_nest, next_layer
-from espforensics.checks.context import PacketContext
+from espforensics.checks.context import Receiving
 from espforensics.decode.ip import PROTO_ESP, PROTO_UDP, parse_ip
 from espforensics.keys import SaTable
 from espforensics.model import PacketRecord, Verdict
@@ -18,15 +18,13 @@ INNER_ESP = ipv4_packet(MID_SRC, MID_DST, PROTO_ESP, bytes.fromhex("0000b0020000
 OUTER = ipv4_packet(OUT_SRC, OUT_DST, PROTO_ESP, bytes(80))
 
 
-def _opened(
-    payload: bytes | None, next_header: int, verdict: Verdict = Verdict.OK
-) -> PacketContext:
+def _opened(payload: bytes | None, next_header: int, verdict: Verdict = Verdict.OK) -> Receiving:
     """An outer ESP packet whose plaintext (before its trailer) is ``payload``."""
     ip = parse_ip(OUTER)
     flow = FlowTable(SaTable()).flow_for(0xB001, ip.src, ip.dst)
     rec = PacketRecord(9, 100, len(OUTER), len(OUTER))
     rec.verdict = verdict
-    return PacketContext(rec, OUTER, ip, flow, payload=payload, inner_next=next_header)
+    return Receiving(rec, OUTER, ip, flow, payload=payload, inner_next=next_header)
 
 
 def test_a_tunnelled_esp_packet_is_the_next_layer() -> None:

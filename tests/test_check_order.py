@@ -13,13 +13,15 @@ registry.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import FrozenInstanceError
 
 import pytest
 
 from espforensics.analyzer import frame
 from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.checks import FINISH_READS, OBSERVE_READS, Check, Holds, make_checks
+from espforensics.checks.context import PacketContext
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
 from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Verdict
@@ -157,3 +159,41 @@ def test_forcing_settles_iv_derivation_then_confirms_the_esn_first_packet(
     head = released[100][0]
     assert (head.verdict, head.seq64, head.seq_hi_verified) == (Verdict.OK, 0x1_FFFF_FFFF, 1)
     assert head.iv_seq_delta is None  # one packet is no evidence of an IV scheme
+
+
+class _Spy:
+    """A check that keeps every packet it is given."""
+
+    name = "spy"
+
+    def __init__(self) -> None:
+        self.seen: list[PacketContext] = []
+
+    def observe(self, pkt: PacketContext) -> None:
+        self.seen.append(pkt)
+
+    def finish(self) -> Iterator[Finding]:
+        return iter(())
+
+
+def test_the_checks_read_a_frozen_packet_the_receiver_has_placed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a check is given cannot be changed by it: the misplaced packets arrive with
+    their header found, their plaintext read (keyed) and their flow the SA's."""
+    spy = _Spy()
+
+    def with_spy(sas: SaTable, holds: Holds) -> tuple[Check, ...]:
+        return (spy, *make_checks(sas, holds))
+
+    monkeypatch.setattr(frame, "make_checks", with_spy)
+    sc = scenario("kernel-gso-v4")
+    run = run_frames(sc.frames, sc.sas, PER_FRAME, "frozen")
+    placed = [p for p in spy.seen if p.placed is not None]
+    assert len(placed) == sum(r.misplaced for r in run.records) > 0
+    for pkt in placed:
+        assert pkt.placed is not None and pkt.placed.proven
+        assert pkt.rec.esp_offset == pkt.placed.at != pkt.rec.expected_offset
+        assert pkt.plain_head is not None and pkt.flow.state.proven
+    with pytest.raises(FrozenInstanceError):
+        placed[0].flow = spy.seen[0].flow  # type: ignore[misc]

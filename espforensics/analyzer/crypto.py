@@ -1,6 +1,6 @@
 """The verdict of one ESP packet under its SA's key (RFC 4303 s3.4).
 
-In: a ``PacketContext`` whose header columns are filled, the seq64 its
+In: a ``Receiving`` whose header columns are filled, the seq64 its
 place infers, its IV and where its sealed bytes start. ``open_packet``
 sets the verdict of every packet that cannot be opened, or is opened
 without an ICV to verify (unverified.py), and returns what the ICV verified
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from espforensics.analyzer.esn_place import mismatch_words
 from espforensics.analyzer.plaintext import apply_plaintext
 from espforensics.analyzer.unverified import no_icv
-from espforensics.checks.context import PacketContext
+from espforensics.checks.context import Receiving
 from espforensics.checks.coverage import CUT_DETAIL
 from espforensics.crypto import CipherContext, opener
 from espforensics.decode.esp import ESP_HEADER_LEN
@@ -30,7 +30,7 @@ class Opened:
     plain: bytes
 
 
-def open_packet(pkt: PacketContext, seq64: int, iv: bytes, sealed_at: int) -> Opened | None:
+def open_packet(pkt: Receiving, seq64: int, iv: bytes, sealed_at: int) -> Opened | None:
     """Decrypt at the expected offset; the verified plaintext, else the verdict is set."""
     rec, state, data = pkt.rec, pkt.state, pkt.data
     sa, ctx = state.sa, state.ctx
@@ -61,7 +61,7 @@ def open_packet(pkt: PacketContext, seq64: int, iv: bytes, sealed_at: int) -> Op
 
 
 def _verify(
-    pkt: PacketContext, ctx: CipherContext, seq64: int, iv: bytes, sealed: bytes
+    pkt: Receiving, ctx: CipherContext, seq64: int, iv: bytes, sealed: bytes
 ) -> Opened | None:
     """Check the ICV with the inferred seq64, for ESN also with its neighbours (RFC 4303 A2.3)."""
     rec, state = pkt.rec, pkt.state
@@ -86,7 +86,7 @@ def _verify(
     return Opened(verified, plain)
 
 
-def conclude(pkt: PacketContext, seq64: int, opened: Opened) -> None:
+def conclude(pkt: Receiving, seq64: int, opened: Opened) -> None:
     """The verdict of a verified packet whose place implies ``seq64``; its plaintext columns."""
     rec, state = pkt.rec, pkt.state
     ctx = state.ctx
@@ -105,7 +105,7 @@ def conclude(pkt: PacketContext, seq64: int, opened: Opened) -> None:
         rec.detail = problem
 
 
-def esn_mismatch(pkt: PacketContext, placed: int, verified: int, plain: bytes) -> None:
+def esn_mismatch(pkt: Receiving, placed: int, verified: int, plain: bytes) -> None:
     """A sender fault: the ICV verifies only with a high half the packet's place rules out.
 
     The record keeps the seq64 its place implies and the ESN state is not
@@ -127,7 +127,7 @@ def no_key(spi: int) -> str:
     return f"no key for SPI {spi:#010x}"
 
 
-def cut_short(pkt: PacketContext) -> bool:
+def cut_short(pkt: Receiving) -> bool:
     """Was the packet cut by the capture's snap length? Then it is ``truncated``.
 
     Its ICV was not captured, so nothing verifies it, keyed or keyless (the
@@ -146,7 +146,7 @@ def cut_short(pkt: PacketContext) -> bool:
     return True
 
 
-def too_short(pkt: PacketContext) -> bool:
+def too_short(pkt: Receiving) -> bool:
     """Is the whole ESP packet too short to be one? Then it is ``short``.
 
     RFC 4303 s2: after the header come the IV, at least the pad length and

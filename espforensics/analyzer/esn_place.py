@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from espforensics.checks.context import Holds, PacketContext, SaState
+from espforensics.checks.context import Holds, Receiving, SaState
 from espforensics.esn import EsnTracker
 from espforensics.model import Verdict
 
@@ -38,14 +38,12 @@ class EsnPlacement:
     def __init__(self, holds: Holds) -> None:
         self._holds = holds
         # ESN SAs whose first packet verified only with a neighbour of esn_hi, by frame.
-        self._tentative: OrderedDict[SaState, PacketContext] = OrderedDict()
+        self._tentative: OrderedDict[SaState, Receiving] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._tentative)
 
-    def place(
-        self, pkt: PacketContext, inferred: int, verified: int
-    ) -> tuple[int, PacketContext | None]:
+    def place(self, pkt: Receiving, inferred: int, verified: int) -> tuple[int, Receiving | None]:
         """The seq64 ``pkt``'s place implies, and the SA's first packet if this confirms it.
 
         A first packet confirmed here goes to the checks before ``pkt`` does.
@@ -68,7 +66,7 @@ class EsnPlacement:
 
     def _place_first(
         self, state: SaState, seq_lo: int, verified: int, inferred: int
-    ) -> PacketContext | None:
+    ) -> Receiving | None:
         """The SA's next verified packet decides where its tentative first packet sits.
 
         The first packet verified only with esn_hi's neighbour: either the capture
@@ -89,7 +87,7 @@ class EsnPlacement:
             state.tracker.rebase(verified)
         return self._confirm(state)
 
-    def _confirm(self, state: SaState) -> PacketContext | None:
+    def _confirm(self, state: SaState) -> Receiving | None:
         """Stop holding the tentative first packet of ``state``; it, for the checks."""
         first = state.tentative
         if first is None:
@@ -99,13 +97,13 @@ class EsnPlacement:
         self._holds.release(first.rec.frame)
         return first
 
-    def force(self, upto: int | None) -> list[PacketContext]:
+    def force(self, upto: int | None) -> list[Receiving]:
         """Stop waiting for the SAs whose first packet is frame ``upto`` or older (None: all).
 
         Returns those first packets, oldest first, for the checks; costs
         O(SAs confirmed): the queue is in capture order.
         """
-        confirmed: list[PacketContext] = []
+        confirmed: list[Receiving] = []
         while self._tentative:
             state, first = next(iter(self._tentative.items()))
             if upto is not None and first.rec.frame > upto:

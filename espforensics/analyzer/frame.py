@@ -39,7 +39,8 @@ from espforensics.analyzer.layers import MAX_LAYERS, Layer, may_nest, next_layer
 from espforensics.analyzer.placement import PlacementSearch
 from espforensics.analyzer.receive import Receiver
 from espforensics.analyzer.waiting import Waiting
-from espforensics.checks import Check, Flow, Holds, PacketContext, SaState, make_checks
+from espforensics.checks import Check, Flow, Holds, SaState, make_checks
+from espforensics.checks.context import Receiving
 from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.checks.keys import KeyCheck
 from espforensics.decode.esp import (
@@ -243,7 +244,7 @@ class FrameAnalyzer:
         self._waiting.push(recs)
         return tuple(self._release(self._bound(ts_ns)))
 
-    def _analyze(self, frame: Frame, rec: PacketRecord) -> PacketContext | None:
+    def _analyze(self, frame: Frame, rec: PacketRecord) -> Receiving | None:
         """Fill ``rec``; the packet for the checks when the frame carries ESP."""
         cut = frame.caplen < frame.wirelen
         return self._link(frame, rec, frame.linktype, frame.data, (), cut, MAX_TUNNELS)
@@ -257,7 +258,7 @@ class FrameAnalyzer:
         outer: tuple[str, ...],
         cut: bool,
         tunnels: int,
-    ) -> PacketContext | None:
+    ) -> Receiving | None:
         """A frame of ``linktype``: the captured one, or one a tunnel carries behind the
         carriers ``outer``. A header cut short is ``truncated`` when the bytes were cut
         (by the snap length, or by the mirror that sent them), else ``undecodable``."""
@@ -280,7 +281,7 @@ class FrameAnalyzer:
 
     def _ip(
         self, frame: Frame, rec: PacketRecord, data: bytes, cut: bool, tunnels: int
-    ) -> PacketContext | None:
+    ) -> Receiving | None:
         """The IP header at the start of ``data``: its datagram, whole or rebuilt."""
         ip = parse_ip(data, through_ah=True)
         rec.ip_version, rec.src = ip.version, self._flows.name(ip.src)
@@ -291,7 +292,7 @@ class FrameAnalyzer:
 
     def _fragment(
         self, frame: Frame, rec: PacketRecord, ip: OuterIp, data: bytes, cut: bool, tunnels: int
-    ) -> PacketContext | None:
+    ) -> Receiving | None:
         if ip.proto not in _REASSEMBLED:
             rec.detail = f"fragment of a {protocol_name(ip.proto)} datagram"
             return None
@@ -311,7 +312,7 @@ class FrameAnalyzer:
 
     def _whole(
         self, frame: Frame, rec: PacketRecord, ip: OuterIp, data: bytes, cut: bool, tunnels: int
-    ) -> PacketContext | None:
+    ) -> Receiving | None:
         """A whole datagram: the one a tunnel carries (decode/tunnel.py), else its ESP."""
         carried = unwrap(ip, data, self._natt_ports) if tunnels else None
         if carried is None:
@@ -321,7 +322,7 @@ class FrameAnalyzer:
         rest, cut = data[carried.offset :], cut or carried.cut
         return self._link(frame, rec, linktype, rest, outer, cut, tunnels - 1)
 
-    def _datagram(self, rec: PacketRecord, ip: OuterIp, data: bytes) -> PacketContext | None:
+    def _datagram(self, rec: PacketRecord, ip: OuterIp, data: bytes) -> Receiving | None:
         """The ESP packet of a whole datagram: located, its SA found, opened, placed."""
         loc = locate_esp(ip, data, self._natt_ports)
         if isinstance(loc, NotEsp):
@@ -360,7 +361,7 @@ class FrameAnalyzer:
             f" ({rec.quoted_src} -> {rec.quoted_dst})"
         )
 
-    def _layers(self, frame: Frame, pkt: PacketContext | None) -> list[Layer]:
+    def _layers(self, frame: Frame, pkt: Receiving | None) -> list[Layer]:
         """The ESP packets inside ``pkt``'s plaintext, layer by layer (RFC 4303 s3.1)."""
         layers: list[Layer] = []
         while pkt is not None:
@@ -372,7 +373,7 @@ class FrameAnalyzer:
             layers.append(Layer(rec, pkt))
         return layers
 
-    def _inner(self, rec: PacketRecord, found: NestedEsp) -> PacketContext | None:
+    def _inner(self, rec: PacketRecord, found: NestedEsp) -> Receiving | None:
         """Analyze an ESP packet found inside another's plaintext, as a datagram of its own."""
         ip = found.ip
         rec.ip_version, rec.src = ip.version, self._flows.name(ip.src)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from espforensics.checks.context import Flow, PacketContext
+from espforensics.checks.context import Flow, Receiving
 from espforensics.crypto import IV_LEN
 from espforensics.decode.esp import ESP_HEADER_LEN, EspLocation
 from espforensics.decode.ip import OuterIp
@@ -20,7 +20,7 @@ from espforensics.model import PacketRecord
 class Sealed:
     """An ESP packet before it is opened: the seq64 its place infers, its IV, its sealed bytes."""
 
-    pkt: PacketContext
+    pkt: Receiving
     seq64: int
     iv: bytes
     sealed_at: int  # offset in ``pkt.data`` of the ciphertext after the IV
@@ -39,4 +39,4 @@ def read_header(
     iv = data[body : body + iv_len]
     rec.iv = iv.hex()
     iv_int = int.from_bytes(iv) if iv_len and len(iv) == iv_len else None
-    return Sealed(PacketContext(rec, data, ip, flow, iv_int), seq64, iv, body + iv_len)
+    return Sealed(Receiving(rec, data, ip, flow, iv_int), seq64, iv, body + iv_len)

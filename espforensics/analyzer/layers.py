@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from espforensics.checks.context import PacketContext
+from espforensics.checks.context import Receiving
 from espforensics.decode.nested import NestedEsp, may_carry, nested_esp
 from espforensics.model import PacketRecord, Verdict
 
@@ -26,10 +26,10 @@ class Layer:
     """An inner ESP packet: its record, and its packet once analyzed (None: undecodable)."""
 
     rec: PacketRecord
-    pkt: PacketContext | None
+    pkt: Receiving | None
 
 
-def may_nest(pkt: PacketContext | None) -> bool:
+def may_nest(pkt: Receiving | None) -> bool:
     """May ``pkt``'s plaintext carry an ESP packet? (The cheap test, for every frame.)"""
     if pkt is None or not pkt.payload:
         return False
@@ -37,7 +37,7 @@ def may_nest(pkt: PacketContext | None) -> bool:
 
 
 def next_layer(
-    pkt: PacketContext, frame: int, ts_ns: int, depth: int
+    pkt: Receiving, frame: int, ts_ns: int, depth: int
 ) -> tuple[PacketRecord, NestedEsp] | None:
     """The ESP datagram in ``pkt``'s plaintext and a record for it, at layer ``depth + 2``.
 

@@ -1,6 +1,6 @@
 """ESP placement: the receiver finds a packet's ESP header where it really is.
 
-In: a ``PacketContext`` whose verdict the earlier steps set, for the
+In: a ``Receiving`` whose verdict the earlier steps set, for the
 packets whose ICV failed at the expected offset (``auth_fail``), whose SPI
 there has no usable key (``unknown_sa``, ``unsupported``) or that the
 capture cut (``truncated``). Out: when the header is found later in the
@@ -28,7 +28,7 @@ A packet the capture cut (a snap length, ``tcpdump -s 96``) has no ICV to
 prove anything with, keyed or keyless: it is searched by layout as a
 keyless one is, the lengths its IP header gives standing for the bytes not
 captured, and its ``detail`` says when its captured bytes cannot show its
-header to be where it is read (``PacketContext.header_doubt``).
+header to be where it is read (``Receiving.header_doubt``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from espforensics.analyzer.plaintext import apply_plaintext
-from espforensics.checks.context import Flow, PacketContext, Placed
+from espforensics.checks.context import Flow, Placed, Receiving
 from espforensics.checks.coverage import CUT_DETAIL
 from espforensics.checks.placement import MAX_CANDIDATES, found_by_layout, leak_start
 from espforensics.crypto import IV_LEN, opener
@@ -59,7 +59,7 @@ class PlacementSearch:
         self._sas = sas
         self._flow_for = flow_for
 
-    def place(self, pkt: PacketContext) -> None:
+    def place(self, pkt: Receiving) -> None:
         """Move ``pkt``'s header columns to where its ESP header is, when it is elsewhere."""
         rec = pkt.rec
         if rec.verdict not in _SEARCHED or rec.expected_offset is None:
@@ -82,7 +82,7 @@ class PlacementSearch:
                     return
         self._recognise(pkt)  # no usable key: the layout alone, reported unproven
 
-    def _other_flows(self, pkt: PacketContext) -> Iterator[Flow]:
+    def _other_flows(self, pkt: Receiving) -> Iterator[Flow]:
         """Flows of the known SAs that could own this packet (same addresses or wildcards)."""
         src, dst = pkt.ip.src, pkt.ip.dst
         for sa in self._sas:
@@ -97,7 +97,7 @@ class PlacementSearch:
             ):
                 yield self._flow_for(sa.spi, src, dst)
 
-    def _prove(self, pkt: PacketContext, flow: Flow) -> bool:
+    def _prove(self, pkt: Receiving, flow: Flow) -> bool:
         rec, data, state = pkt.rec, pkt.data, flow.state
         ctx = state.ctx
         if ctx is None or not ctx.verifies or state.sa is None or rec.expected_offset is None:
@@ -122,7 +122,7 @@ class PlacementSearch:
             at = data.find(needle, at + 1)
         return False
 
-    def _recognise(self, pkt: PacketContext) -> None:
+    def _recognise(self, pkt: Receiving) -> None:
         rec = pkt.rec
         if rec.expected_offset is None or rec.spi is None or rec.seq is None:
             return
@@ -135,7 +135,7 @@ class PlacementSearch:
 
 
 def _mark(
-    pkt: PacketContext, at: int, seq: int, seq64: int, proven: bool, iv_len: int = IV_LEN
+    pkt: Receiving, at: int, seq: int, seq64: int, proven: bool, iv_len: int = IV_LEN
 ) -> None:
     """The record's header columns at the header found at ``at``; ``pkt.placed``."""
     rec, data = pkt.rec, pkt.data

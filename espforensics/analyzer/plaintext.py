@@ -1,6 +1,6 @@
 """A verified (or, without an ICV, decrypted) plaintext read into its packet's columns.
 
-In: a ``PacketContext`` whose ESP packet opened, its plaintext and the
+In: a ``Receiving`` whose ESP packet opened, its plaintext and the
 cipher's block size. Out: the trailer columns (RFC 4303 s2.4: pad length,
 next header, payload length), the inner packet's columns (protocol,
 addresses, ports, after IPComp when there is one, RFC 3173 s2.2), and the
@@ -17,7 +17,7 @@ steps here.
 
 from __future__ import annotations
 
-from espforensics.checks.context import HEAD_LEN, PacketContext
+from espforensics.checks.context import HEAD_LEN, Receiving
 from espforensics.decode.inner import Inner, l4_name, ntop, parse_inner
 from espforensics.decode.ip import parse_ip
 from espforensics.decode.ipcomp import PROTO_IPCOMP, decompress
@@ -27,7 +27,7 @@ from espforensics.trailer import parse_trailer
 IPCOMP_NAME = l4_name(PROTO_IPCOMP)  # an inner IP packet's protocol 108, as parse_inner names it
 
 
-def apply_plaintext(pkt: PacketContext, plain: bytes, block: int = 4) -> str:
+def apply_plaintext(pkt: Receiving, plain: bytes, block: int = 4) -> str:
     """Fill the trailer and inner-packet columns from a verified plaintext.
 
     Returns the trailer problem ("" when sound, RFC 4303 s2.4); ``block``
@@ -58,7 +58,7 @@ def apply_plaintext(pkt: PacketContext, plain: bytes, block: int = 4) -> str:
     return ""
 
 
-def _inflate(pkt: PacketContext, payload: bytes) -> tuple[bytes, int]:
+def _inflate(pkt: Receiving, payload: bytes) -> tuple[bytes, int]:
     """The packet an IPComp payload compresses, and its next header (RFC 3173 s2.2).
 
     Until it inflates, ``payload`` stays the IPComp payload (next header 108).
@@ -69,7 +69,7 @@ def _inflate(pkt: PacketContext, payload: bytes) -> tuple[bytes, int]:
     return comp.data, comp.next_header
 
 
-def _tunneled_ipcomp(pkt: PacketContext, packet: bytes) -> Inner:
+def _tunneled_ipcomp(pkt: Receiving, packet: bytes) -> Inner:
     """The 5-tuple of an inner IP packet's IPComp payload (RFC 3173 s2.2), inflated.
 
     Only the inner columns: ``payload`` stays the inner IP packet, whose header

@@ -2,10 +2,11 @@
 
 In: a whole datagram's ESP packet: its record (address columns filled), outer
 IP header, bytes, ESP location, flow and clear sequence number
-(``Receiver.receive``). Out: the ``PacketContext`` the checks read, its
-record's verdict, header, trailer and inner-packet columns filled, and the
-SA state the packet moved (ESN top, ``proven``); ``hand`` gives a packet to
-the checks. Raises nothing (the header was read by the caller).
+(``Receiver.receive``). Out: the packet as the steps left it
+(``Receiving``), its record's verdict, header, trailer and inner-packet
+columns filled, and the SA state the packet moved (ESN top, ``proven``);
+``hand`` gives the checks the packet frozen (``PacketContext``), once the
+steps are done. Raises nothing (the header was read by the caller).
 
 ``receive`` reads the clear header first (the SPI, sequence number, its
 seq64 inferred from the SA's top, RFC 4303 A2.2, and IV: analyzer/header.py),
@@ -42,7 +43,8 @@ from espforensics.analyzer.crypto import Opened, conclude, open_packet
 from espforensics.analyzer.esn_place import EsnPlacement
 from espforensics.analyzer.header import read_header
 from espforensics.analyzer.placement import PlacementSearch
-from espforensics.checks import Check, Flow, PacketContext, SaState
+from espforensics.checks import Check, Flow, SaState
+from espforensics.checks.context import Receiving
 from espforensics.decode.esp import EspLocation
 from espforensics.decode.ip import OuterIp
 from espforensics.model import PacketRecord
@@ -52,7 +54,7 @@ from espforensics.model import PacketRecord
 class _Packet:
     """One packet between the steps: what a step leaves for the next."""
 
-    pkt: PacketContext
+    pkt: Receiving
     flow: Flow  # the flow its header named (placement may give ``pkt`` another)
     seq64: int  # the seq64 its place infers (ESN placement may change it)
     iv: bytes
@@ -82,16 +84,18 @@ class Receiver:
 
     def receive(
         self, rec: PacketRecord, ip: OuterIp, data: bytes, loc: EspLocation, flow: Flow, seq: int
-    ) -> PacketContext:
-        """Read the packet's header, run every step of ``STEPS``; the packet, for the checks."""
+    ) -> Receiving:
+        """Read the packet's header, run every step of ``STEPS``; the packet, for ``hand``."""
         sealed = read_header(rec, ip, data, loc, flow, seq)
         p = _Packet(sealed.pkt, flow, sealed.seq64, sealed.iv, sealed.sealed_at)
         for step in STEPS:
             step(self, p)
         return p.pkt
 
-    def hand(self, pkt: PacketContext) -> None:
-        """Give ``pkt`` to every check, in the registry's order (checks.make_checks)."""
+    def hand(self, received: Receiving) -> None:
+        """Give the packet, frozen as the steps left it, to every check, in the registry's
+        order (checks.make_checks)."""
+        pkt = received.frozen()
         for check in self._checks:
             check.observe(pkt)
         self._touched.add(pkt.flow.state)  # placement may have given it another SA's flow

@@ -1,6 +1,6 @@
 """Verdicts of SAs the pipeline cannot both decrypt and verify.
 
-In: a packet (``PacketContext``) of an SA whose context has no checked ICV
+In: a packet (``Receiving``) of an SA whose context has no checked ICV
 (``verifies`` False: RFC 4303 s3.2 confidentiality-only, or an ICV whose key
 or algorithm is not given) or no opened cipher (``decrypts`` False). Out:
 ``no_icv`` sets the record's verdict from the plaintext alone (a context
@@ -19,14 +19,14 @@ or ``undecodable``, and its header is no evidence of anything.
 from __future__ import annotations
 
 from espforensics.analyzer.plaintext import apply_plaintext
-from espforensics.checks.context import PacketContext
+from espforensics.checks.context import Receiving
 from espforensics.decode.clear import internet_checksum
 from espforensics.model import Verdict
 
 _TCP, _UDP, _ICMP, _ICMP6, _DUMMY = 6, 17, 1, 58, 59
 
 
-def no_icv(pkt: PacketContext, seq64: int, plain: bytes | None, block: int, why: str) -> None:
+def no_icv(pkt: Receiving, seq64: int, plain: bytes | None, block: int, why: str) -> None:
     """The verdict of a packet decrypted without an ICV check, from its plaintext alone."""
     rec = pkt.rec
     pkt.state.tracker.commit(seq64)  # the header is all there is, as without a key

@@ -1,11 +1,13 @@
 """What a check sees of one ESP packet, and the per-SA receiver state.
 
-In: built by the pipeline for every frame that carries ESP. Out:
-``PacketContext`` (the record being filled, the datagram bytes, the outer
-header, the SA and its state, the first ``HEAD_LEN`` plaintext bytes when
-it decrypted: all any check reads of a plaintext) and ``SaState``.
-The receiver's steps fill a packet's plaintext fields (analyzer/plaintext.py
-decodes a plaintext) before any check sees it. Raises nothing.
+In: built by the per-frame path for every frame that carries ESP. Out:
+``Receiving``, the packet while the receiver's steps (analyzer/receive.py)
+fill its fields (the IV, the plaintext, where its header is, its flow), and
+``PacketContext``, the same packet frozen once they are done: what a check
+reads (the record it fills, the datagram bytes, the outer header, the SA
+and its state, the first ``HEAD_LEN`` plaintext bytes when it decrypted:
+all any check reads of a plaintext); ``SaState``, ``Flow``, ``PerFlow`` and
+``Holds``. Raises nothing.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from espforensics.checks.coverage import NOT_COUNTED
 from espforensics.crypto import IV_LEN, CipherContext, context_for
@@ -59,7 +61,7 @@ class SaState(EsnTracker):
         # Without a key: was the SA's last whole packet clear from its header on
         # (``PacketContext.clear_from_header``)? None before its first whole one.
         self.clear_whole: bool | None = None
-        self.tentative: PacketContext | None = None
+        self.tentative: Receiving | None = None
         self.tentative_start = 0
         self.ctx: CipherContext | None = usable_context(sa)
 
@@ -105,24 +107,37 @@ class Placed:
     proven: bool
 
 
-@dataclass(slots=True)
-class PacketContext:
-    """One ESP packet on its way through the checks."""
+class Memo:
+    """What a packet's reads computed once: its digest, whether it is clear from its header."""
 
-    rec: PacketRecord
-    data: bytes  # the datagram from its outer IP header, trimmed to its length
-    ip: OuterIp
-    flow: Flow
-    iv: int | None = None  # the explicit IV as an integer, when all 8 bytes were captured
-    plain_head: bytes | None = None  # the first HEAD_LEN plaintext bytes, once the ICV verified
-    payload: bytes | None = None  # the plaintext before its trailer, once the trailer is sound
-    # What ``payload`` is: the trailer's next header, or an IPComp payload's (RFC 3173 s2.2),
-    # ``payload`` then being the inflated packet.
-    inner_next: int | None = None
-    placed: Placed | None = None  # its ESP header found elsewhere (analyzer/placement.py)
-    _digest: bytes | None = None
-    _clear: bool | None = None
-    _clear_at: int | None = None  # the ESP offset ``_clear`` was found for (placement moves it)
+    __slots__ = ("clear", "clear_at", "digest")
+
+    def __init__(self, digest: bytes | None = None) -> None:
+        self.digest = digest
+        self.clear: bool | None = None
+        self.clear_at: int | None = None  # the ESP offset ``clear`` was found for
+
+
+class _Reads:
+    """What a packet says beyond its fields, the same while the receiver works on it
+    (``Receiving``) and once the checks read it (``PacketContext``)."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:  # the fields of both dataclasses below
+
+        @property
+        def rec(self) -> PacketRecord: ...
+        @property
+        def data(self) -> bytes: ...
+        @property
+        def ip(self) -> OuterIp: ...
+        @property
+        def flow(self) -> Flow: ...
+        @property
+        def plain_head(self) -> bytes | None: ...
+        @property
+        def memo(self) -> Memo: ...
 
     @property
     def state(self) -> SaState:
@@ -211,14 +226,15 @@ class PacketContext:
         A verified packet's ICV is one already (equal ICVs of different packets
         would be a forgery, RFC 4106 s6); other packets are hashed.
         """
-        if self._digest is None:
+        memo = self.memo
+        if memo.digest is None:
             ctx = self.flow.state.ctx
             if self.plain_head is not None and ctx is not None and ctx.verifies:
-                self._digest = self.data[-ctx.icv_len :]
+                memo.digest = self.data[-ctx.icv_len :]
             else:
                 start = self.rec.esp_offset or 0
-                self._digest = hashlib.blake2b(self.data[start:], digest_size=16).digest()
-        return self._digest
+                memo.digest = hashlib.blake2b(self.data[start:], digest_size=16).digest()
+        return memo.digest
 
     @property
     def clear_from_header(self) -> bool:
@@ -235,9 +251,10 @@ class PacketContext:
         header, or when its SA's last whole packet was clear, so that bytes a
         whole capture would show to be no IV are not read as one.
         """
-        if self._clear is None or self._clear_at != self.rec.esp_offset:
+        memo = self.memo
+        if memo.clear is None or memo.clear_at != self.rec.esp_offset:
             rec, data, state = self.rec, self.data, self.flow.state
-            self._clear_at = rec.esp_offset
+            memo.clear_at = rec.esp_offset
             clear = False
             if state.ctx is None and self.plain_head is None and rec.esp_offset is not None:
                 body = rec.esp_offset + ESP_HEADER_LEN
@@ -253,8 +270,66 @@ class PacketContext:
                     )
                 if not self.cut:
                     state.clear_whole = clear
-            self._clear = clear
-        return self._clear
+            memo.clear = clear
+        return memo.clear
+
+
+@dataclass(frozen=True, slots=True)
+class PacketContext(_Reads):
+    """One ESP packet as the checks read it: what the receiver's steps left (frozen).
+
+    Its record (``rec``) is the row the checks fill, each its own columns.
+    """
+
+    rec: PacketRecord
+    data: bytes  # the datagram from its outer IP header, trimmed to its length
+    ip: OuterIp
+    flow: Flow
+    iv: int | None = None  # the explicit IV as an integer, when all 8 bytes were captured
+    plain_head: bytes | None = None  # the first HEAD_LEN plaintext bytes, once the ICV verified
+    payload: bytes | None = None  # the plaintext before its trailer, once the trailer is sound
+    # What ``payload`` is: the trailer's next header, or an IPComp payload's (RFC 3173 s2.2),
+    # ``payload`` then being the inflated packet.
+    inner_next: int | None = None
+    placed: Placed | None = None  # its ESP header found elsewhere (analyzer/placement.py)
+    memo: Memo = field(default_factory=Memo)
+
+
+@dataclass(slots=True)
+class Receiving(_Reads):
+    """One ESP packet while the receiver's steps work on it (analyzer/receive.py).
+
+    The steps fill its fields (the IV, the plaintext, where its header is, its
+    flow); ``frozen`` is the packet the checks read, once they are done.
+    """
+
+    rec: PacketRecord
+    data: bytes  # the datagram from its outer IP header, trimmed to its length
+    ip: OuterIp
+    flow: Flow
+    iv: int | None = None  # the explicit IV as an integer, when all 8 bytes were captured
+    plain_head: bytes | None = None  # the first HEAD_LEN plaintext bytes, once the ICV verified
+    payload: bytes | None = None  # the plaintext before its trailer, once the trailer is sound
+    # What ``payload`` is: the trailer's next header, or an IPComp payload's (RFC 3173 s2.2),
+    # ``payload`` then being the inflated packet.
+    inner_next: int | None = None
+    placed: Placed | None = None  # its ESP header found elsewhere (analyzer/placement.py)
+    memo: Memo = field(default_factory=Memo)
+
+    def frozen(self) -> PacketContext:
+        """The packet as the receiver's steps left it, for the checks."""
+        return PacketContext(
+            self.rec,
+            self.data,
+            self.ip,
+            self.flow,
+            self.iv,
+            self.plain_head,
+            self.payload,
+            self.inner_next,
+            self.placed,
+            self.memo,
+        )
 
 
 _BITS = 62  # Flow.known_to stays a small int
