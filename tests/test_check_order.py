@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import FrozenInstanceError
+from dataclasses import FrozenInstanceError, fields
 
 import pytest
 
 from espforensics.analyzer import frame
 from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.checks import FINISH_READS, OBSERVE_READS, Check, Holds, make_checks
-from espforensics.checks.context import PacketContext
+from espforensics.checks.context import Memo, PacketContext, Receiving
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
 from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Verdict
@@ -197,3 +197,14 @@ def test_the_checks_read_a_frozen_packet_the_receiver_has_placed(
         assert pkt.plain_head is not None and pkt.flow.state.proven
     with pytest.raises(FrozenInstanceError):
         placed[0].flow = spy.seen[0].flow  # type: ignore[misc]
+
+
+def test_the_frozen_copy_holds_every_field_of_the_packet() -> None:
+    """``Receiving.frozen`` sets the copy's slots one by one: none may be left out."""
+    values: dict[str, object] = {f.name: object() for f in fields(Receiving)}  # each its own
+    values["rec"], values["memo"] = PacketRecord(1, 0, 10, 10), Memo(b"d")
+    received = Receiving(**values)  # type: ignore[arg-type]
+    copy = received.frozen()
+    assert [getattr(copy, f.name) for f in fields(PacketContext)] == list(values.values())
+    assert [f.name for f in fields(PacketContext)] == list(values)
+    assert copy == PacketContext(**values)  # type: ignore[arg-type]
