@@ -510,7 +510,7 @@ def main() -> int:
     parser.add_argument("--large-from", type=int, default=LARGE, help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = sorted({int(s) for s in args.sizes.split(",")})
-    from espforensics.workers import usable_cores  # noqa: PLC0415 (bench_ab imports this file)
+    from espforensics.engine.workers import usable_cores  # noqa: PLC0415 (bench_ab imports this file)
 
     cores = usable_cores()
     args.curve = (

@@ -170,10 +170,10 @@ SEVERITY_RANK = {
 
 
 class Unchecked(StrEnum):
-    """``--unchecked``: what ESP packets no key verified do to the exit code (gate.py).
+    """``--unchecked``: what ESP packets no key verified do to the exit code (results/gate.py).
 
-    Here, not in gate.py, so that the command line declares the option without
-    loading what gate.py counts with (start-up, docs/performance.md)."""
+    Here, not in results/gate.py, so that the command line declares the option without
+    loading what results/gate.py counts with (start-up, docs/performance.md)."""
 
     SKIP = "skip"  # exit 4 when no ESP packet was verified
     FAIL = "fail"  # exit 4 also when any ESP packet went unverified (a strict gate)

@@ -32,7 +32,6 @@ import pyarrow.parquet as pq
 from espforensics.analysis import Analysis, KeysArg, analyze, analyze_to_dir, summarize
 from espforensics.batch.run import run_batch
 from espforensics.capture import open_capture, open_compressed_writer
-from espforensics.compare import compare
 from espforensics.errors import CaptureError, InputError
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import Frame
@@ -45,6 +44,7 @@ from espforensics.render.compare import (
 from espforensics.render.json import render_json
 from espforensics.render.markdown import render_report_md
 from espforensics.render.text import render_report, render_summary
+from espforensics.report.compare import compare
 from espforensics.results.summary import Summary
 from espforensics.rewrite import CaptureCopies
 from fuzz import lanecount

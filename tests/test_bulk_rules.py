@@ -35,9 +35,9 @@ from espforensics.decode.inner import (
     parse_inners,
     pseudo_header,
 )
+from espforensics.decode.trailer import parse_trailer, parse_trailers
 from espforensics.errors import MalformedPacket
 from espforensics.model import InnerChecksum
-from espforensics.trailer import parse_trailer, parse_trailers
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _GAP = 4  # a junk byte between two rows (then aligned to 4): a row never reads its neighbour

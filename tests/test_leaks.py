@@ -125,7 +125,7 @@ def test_keyless_null_packets_are_clear_not_proven_leaks_and_have_no_iv(lane: Op
 def test_a_short_clear_tcp_candidate_is_no_segment_and_no_error() -> None:
     """12 bytes then a sound trailer naming TCP: shorter than a TCP header, so not one."""
     from espforensics.decode.clear import clear_transport
-    from espforensics.trailer import parse_trailer
+    from espforensics.decode.trailer import parse_trailer
 
     body = bytes(12) + bytes([1, 2, 2, 6])  # payload, pad 1 2, pad length 2, next header TCP
     assert parse_trailer(body) == (12, 2, 6, "")  # the trailer is sound

@@ -32,7 +32,6 @@ from espforensics.decode.ipcomp import MAX_INFLATED, decompress
 from espforensics.decode.nested import NestedEsp, nested_esp
 from espforensics.engine.run import Engine
 from espforensics.errors import MalformedPacket
-from espforensics.gate import EXIT_CLEAN, EXIT_UNCHECKED, Unchecked, exit_code
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import Secret, SecurityAssociation
 from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Verdict
@@ -41,6 +40,7 @@ from espforensics.render.html import format_html
 from espforensics.render.text import render_report
 from espforensics.report.content import report_content
 from espforensics.report.lead import lead
+from espforensics.results.gate import EXIT_CLEAN, EXIT_UNCHECKED, Unchecked, exit_code
 from espforensics.results.summary import Summary
 from espforensics.synth.esp import EspSealer
 from espforensics.synth.packets import ipv4_packet, ipv6_packet, udp_bytes

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from espforensics.analysis import analyze_to_dir, load_summary
 from espforensics.cli import app
-from espforensics.gate import exit_code
 from espforensics.model import PacketRecord, Proto, Severity, Verdict
+from espforensics.results.gate import exit_code
 from espforensics.synth import build_scenario, write_scenario
 from tests import helpers
 from tests.helpers import analyzed_dir

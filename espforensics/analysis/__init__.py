@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from espforensics.analysis.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
 from espforensics.analysis.run import (
     KeyPath,
     KeysArg,
@@ -38,7 +39,6 @@ from espforensics.engine.dask_workers import check_scheduler
 from espforensics.errors import CaptureError, CaptureTruncated, InputError, OutputError
 from espforensics.keys import SaTable
 from espforensics.pipeline import Options, fewer_collections
-from espforensics.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
 from espforensics.receiver.xfrm_stat import XfrmStatFiles, observed
 from espforensics.render.registry import FILE_RENDERERS
 from espforensics.report.content import report_content
@@ -215,7 +215,7 @@ def analyze_to_dir(
     from a second pass over the capture; staged and renamed like the rest.
     ``packets_csv``: write packets.csv (True), not (False), or only for a
     capture of at most ``CSV_ROWS`` frames (None); packets.parquet always.
-    ``meter``: told the frames read and each phase after (progress.py).
+    ``meter``: told the frames read and each phase after (analysis/progress.py).
     ``name``: what the outputs and errors call the capture when ``path`` is a copy of
     it (``-``: standard input, capture/spool.py).
     ``damaged``: told the summary of what was read of a damaged capture (``read_in_part``),

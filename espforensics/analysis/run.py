@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from espforensics.analysis.progress import READING, UNPACKING, Meter
 from espforensics.capture import open_capture
 from espforensics.capture.regular import check_regular
 from espforensics.checks.iv_derivation import IvDerivationCheck
@@ -31,7 +32,6 @@ from espforensics.errors import (
 from espforensics.keys import SaTable, load_sas
 from espforensics.model import Finding, PacketRecord, UnusedSa
 from espforensics.pipeline import FrameAnalyzer, Options, fewer_collections
-from espforensics.progress import READING, UNPACKING, Meter
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
 from espforensics.results.builder import SummaryBuilder
 from espforensics.results.summary import CaptureInfo, Summary

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from espforensics.checks.context import Holds, PacketContext, SaState
-from espforensics.esn import EsnTracker
+from espforensics.decode.esn import EsnTracker
 from espforensics.model import Verdict
 
 

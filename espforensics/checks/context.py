@@ -25,15 +25,15 @@ from espforensics.decode.clear import (
     ip_start_fits,
     trailer_follows,
 )
+from espforensics.decode.esn import EsnTracker
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.inner import Inner, l4_name, ntop, parse_inner
 from espforensics.decode.ip import OuterIp, parse_ip
 from espforensics.decode.ipcomp import PROTO_IPCOMP, decompress
+from espforensics.decode.trailer import parse_trailer
 from espforensics.errors import MalformedPacket
-from espforensics.esn import EsnTracker
 from espforensics.keys.sa import CLEAR_BY_DESIGN, SecurityAssociation
 from espforensics.model import PacketRecord, Verdict
-from espforensics.trailer import parse_trailer
 
 T = TypeVar("T")
 IPCOMP_NAME = l4_name(PROTO_IPCOMP)  # an inner IP packet's protocol 108, as parse_inner names it

@@ -28,8 +28,8 @@ from espforensics.checks.context import Flow, PacketContext, SaState
 from espforensics.checks.coverage import Seen
 from espforensics.checks.unused import UnusedSaTracker
 from espforensics.crypto import context_for, leading_zero, salt_first
+from espforensics.decode.esn import EsnTracker
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.esn import EsnTracker
 from espforensics.evidence import CipherMismatch, HmacKeySize, KeyMismatch, Unsupported
 from espforensics.keys.sa import (
     AEAD_KEY_LAYOUT,

@@ -1,7 +1,7 @@
 """The ``espforensics`` command line: parse options, call the library, map errors.
 
 In: argv. Out: files in the output folder, text on stdout, progress on
-stderr when it is a terminal. Exit codes (gate.py): 0 done and clean, 1 a
+stderr when it is a terminal. Exit codes (results/gate.py): 0 done and clean, 1 a
 finding at or above ``--fail-on``, 2 usage or input error (one line
 ``espforensics: error: <file>: <what>``), 3 the key file is wrong (only
 ``key_mismatch`` findings fail), 4 no ESP packet verified (``--unchecked``
@@ -9,8 +9,8 @@ chooses when), 70 a bug in espforensics (one
 line naming the file that holds its traceback, without any value), 130
 Ctrl-C. Nothing imports this package; it and its modules (options.py:
 typer's classes and the options, errors.py: the exit of a command that
-fails, progress.py: the bars, commands.py, report.py and reconcile.py: the
-commands' bodies, expect.py: what --expect and the receiver's counters do)
+fails, analysis/progress.py: the bars, commands.py, report.py and reconcile.py: the
+commands' bodies, results/expect.py: what --expect and the receiver's counters do)
 are the only modules that import typer and rich.
 
 Start-up (docs/performance.md): this module declares the commands (their

@@ -27,6 +27,7 @@ from espforensics.analysis import (
     default_out_dir,
     summary_of,
 )
+from espforensics.analysis.progress import LineMeter, Meter
 from espforensics.capture.spool import STDIN, Spooled
 from espforensics.cli.errors import _guarded
 from espforensics.cli.expect import assertions, settle, xfrm_stat
@@ -34,14 +35,13 @@ from espforensics.cli.options import CompareFormat, FailOn, Format, selection
 from espforensics.cli.progress import _BarMeter, _batch_progress
 from espforensics.cli.report import _batch_exit, _exit_gate, _show, _usage
 from espforensics.engine.dask_workers import check_scheduler
+from espforensics.engine.workers import cap_workers, usable_cores
 from espforensics.errors import EspForensicsError
 from espforensics.model import CSV_ROWS, SEVERITY_RANK, Severity, Unchecked
 from espforensics.pipeline import Options
-from espforensics.progress import LineMeter, Meter
 from espforensics.report.narrative import worst_severity
 from espforensics.results.summary import Summary
 from espforensics.rewrite import CaptureCopies
-from espforensics.workers import cap_workers, usable_cores
 
 
 def analyze_command(
@@ -231,12 +231,12 @@ def compare_command(
 ) -> None:
     """``espforensics compare``: the two sides' summaries, compared and printed."""
     # Imported here, as in batch: a run of analyze (start-up, docs/performance.md) needs neither.
-    from espforensics.compare import compare as compare_summaries  # noqa: PLC0415
     from espforensics.render.compare import (  # noqa: PLC0415
         render_comparison,
         render_comparison_json,
         render_comparison_md,
     )
+    from espforensics.report.compare import compare as compare_summaries  # noqa: PLC0415
 
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
     keys_before = [*(sa or []), *(sa_before or [])]

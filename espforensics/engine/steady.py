@@ -47,6 +47,7 @@ from espforensics.checks.bulk import BulkCheck, Opened, Outer, first_refused
 from espforensics.checks.context import HEAD_LEN
 from espforensics.columns import Strs
 from espforensics.crypto import IV_LEN, CipherContext
+from espforensics.decode.esn import EsnTracker
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.engine.plain import Decoded, PlainColumns, decode_plaintexts
 from espforensics.engine.plan import (
@@ -67,7 +68,6 @@ from espforensics.engine.plan import (
 )
 from espforensics.engine.rows import SteadyRows
 from espforensics.engine.wire import I64, FrameBatch, Mask, WireColumns
-from espforensics.esn import EsnTracker
 from espforensics.model import PacketRecord, Selection
 from espforensics.pipeline import FrameAnalyzer
 

@@ -1,6 +1,6 @@
 """Renderings of a before/after ``Comparison`` (``espforensics compare``).
 
-In: a ``Comparison`` (compare.py). Out: text (ASCII, 72 columns but for
+In: a ``Comparison`` (report/compare.py). Out: text (ASCII, 72 columns but for
 a long name, which is never broken), Markdown or JSON, each in the same
 order: the two names, what to read first (``notes``: keys for one side
 only), the findings that changed ("esp_misplaced 94 -> 0"), the table of
@@ -20,8 +20,8 @@ import json
 import re
 from dataclasses import asdict
 
-from espforensics.compare import Comparison, Row, escape_name
 from espforensics.render.text import wrap
+from espforensics.report.compare import Comparison, Row, escape_name
 
 NOT_COMPARABLE = "n/c"  # the change column of a row whose values depend on keys
 

@@ -48,6 +48,7 @@ from espforensics.crypto import CipherContext, context_for
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import PROTO_UDP, OuterIp, parse_ip
 from espforensics.decode.link import LINKTYPE_IPV4, LINKTYPE_IPV6, parse_link
+from espforensics.decode.trailer import NO_NEXT_HEADER, parse_trailer
 from espforensics.decode.tunnel import TUNNEL_WORDS
 from espforensics.errors import MalformedPacket, OutputError
 from espforensics.keys import SaTable, SecurityAssociation
@@ -64,7 +65,6 @@ from espforensics.rewrite.rebuild import (
 )
 from espforensics.rewrite.tunnels import rewrap, walk
 from espforensics.tables.packets import iter_packet_records
-from espforensics.trailer import NO_NEXT_HEADER, parse_trailer
 
 COLUMNS = (
     "verdict",
