@@ -34,7 +34,7 @@ from espforensics.batch.run import run_batch
 from espforensics.capture import open_capture, open_compressed_writer
 from espforensics.errors import CaptureError, InputError
 from espforensics.keys import SaTable, load_sas
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 from espforensics.pipeline import Options
 from espforensics.render.compare import (
     render_comparison,

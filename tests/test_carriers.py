@@ -22,7 +22,8 @@ from espforensics.analysis import analyze_to_dir
 from espforensics.capture import open_capture, write_pcapng
 from espforensics.keys import load_sas
 from espforensics.keys.sa import Secret, SecurityAssociation
-from espforensics.model import FindingKind, Frame, PacketRecord, Severity, Verdict
+from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.records import Frame, PacketRecord
 from espforensics.pipeline import Options
 from espforensics.rewrite import CaptureCopies
 from espforensics.rewrite.rebuild import relink

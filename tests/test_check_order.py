@@ -14,7 +14,8 @@ from espforensics.checks import FINISH_READS, Holds, make_checks
 from espforensics.checks.context import Flow, SaState
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
-from espforensics.model import FindingKind, Frame, Verdict
+from espforensics.model.enums import FindingKind, Verdict
+from espforensics.model.records import Frame
 from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import build_scenario
 

@@ -14,7 +14,7 @@ import espforensics
 from espforensics.batch.task import CaptureTask, run_task
 from espforensics.cli import app
 from espforensics.engine.workers import Workers, cap_workers
-from espforensics.results.summary import TOOL_VERSION
+from espforensics.model.version import TOOL_VERSION
 from espforensics.synth import build_scenario, write_scenario
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

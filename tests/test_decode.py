@@ -22,7 +22,7 @@ from espforensics.decode.link import LinkLayer, parse_link
 from espforensics.decode.reassembly import Completed, Expired, Reassembler
 from espforensics.decode.trailer import parse_trailer
 from espforensics.errors import MalformedPacket, Truncated
-from espforensics.model import Proto
+from espforensics.model.enums import Proto
 
 A4, B4 = bytes([192, 0, 2, 1]), bytes([192, 0, 2, 2])
 A6, B6 = bytes.fromhex("fd00000a" + "00" * 11 + "01"), bytes.fromhex("fd00000a" + "00" * 11 + "02")

@@ -28,7 +28,7 @@ import pytest
 from pandas.testing import assert_frame_equal
 
 from espforensics.analysis import Analysis, analyze, analyze_to_dir
-from espforensics.model import FindingKind
+from espforensics.model.enums import FindingKind
 from espforensics.pipeline import Options
 from espforensics.render.json import render_json
 from espforensics.synth import SCENARIOS, build_scenario, write_scenario

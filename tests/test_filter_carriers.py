@@ -25,7 +25,7 @@ import pytest
 from espforensics.engine import SteadyRows
 from espforensics.engine.run import Engine
 from espforensics.keys import SaTable
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 from espforensics.pipeline import FrameAnalyzer
 from espforensics.report.filters import (
     FIRST_FRAGMENT_NOTE,

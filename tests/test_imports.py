@@ -66,7 +66,7 @@ def _heavy(loaded: set[str]) -> set[str]:
 
 
 def test_the_command_line_loads_no_analysis_and_no_heavy_library() -> None:
-    """The commands are declared from typer and model.py's types; each imports its body
+    """The commands are declared from typer and model/'s types; each imports its body
     (cli/commands.py, the analysis) only when it runs."""
     loaded = _loaded("import espforensics.cli")
     assert {"typer", "espforensics.cli", "espforensics.cli.options"} <= loaded  # it did happen

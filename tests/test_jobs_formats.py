@@ -28,7 +28,7 @@ import pytest
 from espforensics.analysis import analyze_to_dir
 from espforensics.capture import open_compressed_writer, unpack, write_pcap, write_pcapng
 from espforensics.errors import CaptureTruncated
-from espforensics.model import DecryptionSecrets, Frame
+from espforensics.model.records import DecryptionSecrets, Frame
 from espforensics.pipeline import Options
 from fuzz.steady import SteadySeed, pick_steady, steady_frames
 from tests.helpers import run_cli

@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 from espforensics.analysis import summarize
 from espforensics.checks.unused import unused_note
 from espforensics.cli import app
-from espforensics.model import ANY_SPI, FindingKind, UnusedReason, Verdict
+from espforensics.model.enums import FindingKind, UnusedReason, Verdict
+from espforensics.model.records import ANY_SPI
 from espforensics.pipeline import Options
 from espforensics.results.summary import Summary
 from tests import helpers

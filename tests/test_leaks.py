@@ -11,10 +11,11 @@ from __future__ import annotations
 from espforensics.checks.leaks import name_fields
 from espforensics.crypto import AeadContext
 from espforensics.decode.clear import clear_ip_header
-from espforensics.evidence import Leak, LeakProof
 from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.keys.sa import NULL_CIPHER
-from espforensics.model import FindingKind, Frame, Severity, Verdict
+from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.evidence import Leak, LeakProof
+from espforensics.model.records import Frame
 from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.synth import build_scenario
 from tests.helpers import iter_rows

@@ -19,7 +19,7 @@ import tracemalloc
 
 from espforensics.engine import Engine
 from espforensics.keys import SaTable
-from espforensics.model import Frame, PacketRecord
+from espforensics.model.records import Frame, PacketRecord
 from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.results.builder import SummaryBuilder
 from espforensics.synth.bench import iter_bench_frames, with_spis

@@ -34,13 +34,14 @@ from espforensics.engine.run import Engine
 from espforensics.errors import MalformedPacket
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import Secret, SecurityAssociation
-from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Verdict
+from espforensics.model.enums import FindingKind, Unchecked, Verdict
+from espforensics.model.records import Finding, Frame, PacketRecord
 from espforensics.pipeline import FrameAnalyzer, Options
 from espforensics.render.html import format_html
 from espforensics.render.text import render_report
 from espforensics.report.content import report_content
 from espforensics.report.lead import lead
-from espforensics.results.gate import EXIT_CLEAN, EXIT_UNCHECKED, Unchecked, exit_code
+from espforensics.results.gate import EXIT_CLEAN, EXIT_UNCHECKED, exit_code
 from espforensics.results.summary import Summary
 from espforensics.synth.esp import EspSealer
 from espforensics.synth.packets import ipv4_packet, ipv6_packet, udp_bytes

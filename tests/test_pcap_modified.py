@@ -21,7 +21,7 @@ import pytest
 from espforensics.analysis import analyze_to_dir
 from espforensics.capture import open_capture, write_pcap
 from espforensics.errors import CaptureTruncated
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 from espforensics.pipeline import Options
 from tests.test_jobs import _window
 

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from espforensics.keys import SaTable
-from espforensics.model import Frame, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import Frame
 from espforensics.pipeline import Options
 from espforensics.synth import Scenario
 from tests.helpers import PER_FRAME, run_frames, scenario

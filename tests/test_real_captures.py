@@ -15,7 +15,7 @@ import dpkt
 import pytest
 
 from espforensics import Analysis, analyze
-from espforensics.model import FindingKind, Severity
+from espforensics.model.enums import FindingKind, Severity
 from espforensics.pipeline import Options
 from tests.helpers import analyze_real, needs_captures, real_capture
 

@@ -21,7 +21,7 @@ import pytest
 from espforensics.analysis import analyze
 from espforensics.checks.receiver import ReceiverCheck
 from espforensics.keys import SaTable
-from espforensics.model import DecryptionSecrets, Frame
+from espforensics.model.records import DecryptionSecrets, Frame
 from espforensics.pipeline import Options
 from espforensics.receiver.verdict import COUNTERS, PROTO_ERROR
 from espforensics.results.summary import Summary

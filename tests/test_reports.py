@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from espforensics.analysis import analyze_to_dir, load_summary
 from espforensics.cli import app
-from espforensics.model import PacketRecord, Proto, Severity, Verdict
+from espforensics.model.enums import Proto, Severity, Verdict
+from espforensics.model.records import PacketRecord
 from espforensics.results.gate import exit_code
 from espforensics.synth import build_scenario, write_scenario
 from tests import helpers

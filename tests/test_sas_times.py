@@ -15,7 +15,7 @@ import pytest
 
 from espforensics.analysis import analyze_to_dir
 from espforensics.capture.writer import write_pcap
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 from espforensics.pipeline import Options
 from espforensics.synth import build_scenario, write_scenario
 from espforensics.tables.small import seconds

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from espforensics.analysis import analyze_to_dir
 from espforensics.cli import app
-from espforensics.model import Selection
+from espforensics.model.options import Selection
 from espforensics.pipeline import Options
 from espforensics.synth import build_scenario, write_scenario
 

@@ -38,6 +38,7 @@ from espforensics.capture.regular import check_regular
 from espforensics.engine.dask_workers import check_scheduler
 from espforensics.errors import CaptureError, CaptureTruncated, InputError, OutputError
 from espforensics.keys import SaTable
+from espforensics.model.options import CSV_ROWS
 from espforensics.pipeline import Options, fewer_collections
 from espforensics.receiver.xfrm_stat import XfrmStatFiles, observed
 from espforensics.render.registry import FILE_RENDERERS
@@ -54,7 +55,6 @@ from espforensics.results.folder import (
 from espforensics.results.summary import Summary
 from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
 from espforensics.tables.packets import (
-    CSV_ROWS,
     PacketTableWriter,
     RowGroups,
     inner_layers,

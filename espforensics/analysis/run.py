@@ -30,7 +30,7 @@ from espforensics.errors import (
     scrub,
 )
 from espforensics.keys import SaTable, load_sas
-from espforensics.model import Finding, PacketRecord, UnusedSa
+from espforensics.model.records import Finding, PacketRecord, UnusedSa
 from espforensics.pipeline import FrameAnalyzer, Options, fewer_collections
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
 from espforensics.results.builder import SummaryBuilder

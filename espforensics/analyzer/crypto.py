@@ -17,8 +17,8 @@ from espforensics.checks.context import PacketContext
 from espforensics.checks.coverage import CUT_DETAIL
 from espforensics.crypto import CipherContext, opener
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.model import Verdict
-from espforensics.unverified import no_icv
+from espforensics.model.enums import Verdict
+from espforensics.analyzer.unverified import no_icv
 
 
 @dataclass(frozen=True, slots=True)

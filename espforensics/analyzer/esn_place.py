@@ -19,7 +19,7 @@ from collections import OrderedDict
 
 from espforensics.checks.context import Holds, PacketContext, SaState
 from espforensics.decode.esn import EsnTracker
-from espforensics.model import Verdict
+from espforensics.model.enums import Verdict
 
 
 def mismatch_words(placed: int, hi: int) -> str:

@@ -36,7 +36,7 @@ from espforensics.engine.dask_workers import check_scheduler
 from espforensics.engine.workers import cap_workers, usable_cores
 from espforensics.errors import TRACEBACK_FILE, CaptureError, OutputExistsError
 from espforensics.keys import load_sas
-from espforensics.model import FindingKind, Verdict
+from espforensics.model.enums import FindingKind, Verdict
 from espforensics.tables.small import write_rows
 
 BatchProgress = Callable[[CaptureResult, int, int], None]  # result, done so far, total

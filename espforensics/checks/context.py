@@ -33,7 +33,8 @@ from espforensics.decode.ipcomp import PROTO_IPCOMP, decompress
 from espforensics.decode.trailer import parse_trailer
 from espforensics.errors import MalformedPacket
 from espforensics.keys.sa import CLEAR_BY_DESIGN, SecurityAssociation
-from espforensics.model import PacketRecord, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import PacketRecord
 
 T = TypeVar("T")
 IPCOMP_NAME = l4_name(PROTO_IPCOMP)  # an inner IP packet's protocol 108, as parse_inner names it

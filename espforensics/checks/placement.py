@@ -44,9 +44,10 @@ from espforensics.checks.coverage import CUT_DETAIL, Seen
 from espforensics.crypto import IV_LEN, opener
 from espforensics.decode.clear import ip_start_fits, may_start_ip
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.evidence import Misplaced, Offsets
 from espforensics.keys.sa import SaTable
-from espforensics.model import Finding, FindingKind, Severity, Verdict
+from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.evidence import Misplaced, Offsets
+from espforensics.model.records import Finding
 
 FlowFor = Callable[[int, bytes, bytes], Flow]  # the pipeline's flow of (SPI, src, dst)
 MAX_CANDIDATES = 8  # SPI occurrences tried per packet, to bound the cost of noise

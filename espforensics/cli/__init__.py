@@ -14,7 +14,7 @@ commands' bodies, results/expect.py: what --expect and the receiver's counters d
 are the only modules that import typer and rich.
 
 Start-up (docs/performance.md): this module declares the commands (their
-options and help) from options.py and model.py's types only, and imports a
+options and help) from options.py and model/'s types only, and imports a
 command's body inside the command, once typer has parsed the line: so
 ``--help``, ``--version``, ``completion`` and every command's ``--help``
 load no part of the analysis, nor numpy, pyarrow or cryptography
@@ -67,7 +67,8 @@ from espforensics.cli.options import (
     enable_completion,
 )
 from espforensics.errors import EXIT_INTERNAL, INTERRUPTED
-from espforensics.model import CSV_ROWS, Unchecked
+from espforensics.model.enums import Unchecked
+from espforensics.model.options import CSV_ROWS
 
 app = typer.Typer(
     cls=_Group,
@@ -115,7 +116,7 @@ def _importing_body() -> Iterator[None]:
 
 def _version(value: bool) -> None:
     if value:
-        from espforensics.version import TOOL_VERSION  # noqa: PLC0415 (metadata: 15 ms)
+        from espforensics.model.version import TOOL_VERSION  # noqa: PLC0415 (metadata: 15 ms)
 
         typer.echo(f"espforensics {TOOL_VERSION}")
         raise typer.Exit()

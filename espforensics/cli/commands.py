@@ -37,7 +37,8 @@ from espforensics.cli.report import _batch_exit, _exit_gate, _show, _usage
 from espforensics.engine.dask_workers import check_scheduler
 from espforensics.engine.workers import cap_workers, usable_cores
 from espforensics.errors import EspForensicsError
-from espforensics.model import CSV_ROWS, SEVERITY_RANK, Severity, Unchecked
+from espforensics.model.enums import SEVERITY_RANK, Severity, Unchecked
+from espforensics.model.options import CSV_ROWS
 from espforensics.pipeline import Options
 from espforensics.report.narrative import worst_severity
 from espforensics.results.summary import Summary

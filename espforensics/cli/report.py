@@ -21,7 +21,7 @@ from typer._click.globals import get_current_context
 from espforensics.cli.errors import _guarded
 from espforensics.cli.expect import assertions, settle
 from espforensics.cli.options import FailOn, Format
-from espforensics.model import Severity, Unchecked
+from espforensics.model.enums import Severity, Unchecked
 from espforensics.render.registry import FOLDER_VIEWS, RENDERERS
 from espforensics.report.content import report_content
 from espforensics.results.folder import load_summary

@@ -30,12 +30,12 @@ import numpy.typing as npt
 from espforensics.checks import PLAIN
 from espforensics.checks.bulk import InnerChecks, Outer, Payloads, Plaintexts
 from espforensics.checks.context import HEAD_LEN
-from espforensics.columns import I64, Mask, Strs
 from espforensics.decode.inner import l4_name, parse_inner, parse_inners
 from espforensics.decode.ip import PROTO_ESP
 from espforensics.decode.ipcomp import PROTO_IPCOMP
 from espforensics.decode.trailer import parse_trailers
 from espforensics.errors import MalformedPacket
+from espforensics.model.arrays import I64, Mask, Strs
 
 __all__ = ["Decoded", "PlainColumns", "decode_plaintexts"]
 

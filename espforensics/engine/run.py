@@ -44,7 +44,7 @@ from espforensics.engine.rows import SteadyRows
 from espforensics.engine.steady import OpenJob, Plan, SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns, parse
 from espforensics.errors import InputError
-from espforensics.model import Frame, PacketRecord
+from espforensics.model.records import Frame, PacketRecord
 from espforensics.pipeline import FrameAnalyzer, Options
 
 Row = PacketRecord | SteadyRows

@@ -36,7 +36,7 @@ from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
 from espforensics.engine import Engine, Row, SteadyRows
 from espforensics.errors import MalformedPacket
 from espforensics.keys import SaTable
-from espforensics.model import DecryptionSecrets, Frame, PacketRecord
+from espforensics.model.records import DecryptionSecrets, Frame, PacketRecord
 from espforensics.pipeline import FrameAnalyzer, Options, fewer_collections
 
 # The steady lane's rows are the packets the receiver check accepts (tables/packets.py).

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity
+from espforensics.model.enums import SEVERITY_RANK, FindingKind, Severity
+from espforensics.model.records import Finding
 from espforensics.report import narrative
 from espforensics.results.coverage import CheckCoverage
 from espforensics.results.summary import Summary

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import PurePath
 
-from espforensics.model import FindingKind, Verdict
+from espforensics.model.enums import FindingKind, Verdict
 from espforensics.report.narrative import UNITS, plural
 from espforensics.results.summary import Summary
 

@@ -22,7 +22,8 @@ from itertools import chain
 from pathlib import PurePath
 
 from espforensics.bounded.frames import Frames, display_filter
-from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
+from espforensics.model.enums import SEVERITY_RANK, FindingKind, Severity, Verdict
+from espforensics.model.records import Finding
 from espforensics.receiver import words
 from espforensics.report import narrative
 from espforensics.report.causes import CAUSES, LikelyCause, likely_causes

@@ -6,7 +6,7 @@ sequence number 0: its addresses and mode, its main misplaced layout, its
 IV reuse and derivation, its repeated sequence numbers and ESN
 mismatches. Raises nothing; reads no clock and no environment.
 
-It reads the findings' typed evidence (evidence.py), never their words:
+It reads the findings' typed evidence (model/evidence.py), never their words:
 the checks (checks/iv_sa.py, checks/iv_reuse.py, checks/sequence.py,
 checks/esn_mismatch.py) fill it next to the detail, so rewording a detail
 changes no fact; each cause has a fixture test (tests/test_causes.py).
@@ -18,8 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from espforensics.evidence import EsnMismatch, IvChained, IvDeviating, IvReuse, SeqDuplicates
-from espforensics.model import Finding, FindingKind
+from espforensics.model.enums import FindingKind
+from espforensics.model.evidence import EsnMismatch, IvChained, IvDeviating, IvReuse, SeqDuplicates
+from espforensics.model.records import Finding
 from espforensics.report.narrative import clear_bytes
 from espforensics.results.summary import MisplacedLayout, SaSummary, Summary
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from espforensics.checks.coverage import NO_KEY
-from espforensics.evidence import KeyMismatch
-from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity
+from espforensics.model.enums import SEVERITY_RANK, FindingKind, Severity
+from espforensics.model.evidence import KeyMismatch
+from espforensics.model.records import Finding
 from espforensics.report.narrative import FindingGroup, finding_groups, group_unit, plural
 from espforensics.results.coverage import Tally, tally
 from espforensics.results.summary import Summary

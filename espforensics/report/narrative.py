@@ -17,7 +17,8 @@ from pathlib import PurePath
 
 from espforensics.bounded.frames import Frames, first_frames
 from espforensics.checks.leaks import name_fields
-from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
+from espforensics.model.enums import SEVERITY_RANK, FindingKind, Severity, Verdict
+from espforensics.model.records import Finding
 from espforensics.results.coverage import Tally
 from espforensics.results.summary import MisplacedLayout, SaSummary, Summary
 

@@ -19,19 +19,12 @@ import numpy.typing as npt
 from espforensics.bounded.rare import Rare
 from espforensics.checks.coverage import CUT_FOUND, CUT_READ, cut_kind
 from espforensics.engine import SteadyRows
-from espforensics.model import (
-    Finding,
-    FindingKind,
-    InnerChecksum,
-    PacketRecord,
-    Proto,
-    UnusedSa,
-    Verdict,
-)
+from espforensics.model.enums import FindingKind, InnerChecksum, Proto, Verdict
+from espforensics.model.records import Finding, PacketRecord, UnusedSa
+from espforensics.model.version import TOOL_VERSION
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
 from espforensics.results.coverage import check_coverage
 from espforensics.results.summary import (
-    TOOL_VERSION,
     CaptureInfo,
     MisplacedLayout,
     SaSummary,

@@ -1,7 +1,7 @@
 """The evidence of a finding read back from a stored ``summary.json``.
 
 In: a finding's kind and ``detail`` as ``summary.json`` stores them. Out:
-``stored_evidence(kind, detail, count)``, the typed evidence (evidence.py) of the
+``stored_evidence(kind, detail, count)``, the typed evidence (model/evidence.py) of the
 kinds report/facts.py, report/lead.py and rewrite/comments.py read (iv_reuse,
 iv_derivation, seq_duplicate, esn_wrap, esn_mismatch, key_mismatch), or
 None for the others. Raises nothing.
@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 
-from espforensics.evidence import (
+from espforensics.model.enums import FindingKind
+from espforensics.model.evidence import (
     EsnEvent,
     EsnMismatch,
     EsnWrap,
@@ -31,7 +32,6 @@ from espforensics.evidence import (
     SeqDelta,
     SeqDuplicates,
 )
-from espforensics.model import FindingKind
 
 # checks/iv_reuse.py IvReuseCheck._finding
 _IV = re.compile(r"^IV ([0-9a-f]+) used \d+ times: ")

@@ -15,20 +15,11 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from espforensics.bounded.frames import frame_runs, from_runs
-from espforensics.model import (
-    ANY_SPI,
-    SEVERITY_RANK,
-    Finding,
-    FindingKind,
-    PlotOutcome,
-    Severity,
-    UnusedReason,
-    UnusedSa,
-)
+from espforensics.model.enums import SEVERITY_RANK, FindingKind, Severity, UnusedReason
+from espforensics.model.records import ANY_SPI, Finding, PlotOutcome, UnusedSa
 from espforensics.receiver.prediction import Observed, ReceiverHost, ReceiverSa
 from espforensics.results.coverage import CheckCoverage, check_coverage
 from espforensics.results.stored import stored_evidence
-from espforensics.version import TOOL_VERSION as TOOL_VERSION  # noqa: PLC0414 (its home)
 
 SCHEMA = 1
 

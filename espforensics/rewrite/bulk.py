@@ -38,7 +38,6 @@ import numpy.typing as npt
 from espforensics.capture import open_capture
 from espforensics.capture.batch import FrameBatch
 from espforensics.capture.writer import Data, FrameRun
-from espforensics.columns import I64, Mask
 from espforensics.crypto import CipherContext
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import PROTO_ESP, PROTO_UDP
@@ -46,7 +45,9 @@ from espforensics.decode.trailer import NO_NEXT_HEADER, parse_trailers
 from espforensics.engine.plan import distinct_flows, flow_key
 from espforensics.engine.wire import VLAN_DEPTHS, WireColumns, parse
 from espforensics.keys import SaTable, SecurityAssociation
-from espforensics.model import DecryptionSecrets, Frame, Verdict
+from espforensics.model.arrays import I64, Mask
+from espforensics.model.enums import Verdict
+from espforensics.model.records import DecryptionSecrets, Frame
 from espforensics.rewrite.decrypted import (
     COLUMNS,
     TRIED,

@@ -53,7 +53,8 @@ from espforensics.decode.tunnel import TUNNEL_WORDS
 from espforensics.errors import MalformedPacket, OutputError
 from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.keys.wireshark import secrets_block_sas
-from espforensics.model import DecryptionSecrets, Frame, PacketRecord, Verdict, new_tuple
+from espforensics.model.enums import Verdict
+from espforensics.model.records import DecryptionSecrets, Frame, PacketRecord, new_tuple
 from espforensics.rewrite.rebuild import (
     PROTO_IPIP,
     PROTO_IPV6,
