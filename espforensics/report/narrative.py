@@ -43,9 +43,12 @@ def group_unit(g: FindingGroup) -> str:
 
 def group_line(g: FindingGroup) -> str:
     """One line per finding kind: severity, kind, how many, of what."""
-    return (
-        f"{g.severity.value} {g.kind.value}: {plural(g.rows, 'finding')}, {g.count} {group_unit(g)}"
-    )
+    return f"{g.severity.value} {g.kind.value}: {group_tally(g)}"
+
+
+def group_tally(g: FindingGroup) -> str:
+    """How many findings of the kind, and how much they concern: "9 findings, 18 packets"."""
+    return f"{plural(g.rows, 'finding')}, {g.count} {group_unit(g)}"
 
 
 @dataclass(frozen=True, slots=True)
