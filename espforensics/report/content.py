@@ -393,7 +393,7 @@ def _layout_row(x: MisplacedLayout) -> LayoutRow:
         x.expected_offset,
         x.esp_offset,
         x.clear_offset,
-        narrative.clear_bytes(x) if x.clear_hex or x.clear_prefix else "",
+        narrative.clear_bytes(x) if x.clear or x.clear_prefix else "",
         narrative.clear_fields(x),
         where,
         clear,
