@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from espforensics.analyzer.esn_place import mismatch_words
+from espforensics.analyzer.unverified import no_icv
 from espforensics.checks.context import PacketContext
 from espforensics.checks.coverage import CUT_DETAIL
 from espforensics.crypto import CipherContext, opener
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.model.enums import Verdict
-from espforensics.analyzer.unverified import no_icv
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from espforensics.cli.expect import assertions, settle
 from espforensics.cli.options import FailOn, Format
 from espforensics.model.enums import Severity, Unchecked
 from espforensics.render.registry import FOLDER_VIEWS, RENDERERS
-from espforensics.report.content import report_content
+from espforensics.report.content import Report, report_content
 from espforensics.results.folder import load_summary
 from espforensics.results.gate import exit_code, worst_code
 from espforensics.results.summary import Summary
@@ -89,16 +89,20 @@ def _exit_gate(summary: Summary, fail_on: FailOn, unchecked: Unchecked) -> None:
         raise typer.Exit(code)
 
 
-def _show(summary: Summary, fmt: Format, fail_on: FailOn, folder: Path) -> None:
+def _show(
+    summary: Summary, fmt: Format, fail_on: FailOn, folder: Path, report: Report | None = None
+) -> None:
     """Print the report as ``fmt``; ``fail_on`` decides which KTAP lines are ``not ok``; a
-    view of the tables (``packets``) reads them in ``folder``, the analysis's outputs."""
+    view of the tables (``packets``) reads them in ``folder``, the analysis's outputs.
+    ``report``: the run's, built at ``fail_on`` when its files were written (analyze);
+    without it (``report`` of a folder) it is built here, once."""
     view = FOLDER_VIEWS.get(fmt.value)
     if view is not None:
         _guarded(lambda: _echo_each(view.pieces(folder, summary.finding_list)))
         return
-    typer.echo(
-        RENDERERS[fmt.value].render(report_content(summary, fail_on=_threshold(fail_on))), nl=False
-    )
+    if report is None:
+        report = report_content(summary, fail_on=_threshold(fail_on))
+    typer.echo(RENDERERS[fmt.value].render(report), nl=False)
 
 
 def _echo_each(pieces: Iterable[str]) -> None:
