@@ -65,7 +65,7 @@ def _formats(pcap: Path, work: Path) -> dict[str, Path]:
     """The pcap, its frames as pcapng (interfaces of the link types it holds), and that
     gzipped."""
     from espforensics.capture import open_capture, write_pcapng  # noqa: PLC0415
-    from espforensics.model import Frame  # noqa: PLC0415
+    from espforensics.model.records import Frame  # noqa: PLC0415
 
     with open_capture(pcap) as capture:
         linktypes = sorted({f.linktype for f in capture if isinstance(f, Frame)})

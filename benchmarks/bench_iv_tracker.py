@@ -22,7 +22,8 @@ from espforensics.checks.context import Flow, Memo, PacketContext, SaState
 from espforensics.checks.iv_reuse import IvReuseCheck
 from espforensics.decode.ip import OuterIp
 from espforensics.keys.sa import SaTable
-from espforensics.model import PacketRecord, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import PacketRecord
 
 CONST = 0xEC10433AEF4C2994  # a seqiv constant seen in a real kernel capture
 

@@ -41,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_speed import child_output
 
-from espforensics.workers import usable_cores
+from espforensics.engine.workers import usable_cores
 
 _ONE = """
 import sys, time

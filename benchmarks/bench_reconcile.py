@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 from espforensics.synth import iter_bench_frames, write_capture
 
 SHIFT_NS = 3_000_000_000

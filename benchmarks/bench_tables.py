@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from espforensics.model.options import CSV_ROWS
 from espforensics.tables.packets import (
-    CSV_ROWS,
     CSV_SCHEMA,
     DICTIONARY_COLUMNS,
     ROW_GROUP,

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from espforensics.analysis import Analysis, analyze, analyze_to_dir, summarize
     from espforensics.analyzer.frame import Options
     from espforensics.keys import SaTable, SecurityAssociation, load_sas
-    from espforensics.model import PacketRecord, Proto, Verdict
+    from espforensics.model.enums import Proto, Verdict
+    from espforensics.model.records import PacketRecord
     from espforensics.results.summary import Summary
 
 # Where each name that is not an error lives; imported on first use (PEP 562).
@@ -38,9 +39,9 @@ _LAZY = {
     "SaTable": "espforensics.keys",
     "SecurityAssociation": "espforensics.keys",
     "load_sas": "espforensics.keys",
-    "PacketRecord": "espforensics.model",
-    "Proto": "espforensics.model",
-    "Verdict": "espforensics.model",
+    "PacketRecord": "espforensics.model.records",
+    "Proto": "espforensics.model.enums",
+    "Verdict": "espforensics.model.enums",
     "Options": "espforensics.analyzer.frame",
     "Summary": "espforensics.results.summary",
 }

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import struct
 
-from espforensics.model import DecryptionSecrets, Frame
+from espforensics.model.records import DecryptionSecrets, Frame
 from fuzz.keytext import mutate_esp_sa
 
 ESPS = 0x45535053  # pcapng DSB secrets type of ESP SA lines

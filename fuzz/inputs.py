@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-from espforensics.model import DecryptionSecrets
+from espforensics.model.records import DecryptionSecrets
 from fuzz.captures import ESPS, pcap_chunks, pcapng_chunks
 from fuzz.keytext import MUTATORS
 from fuzz.packets import mutate_frames

@@ -19,7 +19,7 @@ from espforensics.engine.plan import Opening, Plan
 from espforensics.engine.rows import SteadyRows
 from espforensics.engine.steady import Decoded, SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns
-from espforensics.model import PacketRecord
+from espforensics.model.records import PacketRecord
 
 
 @dataclass(slots=True)

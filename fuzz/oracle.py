@@ -33,18 +33,19 @@ from espforensics.analysis import Analysis, KeysArg, analyze, analyze_to_dir, su
 from espforensics.analyzer.frame import Options
 from espforensics.batch.run import run_batch
 from espforensics.capture import open_capture, open_compressed_writer
-from espforensics.compare import compare
 from espforensics.errors import CaptureError, InputError
 from espforensics.keys import SaTable, load_sas
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 from espforensics.render.compare import (
     render_comparison,
     render_comparison_json,
     render_comparison_md,
 )
-from espforensics.render.json import render_json
-from espforensics.render.markdown import render_report_md
-from espforensics.render.text import render_report, render_summary
+from espforensics.render.json import format_json
+from espforensics.render.markdown import format_markdown
+from espforensics.render.text import format_summary, format_text
+from espforensics.report.compare import compare
+from espforensics.report.content import Report, report_content
 from espforensics.results.summary import Summary
 from espforensics.rewrite import CaptureCopies
 from fuzz import lanecount
@@ -55,7 +56,7 @@ from fuzz.walker import Walk, walk
 
 OK, INPUT_ERROR, INTERNAL_ERROR = "ok", "input_error", "internal_error"
 _CAPTURE_SUFFIXES = (".pcap", ".pcapng")
-Render = Callable[[Summary], str]
+Render = Callable[[Report], str]
 Compression = Literal["gzip", "bzip2", "xz", "zstd"]
 # File suffix -> the product's compression name (its writers compress for us).
 _COMPRESSIONS: dict[str, Compression] = {"gz": "gzip", "bz2": "bzip2", "xz": "xz", "zst": "zstd"}
@@ -256,15 +257,20 @@ class Oracle:
         elif rows != walked.frames or summary.capture.frames != rows:
             detail = f"{rows} records, {summary.capture.frames} in summary"
             verdict.fail("invariant: summarize rows != frames", f"{detail}, {walked.frames} frames")
-        self._render(verdict, summary, (render_report,))
+        self._render(verdict, summary, (format_text,))
         return summary
 
     def _render(
         self, verdict: Verdict, summary: Summary, renders: tuple[Render, ...] | None = None
     ) -> None:
-        for render in renders or (render_summary, render_report, render_report_md, render_json):
+        try:
+            report = report_content(summary)  # once, as a run builds it for every format
+        except Exception as exc:
+            verdict.fail(failure_class(exc), f"report_content: {exc!r}")
+            return
+        for render in renders or (format_summary, format_text, format_markdown, format_json):
             try:
-                text = render(summary)
+                text = render(report)
             except Exception as exc:
                 verdict.fail(failure_class(exc), f"{render.__name__}: {exc!r}")
                 continue
@@ -272,7 +278,7 @@ class Oracle:
 
     def _compare(self, verdict: Verdict, before: Summary, after: Summary) -> None:
         try:
-            again = Summary.from_json(json.loads(render_json(after)))
+            again = Summary.from_json(json.loads(format_json(report_content(after))))
             cmp = compare(before, again)
             renders = (render_comparison, render_comparison_md, render_comparison_json)
             texts = [render(cmp) for render in renders]

@@ -14,7 +14,7 @@ import random
 import struct
 from collections.abc import Callable
 
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 from espforensics.synth.tunnels import TUNNELS, in_tunnel
 
 # Where the outer IP header starts for each link type (before VLAN tags).

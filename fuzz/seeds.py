@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from espforensics.keys import SecurityAssociation
-from espforensics.model import DecryptionSecrets, Frame
+from espforensics.model.records import DecryptionSecrets, Frame
 from espforensics.synth import SCENARIOS, build_scenario
 from espforensics.synth.keytext import esp_sa_text, keys_yaml, xfrm_state_text
 

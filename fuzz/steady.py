@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from espforensics.keys.sa import CBC_AES, RFC4106
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 from espforensics.synth.builder import NO_FAULT, CaptureBuilder, Fault, TcpTalk, filler, ip, sa_pair
 from espforensics.synth.esp import IvSeqOffset
 from espforensics.synth.keytext import esp_sa_text, keys_yaml, xfrm_state_text

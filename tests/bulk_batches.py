@@ -18,7 +18,8 @@ from espforensics.checks.context import HEAD_LEN, Flow, PacketContext, SaState
 from espforensics.decode.ip import OuterIp
 from espforensics.keys import SecurityAssociation
 from espforensics.keys.sa import Secret
-from espforensics.model import PacketRecord, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import PacketRecord
 
 IP = OuterIp(4, bytes(4), bytes(4), 50, 20, 0, None, 0, False, 20, 9)
 OUTER = 20  # the outer IPv4 header's length: where the ESP header starts

@@ -39,7 +39,8 @@ from espforensics.capture import open_capture
 from espforensics.engine import Engine, Row, SteadyRows
 from espforensics.keys import SaTable
 from espforensics.keys.sa import SecurityAssociation
-from espforensics.model import DecryptionSecrets, Finding, Frame, PacketRecord, Proto, Verdict
+from espforensics.model.enums import Proto, Verdict
+from espforensics.model.records import DecryptionSecrets, Finding, Frame, PacketRecord
 from espforensics.report import filters as tcpdump
 from espforensics.synth import Scenario, build_scenario, write_scenario
 from espforensics.tables.packets import records_to_table, steady_table

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 from espforensics.synth import build_scenario, keys_yaml, write_capture
 
 MIXED = (

@@ -27,7 +27,8 @@ from espforensics.engine.run import Engine
 from espforensics.errors import MalformedPacket, Truncated
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import Secret, SecurityAssociation
-from espforensics.model import FindingKind, Frame, InnerChecksum, PacketRecord, Severity, Verdict
+from espforensics.model.enums import FindingKind, InnerChecksum, Severity, Verdict
+from espforensics.model.records import Frame, PacketRecord
 from espforensics.rewrite import CaptureCopies
 from espforensics.synth.esp import EspSealer
 from espforensics.synth.packets import ipv4_packet, ipv6_packet, udp_bytes

@@ -29,7 +29,8 @@ from espforensics.analyzer.frame import Options
 from espforensics.crypto import context_for
 from espforensics.keys import SaTable
 from espforensics.keys.sa import SecurityAssociation
-from espforensics.model import FindingKind, PacketRecord, Severity, Verdict
+from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.records import PacketRecord
 from espforensics.synth import Scenario, build_scenario, esp_sa_text, write_scenario
 from espforensics.synth.builder import filler
 from espforensics.synth.scenarios_encauth import combinations

@@ -39,7 +39,8 @@ from espforensics.crypto import EncAuthContext
 from espforensics.crypto.macs import AesCmac, AesXcbc, Hmac
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import CBC_AES, NULL_CIPHER, Secret, SecurityAssociation
-from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Severity, Verdict
+from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.records import Finding, Frame, PacketRecord
 from espforensics.report.lead import lead
 from espforensics.synth.esp import EspSealer
 from espforensics.synth.packets import ipv4_packet, udp_bytes

@@ -12,7 +12,8 @@ from espforensics.decode.esp import EspLocation, locate_esp, parse_esp_header
 from espforensics.decode.ip import PROTO_ESP, PROTO_UDP, parse_ip
 from espforensics.keys import SaTable
 from espforensics.keys.sa import Secret, SecurityAssociation
-from espforensics.model import PacketRecord, Proto, Verdict
+from espforensics.model.enums import Proto, Verdict
+from espforensics.model.records import PacketRecord
 from espforensics.synth.esp import EspSealer
 from espforensics.synth.packets import ipv4_packet, udp_bytes
 

@@ -10,7 +10,8 @@ from espforensics.checks.context import Flow, Holds, Receiving
 from espforensics.decode.ip import OuterIp
 from espforensics.keys import SaTable
 from espforensics.keys.sa import Secret, SecurityAssociation
-from espforensics.model import PacketRecord, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import PacketRecord
 
 A, B = IPv4Address("192.0.2.1").packed, IPv4Address("192.0.2.2").packed
 IP = OuterIp(4, A, B, 50, 20, 100, None, 0, False, 20, 0)

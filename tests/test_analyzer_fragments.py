@@ -8,7 +8,8 @@ from espforensics.analyzer.fragments import Fragments
 from espforensics.checks.context import Holds
 from espforensics.decode.ip import PROTO_ESP, parse_ip
 from espforensics.decode.reassembly import Completed
-from espforensics.model import PacketRecord, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import PacketRecord
 from espforensics.synth.packets import ipv4_packet
 
 SRC, DST = IPv4Address("192.0.2.1"), IPv4Address("192.0.2.2")

@@ -9,7 +9,8 @@ from espforensics.analyzer.layers import MAX_LAYERS, may_nest, next_layer
 from espforensics.checks.context import Receiving
 from espforensics.decode.ip import PROTO_ESP, PROTO_UDP, parse_ip
 from espforensics.keys import SaTable
-from espforensics.model import PacketRecord, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import PacketRecord
 from espforensics.synth.packets import ipv4_packet, udp_bytes
 
 OUT_SRC, OUT_DST = IPv4Address("192.0.2.1"), IPv4Address("192.0.2.2")

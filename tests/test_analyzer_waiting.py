@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from espforensics.analyzer.waiting import Waiting
 from espforensics.checks.context import Holds
-from espforensics.model import PacketRecord
+from espforensics.model.records import PacketRecord
 
 
 def _recs(*frames: int) -> list[PacketRecord]:

@@ -22,9 +22,10 @@ from typer.testing import CliRunner
 from espforensics.analysis import analyze_to_dir
 from espforensics.cli import app
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.evidence import EsnWrap
 from espforensics.keys import SaTable
-from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
+from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.evidence import EsnWrap
+from espforensics.model.records import Finding, PacketRecord
 from espforensics.rewrite import WRITERS, CaptureCopies
 from espforensics.rewrite.comments import FindingMarks
 from espforensics.synth import Scenario, build_scenario, write_scenario

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from espforensics.model import PacketRecord, Proto, Verdict
+from espforensics.model.enums import Proto, Verdict
+from espforensics.model.records import PacketRecord
 from espforensics.tables.arrow import bools, from_list, from_numpy, scalar, strings, to_numpy
 from espforensics.tables.packets import TIME_TYPE, packet_schema, records_to_table
 

@@ -26,7 +26,7 @@ import pandas as pd
 import pytest
 
 from espforensics.analysis import load_summary
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 from espforensics.plots import plot_throughput
 from espforensics.plots.data import TIME_BINS, plot_frames
 from espforensics.report.narrative import utc

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from espforensics.engine.workers import EXIT_ORPHANED, watch_parent
 from espforensics.synth import build_scenario, write_scenario
-from espforensics.workers import EXIT_ORPHANED, watch_parent
 from tests.procs import children as _children
 from tests.procs import wait_gone
 from tests.stop_at import run_until_stopped

@@ -15,7 +15,8 @@ from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
 from espforensics.keys.wireshark import ESP_SA_SECRETS_TYPE
-from espforensics.model import Frame, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import Frame
 from espforensics.synth import build_scenario
 
 ARP = bytes(12) + b"\x08\x06" + bytes(28)
@@ -143,7 +144,7 @@ def test_many_sas_keep_few_records_waiting(monkeypatch: pytest.MonkeyPatch) -> N
 def test_a_bad_secrets_block_still_yields_the_held_records() -> None:
     """Records held at the moment a bad Decryption Secrets Block is met are not lost."""
     from espforensics.errors import KeyFileError
-    from espforensics.model import DecryptionSecrets
+    from espforensics.model.records import DecryptionSecrets
 
     sc = build_scenario("fragments-v4", seed=1)
     lone = next(

@@ -29,7 +29,7 @@ from espforensics.capture.writer import FrameRun, PcapngStream, PcapStream
 from espforensics.decode.clear import internet_checksum
 from espforensics.errors import CaptureError, OutputError
 from espforensics.keys import SaTable, load_sas
-from espforensics.model import Finding, Frame
+from espforensics.model.records import Finding, Frame
 from espforensics.rewrite.annotate import write_annotated
 from espforensics.rewrite.bulk import write_decrypted
 from espforensics.rewrite.decrypted import write_decrypted_frames

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from espforensics.checks.context import Flow, Holds, SaState
 from espforensics.checks.iv_derivation import _TAIL_PLACES, WINDOW, IvDerivationCheck
 from espforensics.keys.sa import CBC_AES, RFC4106
-from espforensics.model import Verdict
+from espforensics.model.enums import Verdict
 from espforensics.synth.esp import echainiv_block
 from tests.bulk_batches import M64, Pkt, context, datagram, first, flow_rows, keyed, sa_of
 

@@ -24,7 +24,6 @@ from espforensics.checks import PLAIN, checksum, leaks, receiver
 from espforensics.checks.bulk import Outer, Payloads, Plaintexts
 from espforensics.checks.checksum import check_inners
 from espforensics.checks.context import HEAD_LEN
-from espforensics.columns import I64, Strs
 from espforensics.decode.clear import internet_checksum
 from espforensics.decode.inner import (
     NATT_TRANSPORT,
@@ -35,9 +34,10 @@ from espforensics.decode.inner import (
     parse_inners,
     pseudo_header,
 )
+from espforensics.decode.trailer import parse_trailer, parse_trailers
 from espforensics.errors import MalformedPacket
-from espforensics.model import InnerChecksum
-from espforensics.trailer import parse_trailer, parse_trailers
+from espforensics.model.arrays import I64, Strs
+from espforensics.model.enums import InnerChecksum
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _GAP = 4  # a junk byte between two rows (then aligned to 4): a row never reads its neighbour

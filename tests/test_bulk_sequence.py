@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from espforensics.checks.context import Flow
 from espforensics.checks.keys import KeyCheck
 from espforensics.checks.sequence import SequenceCheck
-from espforensics.esn import EsnTracker
+from espforensics.decode.esn import EsnTracker
 from espforensics.keys.sa import RFC4106, SaTable
-from espforensics.model import Verdict
+from espforensics.model.enums import Verdict
 from tests.bulk_batches import Pkt, context, first, flow_rows, keyed, sa_of
 
 SA = sa_of(0x1001, RFC4106, bytes(20))

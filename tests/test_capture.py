@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from espforensics.capture import open_capture, open_compressed_writer, write_pcap, write_pcapng
 from espforensics.capture.compression import CHUNK_SIZE
 from espforensics.errors import CaptureError, CaptureTruncated
-from espforensics.model import DecryptionSecrets, Frame
+from espforensics.model.records import DecryptionSecrets, Frame
 from tests.helpers import capture_names, capture_params, needs_captures, real_capture
 
 # shared/ sits beside the project (../shared from its root), here and in CI.

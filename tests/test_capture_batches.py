@@ -19,7 +19,7 @@ import pytest
 from espforensics.capture import open_capture, write_pcap
 from espforensics.capture.batch import FrameBatch
 from espforensics.errors import CaptureError
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 from tests.test_capture import make_frames
 
 FIELDS = ("start", "number", "ts_ns", "caplen", "wirelen", "linktype")

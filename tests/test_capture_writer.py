@@ -11,7 +11,7 @@ import dpkt
 import pytest
 
 from espforensics.capture import open_compressed_writer, write_pcap, write_pcapng
-from espforensics.model import DecryptionSecrets, Frame
+from espforensics.model.records import DecryptionSecrets, Frame
 from tests.helpers import capture_names, real_capture
 
 F1 = Frame(1, 1_700_000_000_000_001_000, 3, 5, 1, b"abc")

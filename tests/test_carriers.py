@@ -23,7 +23,8 @@ from espforensics.analyzer.frame import Options
 from espforensics.capture import open_capture, write_pcapng
 from espforensics.keys import load_sas
 from espforensics.keys.sa import Secret, SecurityAssociation
-from espforensics.model import FindingKind, Frame, PacketRecord, Severity, Verdict
+from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.records import Frame, PacketRecord
 from espforensics.rewrite import CaptureCopies
 from espforensics.rewrite.rebuild import relink
 from espforensics.synth.esp import EspSealer

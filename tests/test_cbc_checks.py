@@ -19,7 +19,8 @@ from espforensics.capture import open_capture
 from espforensics.capture.writer import write_pcap
 from espforensics.crypto import EncAuthContext
 from espforensics.keys import load_sas
-from espforensics.model import FindingKind, Frame, Severity
+from espforensics.model.enums import FindingKind, Severity
+from espforensics.model.records import Frame
 from tests import helpers
 
 pytestmark = helpers.needs_captures  # every test reads the capture in ../shared

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import espforensics.checks as checks_package
 from espforensics.checks import COVERAGE, NO_LINE
-from espforensics.model import FindingKind
+from espforensics.model.enums import FindingKind
 from espforensics.report.content import CHECKS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "checks.md"

@@ -24,7 +24,8 @@ from espforensics.checks import FINISH_READS, OBSERVE_READS, Check, Holds, make_
 from espforensics.checks.context import Memo, PacketContext, Receiving
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
-from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Verdict
+from espforensics.model.enums import FindingKind, Verdict
+from espforensics.model.records import Finding, Frame, PacketRecord
 from espforensics.synth import Scenario, build_scenario
 from tests.helpers import PER_FRAME, run_frames, scenario
 

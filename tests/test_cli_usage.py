@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 import espforensics
 from espforensics.batch.task import CaptureTask, run_task
 from espforensics.cli import app
-from espforensics.results.summary import TOOL_VERSION
+from espforensics.engine.workers import Workers, cap_workers
+from espforensics.model.version import TOOL_VERSION
 from espforensics.synth import build_scenario, write_scenario
-from espforensics.workers import Workers, cap_workers
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CAPTURE = FIXTURES / "example.pcap"

@@ -17,13 +17,14 @@ from typer.testing import CliRunner
 
 from espforensics.analysis import analyze_to_dir, summarize
 from espforensics.cli import app
-from espforensics.compare import KeyCover, compare, escape_name, key_cover
 from espforensics.render.compare import (
+    escape_name,
     md_escape,
     render_comparison,
     render_comparison_json,
     render_comparison_md,
 )
+from espforensics.report.compare import KeyCover, compare, key_cover
 from espforensics.results.summary import Summary
 from espforensics.synth import build_scenario, write_scenario
 from tests import helpers

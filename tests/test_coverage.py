@@ -21,9 +21,9 @@ import pytest
 
 from espforensics.checks import COVERAGE
 from espforensics.checks.coverage import NO_ICV, SEEN
-from espforensics.gate import worst_code
-from espforensics.model import Verdict
+from espforensics.model.enums import Verdict
 from espforensics.report.content import CHECKS
+from espforensics.results.gate import worst_code
 from tests import helpers
 from tests.helpers import run_cli
 

@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from espforensics.decode.esn import EsnTracker
 from espforensics.decode.esp import EspLocation, NotEsp, locate_esp, parse_esp_header
 from espforensics.decode.inner import Inner, parse_inner
 from espforensics.decode.ip import IpMarks, parse_ip, parse_marks
 from espforensics.decode.link import LinkLayer, parse_link
 from espforensics.decode.reassembly import Completed, Expired, Reassembler
+from espforensics.decode.trailer import parse_trailer
 from espforensics.errors import MalformedPacket, Truncated
-from espforensics.esn import EsnTracker
-from espforensics.model import Proto
-from espforensics.trailer import parse_trailer
+from espforensics.model.enums import Proto
 
 A4, B4 = bytes([192, 0, 2, 1]), bytes([192, 0, 2, 2])
 A6, B6 = bytes.fromhex("fd00000a" + "00" * 11 + "01"), bytes.fromhex("fd00000a" + "00" * 11 + "02")

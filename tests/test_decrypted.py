@@ -29,7 +29,8 @@ from espforensics.analysis import analyze_to_dir
 from espforensics.capture import open_capture, write_pcap, write_pcapng
 from espforensics.cli import app
 from espforensics.keys import SaTable, SecurityAssociation
-from espforensics.model import Frame, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import Frame
 from espforensics.rewrite import CaptureCopies
 from espforensics.synth import Scenario, build_scenario, write_scenario
 from espforensics.synth.truth import FrameTruth

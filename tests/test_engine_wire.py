@@ -28,7 +28,8 @@ from espforensics.decode.link import (
 from espforensics.decode.tunnel import unwrap
 from espforensics.engine.wire import ADDR_LEN, CARRIERS, FrameBatch, WireColumns, parse
 from espforensics.errors import MalformedPacket
-from espforensics.model import Frame, Proto
+from espforensics.model.enums import Proto
+from espforensics.model.records import Frame
 from espforensics.synth import SCENARIOS, build_scenario
 from espforensics.synth.tunnels import TUNNELS, in_tunnel
 

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from espforensics.analysis import summarize
-from espforensics.evidence import (
+from espforensics.keys import SaTable, Secret
+from espforensics.model.enums import FindingKind
+from espforensics.model.evidence import (
     EsnBelow,
     EsnEvent,
     EsnMismatch,
@@ -40,8 +42,7 @@ from espforensics.evidence import (
     SeqReorder,
     SharedKey,
 )
-from espforensics.keys import SaTable, Secret
-from espforensics.model import Finding, FindingKind
+from espforensics.model.records import Finding
 from espforensics.report.causes import likely_causes
 from espforensics.report.lead import lead
 from espforensics.results.stored import stored_evidence

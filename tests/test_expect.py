@@ -1,11 +1,11 @@
-"""expect.py: the assertions' grammar and values, against a summary with known counts."""
+"""results/expect.py: the assertions' grammar and values, against a summary with known counts."""
 
 from __future__ import annotations
 
 import pytest
 
 from espforensics.analysis import summarize
-from espforensics.expect import ExpectError, evaluate, parse_expect
+from espforensics.results.expect import ExpectError, evaluate, parse_expect
 from espforensics.results.summary import Summary
 from espforensics.synth import write_scenario
 from tests.helpers import scenario

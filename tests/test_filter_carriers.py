@@ -26,7 +26,7 @@ from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.engine import SteadyRows
 from espforensics.engine.run import Engine
 from espforensics.keys import SaTable
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 from espforensics.report.filters import (
     FIRST_FRAGMENT_NOTE,
     HEADING,

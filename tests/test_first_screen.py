@@ -12,7 +12,8 @@ import dataclasses
 from pathlib import Path
 
 from espforensics.analysis import summarize
-from espforensics.model import Finding, FindingKind, Severity
+from espforensics.model.enums import FindingKind, Severity
+from espforensics.model.records import Finding
 from espforensics.report.lead import wrong_sentence
 from espforensics.synth import build_scenario, write_scenario
 from tests import helpers

@@ -21,7 +21,7 @@ from espforensics.bounded.frames import (
     runs_text,
     with_frame,
 )
-from espforensics.model import FindingKind
+from espforensics.model.enums import FindingKind
 from espforensics.report.content import frames_text
 from espforensics.synth import build_scenario, write_scenario
 from tests import helpers

@@ -27,7 +27,7 @@ from espforensics.engine.rows import SteadyRows
 from espforensics.engine.steady import SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns
 from espforensics.keys import SaTable
-from espforensics.model import PacketRecord
+from espforensics.model.records import PacketRecord
 from espforensics.synth import SCENARIOS, build_scenario, write_capture
 from espforensics.synth.truth import CaptureFormat
 from fuzz import lanecount

@@ -30,7 +30,8 @@ from espforensics.analysis import analyze_to_dir
 from espforensics.decode.clear import internet_checksum
 from espforensics.decode.icmp import QuotedEsp, quoted_esp
 from espforensics.decode.ip import parse_ip
-from espforensics.model import PacketRecord, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import PacketRecord
 from espforensics.synth import Scenario, write_scenario
 from espforensics.synth.builder import V4_A, V4_B, V6_A, V6_B, CaptureBuilder, ip, sa_pair
 from espforensics.synth.packets import icmp6_message, ip_packet, udp_bytes

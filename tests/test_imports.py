@@ -66,7 +66,7 @@ def _heavy(loaded: set[str]) -> set[str]:
 
 
 def test_the_command_line_loads_no_analysis_and_no_heavy_library() -> None:
-    """The commands are declared from typer and model.py's types; each imports its body
+    """The commands are declared from typer and model/'s types; each imports its body
     (cli/commands.py, the analysis) only when it runs."""
     loaded = _loaded("import espforensics.cli")
     assert {"typer", "espforensics.cli", "espforensics.cli.options"} <= loaded  # it did happen
@@ -78,7 +78,7 @@ def test_the_command_line_loads_no_analysis_and_no_heavy_library() -> None:
     }
     assert not analysis & loaded
     assert not {m for m in loaded if m.startswith(("espforensics.batch", "espforensics.plots"))}
-    assert not {"espforensics.compare", "espforensics.render.compare"} & loaded
+    assert not {"espforensics.report.compare", "espforensics.render.compare"} & loaded
 
 
 def test_the_summary_types_load_neither_the_engine_nor_the_builder() -> None:
@@ -233,7 +233,7 @@ NOT_IN_A_RUN = (
     "dask",
     "espforensics.plots",
     "espforensics.plots.data",
-    "espforensics.compare",
+    "espforensics.report.compare",
     "espforensics.render.compare",
     "espforensics.batch",
     "espforensics.synth",

@@ -35,9 +35,10 @@ from espforensics.decode.inner import (
     pseudo_header,
     unchecked_protocol,
 )
-from espforensics.evidence import BadChecksums
 from espforensics.keys import load_sas
-from espforensics.model import FindingKind, Frame, InnerChecksum, Severity
+from espforensics.model.enums import FindingKind, InnerChecksum, Severity
+from espforensics.model.evidence import BadChecksums
+from espforensics.model.records import Frame
 from tests import helpers
 
 SHARED = helpers.CAPTURES

@@ -27,15 +27,8 @@ from espforensics.checks.ivscheme import MIN_SCHEME, read_ivs
 from espforensics.decode.ip import OuterIp
 from espforensics.keys import SaTable, Secret, SecurityAssociation, load_sas
 from espforensics.keys.sa import RFC4106
-from espforensics.model import (
-    Finding,
-    FindingKind,
-    Frame,
-    IvScheme,
-    PacketRecord,
-    Severity,
-    Verdict,
-)
+from espforensics.model.enums import FindingKind, IvScheme, Severity, Verdict
+from espforensics.model.records import Finding, Frame, PacketRecord
 from espforensics.synth import SCENARIOS, build_scenario
 from tests.helpers import needs_captures, real_capture, run_frames, run_scenario
 

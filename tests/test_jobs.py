@@ -40,7 +40,7 @@ from espforensics.engine.steady import SteadyLane
 from espforensics.engine.wire import parse
 from espforensics.errors import InputError
 from espforensics.keys import SaTable, load_sas
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 from espforensics.synth import write_scenario
 from fuzz.steady import pick_steady, steady_frames
 from tests.helpers import capture_params, real_capture, run_cli, scenario

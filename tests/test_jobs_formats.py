@@ -29,7 +29,7 @@ from espforensics.analysis import analyze_to_dir
 from espforensics.analyzer.frame import Options
 from espforensics.capture import open_compressed_writer, unpack, write_pcap, write_pcapng
 from espforensics.errors import CaptureTruncated
-from espforensics.model import DecryptionSecrets, Frame
+from espforensics.model.records import DecryptionSecrets, Frame
 from fuzz.steady import SteadySeed, pick_steady, steady_frames
 from tests.helpers import run_cli
 from tests.procs import wait_gone

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from espforensics.keys.wireshark import ESP_SA_SECRETS_TYPE
-from espforensics.model import DecryptionSecrets
+from espforensics.model.records import DecryptionSecrets
 from espforensics.synth import build_scenario, write_capture
 from tests.helpers import CliRun, run_cli
 

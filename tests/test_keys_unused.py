@@ -19,7 +19,8 @@ from espforensics.analysis import summarize
 from espforensics.analyzer.frame import Options
 from espforensics.checks.unused import unused_note
 from espforensics.cli import app
-from espforensics.model import ANY_SPI, FindingKind, UnusedReason, Verdict
+from espforensics.model.enums import FindingKind, UnusedReason, Verdict
+from espforensics.model.records import ANY_SPI
 from espforensics.results.summary import Summary
 from tests import helpers
 

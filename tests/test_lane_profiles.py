@@ -22,7 +22,7 @@ import pytest
 from espforensics.analysis import Analysis, analyze
 from espforensics.analyzer.frame import Options
 from espforensics.keys.sa import SaTable
-from espforensics.model import IvScheme
+from espforensics.model.enums import IvScheme
 from espforensics.synth.bench import bench_sas, iter_bench_frames
 from espforensics.synth.capture import write_capture
 from fuzz import lanecount

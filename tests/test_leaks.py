@@ -12,10 +12,11 @@ from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.checks.leaks import name_fields
 from espforensics.crypto import AeadContext
 from espforensics.decode.clear import clear_ip_header
-from espforensics.evidence import Leak, LeakProof
 from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.keys.sa import NULL_CIPHER
-from espforensics.model import FindingKind, Frame, Severity, Verdict
+from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.evidence import Leak, LeakProof
+from espforensics.model.records import Frame
 from espforensics.synth import build_scenario
 from tests.helpers import iter_rows
 
@@ -125,7 +126,7 @@ def test_keyless_null_packets_are_clear_not_proven_leaks_and_have_no_iv(lane: Op
 def test_a_short_clear_tcp_candidate_is_no_segment_and_no_error() -> None:
     """12 bytes then a sound trailer naming TCP: shorter than a TCP header, so not one."""
     from espforensics.decode.clear import clear_transport
-    from espforensics.trailer import parse_trailer
+    from espforensics.decode.trailer import parse_trailer
 
     body = bytes(12) + bytes([1, 2, 2, 6])  # payload, pad 1 2, pad length 2, next header TCP
     assert parse_trailer(body) == (12, 2, 6, "")  # the trailer is sound

@@ -20,7 +20,7 @@ import tracemalloc
 from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.engine import Engine
 from espforensics.keys import SaTable
-from espforensics.model import Frame, PacketRecord
+from espforensics.model.records import Frame, PacketRecord
 from espforensics.results.builder import SummaryBuilder
 from espforensics.synth.bench import iter_bench_frames, with_spis
 

@@ -33,14 +33,15 @@ from espforensics.decode.ipcomp import MAX_INFLATED, decompress
 from espforensics.decode.nested import NestedEsp, nested_esp
 from espforensics.engine.run import Engine
 from espforensics.errors import MalformedPacket
-from espforensics.gate import EXIT_CLEAN, EXIT_UNCHECKED, Unchecked, exit_code
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import Secret, SecurityAssociation
-from espforensics.model import Finding, FindingKind, Frame, PacketRecord, Verdict
+from espforensics.model.enums import FindingKind, Unchecked, Verdict
+from espforensics.model.records import Finding, Frame, PacketRecord
 from espforensics.render.html import format_html
-from espforensics.render.text import render_report
+from espforensics.render.text import format_text
 from espforensics.report.content import report_content
 from espforensics.report.lead import lead
+from espforensics.results.gate import EXIT_CLEAN, EXIT_UNCHECKED, exit_code
 from espforensics.results.summary import Summary
 from espforensics.synth.esp import EspSealer
 from espforensics.synth.packets import ipv4_packet, ipv6_packet, udp_bytes
@@ -227,7 +228,7 @@ def test_every_count_of_the_reports_takes_the_inner_layers_too(tmp_path: Path) -
     unverified inner layers of an outer-keys-only run pass as checked)."""
     whole = summarize(PCAP, load_sas([KEYS]))
     assert (whole.esp_packets, whole.inner_esp_packets, whole.esp_layers) == (9, 6, 15)
-    text = render_report(whole)
+    text = format_text(report_content(whole))
     assert "all 15 ESP packets (6 inside other ESP packets) verified with their keys (5 SAs)" in (
         " ".join(text.split())
     )

@@ -28,7 +28,7 @@ from espforensics.batch.run import run_batch
 from espforensics.capture import open_capture, write_pcap, write_pcapng
 from espforensics.cli import app
 from espforensics.errors import CaptureError
-from espforensics.model import DecryptionSecrets, Frame
+from espforensics.model.records import DecryptionSecrets, Frame
 from espforensics.results.builder import SummaryBuilder
 from espforensics.synth import build_scenario, write_scenario
 from tests.test_atomic_outputs import FINAL

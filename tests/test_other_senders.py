@@ -21,10 +21,11 @@ import pytest
 from espforensics import analyze
 from espforensics.analyzer.frame import Options
 from espforensics.checks.iv_derivation import IvDerivationCheck
-from espforensics.evidence import IvChained, IvPredictable, ReservedSpi
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import CBC_AES, SecurityAssociation
-from espforensics.model import Finding, FindingKind, IvScheme, Severity, Verdict
+from espforensics.model.enums import FindingKind, IvScheme, Severity, Verdict
+from espforensics.model.evidence import IvChained, IvPredictable, ReservedSpi
+from espforensics.model.records import Finding
 from espforensics.report.lead import lead
 from espforensics.report.narrative import verdict_sentences
 from espforensics.results.coverage import tally

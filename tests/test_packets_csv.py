@@ -8,9 +8,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from espforensics.model import PACKET_COLUMNS, PacketRecord
+from espforensics.model.options import CSV_ROWS
+from espforensics.model.records import PACKET_COLUMNS, PacketRecord
 from espforensics.synth import build_scenario, write_scenario
-from espforensics.tables.packets import CSV_ROWS, PacketTableWriter, iter_packet_records
+from espforensics.tables.packets import PacketTableWriter, iter_packet_records
 from tests.helpers import run_cli
 
 

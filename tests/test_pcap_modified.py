@@ -22,7 +22,7 @@ from espforensics.analysis import analyze_to_dir
 from espforensics.analyzer.frame import Options
 from espforensics.capture import open_capture, write_pcap
 from espforensics.errors import CaptureTruncated
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 from tests.test_jobs import _window
 
 DATA = Path(__file__).parent / "data" / "scapy"

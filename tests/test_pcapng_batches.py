@@ -22,7 +22,7 @@ import pytest
 from espforensics.capture import open_capture, open_compressed_writer, write_pcapng
 from espforensics.capture.batch import FrameBatch
 from espforensics.errors import CaptureError, CaptureTruncated
-from espforensics.model import DecryptionSecrets, Frame
+from espforensics.model.records import DecryptionSecrets, Frame
 from espforensics.synth import write_scenario
 from tests.helpers import scenario
 from tests.test_capture import block, epb, idb, make_frames, option, shb, write_file

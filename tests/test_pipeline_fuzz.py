@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from espforensics.analyzer.frame import Options
 from espforensics.keys import SaTable
-from espforensics.model import Frame, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import Frame
 from espforensics.synth import Scenario
 from tests.helpers import PER_FRAME, run_frames, scenario
 

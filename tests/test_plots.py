@@ -17,7 +17,7 @@ from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 from matplotlib.scale import SymmetricalLogTransform
 
-from espforensics.model import PlotOutcome
+from espforensics.model.records import PlotOutcome
 from espforensics.plots import (
     PLOTS,
     VERDICT_COLOURS,

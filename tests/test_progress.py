@@ -11,9 +11,17 @@ import pytest
 from typer.testing import CliRunner
 
 from espforensics.analysis import analyze_to_dir
+from espforensics.analysis.progress import (
+    DONE,
+    PLOTS,
+    READING,
+    REPORTS,
+    TABLES,
+    UNPACKING,
+    LineMeter,
+)
 from espforensics.capture import compression, unpack
 from espforensics.cli import app
-from espforensics.progress import DONE, PLOTS, READING, REPORTS, TABLES, UNPACKING, LineMeter
 from espforensics.synth import build_scenario, write_scenario
 
 runner = CliRunner()

@@ -16,7 +16,7 @@ import pytest
 
 from espforensics import Analysis, analyze
 from espforensics.analyzer.frame import Options
-from espforensics.model import FindingKind, Severity
+from espforensics.model.enums import FindingKind, Severity
 from tests.helpers import analyze_real, needs_captures, real_capture
 
 CLEAN = [

@@ -22,7 +22,7 @@ from espforensics.analysis import analyze
 from espforensics.analyzer.frame import Options
 from espforensics.checks.receiver import ReceiverCheck
 from espforensics.keys import SaTable
-from espforensics.model import DecryptionSecrets, Frame
+from espforensics.model.records import DecryptionSecrets, Frame
 from espforensics.receiver.verdict import COUNTERS, PROTO_ERROR
 from espforensics.results.summary import Summary
 from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, Fault, SaFlow, sa_pair

@@ -16,7 +16,7 @@ import pytest
 import espforensics.capture as capture_module
 from espforensics.capture import compression
 from espforensics.capture.compression import ByteSource
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 from espforensics.reconcile.clock import Spread, find_directions
 from espforensics.reconcile.run import FateRow, Reconciled, reconcile
 from espforensics.synth.builder import V4_A, V4_B, Fault, SaFlow, ip, sa_pair

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 from espforensics.reconcile import join as reconcile_join
 from espforensics.reconcile import run as reconcile_module
 from espforensics.reconcile import wire as reconcile_wire

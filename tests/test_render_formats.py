@@ -20,7 +20,7 @@ import pytest
 
 from espforensics.analysis import summarize
 from espforensics.cli import Format
-from espforensics.model import SEVERITY_RANK, FindingKind, Severity
+from espforensics.model.enums import SEVERITY_RANK, FindingKind, Severity
 from espforensics.render.registry import FILE_RENDERERS, RENDERERS, STDOUT_FORMATS
 from espforensics.report.content import CHECKS, Report, report_content
 from espforensics.results.summary import Summary

@@ -6,7 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from espforensics.results.summary import TOOL_VERSION
+from espforensics.model.version import TOOL_VERSION
 from espforensics.synth import build_scenario, write_scenario
 from tests.helpers import run_cli
 

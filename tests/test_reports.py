@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 
 from espforensics.analysis import analyze_to_dir, load_summary
 from espforensics.cli import app
-from espforensics.gate import exit_code
-from espforensics.model import PacketRecord, Proto, Severity, Verdict
+from espforensics.model.enums import Proto, Severity, Verdict
+from espforensics.model.records import PacketRecord
+from espforensics.results.gate import exit_code
 from espforensics.synth import build_scenario, write_scenario
 from tests import helpers
 from tests.helpers import analyzed_dir
@@ -356,7 +357,8 @@ def _misplaced_record(frame: int, clear: str) -> PacketRecord:
 def test_layout_keeps_the_clear_bytes_masked_where_they_vary(
     clears: list[str], masked: str, shown: str, fields: str | None
 ) -> None:
-    from espforensics.render.text import render_report
+    from espforensics.render.text import format_text
+    from espforensics.report.content import report_content
     from espforensics.report.narrative import clear_bytes, clear_fields
     from espforensics.results.builder import SummaryBuilder
     from espforensics.results.summary import CaptureInfo, Summary
@@ -373,7 +375,7 @@ def test_layout_keeps_the_clear_bytes_masked_where_they_vary(
     if fields is not None:
         assert clear_fields(layout) == fields
     assert Summary.from_json(json.loads(json.dumps(summary.to_json()))) == summary
-    text = " ".join(x.strip() for x in render_report(summary).splitlines())
+    text = " ".join(x.strip() for x in format_text(report_content(summary)).splitlines())
     assert f"in clear at byte 36: {shown} (" in text
     assert "/home/me" not in text
 
@@ -444,9 +446,10 @@ def test_a_report_of_many_sas_lists_the_worst_twenty_and_counts_the_rest(
     from dataclasses import replace as _replace
 
     from espforensics.analysis import load_summary
-    from espforensics.render.markdown import render_report_md
-    from espforensics.render.text import render_report
+    from espforensics.render.markdown import format_markdown
+    from espforensics.render.text import format_text
     from espforensics.report import narrative
+    from espforensics.report.content import report_content
 
     base = load_summary(gso_v6)
     sa = base.sas[0]
@@ -460,7 +463,8 @@ def test_a_report_of_many_sas_lists_the_worst_twenty_and_counts_the_rest(
     shown, rest = narrative.shown_sas(summary)
     assert [s.spi for s in shown] == [0x10007, *range(0x10000 + 31, 0x10000 + 50)]
     assert rest == "... and 30 more SAs, fewer packets or all ok: every SA is in sas.csv"
-    text, md = render_report(summary), render_report_md(summary)
+    report = report_content(summary)
+    text, md = format_text(report), format_markdown(report)
     assert text.count("  SPI 0x0001") == 20 and md.count("| 0x0001") == 20
     assert rest in text and rest in md
     assert "SPI 0x00010007" in text and "SPI 0x00010000 " not in text
@@ -468,11 +472,12 @@ def test_a_report_of_many_sas_lists_the_worst_twenty_and_counts_the_rest(
 
 def test_summary_json_lays_out_one_line_per_sa_and_finding(gso_v6: Path) -> None:
     from espforensics.analysis import load_summary
-    from espforensics.render.json import render_json
+    from espforensics.render.json import format_json
+    from espforensics.report.content import report_content
     from espforensics.results.summary import Summary
 
     summary = load_summary(gso_v6)
-    text = render_json(summary)
+    text = format_json(report_content(summary))
     assert Summary.from_json(json.loads(text)) == summary
     sas = [line for line in text.splitlines() if line.startswith('    {"spi"')]
     findings = [line for line in text.splitlines() if line.startswith('    {"kind"')]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 
-from espforensics.model import Finding, FindingKind, PacketRecord, Proto, Severity, Verdict
+from espforensics.model.enums import FindingKind, Proto, Severity, Verdict
+from espforensics.model.records import Finding, PacketRecord
 from espforensics.render.json import format_json
 from espforensics.report.content import report_content
 from espforensics.results.builder import SummaryBuilder

@@ -17,7 +17,8 @@ import pytest
 from espforensics import analyze
 from espforensics.analyzer.frame import Options
 from espforensics.keys import SaTable
-from espforensics.model import Finding, FindingKind, Frame, Proto, Verdict
+from espforensics.model.enums import FindingKind, Proto, Verdict
+from espforensics.model.records import Finding, Frame
 from espforensics.synth import SCENARIOS, build_scenario, write_scenario
 from tests.helpers import run_frames, run_scenario
 

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from espforensics.analysis import analyze_to_dir
 from espforensics.analyzer.frame import Options
 from espforensics.cli import app
-from espforensics.model import Selection
+from espforensics.model.options import Selection
 from espforensics.synth import build_scenario, write_scenario
 
 runner = CliRunner()

@@ -24,7 +24,8 @@ import yaml
 
 from espforensics.crypto import context_for
 from espforensics.keys.sa import SecurityAssociation
-from espforensics.model import Frame, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import Frame
 from espforensics.synth import (
     SCENARIOS,
     FrameTruth,

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from espforensics.analysis import analyze_to_dir
-from espforensics.model import PACKET_COLUMNS
+from espforensics.model.records import PACKET_COLUMNS
 from espforensics.tables.packets import CSV_SCHEMA, packet_schema, pandas_metadata
 from espforensics.tables.small import write_rows
 

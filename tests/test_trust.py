@@ -18,14 +18,8 @@ from typer.testing import CliRunner
 from espforensics.analyzer.frame import Options
 from espforensics.cli import app
 from espforensics.keys import SaTable, SecurityAssociation
-from espforensics.model import (
-    Finding,
-    FindingKind,
-    Frame,
-    PacketRecord,
-    Severity,
-    Verdict,
-)
+from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.records import Finding, Frame, PacketRecord
 from espforensics.synth import SCENARIOS, build_scenario
 from tests import helpers
 from tests.helpers import run_frames

@@ -36,7 +36,7 @@ from espforensics.engine import Engine, SteadyRows
 from espforensics.engine.wire import parse
 from espforensics.errors import Truncated
 from espforensics.keys import SaTable
-from espforensics.model import Finding, Frame, PacketRecord
+from espforensics.model.records import Finding, Frame, PacketRecord
 from espforensics.report.filters import HEADING
 from espforensics.rewrite.decrypted import DecryptionKeys, Decryptor
 from espforensics.synth import Scenario, bench_sas, esp_sa_text, iter_bench_frames, write_scenario

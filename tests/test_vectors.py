@@ -41,7 +41,8 @@ from espforensics.keys.sa import (
     Secret,
     SecurityAssociation,
 )
-from espforensics.model import Frame, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import Frame
 from tests.helpers import iter_rows
 
 LINKTYPE_RAW = 101

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from espforensics.analysis.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
 from espforensics.analysis.run import (
     KeyPath,
     KeysArg,
@@ -38,10 +39,11 @@ from espforensics.capture.regular import check_regular
 from espforensics.engine.dask_workers import check_scheduler
 from espforensics.errors import CaptureError, CaptureTruncated, InputError, OutputError
 from espforensics.keys import SaTable
-from espforensics.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
+from espforensics.model.enums import Severity
+from espforensics.model.options import CSV_ROWS
 from espforensics.receiver.xfrm_stat import XfrmStatFiles, observed
 from espforensics.render.registry import FILE_RENDERERS
-from espforensics.report.content import report_content
+from espforensics.report.content import Report, report_content
 from espforensics.results.folder import (
     OUTPUT_FILES,
     PARTIAL,
@@ -54,7 +56,6 @@ from espforensics.results.folder import (
 from espforensics.results.summary import Summary
 from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
 from espforensics.tables.packets import (
-    CSV_ROWS,
     PacketTableWriter,
     RowGroups,
     inner_layers,
@@ -111,8 +112,8 @@ def _draw(out: Path, summary: Summary) -> Summary:
     return replace(summary, plots=write_plots(PlotData(**frames), partial(out, "plots")))
 
 
-def _write_reports(out: Path, summary: Summary) -> None:
-    """The small outputs, under their ``.partial`` names."""
+def _write_reports(out: Path, summary: Summary, fail_on: Severity | None) -> Report:
+    """The small outputs, under their ``.partial`` names; the report they say, built once."""
     write_findings_csv(partial(out, "findings.csv"), summary.finding_list)
     layers = inner_layers(partial(out, "packets.parquet")) if summary.inner_esp_packets else {}
     write_finding_frames(
@@ -122,9 +123,10 @@ def _write_reports(out: Path, summary: Summary) -> None:
         layers,
     )
     write_sas_csv(partial(out, "sas.csv"), summary)
-    report = report_content(summary, images=_plot_images(out, summary))
+    report = report_content(summary, fail_on=fail_on, images=_plot_images(out, summary))
     for renderer in FILE_RENDERERS:  # report.txt, report.md, summary.json, report.html
         renderer.write(report, partial(out, renderer.file))
+    return report
 
 
 def _plot_images(out: Path, summary: Summary) -> dict[str, bytes]:
@@ -197,6 +199,8 @@ def analyze_to_dir(
     name: str | None = None,
     damaged: Callable[[Summary], None] | None = None,
     xfrm_stat: XfrmStatFiles | None = None,
+    fail_on: Severity | None = Severity.HIGH,
+    report: Callable[[Report], None] | None = None,
 ) -> Summary:
     """Analyze a capture into ``out``; every file is written even if the capture is damaged.
 
@@ -215,7 +219,7 @@ def analyze_to_dir(
     from a second pass over the capture; staged and renamed like the rest.
     ``packets_csv``: write packets.csv (True), not (False), or only for a
     capture of at most ``CSV_ROWS`` frames (None); packets.parquet always.
-    ``meter``: told the frames read and each phase after (progress.py).
+    ``meter``: told the frames read and each phase after (analysis/progress.py).
     ``name``: what the outputs and errors call the capture when ``path`` is a copy of
     it (``-``: standard input, capture/spool.py).
     ``damaged``: told the summary of what was read of a damaged capture (``read_in_part``),
@@ -223,6 +227,10 @@ def analyze_to_dir(
     prints it as for a whole capture.
     ``xfrm_stat``: the receiver's /proc/net/xfrm_stat before and after the run,
     which the reports compare with the receiver model's prediction.
+    ``report``: told the report the files were rendered from, once they are written (and
+    before a damaged capture's ``CaptureError`` is raised): a caller printing it too
+    renders that one rather than building it again. ``fail_on``: the ``--fail-on``
+    threshold its checks are failed at (only the KTAP result lines read it).
     """
     check_regular(path)  # refused before the output folder is touched
     stage = meter.phase if meter is not None else lambda name: None
@@ -258,10 +266,12 @@ def analyze_to_dir(
             summary = _draw(out, summary)
         stage(REPORTS)
         with fewer_collections():  # a row per SA: tens of thousands of objects for a scan
-            _write_reports(out, summary)
+            built = _write_reports(out, summary, fail_on)
         publish_copies(copies)
         _publish(out)
         stage(DONE)
+        if report is not None:
+            report(built)
         if error is not None:
             if damaged is not None and read_in_part(summary, error):
                 damaged(summary)

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from espforensics.analysis.progress import READING, UNPACKING, Meter
 from espforensics.analyzer.frame import FrameAnalyzer, Options, fewer_collections
 from espforensics.capture import open_capture
 from espforensics.capture.regular import check_regular
@@ -30,11 +31,10 @@ from espforensics.errors import (
     scrub,
 )
 from espforensics.keys import SaTable, load_sas
-from espforensics.model import Finding, PacketRecord, UnusedSa
-from espforensics.progress import READING, UNPACKING, Meter
+from espforensics.model.records import Finding, PacketRecord, UnusedSa
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
 from espforensics.results.builder import SummaryBuilder
-from espforensics.results.summary import CaptureInfo, Summary
+from espforensics.results.summary import CaptureInfo, SaMode, Summary
 
 Progress = Callable[[int], None]  # called with uncompressed bytes read so far
 KeyPath = str | os.PathLike[str]
@@ -198,15 +198,16 @@ def _info_later(
     return wait
 
 
-def _modes(table: SaTable, builder: SummaryBuilder) -> dict[tuple[int, str, str], str]:
-    """The mode each seen SA's key file states, by (spi, src, dst)."""
-    modes: dict[tuple[int, str, str], str] = {}
+def _modes(table: SaTable, builder: SummaryBuilder) -> dict[tuple[int, str, str], SaMode]:
+    """The mode each seen SA's key file states (one of keys/validate.py MODES), by
+    (spi, src, dst)."""
+    modes: dict[tuple[int, str, str], SaMode] = {}
     if not any(sa.mode for sa in table):  # keyless, or no key file says: skip the lookups
         return modes
     for spi, src, dst in builder.sa_keys():
         sa = table.lookup(spi, ipaddress.ip_address(src).packed, ipaddress.ip_address(dst).packed)
         if sa is not None and sa.mode:
-            modes[(spi, src, dst)] = sa.mode
+            modes[(spi, src, dst)] = SaMode(sa.mode)
     return modes
 
 
@@ -270,7 +271,7 @@ class _Ends:
     """What the summary takes from the analyzer once every frame is read."""
 
     findings: list[Finding]
-    modes: dict[tuple[int, str, str], str]
+    modes: dict[tuple[int, str, str], SaMode]
     iv_schemes: dict[tuple[int, str, str], str]
     receivers: tuple[tuple[ReceiverHost, ...], tuple[ReceiverSa, ...]]
     unused_sas: tuple[UnusedSa, ...]

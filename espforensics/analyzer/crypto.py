@@ -19,7 +19,7 @@ from espforensics.checks.context import Receiving
 from espforensics.checks.coverage import CUT_DETAIL
 from espforensics.crypto import CipherContext, opener
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.model import Verdict
+from espforensics.model.enums import Verdict
 
 
 @dataclass(frozen=True, slots=True)

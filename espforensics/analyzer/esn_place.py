@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from espforensics.checks.context import Holds, Receiving, SaState
-from espforensics.esn import EsnTracker
-from espforensics.model import Verdict
+from espforensics.decode.esn import EsnTracker
+from espforensics.model.enums import Verdict
 
 
 def mismatch_words(placed: int, hi: int) -> str:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from espforensics.checks.context import Holds
 from espforensics.decode.ip import OuterIp
 from espforensics.decode.reassembly import Completed, Expired, Reassembler
-from espforensics.model import PacketRecord, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import PacketRecord
 
 
 class Fragments:

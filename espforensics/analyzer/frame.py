@@ -67,16 +67,9 @@ from espforensics.errors import MalformedPacket, Truncated
 from espforensics.keys import SaTable
 from espforensics.keys.validate import reserved_notes
 from espforensics.keys.wireshark import secrets_block_sas
-from espforensics.model import (
-    DecryptionSecrets,
-    Finding,
-    Frame,
-    PacketRecord,
-    Proto,
-    Selection,
-    UnusedSa,
-    Verdict,
-)
+from espforensics.model.enums import Proto, Verdict
+from espforensics.model.options import Selection
+from espforensics.model.records import DecryptionSecrets, Finding, Frame, PacketRecord, UnusedSa
 
 # Records waiting behind a held one (a fragment, an SA's first IVs) at the most:
 # past this the oldest hold is given up, so memory stays bounded by it.

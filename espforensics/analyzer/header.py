@@ -13,7 +13,7 @@ from espforensics.checks.context import Flow, Receiving
 from espforensics.crypto import IV_LEN
 from espforensics.decode.esp import ESP_HEADER_LEN, EspLocation
 from espforensics.decode.ip import OuterIp
-from espforensics.model import PacketRecord
+from espforensics.model.records import PacketRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from espforensics.checks.context import Receiving
 from espforensics.decode.nested import NestedEsp, may_carry, nested_esp
-from espforensics.model import PacketRecord, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import PacketRecord
 
 MAX_LAYERS = 4  # ESP layers of one frame analyzed at the most (the outermost is 1)
 # The verdicts whose plaintext is read for an inner ESP packet (RFC 4303 s3.4.4: verified,

@@ -42,7 +42,7 @@ from espforensics.checks.placement import MAX_CANDIDATES, found_by_layout, leak_
 from espforensics.crypto import IV_LEN, opener
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.keys.sa import SaTable
-from espforensics.model import Verdict
+from espforensics.model.enums import Verdict
 
 FlowFor = Callable[[int, bytes, bytes], Flow]  # the flow table's flow of (SPI, src, dst)
 _SEARCHED = frozenset(

@@ -21,8 +21,8 @@ from espforensics.checks.context import HEAD_LEN, Receiving
 from espforensics.decode.inner import Inner, l4_name, ntop, parse_inner
 from espforensics.decode.ip import parse_ip
 from espforensics.decode.ipcomp import PROTO_IPCOMP, decompress
+from espforensics.decode.trailer import parse_trailer
 from espforensics.errors import MalformedPacket
-from espforensics.trailer import parse_trailer
 
 IPCOMP_NAME = l4_name(PROTO_IPCOMP)  # an inner IP packet's protocol 108, as parse_inner names it
 

@@ -47,7 +47,7 @@ from espforensics.checks import Check, Flow, SaState
 from espforensics.checks.context import Receiving
 from espforensics.decode.esp import EspLocation
 from espforensics.decode.ip import OuterIp
-from espforensics.model import PacketRecord
+from espforensics.model.records import PacketRecord
 
 
 @dataclass(slots=True)

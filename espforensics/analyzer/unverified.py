@@ -21,7 +21,7 @@ from __future__ import annotations
 from espforensics.analyzer.plaintext import apply_plaintext
 from espforensics.checks.context import Receiving
 from espforensics.decode.clear import internet_checksum
-from espforensics.model import Verdict
+from espforensics.model.enums import Verdict
 
 _TCP, _UDP, _ICMP, _ICMP6, _DUMMY = 6, 17, 1, 58, 59
 

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 
 from espforensics.checks.context import Holds
-from espforensics.model import PacketRecord
+from espforensics.model.records import PacketRecord
 
 
 class Waiting:

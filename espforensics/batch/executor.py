@@ -22,7 +22,7 @@ from concurrent.futures import as_completed as local_completed
 
 from espforensics.batch.task import CaptureResult, CaptureTask, run_task
 from espforensics.engine.dask_workers import dask_client
-from espforensics.workers import worker_init
+from espforensics.engine.workers import worker_init
 
 Done = Callable[[CaptureResult], None]
 
@@ -31,7 +31,7 @@ def run_local(tasks: Sequence[CaptureTask], jobs: int, done: Done) -> None:
     """Run the tasks on ``jobs`` worker processes (in this process when 1).
 
     Never more processes than tasks: a worker without a task to take only
-    costs memory (run.py also caps ``jobs`` at the cores, workers.py).
+    costs memory (run.py also caps ``jobs`` at the cores, engine/workers.py).
     A Ctrl-C (to this process, or to its process group as a terminal sends
     it) ends the workers at once, their unfinished captures with them: each
     capture a worker finished is in the manifest already (task.py).

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from espforensics.errors import InputError
-from espforensics.results.summary import TOOL_VERSION
+from espforensics.model.version import TOOL_VERSION
 
 MANIFEST = "manifest.json"
 LOCK = "manifest.json.lock"  # empty; held while a process writes the manifest

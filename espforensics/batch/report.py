@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from espforensics.batch.manifest import MANIFEST
 from espforensics.errors import InputError
-from espforensics.model import SEVERITY_RANK, FindingKind, Severity
+from espforensics.model.enums import SEVERITY_RANK, FindingKind, Severity
 from espforensics.render.html import Cell, Link, page, table
 from espforensics.render.text import wrap
 

@@ -33,11 +33,11 @@ from espforensics.batch.task import (
     manifest_entry,
 )
 from espforensics.engine.dask_workers import check_scheduler
+from espforensics.engine.workers import cap_workers, usable_cores
 from espforensics.errors import TRACEBACK_FILE, CaptureError, OutputExistsError
 from espforensics.keys import load_sas
-from espforensics.model import FindingKind, Verdict
+from espforensics.model.enums import FindingKind, Verdict
 from espforensics.tables.small import write_rows
-from espforensics.workers import cap_workers, usable_cores
 
 BatchProgress = Callable[[CaptureResult, int, int], None]  # result, done so far, total
 
@@ -169,7 +169,7 @@ def run_batch(
 
     ``jobs``: worker processes, None for one per usable core; never more than
     the captures to analyze or the cores (``notice`` is told when ``jobs`` was
-    capped: workers.py).
+    capped: engine/workers.py).
     """
     discovery = discover_all(paths)
     found = discovery.jobs

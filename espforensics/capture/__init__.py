@@ -29,7 +29,7 @@ from espforensics.capture.pcapng import PCAPNG_MAGIC, iter_pcapng, iter_pcapng_b
 from espforensics.capture.unpack import Told, Unpacked, decompress_once, remove
 from espforensics.capture.writer import open_compressed_writer, write_pcap, write_pcapng
 from espforensics.errors import CaptureError
-from espforensics.model import DecryptionSecrets, Frame
+from espforensics.model.records import DecryptionSecrets, Frame
 
 __all__ = [
     "Capture",

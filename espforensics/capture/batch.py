@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from espforensics.capture.compression import ByteSource
-from espforensics.model import Frame, new_tuple
+from espforensics.model.records import Frame, new_tuple
 
 I64 = npt.NDArray[np.int64]
 # What a batch's bytes sit in: a buffer of their own, or the capture file mapped.

@@ -40,7 +40,7 @@ from espforensics.capture.batch import (
 )
 from espforensics.capture.compression import ByteSource
 from espforensics.errors import CaptureError
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 
 # draft-ietf-opsawg-pcap s4: the magic decides the byte order and whether the
 # second timestamp field counts microseconds or nanoseconds (values: the

@@ -34,7 +34,7 @@ from espforensics.capture.batch import Buffer, FrameBatch, Gathered
 from espforensics.capture.compression import ByteSource
 from espforensics.capture.pcap import BATCH_BYTES, BATCH_FRAMES
 from espforensics.errors import CaptureError
-from espforensics.model import DecryptionSecrets, Frame
+from espforensics.model.records import DecryptionSecrets, Frame
 
 # What the batch walker yields, in file order.
 Item = FrameBatch | Frame | DecryptionSecrets

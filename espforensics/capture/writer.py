@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from espforensics.capture.compression import open_zstd_writer
-from espforensics.model import DecryptionSecrets, Frame
+from espforensics.model.records import DecryptionSecrets, Frame
 
 I64 = npt.NDArray[np.int64]
 Data = bytes | memoryview

@@ -43,7 +43,7 @@ from espforensics.checks.receiver import ReceiverCheck
 from espforensics.checks.reserved_spi import ReservedSpiCheck
 from espforensics.checks.sequence import SequenceCheck
 from espforensics.keys.sa import SaTable
-from espforensics.model import Finding
+from espforensics.model.records import Finding
 
 
 class Check(Protocol):

@@ -33,8 +33,8 @@ import numpy.typing as npt
 from espforensics.bounded.intervals import I64, U8, U64
 from espforensics.capture.batch import Buffer
 from espforensics.checks.context import Flow
-from espforensics.columns import Strs
 from espforensics.decode.inner import InnerColumns
+from espforensics.model.arrays import Strs
 
 Mask = npt.NDArray[np.bool_]
 

@@ -39,7 +39,6 @@ from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks.bulk import InnerChecks, Outer, Payloads, PlainRule, Plaintexts
 from espforensics.checks.context import PacketContext, PerFlow
 from espforensics.checks.coverage import NOT_DECRYPTED, Seen
-from espforensics.columns import I64, U8, Mask, Strs, read_be, u8
 from espforensics.decode.inner import (
     CHECKSUM_AT,
     INNER_FRAGMENT,
@@ -52,16 +51,10 @@ from espforensics.decode.inner import (
     unchecked_protocol,
     whole_packet,
 )
-from espforensics.evidence import BadChecksums, NextHeaderMismatch
-from espforensics.model import (
-    Finding,
-    FindingKind,
-    InnerChecksum,
-    PacketRecord,
-    Proto,
-    Severity,
-    Verdict,
-)
+from espforensics.model.arrays import I64, U8, Mask, Strs, read_be, u8
+from espforensics.model.enums import FindingKind, InnerChecksum, Proto, Severity, Verdict
+from espforensics.model.evidence import BadChecksums, NextHeaderMismatch
+from espforensics.model.records import Finding, PacketRecord
 
 _REASONS = {
     Verdict.ESP_MISPLACED: NOT_CHECKED + "the ESP header is misplaced (the plaintext may not "

@@ -28,11 +28,12 @@ from espforensics.decode.clear import (
     ip_start_fits,
     trailer_follows,
 )
+from espforensics.decode.esn import EsnTracker
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import OuterIp
-from espforensics.esn import EsnTracker
 from espforensics.keys.sa import CLEAR_BY_DESIGN, SecurityAssociation
-from espforensics.model import PacketRecord, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import PacketRecord
 
 T = TypeVar("T")
 HEAD_LEN = 16  # plaintext bytes the checks see: evidence of IV reuse, equal-to-ciphertext test

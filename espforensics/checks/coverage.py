@@ -24,7 +24,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from espforensics.keys.sa import suite_checks_icv
-from espforensics.model import PacketRecord, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import PacketRecord
 
 # Why a check did not examine a packet: each reads after a count,
 # "325 without a key", in the reports, summary.json and KTAP.

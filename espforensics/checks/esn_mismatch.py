@@ -35,8 +35,9 @@ from espforensics.bounded.frames import frozen, with_frame
 from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks.context import PacketContext, PerFlow
 from espforensics.checks.coverage import NO_ICV, Seen
-from espforensics.evidence import EsnBelow, EsnEvent, EsnMismatch
-from espforensics.model import Finding, FindingKind, PacketRecord, Severity, Verdict
+from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.evidence import EsnBelow, EsnEvent, EsnMismatch
+from espforensics.model.records import Finding, PacketRecord
 
 EXAMPLES = 5
 NEAR = 16  # an IV that encodes a number this close to the one verified was built from it

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from espforensics.bounded.frames import frozen, with_frame
 from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks.context import PacketContext, SaState
-from espforensics.evidence import NoIntegrity
 from espforensics.keys.sa import SecurityAssociation
-from espforensics.model import Finding, FindingKind, Severity, Verdict
+from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.evidence import NoIntegrity
+from espforensics.model.records import Finding
 
 
 @dataclass(slots=True)

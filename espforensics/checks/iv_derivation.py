@@ -77,12 +77,8 @@ from espforensics.crypto import EncAuthContext
 from espforensics.decode.clear import KEYLESS_ICV_LENS
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.keys.sa import NULL_CIPHER
-from espforensics.model import (
-    Finding,
-    IvScheme,
-    PacketRecord,
-    Verdict,
-)
+from espforensics.model.enums import IvScheme, Verdict
+from espforensics.model.records import Finding, PacketRecord
 
 _COUNTERS = (IvScheme.SEQIV, IvScheme.COUNTER)
 __all__ = ["WINDOW", "IvDerivationCheck", "choose_constant"]  # choose_constant: seqiv only

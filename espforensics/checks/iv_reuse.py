@@ -56,9 +56,10 @@ from espforensics.checks.coverage import Seen
 from espforensics.checks.ivmath import signed_delta
 from espforensics.crypto import IV_LEN, key_fingerprint
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.evidence import IvReuse, IvReuseMore, IvReuseUnproven, IvUse, SharedKey
 from espforensics.keys.sa import NULL_CIPHER, SaTable
-from espforensics.model import Finding, FindingKind, Severity
+from espforensics.model.enums import FindingKind, Severity
+from espforensics.model.evidence import IvReuse, IvReuseMore, IvReuseUnproven, IvUse, SharedKey
+from espforensics.model.records import Finding
 
 WINDOW = 4096
 MAX_EVENTS = 10_000  # reuse events kept for the report; more are counted only

@@ -18,8 +18,9 @@ from espforensics.bounded.frames import frozen
 from espforensics.bounded.intervals import IntervalSet
 from espforensics.bounded.rare import Rare
 from espforensics.checks.ivscheme import Candidate, Reading
-from espforensics.evidence import IvChained, IvConstant, IvDeviating, IvPredictable, SeqDelta
-from espforensics.model import Finding, FindingKind, IvScheme, PacketRecord, Severity
+from espforensics.model.enums import FindingKind, IvScheme, Severity
+from espforensics.model.evidence import IvChained, IvConstant, IvDeviating, IvPredictable, SeqDelta
+from espforensics.model.records import Finding, PacketRecord
 
 _MASK64 = (1 << 64) - 1
 

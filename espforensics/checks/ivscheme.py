@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from espforensics.checks.ivmath import AGREE, SPAN, rank
-from espforensics.model import IvScheme
+from espforensics.model.enums import IvScheme
 
 MIN_SCHEME = 4  # packets that must fit one counter constant (or one constant IV)
 MIN_RANDOM = 16  # distinct IVs without structure that make "random" a finding of fact

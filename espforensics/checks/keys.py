@@ -28,9 +28,8 @@ from espforensics.checks.context import Flow, PacketContext, SaState
 from espforensics.checks.coverage import Seen
 from espforensics.checks.unused import UnusedSaTracker
 from espforensics.crypto import context_for, leading_zero, salt_first
+from espforensics.decode.esn import EsnTracker
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.esn import EsnTracker
-from espforensics.evidence import CipherMismatch, HmacKeySize, KeyMismatch, Unsupported
 from espforensics.keys.sa import (
     AEAD_KEY_LAYOUT,
     CTR_AES,
@@ -39,7 +38,9 @@ from espforensics.keys.sa import (
     SaTable,
     SecurityAssociation,
 )
-from espforensics.model import Finding, FindingKind, Severity, UnusedSa, Verdict
+from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.evidence import CipherMismatch, HmacKeySize, KeyMismatch, Unsupported
+from espforensics.model.records import Finding, UnusedSa
 
 SAMPLES = 4
 MISMATCH = 0.1  # an SA of which fewer than this share of the packets verify has a wrong key

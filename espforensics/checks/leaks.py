@@ -50,9 +50,10 @@ from espforensics.decode.clear import (
 )
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import parse_ip
-from espforensics.evidence import Leak, LeakProof
 from espforensics.keys.sa import CLEAR_BY_DESIGN
-from espforensics.model import Finding, FindingKind, Severity
+from espforensics.model.enums import FindingKind, Severity
+from espforensics.model.evidence import Leak, LeakProof
+from espforensics.model.records import Finding
 
 MIN_RUN = 8  # equal ciphertext/plaintext bytes that count as "not encrypted" (2^-64 by chance)
 IPV4_FIELDS = (

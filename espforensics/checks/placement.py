@@ -33,9 +33,10 @@ from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN
 from espforensics.decode.clear import ip_start_fits, may_start_ip
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.evidence import Misplaced, Offsets
 from espforensics.keys.sa import SaTable
-from espforensics.model import Finding, FindingKind, Severity
+from espforensics.model.enums import FindingKind, Severity
+from espforensics.model.evidence import Misplaced, Offsets
+from espforensics.model.records import Finding
 
 MAX_CANDIDATES = 8  # SPI occurrences tried per packet, to bound the cost of noise
 SEQ_SLACK = 1024

@@ -32,7 +32,8 @@ from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks.bulk import BulkRules, FlowRows, Mask, PlainRule, Plaintexts
 from espforensics.checks.context import Flow, PacketContext
 from espforensics.keys.sa import SaTable, SecurityAssociation
-from espforensics.model import Finding, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import Finding
 from espforensics.receiver.config import LEGACY_BITS, replay_config
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
 from espforensics.receiver.replay import LegacyWindow

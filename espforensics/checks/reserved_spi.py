@@ -30,9 +30,10 @@ from espforensics.bounded.frames import frozen, with_frame
 from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks.bulk import BulkRules
 from espforensics.checks.context import Flow, PacketContext, PerFlow
-from espforensics.evidence import ReservedSpi
 from espforensics.keys.sa import RESERVED_SPIS
-from espforensics.model import Finding, FindingKind, Severity
+from espforensics.model.enums import FindingKind, Severity
+from espforensics.model.evidence import ReservedSpi
+from espforensics.model.records import Finding
 
 
 @dataclass(slots=True)

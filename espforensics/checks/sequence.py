@@ -44,8 +44,9 @@ from espforensics.bounded.window import RecentWindow
 from espforensics.checks.bulk import BulkRules, FlowRows, Mask
 from espforensics.checks.context import Flow, PacketContext, PerFlow
 from espforensics.checks.coverage import Seen
-from espforensics.evidence import EsnWrap, SeqDuplicates, SeqGaps, SeqRange, SeqReorder
-from espforensics.model import Finding, FindingKind, Severity, Verdict
+from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.evidence import EsnWrap, SeqDuplicates, SeqGaps, SeqRange, SeqReorder
+from espforensics.model.records import Finding
 
 WINDOW = 4096
 REPLAY_WINDOW = 64

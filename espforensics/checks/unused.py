@@ -33,7 +33,8 @@ from typing import TypeVar
 
 from espforensics.checks.context import Flow, flow_bit
 from espforensics.keys.sa import IpAddress, SaTable, SecurityAssociation
-from espforensics.model import UnusedReason, UnusedSa
+from espforensics.model.enums import UnusedReason
+from espforensics.model.records import UnusedSa
 
 MAX_FLOWS = 65536
 MAX_PER_KEY = 16

@@ -1,7 +1,7 @@
 """The ``espforensics`` command line: parse options, call the library, map errors.
 
 In: argv. Out: files in the output folder, text on stdout, progress on
-stderr when it is a terminal. Exit codes (gate.py): 0 done and clean, 1 a
+stderr when it is a terminal. Exit codes (results/gate.py): 0 done and clean, 1 a
 finding at or above ``--fail-on``, 2 usage or input error (one line
 ``espforensics: error: <file>: <what>``), 3 the key file is wrong (only
 ``key_mismatch`` findings fail), 4 no ESP packet verified (``--unchecked``
@@ -9,12 +9,12 @@ chooses when), 70 a bug in espforensics (one
 line naming the file that holds its traceback, without any value), 130
 Ctrl-C. Nothing imports this package; it and its modules (options.py:
 typer's classes and the options, errors.py: the exit of a command that
-fails, progress.py: the bars, commands.py, report.py and reconcile.py: the
-commands' bodies, expect.py: what --expect and the receiver's counters do)
+fails, analysis/progress.py: the bars, commands.py, report.py and reconcile.py: the
+commands' bodies, results/expect.py: what --expect and the receiver's counters do)
 are the only modules that import typer and rich.
 
 Start-up (docs/performance.md): this module declares the commands (their
-options and help) from options.py and model.py's types only, and imports a
+options and help) from options.py and model/'s types only, and imports a
 command's body inside the command, once typer has parsed the line: so
 ``--help``, ``--version``, ``completion`` and every command's ``--help``
 load no part of the analysis, nor numpy, pyarrow or cryptography
@@ -67,7 +67,8 @@ from espforensics.cli.options import (
     enable_completion,
 )
 from espforensics.errors import EXIT_INTERNAL, INTERRUPTED
-from espforensics.model import CSV_ROWS, Unchecked
+from espforensics.model.enums import Unchecked
+from espforensics.model.options import CSV_ROWS
 
 app = typer.Typer(
     cls=_Group,
@@ -115,7 +116,7 @@ def _importing_body() -> Iterator[None]:
 
 def _version(value: bool) -> None:
     if value:
-        from espforensics.version import TOOL_VERSION  # noqa: PLC0415 (metadata: 15 ms)
+        from espforensics.model.version import TOOL_VERSION  # noqa: PLC0415 (metadata: 15 ms)
 
         typer.echo(f"espforensics {TOOL_VERSION}")
         raise typer.Exit()

@@ -27,21 +27,23 @@ from espforensics.analysis import (
     default_out_dir,
     summary_of,
 )
+from espforensics.analysis.progress import LineMeter, Meter
 from espforensics.analyzer.frame import Options
 from espforensics.capture.spool import STDIN, Spooled
 from espforensics.cli.errors import _guarded
 from espforensics.cli.expect import assertions, settle, xfrm_stat
 from espforensics.cli.options import CompareFormat, FailOn, Format, selection
 from espforensics.cli.progress import _BarMeter, _batch_progress
-from espforensics.cli.report import _batch_exit, _exit_gate, _show, _usage
+from espforensics.cli.report import _batch_exit, _exit_gate, _show, _threshold, _usage
 from espforensics.engine.dask_workers import check_scheduler
+from espforensics.engine.workers import cap_workers, usable_cores
 from espforensics.errors import EspForensicsError
-from espforensics.model import CSV_ROWS, SEVERITY_RANK, Severity, Unchecked
-from espforensics.progress import LineMeter, Meter
+from espforensics.model.enums import SEVERITY_RANK, Severity, Unchecked
+from espforensics.model.options import CSV_ROWS
+from espforensics.report.content import Report
 from espforensics.report.narrative import worst_severity
 from espforensics.results.summary import Summary
 from espforensics.rewrite import CaptureCopies
-from espforensics.workers import cap_workers, usable_cores
 
 
 def analyze_command(
@@ -78,6 +80,7 @@ def analyze_command(
     copies = CaptureCopies(annotate=annotate, decrypted=decrypted)
     printed_only = out is not None and str(out) == STDIN
     damaged: list[Summary] = []  # what was read of a damaged capture, its files written
+    reports: list[Report] = []  # the report its files say, printed as they say it
     with ExitStack() as stack:
         path, name = _capture_path(capture, stack)
         if printed_only:  # a folder of our own, removed with the copy of stdin, if any
@@ -103,6 +106,8 @@ def analyze_command(
                     scheduler=scheduler,
                     name=name,
                     damaged=damaged.append,
+                    fail_on=_threshold(fail_on),
+                    report=reports.append,
                     xfrm_stat=stat,
                 ),
                 None if printed_only else out_dir,
@@ -123,7 +128,7 @@ def analyze_command(
             )
         # before a folder of --out - is removed: a view may read its tables
         if not quiet and not (expected and fmt is Format.KTAP):
-            _show(summary, fmt, fail_on, out_dir)
+            _show(summary, fmt, fail_on, out_dir, reports[0] if reports else None)
             if fmt is Format.SUMMARY:
                 if not printed_only:
                     typer.echo(f"  outputs: {out_dir}/")
@@ -231,12 +236,12 @@ def compare_command(
 ) -> None:
     """``espforensics compare``: the two sides' summaries, compared and printed."""
     # Imported here, as in batch: a run of analyze (start-up, docs/performance.md) needs neither.
-    from espforensics.compare import compare as compare_summaries  # noqa: PLC0415
     from espforensics.render.compare import (  # noqa: PLC0415
         render_comparison,
         render_comparison_json,
         render_comparison_md,
     )
+    from espforensics.report.compare import compare as compare_summaries  # noqa: PLC0415
 
     options = Options(natt_ports=frozenset(natt_port or (4500,)))
     keys_before = [*(sa or []), *(sa_before or [])]

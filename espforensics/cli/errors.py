@@ -72,7 +72,7 @@ def _report_bug(exc: Exception, out: Path | None) -> None:
 
 def _write_traceback(exc: Exception, out: Path | None) -> str:
     """Write ``bug_report(exc)`` into ``out`` if it is a folder, else a temporary file."""
-    from espforensics.version import TOOL_VERSION  # noqa: PLC0415 (metadata: 15 ms, for a bug)
+    from espforensics.model.version import TOOL_VERSION  # noqa: PLC0415 (metadata: 15 ms, for a bug)
 
     text = (
         f"espforensics {TOOL_VERSION}, Python {platform.python_version()}, "

@@ -17,10 +17,10 @@ import typer
 
 from espforensics.cli.errors import _guarded
 from espforensics.cli.options import Format
-from espforensics.expect import Assertion, Checked, evaluate, parse_expect
-from espforensics.gate import EXIT_FINDING, EXIT_USAGE
 from espforensics.receiver.xfrm_stat import XfrmStatFiles, load_xfrm_stat
 from espforensics.render.ktap import format_expect_ktap
+from espforensics.results.expect import Assertion, Checked, evaluate, parse_expect
+from espforensics.results.gate import EXIT_FINDING, EXIT_USAGE
 from espforensics.results.summary import Summary
 
 
@@ -71,7 +71,7 @@ def settle(
     gate: Callable[[], None],
 ) -> None:
     """End the command: with ``--expect`` the assertions decide the exit code (``check``),
-    else ``gate`` does (the findings' gate, gate.py)."""
+    else ``gate`` does (the findings' gate, results/gate.py)."""
     if not expected:
         gate()
         return

@@ -1,6 +1,6 @@
 """typer, shaped to the house style: one-line usage errors, docs/cli.md's metavars, the options.
 
-In: nothing but typer and model.py's types. Out: ``_Group`` and ``_Command``
+In: nothing but typer and model/'s types. Out: ``_Group`` and ``_Command``
 (typer's group and command classes, a usage error printed as
 ``espforensics: error: ...`` and exit 2, help with the metavars docs/cli.md
 uses), the choices of ``--format`` (analyze's and report's, compare's,
@@ -26,7 +26,8 @@ from typer._completion_classes import completion_init
 from typer._completion_shared import get_completion_script
 from typer.core import TyperCommand, TyperGroup
 
-from espforensics.model import Selection, Unchecked
+from espforensics.model.enums import Unchecked
+from espforensics.model.options import Selection
 
 if TYPE_CHECKING:  # typer vendors its own click: the help types come from there
     from typer._click import Context, HelpFormatter

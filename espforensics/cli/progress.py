@@ -1,8 +1,8 @@
 """Progress on a terminal's stderr: the analyze bar and the batch bar (rich, imported only then).
 
-In: the capture's size, then the frames read and each phase (progress.py's
+In: the capture's size, then the frames read and each phase (analysis/progress.py's
 ``Meter``); for a batch, each capture done. Out: a transient rich bar.
-Raises nothing. Off a terminal cli/__init__.py uses progress.py's ``LineMeter``.
+Raises nothing. Off a terminal cli/__init__.py uses analysis/progress.py's ``LineMeter``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from time import monotonic
 from typing import TYPE_CHECKING
 
-from espforensics.progress import DONE, READING, rate
+from espforensics.analysis.progress import DONE, READING, rate
 
 if TYPE_CHECKING:  # the batch modules are imported by the batch command only
     from espforensics.batch.run import BatchProgress

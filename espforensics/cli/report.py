@@ -2,7 +2,7 @@
 report, exit as the gate says.
 
 In: an output folder (or a ``Summary`` and the options). Out: the report on
-stdout in the format asked for, and the exit: ``typer.Exit`` with gate.py's
+stdout in the format asked for, and the exit: ``typer.Exit`` with results/gate.py's
 code (1 a finding, 3 the key file, 4 nothing verified), 2 for input or
 usage. Raises only ``typer.Exit`` and typer's usage error. It loads the
 summary, the renderers and the gate, not the analysis (no pyarrow, no
@@ -21,11 +21,11 @@ from typer._click.globals import get_current_context
 from espforensics.cli.errors import _guarded
 from espforensics.cli.expect import assertions, settle
 from espforensics.cli.options import FailOn, Format
-from espforensics.gate import exit_code, worst_code
-from espforensics.model import Severity, Unchecked
+from espforensics.model.enums import Severity, Unchecked
 from espforensics.render.registry import FOLDER_VIEWS, RENDERERS
-from espforensics.report.content import report_content
+from espforensics.report.content import Report, report_content
 from espforensics.results.folder import load_summary
+from espforensics.results.gate import exit_code, worst_code
 from espforensics.results.summary import Summary
 
 
@@ -83,22 +83,26 @@ def _threshold(fail_on: FailOn) -> Severity | None:
 
 
 def _exit_gate(summary: Summary, fail_on: FailOn, unchecked: Unchecked) -> None:
-    """Exit with gate.py's code: 1 a finding, 3 the key file, 4 nothing verified."""
+    """Exit with results/gate.py's code: 1 a finding, 3 the key file, 4 nothing verified."""
     code = exit_code(summary, _threshold(fail_on), unchecked)
     if code:
         raise typer.Exit(code)
 
 
-def _show(summary: Summary, fmt: Format, fail_on: FailOn, folder: Path) -> None:
+def _show(
+    summary: Summary, fmt: Format, fail_on: FailOn, folder: Path, report: Report | None = None
+) -> None:
     """Print the report as ``fmt``; ``fail_on`` decides which KTAP lines are ``not ok``; a
-    view of the tables (``packets``) reads them in ``folder``, the analysis's outputs."""
+    view of the tables (``packets``) reads them in ``folder``, the analysis's outputs.
+    ``report``: the run's, built at ``fail_on`` when its files were written (analyze);
+    without it (``report`` of a folder) it is built here, once."""
     view = FOLDER_VIEWS.get(fmt.value)
     if view is not None:
         _guarded(lambda: _echo_each(view.pieces(folder, summary.finding_list)))
         return
-    typer.echo(
-        RENDERERS[fmt.value].render(report_content(summary, fail_on=_threshold(fail_on))), nl=False
-    )
+    if report is None:
+        report = report_content(summary, fail_on=_threshold(fail_on))
+    typer.echo(RENDERERS[fmt.value].render(report), nl=False)
 
 
 def _echo_each(pieces: Iterable[str]) -> None:

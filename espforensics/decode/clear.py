@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from espforensics.columns import I64, U8, Mask, read_be, u8
-from espforensics.trailer import parse_trailer
+from espforensics.decode.trailer import parse_trailer
+from espforensics.model.arrays import I64, U8, Mask, read_be, u8
 
 # The ICV lengths an unknown SA may use: RFC 4106 s6 (8, 12, 16), HMAC-SHA-384-192 and
 # HMAC-SHA-512-256 (RFC 4868: 24, 32).

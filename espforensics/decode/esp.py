@@ -17,7 +17,8 @@ from typing import NamedTuple
 
 from espforensics.decode.ip import PROTO_ESP, PROTO_UDP, OuterIp
 from espforensics.errors import Truncated
-from espforensics.model import Proto, new_tuple
+from espforensics.model.enums import Proto
+from espforensics.model.records import new_tuple
 
 ESP_HEADER_LEN = 8
 SPI_LEN = 4  # the header's first field (RFC 4303 s2.1)

@@ -23,12 +23,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from espforensics.columns import I64, U8, Mask, Strs, read_be, u8
 from espforensics.decode.clear import internet_checksum
 from espforensics.decode.esp import protocol_name
 from espforensics.decode.ip import parse_ip
 from espforensics.errors import Truncated
-from espforensics.model import InnerChecksum, new_tuple
+from espforensics.model.arrays import I64, U8, Mask, Strs, read_be, u8
+from espforensics.model.enums import InnerChecksum
+from espforensics.model.records import new_tuple
 
 _NAMES = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmpv6", 132: "sctp", 59: "none", 50: "esp"}
 _PORTS = frozenset({6, 17, 132, 136})  # TCP, UDP, SCTP, UDP-Lite: ports lead

@@ -21,7 +21,7 @@ import struct
 from typing import NamedTuple
 
 from espforensics.errors import MalformedPacket, Truncated
-from espforensics.model import new_tuple
+from espforensics.model.records import new_tuple
 
 PROTO_ESP = 50
 PROTO_UDP = 17

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from espforensics.errors import MalformedPacket, Truncated
-from espforensics.model import new_tuple
+from espforensics.model.records import new_tuple
 
 ETH_IPV4 = 0x0800
 ETH_IPV6 = 0x86DD

@@ -6,7 +6,7 @@ order), the outer addresses of each as text, the ciphertext's first
 ``PlainColumns``: ``plain`` marks the rows that are the plain case (sound
 trailer, inner headers that decode, at least ``HEAD_LEN`` bytes, no ESP or
 IPComp inside, and no check's rule over plaintexts refuses them), and their
-trailer, inner and inner checksum columns, exactly as trailer.py,
+trailer, inner and inner checksum columns, exactly as decode/trailer.py,
 decode/inner.py and the checks give them. Raises nothing: any other row is
 simply not marked.
 
@@ -30,12 +30,12 @@ import numpy.typing as npt
 from espforensics.checks import PLAIN
 from espforensics.checks.bulk import InnerChecks, Outer, Payloads, Plaintexts
 from espforensics.checks.context import HEAD_LEN
-from espforensics.columns import I64, Mask, Strs
 from espforensics.decode.inner import l4_name, parse_inner, parse_inners
 from espforensics.decode.ip import PROTO_ESP
 from espforensics.decode.ipcomp import PROTO_IPCOMP
+from espforensics.decode.trailer import parse_trailers
 from espforensics.errors import MalformedPacket
-from espforensics.trailer import parse_trailers
+from espforensics.model.arrays import I64, Mask, Strs
 
 __all__ = ["Decoded", "PlainColumns", "decode_plaintexts"]
 

@@ -35,10 +35,10 @@ from espforensics.capture.batch import FrameBatch, Span
 from espforensics.checks import Flow, SaState
 from espforensics.engine.dask_workers import dask_backend
 from espforensics.engine.prefetch import KeyRing, Prefetch, prefetch
+from espforensics.engine.workers import owned_worker_init
 from espforensics.errors import EspForensicsError
 from espforensics.keys import SaTable
-from espforensics.model import DecryptionSecrets, Frame
-from espforensics.workers import owned_worker_init
+from espforensics.model.records import DecryptionSecrets, Frame
 
 # True: the engine waits for the workers to start and for every batch they were given, in
 # place of opening a batch itself; tests set it, so that which batches the workers open

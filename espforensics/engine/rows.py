@@ -13,9 +13,9 @@ import numpy as np
 import numpy.typing as npt
 
 from espforensics.checks import Flow
-from espforensics.columns import Strs
 from espforensics.engine.wire import I64, Mask
-from espforensics.model import PacketRecord
+from espforensics.model.arrays import Strs
+from espforensics.model.records import PacketRecord
 
 U64 = npt.NDArray[np.uint64]
 

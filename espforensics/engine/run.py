@@ -45,7 +45,7 @@ from espforensics.engine.rows import SteadyRows
 from espforensics.engine.steady import OpenJob, Plan, SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns, parse
 from espforensics.errors import InputError
-from espforensics.model import Frame, PacketRecord
+from espforensics.model.records import Frame, PacketRecord
 
 Row = PacketRecord | SteadyRows
 _MIN_SHARE = 64  # packets a thread gets at the least: below it, one thread opens them all

@@ -46,8 +46,8 @@ from espforensics.capture.batch import Buffer
 from espforensics.checks import Flow, SaState, bulk_checks
 from espforensics.checks.bulk import BulkCheck, Opened, Outer, first_refused
 from espforensics.checks.context import HEAD_LEN
-from espforensics.columns import Strs
 from espforensics.crypto import IV_LEN, CipherContext
+from espforensics.decode.esn import EsnTracker
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.engine.plain import Decoded, PlainColumns, decode_plaintexts
 from espforensics.engine.plan import (
@@ -68,8 +68,9 @@ from espforensics.engine.plan import (
 )
 from espforensics.engine.rows import SteadyRows
 from espforensics.engine.wire import I64, FrameBatch, Mask, WireColumns
-from espforensics.esn import EsnTracker
-from espforensics.model import PacketRecord, Selection
+from espforensics.model.arrays import Strs
+from espforensics.model.options import Selection
+from espforensics.model.records import PacketRecord
 
 __all__ = ["Decoded", "OpenJob", "Opening", "Plan", "SteadyLane"]
 

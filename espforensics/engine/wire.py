@@ -35,8 +35,6 @@ import numpy as np
 import numpy.typing as npt
 
 from espforensics.capture.batch import PAD, FrameBatch
-from espforensics.columns import read_be
-from espforensics.columns import u8 as _u8
 from espforensics.decode.esp import ESP_HEADER_LEN, UDP_HEADER_LEN
 from espforensics.decode.ip import PROTO_AH, PROTO_ESP, PROTO_UDP
 from espforensics.decode.link import (
@@ -61,6 +59,8 @@ from espforensics.decode.tunnel import (
     TUNNEL_PROTOS,
     VXLAN_PORTS,
 )
+from espforensics.model.arrays import read_be
+from espforensics.model.arrays import u8 as _u8
 
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]

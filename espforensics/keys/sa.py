@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from espforensics.errors import KeyFileError
-from espforensics.model import ANY_SPI as MODEL_ANY_SPI
+from espforensics.model.records import ANY_SPI as MODEL_ANY_SPI
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import matplotlib as mpl
 
-from espforensics.model import PlotOutcome
+from espforensics.model.records import PlotOutcome
 from espforensics.plots.bars import plot_offsets, plot_verdicts
 from espforensics.plots.iv import delta_label, plot_iv_derivation, seq_label
 from espforensics.plots.lines import plot_sequence, plot_throughput

@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from espforensics.model import Verdict
+from espforensics.model.enums import Verdict
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from enum import Enum, StrEnum
 
-from espforensics.model import Verdict
+from espforensics.model.enums import Verdict
 from espforensics.receiver.config import ReplayConfig
 from espforensics.receiver.replay import ReplayFail
 

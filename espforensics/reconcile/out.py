@@ -25,9 +25,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from espforensics.errors import OutputError
+from espforensics.model.version import TOOL_VERSION
 from espforensics.reconcile.run import Clock, Fate, FateRow, Reconciled
 from espforensics.results.folder import partial
-from espforensics.results.summary import TOOL_VERSION
 
 WIDTH = 72
 FILES = ("reconcile.csv", "reconcile.parquet", "report.txt", "summary.json")  # in that order

@@ -14,7 +14,7 @@ fragments, nor ESP inside tunnels) is read as (SPI, 64-bit sequence
 number, digest of the ESP bytes from the SPI to the end, outer header:
 addresses, UDP ports, traffic class and TTL / hop limit).
 The high half of the number is inferred per SPI as RFC 4303 A2.2 does (the
-one that puts it closest to the highest seen, esn.py's own rule), so a
+one that puts it closest to the highest seen, decode/esn.py's own rule), so a
 join on it holds across a 32-bit wrap.
 """
 
@@ -29,15 +29,15 @@ from typing import NamedTuple
 
 from espforensics.analyzer.frame import FrameAnalyzer, Options, fewer_collections
 from espforensics.capture import Capture, open_capture
+from espforensics.decode.esn import EsnTracker
 from espforensics.decode.esp import EspLocation, locate_esp, parse_esp_header
 from espforensics.decode.inner import ntop
 from espforensics.decode.ip import IpMarks, parse_ip, parse_marks
 from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
 from espforensics.engine import Engine, Row, SteadyRows
 from espforensics.errors import MalformedPacket
-from espforensics.esn import EsnTracker
 from espforensics.keys import SaTable
-from espforensics.model import DecryptionSecrets, Frame, PacketRecord
+from espforensics.model.records import DecryptionSecrets, Frame, PacketRecord
 
 # The steady lane's rows are the packets the receiver check accepts (tables/packets.py).
 _LANE_VERDICT = "accept"

@@ -1,6 +1,6 @@
 """Renderings of a before/after ``Comparison`` (``espforensics compare``).
 
-In: a ``Comparison`` (compare.py). Out: text (ASCII, 72 columns but for
+In: a ``Comparison`` (report/compare.py). Out: text (ASCII, 72 columns but for
 a long name, which is never broken), Markdown or JSON, each in the same
 order: the two names, what to read first (``notes``: keys for one side
 only), the findings that changed ("esp_misplaced 94 -> 0"), the table of
@@ -20,8 +20,8 @@ import json
 import re
 from dataclasses import asdict
 
-from espforensics.compare import Comparison, Row, escape_name
 from espforensics.render.text import wrap
+from espforensics.report.compare import Comparison, Row
 
 NOT_COMPARABLE = "n/c"  # the change column of a row whose values depend on keys
 
@@ -123,3 +123,17 @@ def render_comparison_json(cmp: Comparison) -> str:
         "rows": [asdict(r) for r in cmp.rows],
     }
     return json.dumps(doc, indent=2) + "\n"
+
+
+def escape_name(name: str) -> str:
+    """A name on one line of ASCII: newlines, tabs and other control or non-ASCII
+    characters as Python escapes (\\n, \\t, \\x1b, \\xe9), a backslash doubled."""
+    out = []
+    for ch in name:
+        if ch == "\\":
+            out.append("\\\\")
+        elif " " <= ch <= "~":
+            out.append(ch)
+        else:
+            out.append(repr(ch)[1:-1] if ch.isascii() else ch.encode("unicode_escape").decode())
+    return "".join(out)

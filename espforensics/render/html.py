@@ -23,15 +23,7 @@ from dataclasses import dataclass
 from html import escape
 from urllib.parse import quote
 
-from espforensics.report import filters as tcpdump
-from espforensics.report.captions import caption
-from espforensics.report.content import (
-    RECEIVER_HEADING,
-    FindingRow,
-    Header,
-    Report,
-    coverage_rows,
-)
+from espforensics.report.content import FindingRow, Header, Report
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
 STYLE = """
@@ -210,7 +202,7 @@ def _verdict(report: Report) -> list[str]:
         out.append('<ul class="kinds">')
         out += [
             f'<li><a href="#kind-{escape(g.kind)}"><strong>{escape(g.severity)}</strong> '
-            f"{escape(g.kind)}</a>: {escape(g.line.split(': ', 1)[-1])}</li>"
+            f"{escape(g.kind)}</a>: {escape(g.tally)}</li>"
             for g in report.groups
         ]
         out.append("</ul>")
@@ -221,7 +213,7 @@ def _receiver(report: Report) -> list[str]:
     """The receiver model's lines: a list, each line's details nested under it."""
     if not report.receiver:
         return []
-    out = [f'<h2 id="receiver">{escape(RECEIVER_HEADING)}</h2>', "<ul>"]
+    out = [f'<h2 id="receiver">{escape(report.receiver_heading)}</h2>', "<ul>"]
     for line in report.receiver:
         tag = '<li class="sub">' if line.startswith("  ") else "<li>"
         out.append(f"{tag}{escape(line.strip())}</li>")
@@ -230,8 +222,8 @@ def _receiver(report: Report) -> list[str]:
 
 
 def _coverage(report: Report) -> list[str]:
-    """What each check examined (report/content.py coverage_rows), as the other reports say."""
-    rows: list[list[Cell]] = [list(row) for row in coverage_rows(report)]
+    """What each check examined (``Report.coverage``), as the other reports say."""
+    rows: list[list[Cell]] = [[row.check, row.examined] for row in report.coverage]
     return [
         '<h2 id="coverage">Coverage</h2>',
         table(["check", "examined"], rows, name="coverage-table"),
@@ -280,7 +272,7 @@ def _findings(report: Report) -> list[str]:
         out.append(
             f'<details class="kind" id="kind-{escape(g.kind)}">'
             f"<summary><strong>{escape(g.severity)}</strong> {escape(g.kind)}: "
-            f"{escape(g.line.split(': ', 1)[-1])}{escape(spis)}</summary>"
+            f"{escape(g.tally)}{escape(spis)}</summary>"
         )
         out.append(_kind_table(g.kind, rows))
         out.append("</details>")
@@ -363,7 +355,7 @@ def _misplaced(report: Report) -> list[str]:
     if report.layouts_rest:
         out.append(_p(f"And {report.layouts_rest} (summary.json)."))
     if report.tcpdump:
-        out.append(_p(tcpdump.HEADING))
+        out.append(_p(report.tcpdump_heading))
         out.append(f"<pre>{escape(report.tcpdump)}</pre>")
     if report.tcpdump_note:  # under the filter, or why there is none
         out.append(_p(report.tcpdump_note))
@@ -376,7 +368,7 @@ def _plots(report: Report) -> list[str]:
         return []
     out = ['<h2 id="plots">Plots</h2>']
     for p in report.plots:
-        c = caption(p.name)
+        c = p.caption
         if p.skipped:
             out.append(_p(f"{c.title}: {p.skipped}"))
         elif p.png:

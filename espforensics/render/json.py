@@ -1,8 +1,8 @@
 """JSON rendering: the summary document (summary.json, and --format json).
 
-In: a ``Report`` (report/content.py; ``render_json`` takes a ``Summary``
-and builds it). Out: the summary's document (``Summary.to_json``) with the
-report's ``likely_causes`` after ``layouts``, as indented JSON text with a
+In: a ``Report`` (report/content.py, built once per run). Out: the
+summary's document (``Summary.to_json``) with the report's
+``likely_causes`` after ``layouts``, as indented JSON text with a
 trailing newline. Raises nothing.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from espforensics.report.content import Report, report_content
+from espforensics.report.content import Report
 from espforensics.results.summary import Summary, finding_json, sa_json
 
 # Lists that may hold one row per SA or finding (tens of thousands for a scan) are laid
@@ -63,8 +63,3 @@ def _laid(rows: Iterator[dict[str, Any]]) -> Iterator[str]:
     for row in rows:
         yield ",\n    " + json.dumps(row)
     yield "\n  ]"
-
-
-def render_json(summary: Summary) -> str:
-    """``format_json`` of the summary's report."""
-    return format_json(report_content(summary))

@@ -14,7 +14,7 @@ line before its result, and the document ends with ``# Totals: pass:P
 fail:F xfail:0 xpass:0 skip:S error:E``. The lead (a damaged capture's
 damage first, then what was checked, what is wrong) follows the capture's
 name. ASCII, one line per line. Raises nothing. ``format_expect_ktap``
-gives ``--expect``'s assertions the same form (expect.py), one result line
+gives ``--expect``'s assertions the same form (results/expect.py), one result line
 each.
 """
 
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
-from espforensics.expect import Checked
 from espforensics.render.text import ascii_only
 from espforensics.report.content import CheckResult, Report
+from espforensics.results.expect import Checked
 from espforensics.results.summary import Summary
 
 

@@ -1,22 +1,12 @@
 """Markdown rendering of the report (report.md), for code forges.
 
-In: a ``Report`` (report/content.py; ``render_report_md`` takes a
-``Summary`` and builds it). Out: the same content as report.txt, as
-Markdown tables. Raises nothing; reads no clock and no environment.
+In: a ``Report`` (report/content.py, built once per run). Out: the same
+content as report.txt, as Markdown tables. Raises nothing; reads no clock and no environment.
 """
 
 from __future__ import annotations
 
-from espforensics.report import filters as tcpdump
-from espforensics.report.captions import caption
-from espforensics.report.content import (
-    RECEIVER_HEADING,
-    PlotRow,
-    Report,
-    coverage_rows,
-    report_content,
-)
-from espforensics.results.summary import Summary
+from espforensics.report.content import PlotRow, Report
 
 
 def _cell(text: object) -> str:
@@ -32,7 +22,7 @@ def table(head: list[str], rows: list[list[object]]) -> list[str]:
 
 def _coverage(report: Report) -> list[str]:
     """One row per check: SKIP and why, or what it examined."""
-    rows: list[list[object]] = [list(row) for row in coverage_rows(report)]
+    rows: list[list[object]] = [[row.check, row.examined] for row in report.coverage]
     return ["", "## Coverage", "", *table(["check", "examined"], rows)]
 
 
@@ -90,7 +80,7 @@ def format_markdown(report: Report) -> str:
         lines.append("None.")
     lines += _coverage(report)
     if report.receiver:
-        lines += ["", f"## {RECEIVER_HEADING}", ""]
+        lines += ["", f"## {report.receiver_heading}", ""]
         lines += [f"  - {x.strip()}" if x.startswith("  ") else f"- {x}" for x in report.receiver]
     lines += _causes(report)
     lines += _misplaced(report)
@@ -102,15 +92,10 @@ def format_markdown(report: Report) -> str:
 
 def _plot_line(p: PlotRow) -> str:
     """A plot with its caption (report/captions.py): what it shows and how to read it."""
-    c = caption(p.name)
+    c = p.caption
     if p.skipped:
         return f"- {c.title}: {p.skipped}"
     return f"- ![{c.title}]({p.file})\n  **{c.title}.** {c.shows} *How to read it:* {c.reading}"
-
-
-def render_report_md(summary: Summary) -> str:
-    """``format_markdown`` of the summary's report."""
-    return format_markdown(report_content(summary))
 
 
 def _causes(report: Report) -> list[str]:
@@ -156,7 +141,7 @@ def _misplaced(report: Report) -> list[str]:
     if report.tcpdump:
         lines += [
             "",
-            tcpdump.HEADING,
+            report.tcpdump_heading,
             "",
             f"    {report.tcpdump}",
         ]

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from espforensics.model import Finding, PacketRecord, Proto, Verdict
+from espforensics.model.enums import Proto, Verdict
+from espforensics.model.records import Finding, PacketRecord
 
 COLUMNS = ("src", "dst", "spi", "seq", "seq64", "verdict", "proto")  # and frame, time, layer
 _PROTO = {Proto.ESP: "ESP", Proto.ESP_UDP: "ESP-in-UDP"}

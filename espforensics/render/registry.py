@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from espforensics.model import Finding
+from espforensics.model.records import Finding
 from espforensics.render.html import format_html
 from espforensics.render.json import json_pieces
 from espforensics.render.ktap import format_ktap

@@ -1,19 +1,16 @@
 """Plain-text renderings: the short summary and report.txt.
 
-In: a ``Report`` (report/content.py; the ``render_*`` wrappers take a
-``Summary`` and build it). Out: ASCII text, no line over 72 columns, the
-same text for the same capture, fit to paste below a patch's ``---`` line.
+In: a ``Report`` (report/content.py, built once per run). Out: ASCII
+text, no line over 72 columns, the same text for the same capture, fit to
+paste below a patch's ``---`` line.
 Raises nothing; reads no clock and no environment.
 """
 
 from __future__ import annotations
 
-import re
 import textwrap
 
-from espforensics.report import filters as tcpdump
-from espforensics.report.content import RECEIVER_HEADING, Report, SaRow, report_content
-from espforensics.results.summary import Summary
+from espforensics.report.content import Report, SaRow
 
 WIDTH = 72
 
@@ -68,11 +65,6 @@ def format_summary(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_summary(summary: Summary) -> str:
-    """``format_summary`` of the summary's report."""
-    return format_summary(report_content(summary))
-
-
 def _header(report: Report) -> list[str]:
     h = report.header
     return [
@@ -107,7 +99,7 @@ def _findings(report: Report) -> list[str]:
     for g in report.groups:
         lines += wrap(f"{g.line}, SPI {' '.join(g.spis) or '-'}", "  ")
         if g.frames:
-            keep = tuple(re.findall(r"frame\.number in \{[^}]*\}", g.frames_text))
+            keep = (g.frames_filter,) if g.frames_filter else ()
             lines += wrap("frames " + g.frames_text, "    ", whole=keep)
         lines += wrap(g.detail, "    ")
     return lines
@@ -156,7 +148,7 @@ def _misplaced(report: Report) -> list[str]:
     if report.layouts_rest:
         lines += wrap(f"and {report.layouts_rest} (summary.json)", "  ")
     if report.tcpdump:
-        lines += ["", tcpdump.HEADING]
+        lines += ["", report.tcpdump_heading]
         lines += wrap(report.tcpdump, "  ")
     if report.tcpdump_note:  # under the filter, or why there is none
         lines += ["", *wrap(report.tcpdump_note, "", "")]
@@ -184,12 +176,7 @@ def _receiver(report: Report) -> list[str]:
     """The receiver model's lines (report/content.py ``_receiver``), if any."""
     if not report.receiver:
         return []
-    lines = ["", f"{RECEIVER_HEADING}:"]
+    lines = ["", f"{report.receiver_heading}:"]
     for line in report.receiver:
         lines += wrap(line.strip(), "    " if line.startswith("  ") else "  ")
     return lines
-
-
-def render_report(summary: Summary) -> str:
-    """``format_text`` of the summary's report."""
-    return format_text(report_content(summary))

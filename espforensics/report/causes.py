@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from espforensics.report.facts import SaFacts, as_dict, sa_facts
+from espforensics.report.facts import ModeFact, SaFacts, as_dict, sa_facts, shown_frames
 from espforensics.report.narrative import plural
 from espforensics.results.summary import Summary
 
@@ -102,7 +102,7 @@ class LikelyCause:
         }
 
 
-_NOT_TUNNEL = frozenset({"transport", "unknown"})
+_NOT_TUNNEL = frozenset({ModeFact.TRANSPORT.value, ModeFact.UNKNOWN.value})
 # A duplicated packet leaves at most one queue after its original: Linux's default
 # txqueuelen and netem's default limit are 1,000 packets.
 QUEUE_FRAMES = 1000
@@ -306,7 +306,7 @@ def likely_causes(summary: Summary) -> tuple[LikelyCause, ...]:
         matched = [f for f in facts if all(c.holds(f) for c in entry.when)]
         if not matched:
             continue
-        frames = {int(n) for f in matched for n in _field(f, entry.frames).split() if n.isdigit()}
+        frames = {n for f in matched if entry.frames for n in shown_frames(f, entry.frames)}
         out.append(
             LikelyCause(
                 entry.id,
@@ -333,7 +333,3 @@ class _Template(string.Formatter):
 
 
 _TEMPLATE = _Template()
-
-
-def _field(facts: SaFacts, name: str) -> str:
-    return str(getattr(facts, name)) if name else ""

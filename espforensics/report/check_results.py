@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity
+from espforensics.model.enums import SEVERITY_RANK, FindingKind, Severity
+from espforensics.model.records import Finding
 from espforensics.report import narrative
 from espforensics.results.coverage import CheckCoverage
 from espforensics.results.summary import Summary
@@ -29,6 +30,7 @@ class CheckResult:
     notes: tuple[str, ...]  # one line per finding kind of the check
     coverage: str = ""  # "esp_placement: examined 122 of 447 ESP packets (...)"; "" for all
     skip: str = ""  # the reason, when the check examined no ESP packet (KTAP SKIP)
+    examined: str = ""  # ``coverage`` without the check's name: "examined 122 of 447 ..."
 
 
 # The checks as tests (KTAP), in the order they run (checks/__init__.py), with
@@ -128,8 +130,14 @@ def _phrase(kind: FindingKind, findings: list[Finding]) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def _checks(summary: Summary, fail_on: Severity | None) -> tuple[CheckResult, ...]:
-    groups = {g.kind: g for g in narrative.finding_groups(summary)}
+def _checks(
+    summary: Summary,
+    fail_on: Severity | None,
+    finding_groups: tuple[narrative.FindingGroup, ...] | None = None,
+) -> tuple[CheckResult, ...]:
+    """``finding_groups``: the summary's, when the caller made them (report/content.py)."""
+    made = narrative.finding_groups(summary) if finding_groups is None else finding_groups
+    groups = {g.kind: g for g in made}
     by_kind: dict[FindingKind, list[Finding]] = {}
     for f in summary.finding_list:
         if _failing(f, fail_on):
@@ -146,6 +154,7 @@ def _checks(summary: Summary, fail_on: Severity | None) -> tuple[CheckResult, ..
             if k in groups
         )
         cov = coverage.get(name)
+        examined = examined_text(cov) if cov is not None else ""
         out.append(
             CheckResult(
                 name,
@@ -153,15 +162,22 @@ def _checks(summary: Summary, fail_on: Severity | None) -> tuple[CheckResult, ..
                 "ERROR" if damaged else "",
                 data,
                 notes,
-                coverage_line(cov) if cov is not None else "",
+                f"{name}: {examined}" if examined else "",
                 skip_reason(cov) if cov is not None else "",
+                examined,
             )
         )
     return tuple(out)
 
 
 def coverage_line(c: CheckCoverage) -> str:
-    """ "iv_reuse: examined 122 of 447 ESP packets (325 without a key)"; "" for all, with a key.
+    """ "iv_reuse: examined 122 of 447 ESP packets (325 without a key)"; "" for all, with a key."""
+    examined = examined_text(c)
+    return f"{c.name}: {examined}" if examined else ""
+
+
+def examined_text(c: CheckCoverage) -> str:
+    """ "examined 122 of 447 ESP packets (325 without a key)"; "" for all, with a key.
 
     Packets examined by their clear bytes only are said so, and why: without a
     key, or cut by the capture (a snap length) before their ICV.
@@ -177,7 +193,7 @@ def coverage_line(c: CheckCoverage) -> str:
     if c.keyless:
         them = "all" if c.keyless == c.examined else f"{c.keyless}"
         head += f"; {them} of them {_clear_only(c)}"
-    return f"{c.name}: {head}"
+    return head
 
 
 def _clear_only(c: CheckCoverage) -> str:

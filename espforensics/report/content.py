@@ -22,9 +22,11 @@ from itertools import chain
 from pathlib import PurePath
 
 from espforensics.bounded.frames import Frames, display_filter
-from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
+from espforensics.model.enums import SEVERITY_RANK, FindingKind, Severity, Verdict
+from espforensics.model.records import Finding
 from espforensics.receiver import words
 from espforensics.report import narrative
+from espforensics.report.captions import Caption, caption
 from espforensics.report.causes import CAUSES, LikelyCause, likely_causes
 from espforensics.report.check_results import (
     CHECKS,
@@ -34,7 +36,7 @@ from espforensics.report.check_results import (
     coverage_line,
     skip_reason,
 )
-from espforensics.report.filters import filter_note, misplaced_filter
+from espforensics.report.filters import HEADING, filter_note, misplaced_filter
 from espforensics.report.lead import lead
 from espforensics.results.coverage import tally
 from espforensics.results.summary import MisplacedLayout, SaSummary, Summary
@@ -55,9 +57,18 @@ def frames_text(
     text = " ".join(map(str, every[:shown]))
     if len(every) <= shown:
         return text
-    where = display_filter(every)
-    where = f"Wireshark: {where}" if len(where) <= FILTER_SHOWN else listed
+    where = frames_filter(every, shown)
+    where = f"Wireshark: {where}" if where else listed
     return f"{text} ... and {len(every) - shown} more ({where})"
+
+
+def frames_filter(frames: Frames, shown: int = narrative.EXAMPLES) -> str:
+    """The Wireshark filter ``frames_text`` gives after the first frames, or "" for none:
+    all of them are shown, or the filter is too long to print."""
+    if len(frames) <= shown:
+        return ""
+    where = display_filter(frames)
+    return where if len(where) <= FILTER_SHOWN else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +128,10 @@ class GroupRow:
     frames: tuple[int, ...]  # a few example frames
     detail: str  # the first finding's
     frames_text: str = ""  # those, how many more and where all are (frames_text)
+    tally: str = ""  # the line after its kind: "9 findings, 18 packets"
+    # The Wireshark filter ``frames_text`` ends with, "" when it names none: a text
+    # renderer keeps it whole on its line
+    frames_filter: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +174,15 @@ class PlotRow:
     file: str  # the first file, relative to the output folder; "" when skipped
     skipped: str
     png: bytes  # the PNG, when the caller gave the images; b"" otherwise
+    caption: Caption  # what it shows, how to read it (captions.py)
+
+
+@dataclass(frozen=True, slots=True)
+class CoverageRow:
+    """One check in the reports' Coverage tables: SKIP and why, or what it examined."""
+
+    check: str
+    examined: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,17 +211,17 @@ class Report:
     # The receiver model's lines (receiver/words.py); a line starting with two spaces
     # belongs to the one before it. Empty without a key file.
     receiver: tuple[str, ...] = ()
+    coverage: tuple[CoverageRow, ...] = ()  # one per check, as ``checks``
+    tcpdump_heading: str = ""  # the line above ``tcpdump``, "" when there is no filter
+    receiver_heading: str = ""  # the heading of ``receiver``, "" when it is empty
 
 
-def coverage_rows(report: Report) -> list[tuple[str, str]]:
+def coverage_rows(checks: tuple[CheckResult, ...]) -> tuple[CoverageRow, ...]:
     """One row per check for the reports' Coverage tables: SKIP and why, or what it examined."""
-    return [
-        (
-            c.name,
-            f"SKIP: {c.skip}" if c.skip else c.coverage.split(": ", 1)[-1] or "all, with a key",
-        )
-        for c in report.checks
-    ]
+    return tuple(
+        CoverageRow(c.name, f"SKIP: {c.skip}" if c.skip else c.examined or "all, with a key")
+        for c in checks
+    )
 
 
 def report_content(
@@ -206,7 +230,10 @@ def report_content(
     fail_on: Severity | None = Severity.HIGH,
     images: Mapping[str, bytes] | None = None,
 ) -> Report:
-    """The report of ``summary``; ``fail_on`` None: no check fails (``--fail-on never``)."""
+    """The report of ``summary``; ``fail_on`` None: no check fails (``--fail-on never``).
+
+    Built once per run (analysis/__init__.py, cli/report.py): the finding groups and the
+    coverage tally are made once here and handed to what words them."""
     groups = narrative.finding_groups(summary)
     shown, rest = narrative.shown_sas(summary)
     layouts = summary.layouts[: narrative.LAYOUTS_SHOWN]
@@ -214,6 +241,9 @@ def report_content(
     causes = likely_causes(summary)
     tallied = tally(summary.sas, summary.esp_layers)  # one walk of the SAs for both
     damage = narrative.damage_sentence(summary)
+    checks = _checks(summary, fail_on, groups)
+    tcpdump = misplaced_filter(summary.layouts) or ""
+    receiver = _receiver(summary)
     return Report(
         summary=summary,
         header=_header(summary),
@@ -225,15 +255,18 @@ def report_content(
         findings_rest=max(0, len(summary.finding_list) - FINDINGS_SHOWN),
         layouts=tuple(_layout_row(x) for x in layouts),
         layouts_rest=narrative.plural(hidden, "more layout") if hidden > 0 else "",
-        tcpdump=misplaced_filter(summary.layouts) or "",
+        tcpdump=tcpdump,
         tcpdump_note=filter_note(summary.layouts),
         causes=causes,
         causes_note=_causes_note(summary, causes),
-        checks=_checks(summary, fail_on),
+        checks=checks,
         plots=tuple(_plot_row(p.name, p.files, p.skipped, images or {}) for p in summary.plots),
         # A damaged capture says so before any word on what was read ("nothing wrong").
-        lead=(*([damage] if damage else []), *lead(summary, tallied)),
-        receiver=_receiver(summary),
+        lead=(*([damage] if damage else []), *lead(summary, tallied, groups)),
+        receiver=receiver,
+        coverage=coverage_rows(checks),
+        tcpdump_heading=HEADING if tcpdump else "",
+        receiver_heading=RECEIVER_HEADING if receiver else "",
     )
 
 
@@ -320,6 +353,7 @@ def _kind_frames(summary: Summary, kind: FindingKind) -> Frames:
 
 
 def _group_row(g: narrative.FindingGroup, frames: Frames) -> GroupRow:
+    where = frames_filter(frames)
     return GroupRow(
         g.kind.value,
         g.severity.value,
@@ -331,6 +365,8 @@ def _group_row(g: narrative.FindingGroup, frames: Frames) -> GroupRow:
         g.frames,
         g.detail,
         frames_text(frames),
+        narrative.group_tally(g),
+        where,
     )
 
 
@@ -358,7 +394,7 @@ def _layout_row(x: MisplacedLayout) -> LayoutRow:
         x.expected_offset,
         x.esp_offset,
         x.clear_offset,
-        narrative.clear_bytes(x) if x.clear_hex or x.clear_prefix else "",
+        narrative.clear_bytes(x) if x.clear or x.clear_prefix else "",
         narrative.clear_fields(x),
         where,
         clear,
@@ -380,7 +416,7 @@ def _plot_row(
     name: str, files: tuple[str, ...], skipped: str, images: Mapping[str, bytes]
 ) -> PlotRow:
     png = next((f for f in files if f.endswith(".png")), "")
-    return PlotRow(name, files[0] if files else "", skipped, images.get(png, b""))
+    return PlotRow(name, files[0] if files else "", skipped, images.get(png, b""), caption(name))
 
 
 __all__ = [  # what this module offered before report/check_results.py was split off
@@ -389,6 +425,7 @@ __all__ = [  # what this module offered before report/check_results.py was split
     "NOUNS",
     "RECEIVER_HEADING",
     "CheckResult",
+    "CoverageRow",
     "FindingRow",
     "GroupRow",
     "Header",

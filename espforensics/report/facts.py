@@ -6,22 +6,58 @@ sequence number 0: its addresses and mode, its main misplaced layout, its
 IV reuse and derivation, its repeated sequence numbers and ESN
 mismatches. Raises nothing; reads no clock and no environment.
 
-It reads the findings' typed evidence (evidence.py), never their words:
+It reads the findings' typed evidence (model/evidence.py), never their words:
 the checks (checks/iv_sa.py, checks/iv_reuse.py, checks/sequence.py,
 checks/esn_mismatch.py) fill it next to the detail, so rewording a detail
-changes no fact; each cause has a fixture test (tests/test_causes.py).
+changes no fact; each cause has a fixture test (tests/test_causes.py). The
+SA's mode is the summary's ``SaMode``, the clear bytes its layout's, the
+frames numbers (``Shown``): the words are made when a cause's template is
+filled (report/causes.py), and nothing is read back from them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+from enum import StrEnum
 from typing import Any
 
-from espforensics.evidence import EsnMismatch, IvChained, IvDeviating, IvReuse, SeqDuplicates
-from espforensics.model import Finding, FindingKind
+from espforensics.model.enums import FindingKind
+from espforensics.model.evidence import EsnMismatch, IvChained, IvDeviating, IvReuse, SeqDuplicates
+from espforensics.model.records import Finding
 from espforensics.report.narrative import clear_bytes
-from espforensics.results.summary import MisplacedLayout, SaSummary, Summary
+from espforensics.results.summary import MisplacedLayout, SaMode, SaSummary, Summary
+
+FRAMES_SHOWN = 10  # frames an evidence sentence names
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """The frames an evidence sentence names: the first ``FRAMES_SHOWN``, and whether
+    there are more. Its text is "20 21 22 ..." (a cause's template formats it)."""
+
+    frames: tuple[int, ...] = ()
+    more: bool = False
+
+    @classmethod
+    def of(cls, numbers: Iterable[int]) -> Shown:
+        every = sorted(set(numbers))
+        return cls(tuple(every[:FRAMES_SHOWN]), len(every) > FRAMES_SHOWN)
+
+    def __str__(self) -> str:
+        return " ".join(map(str, self.frames)) + (" ..." if self.more else "")
+
+
+NONE_SHOWN = Shown()
+
+
+class ModeFact(StrEnum):
+    """The SA's mode as the table's conditions read it: a guess that names both modes,
+    or a mode that is neither (beet, iptfs), does not decide."""
+
+    TRANSPORT = "transport"
+    TUNNEL = "tunnel"
+    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +69,7 @@ class SaFacts:
     src: str
     dst: str
     ip_version: int
-    mode: str  # "transport", "tunnel" or "unknown" (a guess that does not decide)
+    mode: ModeFact
     mode_text: str  # as the summary has it, e.g. "transport" or "transport (guess)"
     packets: int
     first_seq64: int  # -1: none seen
@@ -46,38 +82,46 @@ class SaFacts:
     clear_len: int = 0  # bytes in clear right in front of the real header
     clear_version: int = 0  # the IP version nibble of the first clear byte
     clear_hex: str = ""
-    misplaced_frames: str = ""
+    misplaced_frames: Shown = NONE_SHOWN
     # IVs (iv_reuse and iv_derivation findings, the SA's counters)
     iv_reused: int = 0  # packets whose IV was used before under the key
     reused_ivs: int = 0  # distinct IVs used more than once
     reuse_span: int = 0  # the most sequence numbers between two uses of one IV
-    reuse_frames: str = ""
+    reuse_frames: Shown = NONE_SHOWN
     iv_deviating: int = 0
     deltas: str = ""  # e.g. "seq+1 x26", as the iv_derivation finding counts them
     iv_counter: str = "IVs not compared with a counter (not counter-derived, e.g. echainiv)"
     delta_min: int = 0
     delta_max: int = 0
     chained: int = 0  # CBC IVs equal to the previous packet's last ciphertext block
-    chained_frames: str = ""
+    chained_frames: Shown = NONE_SHOWN
     # Sequence numbers (seq_duplicate, esn_mismatch findings)
     dup_different: int = 0  # repeated sequence numbers carried by different packets
-    dup_frames: str = ""
+    dup_frames: Shown = NONE_SHOWN
     # Of those, the repeats whose IV is their original's (iv_reuse findings whose uses
     # all carry one sequence number): the same transform sealed that number twice
     dup_same_iv: int = 0
     dup_new_iv: int = 0  # dup_different - dup_same_iv: repeats under another IV
     dup_lag: int = 0  # the most frames between a packet and its same-IV repeat
-    dup_iv_frames: str = ""
+    dup_iv_frames: Shown = NONE_SHOWN
     esn_early: int = 0  # seq low 0xffffffff verified only with the next high half
-    esn_frames: str = ""
+    esn_frames: Shown = NONE_SHOWN
 
 
 FACT_NAMES = frozenset(f.name for f in fields(SaFacts))
 
 
 def as_dict(facts: SaFacts) -> dict[str, Any]:
-    """The facts by field name."""
+    """The facts by field name (a cause's template is filled from them)."""
     return {name: getattr(facts, name) for name in FACT_NAMES}
+
+
+def shown_frames(facts: SaFacts, name: str) -> tuple[int, ...]:
+    """The frames of the fact ``name`` (one of the ``Shown`` fields)."""
+    value = getattr(facts, name)
+    if not isinstance(value, Shown):
+        raise TypeError(f"{name} is not a fact of frames")  # a bug of the CAUSES table
+    return value.frames
 
 
 _SaKey = tuple[int, str, str]
@@ -95,22 +139,11 @@ _FAR = 1 << 62  # a delta no pattern accepts
 _LOW = 0xFFFFFFFF  # the low half of the last number of a high half (RFC 4303 A2.2)
 
 
-def _mode(text: str) -> str:
-    """ "transport", "tunnel" or "unknown": a guess that names both does not decide."""
-    if text in ("transport", "tunnel"):
-        return text
-    if text == "transport (guess)":
-        return "transport"
-    return "unknown"
-
-
-FRAMES_SHOWN = 10  # frames an evidence sentence names
-
-
-def _frames(numbers: Iterable[int]) -> str:
-    shown = sorted(set(numbers))
-    more = " ..." if len(shown) > FRAMES_SHOWN else ""
-    return " ".join(str(n) for n in shown[:FRAMES_SHOWN]) + more
+def _mode(mode: SaMode) -> ModeFact:
+    """Transport or tunnel, stated or (transport) guessed; else unknown."""
+    if mode.transport:
+        return ModeFact.TRANSPORT
+    return ModeFact.TUNNEL if mode is SaMode.TUNNEL else ModeFact.UNKNOWN
 
 
 def sa_facts(summary: Summary) -> tuple[SaFacts, ...]:
@@ -135,87 +168,87 @@ def sa_facts(summary: Summary) -> tuple[SaFacts, ...]:
     out = []
     for sa in summary.sas:
         found = by_sa.get(sa.key, []) + by_spi.get(sa.spi, [])
-        version = 6 if ":" in sa.src else 4
-        mine = layouts.get((sa.spi, version), [])
+        mine = layouts.get((sa.spi, sa.ip_version), [])
         if found or mine or sa.first_seq64 == 0:
-            out.append(_facts(sa, version, found, mine))
+            out.append(_facts(sa, found, mine))
     return tuple(out)
 
 
-def _facts(
-    sa: SaSummary, version: int, found: list[Finding], layouts: list[MisplacedLayout]
-) -> SaFacts:
-    return SaFacts(
+def _facts(sa: SaSummary, found: list[Finding], layouts: list[MisplacedLayout]) -> SaFacts:
+    facts = SaFacts(
         sa.spi,
         f"{sa.spi:#010x}",
         sa.src,
         sa.dst,
-        version,
+        sa.ip_version,
         _mode(sa.mode),
-        sa.mode or "mode unknown",
+        sa.mode.value or "mode unknown",
         sa.packets,
         -1 if sa.first_seq64 is None else sa.first_seq64,
         iv_reused=sa.iv_reused,
         iv_deviating=sa.iv_deviating,
-        **_layout_facts(layouts, found),
-        **_iv_facts(found),
-        **_sequence_facts(found),
-        **_repeat_facts(found),
     )
+    facts = _layout_facts(facts, layouts, found)
+    facts = _iv_facts(facts, found)
+    facts = _sequence_facts(facts, found)
+    return _repeat_facts(facts, found)
 
 
 def _of(found: list[Finding], kind: FindingKind) -> list[Finding]:
     return [f for f in found if f.kind is kind]
 
 
-def _layout_facts(layouts: list[MisplacedLayout], found: list[Finding]) -> dict[str, Any]:
+def _layout_facts(facts: SaFacts, layouts: list[MisplacedLayout], found: list[Finding]) -> SaFacts:
     if not layouts:
-        return {}
+        return facts
     x = max(layouts, key=lambda x: (x.packets, -x.esp_offset))
-    shown = clear_bytes(x)
-    first = shown.split()[0] if shown else ""
-    version = int(first[0], 16) if first[:1] not in ("", "L", "x", ".") else 0
-    return {
-        "misplaced": x.packets,
-        "shift": x.esp_offset - x.expected_offset,
-        "expected_offset": x.expected_offset,
-        "esp_offset": x.esp_offset,
-        "clear_offset": x.clear_offset,
-        "clear_len": x.esp_offset - x.clear_offset,
-        "clear_version": version,
-        "clear_hex": shown or "none",
-        "misplaced_frames": _frames(
+    first = x.first_clear
+    return replace(
+        facts,
+        misplaced=x.packets,
+        shift=x.esp_offset - x.expected_offset,
+        expected_offset=x.expected_offset,
+        esp_offset=x.esp_offset,
+        clear_offset=x.clear_offset,
+        clear_len=x.esp_offset - x.clear_offset,
+        clear_version=0 if first is None else first >> 4,
+        clear_hex=clear_bytes(x) or "none",
+        misplaced_frames=Shown.of(
             n for f in _of(found, FindingKind.ESP_MISPLACED) for n in f.frames
         ),
-    }
+    )
 
 
-def _iv_facts(found: list[Finding]) -> dict[str, Any]:
+def _iv_facts(facts: SaFacts, found: list[Finding]) -> SaFacts:
     reuse = _of(found, FindingKind.IV_REUSE)
     spans = [
         max(u.seq64 for u in ev.uses) - min(u.seq64 for u in ev.uses)
         for f in reuse
         if isinstance(ev := f.evidence, IvReuse) and ev.uses
     ]
-    facts: dict[str, Any] = {
-        "reused_ivs": sum(1 if f.frames else f.count for f in reuse),
-        "reuse_span": max(spans, default=0),
-        "reuse_frames": _frames(n for f in reuse for n in f.frames),
-    }
+    facts = replace(
+        facts,
+        reused_ivs=sum(1 if f.frames else f.count for f in reuse),
+        reuse_span=max(spans, default=0),
+        reuse_frames=Shown.of(n for f in reuse for n in f.frames),
+    )
     for f in _of(found, FindingKind.IV_DERIVATION):
         ev = f.evidence
         if isinstance(ev, IvChained):
-            facts["chained"] = ev.chained
-            facts["chained_frames"] = _frames(f.frames)
+            facts = replace(facts, chained=ev.chained, chained_frames=Shown.of(f.frames))
         if not isinstance(ev, IvDeviating):
             continue
         if ev.unrelated:
-            facts["delta_min"], facts["delta_max"] = -_FAR, _FAR  # fits no counter near
+            facts = replace(facts, delta_min=-_FAR, delta_max=_FAR)  # fits no counter near
         elif ev.deltas:
-            facts["deltas"] = shown = ", ".join(f"seq{d.delta:+d} x{d.count}" for d in ev.deltas)
-            facts["iv_counter"] = f"IVs not built from their own sequence number: {shown}"
-            facts["delta_min"] = min(d.delta for d in ev.deltas)
-            facts["delta_max"] = max(d.delta for d in ev.deltas)
+            shown = ", ".join(f"seq{d.delta:+d} x{d.count}" for d in ev.deltas)
+            facts = replace(
+                facts,
+                deltas=shown,
+                iv_counter=f"IVs not built from their own sequence number: {shown}",
+                delta_min=min(d.delta for d in ev.deltas),
+                delta_max=max(d.delta for d in ev.deltas),
+            )
     return facts
 
 
@@ -228,12 +261,10 @@ def _different(found: list[Finding]) -> list[tuple[Finding, int]]:
     ]
 
 
-def _sequence_facts(found: list[Finding]) -> dict[str, Any]:
-    facts: dict[str, Any] = {}
+def _sequence_facts(facts: SaFacts, found: list[Finding]) -> SaFacts:
     for f, different in _different(found):
         if different:
-            facts["dup_different"] = different
-            facts["dup_frames"] = _frames(f.frames)
+            facts = replace(facts, dup_different=different, dup_frames=Shown.of(f.frames))
     early = [
         e.frame
         for f in _of(found, FindingKind.ESN_MISMATCH)
@@ -242,12 +273,11 @@ def _sequence_facts(found: list[Finding]) -> dict[str, Any]:
         if e.placed & _LOW == _LOW and e.verified >> 32 == (e.placed >> 32) + 1
     ]
     if early:
-        facts["esn_early"] = len(early)
-        facts["esn_frames"] = _frames(early)
+        facts = replace(facts, esn_early=len(early), esn_frames=Shown.of(early))
     return facts
 
 
-def _repeat_facts(found: list[Finding]) -> dict[str, Any]:
+def _repeat_facts(facts: SaFacts, found: list[Finding]) -> SaFacts:
     """Repeated sequence numbers split by IV: the same IV as the original, or another.
 
     An iv_reuse finding whose uses all carry one sequence number is a number
@@ -267,11 +297,12 @@ def _repeat_facts(found: list[Finding]) -> dict[str, Any]:
             frames += [n for n, _ in uses]
     different = sum(n for _, n in _different(found))
     if not different:
-        return {}  # a reuse across SAs of one key (shared_key) repeats no number of this SA
+        return facts  # a reuse across SAs of one key (shared_key) repeats no number of this SA
     same = min(same, different)
-    return {
-        "dup_same_iv": same,
-        "dup_new_iv": different - same,
-        "dup_lag": lag,
-        "dup_iv_frames": _frames(frames),
-    }
+    return replace(
+        facts,
+        dup_same_iv=same,
+        dup_new_iv=different - same,
+        dup_lag=lag,
+        dup_iv_frames=Shown.of(frames),
+    )

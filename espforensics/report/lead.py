@@ -17,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from espforensics.checks.coverage import NO_KEY
-from espforensics.evidence import KeyMismatch
-from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity
+from espforensics.model.enums import SEVERITY_RANK, FindingKind, Severity
+from espforensics.model.evidence import KeyMismatch
+from espforensics.model.records import Finding
 from espforensics.report.narrative import FindingGroup, finding_groups, group_unit, plural
 from espforensics.results.coverage import Tally, tally
 from espforensics.results.summary import Summary
@@ -146,13 +147,14 @@ def _key_sentence(summary: Summary) -> str:
     return other[0].detail
 
 
-def wrong_sentence(summary: Summary) -> str:
-    """What is wrong: the key file's proven fix first, then the worst findings of the capture."""
+def wrong_sentence(summary: Summary, made: tuple[FindingGroup, ...] | None = None) -> str:
+    """What is wrong: the key file's proven fix first, then the worst findings of the capture
+    (``made``: the summary's finding groups, when the caller has them)."""
     key = _key_sentence(summary)
     low = SEVERITY_RANK[Severity.LOW]
     groups = [
         g
-        for g in finding_groups(summary)
+        for g in (finding_groups(summary) if made is None else made)
         if SEVERITY_RANK[g.severity] >= low and g.kind is not FindingKind.KEY_MISMATCH
     ]
     if key:
@@ -183,8 +185,12 @@ def _named(groups: list[FindingGroup]) -> str:
     )
 
 
-def lead(summary: Summary, tallied: Tally | None = None) -> tuple[str, str]:
+def lead(
+    summary: Summary,
+    tallied: Tally | None = None,
+    groups: tuple[FindingGroup, ...] | None = None,
+) -> tuple[str, str]:
     """The two sentences that follow the capture's name in every report (``tallied``: the
-    summary's ``coverage.tally``, when the caller has it)."""
+    summary's ``coverage.tally``, ``groups``: its finding groups, when the caller has them)."""
     t = tally(summary.sas, summary.esp_layers) if tallied is None else tallied
-    return checked_sentence(summary, t), wrong_sentence(summary)
+    return checked_sentence(summary, t), wrong_sentence(summary, groups)

@@ -17,7 +17,8 @@ from pathlib import PurePath
 
 from espforensics.bounded.frames import Frames, first_frames
 from espforensics.checks.leaks import name_fields
-from espforensics.model import SEVERITY_RANK, Finding, FindingKind, Severity, Verdict
+from espforensics.model.enums import SEVERITY_RANK, FindingKind, Severity, Verdict
+from espforensics.model.records import Finding
 from espforensics.results.coverage import Tally
 from espforensics.results.summary import MisplacedLayout, SaSummary, Summary
 
@@ -43,9 +44,12 @@ def group_unit(g: FindingGroup) -> str:
 
 def group_line(g: FindingGroup) -> str:
     """One line per finding kind: severity, kind, how many, of what."""
-    return (
-        f"{g.severity.value} {g.kind.value}: {plural(g.rows, 'finding')}, {g.count} {group_unit(g)}"
-    )
+    return f"{g.severity.value} {g.kind.value}: {group_tally(g)}"
+
+
+def group_tally(g: FindingGroup) -> str:
+    """How many findings of the kind, and how much they concern: "9 findings, 18 packets"."""
+    return f"{plural(g.rows, 'finding')}, {g.count} {group_unit(g)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,32 +264,38 @@ def damage_sentence(summary: Summary) -> str | None:
 _LENGTH_BYTES = {4: (2, 3), 6: (4, 5)}
 
 
+def _length_bytes(layout: MisplacedLayout) -> tuple[int, ...]:
+    """Where the inner length field sits in the clear bytes, by their first byte's version."""
+    first = layout.clear[0] if layout.clear else None
+    return _LENGTH_BYTES.get((first or 0) >> 4, ())
+
+
 def clear_bytes(layout: MisplacedLayout) -> str:
     """The clear bytes of a layout, e.g. "45 00 LL LL": LL is a byte of the
     inner length field that differs between packets, xx any other such byte."""
-    cells = layout.clear_hex.split()
-    if not cells and layout.clear_prefix:  # a summary.json written before clear_hex
+    if not layout.clear and layout.clear_prefix:  # a summary.json written before clear_hex
         return " ".join(layout.clear_prefix[i : i + 2] for i in (0, 2)) + " ..."
-    first = int(cells[0], 16) if cells and cells[0] != ".." else 0
-    lengths = _LENGTH_BYTES.get(first >> 4, ())
+    lengths = _length_bytes(layout)
     return " ".join(
-        ("LL" if i in lengths else "xx") if c == ".." else c for i, c in enumerate(cells)
+        ("LL" if i in lengths else "xx") if b is None else f"{b:02x}"
+        for i, b in enumerate(layout.clear)
     )
 
 
 def clear_fields(layout: MisplacedLayout) -> str:
     """The inner header fields the clear bytes are, and what LL / xx stand for."""
-    cells = clear_bytes(layout).split()
-    if not cells or "..." in cells:
+    if not layout.clear:  # none in clear, or only their prefix known
         return ""
-    fields = name_fields(bytes(0 if c in ("LL", "xx") else int(c, 16) for c in cells))
+    fields = name_fields(bytes(0 if b is None else b for b in layout.clear))
+    lengths = _length_bytes(layout)
+    varies = [i for i, b in enumerate(layout.clear) if b is None]
     notes = [
         note
-        for token, note in (
-            ("LL", "LL varies per packet"),
-            ("xx", "xx varies per packet"),
+        for shown, note in (
+            (any(i in lengths for i in varies), "LL varies per packet"),
+            (any(i not in lengths for i in varies), "xx varies per packet"),
         )
-        if token in cells
+        if shown
     ]
     return "; ".join([fields, *notes])
 

@@ -19,21 +19,15 @@ import numpy.typing as npt
 from espforensics.bounded.rare import Rare
 from espforensics.checks.coverage import CUT_FOUND, CUT_READ, cut_kind
 from espforensics.engine import SteadyRows
-from espforensics.model import (
-    Finding,
-    FindingKind,
-    InnerChecksum,
-    PacketRecord,
-    Proto,
-    UnusedSa,
-    Verdict,
-)
+from espforensics.model.enums import FindingKind, InnerChecksum, Proto, Verdict
+from espforensics.model.records import Finding, PacketRecord, UnusedSa
+from espforensics.model.version import TOOL_VERSION
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
 from espforensics.results.coverage import check_coverage
 from espforensics.results.summary import (
-    TOOL_VERSION,
     CaptureInfo,
     MisplacedLayout,
+    SaMode,
     SaSummary,
     Summary,
     sort_findings,
@@ -169,19 +163,19 @@ class _SaAcc:
             self.checksums = Counter()
         return self.checksums
 
-    def mode_guess(self) -> str:
+    def mode_guess(self) -> SaMode:
         """RFC 4303 s3.1: tunnel mode carries IP packets (as do ipip/ip6tnl over transport)."""
         if self.ip_payloads and not self.l4_payloads:
-            return "tunnel or IP-in-IP (guess)"
+            return SaMode.TUNNEL_GUESS
         if self.l4_payloads and not self.ip_payloads:
-            return "transport (guess)"
-        return "mixed (guess)" if self.ip_payloads else ""
+            return SaMode.TRANSPORT_GUESS
+        return SaMode.MIXED_GUESS if self.ip_payloads else SaMode.UNKNOWN
 
     def summary(
         self,
         key: tuple[int, str, str],
         missing: int,
-        mode: str,
+        mode: SaMode,
         iv_scheme: str = "",
         icmp_quoted: int = 0,
     ) -> SaSummary:
@@ -251,8 +245,9 @@ class _LayoutAcc:
             if clear[i : i + 1] != self.first[i : i + 1]:
                 self.varies.add(i)
 
-    def clear_hex(self) -> str:
-        return " ".join(".." if i in self.varies else f"{b:02x}" for i, b in enumerate(self.first))
+    def clear(self) -> tuple[int | None, ...]:
+        """The first packet's clear bytes, None where another packet's differ."""
+        return tuple(None if i in self.varies else b for i, b in enumerate(self.first))
 
 
 class SummaryBuilder:
@@ -384,7 +379,7 @@ class SummaryBuilder:
         self,
         capture: CaptureInfo,
         findings: list[Finding],
-        modes: dict[tuple[int, str, str], str] | None = None,
+        modes: dict[tuple[int, str, str], SaMode] | None = None,
         error: str | None = None,
         unused_sas: tuple[UnusedSa, ...] = (),
         key_notes: tuple[str, ...] = (),
@@ -410,7 +405,7 @@ class SummaryBuilder:
             a.summary(
                 key,
                 missing[key],
-                modes.get(key, ""),
+                modes.get(key, SaMode.UNKNOWN),
                 "" if iv_schemes is None else iv_schemes.get(key, "unknown"),
                 self._quoted[key],
             )
@@ -434,7 +429,7 @@ class SummaryBuilder:
             ),
             finding_list=sort_findings(_addressed(findings, sas)),
             layouts=tuple(
-                MisplacedLayout(*k[:7], a.packets, a.clear_hex(), carriers=k[7], reassembled=k[8])
+                MisplacedLayout(*k[:7], a.packets, a.clear(), carriers=k[7], reassembled=k[8])
                 for k, a in sorted(self._layouts.items())
             ),
             error=error,

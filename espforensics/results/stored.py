@@ -1,10 +1,12 @@
 """The evidence of a finding read back from a stored ``summary.json``.
 
 In: a finding's kind and ``detail`` as ``summary.json`` stores them. Out:
-``stored_evidence(kind, detail, count)``, the typed evidence (evidence.py) of the
+``stored_evidence(kind, detail, count)``, the typed evidence (model/evidence.py) of the
 kinds report/facts.py, report/lead.py and rewrite/comments.py read (iv_reuse,
 iv_derivation, seq_duplicate, esn_wrap, esn_mismatch, key_mismatch), or
-None for the others. Raises nothing.
+None for the others; ``stored_clear``, a misplaced layout's clear bytes from
+their hex text. Raises nothing (``stored_clear``: ``ValueError`` for a
+cell that is not hex).
 
 ``summary.json`` is a public format that holds a finding's words, not its
 evidence, and must not change by a byte (issue 21); ``report`` on an
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 import re
 
-from espforensics.evidence import (
+from espforensics.model.enums import FindingKind
+from espforensics.model.evidence import (
     EsnEvent,
     EsnMismatch,
     EsnWrap,
@@ -31,7 +34,6 @@ from espforensics.evidence import (
     SeqDelta,
     SeqDuplicates,
 )
-from espforensics.model import FindingKind
 
 # checks/iv_reuse.py IvReuseCheck._finding
 _IV = re.compile(r"^IV ([0-9a-f]+) used \d+ times: ")
@@ -59,6 +61,12 @@ _EVENT = re.compile(
 _VERIFY = re.compile(r": (\d+) of (\d+) packets verify with the given key")
 _CURE = re.compile(r"; (?:all|(\d+) of the) (\d+) that fail verify with (.+)$")
 _UNUSABLE = "; the key is "
+
+
+def stored_clear(clear_hex: str) -> tuple[int | None, ...]:
+    """A misplaced layout's clear bytes from summary.json's ``clear_hex``: "45 00 .. .."
+    (a byte that varies is ".."); ``ValueError`` for a cell that is neither."""
+    return tuple(None if cell == ".." else int(cell, 16) for cell in clear_hex.split())
 
 
 def stored_evidence(kind: FindingKind, detail: str, count: int) -> Evidence | None:

@@ -12,23 +12,15 @@ All counting lives here and in results/builder.py, so renderers never count.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from typing import Any, TypeVar
 
 from espforensics.bounded.frames import frame_runs, from_runs
-from espforensics.model import (
-    ANY_SPI,
-    SEVERITY_RANK,
-    Finding,
-    FindingKind,
-    PlotOutcome,
-    Severity,
-    UnusedReason,
-    UnusedSa,
-)
+from espforensics.model.enums import SEVERITY_RANK, FindingKind, Severity, UnusedReason
+from espforensics.model.records import ANY_SPI, Finding, PlotOutcome, UnusedSa
 from espforensics.receiver.prediction import Observed, ReceiverHost, ReceiverSa
 from espforensics.results.coverage import CheckCoverage, check_coverage
-from espforensics.results.stored import stored_evidence
-from espforensics.version import TOOL_VERSION as TOOL_VERSION  # noqa: PLC0414 (its home)
+from espforensics.results.stored import stored_clear, stored_evidence
 
 SCHEMA = 1
 
@@ -46,6 +38,34 @@ class CaptureInfo:
     # The decimal digits the capture's timestamps have: 9 (ns), 6 (us), 3 (ms) or 0, the
     # fewest that write every one exactly (sas.csv prints its times with as many).
     time_digits: int = 9
+
+
+class SaMode(StrEnum):
+    """An SA's mode, as summary.json and sas.csv write it: stated by a key file (iproute2's
+    names, keys/validate.py MODES), or guessed from its payloads' next headers (RFC 4303
+    s3.1: tunnel mode carries IP packets, as do ipip/ip6tnl over transport)."""
+
+    UNKNOWN = ""  # no key file says, and no payload was decrypted
+    TRANSPORT = "transport"
+    TUNNEL = "tunnel"
+    BEET = "beet"
+    IPTFS = "iptfs"
+    TRANSPORT_GUESS = "transport (guess)"  # only payloads other than IP
+    TUNNEL_GUESS = "tunnel or IP-in-IP (guess)"  # only IP packets inside
+    MIXED_GUESS = "mixed (guess)"  # both
+
+    @property
+    def guessed(self) -> bool:
+        """Guessed from the payloads, not stated by a key file."""
+        return self in _GUESSED
+
+    @property
+    def transport(self) -> bool:
+        """Transport mode, stated or guessed (a guess that names both modes does not say)."""
+        return self in (SaMode.TRANSPORT, SaMode.TRANSPORT_GUESS)
+
+
+_GUESSED = frozenset({SaMode.TRANSPORT_GUESS, SaMode.TUNNEL_GUESS, SaMode.MIXED_GUESS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +89,7 @@ class SaSummary:
     duplicates: int = 0
     reordered: int = 0
     missing: int = 0  # sequence numbers never seen between first and last
-    mode: str = ""  # from the key file, else guessed from the next headers ("... (guess)")
+    mode: SaMode = SaMode.UNKNOWN  # from the key file, else guessed from the next headers
     tfc_packets: int = 0  # packets with TFC padding after their inner IP packet (RFC 4303 s2.7)
     tfc_bytes: int = 0  # bytes of TFC padding in all
     # the payload lengths padded packets were padded to, with their packets: {"1400": 27}
@@ -96,6 +116,12 @@ class SaSummary:
         return (self.spi, self.src, self.dst)
 
     @property
+    def ip_version(self) -> int:
+        """The outer IP version: ``src`` is the text analyzer/flows.py made of the address
+        (``ipaddress``), and only an IPv6 address's has a colon."""
+        return 6 if ":" in self.src else 4
+
+    @property
     def mbit_per_s(self) -> float | None:
         """Wire throughput between the SA's first and last packet (None for one instant)."""
         span = self.last_time - self.first_time
@@ -114,11 +140,25 @@ class MisplacedLayout:
     esp_offset: int
     spi: int
     packets: int
-    # All the clear bytes, hex, space separated; a byte that differs between
-    # the layout's packets is "..", e.g. "45 00 .. .." (IPv4 total length)
-    clear_hex: str = ""
+    # All the clear bytes; None for a byte that differs between the layout's packets
+    # (summary.json's ``clear_hex`` writes it "..": "45 00 .. ..", IPv4 total length)
+    clear: tuple[int | None, ...] = ()
     carriers: str = ""  # the packets' ``carriers`` column: "vlan", "pppoes", "mpls mpls", ...
     reassembled: bool = False  # datagrams rebuilt from outer fragments (``fragments`` set)
+
+    @property
+    def clear_hex(self) -> str:
+        """The clear bytes as summary.json writes them: hex, space separated, ".." for one
+        that varies; "" when none is known (a summary.json written before them)."""
+        return " ".join(".." if b is None else f"{b:02x}" for b in self.clear)
+
+    @property
+    def first_clear(self) -> int | None:
+        """The first clear byte (an inner IP header's version nibble), None when it varies
+        or none was in clear; a summary.json without ``clear_hex`` has it in the prefix."""
+        if self.clear:
+            return self.clear[0]
+        return int(self.clear_prefix[:2], 16) if self.clear_prefix else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +212,7 @@ class Summary:
         doc["verdicts"], doc["findings"] = dict(self.verdicts), dict(self.findings)
         doc["sas"] = [sa_json(sa) for sa in self.sas]
         doc["finding_list"] = [finding_json(f) for f in self.finding_list]
-        doc["layouts"] = [{**_fields(x), "spi": f"{x.spi:#010x}"} for x in self.layouts]
+        doc["layouts"] = [_layout_json(x) for x in self.layouts]
         doc["plots"] = [{**_fields(p), "files": list(p.files)} for p in self.plots]
         doc["unused_sas"] = [
             {**_fields(u), "spi": "any" if u.spi == ANY_SPI else f"{u.spi:#010x}"}
@@ -197,7 +237,10 @@ class Summary:
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Summary:
         """Inverse of ``to_json``."""
-        sas = tuple(SaSummary(**{**s, "spi": int(s["spi"], 16)}) for s in doc["sas"])
+        sas = tuple(
+            SaSummary(**{**s, "spi": int(s["spi"], 16), "mode": SaMode(s.get("mode", ""))})
+            for s in doc["sas"]
+        )  # an SA's mode is read back here only: its words are SaMode's values
         return cls(
             tool_version=doc["tool_version"],
             capture=CaptureInfo(**doc["capture"]),
@@ -207,9 +250,7 @@ class Summary:
             findings=dict(doc["findings"]),
             reused_ivs=doc["reused_ivs"],
             finding_list=tuple(_finding_from_json(f) for f in doc["finding_list"]),
-            layouts=tuple(
-                MisplacedLayout(**{**x, "spi": int(x["spi"], 16)}) for x in doc["layouts"]
-            ),
+            layouts=tuple(_layout(x) for x in doc["layouts"]),
             plots=tuple(
                 PlotOutcome(p["name"], tuple(p["files"]), p["skipped"]) for p in doc["plots"]
             ),
@@ -248,6 +289,21 @@ class Summary:
                 for r in doc.get("receiver_sas", ())
             ),
         )
+
+
+def _layout_json(x: MisplacedLayout) -> dict[str, Any]:
+    """One misplaced layout in ``summary.json``: its clear bytes as ``clear_hex``, in their
+    field's place."""
+    doc = {("clear_hex" if name == "clear" else name): value for name, value in _fields(x).items()}
+    doc["clear_hex"], doc["spi"] = x.clear_hex, f"{x.spi:#010x}"
+    return doc
+
+
+def _layout(doc: dict[str, Any]) -> MisplacedLayout:
+    """``_layout_json`` read back (a summary.json written before ``clear_hex`` has none)."""
+    rest = {name: value for name, value in doc.items() if name != "clear_hex"}
+    clear = stored_clear(_typed(doc, "clear_hex", str)) if "clear_hex" in doc else ()
+    return MisplacedLayout(**{**rest, "spi": int(doc["spi"], 16), "clear": clear})
 
 
 def _observed_json(observed: Observed) -> dict[str, Any]:

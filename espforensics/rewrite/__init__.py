@@ -32,7 +32,7 @@ from typing import BinaryIO
 from espforensics.capture.writer import Unwritable
 from espforensics.errors import CaptureError, EspForensicsError, KeyFileError, OutputError
 from espforensics.keys import SaTable
-from espforensics.model import Finding
+from espforensics.model.records import Finding
 
 PARTIAL = ".partial"
 

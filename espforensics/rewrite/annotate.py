@@ -46,7 +46,7 @@ from espforensics.capture.writer import (
     comment_options,
     encode_options,
 )
-from espforensics.model import Finding, Frame, PacketRecord
+from espforensics.model.records import Finding, Frame, PacketRecord
 from espforensics.rewrite.comments import DERIVED, MARKING, QUIET_VERDICTS, FindingMarks
 from espforensics.rewrite.rows import PacketRows, RowSlice, table_caplens
 from espforensics.tables.packets import iter_packet_records

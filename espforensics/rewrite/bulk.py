@@ -38,14 +38,16 @@ import numpy.typing as npt
 from espforensics.capture import open_capture
 from espforensics.capture.batch import FrameBatch
 from espforensics.capture.writer import Data, FrameRun
-from espforensics.columns import I64, Mask
 from espforensics.crypto import CipherContext
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import PROTO_ESP, PROTO_UDP
+from espforensics.decode.trailer import NO_NEXT_HEADER, parse_trailers
 from espforensics.engine.plan import distinct_flows, flow_key
 from espforensics.engine.wire import VLAN_DEPTHS, WireColumns, parse
 from espforensics.keys import SaTable, SecurityAssociation
-from espforensics.model import DecryptionSecrets, Frame, Verdict
+from espforensics.model.arrays import I64, Mask
+from espforensics.model.enums import Verdict
+from espforensics.model.records import DecryptionSecrets, Frame
 from espforensics.rewrite.decrypted import (
     COLUMNS,
     TRIED,
@@ -63,7 +65,6 @@ from espforensics.rewrite.rebuild import (
     transport_heads,
 )
 from espforensics.rewrite.rows import PacketRows, RowSlice, table_caplens
-from espforensics.trailer import NO_NEXT_HEADER, parse_trailers
 
 U8 = npt.NDArray[np.uint8]
 BATCH = 4096  # frames a batch: the plaintexts of one in memory at a time

@@ -27,8 +27,9 @@ from collections.abc import Iterable
 import numpy as np
 import numpy.typing as npt
 
-from espforensics.evidence import EsnWrap
-from espforensics.model import Finding, FindingKind, PacketRecord, Verdict
+from espforensics.model.enums import FindingKind, Verdict
+from espforensics.model.evidence import EsnWrap
+from espforensics.model.records import Finding, PacketRecord
 
 PREFIX = "espforensics: "
 MAX_MARKED = 1 << 20  # frames listed by findings kept at the most (each lists a few)

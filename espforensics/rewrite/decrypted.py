@@ -48,11 +48,13 @@ from espforensics.crypto import CipherContext, context_for
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import PROTO_UDP, OuterIp, parse_ip
 from espforensics.decode.link import LINKTYPE_IPV4, LINKTYPE_IPV6, parse_link
+from espforensics.decode.trailer import NO_NEXT_HEADER, parse_trailer
 from espforensics.decode.tunnel import TUNNEL_WORDS
 from espforensics.errors import MalformedPacket, OutputError
 from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.keys.wireshark import secrets_block_sas
-from espforensics.model import DecryptionSecrets, Frame, PacketRecord, Verdict, new_tuple
+from espforensics.model.enums import Verdict
+from espforensics.model.records import DecryptionSecrets, Frame, PacketRecord, new_tuple
 from espforensics.rewrite.rebuild import (
     PROTO_IPIP,
     PROTO_IPV6,
@@ -64,7 +66,6 @@ from espforensics.rewrite.rebuild import (
 )
 from espforensics.rewrite.tunnels import rewrap, walk
 from espforensics.tables.packets import iter_packet_records
-from espforensics.trailer import NO_NEXT_HEADER, parse_trailer
 
 COLUMNS = (
     "verdict",

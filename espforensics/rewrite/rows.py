@@ -22,8 +22,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from espforensics.columns import I64, Mask
-from espforensics.model import PacketRecord
+from espforensics.model.arrays import I64, Mask
+from espforensics.model.records import PacketRecord
 from espforensics.tables.arrow import from_numpy, scalar, strings, to_numpy
 from espforensics.tables.packets import iter_packet_batches, packet_record
 

@@ -31,7 +31,7 @@ import struct
 from collections.abc import Callable, Iterator
 
 from espforensics.keys.sa import CBC_AES, RFC4106, RFC4309, RFC7539ESP, SecurityAssociation
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 from espforensics.synth.builder import START_NS, V4_A, V4_B, filler, make_sa
 from espforensics.synth.esp import EspSealer, build_plaintext
 from espforensics.synth.link import ETH_IPV4, MAC_A, MAC_B

@@ -27,7 +27,8 @@ from espforensics.keys.sa import (
     Secret,
     SecurityAssociation,
 )
-from espforensics.model import DecryptionSecrets, Frame, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import DecryptionSecrets, Frame
 from espforensics.synth.esp import CLEAN, EspSealer, IvOverride, Trailer
 from espforensics.synth.link import ETHERNET, Link, frame_ip
 from espforensics.synth.packets import (

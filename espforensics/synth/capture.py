@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from espforensics.capture import open_compressed_writer, write_pcap, write_pcapng
-from espforensics.model import DecryptionSecrets, Frame
+from espforensics.model.records import DecryptionSecrets, Frame
 from espforensics.synth.keytext import esp_sa_text, keys_yaml, xfrm_state_text
 from espforensics.synth.truth import CaptureFormat, Scenario, expected_json
 

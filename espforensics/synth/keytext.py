@@ -23,7 +23,7 @@ from espforensics.keys.sa import (
     SecurityAssociation,
 )
 from espforensics.keys.wireshark import ESP_SA_SECRETS_TYPE
-from espforensics.model import DecryptionSecrets
+from espforensics.model.records import DecryptionSecrets
 
 
 def _key_hex(sa: SecurityAssociation) -> str:

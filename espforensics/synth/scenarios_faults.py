@@ -12,7 +12,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import replace
 
-from espforensics.model import Verdict
+from espforensics.model.enums import Verdict
 from espforensics.synth.builder import (
     NATT_PORT,
     V4_A,

@@ -17,7 +17,7 @@ import hashlib
 import random
 
 from espforensics.keys.sa import NULL_CIPHER
-from espforensics.model import Verdict
+from espforensics.model.enums import Verdict
 from espforensics.synth.builder import (
     NO_FAULT,
     V4_A,

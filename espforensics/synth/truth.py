@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from espforensics.keys.sa import AEAD_KEY_LAYOUT, CIPHER_LAYOUT, SecurityAssociation
-from espforensics.model import DecryptionSecrets, Frame, Verdict
+from espforensics.model.enums import Verdict
+from espforensics.model.records import DecryptionSecrets, Frame
 
 
 @dataclass(frozen=True, slots=True)

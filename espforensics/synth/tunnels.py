@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from espforensics.model import Frame
+from espforensics.model.records import Frame
 
 LINKTYPE_ETHERNET = 1
 MACS = bytes.fromhex("020000000002020000000001")  # the underlay's: to ...02, from ...01

@@ -29,12 +29,12 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from espforensics.analyzer.crypto import no_key
-from espforensics.columns import Strs
 from espforensics.crypto import IV_LEN
 from espforensics.engine import Row, SteadyRows
 from espforensics.engine.wire import CARRIERS
-from espforensics.model import CSV_ROWS as CSV_ROWS  # noqa: PLC0414 (its home is model.py)
-from espforensics.model import PACKET_COLUMNS, PacketRecord, Proto, Verdict
+from espforensics.model.arrays import Strs
+from espforensics.model.enums import Proto, Verdict
+from espforensics.model.records import PACKET_COLUMNS, PacketRecord
 from espforensics.tables.arrow import bools, from_list, from_numpy, scalar, strings
 
 if TYPE_CHECKING:  # imported by packets_frame when called: 0.24 s of every run's start-up

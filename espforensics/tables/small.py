@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from espforensics.bounded.frames import Frames, runs_text
 from espforensics.bounded.intervals import I64
-from espforensics.model import Finding
+from espforensics.model.records import Finding
 from espforensics.results.summary import Summary
 
 SA_COLUMNS = (

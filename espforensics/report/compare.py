@@ -13,7 +13,7 @@ two sides differ in that (``KeyCover``: every SA, some, none), the rows
 that depend on keys are marked not comparable and ``notes`` says so
 first, so that "ok fell from 593 to 0" is not read as a change of the
 kernel. The names of both sides are kept as given; each renderer escapes
-them for its format (``escape_name`` for text).
+them for its format (render/compare.py escapes them for text).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import PurePath
 
-from espforensics.model import FindingKind, Verdict
+from espforensics.model.enums import FindingKind, Verdict
 from espforensics.report.narrative import UNITS, plural
 from espforensics.results.summary import Summary
 
@@ -198,17 +198,3 @@ def _names(a: str, b: str) -> tuple[str, str]:
     if pa.name != pb.name:
         return pa.name, pb.name
     return str(PurePath(*pa.parts[-2:])), str(PurePath(*pb.parts[-2:]))
-
-
-def escape_name(name: str) -> str:
-    """A name on one line of ASCII: newlines, tabs and other control or non-ASCII
-    characters as Python escapes (\\n, \\t, \\x1b, \\xe9), a backslash doubled."""
-    out = []
-    for ch in name:
-        if ch == "\\":
-            out.append("\\\\")
-        elif " " <= ch <= "~":
-            out.append(ch)
-        else:
-            out.append(repr(ch)[1:-1] if ch.isascii() else ch.encode("unicode_escape").decode())
-    return "".join(out)

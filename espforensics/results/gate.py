@@ -23,8 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from espforensics.model import SEVERITY_RANK, FindingKind, Severity
-from espforensics.model import Unchecked as Unchecked  # noqa: PLC0414 (its home is model.py)
+from espforensics.model.enums import SEVERITY_RANK, FindingKind, Severity, Unchecked
 from espforensics.results.coverage import tally
 from espforensics.results.summary import Summary
 

@@ -20,8 +20,8 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from espforensics.columns import I64, Mask
-from espforensics.model import new_tuple
+from espforensics.model.arrays import I64, Mask
+from espforensics.model.records import new_tuple
 
 NO_NEXT_HEADER = 59
 _PAD_PATTERN = bytes(range(1, 256))

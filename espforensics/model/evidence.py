@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from espforensics.model import InnerChecksum, IvScheme
+from espforensics.model.enums import InnerChecksum, IvScheme
 
 
 @dataclass(frozen=True, slots=True)

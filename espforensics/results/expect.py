@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from espforensics.errors import EspForensicsError
-from espforensics.model import FindingKind, Verdict
+from espforensics.model.enums import FindingKind, Verdict
 from espforensics.receiver.verdict import COUNTERS, RxVerdict
 from espforensics.results.coverage import tally
 from espforensics.results.summary import Summary

@@ -1,0 +1,43 @@
+"""What a run is asked to do, as values the command line and the library share.
+
+In: nothing. Out: ``Selection`` (``--spi``, ``--frames``) and ``CSV_ROWS``, kept here
+so that ``analyze --help`` names them without loading the analysis. Raises nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What a run analyzes (``--spi``, ``--frames``); every other frame is a row of its
+    own with verdict ``not_selected``. Empty ``spis`` and no ``frames``: everything."""
+
+    spis: frozenset[int] = frozenset()
+    frames: tuple[int, int] | None = None  # first and last frame number, both included
+
+    @property
+    def everything(self) -> bool:
+        return not self.spis and self.frames is None
+
+    def frame(self, number: int) -> bool:
+        """Is frame ``number`` selected (by ``frames``)?"""
+        return self.frames is None or self.frames[0] <= number <= self.frames[1]
+
+    def spi(self, spi: int) -> bool:
+        """Is an ESP packet of ``spi`` selected (by ``spis``)?"""
+        return not self.spis or spi in self.spis
+
+    def words(self) -> str:
+        """The selection as the command line said it: ``--spi 0x00001001 --frames 10-20``."""
+        said = [f"--spi {spi:#010x}" for spi in sorted(self.spis)]
+        if self.frames is not None:
+            said.append(f"--frames {self.frames[0]}-{self.frames[1]}")
+        return " ".join(said)
+
+
+# packets.csv by default only up to this many frames: 2M frames made a 433 MB CSV beside
+# a Parquet file that holds the same rows; past it the CSV is dropped (``--csv`` keeps it).
+# Here, not in tables/packets.py, for ``analyze --help``, which names it without loading pyarrow.
+CSV_ROWS = 1_000_000
