@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from espforensics.model.enums import FindingKind, Proto, Severity, Verdict
-from espforensics.model.records import Finding, PacketRecord
+from espforensics.model.records import Finding, PacketRecord, SaKey
 from espforensics.render.json import format_json
 from espforensics.report.content import report_content
 from espforensics.results.builder import SummaryBuilder
@@ -87,8 +87,8 @@ def test_sa_without_padding_or_checksums_makes_no_counter() -> None:
     b.observe(_esp(4, 0x1002, tfc_len=20, payload_len=1400, inner_checksum="bad"))
     b.observe(_esp(5, 0x1002, tfc_len=8, payload_len=600, inner_checksum="ok"))
     bare, padded = (
-        b._sas[(0x1001, "10.0.0.1", "10.0.0.2")],
-        b._sas[(0x1002, "10.0.0.1", "10.0.0.2")],
+        b._sas[SaKey(0x1001, "10.0.0.1", "10.0.0.2")],
+        b._sas[SaKey(0x1002, "10.0.0.1", "10.0.0.2")],
     )
     assert (bare.tfc_to, bare.checksums) == (None, None)
     assert (padded.tfc_to, padded.checksums) == ({1400: 2, 600: 1}, {"ok": 2, "bad": 1})
@@ -123,7 +123,10 @@ def test_sa_verdicts_one_kept_plain_others_counted_in_verdict_order() -> None:
     b.observe(_esp(3, 0x1001, verdict=Verdict.TRUNCATED))
     b.observe(_esp(4, 0x1001, verdict=Verdict.AUTH_FAIL))
     b.observe(_esp(5, 0x1002))
-    one, mixed = b._sas[(0x1002, "10.0.0.1", "10.0.0.2")], b._sas[(0x1001, "10.0.0.1", "10.0.0.2")]
+    one, mixed = (
+        b._sas[SaKey(0x1002, "10.0.0.1", "10.0.0.2")],
+        b._sas[SaKey(0x1001, "10.0.0.1", "10.0.0.2")],
+    )
     assert (one.verdict, one.verdict_packets, one.other_verdicts) == ("unknown_sa", 1, None)
     assert (mixed.verdict, mixed.verdict_packets) == ("truncated", 2)
     assert mixed.other_verdicts == {"ok": 1, "auth_fail": 1}

@@ -31,7 +31,7 @@ from espforensics.errors import (
     scrub,
 )
 from espforensics.keys import SaTable, load_sas
-from espforensics.model.records import Finding, PacketRecord, UnusedSa
+from espforensics.model.records import Finding, PacketRecord, SaKey, UnusedSa
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
 from espforensics.results.builder import SummaryBuilder
 from espforensics.results.summary import CaptureInfo, SaMode, Summary
@@ -198,20 +198,21 @@ def _info_later(
     return wait
 
 
-def _modes(table: SaTable, builder: SummaryBuilder) -> dict[tuple[int, str, str], SaMode]:
+def _modes(table: SaTable, builder: SummaryBuilder) -> dict[SaKey, SaMode]:
     """The mode each seen SA's key file states (one of keys/validate.py MODES), by
     (spi, src, dst)."""
-    modes: dict[tuple[int, str, str], SaMode] = {}
+    modes: dict[SaKey, SaMode] = {}
     if not any(sa.mode for sa in table):  # keyless, or no key file says: skip the lookups
         return modes
-    for spi, src, dst in builder.sa_keys():
-        sa = table.lookup(spi, ipaddress.ip_address(src).packed, ipaddress.ip_address(dst).packed)
+    for key in builder.sa_keys():
+        src, dst = ipaddress.ip_address(key.src).packed, ipaddress.ip_address(key.dst).packed
+        sa = table.lookup(key.spi, src, dst)
         if sa is not None and sa.mode:
-            modes[(spi, src, dst)] = SaMode(sa.mode)
+            modes[key] = SaMode(sa.mode)
     return modes
 
 
-def _iv_schemes(analyzer: FrameAnalyzer) -> dict[tuple[int, str, str], str]:
+def _iv_schemes(analyzer: FrameAnalyzer) -> dict[SaKey, str]:
     """Each SA's IV scheme as the IV derivation check named it, by (spi, src, dst)."""
     for check in analyzer.checks:
         if isinstance(check, IvDerivationCheck):
@@ -271,8 +272,8 @@ class _Ends:
     """What the summary takes from the analyzer once every frame is read."""
 
     findings: list[Finding]
-    modes: dict[tuple[int, str, str], SaMode]
-    iv_schemes: dict[tuple[int, str, str], str]
+    modes: dict[SaKey, SaMode]
+    iv_schemes: dict[SaKey, str]
     receivers: tuple[tuple[ReceiverHost, ...], tuple[ReceiverSa, ...]]
     unused_sas: tuple[UnusedSa, ...]
     key_notes: tuple[str, ...]

@@ -54,7 +54,7 @@ from espforensics.decode.inner import (
 from espforensics.model.arrays import I64, U8, Mask, Strs, read_be, u8
 from espforensics.model.enums import FindingKind, InnerChecksum, Proto, Severity, Verdict
 from espforensics.model.evidence import BadChecksums, NextHeaderMismatch
-from espforensics.model.records import Finding, PacketRecord
+from espforensics.model.records import Finding, PacketRecord, SaKey
 
 _REASONS = {
     Verdict.ESP_MISPLACED: NOT_CHECKED + "the ESP header is misplaced (the plaintext may not "
@@ -127,12 +127,12 @@ class InnerChecksumCheck:
             self._sas.get(pkt.flow).mismatch.add(rec, found.detail.removeprefix(NOT_CHECKED))
 
     def finish(self) -> Iterator[Finding]:
-        for (spi, src, dst), sa in self._sas.items():
+        for key, sa in self._sas.items():
             if sa.bad.count:
                 yield _finding(
                     InnerChecksum.BAD,
                     Severity.HIGH,
-                    (spi, src, dst),
+                    key,
                     sa.bad,
                     ("carries", "carry"),
                     "an inner packet whose checksum does not verify: it was damaged before "
@@ -143,7 +143,7 @@ class InnerChecksumCheck:
                 yield _finding(
                     InnerChecksum.PARTIAL,
                     Severity.MEDIUM,
-                    (spi, src, dst),
+                    key,
                     sa.partial,
                     ("carries", "carry"),
                     "a partial inner checksum, the pseudo-header sum alone that checksum "
@@ -152,10 +152,10 @@ class InnerChecksumCheck:
                     "receiver that verifies it drops the packet",
                 )
             if sa.mismatch.count:
-                yield _mismatch((spi, src, dst), sa.mismatch)
+                yield _mismatch(key, sa.mismatch)
 
 
-def _mismatch(key: tuple[int, str, str], kind: _Kind) -> Finding:
+def _mismatch(key: SaKey, kind: _Kind) -> Finding:
     spi, src, dst = key
     n = kind.count
     subject = "1 packet whose ICV verifies" if n == 1 else f"{n} packets whose ICV verifies"
@@ -177,7 +177,7 @@ def _mismatch(key: tuple[int, str, str], kind: _Kind) -> Finding:
 def _finding(
     status: InnerChecksum,
     severity: Severity,
-    key: tuple[int, str, str],
+    key: SaKey,
     kind: _Kind,
     verb: tuple[str, str],
     what: str,

@@ -33,7 +33,7 @@ from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import OuterIp
 from espforensics.keys.sa import CLEAR_BY_DESIGN, SecurityAssociation
 from espforensics.model.enums import Verdict
-from espforensics.model.records import PacketRecord
+from espforensics.model.records import PacketRecord, SaKey
 
 T = TypeVar("T")
 HEAD_LEN = 16  # plaintext bytes the checks see: evidence of IV reuse, equal-to-ciphertext test
@@ -90,7 +90,7 @@ class Flow:
 
     def __init__(self, spi: int, src: str, dst: str, state: SaState) -> None:
         self.spi, self.src, self.dst, self.state = spi, src, dst, state
-        self.key = (spi, src, dst)  # one tuple for every check's PerFlow
+        self.key = SaKey(spi, src, dst)  # one tuple for every check's PerFlow
         self.known_to = 0  # a bit per PerFlow that made or found this flow's state
 
 
@@ -370,7 +370,7 @@ class PerFlow(Generic[T]):
     def __init__(self, factory: Callable[[], T]) -> None:
         self._factory = factory
         self._bit = flow_bit()
-        self.by_key: dict[tuple[int, str, str], T] = {}
+        self.by_key: dict[SaKey, T] = {}
 
     def get(self, flow: Flow) -> T:
         """The flow's state, made on first use."""
@@ -386,7 +386,7 @@ class PerFlow(Generic[T]):
         """The flow's state if a packet of it was observed, else None (nothing is made)."""
         return self.by_key[flow.key] if flow.known_to & self._bit else None
 
-    def items(self) -> list[tuple[tuple[int, str, str], T]]:
+    def items(self) -> list[tuple[SaKey, T]]:
         """Every state with its (SPI, src, dst), in that order."""
         return sorted(self.by_key.items(), key=lambda kv: kv[0])
 

@@ -78,7 +78,7 @@ from espforensics.decode.clear import KEYLESS_ICV_LENS
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.keys.sa import NULL_CIPHER
 from espforensics.model.enums import IvScheme, Verdict
-from espforensics.model.records import Finding, PacketRecord
+from espforensics.model.records import Finding, PacketRecord, SaKey
 
 _COUNTERS = (IvScheme.SEQIV, IvScheme.COUNTER)
 __all__ = ["WINDOW", "IvDerivationCheck", "choose_constant"]  # choose_constant: seqiv only
@@ -380,7 +380,7 @@ class IvDerivationCheck(BulkRules):
             if sa.chained:
                 yield chained_finding(spi, src, dst, sa)
 
-    def schemes(self) -> dict[tuple[int, str, str], IvScheme]:
+    def schemes(self) -> dict[SaKey, IvScheme]:
         """Each SA's IV scheme by (SPI, src, dst), once ``finish`` settled every window."""
         out = {}
         for key, sa in self._sas.by_key.items():  # not sorted: items() copies every pair

@@ -33,7 +33,7 @@ from espforensics.checks.bulk import BulkRules, FlowRows, Mask, PlainRule, Plain
 from espforensics.checks.context import Flow, PacketContext
 from espforensics.keys.sa import SaTable, SecurityAssociation
 from espforensics.model.enums import Verdict
-from espforensics.model.records import Finding
+from espforensics.model.records import Finding, SaKey
 from espforensics.receiver.config import LEGACY_BITS, replay_config
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
 from espforensics.receiver.replay import LegacyWindow
@@ -54,7 +54,7 @@ class _State:
 
     rx: RxState | None
     window: str
-    flow: tuple[int, str, str]  # the first flow that reached it
+    flow: SaKey  # the first flow that reached it
     shared: bool = False  # flows of other sources reached it too
     sas: int = 0  # the SAs the key files held when it was looked up
     verdicts: Counter[str] = field(default_factory=Counter)

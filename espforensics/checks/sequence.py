@@ -46,7 +46,7 @@ from espforensics.checks.context import Flow, PacketContext, PerFlow
 from espforensics.checks.coverage import Seen
 from espforensics.model.enums import FindingKind, Severity, Verdict
 from espforensics.model.evidence import EsnWrap, SeqDuplicates, SeqGaps, SeqRange, SeqReorder
-from espforensics.model.records import Finding
+from espforensics.model.records import Finding, SaKey
 
 WINDOW = 4096
 REPLAY_WINDOW = 64
@@ -248,7 +248,7 @@ class SequenceCheck(BulkRules):
         sa.window().put_many(seq64s, lambda i: digests[i].tobytes())
         sa.top = int(seq64s[-1])
 
-    def counts(self) -> dict[tuple[int, str, str], tuple[int, int, int]]:
+    def counts(self) -> dict[SaKey, tuple[int, int, int]]:
         """(duplicates, missing, reordered) per SA, for the per-SA table."""
         return {
             k: (sa.duplicates, sum(b - a + 1 for a, b in sa.gaps()), sa.reordered)

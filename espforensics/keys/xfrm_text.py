@@ -111,23 +111,23 @@ def parse_xfrm_text(
 
 
 def _blocks(text: str, origin: str) -> Iterator[_Block]:
-    head: tuple[int, str, str] | None = None
+    head: _Block | None = None  # the block's ``src ... dst ...`` line, its lines to come
     lines: list[tuple[int, str]] = []
-    extra = False
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         match = None if line[0] in " \t" else _SRC_LINE.fullmatch(line.rstrip())
         if match is not None:
             if head is not None:
-                yield _Block(*head, tuple(lines), extra)
-            head, lines, extra = (number, match[1], match[2]), [], bool(match["extra"])
+                yield replace(head, lines=tuple(lines))
+            head = _Block(number, match[1], match[2], (), bool(match["extra"]))
+            lines = []
         elif head is not None and line[0] in " \t":
             lines.append((number, line.strip()))
         else:
             raise KeyFileError(origin, f"line {number}: expected a `src ADDRESS dst ADDRESS` line")
     if head is not None:
-        yield _Block(*head, tuple(lines), extra)
+        yield replace(head, lines=tuple(lines))
 
 
 def _parse_block(block: _Block, origin: str) -> SecurityAssociation | None:

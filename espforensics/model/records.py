@@ -1,6 +1,7 @@
 """The records every stage hands on: a captured frame, a packet's row, a finding.
 
-In: nothing. Out: ``Frame`` (one capture record), ``PacketRecord``, the
+In: nothing. Out: ``Frame`` (one capture record), ``SaKey`` (an SA's
+identity), ``PacketRecord``, the
 one-row-per-frame interchange format whose field names are the ``packets.csv``
 columns, ``Finding`` (a row of findings.csv, with its typed evidence),
 ``PlotOutcome``, ``UnusedSa``. Raises nothing.
@@ -40,6 +41,19 @@ class Frame(NamedTuple):
     wirelen: int  # bytes on the wire
     linktype: int  # LINKTYPE_* of the interface the frame was captured on
     data: bytes
+
+
+class SaKey(NamedTuple):
+    """One SA as the packets name it: SPI, outer source and outer destination (address texts).
+
+    A tuple, so it hashes, compares and sorts as ``(spi, src, dst)``: the order of
+    the per-SA tables. Built once per flow (``checks.context.Flow.key``); where
+    one is built per record, with ``new_tuple``.
+    """
+
+    spi: int
+    src: str
+    dst: str
 
 
 class DecryptionSecrets(NamedTuple):

@@ -24,7 +24,7 @@ from typing import Any
 
 from espforensics.model.enums import FindingKind
 from espforensics.model.evidence import EsnMismatch, IvChained, IvDeviating, IvReuse, SeqDuplicates
-from espforensics.model.records import Finding
+from espforensics.model.records import Finding, SaKey
 from espforensics.report.narrative import clear_bytes
 from espforensics.results.summary import MisplacedLayout, SaMode, SaSummary, Summary
 
@@ -124,7 +124,6 @@ def shown_frames(facts: SaFacts, name: str) -> tuple[int, ...]:
     return value.frames
 
 
-_SaKey = tuple[int, str, str]
 # The finding kinds whose counts, frames or evidence the facts are made of.
 READ = frozenset(
     {
@@ -153,13 +152,13 @@ def sa_facts(summary: Summary) -> tuple[SaFacts, ...]:
     (IV reuse) or a layout (placement) names only the SPI, and counts for
     every SA of that SPI.
     """
-    by_sa: dict[_SaKey, list[Finding]] = {}
+    by_sa: dict[SaKey, list[Finding]] = {}
     by_spi: dict[int, list[Finding]] = {}
     for f in summary.finding_list:
         if f.kind not in READ:
             continue  # a scan's tens of thousands of seq_gap findings: no fact
         if f.spi is not None and f.src:
-            by_sa.setdefault((f.spi, f.src, f.dst), []).append(f)
+            by_sa.setdefault(SaKey(f.spi, f.src, f.dst), []).append(f)
         elif f.spi is not None:
             by_spi.setdefault(f.spi, []).append(f)
     layouts: dict[tuple[int, int], list[MisplacedLayout]] = {}

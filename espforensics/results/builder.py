@@ -20,7 +20,7 @@ from espforensics.bounded.rare import Rare
 from espforensics.checks.coverage import CUT_FOUND, CUT_READ, cut_kind
 from espforensics.engine import SteadyRows
 from espforensics.model.enums import FindingKind, InnerChecksum, Proto, Verdict
-from espforensics.model.records import Finding, PacketRecord, UnusedSa
+from espforensics.model.records import Finding, PacketRecord, SaKey, UnusedSa, new_tuple
 from espforensics.model.version import TOOL_VERSION
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
 from espforensics.results.coverage import check_coverage
@@ -173,7 +173,7 @@ class _SaAcc:
 
     def summary(
         self,
-        key: tuple[int, str, str],
+        key: SaKey,
         missing: int,
         mode: SaMode,
         iv_scheme: str = "",
@@ -261,10 +261,10 @@ class SummaryBuilder:
         self.last_time: float | None = None
         self.time_unit = _SECOND  # the largest of s, ms, us, ns dividing every timestamp
         self.verdicts: Counter[str] = Counter()
-        self._sas: dict[tuple[int, str, str], _SaAcc] = {}
+        self._sas: dict[SaKey, _SaAcc] = {}
         self._layouts: dict[_LayoutKey, _LayoutAcc] = {}
         # ICMP errors quoting an ESP packet, per quoted (spi, src, dst): no packet of the SA
-        self._quoted: Counter[tuple[int, str, str]] = Counter()
+        self._quoted: Counter[SaKey] = Counter()
 
     def observe(self, rec: PacketRecord) -> None:
         """Count one record."""
@@ -277,7 +277,7 @@ class SummaryBuilder:
                 self.time_unit = _unit_of(rec.time, self.time_unit)
             self.verdicts[rec.verdict] += 1
         if rec.quoted_spi is not None:
-            self._quoted[(rec.quoted_spi, rec.quoted_src, rec.quoted_dst)] += 1
+            self._quoted[SaKey(rec.quoted_spi, rec.quoted_src, rec.quoted_dst)] += 1
         if rec.proto is Proto.OTHER:
             return
         if rec.layer == 1:
@@ -286,7 +286,7 @@ class SummaryBuilder:
             self.inner_esp_packets += 1
         if rec.spi is None:
             return
-        key = (rec.spi, rec.src, rec.dst)
+        key = new_tuple(SaKey, (rec.spi, rec.src, rec.dst))
         acc = self._sas.get(key)
         if acc is None:
             acc = self._sas[key] = _SaAcc(rec.algorithm, rec.time, rec.time)
@@ -320,7 +320,7 @@ class SummaryBuilder:
 
     def _steady_sa(self, rows: SteadyRows, f: int, idx: npt.NDArray[np.intp]) -> None:
         flow = rows.flows[f]
-        key = (flow.spi, flow.src, flow.dst)
+        key = flow.key
         first_ns = int(rows.ts_ns[idx[0]])
         acc = self._sas.get(key)
         if acc is None:
@@ -349,7 +349,7 @@ class SummaryBuilder:
         seen = Counter(rows.inner_checksum[idx].tolist())
         acc.checksum_counts().update({value: seen[value] for value in sorted(seen)})
 
-    def sa_keys(self) -> list[tuple[int, str, str]]:
+    def sa_keys(self) -> list[SaKey]:
         """The (spi, src, dst) of every SA seen so far."""
         return list(self._sas)
 
@@ -379,11 +379,11 @@ class SummaryBuilder:
         self,
         capture: CaptureInfo,
         findings: list[Finding],
-        modes: dict[tuple[int, str, str], SaMode] | None = None,
+        modes: dict[SaKey, SaMode] | None = None,
         error: str | None = None,
         unused_sas: tuple[UnusedSa, ...] = (),
         key_notes: tuple[str, ...] = (),
-        iv_schemes: dict[tuple[int, str, str], str] | None = None,
+        iv_schemes: dict[SaKey, str] | None = None,
         receivers: tuple[tuple[ReceiverHost, ...], tuple[ReceiverSa, ...]] = ((), ()),
     ) -> Summary:
         """The summary of everything observed, with the checks' findings.
@@ -394,12 +394,12 @@ class SummaryBuilder:
         ``unused_sas`` the key files' SAs that no packet matched (checks/unused.py);
         ``receivers`` the receiver model's prediction (checks/receiver.py).
         """
-        missing: Counter[tuple[int, str, str]] = Counter()
+        missing: Counter[SaKey] = Counter()
         per_kind: Counter[str] = Counter()
         for f in findings:
             per_kind[f.kind.value] += f.count
             if f.kind is FindingKind.SEQ_GAP and f.spi is not None:
-                missing[(f.spi, f.src, f.dst)] += f.count
+                missing[SaKey(f.spi, f.src, f.dst)] += f.count
         modes = modes or {}
         sas = tuple(
             a.summary(

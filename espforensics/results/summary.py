@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from espforensics.bounded.frames import frame_runs, from_runs
 from espforensics.model.enums import SEVERITY_RANK, FindingKind, Severity, UnusedReason
-from espforensics.model.records import ANY_SPI, Finding, PlotOutcome, UnusedSa
+from espforensics.model.records import ANY_SPI, Finding, PlotOutcome, SaKey, UnusedSa
 from espforensics.receiver.prediction import Observed, ReceiverHost, ReceiverSa
 from espforensics.results.coverage import CheckCoverage, check_coverage
 from espforensics.results.stored import stored_clear, stored_evidence
@@ -112,8 +112,8 @@ class SaSummary:
     cut_found: int = 0
 
     @property
-    def key(self) -> tuple[int, str, str]:
-        return (self.spi, self.src, self.dst)
+    def key(self) -> SaKey:
+        return SaKey(self.spi, self.src, self.dst)
 
     @property
     def ip_version(self) -> int:
