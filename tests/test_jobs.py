@@ -214,7 +214,7 @@ def test_resolve_takes_what_the_lane_would_decode() -> None:
     flows = p.opening.plan.flows
     tops = {i: f.state.tracker.top for i, f in zip(p.idents, flows, strict=True)}
     found = p.resolve(p.prefetch(tops))
-    opened = [ctx.open_many(q, ivs, sealed) for ctx, q, ivs, sealed in p.opening.jobs]
+    opened = [job.open() for job in p.opening.jobs]
     local = p.lane.decode(p.opening, p.batch, opened)
     assert found is not None and local is not None
     assert found.good.tolist() == local.good.tolist()

@@ -57,7 +57,7 @@ def _warm() -> tuple[FrameAnalyzer, FrameBatch, WireColumns]:
 
 def _plan(lane: SteadyLane, batch: FrameBatch, wire: WireColumns) -> Plan:
     opening = lane.prepare(batch, wire)
-    opened = [ctx.open_many(seq64, ivs, sealed) for ctx, seq64, ivs, sealed in opening.jobs]
+    opened = [job.open() for job in opening.jobs]
     return lane.settle(opening, batch, lane.decode(opening, batch, opened))
 
 

@@ -22,8 +22,6 @@ from espforensics.engine.wire import ADDR_LEN, I64, FrameBatch, Mask, WireColumn
 
 U64 = npt.NDArray[np.uint64]
 Index = npt.NDArray[np.intp]
-# One SA's packets to open: its context, their seq64s, IVs (rows) and sealed bytes.
-OpenJob = tuple[CipherContext, npt.NDArray[np.uint64], npt.NDArray[np.uint8], list[memoryview]]
 WIDE = 16  # CBC's IV (RFC 3602): the lane reads this many bytes after every ESP header
 
 
@@ -103,6 +101,32 @@ class Plan:
 
 
 @dataclass(frozen=True, slots=True)
+class OpenJob:
+    """One SA's packets to open: its context, their seq64s, IVs (rows) and sealed bytes."""
+
+    ctx: CipherContext
+    seq64: U64
+    ivs: npt.NDArray[np.uint8]
+    sealed: list[memoryview]
+
+    def open(self) -> list[bytes | None]:
+        """Each packet's plaintext, or None where its ICV does not verify."""
+        return self.ctx.open_many(self.seq64, self.ivs, self.sealed)
+
+    def split(self, share: int) -> list[OpenJob]:
+        """The job as parts of ``share`` packets (the last one fewer), in order."""
+        return [
+            OpenJob(
+                self.ctx,
+                self.seq64[i : i + share],
+                self.ivs[i : i + share],
+                self.sealed[i : i + share],
+            )
+            for i in range(0, len(self.sealed), share)
+        ]
+
+
+@dataclass(frozen=True, slots=True)
 class Opening:
     """A plan whose packets are to be opened: per SA its context and its packets (candidate
     positions), and where each packet sits."""
@@ -123,7 +147,7 @@ class Opening:
         for ctx, own in self.parts:
             spans = zip(self.sealed_at[own].tolist(), self.end[own].tolist(), strict=True)
             ivs = self.plan.iv_bytes[own, : ctx.iv_len]
-            jobs.append((ctx, self.plan.seq64[own], ivs, [mv[a:b] for a, b in spans]))
+            jobs.append(OpenJob(ctx, self.plan.seq64[own], ivs, [mv[a:b] for a, b in spans]))
         return tuple(jobs)
 
 

@@ -52,11 +52,6 @@ _MIN_SHARE = 64  # packets a thread gets at the least: below it, one thread open
 FIRST_BATCH = 64  # frames of the first batch (batch_sizes)
 
 
-def _open(job: OpenJob) -> list[bytes | None]:
-    ctx, seq64, ivs, sealed = job
-    return ctx.open_many(seq64, ivs, sealed)
-
-
 class _Opener:
     """Opens a batch's packets on ``threads`` threads (the caller's among them), in order."""
 
@@ -65,22 +60,20 @@ class _Opener:
 
     def submit(self, jobs: Sequence[OpenJob]) -> Callable[[], list[list[bytes | None]]]:
         """Start opening ``jobs``; the call that finishes (on the caller's thread) and returns."""
-        total = sum(len(job[3]) for job in jobs)
+        total = sum(len(job.sealed) for job in jobs)
         if self._pool is None or total < 2 * _MIN_SHARE:
-            return lambda: [_open(job) for job in jobs]
+            return lambda: [job.open() for job in jobs]
         share = max(_MIN_SHARE, -(-total // self._threads))
         parts: list[OpenJob] = []
         counts: list[int] = []  # parts per job
-        for ctx, seq64, ivs, sealed in jobs:
-            cuts = range(0, len(sealed), share)
-            parts.extend(
-                (ctx, seq64[i : i + share], ivs[i : i + share], sealed[i : i + share]) for i in cuts
-            )
+        for job in jobs:
+            cuts = job.split(share)
+            parts.extend(cuts)
             counts.append(len(cuts))
-        futures = [self._pool.submit(_open, part) for part in parts[1:]]
+        futures = [self._pool.submit(part.open) for part in parts[1:]]
 
         def finish() -> list[list[bytes | None]]:
-            done = [_open(parts[0]), *(f.result() for f in futures)]
+            done = [parts[0].open(), *(f.result() for f in futures)]
             out, at = [], 0
             for k in counts:
                 out.append([p for part in done[at : at + k] for p in part])
