@@ -53,7 +53,7 @@ def _equivalent(flows: tuple[Flow, Flow], history: list[Row], batch: list[Row], 
     assert all(lane.admits(f) for f in flows)
     group = lane.scope(flows[0])
     assert group is not None and lane.scope(flows[1]) is group  # one scope for the key
-    taken = first(lane.refuses_scope(group, scope_rows(batch))) if batch else 0
+    taken = first(group.refuses(scope_rows(batch))) if batch else 0
     grp = ref.scope(flows[0])
     assert isinstance(grp, iv_reuse._Group)
     refs, new = [], []
@@ -72,7 +72,7 @@ def _equivalent(flows: tuple[Flow, Flow], history: list[Row], batch: list[Row], 
         new.append(fresh and not refs[-1].rec.iv_reused)
     assert taken == first([not n for n in new])  # row by row up to the first refused
     if taken:
-        lane.commit_scope(group, scope_rows(batch[:taken]), opened([p for _, p in batch[:taken]]))
+        group.commit(scope_rows(batch[:taken]), opened([p for _, p in batch[:taken]]))
     rest = [context(flow, p) for flow, p in batch[taken:]]
     for pkt in rest:
         lane.observe(pkt)
@@ -185,11 +185,12 @@ def test_a_reused_counter_iv_is_refused_and_reported_once_per_frame_path() -> No
     ]
     check = _check(GCM, history)
     group = check.scope(flows[0])
+    assert group is not None
     batch = [
         (flows[1], _pkt(3, 3, (3 ^ C).to_bytes(8))),
         (flows[0], _pkt(4, 4, (2 ^ C).to_bytes(8))),
     ]
-    assert check.refuses_scope(group, scope_rows(batch)).tolist() == [False, True]
+    assert group.refuses(scope_rows(batch)).tolist() == [False, True]
 
 
 def test_a_group_of_random_ivs_hashes_them_and_is_admitted() -> None:
@@ -204,7 +205,7 @@ def test_a_group_of_random_ivs_hashes_them_and_is_admitted() -> None:
     assert check.admits(flow)
     n = len(ivs) + 1
     batch = [(flow, _pkt(n + k, n + k, iv)) for k, iv in enumerate([b"new iv 1", ivs[3], ivs[-1]])]
-    assert check.refuses_scope(group, scope_rows(batch)).tolist() == [False, True, True]
+    assert group.refuses(scope_rows(batch)).tolist() == [False, True, True]
 
 
 def test_an_additive_counter_is_counted_in_one_run() -> None:
@@ -215,7 +216,7 @@ def test_an_additive_counter_is_counted_in_one_run() -> None:
     assert isinstance(group, iv_reuse._Group)
     assert (group.additive, len(group.runs), group.hashed) == (True, 1, None)
     batch = [(flow, _pkt(n, n, _counter_iv("add", n))) for n in range(100, 140)]
-    assert not check.refuses_scope(group, scope_rows(batch)).any()
+    assert not group.refuses(scope_rows(batch)).any()
 
 
 def test_iv_equal_to_seq_keeps_both_maps() -> None:
@@ -226,4 +227,4 @@ def test_iv_equal_to_seq_keeps_both_maps() -> None:
     assert isinstance(group, iv_reuse._Group)
     assert (group.additive, group.const, group.added, len(group.runs)) == (None, 0, 0, 1)
     batch = [(flow, _pkt(f, n, n.to_bytes(8))) for f, n in ((100, 100), (101, 101), (102, 1 << 40))]
-    assert check.refuses_scope(group, scope_rows(batch)).tolist() == [False, False, False]
+    assert group.refuses(scope_rows(batch)).tolist() == [False, False, False]

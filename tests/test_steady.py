@@ -21,7 +21,15 @@ import numpy as np
 
 from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.checks import BULK, Flow
-from espforensics.checks.bulk import BulkColumns, BulkRules, FlowRows, Mask
+from espforensics.checks.bulk import (
+    BulkColumns,
+    BulkRules,
+    FlowRows,
+    Mask,
+    Opened,
+    Scope,
+    ScopeRows,
+)
 from espforensics.engine.steady import Plan, SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns, parse
 from espforensics.keys import SaTable
@@ -70,13 +78,23 @@ def _lane(an: FrameAnalyzer, *extra: BulkRules) -> SteadyLane:
     return SteadyLane(an, (*real, *extra))
 
 
+class _Shared:
+    """A scope that refuses no row and keeps nothing."""
+
+    def refuses(self, rows: ScopeRows) -> Mask:
+        return np.zeros(len(rows), np.bool_)
+
+    def commit(self, rows: ScopeRows, opened: Opened) -> None:
+        pass
+
+
 class _Refuse(BulkRules):
     """Refuses one frame; with ``shared``, one scope for every flow."""
 
-    def __init__(self, frame: int, shared: object | None = None) -> None:
+    def __init__(self, frame: int, shared: Scope | None = None) -> None:
         self.frame, self.shared = frame, shared
 
-    def scope(self, flow: Flow) -> object | None:
+    def scope(self, flow: Flow) -> Scope | None:
         return self.shared
 
     def refuses(self, rows: FlowRows) -> Mask:
@@ -144,7 +162,7 @@ def test_a_failed_icv_sends_the_rest_of_its_sa_per_frame() -> None:
 def test_a_scope_shared_by_two_sas_makes_them_one_unit() -> None:
     an, batch, wire = _warm()
     frame = WARM + 21
-    plan = _plan(_lane(an, _Refuse(frame, shared=object())), batch, wire)
+    plan = _plan(_lane(an, _Refuse(frame, shared=_Shared())), batch, wire)
     assert len(plan.units) == 1
     assert plan.taken == [f < frame for f in batch.number.tolist()]
 

@@ -181,24 +181,33 @@ class PlainRule:
     inner_checks: InnerChecks | None = None
 
 
+class Scope(Protocol):
+    """State a check shares between flows (the IV reuse check's key group), with the
+    check's bulk rules over the rows of all of them, in capture order."""
+
+    def refuses(self, rows: ScopeRows) -> Mask:
+        """``BulkCheck.refuses`` over the scope's rows."""
+        ...
+
+    def commit(self, rows: ScopeRows, opened: Opened) -> None:
+        """``observe`` for the scope's rows the lane took, in bulk."""
+        ...
+
+
 class BulkCheck(Protocol):
     """A check's bulk rules (``BulkRules`` has the defaults)."""
 
     def admits(self, flow: Flow) -> bool: ...
 
-    def scope(self, flow: Flow) -> object | None: ...
+    def scope(self, flow: Flow) -> Scope | None: ...
 
     def refuses(self, rows: FlowRows) -> Mask: ...
 
     def refuses_bytes(self, rows: FlowRows) -> Mask: ...
 
-    def refuses_scope(self, scope: object, rows: ScopeRows) -> Mask: ...
-
     def columns(self, rows: FlowRows) -> BulkColumns: ...
 
     def commit(self, rows: FlowRows) -> None: ...
-
-    def commit_scope(self, scope: object, rows: ScopeRows, opened: Opened) -> None: ...
 
 
 class BulkRules:
@@ -208,11 +217,12 @@ class BulkRules:
         """Is the flow (its SA) in this check's steady state?"""
         return True
 
-    def scope(self, flow: Flow) -> object | None:
+    def scope(self, flow: Flow) -> Scope | None:
         """The state this check shares between this flow and others (a key group), if any.
 
         The lane plans the rows of flows that share a scope as one unit: from
-        the first row refused, the rest of the unit goes per frame.
+        the first row refused, the rest of the unit goes per frame. The scope's
+        own ``refuses`` and ``commit`` are the check's rules over its rows.
         """
         return None
 
@@ -225,19 +235,12 @@ class BulkRules:
         their bytes alone: asked once per batch (``refuses`` again after a refused row)."""
         return np.zeros(len(rows), np.bool_)
 
-    def refuses_scope(self, scope: object, rows: ScopeRows) -> Mask:
-        """``refuses`` over the rows of one of this check's scopes."""
-        return np.zeros(len(rows), np.bool_)
-
     def columns(self, rows: FlowRows) -> BulkColumns:
         """The columns this check fills for a flow's rows."""
         return NOTHING
 
     def commit(self, rows: FlowRows) -> None:
         """``observe`` for a flow's rows the lane took, in bulk."""
-
-    def commit_scope(self, scope: object, rows: ScopeRows, opened: Opened) -> None:
-        """``observe`` for a scope's rows the lane took, in bulk."""
 
 
 def first_refused(refused: Mask) -> int:

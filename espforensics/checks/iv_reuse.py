@@ -50,7 +50,7 @@ from espforensics.bounded.intervals import I64, U8, U64, IntervalSet, U64Set
 from espforensics.bounded.rare import Rare
 from espforensics.bounded.window import RecentWindow
 from espforensics.checks import coverage as coverage_reasons
-from espforensics.checks.bulk import BulkRules, Mask, Opened, ScopeRows
+from espforensics.checks.bulk import BulkRules, Mask, Opened, Scope, ScopeRows
 from espforensics.checks.context import HEAD_LEN, Flow, PacketContext, SaState
 from espforensics.checks.coverage import Seen
 from espforensics.checks.ivmath import signed_delta
@@ -188,6 +188,51 @@ class _Group:
             self.hashed = U64Set()  # not a counter: stop growing runs, hash from now on
         return was
 
+    def refuses(self, rows: ScopeRows) -> Mask:
+        """The bulk rule of ``IvReuseCheck.observe`` over the group's rows (``Scope``):
+        rows whose IV may be a reuse: not above every value the group holds (and rising),
+        or a wide IV's fold the group or an earlier row has; and counting rows past
+        ``RUNS_BEFORE_HASH`` runs, where ``observe`` would start hashing."""
+        if not len(rows):
+            return np.zeros(0, np.bool_)
+        if self.wide:
+            assert self.hashed is not None  # a wide group hashes from its first packet
+            return _hashed(self.hashed, rows.iv)
+        value, bad = self.values(rows.iv)  # a row that makes the group take its map: per frame
+        runs = self.runs
+        if self.hashed is not None:  # random IVs: a hash of the values, not arithmetic
+            return bad | _hashed(self.hashed, value) | runs.contains_many(value)
+        bad |= value <= np.concatenate(([np.uint64(runs.top())], value[:-1]))
+        fresh = np.concatenate(([int(value[0]) != runs.top() + 1], np.diff(value) != 1))
+        # where ``seen`` would start hashing: past the runs cap, runs more than half the packets
+        held = len(runs) + np.cumsum(fresh)
+        bad |= (held > RUNS_BEFORE_HASH) & (2 * held > self.packets + np.arange(1, len(rows) + 1))
+        return bad
+
+    def commit(self, rows: ScopeRows, opened: Opened) -> None:
+        """What ``IvReuseCheck.observe`` does for packets whose IVs are new to the group,
+        in bulk (``iv_reused`` is False for each)."""
+        width = 2 * IV_LEN if self.wide else IV_LEN
+        icv = (rows.icv, rows.icv_len)
+        uses = Uses(
+            rows.frames,
+            rows.iv_bytes[:, :width],
+            rows.spi,
+            rows.seq64,
+            icv,
+            opened.cts,
+            opened.heads,
+        )
+        self.packets += len(rows)
+        if self.wide:
+            assert self.hashed is not None
+            self.hashed.add_new(rows.iv)  # the folds
+        elif self.hashed is not None:
+            self.hashed.add_new(self.values(rows.iv)[0])
+        else:
+            self.runs.extend_above(self.values(rows.iv)[0])
+        self.recent.put_many(rows.iv, uses)
+
 
 class Uses:
     """The uses of a steady batch's packets, each built only if the window is read.
@@ -302,56 +347,10 @@ class IvReuseCheck(BulkRules):
             return flow.state.sa is None and not group.wide
         return bool((ctx.counter and ctx.iv_len == IV_LEN) or ctx.iv_len == 2 * IV_LEN)
 
-    def scope(self, flow: Flow) -> object | None:
+    def scope(self, flow: Flow) -> Scope | None:
+        """The flow's key group: its ``refuses`` and ``commit`` are this check's rules over
+        the rows of every flow of the key."""
         return self._of(flow)
-
-    def refuses_scope(self, scope: object, rows: ScopeRows) -> Mask:
-        """Rows whose IV may be a reuse: not above every value the group holds (and rising),
-        or a wide IV's fold the group or an earlier row has; and counting rows past
-        ``RUNS_BEFORE_HASH`` runs, where ``observe`` would start hashing."""
-        assert isinstance(scope, _Group)
-        group = scope
-        if not len(rows):
-            return np.zeros(0, np.bool_)
-        if group.wide:
-            assert group.hashed is not None  # a wide group hashes from its first packet
-            return _hashed(group.hashed, rows.iv)
-        value, bad = group.values(rows.iv)  # a row that makes the group take its map: per frame
-        runs = group.runs
-        if group.hashed is not None:  # random IVs: a hash of the values, not arithmetic
-            return bad | _hashed(group.hashed, value) | runs.contains_many(value)
-        bad |= value <= np.concatenate(([np.uint64(runs.top())], value[:-1]))
-        fresh = np.concatenate(([int(value[0]) != runs.top() + 1], np.diff(value) != 1))
-        # where ``seen`` would start hashing: past the runs cap, runs more than half the packets
-        held = len(runs) + np.cumsum(fresh)
-        bad |= (held > RUNS_BEFORE_HASH) & (2 * held > group.packets + np.arange(1, len(rows) + 1))
-        return bad
-
-    def commit_scope(self, scope: object, rows: ScopeRows, opened: Opened) -> None:
-        """What ``observe`` does for packets whose IVs are new to the group, in bulk
-        (``iv_reused`` is False for each)."""
-        assert isinstance(scope, _Group)
-        group = scope
-        width = 2 * IV_LEN if group.wide else IV_LEN
-        icv = (rows.icv, rows.icv_len)
-        uses = Uses(
-            rows.frames,
-            rows.iv_bytes[:, :width],
-            rows.spi,
-            rows.seq64,
-            icv,
-            opened.cts,
-            opened.heads,
-        )
-        group.packets += len(rows)
-        if group.wide:
-            assert group.hashed is not None
-            group.hashed.add_new(rows.iv)  # the folds
-        elif group.hashed is not None:
-            group.hashed.add_new(group.values(rows.iv)[0])
-        else:
-            group.runs.extend_above(group.values(rows.iv)[0])
-        group.recent.put_many(rows.iv, uses)
 
     def _of(self, flow: Flow) -> _Group | None:
         """The flow's key group, if a packet made it: an SA of the key files by its state,

@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from espforensics.capture.batch import Buffer
 from espforensics.checks import Flow, SaState
-from espforensics.checks.bulk import FlowRows, Outer, ScopeRows
+from espforensics.checks.bulk import FlowRows, Outer, Scope, ScopeRows
 from espforensics.checks.context import HEAD_LEN
 from espforensics.crypto import IV_LEN, CipherContext
 from espforensics.engine.plain import PlainColumns
@@ -58,7 +58,7 @@ class Plan:
     rows: Index = field(default_factory=lambda: np.zeros(0, np.intp))  # position -> batch row
     spi: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
     flows: list[Flow] = field(default_factory=list)
-    scopes: list[tuple[object | None, ...]] = field(default_factory=list)  # per flow, per check
+    scopes: list[tuple[Scope | None, ...]] = field(default_factory=list)  # per flow, per check
     frame: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
     flow: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # position -> flows index
     unit: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # position -> unit, or -1
@@ -226,17 +226,18 @@ def scope_rows(plan: Plan, own: Index) -> ScopeRows:
     )
 
 
-def scopes(plan: Plan, pos: Index) -> list[tuple[int, object, Index]]:
-    """Per check and per scope of it among the rows ``pos``: (check, scope, which rows)."""
+def scopes(plan: Plan, pos: Index) -> list[tuple[Scope, Index]]:
+    """Per check, in the registry's order, and per scope of it among the rows ``pos``:
+    (scope, which rows)."""
     flow = plan.flow[pos]
     flows = np.unique(flow).tolist()
-    out: list[tuple[int, object, Index]] = []
+    out: list[tuple[Scope, Index]] = []
     for k in range(len(plan.scopes[flows[0]]) if flows else 0):
-        shared: dict[int, tuple[object, list[int]]] = {}
+        shared: dict[int, tuple[Scope, list[int]]] = {}
         for f in flows:
             scope = plan.scopes[f][k]
             if scope is not None:
                 shared.setdefault(id(scope), (scope, []))[1].append(f)
         for scope, own_flows in shared.values():
-            out.append((k, scope, np.flatnonzero(np.isin(flow, own_flows))))
+            out.append((scope, np.flatnonzero(np.isin(flow, own_flows))))
     return out

@@ -44,7 +44,7 @@ import numpy.typing as npt
 from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.capture.batch import Buffer
 from espforensics.checks import Flow, SaState, bulk_checks
-from espforensics.checks.bulk import BulkCheck, Opened, Outer, first_refused
+from espforensics.checks.bulk import BulkCheck, Opened, Outer, Scope, first_refused
 from espforensics.checks.context import HEAD_LEN
 from espforensics.crypto import IV_LEN, CipherContext
 from espforensics.decode.esn import EsnTracker
@@ -240,7 +240,7 @@ class SteadyLane:
         for u, unit in enumerate(plan.units):
             unit.rows = order[bounds[u] : bounds[u + 1]].tolist()
 
-    def _eligible(self, flow: Flow) -> tuple[object | None, ...] | None:
+    def _eligible(self, flow: Flow) -> tuple[Scope | None, ...] | None:
         """The checks' scopes of a flow whose SA is in the steady state, else None."""
         state, ctx = flow.state, flow.state.ctx
         if ctx is None:
@@ -257,7 +257,7 @@ class SteadyLane:
             return None
         return tuple(check.scope(flow) for check in self._checks)
 
-    def _keyless(self, flow: Flow) -> tuple[object | None, ...] | None:
+    def _keyless(self, flow: Flow) -> tuple[Scope | None, ...] | None:
         """The checks' scopes of a flow of a run without keys, once its SA had a packet.
 
         A run with keys sends its keyless packets one by one: the placement check
@@ -338,8 +338,8 @@ class SteadyLane:
                 counter = check.columns(flow_view).counter
                 if counter is not None:
                     plan.counter[pos[at]] |= counter
-        for k, scope, at in scopes(plan, pos):
-            bad[at] |= self._checks[k].refuses_scope(scope, scope_rows(plan, pos[at]))
+        for scope, at in scopes(plan, pos):
+            bad[at] |= scope.refuses(scope_rows(plan, pos[at]))
         sealed = plan.end[pos] - plan.sealed_at[pos]
         bad |= unopenable(sealed, plan.icv_len[pos], plan.iv_wide[pos]) | plan.by_bytes[pos]
         return first_refused(bad)
@@ -384,9 +384,8 @@ class SteadyLane:
             _digest(plan, keyless, batch.buf)
         for u in np.unique(plan.unit[pos]).tolist():
             mine = pos[plan.unit[pos] == u]
-            for k, scope, own in scopes(plan, mine):
-                opened = _opened(plan, mine[own], view)
-                self._checks[k].commit_scope(scope, scope_rows(plan, mine[own]), opened)
+            for scope, own in scopes(plan, mine):
+                scope.commit(scope_rows(plan, mine[own]), _opened(plan, mine[own], view))
         flows = plan.flow[pos]
         for f in np.unique(flows).tolist():
             own = pos[flows == f]
