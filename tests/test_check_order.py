@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import FrozenInstanceError, fields
+from dataclasses import FrozenInstanceError, fields, replace
 
 import pytest
 
 from espforensics.analyzer import frame
 from espforensics.analyzer.frame import FrameAnalyzer, Options
-from espforensics.checks import FINISH_READS, OBSERVE_READS, Check, Holds, make_checks
+from espforensics.checks import FINISH_READS, OBSERVE_READS, Checks, Holds, make_checks
 from espforensics.checks.context import Memo, PacketContext, Receiving
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
@@ -31,7 +31,7 @@ from tests.helpers import PER_FRAME, run_frames, scenario
 
 
 def test_every_reader_runs_after_what_it_reads() -> None:
-    names = [c.name for c in make_checks(SaTable(), Holds())]
+    names = [c.name for c in make_checks(SaTable(), Holds()).order]
     assert len(set(names)) == len(names)
     for reader, reads in (*FINISH_READS.items(), *OBSERVE_READS.items()):
         assert reader in names
@@ -110,11 +110,12 @@ def test_the_checks_give_the_same_outputs_in_any_order_that_keeps_their_reads(
     expected = _analyze(name, keyed, snap)
     assert any(r.misplaced for r in expected[0]) == name.startswith("kernel-gso")
 
-    def reordered(sas: SaTable, holds: Holds) -> tuple[Check, ...]:
-        checks = {c.name: c for c in make_checks(sas, holds)}
+    def reordered(sas: SaTable, holds: Holds) -> Checks:
+        made = make_checks(sas, holds)
+        checks = {c.name: c for c in made.order}
         names = _keeping_reads(ORDERS[order](list(checks)))
         assert names != list(checks)  # another order than the registry's
-        return tuple(checks[n] for n in names)
+        return replace(made, order=tuple(checks[n] for n in names))
 
     monkeypatch.setattr(frame, "make_checks", reordered)
     assert _analyze(name, keyed, snap) == expected
@@ -184,8 +185,9 @@ def test_the_checks_read_a_frozen_packet_the_receiver_has_placed(
     their header found, their plaintext read (keyed) and their flow the SA's."""
     spy = _Spy()
 
-    def with_spy(sas: SaTable, holds: Holds) -> tuple[Check, ...]:
-        return (spy, *make_checks(sas, holds))
+    def with_spy(sas: SaTable, holds: Holds) -> Checks:
+        made = make_checks(sas, holds)
+        return replace(made, order=(spy, *made.order))
 
     monkeypatch.setattr(frame, "make_checks", with_spy)
     sc = scenario("kernel-gso-v4")

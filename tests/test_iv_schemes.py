@@ -121,7 +121,7 @@ def _run(
 ) -> tuple[list[PacketRecord], list[Finding], dict[int, str]]:
     sc = scenario(name)
     run = run_frames(sc.frames, sc.sas if keys else (), lane, name)
-    [ivd] = [c for c in run.analyzer.checks if isinstance(c, IvDerivationCheck)]
+    ivd = run.analyzer.checks.iv_derivation
     schemes = {spi: str(s) for (spi, _, _), s in ivd.schemes().items()}
     return run.records, run.findings, schemes
 

@@ -20,7 +20,6 @@ import pytest
 
 from espforensics import analyze
 from espforensics.analyzer.frame import Options
-from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import CBC_AES, SecurityAssociation
 from espforensics.model.enums import FindingKind, IvScheme, Severity, Verdict
@@ -52,7 +51,7 @@ def _schemes(
 ) -> tuple[dict[int, IvScheme], list[Finding]]:
     sc = scenario(name_or_sc) if isinstance(name_or_sc, str) else name_or_sc
     run = run_frames(sc.frames, sas, lane)
-    [ivd] = [c for c in run.analyzer.checks if isinstance(c, IvDerivationCheck)]
+    ivd = run.analyzer.checks.iv_derivation
     return {spi: s for (spi, _, _), s in ivd.schemes().items()}, run.findings
 
 

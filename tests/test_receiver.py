@@ -20,7 +20,6 @@ import pytest
 
 from espforensics.analysis import analyze
 from espforensics.analyzer.frame import Options
-from espforensics.checks.receiver import ReceiverCheck
 from espforensics.keys import SaTable
 from espforensics.model.records import DecryptionSecrets, Frame
 from espforensics.receiver.verdict import COUNTERS, PROTO_ERROR
@@ -52,7 +51,7 @@ def _run(
 ) -> tuple[dict[int, str], dict[str, dict[str, int]]]:
     """The receiver column by frame, and the predicted counters by host."""
     run = run_frames(cb.frames, sas, lane)
-    check = next(c for c in run.analyzer.checks if isinstance(c, ReceiverCheck))
+    check = run.analyzer.checks.receiver
     hosts, _ = check.prediction()
     return {r.frame: r.receiver for r in run.records}, {h.dst: h.counters for h in hosts}
 
@@ -151,7 +150,7 @@ def test_bmp_window_and_the_assumed_default(lane: Options) -> None:
         sas = SaTable((replace(ab.sealer.sa, replay_window=window),))
         run = run_frames(cb.frames, sas, lane)
         assert {r.frame: r.receiver for r in run.records if r.frame in want} == want
-        check = next(c for c in run.analyzer.checks if isinstance(c, ReceiverCheck))
+        check = run.analyzer.checks.receiver
         _, states = check.prediction()
         described = "legacy window 32 (assumed: the key file says none)"
         assert states[0].window == (described if window is None else "bmp window 128")

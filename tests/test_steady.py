@@ -74,7 +74,7 @@ def _spis(wire: WireColumns) -> list[int]:
 
 
 def _lane(an: FrameAnalyzer, *extra: BulkRules) -> SteadyLane:
-    real = tuple(c for c in an.checks if isinstance(c, BULK))
+    real = tuple(c for c in an.checks.order if isinstance(c, BULK))
     return SteadyLane(an, (*real, *extra))
 
 

@@ -19,11 +19,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from espforensics.analysis.progress import READING, UNPACKING, Meter
-from espforensics.analyzer.frame import FrameAnalyzer, Options, fewer_collections
+from espforensics.analyzer.frame import Finished, FrameAnalyzer, Options, fewer_collections
 from espforensics.capture import open_capture
 from espforensics.capture.regular import check_regular
-from espforensics.checks.iv_derivation import IvDerivationCheck
-from espforensics.checks.receiver import ReceiverCheck
 from espforensics.engine import Engine, Row
 from espforensics.errors import (
     CaptureError,
@@ -31,8 +29,7 @@ from espforensics.errors import (
     scrub,
 )
 from espforensics.keys import SaTable, load_sas
-from espforensics.model.records import Finding, PacketRecord, SaKey, UnusedSa
-from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
+from espforensics.model.records import PacketRecord, SaKey
 from espforensics.results.builder import SummaryBuilder
 from espforensics.results.summary import CaptureInfo, SaMode, Summary
 
@@ -212,24 +209,6 @@ def _modes(table: SaTable, builder: SummaryBuilder) -> dict[SaKey, SaMode]:
     return modes
 
 
-def _iv_schemes(analyzer: FrameAnalyzer) -> dict[SaKey, str]:
-    """Each SA's IV scheme as the IV derivation check named it, by (spi, src, dst)."""
-    for check in analyzer.checks:
-        if isinstance(check, IvDerivationCheck):
-            return {key: str(scheme) for key, scheme in check.schemes().items()}
-    return {}
-
-
-def _receivers(
-    analyzer: FrameAnalyzer,
-) -> tuple[tuple[ReceiverHost, ...], tuple[ReceiverSa, ...]]:
-    """The receiver model's prediction (checks/receiver.py)."""
-    for check in analyzer.checks:
-        if isinstance(check, ReceiverCheck):
-            return check.prediction()
-    return (), ()
-
-
 def _run(
     path: str | os.PathLike[str],
     sas: KeysArg,
@@ -254,14 +233,15 @@ def _run(
         )
         # The checks' per-SA state is gone (the analyzer with it) before the summary's rows
         # are made: a capture of many SAs holds one or the other at its peak, not both.
+        done = ends.checks
         summary = builder.finish(
             info(),
-            ends.findings,
+            done.findings,
             ends.modes,
             _stop_message(error),
-            iv_schemes=ends.iv_schemes,
-            receivers=ends.receivers,
-            unused_sas=ends.unused_sas,
+            iv_schemes={key: str(scheme) for key, scheme in done.iv_schemes.items()},
+            receivers=done.receivers,
+            unused_sas=done.unused_sas,
             key_notes=ends.key_notes,
         )
     return summary, error
@@ -271,11 +251,8 @@ def _run(
 class _Ends:
     """What the summary takes from the analyzer once every frame is read."""
 
-    findings: list[Finding]
+    checks: Finished
     modes: dict[SaKey, SaMode]
-    iv_schemes: dict[SaKey, str]
-    receivers: tuple[tuple[ReceiverHost, ...], tuple[ReceiverSa, ...]]
-    unused_sas: tuple[UnusedSa, ...]
     key_notes: tuple[str, ...]
 
 
@@ -299,12 +276,7 @@ def _analyze(
     try:
         read = _consume(_stream(path, engine, progress, meter), builder, sink)
         return named(read, path, name), _Ends(
-            analyzer.findings,
-            _modes(analyzer.sas, builder),
-            _iv_schemes(analyzer),
-            _receivers(analyzer),
-            analyzer.unused_sas,
-            tuple(analyzer.sas.notes),
+            analyzer.finished(), _modes(analyzer.sas, builder), tuple(analyzer.sas.notes)
         )
     finally:
         engine.close()

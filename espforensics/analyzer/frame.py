@@ -39,10 +39,8 @@ from espforensics.analyzer.layers import MAX_LAYERS, Layer, may_nest, next_layer
 from espforensics.analyzer.placement import PlacementSearch
 from espforensics.analyzer.receive import Receiver
 from espforensics.analyzer.waiting import Waiting
-from espforensics.checks import Check, Flow, Holds, SaState, make_checks
+from espforensics.checks import Flow, Holds, SaState, make_checks
 from espforensics.checks.context import Receiving
-from espforensics.checks.iv_derivation import IvDerivationCheck
-from espforensics.checks.keys import KeyCheck
 from espforensics.decode.esp import (
     ESP_HEADER_LEN,
     SPI_LEN,
@@ -67,9 +65,17 @@ from espforensics.errors import MalformedPacket, Truncated
 from espforensics.keys import SaTable
 from espforensics.keys.validate import reserved_notes
 from espforensics.keys.wireshark import secrets_block_sas
-from espforensics.model.enums import Proto, Verdict
+from espforensics.model.enums import IvScheme, Proto, Verdict
 from espforensics.model.options import Selection
-from espforensics.model.records import DecryptionSecrets, Finding, Frame, PacketRecord, UnusedSa
+from espforensics.model.records import (
+    DecryptionSecrets,
+    Finding,
+    Frame,
+    PacketRecord,
+    SaKey,
+    UnusedSa,
+)
+from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
 
 # Records waiting behind a held one (a fragment, an SA's first IVs) at the most:
 # past this the oldest hold is given up, so memory stays bounded by it.
@@ -139,6 +145,22 @@ class Options:
     select: Selection = field(default_factory=Selection)  # --spi, --frames: what is analyzed
 
 
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """What the checks hand the summary once every frame is read (``FrameAnalyzer.finished``).
+
+    ``findings``: every check's, in the registry's order; ``iv_schemes``: each SA's
+    IV scheme as the IV derivation check settled it; ``receivers``: the receiver
+    model's prediction (per destination, per receiving state); ``unused_sas``: the
+    key files' SAs no packet used, with the likely reason.
+    """
+
+    findings: list[Finding]
+    iv_schemes: dict[SaKey, IvScheme]
+    receivers: tuple[tuple[ReceiverHost, ...], tuple[ReceiverSa, ...]]
+    unused_sas: tuple[UnusedSa, ...]
+
+
 class FrameAnalyzer:
     """Walks each frame forward through the stages once; the engine's handle on them.
 
@@ -162,9 +184,9 @@ class FrameAnalyzer:
         self._esn = EsnPlacement(self._holds)
         self._waiting = Waiting(self._holds)
         self._limits = (MAX_BEHIND_CHECK, MAX_WAITING)  # read here: tests lower them
-        self.checks: tuple[Check, ...] = make_checks(self.sas, self._holds)
-        self._keys = next(c for c in self.checks if isinstance(c, KeyCheck))
-        self._ivd = next(c for c in self.checks if isinstance(c, IvDerivationCheck))
+        self.checks = make_checks(self.sas, self._holds)
+        self._each = self.checks.order
+        self._keys, self._ivd = self.checks.keys, self.checks.iv_derivation
         self.findings: list[Finding] = []
         # The SA states the frames processed here reached (the engine clears it): the
         # steady lane's plans for an SA hold only while no other frame reaches it.
@@ -173,7 +195,7 @@ class FrameAnalyzer:
         # the analyzer would make a cycle, and a run's state freed only by a full collection
         # (60,000 SAs: 1.26 million objects alive after the run, 36 MB more at its peak).
         search = PlacementSearch(self.sas, self._flows.flow_for)
-        self._receiver = Receiver(self.checks, self._esn, search, self.touched)
+        self._receiver = Receiver(self._each, self._esn, search, self.touched)
 
     @property
     def busy(self) -> bool:
@@ -188,6 +210,15 @@ class FrameAnalyzer:
     def unused_sas(self) -> tuple[UnusedSa, ...]:
         """The key files' SAs no packet used, with the likely reason (after ``finish``)."""
         return self._keys.unused
+
+    def finished(self) -> Finished:
+        """What the checks hand the summary, once ``finish`` ran."""
+        return Finished(
+            self.findings,
+            self.checks.iv_derivation.schemes(),
+            self.checks.receiver.prediction(),
+            self._keys.unused,
+        )
 
     def flow_for(self, spi: int, src: bytes, dst: bytes) -> Flow:
         """The flow of (SPI, outer source, outer destination), made on first use."""
@@ -436,7 +467,7 @@ class FrameAnalyzer:
         """
         expired = self._fragments.drain()
         self._force(None)
-        for check in self.checks:
+        for check in self._each:
             self.findings.extend(check.finish())
         yield from self._release(expired)
 

@@ -15,6 +15,7 @@ and ``FINISH_READS`` names what a ``finish`` reads of another check.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
 from espforensics.checks import (
@@ -56,9 +57,32 @@ class Check(Protocol):
     def finish(self) -> Iterator[Finding]: ...
 
 
-def make_checks(sas: SaTable, holds: Holds) -> tuple[Check, ...]:
+@dataclass(frozen=True, slots=True)
+class Checks:
+    """Every check of a run by its name, and ``order``, the order they run in.
+
+    What reads one check's results after the run (its IV schemes, the receiver's
+    prediction, the unused SAs) names it, rather than searching the checks for its
+    type; the analyzer runs ``order`` (tests run them in others).
+    """
+
+    placement: PlacementCheck
+    leaks: LeakCheck
+    iv_reuse: IvReuseCheck
+    iv_derivation: IvDerivationCheck
+    sequence: SequenceCheck
+    reserved_spi: ReservedSpiCheck
+    receiver: ReceiverCheck
+    esn_mismatch: EsnMismatchCheck
+    keys: KeyCheck
+    integrity: IntegrityCheck
+    inner_checksum: InnerChecksumCheck
+    order: tuple[Check, ...]
+
+
+def make_checks(sas: SaTable, holds: Holds) -> Checks:
     """Every check, in the order they run."""
-    return (
+    named = (
         PlacementCheck(sas),
         LeakCheck(),
         IvReuseCheck(sas),
@@ -71,6 +95,7 @@ def make_checks(sas: SaTable, holds: Holds) -> tuple[Check, ...]:
         IntegrityCheck(),
         InnerChecksumCheck(),
     )
+    return Checks(*named, order=named)
 
 
 # The checks with bulk rules for the engine's steady lane (checks/bulk.py): the
@@ -138,6 +163,7 @@ __all__ = [
     "FINISH_READS",
     "OBSERVE_READS",
     "Check",
+    "Checks",
     "Flow",
     "Holds",
     "PacketContext",

@@ -96,7 +96,7 @@ class SteadyLane:
     ) -> None:
         """``checks``: the bulk checks (by default the analyzer's, by ``checks.BULK``)."""
         self._an = analyzer
-        self._checks = bulk_checks(analyzer.checks) if checks is None else checks
+        self._checks = bulk_checks(analyzer.checks.order) if checks is None else checks
 
     # -- planning -------------------------------------------------------------
     def prepare(self, batch: FrameBatch, wire: WireColumns) -> Opening:
