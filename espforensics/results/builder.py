@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -227,7 +227,19 @@ def _most(item: tuple[int, int]) -> tuple[int, int]:
     return (-item[1], item[0])
 
 
-_LayoutKey = tuple[int, str, int, int, str, int, int, str, bool]
+class _LayoutKey(NamedTuple):
+    """What makes two misplaced packets one layout (``MisplacedLayout``'s fields but its
+    counts); sorted as a tuple, in this field order, for the summary's ``layouts``."""
+
+    ip_version: int
+    proto: str
+    expected_offset: int
+    clear_offset: int
+    clear_prefix: str
+    esp_offset: int
+    spi: int
+    carriers: str
+    reassembled: bool
 
 
 @dataclass(slots=True)
@@ -248,6 +260,22 @@ class _LayoutAcc:
     def clear(self) -> tuple[int | None, ...]:
         """The first packet's clear bytes, None where another packet's differ."""
         return tuple(None if i in self.varies else b for i, b in enumerate(self.first))
+
+
+def _layout(key: _LayoutKey, acc: _LayoutAcc) -> MisplacedLayout:
+    return MisplacedLayout(
+        ip_version=key.ip_version,
+        proto=key.proto,
+        expected_offset=key.expected_offset,
+        clear_offset=key.clear_offset,
+        clear_prefix=key.clear_prefix,
+        esp_offset=key.esp_offset,
+        spi=key.spi,
+        packets=acc.packets,
+        clear=acc.clear(),
+        carriers=key.carriers,
+        reassembled=key.reassembled,
+    )
 
 
 class SummaryBuilder:
@@ -358,16 +386,16 @@ class SummaryBuilder:
             return
         leaked = rec.leaked or 0
         clear = bytes.fromhex(rec.leaked_hex)
-        key = (
-            rec.ip_version or 0,
-            rec.proto.value,
-            rec.expected_offset,
-            rec.esp_offset - leaked,
-            clear[:2].hex(),
-            rec.esp_offset,
-            rec.spi,
-            rec.carriers,
-            rec.fragments is not None,
+        key = _LayoutKey(
+            ip_version=rec.ip_version or 0,
+            proto=rec.proto.value,
+            expected_offset=rec.expected_offset,
+            clear_offset=rec.esp_offset - leaked,
+            clear_prefix=clear[:2].hex(),
+            esp_offset=rec.esp_offset,
+            spi=rec.spi,
+            carriers=rec.carriers,
+            reassembled=rec.fragments is not None,
         )
         acc = self._layouts.get(key)
         if acc is None:
@@ -428,10 +456,7 @@ class SummaryBuilder:
                 1 if f.frames else f.count for f in findings if f.kind is FindingKind.IV_REUSE
             ),
             finding_list=sort_findings(_addressed(findings, sas)),
-            layouts=tuple(
-                MisplacedLayout(*k[:7], a.packets, a.clear(), carriers=k[7], reassembled=k[8])
-                for k, a in sorted(self._layouts.items())
-            ),
+            layouts=tuple(_layout(k, a) for k, a in sorted(self._layouts.items())),
             error=error,
             unused_sas=unused_sas,
             key_notes=key_notes,
