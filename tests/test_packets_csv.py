@@ -94,7 +94,7 @@ def _write(
         for i, rec in enumerate(records):
             if i == len(records) // 2:
                 writer.reached(at)
-            writer.write(rec)
+            writer.observe(rec)
     return csv
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from espforensics.analysis.progress import COPIES, DONE, PLOTS, REPORTS, TABLES, Meter
 from espforensics.analysis.run import (
+    Discard,
     KeyPath,
     KeysArg,
     Progress,
@@ -84,7 +85,7 @@ def summarize(
 ) -> Summary:
     """Only the summary of a capture (no tables); raise ``CaptureError`` if it is damaged.
     ``name``: what the summary and errors call the capture when ``path`` is a copy of it."""
-    summary, error = _run(path, sas, options, lambda rec: None, name=name)
+    summary, error = _run(path, sas, options, Discard(), name=name)
     if error is not None:
         raise error
     return summary
@@ -96,7 +97,7 @@ def analyze(
     """Analyze a capture in memory; raise ``CaptureError`` if it is damaged."""
     tables: list[pa.Table] = []
     groups = RowGroups(tables.append)
-    summary, error = _run(path, sas, options, groups.write_rows)
+    summary, error = _run(path, sas, options, groups)
     if error is not None:
         raise error
     groups.flush()
@@ -250,7 +251,7 @@ def analyze_to_dir(
         with tables as writer:
             told = _both(writer.reached, progress)
             summary, error = _run(
-                path, table, options, writer.write_rows, told, sha256, jobs, meter, scheduler, name
+                path, table, options, writer, told, sha256, jobs, meter, scheduler, name
             )
             stage(TABLES)  # the last row groups are written as the block ends
         if xfrm_stat is not None:

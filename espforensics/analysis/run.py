@@ -15,14 +15,14 @@ import hashlib
 import ipaddress
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from espforensics.analysis.progress import READING, UNPACKING, Meter
 from espforensics.analyzer.frame import Finished, FrameAnalyzer, Options, fewer_collections
 from espforensics.capture import open_capture
 from espforensics.capture.regular import check_regular
-from espforensics.engine import Engine, Row
+from espforensics.engine import Engine, RowSink, SteadyRows, deliver
 from espforensics.errors import (
     CaptureError,
     EspForensicsError,
@@ -60,29 +60,57 @@ def _table(sas: KeysArg) -> SaTable:
     return load_sas(sas if isinstance(sas, str | os.PathLike) else list(sas))
 
 
+class Discard:
+    """A ``RowSink`` that keeps nothing: a run that writes no tables."""
+
+    def observe(self, rec: PacketRecord) -> None:
+        pass
+
+    def observe_rows(self, rows: SteadyRows) -> None:
+        pass
+
+
+class _Tee:
+    """Hands each row to the summary's builder, then to the sink; counts the frames."""
+
+    def __init__(self, builder: SummaryBuilder, sink: RowSink) -> None:
+        self._builder, self._sink = builder, sink
+        self.frames = 0
+
+    def observe(self, rec: PacketRecord) -> None:
+        self._builder.observe(rec)
+        self._sink.observe(rec)
+        self.frames += 1
+
+    def observe_rows(self, rows: SteadyRows) -> None:
+        self._builder.observe_rows(rows)
+        self._sink.observe_rows(rows)
+        self.frames += rows.rows
+
+
 def _stream(
     path: str | os.PathLike[str],
     engine: Engine,
+    tee: _Tee,
     progress: Progress | None,
     meter: Meter | None = None,
-) -> Iterator[Row]:
+) -> None:
     told = None if meter is None else _Unpacking(meter)
     with open_capture(path, engine.unpack_once, told) as capture:
         if told is not None:
             told.end()
-        frames = shown = 0
+        shown = 0
         for row in engine.iter_rows(capture.batches(engine.batch_sizes())):
-            frames += 1 if isinstance(row, PacketRecord) else row.rows
-            if frames - shown >= 4096:
-                shown = frames
+            deliver(row, tee)
+            if tee.frames - shown >= 4096:
+                shown = tee.frames
                 at = capture.bytes_read if engine.done_bytes is None else engine.done_bytes
                 if progress is not None:
                     progress(at)
                 if meter is not None:
-                    meter.reading(frames, at)
-            yield row
+                    meter.reading(tee.frames, at)
         if meter is not None:
-            meter.reading(frames, capture.bytes_read)
+            meter.reading(tee.frames, capture.bytes_read)
 
 
 class _Unpacking:
@@ -105,7 +133,11 @@ class _Unpacking:
 
 
 def _consume(
-    rows: Iterator[Row], builder: SummaryBuilder, sink: Callable[[Row], None]
+    path: str | os.PathLike[str],
+    engine: Engine,
+    tee: _Tee,
+    progress: Progress | None,
+    meter: Meter | None,
 ) -> Exception | None:
     """Feed every row to the builder and the sink; the error that ended it, if any.
 
@@ -114,12 +146,7 @@ def _consume(
     raises the error once it is written down.
     """
     try:
-        for row in rows:
-            if isinstance(row, PacketRecord):
-                builder.observe(row)
-            else:
-                builder.observe_rows(row)
-            sink(row)
+        _stream(path, engine, tee, progress, meter)
     except Exception as exc:  # raised again by every caller, once the outputs are written
         return exc
     return None
@@ -213,7 +240,7 @@ def _run(
     path: str | os.PathLike[str],
     sas: KeysArg,
     options: Options | None,
-    sink: Callable[[Row], None],
+    sink: RowSink,
     progress: Progress | None = None,
     sha256: str | None = None,
     jobs: int = 1,
@@ -261,7 +288,7 @@ def _analyze(
     table: SaTable,
     options: Options,
     builder: SummaryBuilder,
-    sink: Callable[[Row], None],
+    sink: RowSink,
     jobs: int,
     scheduler: str | None,
     progress: Progress | None,
@@ -274,7 +301,7 @@ def _analyze(
     analyzer = FrameAnalyzer(table, options, name or str(path))
     engine = Engine(analyzer, options, jobs, scheduler)
     try:
-        read = _consume(_stream(path, engine, progress, meter), builder, sink)
+        read = _consume(path, engine, _Tee(builder, sink), progress, meter)
         return named(read, path, name), _Ends(
             analyzer.finished(), _modes(analyzer.sas, builder), tuple(analyzer.sas.notes)
         )

@@ -8,7 +8,7 @@ loop over batches, the decryption thread pool, and the per-frame path
 of analyzer/frame.py for every other frame).
 """
 
-from espforensics.engine.rows import SteadyRows
-from espforensics.engine.run import Engine, Row
+from espforensics.engine.rows import RowSink, SteadyRows
+from espforensics.engine.run import Engine, Row, deliver
 
-__all__ = ["Engine", "Row", "SteadyRows"]
+__all__ = ["Engine", "Row", "RowSink", "SteadyRows", "deliver"]

@@ -2,12 +2,15 @@
 
 In: made by ``SteadyLane.apply`` (engine/steady.py). Out: read by the
 summary (``SummaryBuilder.observe_rows``) and the tables
-(``tables.steady_table``). Raises nothing.
+(``tables.steady_table``). ``RowSink`` is what takes the engine's rows: a
+record by ``observe``, a steady run by ``observe_rows`` (engine/run.py
+``deliver`` calls the right one). Raises nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -70,3 +73,15 @@ class SteadyRows:
     @property
     def rows(self) -> int:
         return len(self.frame) + len(self.records)
+
+
+class RowSink(Protocol):
+    """What takes the engine's rows in capture order, one method per kind of row."""
+
+    def observe(self, rec: PacketRecord) -> None:
+        """One frame (or one ESP layer of it) from the per-frame path."""
+        ...
+
+    def observe_rows(self, rows: SteadyRows) -> None:
+        """A run of frames from the steady lane."""
+        ...

@@ -41,7 +41,7 @@ from espforensics.checks import SaState
 from espforensics.crypto import sa_identity
 from espforensics.engine.pool import Ahead, Item, Prefetcher
 from espforensics.engine.prefetch import resolve
-from espforensics.engine.rows import SteadyRows
+from espforensics.engine.rows import RowSink, SteadyRows
 from espforensics.engine.steady import OpenJob, Plan, SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns, parse
 from espforensics.errors import InputError
@@ -92,6 +92,15 @@ def batch_sizes(largest: int) -> Iterator[int]:
         yield size
         size *= 2
     yield from repeat(largest)
+
+
+def deliver(row: Row, sink: RowSink) -> None:
+    """Hand one of ``iter_rows``'s rows to ``sink``: a record to ``observe``, a steady run to
+    ``observe_rows``. The one place the two kinds of row are told apart."""
+    if isinstance(row, SteadyRows):
+        sink.observe_rows(row)
+    else:
+        sink.observe(row)
 
 
 def _end_of(batch: FrameBatch) -> int | None:

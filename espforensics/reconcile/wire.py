@@ -34,7 +34,7 @@ from espforensics.decode.esp import EspLocation, locate_esp, parse_esp_header
 from espforensics.decode.inner import ntop
 from espforensics.decode.ip import IpMarks, parse_ip, parse_marks
 from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
-from espforensics.engine import Engine, Row, SteadyRows
+from espforensics.engine import Engine, SteadyRows, deliver
 from espforensics.errors import MalformedPacket
 from espforensics.keys import SaTable
 from espforensics.model.records import DecryptionSecrets, Frame, PacketRecord
@@ -157,6 +157,7 @@ class WireReader:
         self._decode.natt_ports = analyzer.natt_ports  # the SAs' own encap ports too
         engine = Engine(analyzer, options)
         waiting: deque[tuple[int, WirePacket | None]] = deque()
+        verdicts = _Verdicts()
 
         def tapped() -> Iterator[Frame | DecryptionSecrets]:
             for item in self._capture:
@@ -167,7 +168,8 @@ class WireReader:
         try:
             with fewer_collections():
                 for row in engine.iter_rows(tapped()):
-                    for frame, verdict in _verdicts(row):
+                    deliver(row, verdicts)
+                    for frame, verdict in verdicts.take():
                         number, packet = waiting.popleft()
                         assert number == frame, "the analysis releases records in capture order"
                         if packet is None or not verdict:
@@ -178,13 +180,24 @@ class WireReader:
             engine.close()
 
 
-def _verdicts(row: Row) -> list[tuple[int, str]]:
-    """(frame, receiver verdict) of each frame a row releases, in frame order; a frame's
-    inner ESP layers (``layer`` above 1) are not the receiver's verdict of the frame."""
-    if isinstance(row, PacketRecord):
-        return [(row.frame, row.receiver)] if row.layer == 1 else []
-    assert isinstance(row, SteadyRows)
-    said = [(rec.frame, rec.receiver) for rec in row.records if rec.layer == 1]
-    said += [(int(frame), _LANE_VERDICT) for frame in row.frame.tolist()]
-    said.sort()
-    return said
+class _Verdicts:
+    """The (frame, receiver verdict) of each frame the engine's rows release (a ``RowSink``);
+    a frame's inner ESP layers (``layer`` above 1) are not the receiver's verdict of it."""
+
+    def __init__(self) -> None:
+        self._said: list[tuple[int, str]] = []
+
+    def observe(self, rec: PacketRecord) -> None:
+        if rec.layer == 1:
+            self._said.append((rec.frame, rec.receiver))
+
+    def observe_rows(self, rows: SteadyRows) -> None:
+        said = [(rec.frame, rec.receiver) for rec in rows.records if rec.layer == 1]
+        said += [(int(frame), _LANE_VERDICT) for frame in rows.frame.tolist()]
+        said.sort()
+        self._said += said
+
+    def take(self) -> list[tuple[int, str]]:
+        """What the rows since the last call released, in frame order."""
+        said, self._said = self._said, []
+        return said

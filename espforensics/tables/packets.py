@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from espforensics.analyzer.crypto import no_key
 from espforensics.crypto import IV_LEN
-from espforensics.engine import Row, SteadyRows
+from espforensics.engine import SteadyRows
 from espforensics.engine.wire import CARRIERS
 from espforensics.model.arrays import Strs
 from espforensics.model.enums import Proto, Verdict
@@ -293,19 +293,16 @@ class RowGroups:
         self._parts: list[pa.Table] = []
         self._rows = 0  # in ``_parts``
 
-    def write(self, rec: PacketRecord) -> None:
+    def observe(self, rec: PacketRecord) -> None:
         """Queue one record; a full row group is emitted."""
         self._batch.append(rec)
         if len(self._batch) + self._rows >= ROW_GROUP:
             self._spill()
 
-    def write_rows(self, row: Row) -> None:
-        """Queue one row of the engine: a record, or a steady run of them."""
-        if isinstance(row, PacketRecord):
-            self.write(row)
-            return
+    def observe_rows(self, rows: SteadyRows) -> None:
+        """Queue a steady run of the engine; full row groups are emitted."""
         self._part()
-        table = steady_table(row)
+        table = steady_table(rows)
         self._parts.append(table)
         self._rows += table.num_rows
         if self._rows >= ROW_GROUP:
