@@ -24,8 +24,8 @@ from espforensics.checks import FINISH_READS, OBSERVE_READS, Checks, Holds, make
 from espforensics.checks.context import Memo, PacketContext, Receiving
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
-from espforensics.model.enums import FindingKind, Verdict
-from espforensics.model.records import Finding, Frame, PacketRecord
+from espforensics.model.enums import FindingKind, IvScheme, Verdict
+from espforensics.model.records import Finding, Frame, PacketRecord, SaKey
 from espforensics.synth import Scenario, build_scenario
 from tests.helpers import PER_FRAME, run_frames, scenario
 
@@ -211,3 +211,31 @@ def test_the_frozen_copy_holds_every_field_of_the_packet() -> None:
     assert [getattr(copy, f.name) for f in fields(PacketContext)] == list(values.values())
     assert [f.name for f in fields(PacketContext)] == list(values)
     assert copy == PacketContext(**values)  # type: ignore[arg-type]
+
+
+def test_the_checks_are_named_and_hand_the_summary_one_typed_value() -> None:
+    """make_checks is the registry by name (no search by type); after ``finish`` the
+    analyzer hands the summary what the checks settled as one frozen ``Finished``."""
+    checks = make_checks(SaTable(), Holds())
+    assert [c.name for c in checks.order] == [
+        "esp_placement",
+        "cleartext_leak",
+        "iv_reuse",
+        "iv_derivation",
+        "sequence",
+        "reserved_spi",
+        "receiver",
+        "esn_mismatch",
+        "keys",
+        "integrity",
+        "inner_checksum",
+    ]
+    assert checks.iv_derivation is checks.order[3] and checks.receiver is checks.order[6]
+    sc = build_scenario("iv-constant", seed=1)
+    analyzer = FrameAnalyzer(SaTable(sc.sas), Options(), "finished")
+    list(iter_records(sc.frames, analyzer))
+    done = analyzer.finished()
+    assert done.iv_schemes == {SaKey(0xB201, "192.0.2.1", "192.0.2.2"): IvScheme.CONSTANT}
+    assert [f.kind for f in done.findings] == [FindingKind.IV_REUSE, FindingKind.IV_DERIVATION]
+    assert [h.dst for h in done.receivers[0]] == ["192.0.2.2"]
+    assert done.unused_sas == ()
