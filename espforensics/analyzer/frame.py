@@ -155,7 +155,7 @@ class Finished:
     key files' SAs no packet used, with the likely reason.
     """
 
-    findings: list[Finding]
+    findings: tuple[Finding, ...]
     iv_schemes: dict[SaKey, IvScheme]
     receivers: tuple[tuple[ReceiverHost, ...], tuple[ReceiverSa, ...]]
     unused_sas: tuple[UnusedSa, ...]
@@ -214,7 +214,7 @@ class FrameAnalyzer:
     def finished(self) -> Finished:
         """What the checks hand the summary, once ``finish`` ran."""
         return Finished(
-            self.findings,
+            tuple(self.findings),
             self.checks.iv_derivation.schemes(),
             self.checks.receiver.prediction(),
             self._keys.unused,

@@ -47,8 +47,9 @@ class SaKey(NamedTuple):
     """One SA as the packets name it: SPI, outer source and outer destination (address texts).
 
     A tuple, so it hashes, compares and sorts as ``(spi, src, dst)``: the order of
-    the per-SA tables. Built once per flow (``checks.context.Flow.key``); where
-    one is built per record, with ``new_tuple``.
+    the per-SA tables. Built once per flow (``checks.context.Flow.key``). As a
+    tuple subclass it is allocated with one slot more than a plain tuple (8 bytes):
+    a store of one entry per SA may key by the plain tuple and hand out SaKeys.
     """
 
     spi: int

@@ -10,6 +10,7 @@ nothing. Per-SA counts live in ``_SaAcc``, misplaced layouts in
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -20,7 +21,7 @@ from espforensics.bounded.rare import Rare
 from espforensics.checks.coverage import CUT_FOUND, CUT_READ, cut_kind
 from espforensics.engine import SteadyRows
 from espforensics.model.enums import FindingKind, InnerChecksum, Proto, Verdict
-from espforensics.model.records import Finding, PacketRecord, SaKey, UnusedSa, new_tuple
+from espforensics.model.records import Finding, PacketRecord, SaKey, UnusedSa
 from espforensics.model.version import TOOL_VERSION
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
 from espforensics.results.coverage import check_coverage
@@ -289,7 +290,10 @@ class SummaryBuilder:
         self.last_time: float | None = None
         self.time_unit = _SECOND  # the largest of s, ms, us, ns dividing every timestamp
         self.verdicts: Counter[str] = Counter()
-        self._sas: dict[SaKey, _SaAcc] = {}
+        # Per SA, keyed by its SaKey's fields as a plain tuple: a SaKey, a tuple subclass,
+        # is allocated with one slot more, 8 bytes per SA of a capture of many (issue 35).
+        # The keys leave as SaKey values (``sa_keys``, ``finish``).
+        self._sas: dict[tuple[int, str, str], _SaAcc] = {}
         self._layouts: dict[_LayoutKey, _LayoutAcc] = {}
         # ICMP errors quoting an ESP packet, per quoted (spi, src, dst): no packet of the SA
         self._quoted: Counter[SaKey] = Counter()
@@ -314,7 +318,7 @@ class SummaryBuilder:
             self.inner_esp_packets += 1
         if rec.spi is None:
             return
-        key = new_tuple(SaKey, (rec.spi, rec.src, rec.dst))
+        key = (rec.spi, rec.src, rec.dst)
         acc = self._sas.get(key)
         if acc is None:
             acc = self._sas[key] = _SaAcc(rec.algorithm, rec.time, rec.time)
@@ -379,7 +383,7 @@ class SummaryBuilder:
 
     def sa_keys(self) -> list[SaKey]:
         """The (spi, src, dst) of every SA seen so far."""
-        return list(self._sas)
+        return [SaKey._make(key) for key in self._sas]
 
     def _layout(self, rec: PacketRecord) -> None:
         if rec.esp_offset is None or rec.expected_offset is None or rec.spi is None:
@@ -406,7 +410,7 @@ class SummaryBuilder:
     def finish(
         self,
         capture: CaptureInfo,
-        findings: list[Finding],
+        findings: Sequence[Finding],
         modes: dict[SaKey, SaMode] | None = None,
         error: str | None = None,
         unused_sas: tuple[UnusedSa, ...] = (),
@@ -437,7 +441,7 @@ class SummaryBuilder:
                 "" if iv_schemes is None else iv_schemes.get(key, "unknown"),
                 self._quoted[key],
             )
-            for key, a in sorted(self._sas.items())
+            for key, a in ((SaKey._make(k), a) for k, a in sorted(self._sas.items()))
         )
         return Summary(
             tool_version=TOOL_VERSION,
@@ -468,7 +472,7 @@ class SummaryBuilder:
         )
 
 
-def _addressed(findings: list[Finding], sas: tuple[SaSummary, ...]) -> list[Finding]:
+def _addressed(findings: Sequence[Finding], sas: tuple[SaSummary, ...]) -> list[Finding]:
     """Findings about one SPI carry their SA's outer addresses where sas.csv knows them: the
     only SA of that SPI (an SPI two SAs share is left without, as it cannot say which)."""
     by_spi: dict[int, list[SaSummary]] = {}
