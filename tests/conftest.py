@@ -15,8 +15,8 @@ from espforensics.engine import pool, run
 from espforensics.engine.plain import Decoded
 from espforensics.engine.plan import Opening
 from espforensics.engine.prefetch import Prefetch, resolve
-from tests import helpers
-from tests.helpers import CAPTURES, NO_CAPTURES, PER_FRAME, STEADY
+from tests.support import helpers
+from tests.support.helpers import CAPTURES, NO_CAPTURES, PER_FRAME, STEADY
 
 # No Hypothesis test depends on the machine's speed: no deadline per example, and no
 # health check failing a test whose data take long to draw on a loaded machine. A test's
@@ -32,7 +32,7 @@ settings.load_profile("espforensics")
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "real_captures: reads ../shared/captures (tests.helpers.needs_captures)"
+        "markers", "real_captures: reads ../shared/captures (tests.support.helpers.needs_captures)"
     )
     sys.addaudithook(helpers.audit_captures)
 
@@ -60,7 +60,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
 def _no_periodic_progress(monkeypatch: pytest.MonkeyPatch) -> None:
     """Off a terminal, ``analyze`` writes a progress line once a run passes 10 s; on a loaded
     CI machine a test's run may, so a test's stderr would depend on timing. The clock stands
-    still here; tests of the progress lines (tests/test_progress.py) set their own."""
+    still here; tests of the progress lines (tests/cli/test_progress.py) set their own."""
     monkeypatch.setattr(espforensics.cli.commands, "monotonic", lambda: 0.0)
 
 

@@ -31,7 +31,7 @@ then runs the steps in the order of ``STEPS``, each once (docs/architecture.md,
                layout (analyzer/placement.py)
 
 So every check sees the packet as the receiver left it, whatever order the
-checks run in (tests/test_check_order.py runs them in others).
+checks run in (tests/analyzer/test_check_order.py runs them in others).
 """
 
 from __future__ import annotations

@@ -143,11 +143,11 @@ COVERAGE: tuple[tuple[str, Callable[[Seen], str | None]], ...] = (
 # each reader must come after what it reads in ``make_checks``. The receiver model counts
 # the duplicates and reorders the sequence check marks in ``seq_anomaly``. Nothing else a
 # check reads of a packet is written by a check: the receiver's steps (analyzer/receive.py)
-# have done their work before any check sees it (tests/test_check_order.py runs them in
+# have done their work before any check sees it (tests/analyzer/test_check_order.py runs them in
 # other orders, these kept).
 OBSERVE_READS: dict[str, tuple[str, ...]] = {"receiver": ("sequence",)}
 # What a check's ``finish`` reads that another check writes, by check name: each reader
-# must come after what it reads in ``make_checks`` (tests/test_check_order.py asserts it).
+# must come after what it reads in ``make_checks`` (tests/analyzer/test_check_order.py asserts it).
 # esn_mismatch words each event by its record's ``iv_seq_delta``, which iv_derivation
 # fills when it settles the SA's IV constant: at the latest in its own ``finish``.
 FINISH_READS: dict[str, tuple[str, ...]] = {"esn_mismatch": ("iv_derivation",)}

@@ -17,7 +17,7 @@ The engine (engine/steady.py) knows only this protocol: a row is the
 lane's when no check refuses it, nor any row before it in its unit (the
 flows that share a scope), and every check's ``commit`` must then leave
 the check's state as its per-packet ``observe`` would have for those rows
-(tests/test_bulk_*.py state it per check). Each check's bulk rules sit in
+(tests/checks/test_bulk_*.py state it per check). Each check's bulk rules sit in
 its own module beside ``observe``; the registry is ``BULK`` in
 checks/__init__.py. ``BulkRules`` gives the "nothing to say" defaults.
 """

@@ -335,7 +335,7 @@ class Receiving(_Reads):
 
 # ``Receiving.frozen`` sets the frozen copy's fields through their slots: the dataclass's
 # own __init__ sets each with object.__setattr__, three times slower (measured: 1.7 against
-# 0.6 us a packet, one per ESP packet of the per-frame path). tests/test_check_order.py
+# 0.6 us a packet, one per ESP packet of the per-frame path). tests/analyzer/test_check_order.py
 # holds the copy equal to the packet, field by field.
 _new = object.__new__
 _slot = PacketContext.__dict__

@@ -18,7 +18,7 @@ options and help) from options.py and model/'s types only, and imports a
 command's body inside the command, once typer has parsed the line: so
 ``--help``, ``--version``, ``completion`` and every command's ``--help``
 load no part of the analysis, nor numpy, pyarrow or cryptography
-(tests/test_imports.py). The names this module offered before the bodies
+(tests/project/test_imports.py). The names this module offered before the bodies
 moved (``_show``, ``_guarded``, ...) are still importable from here
 (``__getattr__``).
 """

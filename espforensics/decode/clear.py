@@ -81,7 +81,7 @@ def internet_checksum(data: bytes) -> int:
     The 16-bit words summed with end-around carry are the bytes read as one big-endian
     number modulo 0xFFFF (65536 = 1 mod 0xFFFF; RFC 1071 s2(B), byte-order independence),
     an odd last byte padded with a zero (s4.1); that sum is 0 only if every word is 0,
-    else in 1..0xFFFF. Equal to ``dpkt.in_cksum`` (tests/test_internet_checksum.py).
+    else in 1..0xFFFF. Equal to ``dpkt.in_cksum`` (tests/decode/test_internet_checksum.py).
     """
     total = int.from_bytes(data, "big") << (8 * (len(data) & 1))
     folded = total % 0xFFFF
@@ -218,7 +218,7 @@ def may_be_clear(view: U8, body: I64, end: I64) -> Mask:
     ``clear_icmp`` at either: the same tests on the cheap fields (version, lengths,
     the trailer's next header, pad length and first pad byte), without the header and
     segment checksums. So every row those functions pass is here (a superset:
-    tests/test_clear_bulk.py), and a row not here is no clear packet, which is what
+    tests/decode/test_clear_bulk.py), and a row not here is no clear packet, which is what
     the steady lane needs to take it (checks/leaks.py, checks/context.py).
     """
     out = np.zeros(len(body), np.bool_)

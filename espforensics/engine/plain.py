@@ -15,7 +15,7 @@ per-packet forms, trailer.parse_trailers (RFC 4303 s2.4, s2.6) and
 decode.inner.parse_inners (RFC 791 s3.1, RFC 8200 s3 for an inner IP
 header), and so do the checks' rules over plaintexts, by the registry
 ``checks.PLAIN`` (the leak check's ciphertext equal to plaintext, the
-inner checksums); tests/test_bulk_rules.py holds them equal row by row.
+inner checksums); tests/checks/test_bulk_rules.py holds them equal row by row.
 Rows of a layout not vectorised (inner IPv6 with extension headers, say)
 are decoded by decode/inner.py one by one.
 """

@@ -6,7 +6,7 @@ the reports (report.md, report.html) to print under the image instead of
 the file stem. Raises nothing; reads no clock and no environment.
 
 Kept apart from plots.py so that the renderers need no matplotlib; a
-test keeps the two registries the same (tests/test_plots.py) and the
+test keeps the two registries the same (tests/plots/test_plots.py) and the
 words agree with docs/plots.md, which says the same at length.
 """
 

@@ -8,7 +8,7 @@ Raises nothing; reads no clock and no environment.
 The table is data: each entry names the facts it needs (``Condition``
 over the fields of ``SaFacts``, report/facts.py) and templates over the same
 fields for its evidence; every entry has a fixture test
-(tests/test_causes.py). A match is a likelihood,
+(tests/report/test_causes.py). A match is a likelihood,
 not a proof: the wording says "likely" and why, and names what to try
 to rule it out.
 """

@@ -9,7 +9,7 @@ mismatches. Raises nothing; reads no clock and no environment.
 It reads the findings' typed evidence (model/evidence.py), never their words:
 the checks (checks/iv_sa.py, checks/iv_reuse.py, checks/sequence.py,
 checks/esn_mismatch.py) fill it next to the detail, so rewording a detail
-changes no fact; each cause has a fixture test (tests/test_causes.py). The
+changes no fact; each cause has a fixture test (tests/report/test_causes.py). The
 SA's mode is the summary's ``SaMode``, the clear bytes its layout's, the
 frames numbers (``Shown``): the words are made when a cause's template is
 filled (report/causes.py), and nothing is read back from them.

@@ -12,7 +12,7 @@ cell that is not hex).
 evidence, and must not change by a byte (issue 21); ``report`` on an
 output folder and ``batch`` reread it. This is the one place that reads
 words back, and only there: a run's own findings carry the evidence their
-check built. tests/test_evidence.py checks that what this module reads
+check built. tests/results/test_evidence.py checks that what this module reads
 from every finding's words equals the evidence its check built.
 """
 

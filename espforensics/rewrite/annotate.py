@@ -22,7 +22,7 @@ written in batches: the rows of a batch that get no comment
 (``FindingMarks.quiet``) are not made records, the others are and get
 ``FindingMarks.comments``, and the batch's blocks are written at once
 (``PcapngStream.write_run``); ``batch=0`` writes a frame at a time, the
-reference (tests/test_bulk_copies.py holds the two byte-identical).
+reference (tests/rewrite/test_bulk_copies.py holds the two byte-identical).
 Memory: a batch of frames and their rows at a time, plus ``FindingMarks``.
 """
 

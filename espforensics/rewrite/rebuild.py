@@ -15,7 +15,7 @@ IPv4 header checksum (RFC 791 s3.1) are fixed; an IPv6 header has none
 (RFC 8200 s3: payload length fixed).
 
 The bulk forms sit beside the per-packet ones and give the same bytes for
-a batch's packets at once (rewrite/bulk.py; tests/test_bulk_copies.py runs
+a batch's packets at once (rewrite/bulk.py; tests/rewrite/test_bulk_copies.py runs
 both): ``ip_lengths`` beside ``ip_length``, ``transport_heads`` beside
 ``transport`` (its outer header, for a header of 20 or 40 bytes),
 ``checksums`` beside ``internet_checksum``.

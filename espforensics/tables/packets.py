@@ -106,7 +106,7 @@ def pandas_metadata(schema: pa.Schema) -> bytes:
     """The b"pandas" metadata ``pa.Schema.from_pandas`` writes for ``schema``'s columns.
 
     What pyarrow gives for an empty DataFrame of the dtypes of ``_PANDAS_TYPES``
-    (``preserve_index=False``; tests/test_tables_metadata.py compares the bytes),
+    (``preserve_index=False``; tests/tables/test_metadata.py compares the bytes),
     built without importing pandas: its version comes from the installed
     package's metadata, pyarrow's is what pyarrow writes (``pa.__version__``).
     """

@@ -6,7 +6,7 @@ Made once, in a throwaway venv (scapy is not a dependency of espforensics):
     /tmp/sv/bin/python tests/data/scapy/make_aeads.py tests/data/scapy
 
 scapy 2.8.0 sealed aeads.pcap with random keys (test keys, in
-aeads.keys.yaml); tests/test_crypto.py checks that espforensics opens every
+aeads.keys.yaml); tests/crypto/test_crypto.py checks that espforensics opens every
 packet. The tests do not run this script.
 """
 

@@ -9,7 +9,7 @@ of espforensics):
     python3 -m venv /tmp/sv && /tmp/sv/bin/pip install scapy cryptography
     /tmp/sv/bin/python tests/data/scapy/make_ah.py tests/data/scapy
 
-Frames (tests/test_ah.py asserts each row):
+Frames (tests/e2e/test_ah.py asserts each row):
   1-3   IPv4 transport, AH SPI 0xA1 (HMAC-SHA1-96, 24 bytes), then ESP SPI 0xE1
         (AES-CBC + HMAC-SHA1-96) seq 1-3, UDP 1001-1003 -> 2000: ESP at 20 + 24.
   4-5   IPv6 transport, hop-by-hop options (8), AH SPI 0xA2 (HMAC-SHA2-256-128,

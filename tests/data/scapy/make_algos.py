@@ -10,7 +10,7 @@ in a throwaway venv (scapy is not a dependency of espforensics):
     /tmp/sv/bin/python tests/data/scapy/make_algos.py tests/data/scapy
 
 scapy 2.8.0 sealed algos.pcap with random keys (test keys, in
-algos.keys.yaml); tests/test_algorithms_issue20.py checks every packet's
+algos.keys.yaml); tests/crypto/test_algorithms_issue20.py checks every packet's
 verdict, its decrypted inner ports, and tshark's reading of the same
 capture. The tests do not run this script.
 """

@@ -8,7 +8,7 @@ a dependency of espforensics):
     python3 -m venv /tmp/sv && /tmp/sv/bin/pip install scapy cryptography
     /tmp/sv/bin/python tests/data/scapy/make_carriers.py tests/data/scapy
 
-Frames (tests/test_carriers.py asserts each row): SA 0xC1 (IPv4 transport,
+Frames (tests/rewrite/test_carriers.py asserts each row): SA 0xC1 (IPv4 transport,
 AES-GCM-128 ICV) seq 1-6 carrying UDP 1001-1006 -> 2000:
   1-2   Ethernet, PPPoE session 0x0007, PPP protocol 0x0021 (IPv4): seq 1-2
   3     Ethernet, PPPoE session, PPP LCP echo request (no IP)

@@ -9,7 +9,7 @@ dependency of espforensics):
     python3 -m venv /tmp/sv && /tmp/sv/bin/pip install scapy cryptography
     /tmp/sv/bin/python tests/data/scapy/make_nested.py tests/data/scapy
 
-Frames (tests/test_nested.py asserts each layer's row):
+Frames (tests/decode/test_nested.py asserts each layer's row):
   1-4  SA 0xB001 (tunnel 192.0.2.1 -> 192.0.2.2, AES-CBC + HMAC-SHA1-96), seq 1-4,
        each carrying SA 0xB002 (tunnel 203.0.113.1 -> 203.0.113.2, AES-CBC +
        HMAC-SHA2-256-128) carrying TCP 10.1.0.1:4000+n -> 10.2.0.1:80; the inner

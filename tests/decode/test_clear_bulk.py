@@ -1,0 +1,106 @@
+"""The keyless lane's test of clear bytes holds every packet the per-packet tests find clear.
+
+A keyless ESP packet goes to the steady lane only when ``may_be_clear``
+(decode/clear.py, the bulk side) says its bytes after the ESP header cannot
+be a clear packet. So it must be a superset of the per-packet tests the leak
+check and ``PacketContext.clear_from_header`` run on a keyless packet:
+``clear_ip_header`` at the header's end or after an 8-byte IV, and
+``clear_transport`` and ``clear_icmp`` there. Hypothesis builds datagrams
+whose bytes after the ESP header are a clear inner packet with its trailer
+and an ICV of each length an unknown SA may use (the generated plaintexts
+of tests/checks/test_bulk_rules.py: IPv4, IPv6, TCP, UDP, ICMP, sometimes damaged;
+ICMP echoes and errors as NULL encryption carries a ping),
+after an IV or not, or random bytes; every row a per-packet test finds clear
+must be a row the bulk test refuses. Likewise ``may_start_ip`` for
+``ip_start_fits`` after the ESP header and an 8-byte IV, where the
+placement check's keyless search looks for a clear IP header.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from espforensics.decode.clear import (
+    KEYLESS_ICV_LENS,
+    clear_icmp,
+    clear_ip_header,
+    clear_transport,
+    internet_checksum,
+    ip_start_fits,
+    keyless_clear,
+    may_be_clear,
+    may_start_ip,
+)
+from tests.checks.test_bulk_rules import SETTINGS, plaintext
+
+SRC, DST = b"\xc0\x00\x02\x01", b"\xc6\x33\x64\x02"  # the addresses plaintext() sums over
+OUTER = bytes.fromhex("450000000000000040320000")  # IPv4 to ESP, up to its addresses
+BODY = 20 + 8  # the outer IPv4 header and the ESP header
+
+
+@st.composite
+def echo(draw: st.DrawFn) -> bytes:
+    """A clear ICMP echo or error (RFC 792), its checksum right, with its trailer: how
+    NULL encryption carries a ping."""
+    kind = draw(st.sampled_from((0, 3, 8, 11)))
+    message = bytearray(bytes([kind, 0, 0, 0]) + draw(st.binary(min_size=4, max_size=60)))
+    message[2:4] = internet_checksum(bytes(message)).to_bytes(2)
+    pad = -(len(message) + 2) % 4
+    return bytes(message) + bytes(range(1, pad + 1)) + bytes([pad, 1])
+
+
+@st.composite
+def datagram(draw: st.DrawFn) -> bytes:
+    text = draw(plaintext() | echo())
+    iv = draw(st.sampled_from((b"", bytes(range(8)))))
+    icv = draw(
+        st.sampled_from(KEYLESS_ICV_LENS).flatmap(lambda n: st.binary(min_size=n, max_size=n))
+        | st.binary(max_size=40)
+    )
+    esp = b"\x00\x00\x10\x01" + b"\x00\x00\x00\x07" + iv + text + icv
+    return OUTER + SRC + DST + esp
+
+
+def _clear(gram: bytes) -> bool:
+    """Do the per-packet tests a keyless packet meets find its bytes clear?"""
+    n = len(gram)
+    for start in (BODY, BODY + 8):
+        if clear_ip_header(gram, start, n):
+            return True
+        if clear_transport(gram, start, SRC, DST, KEYLESS_ICV_LENS)[1]:
+            return True
+    return clear_icmp(gram, BODY, SRC, DST, KEYLESS_ICV_LENS)
+
+
+@SETTINGS
+@given(st.lists(datagram(), min_size=1, max_size=12))
+def test_may_be_clear_holds_every_packet_the_per_packet_tests_find_clear(
+    grams: list[bytes],
+) -> None:
+    starts = np.cumsum([0] + [len(g) + 3 for g in grams])[:-1]  # 3 junk bytes between rows
+    joined = b"\xff\xff\xff".join(grams) + bytes(16)
+    view = np.frombuffer(joined, np.uint8)
+    end = starts + np.array([len(g) for g in grams])
+    bulk = may_be_clear(view, starts + BODY, end)
+    fits = may_start_ip(view, starts + BODY + 8, end)
+    for row, gram in enumerate(grams):
+        clear = _clear(gram)
+        assert keyless_clear(gram, BODY, SRC, DST) == clear  # the lane's one-by-one test
+        if clear:
+            assert bulk[row], gram.hex()
+        if ip_start_fits(gram, BODY + 8, len(gram), len(gram)):  # placement's keyless search
+            assert fits[row], gram.hex()
+
+
+def test_random_ciphertext_is_mostly_not_refused() -> None:
+    """The bulk test is cheap to pass: of 2,000 packets of random bytes after the header,
+    at most 1% are refused (the per-packet tests find about 1 in 5,000 clear)."""
+    rng = np.random.default_rng(7)
+    grams = [OUTER + SRC + DST + rng.bytes(int(rng.integers(60, 1400))) for _ in range(2000)]
+    starts = np.cumsum([0] + [len(g) for g in grams])[:-1]
+    view = np.frombuffer(b"".join(grams) + bytes(16), np.uint8)
+    end = starts + np.array([len(g) for g in grams])
+    refused = int(may_be_clear(view, starts + BODY, end).sum())
+    assert refused <= 20, refused

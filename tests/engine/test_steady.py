@@ -1,0 +1,205 @@
+"""The steady lane's planning (engine/steady.py), through the bulk check protocol only.
+
+Two GCM SAs, 120 packets each, interleaved: the first 160 frames go per
+frame (each SA's IV scheme is settled after 64), the last 80 are one batch.
+With the real bulk checks the lane takes every frame of the batch; stub
+checks (checks/bulk.py's defaults, one rule changed) show how the plan
+follows what a check says: a refused row sends the rest of its unit per
+frame, a scope shared by two SAs makes them one unit, a flow not admitted
+is not planned, and a check's columns and commits see exactly the rows
+the lane takes.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from espforensics.analyzer.frame import FrameAnalyzer, Options
+from espforensics.checks import BULK, Flow
+from espforensics.checks.bulk import (
+    BulkColumns,
+    BulkRules,
+    FlowRows,
+    Mask,
+    Opened,
+    Scope,
+    ScopeRows,
+)
+from espforensics.engine.steady import Plan, SteadyLane
+from espforensics.engine.wire import FrameBatch, WireColumns, parse
+from espforensics.keys import SaTable
+from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, SaFlow, make_sa
+from espforensics.synth.scenarios_crypto import send_udp
+from espforensics.synth.truth import Scenario
+
+PACKETS, WARM = 120, 160
+A, B = 0xD001, 0xD002
+
+
+@cache
+def _scenario() -> Scenario:
+    rng, cb = random.Random(5), CaptureBuilder(5)
+    a = SaFlow(make_sa(rng, A, V4_A, V4_B), V4_A, V4_B)
+    b = SaFlow(make_sa(rng, B, V4_B, V4_A), V4_B, V4_A)
+    for seq in range(1, PACKETS + 1):
+        send_udp(cb, a, seq)
+        send_udp(cb, b, seq, outgoing=False)
+    return cb.scenario("steady-two", "two steady GCM SAs", (a.sealer, b.sealer))
+
+
+def _warm() -> tuple[FrameAnalyzer, FrameBatch, WireColumns]:
+    """The analyzer after the first WARM frames per frame, and the rest as one batch."""
+    sc = _scenario()
+    an = FrameAnalyzer(SaTable(sc.sas), Options())
+    for frame in sc.frames[:WARM]:
+        an.process(frame)
+    assert not an.busy
+    batch = FrameBatch.of(sc.frames[WARM:])
+    return an, batch, parse(batch, an.natt_ports)
+
+
+def _plan(lane: SteadyLane, batch: FrameBatch, wire: WireColumns) -> Plan:
+    opening = lane.prepare(batch, wire)
+    opened = [job.open() for job in opening.jobs]
+    return lane.settle(opening, batch, lane.decode(opening, batch, opened))
+
+
+def _spis(wire: WireColumns) -> list[int]:
+    return [int(s) for s in wire.spi]
+
+
+def _lane(an: FrameAnalyzer, *extra: BulkRules) -> SteadyLane:
+    real = tuple(c for c in an.checks.order if isinstance(c, BULK))
+    return SteadyLane(an, (*real, *extra))
+
+
+class _Shared:
+    """A scope that refuses no row and keeps nothing."""
+
+    def refuses(self, rows: ScopeRows) -> Mask:
+        return np.zeros(len(rows), np.bool_)
+
+    def commit(self, rows: ScopeRows, opened: Opened) -> None:
+        pass
+
+
+class _Refuse(BulkRules):
+    """Refuses one frame; with ``shared``, one scope for every flow."""
+
+    def __init__(self, frame: int, shared: Scope | None = None) -> None:
+        self.frame, self.shared = frame, shared
+
+    def scope(self, flow: Flow) -> Scope | None:
+        return self.shared
+
+    def refuses(self, rows: FlowRows) -> Mask:
+        return np.asarray(rows.frames == self.frame, np.bool_)
+
+
+class _NotA(BulkRules):
+    def admits(self, flow: Flow) -> bool:
+        return flow.spi != A
+
+
+class _Even(BulkRules):
+    """Says iv_seq_delta 0 for even sequence numbers; keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.committed: list[tuple[int, list[int]]] = []
+
+    def columns(self, rows: FlowRows) -> BulkColumns:
+        return BulkColumns(counter=np.asarray(rows.seq64 % np.uint64(2) == 0, np.bool_))
+
+    def commit(self, rows: FlowRows) -> None:
+        self.committed.append((rows.flow.spi, rows.frames.tolist()))
+
+
+def test_the_real_checks_take_every_frame_of_two_steady_sas() -> None:
+    an, batch, wire = _warm()
+    plan = _plan(SteadyLane(an), batch, wire)
+    assert plan.taken == [True] * (2 * PACKETS - WARM)
+    assert len(plan.units) == 2  # one key each: two units
+    rows = SteadyLane(an).apply(batch, wire, plan, list(range(len(plan.taken))), ())
+    assert rows.frame.tolist() == list(range(WARM + 1, 2 * PACKETS + 1))
+    assert rows.seq64.tolist() == [WARM // 2 + 1 + i // 2 for i in range(2 * PACKETS - WARM)]
+    assert rows.counter.all()  # seqiv IVs built from their own numbers: iv_seq_delta 0
+
+
+def test_a_refused_row_sends_the_rest_of_its_unit_per_frame() -> None:
+    an, batch, wire = _warm()
+    frame = WARM + 21  # an A frame (odd frames are A's)
+    plan = _plan(_lane(an, _Refuse(frame)), batch, wire)
+    frames = batch.number.tolist()
+    want = [spi == B or f < frame for spi, f in zip(_spis(wire), frames, strict=True)]
+    assert plan.taken == want
+    assert plan.taken.count(False) == (2 * PACKETS - frame + 1) // 2
+
+
+def test_a_failed_icv_sends_the_rest_of_its_sa_per_frame() -> None:
+    """One A packet's ICV damaged (its last byte): the packets before it are the lane's,
+    it and A's later ones go per frame, B's are all the lane's, each decoded."""
+    an, _, _ = _warm()
+    frame = WARM + 21  # an A frame (odd frames are A's)
+    frames = list(_scenario().frames[WARM:])
+    bad = frames[frame - WARM - 1]
+    assert bad.number == frame
+    frames[frame - WARM - 1] = bad._replace(data=bad.data[:-1] + bytes([bad.data[-1] ^ 1]))
+    batch = FrameBatch.of(tuple(frames))
+    wire = parse(batch, an.natt_ports)
+    plan = _plan(SteadyLane(an), batch, wire)
+    numbers = batch.number.tolist()
+    assert plan.taken == [s == B or f < frame for s, f in zip(_spis(wire), numbers, strict=True)]
+    opened = plan.plain_at[plan.cand[np.flatnonzero(plan.taken)]]
+    assert (opened >= 0).all() and len(set(opened.tolist())) == len(opened)  # decoded, once
+    assert int(plan.plain_at[plan.cand[frame - WARM - 1]]) == -1  # not decoded
+
+
+def test_a_scope_shared_by_two_sas_makes_them_one_unit() -> None:
+    an, batch, wire = _warm()
+    frame = WARM + 21
+    plan = _plan(_lane(an, _Refuse(frame, shared=_Shared())), batch, wire)
+    assert len(plan.units) == 1
+    assert plan.taken == [f < frame for f in batch.number.tolist()]
+
+
+def test_a_flow_a_check_does_not_admit_is_not_planned() -> None:
+    an, batch, wire = _warm()
+    plan = _plan(_lane(an, _NotA()), batch, wire)
+    assert plan.taken == [spi == B for spi in _spis(wire)]
+    assert plan.taken.count(True) == (2 * PACKETS - WARM) // 2
+
+
+def test_a_checks_columns_and_commit_see_the_rows_the_lane_takes() -> None:
+    an, batch, wire = _warm()
+    even = _Even()
+    lane = SteadyLane(an, (even,))  # the only bulk check: the counter column is its alone
+    plan = _plan(lane, batch, wire)
+    rows = [r for r, t in enumerate(plan.taken) if t][:30]  # a run of the batch
+    out = lane.apply(batch, wire, plan, rows, ())
+    assert out.counter.tolist() == [s % 2 == 0 for s in out.seq64.tolist()]
+    frames = batch.number[rows].tolist()
+    spis = [_spis(wire)[r] for r in rows]
+    committed = dict(even.committed)
+    assert sorted(committed) == [A, B]
+    for spi in (A, B):
+        assert committed[spi] == [f for f, s in zip(frames, spis, strict=True) if s == spi]
+
+
+def test_the_engine_imports_no_concrete_check() -> None:
+    """engine/ knows the checks through the registries, checks/bulk.py's protocol and the
+    packet context's types only: no check module, none of a check's rules or constants."""
+    engine = Path(__file__).resolve().parents[2] / "espforensics" / "engine"
+    modules = {
+        node.module or ""
+        for p in engine.glob("*.py")
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").startswith("espforensics.checks")
+    }
+    protocol = {"espforensics.checks", "espforensics.checks.bulk", "espforensics.checks.context"}
+    assert modules == protocol

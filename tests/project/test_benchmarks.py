@@ -1,0 +1,205 @@
+"""The benchmark scripts still run (tiny sizes; the figures are not checked here).
+
+Speed is measured by benchmarks/, never asserted by tests; these only keep
+the scripts from rotting as the code changes under them (the IV tracker
+benchmark once broke silently when PacketContext changed).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _run(script: str, *args: str) -> str:
+    res = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def test_bench_speed_prints_every_figure(tmp_path: Path) -> None:
+    # Two stand-ins for tshark (no real tshark, no chroot needed): a Python
+    # script that prints a version line and reads nothing.
+    fake = tmp_path / "fake_tshark.py"
+    fake.write_text(
+        'import sys\nif "--version" in sys.argv:\n    print("TShark (fake) " + sys.argv[1])\n'
+    )
+    work = tmp_path / "work"
+    out = _run(
+        "bench_speed.py",
+        "--sizes",
+        "3000,6000",
+        "--workdir",
+        str(work),
+        "--tshark",
+        shlex.join([sys.executable, str(fake), "4.0.99"]),
+        "--tshark",
+        shlex.join([sys.executable, str(fake), "4.4.99"]),
+        "--repeat",
+        "1",
+        "--large-from",  # 6,000 frames take the path of the 5,000,000-frame captures
+        "6000",
+    )
+    for needle in (
+        "machine: ",
+        "generated 3,000 frames in",
+        "analyze ",
+        "+ plots",
+        "--jobs 2",
+        "floor",
+        "analyze/floor",
+        "TShark (fake) 4.0.99",
+        "TShark (fake) 4.4.99",
+        "frames/s (default dissection)",
+        "frames/s (--disable-protocol tcp)",
+        "analyze/tshark (fastest run: ",
+        "generated 6,000 frames in",
+        "6,000 frames (8 MB), one run (analyze only",
+        "deleted bench-6000.pcap",
+        "RSS at 6,000",
+        "targets, from this run",
+        "analyze/fastest tshark",
+        "jobs-2/jobs-1",
+        "plots overhead",
+        "peak RSS (no plots)",
+    ):
+        assert needle in out, out
+    assert (work / "bench-3000.pcap").exists() and not (work / "bench-6000.pcap").exists()
+    assert not list(work.glob("*partial*"))
+
+
+@pytest.mark.parametrize(("algorithm", "tshark_runs"), [("cbc", True), ("chacha20", False)])
+def test_bench_speed_per_algorithm(tmp_path: Path, algorithm: str, tshark_runs: bool) -> None:
+    """cbc: tshark is measured (Wireshark decrypts CBC + HMAC); chacha20: it is not (4.0 and
+    4.4 have no ChaCha20 in esp_sa). Each algorithm's captures go to a folder of its own."""
+    fake = tmp_path / "fake_tshark.py"
+    fake.write_text('import sys\nif "--version" in sys.argv:\n    print("TShark (fake) 9.9")\n')
+    work = tmp_path / "work"
+    out = _run(
+        "bench_speed.py",
+        *("--sizes", "2000", "--workdir", str(work), "--repeat", "1"),
+        *("--algorithm", algorithm, "--tshark", shlex.join([sys.executable, str(fake)])),
+    )
+    assert "generated 2,000 frames in" in out and "analyze/floor" in out, out
+    assert ("TShark (fake) 9.9" in out) is tshark_runs, out
+    assert ("tshark: not run" in out) is not tshark_runs, out
+    assert (work / algorithm / "bench-2000.pcap").exists()
+    keys = (work / algorithm / "bench-2000.keys.yaml").read_text()
+    assert ("enc: cbc(aes)" in keys and "auth: hmac(sha256)" in keys) is (algorithm == "cbc")
+
+
+def test_bench_speed_refuses_a_size_the_disk_cannot_hold(tmp_path: Path) -> None:
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "bench_speed.py"),
+            *("--sizes", str(10**13), "--workdir", str(tmp_path), "--no-tshark"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 1 and "not enough disk" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not list(tmp_path.iterdir())
+
+
+def test_bench_iv_tracker_counts_one_run_for_counter_ivs() -> None:
+    out = _run("bench_iv_tracker.py", "--counter", "20000", "--random", "5000")
+    assert "counter  IVs:      20,000 packets" in out and "runs 1 |" in out, out
+
+
+def test_bench_batch_runs(tmp_path: Path) -> None:
+    out = _run("bench_batch.py", "--captures", "3", "--frames", "200", "--workdir", str(tmp_path))
+    assert "--jobs 1:" in out and "--jobs 2:" in out, out
+
+
+def test_bench_sas_prints_both_runs_and_the_ratio(tmp_path: Path) -> None:
+    out = _run("bench_sas.py", "--cases", "400:300", "--workdir", str(tmp_path))
+    assert "2 SPIs:" in out and "300 SPIs:" in out and "peak RSS" in out, out
+    assert "time ratio many/one:" in out and "memory per SA:" in out, out
+
+
+def test_bench_iv_constant_prints_every_window() -> None:
+    out = _run("bench_iv_constant.py", "--trials", "20")
+    for n in (16, 32, 64):
+        assert f"window {n:2d}: true constant in" in out, out
+
+
+def test_bench_formats_prints_every_format_and_the_copy() -> None:
+    fixtures = BENCH.parent / "fixtures"
+    out = _run(
+        "bench_formats.py",
+        str(fixtures / "example.pcap"),
+        str(fixtures / "example.keys.yaml"),
+        "--rounds",
+        "1",
+    )
+    lines = out.splitlines()
+    assert lines[0] == "40 frames, best of 1 rounds, the formats taking turns"
+    assert [line.split()[0] for line in lines[2:5]] == ["pcap", "pcapng", "pcapng.gz"]
+    assert lines[2].count(" x") == 2 and " x1.00 " in lines[2]
+    assert lines[5].startswith("the copy --jobs makes of the .gz: ")
+
+
+def test_bench_tables_writes_the_table_both_ways(tmp_path: Path) -> None:
+    from espforensics.analysis import analyze_to_dir
+
+    root = BENCH.parent / "fixtures"
+    analyze_to_dir(root / "example.pcap", root / "example.keys.yaml", tmp_path / "o", plots=False)
+    out = _run("bench_tables.py", str(tmp_path / "o" / "packets.parquet"), "--rounds", "1")
+    assert out.splitlines()[0] == "40 rows in 1 row groups of 8,192"
+    assert "text columns but iv" in out and "csv of 40 rows" in out
+
+
+def test_bench_profiles_prints_every_profile_keyed_and_keyless(tmp_path: Path) -> None:
+    """One line per sender profile, its ratios against the (fake) tshark named by TSHARK."""
+    fake = tmp_path / "fake_tshark.py"
+    fake.write_text('import sys\nif "--version" in sys.argv:\n    print("TShark (fake) 4.4.9")\n')
+    res = subprocess.run(
+        [
+            *(sys.executable, str(BENCH / "bench_profiles.py")),
+            *("--frames", "300", "--repeat", "1", "--workdir", str(tmp_path / "work")),
+            *("--profiles", "gcm-seq,cbc-random"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "TSHARK": shlex.join([sys.executable, str(fake)])},
+    )
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert "TShark (fake) 4.4.9" in lines[0], res.stdout
+    assert "300 frames per profile, fastest of 1 rounds, one run:" in lines, res.stdout
+    rows = {line.split()[0]: line.split()[1:] for line in lines[-2:]}
+    assert set(rows) == {"gcm-seq", "cbc-random"}, res.stdout
+    assert all(len(cells) == 7 and "-" not in cells for cells in rows.values()), res.stdout
+    assert sorted(p.name for p in (tmp_path / "work").glob("*.pcap")) == [
+        "cbc-random-300.pcap",
+        "gcm-seq-300.pcap",
+    ]
+
+
+def test_bench_copies_prints_every_case_both_trees_and_the_shares(tmp_path: Path) -> None:
+    """Run against itself as the before tree: the copies of both trees are identical."""
+    root = str(BENCH.parent)
+    args = ("--frames", "300", "--profiles", "gcm", "--repeat", "1", "--before", root)
+    out = _run("bench_copies.py", *args, "--workdir", str(tmp_path))
+    for case in ("no plots", "+ decrypted", "+ annotate", "+ both", "+ plots"):
+        assert out.count(f"    {case} ") == 2, out
+    assert out.count("of the run with both") == 2 and out.count("of the default run") == 2, out
+    assert "decrypted.pcap: identical" in out and "annotated.pcapng: identical" in out, out

@@ -1,0 +1,365 @@
+"""What importing a part of espforensics loads, and that the split modules keep their names.
+
+Start-up is measured by benchmarks/bench_startup.py, never timed here: these
+tests check which modules an import loads (``sys.modules`` of a fresh
+interpreter), so a heavy library pulled in where it is not used shows as a
+failing test, whatever the machine's speed.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from espforensics.cli import app
+
+HEAVY = (
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "matplotlib",
+    "dpkt",
+    "cryptography",
+    "yaml",
+    "dask",
+    "rich",
+    "typer",
+)
+# What --help, --version and completion never use (start-up, issue 35): every heavy
+# library but typer, which parses the line.
+NOT_AT_START = tuple(name for name in HEAVY if name != "typer")
+
+
+def _loaded(statement: str) -> set[str]:
+    """The modules, of HEAVY and of espforensics, that ``statement`` loads in a new interpreter."""
+    code = (
+        f"import sys, json\n{statement}\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        f"{HEAVY!r} + ('espforensics',))))"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
+    )
+    return set(json.loads(res.stdout))
+
+
+def test_the_package_alone_loads_no_heavy_library() -> None:
+    loaded = _loaded("import espforensics, espforensics.errors")
+    assert sorted(loaded) == ["espforensics", "espforensics.errors"]
+
+
+def test_a_library_name_is_imported_on_first_use() -> None:
+    loaded = _loaded("import espforensics\nassert espforensics.Verdict.OK == 'ok'")
+    assert "espforensics.model" in loaded
+    assert not {"numpy", "pandas", "espforensics.analysis"} & loaded
+
+
+def _heavy(loaded: set[str]) -> set[str]:
+    return {m for m in loaded if m.split(".")[0] in NOT_AT_START}
+
+
+def test_the_command_line_loads_no_analysis_and_no_heavy_library() -> None:
+    """The commands are declared from typer and model/'s types; each imports its body
+    (cli/commands.py, the analysis) only when it runs."""
+    loaded = _loaded("import espforensics.cli")
+    assert {"typer", "espforensics.cli", "espforensics.cli.options"} <= loaded  # it did happen
+    assert _heavy(loaded) == set()
+    analysis = {
+        "espforensics.analysis",
+        "espforensics.results.summary",
+        "espforensics.cli.commands",
+    }
+    assert not analysis & loaded
+    assert not {m for m in loaded if m.startswith(("espforensics.batch", "espforensics.plots"))}
+    assert not {"espforensics.report.compare", "espforensics.render.compare"} & loaded
+
+
+def test_the_summary_types_load_neither_the_engine_nor_the_builder() -> None:
+    """A report is rendered from a Summary (``report``); the steady lane's rows only count."""
+    loaded = _loaded("import espforensics.results.summary")
+    assert "espforensics.results.summary" in loaded
+    assert not {m for m in loaded if m.startswith("espforensics.engine")}
+    assert "espforensics.results.builder" not in loaded
+
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = [
+    str(ROOT / "fixtures" / "example.pcap"),
+    "--sa",
+    str(ROOT / "fixtures" / "example.keys.yaml"),
+]
+
+
+def _run_cli(args: list[str], tmp_path: Path) -> tuple[int, set[str]]:
+    """``espforensics ARGS`` in a fresh interpreter: its exit code and the modules of
+    HEAVY (dask among them) and of espforensics it had loaded when it exited."""
+    listing = tmp_path / "modules.json"
+    code = (
+        "import sys, json\n"
+        f"sys.argv = ['espforensics', *{args!r}]\n"
+        "from espforensics.__main__ import main\n"
+        "try:\n    main()\n    code = 0\nexcept SystemExit as exc:\n    code = exc.code\n"
+        f"open({str(listing)!r}, 'w').write(json.dumps([code, sorted(sys.modules)]))"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=300)
+    code, modules = json.loads(listing.read_text())
+    return code, {m for m in modules if m.split(".")[0] in (*HEAVY, "espforensics")}
+
+
+# Every command's --help, and what answers without a capture: --help, --version, completion.
+COMMANDS = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+NO_CAPTURE = [["--help"], ["--version"], *([c, "--help"] for c in COMMANDS), ["completion", "bash"]]
+
+
+@pytest.mark.parametrize("args", NO_CAPTURE, ids=" ".join)
+def test_help_version_and_completion_load_no_heavy_library(args: list[str], tmp_path: Path) -> None:
+    code, loaded = _run_cli(args, tmp_path)
+    assert code == 0
+    assert "espforensics.cli" in loaded
+    assert _heavy(loaded) == set()
+    assert "espforensics.cli.commands" not in loaded
+
+
+def test_every_command_has_its_help_checked() -> None:
+    """COMMANDS is read from the app: a command added later is checked too."""
+    assert {"analyze", "batch", "compare", "completion", "reconcile", "report"} <= set(COMMANDS)
+
+
+COLLECTIONS = """
+import gc, json, sys
+
+counts = {"before": 0, "loading": 0, "after": 0}
+
+
+def seen(phase, info):
+    \"\"\"Count collections before, while and after cli/commands.py is imported.\"\"\"
+    if phase == "start":
+        body = sys.modules.get("espforensics.cli.commands")
+        loading = getattr(getattr(body, "__spec__", None), "_initializing", False)
+        counts["before" if body is None else "loading" if loading else "after"] += 1
+
+
+gc.callbacks.append(seen)
+sys.argv = ["espforensics", *ARGS]
+from espforensics.__main__ import main
+
+try:
+    main()
+except SystemExit as exc:
+    counts["code"] = exc.code
+print(json.dumps(counts))
+"""
+
+
+def test_a_command_loads_the_analysis_with_the_collector_paused(tmp_path: Path) -> None:
+    """Its objects live to the end: a collection among them frees nothing (cli/__init__.py,
+    _importing_body); the run's own collections still happen."""
+    args = ["analyze", *EXAMPLE, "--no-plots", "--quiet", "--out", str(tmp_path / "out")]
+    code = COLLECTIONS.replace("ARGS", repr(args))
+    res = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=300
+    )
+    counts = json.loads(res.stdout)
+    assert counts["code"] == 0
+    assert counts["loading"] == 0
+    assert counts["before"] > 0 and counts["after"] > 0  # on before and after: seen
+
+
+def test_the_collector_is_as_the_caller_had_it_once_the_body_is_loaded() -> None:
+    from espforensics.cli import _importing_body
+
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            with _importing_body():
+                assert not gc.isenabled()
+            assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
+
+
+def test_the_command_line_and_the_tables_load_no_pandas() -> None:
+    """packets.parquet's pandas metadata is built from its schema (tables.pandas_metadata)."""
+    loaded = _loaded("import espforensics.cli, espforensics.tables.packets")
+    assert {"pyarrow", "espforensics.tables.packets"} <= loaded  # the import did happen
+    assert "pandas" not in loaded
+
+
+def test_analyze_without_plots_loads_no_pandas(tmp_path: Path) -> None:
+    """Nor does pyarrow load it for us: its ``pa.array`` imports pandas on first use
+    (apache/arrow#34994), so the packets table is built from buffers (tables/arrow.py).
+    The capture copies, which read packets.parquet back, load none either."""
+    out = tmp_path / "out"
+    copies = ["--annotate", str(tmp_path / "a.pcapng"), "--decrypted", str(tmp_path / "d.pcap")]
+    args = ["analyze", *EXAMPLE, "--no-plots", "--quiet", "--out", str(out), *copies]
+    code, loaded = _run_cli(args, tmp_path)
+    assert code == 0
+    assert (out / "packets.parquet").is_file() and (out / "packets.csv").is_file()
+    assert (tmp_path / "a.pcapng").is_file() and (tmp_path / "d.pcap").is_file()
+    assert {"numpy", "pyarrow", "pyarrow.parquet", "typer"} <= loaded  # what a run needs
+    assert "pandas" not in loaded
+    assert not {m for m in loaded if m.split(".")[0] == "matplotlib"}
+    assert {"espforensics.rewrite.annotate", "espforensics.rewrite.decrypted"} <= loaded
+
+
+def test_report_loads_neither_pyarrow_nor_the_engine(tmp_path: Path) -> None:
+    """``report`` renders an analysis's summary.json again: no table is read or written,
+    no capture analyzed (cli/report.py, not cli/commands.py)."""
+    out = tmp_path / "out"
+    code, _ = _run_cli(["analyze", *EXAMPLE, "--no-plots", "--quiet", "--out", str(out)], tmp_path)
+    assert code == 0
+    code, loaded = _run_cli(["report", str(out)], tmp_path)
+    assert code == 0
+    assert {"espforensics.render.text", "espforensics.results.summary"} <= loaded  # it did run
+    assert not {m for m in loaded if m.split(".")[0] in ("pyarrow", "pandas", "matplotlib", "dask")}
+    analysis = ("espforensics.engine", "espforensics.tables.packets", "espforensics.analysis.run")
+    assert not {m for m in loaded if m.startswith(analysis)}
+    assert not {"espforensics.analysis", "espforensics.cli.commands"} & loaded
+
+
+# What analyze --no-plots on the example never uses, and so must not import (start-up,
+# issue 21): other commands, other options, other key notations, other libraries.
+NOT_IN_A_RUN = (
+    "dpkt",  # decode/clear.py sums RFC 1071 itself
+    "pandas",
+    "matplotlib",
+    "dask",
+    "espforensics.plots",
+    "espforensics.plots.data",
+    "espforensics.report.compare",
+    "espforensics.render.compare",
+    "espforensics.batch",
+    "espforensics.synth",
+    "espforensics.rewrite.annotate",  # --annotate
+    "espforensics.rewrite.decrypted",  # --decrypted
+    "espforensics.keys.xfrm_text",  # the key file is a keys.yaml
+    "espforensics.keys.tcpdump",
+)
+
+
+def test_analyze_without_plots_imports_only_what_the_run_uses(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, loaded = _run_cli(
+        ["analyze", *EXAMPLE, "--no-plots", "--quiet", "--out", str(out)], tmp_path
+    )
+    assert code == 0
+    assert (out / "summary.json").is_file() and (out / "report.html").is_file()
+    assert {"espforensics.rewrite", "espforensics.keys.yaml_file"} <= loaded  # imported
+    unused = {m for m in loaded if any(m == n or m.startswith(n + ".") for n in NOT_IN_A_RUN)}
+    assert unused == set()
+
+
+@pytest.mark.parametrize(
+    ("key_file", "notation"),
+    [
+        ("example.keys.yaml", "espforensics.keys.yaml_file"),
+        ("example.xfrm-state.txt", "espforensics.keys.xfrm_text"),
+        ("example.esp_sa", "espforensics.keys.wireshark"),
+    ],
+)
+def test_a_key_file_imports_the_notations_tried_up_to_its_own(key_file: str, notation: str) -> None:
+    """keys.FORMATS names each detector and parser by its import path, resolved when a
+    file is tried against it: tried in order, the later notations are never imported."""
+    path = ROOT / "fixtures" / key_file
+    loaded = _loaded(f"from espforensics.keys import load_sas\nassert load_sas({str(path)!r})")
+    order = [
+        "espforensics.keys.yaml_file",
+        "espforensics.keys.xfrm_text",
+        "espforensics.keys.wireshark",
+        "espforensics.keys.tcpdump",
+    ]
+    tried = order[: order.index(notation) + 1]
+    later = set(order) - set(tried) - {"espforensics.keys.wireshark"}  # keys re-exports it
+    assert set(tried) <= loaded
+    assert not later & loaded
+
+
+def test_analyze_with_plots_draws_on_agg_without_pyplot(tmp_path: Path) -> None:
+    """The plots are drawn on Agg's canvas directly: pyplot (whose first figure picks a
+    backend, probing the GUI ones) is never imported, nor any GUI backend."""
+    out = tmp_path / "out"
+    code, loaded = _run_cli(["analyze", *EXAMPLE, "--quiet", "--out", str(out)], tmp_path)
+    assert code == 0
+    assert (out / "plots" / "verdicts.png").is_file()
+    backends = {m for m in loaded if m.startswith("matplotlib.backends.backend_")}
+    assert backends == {
+        "matplotlib.backends.backend_agg",
+        "matplotlib.backends.backend_mixed",
+        "matplotlib.backends.backend_svg",
+    }
+    assert "matplotlib.pyplot" not in loaded
+
+
+# Every name the four split modules offered before the split (the lead's merge and the
+# other helpers' code import them from there), with the module that now defines it.
+MOVED = {
+    "espforensics.results.summary": {
+        "Summary": "espforensics.results.summary",
+        "sort_findings": "espforensics.results.summary",
+    },
+    "espforensics.analysis": {
+        "sha256_file": "espforensics.analysis.run",
+        "capture_info": "espforensics.analysis.run",
+        "load_summary": "espforensics.results.folder",
+        "default_out_dir": "espforensics.results.folder",
+        "prepare_out_dir": "espforensics.results.folder",
+        "partial": "espforensics.results.folder",
+        "analyze_to_dir": "espforensics.analysis",
+        "summary_of": "espforensics.analysis",
+    },
+    "espforensics.report.content": {
+        "CheckResult": "espforensics.report.check_results",
+        "coverage_line": "espforensics.report.check_results",
+        "skip_reason": "espforensics.report.check_results",
+        "report_content": "espforensics.report.content",
+        "coverage_rows": "espforensics.report.content",
+    },
+    "espforensics.cli": {
+        "Format": "espforensics.cli.options",
+        "FailOn": "espforensics.cli.options",
+        "CompareFormat": "espforensics.cli.options",
+        "_guarded": "espforensics.cli.errors",
+        "_report_bug": "espforensics.cli.errors",
+        "_BarMeter": "espforensics.cli.progress",
+        "_batch_progress": "espforensics.cli.progress",
+        "_show": "espforensics.cli.report",
+    },
+}
+
+
+@pytest.mark.parametrize("module", sorted(MOVED))
+def test_a_split_module_still_offers_every_name(module: str) -> None:
+    for name, home in MOVED[module].items():
+        value = getattr(importlib.import_module(module), name)
+        assert value.__module__ == home, name
+
+
+def test_the_constants_of_split_modules_are_the_same_objects() -> None:
+    from espforensics import analysis
+    from espforensics.report import check_results, content
+    from espforensics.results import folder
+
+    assert analysis.OUTPUT_FILES is folder.OUTPUT_FILES
+    assert analysis.OUTPUT_FILES[-1] == "summary.json"  # renamed into place last
+    assert content.CHECKS is check_results.CHECKS
+    assert content.NOUNS is check_results.NOUNS
+    assert [name for name, _ in content.CHECKS][:2] == ["esp_placement", "cleartext_leak"]
+
+
+def test_every_key_format_names_a_detector_and_a_parser_that_exist() -> None:
+    from espforensics.keys import FORMATS
+
+    for key_format in FORMATS:
+        for path in (key_format.detector, key_format.parser):
+            module, _, name = path.partition(":")
+            assert callable(getattr(importlib.import_module(module), name)), path
+    tcpdump = FORMATS[-1]
+    assert tcpdump.name == "tcpdump -E"
+    assert tcpdump.detect("0x1000@192.0.2.1 aes128-cbc-hmac96:0x00112233445566778899aabbccddeeff")

@@ -1,0 +1,135 @@
+"""The reports of many SAs (issue 21): summary.json streamed a row at a time.
+
+``format_json`` makes, dumps and drops one row dict at a time and joins the text
+once; the document and its layout (one compact line per SA and per finding) are
+what they were.
+"""
+
+from __future__ import annotations
+
+import json
+
+from espforensics.model.enums import FindingKind, Proto, Severity, Verdict
+from espforensics.model.records import Finding, PacketRecord, SaKey
+from espforensics.render.json import format_json
+from espforensics.report.content import report_content
+from espforensics.results.builder import SummaryBuilder
+from espforensics.results.summary import CaptureInfo, SaSummary, Summary, finding_json, sa_json
+
+
+def _sa(spi: int) -> SaSummary:
+    return SaSummary(spi, "10.0.0.1", "10.0.0.2", "", 1, {"not_verified": 1}, 1, 1, 5.0, 5.0, 98)
+
+
+def _summary(sas: int, findings: int) -> Summary:
+    gap = Finding(FindingKind.SEQ_GAP, Severity.MEDIUM, 0x1001, (7, 8, 9), 3, "gap", "a", "b")
+    return Summary(
+        tool_version="1",
+        capture=CaptureInfo("c.pcap", "00", 10, sas, 5.0, 5.0),
+        esp_packets=sas,
+        verdicts={"not_verified": sas},
+        sas=tuple(_sa(0x10000 + i) for i in range(sas)),
+        finding_list=(gap,) * findings,
+    )
+
+
+def test_sa_and_finding_rows_are_the_documents_rows() -> None:
+    s = _summary(2, 1)
+    doc = s.to_json()
+    assert doc["sas"] == [sa_json(sa) for sa in s.sas]
+    assert sa_json(s.sas[1])["spi"] == "0x00010001"
+    assert sa_json(s.sas[1])["verdicts"] == {"not_verified": 1}
+    assert finding_json(s.finding_list[0])["frames"] == [[7, 9]]
+    assert doc["finding_list"] == [finding_json(s.finding_list[0])]
+
+
+def test_summary_json_of_two_sas_one_line_each() -> None:
+    s = _summary(2, 1)
+    text = format_json(report_content(s))
+    lines = text.splitlines()
+    start = lines.index('  "sas": [')
+    assert lines[start + 1] == "    " + json.dumps(sa_json(s.sas[0])) + ","
+    assert lines[start + 2] == "    " + json.dumps(sa_json(s.sas[1]))
+    assert lines[start + 3] == "  ],"
+    at = lines.index('  "finding_list": [')
+    assert lines[at + 1 : at + 3] == ["    " + json.dumps(finding_json(s.finding_list[0])), "  ],"]
+    assert text.endswith("\n}\n") and not text.endswith("\n\n")
+    doc = json.loads(text)
+    assert list(doc)[:3] == ["schema", "tool_version", "capture"]
+    assert list(doc).index("likely_causes") == list(doc).index("layouts") + 1
+    assert Summary.from_json(doc) == s
+
+
+def test_summary_json_of_no_sas_keeps_empty_lists_inline() -> None:
+    text = format_json(report_content(_summary(0, 0)))
+    assert '  "sas": [],' in text.splitlines()
+    assert '  "finding_list": [],' in text.splitlines()
+    assert "\0" not in text and "\\u0000" not in text
+    assert json.loads(text)["sas"] == []
+
+
+# -- per-SA counts made at their first use ----------------------------------------
+
+
+def _esp(frame: int, spi: int, **kw: object) -> PacketRecord:
+    rec = PacketRecord(frame, frame * 1_000_000_000, 100, 100, Verdict.UNKNOWN_SA, Proto.ESP)
+    rec.spi, rec.src, rec.dst, rec.seq64 = spi, "10.0.0.1", "10.0.0.2", frame
+    for name, value in kw.items():
+        setattr(rec, name, value)
+    return rec
+
+
+def test_sa_without_padding_or_checksums_makes_no_counter() -> None:
+    b = SummaryBuilder()
+    for frame in (1, 2):
+        b.observe(_esp(frame, 0x1001))
+    b.observe(_esp(3, 0x1002, tfc_len=12, payload_len=1400, inner_checksum="ok"))
+    b.observe(_esp(4, 0x1002, tfc_len=20, payload_len=1400, inner_checksum="bad"))
+    b.observe(_esp(5, 0x1002, tfc_len=8, payload_len=600, inner_checksum="ok"))
+    bare, padded = (
+        b._sas[SaKey(0x1001, "10.0.0.1", "10.0.0.2")],
+        b._sas[SaKey(0x1002, "10.0.0.1", "10.0.0.2")],
+    )
+    assert (bare.tfc_to, bare.checksums) == (None, None)
+    assert (padded.tfc_to, padded.checksums) == ({1400: 2, 600: 1}, {"ok": 2, "bad": 1})
+    sas = b.finish(CaptureInfo("c.pcap", "00"), []).sas
+    assert (sas[0].tfc_padded_to, sas[0].inner_checksums, sas[0].tfc_packets) == ({}, {}, 0)
+    assert sas[1].tfc_padded_to == {"1400": 2, "600": 1}
+    assert sas[1].inner_checksums == {"ok": 2, "bad": 1}
+    assert (sas[1].tfc_packets, sas[1].tfc_bytes, sas[1].packets) == (3, 40, 3)
+
+
+def test_sequence_wrap_list_is_made_at_the_first_wrap() -> None:
+    from espforensics.checks.sequence import SequenceCheck
+    from espforensics.keys.sa import RFC4106
+    from tests.support.bulk_batches import Pkt, context, keyed, sa_of
+
+    flow = keyed(sa_of(0x1001, RFC4106, bytes(20)))
+    check = SequenceCheck()
+    for frame, seq64 in enumerate([(1 << 32) - 2, (1 << 32) - 1], 1):
+        check.observe(context(flow, Pkt(frame, seq64, bytes(8), bytes(32), bytes(16))))
+    state = check._sas.by_key[flow.key]
+    assert state.wraps is None
+    check.observe(context(flow, Pkt(3, 1 << 32, bytes(8), bytes(32), bytes(16))))
+    assert state.wraps == [(3, 1)]
+    wraps = [f for f in check.finish() if f.kind is FindingKind.ESN_WRAP]
+    assert [(f.frames, f.count) for f in wraps] == [((3,), 1)]
+
+
+def test_sa_verdicts_one_kept_plain_others_counted_in_verdict_order() -> None:
+    b = SummaryBuilder()
+    b.observe(_esp(1, 0x1001, verdict=Verdict.TRUNCATED))
+    b.observe(_esp(2, 0x1001, verdict=Verdict.OK))
+    b.observe(_esp(3, 0x1001, verdict=Verdict.TRUNCATED))
+    b.observe(_esp(4, 0x1001, verdict=Verdict.AUTH_FAIL))
+    b.observe(_esp(5, 0x1002))
+    one, mixed = (
+        b._sas[SaKey(0x1002, "10.0.0.1", "10.0.0.2")],
+        b._sas[SaKey(0x1001, "10.0.0.1", "10.0.0.2")],
+    )
+    assert (one.verdict, one.verdict_packets, one.other_verdicts) == ("unknown_sa", 1, None)
+    assert (mixed.verdict, mixed.verdict_packets) == ("truncated", 2)
+    assert mixed.other_verdicts == {"ok": 1, "auth_fail": 1}
+    sas = b.finish(CaptureInfo("c.pcap", "00"), []).sas
+    assert list(sas[0].verdicts.items()) == [("ok", 1), ("auth_fail", 1), ("truncated", 2)]
+    assert sas[1].verdicts == {"unknown_sa": 1}
