@@ -34,6 +34,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "real_captures: reads ../shared/captures (tests.support.helpers.needs_captures)"
     )
+    config.addinivalue_line(
+        "markers",
+        "slow: takes seconds, not milliseconds (a benchmark script, worker processes, a whole"
+        " capture run many times); `pytest -m 'not slow'` leaves them out",
+    )
     sys.addaudithook(helpers.audit_captures)
 
 

@@ -177,6 +177,7 @@ def test_cli_exit_codes(archive: Path, tmp_path: Path) -> None:
     assert missing.exit_code == 2 and missing.stderr.startswith("espforensics: error: ")
 
 
+@pytest.mark.slow
 def test_dask_gives_the_same_table(archive: Path, tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed")
     local = tmp_path / "local"

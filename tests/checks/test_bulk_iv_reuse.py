@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from unittest import mock
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -127,6 +128,7 @@ def _random_batches(draw: st.DrawFn) -> tuple[list[Row], list[Row]]:
     return rows[:8], rows[8:]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_counter_batches(), st.sampled_from([4096, 3]))
 def test_counter_bulk_rule_is_the_per_packet_rule(
@@ -169,6 +171,7 @@ def _cbc_batches(draw: st.DrawFn) -> tuple[list[Row], list[Row]]:
     return rows[:cut], rows[cut:]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_cbc_batches())
 def test_cbc_bulk_rule_is_the_per_packet_rule(case: tuple[list[Row], list[Row]]) -> None:

@@ -17,6 +17,7 @@ bad or partial checksum) must never be answered in bulk.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -264,6 +265,7 @@ def test_parse_inners_is_parse_inner(rows: list[Row]) -> None:
         assert got == tuple(one), (nh, body.hex())
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(batch())
 def test_check_inners_is_check_inner(rows: list[Row]) -> None:
@@ -283,6 +285,7 @@ def test_check_inners_is_check_inner(rows: list[Row]) -> None:
         assert got == want, (nh, body.hex(), natt)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(batch())
 def test_the_checksum_rule_is_check_inner(rows: list[Row]) -> None:

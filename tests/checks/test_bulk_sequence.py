@@ -11,6 +11,7 @@ of the batch, the same findings. Also RFC 4303 A2.2 for a run of packets
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,6 +56,7 @@ def _sequence(flow: Flow, history: list[Pkt]) -> SequenceCheck:
     return check
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_batches())
 def test_sequence_bulk_rule_is_its_per_packet_rule(case: tuple[list[Pkt], list[Pkt]]) -> None:
@@ -139,6 +141,7 @@ def test_key_check_admits_only_an_sa_it_has_seen() -> None:
     assert _keys(flow, [_pkt(1, 1)]).admits(flow)
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(
     st.integers(0, (1 << 40) - 1),

@@ -36,6 +36,7 @@ def _key_hexes(keys_file: Path) -> list[str]:
     return re.findall(r"0x([0-9a-f]{40,72})", keys_file.read_text())
 
 
+@pytest.mark.slow
 def test_analyze_example_writes_every_output(tmp_path: Path) -> None:
     out = tmp_path / "out"
     keys = FIXTURES / "example.keys.yaml"
@@ -73,6 +74,7 @@ def test_analyze_example_writes_every_output(tmp_path: Path) -> None:
         assert key not in everything and key[:16] not in everything
 
 
+@pytest.mark.slow
 def test_existing_output_needs_force(tmp_path: Path) -> None:
     args = [
         "analyze",
@@ -106,6 +108,7 @@ def test_bad_capture_is_one_line(tmp_path: Path, content: bytes | None, needle: 
     _one_error_line(res.stderr, str(cap), needle)
 
 
+@pytest.mark.slow
 def test_truncated_capture_writes_what_was_read(tmp_path: Path) -> None:
     sc = build_scenario("ipv4-transport-tcp", seed=1)
     paths = write_scenario(sc, tmp_path, stem="cap")
@@ -146,6 +149,7 @@ def test_bad_key_file_is_one_line_without_the_key(tmp_path: Path) -> None:
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_natt_port_option(tmp_path: Path) -> None:
     sc = build_scenario("natt", seed=1)
     paths = write_scenario(sc, tmp_path, stem="cap")
@@ -240,6 +244,7 @@ def test_compare_offers_only_the_formats_it_renders(tmp_path: Path) -> None:
     assert "'summary' is not one of 'text', 'markdown', 'json'" in res.stderr
 
 
+@pytest.mark.slow
 def test_batch_jobs_has_a_short_form(tmp_path: Path) -> None:
     paths = write_scenario(build_scenario("ipv4-transport-tcp", seed=1), tmp_path / "in", stem="c")
     out = tmp_path / "out"

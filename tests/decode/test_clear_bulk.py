@@ -19,6 +19,7 @@ placement check's keyless search looks for a clear IP header.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -74,6 +75,7 @@ def _clear(gram: bytes) -> bool:
     return clear_icmp(gram, BODY, SRC, DST, KEYLESS_ICV_LENS)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.lists(datagram(), min_size=1, max_size=12))
 def test_may_be_clear_holds_every_packet_the_per_packet_tests_find_clear(

@@ -207,6 +207,7 @@ def test_no_key_in_any_output_of_a_secrets_block(tmp_path: Path, text: str) -> N
         assert "decryption secrets block" in (out / "summary.json").read_text()
 
 
+@pytest.mark.slow
 def test_the_valid_files_decrypt(tmp_path: Path, capture: Path) -> None:
     """The unswapped files are good ones: a swap, not a broken template, makes each error."""
     truth = SCENARIO.truth[:12]

@@ -204,6 +204,7 @@ def _frames(path: Path) -> int:
         return sum(isinstance(item, Frame) for item in cap)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("force", [False, True])
 def test_bad_secrets_block_with_copies_writes_what_a_run_without_them_writes(
     tmp_path: Path, force: bool
@@ -265,6 +266,7 @@ def test_force_keeps_the_earlier_outputs_until_new_ones_replace_them(
 # --- no warning on stderr: an IPv6 fragment that never completes, then one valid packet -------
 
 
+@pytest.mark.slow
 def test_a_lone_fragment_then_one_packet_prints_nothing_on_stderr(tmp_path: Path) -> None:
     """The issue's capture, with plots, under -W error: exit 0, stderr empty.
 

@@ -68,6 +68,7 @@ def _assert_same(a: Path, b: Path, names: tuple[str, ...] = _SAME) -> None:
     assert pq.read_table(a / "packets.parquet").equals(pq.read_table(b / "packets.parquet"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("jobs", "batch"), [(2, 1), (2, 3), (3, 5), (2, 64), (2, 4096)])
 def test_mixed_capture_gives_the_same_files(
     mixed: tuple[Path, Path], tmp_path: Path, jobs: int, batch: int
@@ -86,6 +87,7 @@ def test_every_scenario_is_the_same_on_two_threads(name: str, tmp_path: Path) ->
     _assert_same(one, _files(files["capture"], keys, tmp_path / "two", 2, 4))
 
 
+@pytest.mark.slow
 def test_a_cut_capture_reports_the_same_frames_and_error(
     mixed: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -167,6 +169,7 @@ def _repeated(tmp_path: Path, times: int) -> tuple[Path, Path]:
     return big, files["keys"]
 
 
+@pytest.mark.slow
 def test_progress_advances_under_jobs(tmp_path: Path) -> None:
     """The bytes the reader has taken, about every 4,096 frames, the same for any --jobs."""
     big, keys = _repeated(tmp_path, 140)  # 13,720 frames, 13 MB: three reports, 1 MiB reads

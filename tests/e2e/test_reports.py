@@ -44,6 +44,7 @@ def _ascii_72(text: str) -> None:
     assert [line for line in text.splitlines() if len(line) > 72 and len(line.split()) > 1] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["kernel-gso-v4", "sequence", "iv-reuse", "natt", "snaplen"])
 def test_reports_are_ascii_72_and_deterministic(tmp_path: Path, scenario: str) -> None:
     first = analyzed_dir(tmp_path / "a", scenario)

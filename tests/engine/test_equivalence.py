@@ -149,6 +149,7 @@ def assert_same(got: Analysis, want: Analysis, frames: int) -> None:
 # -- 1. every synthetic scenario ---------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", STEADY)
 @pytest.mark.parametrize("keyed", KEYED)
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -203,6 +204,7 @@ def test_mixed_capture_holds_what_crosses_batches(folder: Path) -> None:
     assert int(result.packets["iv_reused"].sum()) > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", [1, 2, 5, 64, 4096], ids=lambda n: f"batch{n}")
 @pytest.mark.parametrize("keyed", KEYED)
 def test_mixed_capture_steady_lane_matches_the_reference(

@@ -71,6 +71,7 @@ def _known(kind: str) -> set[int]:
     return {i for _, k, hits in KNOWN_OPEN.values() if k == kind for i in hits}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(BUDGET))
 def test_budget_has_no_failures(oracle: Oracle, kind: str) -> None:
     failed = {}
@@ -258,6 +259,7 @@ def test_the_lanes_are_compared(oracle: Oracle, monkeypatch: pytest.MonkeyPatch)
     assert failed == ["invariant: the steady lane's packets differ"]
 
 
+@pytest.mark.slow
 def test_steady_inputs_feed_the_lane_and_make_it_refuse(oracle: Oracle) -> None:
     """The steady kind's inputs of a fixed seed: the lane takes frames of them, and
     refuses some (the faults inside the runs), with no failure."""

@@ -118,6 +118,7 @@ def test_jobs_outputs_equal_on_long_runs_with_faults(
     assert patient[0] > 0, "no batch was opened by a worker"
 
 
+@pytest.mark.slow
 def test_jobs_outputs_equal_for_every_n_up_to_8(tmp_path: Path, patient: list[int]) -> None:
     """1 to 8 processes (7 workers on any machine: only the command line caps --jobs at
     the cores), batches of 7 frames: every output the same bytes as one process's."""
@@ -255,6 +256,7 @@ def test_a_failed_worker_is_an_error_naming_its_frames(tmp_path: Path, patient: 
         engine.close()
 
 
+@pytest.mark.slow
 def test_a_dask_cluster_gives_the_same_outputs(tmp_path: Path, patient: list[int]) -> None:
     """``--scheduler``: a LocalCluster's worker processes prefetch the batches."""
     distributed = pytest.importorskip("distributed")
@@ -272,6 +274,7 @@ def test_a_dask_cluster_gives_the_same_outputs(tmp_path: Path, patient: list[int
     assert patient[0] > 0, "no batch was opened by a Dask worker"
 
 
+@pytest.mark.slow
 def test_an_unreachable_scheduler_is_an_input_error(tmp_path: Path) -> None:
     pytest.importorskip("distributed")
     capture, keys = _window(tmp_path, 0)

@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tracemalloc
 
+import pytest
+
 from espforensics.analyzer.frame import FrameAnalyzer, Options
 from espforensics.engine import Engine, deliver
 from espforensics.keys import SaTable
@@ -65,6 +67,7 @@ def per_sa() -> float:
     return (_held(many) - _held(few)) / (MANY - FEW)
 
 
+@pytest.mark.slow
 def test_memory_per_one_packet_sa() -> None:
     # In a process of its own: what the tests before this one left in the process (a
     # module's state, the allocator's free lists) moved the figure by a few percent.

@@ -247,6 +247,7 @@ def frames(draw: st.DrawFn) -> list[Frame]:
 CUT_OPTIONS = Frame(1, 1000, 20, 20, 101, b"F\x00\x00\x18" + bytes(4) + b"@\x06" + bytes(10))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(frames())
 @example([CUT_OPTIONS])

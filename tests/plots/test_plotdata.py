@@ -134,6 +134,7 @@ def test_registry_is_a_literal_of_unique_names() -> None:
     assert {p.data for p in PLOTS} == set(PlotData.__dataclass_fields__)
 
 
+@pytest.mark.slow
 def test_matplotlib_only_when_plots_are_drawn(tmp_path: Path) -> None:
     files = write_scenario(build_scenario("sequence", seed=1), tmp_path / "in", stem="s")
     code = (

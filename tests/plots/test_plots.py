@@ -408,6 +408,7 @@ def test_write_plots_with_nothing_to_draw_creates_nothing(tmp_path: Path) -> Non
     assert not (tmp_path / "plots").exists()
 
 
+@pytest.mark.slow
 def test_reruns_give_identical_files(tmp_path: Path) -> None:
     write_plots(sample(), tmp_path / "a")
     write_plots(sample(), tmp_path / "b")

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_startup.py"
 
 
+@pytest.mark.slow
 def test_bench_startup_prints_a_figure_per_case_and_the_slowest_imports() -> None:
     res = subprocess.run(
         [sys.executable, str(SCRIPT), "--runs", "1", "--profile", "3", "--bytecode"],

@@ -30,6 +30,7 @@ def _run(script: str, *args: str) -> str:
     return res.stdout
 
 
+@pytest.mark.slow
 def test_bench_speed_prints_every_figure(tmp_path: Path) -> None:
     # Two stand-ins for tshark (no real tshark, no chroot needed): a Python
     # script that prints a version line and reads nothing.
@@ -81,6 +82,7 @@ def test_bench_speed_prints_every_figure(tmp_path: Path) -> None:
     assert not list(work.glob("*partial*"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("algorithm", "tshark_runs"), [("cbc", True), ("chacha20", False)])
 def test_bench_speed_per_algorithm(tmp_path: Path, algorithm: str, tshark_runs: bool) -> None:
     """cbc: tshark is measured (Wireshark decrypts CBC + HMAC); chacha20: it is not (4.0 and
@@ -117,6 +119,7 @@ def test_bench_speed_refuses_a_size_the_disk_cannot_hold(tmp_path: Path) -> None
     assert len(res.stderr.strip().splitlines()) == 1 and not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_bench_iv_tracker_counts_one_run_for_counter_ivs() -> None:
     out = _run("bench_iv_tracker.py", "--counter", "20000", "--random", "5000")
     assert "counter  IVs:      20,000 packets" in out and "runs 1 |" in out, out
@@ -139,6 +142,7 @@ def test_bench_iv_constant_prints_every_window() -> None:
         assert f"window {n:2d}: true constant in" in out, out
 
 
+@pytest.mark.slow
 def test_bench_formats_prints_every_format_and_the_copy() -> None:
     fixtures = BENCH.parent / "fixtures"
     out = _run(
@@ -165,6 +169,7 @@ def test_bench_tables_writes_the_table_both_ways(tmp_path: Path) -> None:
     assert "text columns but iv" in out and "csv of 40 rows" in out
 
 
+@pytest.mark.slow
 def test_bench_profiles_prints_every_profile_keyed_and_keyless(tmp_path: Path) -> None:
     """One line per sender profile, its ratios against the (fake) tshark named by TSHARK."""
     fake = tmp_path / "fake_tshark.py"
@@ -194,6 +199,7 @@ def test_bench_profiles_prints_every_profile_keyed_and_keyless(tmp_path: Path) -
     ]
 
 
+@pytest.mark.slow
 def test_bench_copies_prints_every_case_both_trees_and_the_shares(tmp_path: Path) -> None:
     """Run against itself as the before tree: the copies of both trees are identical."""
     root = str(BENCH.parent)

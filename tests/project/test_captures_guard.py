@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.helpers import CAPTURES, NO_CAPTURES, ROOT
 
 CASES = """
@@ -75,6 +77,7 @@ SAY_SO = [
 ]
 
 
+@pytest.mark.slow
 def test_a_test_reading_the_captures_unmarked_fails_and_a_marked_one_skips(
     tmp_path: Path,
 ) -> None:

@@ -189,6 +189,7 @@ def _real_folders(command: str) -> list[str]:
     return [name for name in REAL_FOLDERS if re.search(rf"(^|\s){name}/", command)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "doc",
     [

@@ -209,6 +209,7 @@ def test_analyze_without_plots_loads_no_pandas(tmp_path: Path) -> None:
     assert {"espforensics.rewrite.annotate", "espforensics.rewrite.decrypted"} <= loaded
 
 
+@pytest.mark.slow
 def test_report_loads_neither_pyarrow_nor_the_engine(tmp_path: Path) -> None:
     """``report`` renders an analysis's summary.json again: no table is read or written,
     no capture analyzed (cli/report.py, not cli/commands.py)."""
@@ -244,6 +245,7 @@ NOT_IN_A_RUN = (
 )
 
 
+@pytest.mark.slow
 def test_analyze_without_plots_imports_only_what_the_run_uses(tmp_path: Path) -> None:
     out = tmp_path / "out"
     code, loaded = _run_cli(
@@ -281,6 +283,7 @@ def test_a_key_file_imports_the_notations_tried_up_to_its_own(key_file: str, not
     assert not later & loaded
 
 
+@pytest.mark.slow
 def test_analyze_with_plots_draws_on_agg_without_pyplot(tmp_path: Path) -> None:
     """The plots are drawn on Agg's canvas directly: pyplot (whose first figure picks a
     backend, probing the GUI ones) is never imported, nor any GUI backend."""
