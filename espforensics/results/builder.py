@@ -20,7 +20,7 @@ import numpy.typing as npt
 from espforensics.bounded.rare import Rare
 from espforensics.checks.coverage import CUT_FOUND, CUT_READ, cut_kind
 from espforensics.engine import SteadyRows
-from espforensics.model.enums import FindingKind, InnerChecksum, Proto, Verdict
+from espforensics.model.enums import FindingKind, InnerChecksum, Proto, SeqAnomaly, Verdict
 from espforensics.model.records import Finding, PacketRecord, SaKey, UnusedSa
 from espforensics.model.version import TOOL_VERSION
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
@@ -113,8 +113,8 @@ class _SaAcc:
         if rec.iv_seq_delta:
             self.iv_deviating += 1
         if rec.seq_anomaly:
-            self.duplicates += rec.seq_anomaly.startswith("duplicate")
-            self.reordered += rec.seq_anomaly == "reordered"
+            self.duplicates += rec.seq_anomaly.duplicate
+            self.reordered += rec.seq_anomaly is SeqAnomaly.REORDERED
         if rec.next_header in (4, 41):
             self.ip_payloads += 1
         elif rec.next_header is not None and rec.next_header != 59:
