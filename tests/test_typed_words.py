@@ -8,17 +8,25 @@ words for them change no count and no lead.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable
+from pathlib import Path
 
 import pytest
 
+from espforensics.analysis import summarize
 from espforensics.analyzer import crypto, placement
 from espforensics.analyzer.frame import Options
 from espforensics.checks import context
 from espforensics.checks.coverage import CUT_FOUND, CUT_READ, CUT_UNREAD, cut_kind
+from espforensics.checks.keys import FIX_WORDS, fix_named, variants
 from espforensics.keys import load_sas
-from espforensics.model.enums import Cut, Proto, SeqAnomaly, Verdict
+from espforensics.keys.sa import SaTable
+from espforensics.model.enums import Cut, FindingKind, KeyFix, Proto, SeqAnomaly, Verdict
+from espforensics.model.evidence import KeyMismatch
 from espforensics.model.records import PACKET_COLUMNS, Frame, PacketRecord
+from espforensics.report.lead import wrong_sentence
 from espforensics.results.builder import SummaryBuilder
 from espforensics.results.summary import CaptureInfo, Summary
 from espforensics.tables.packets import packet_record, records_to_table
@@ -154,3 +162,43 @@ def test_the_sequence_check_marks_its_kinds(lane: Options) -> None:
     back = [packet_record(row).seq_anomaly for row in rows]
     assert back == [r.seq_anomaly for r in records]
     assert all(type(a) is SeqAnomaly for a in back)
+
+
+# -- item 2: the key doctor's fix, typed ---------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["example", "aeads", "encauth", "esn-wrap", "shared-key"])
+def test_every_variant_s_words_read_back_as_its_fix(name: str) -> None:
+    """What results/stored.py reads a stored cure back by names the fix each variant undoes."""
+    sas = SaTable(scenario(name).sas)
+    tried = [v for sa in sas for v in variants(sa, sas)]
+    assert tried
+    assert [fix_named(v.what) for v in tried] == [v.fix for v in tried]
+
+
+@helpers.needs_captures
+def test_swapped_keys_lead_by_their_fix_not_its_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The TCP capture with its two SAs' keys exchanged: each verifies with the other's key,
+    the lead says the keys are swapped, also when that variant's words are others."""
+    tcp = helpers.real_capture("linux-6.1/tcp-transport-v4")
+    text = tcp.keys.read_text()
+    a, b = re.findall(r"0x[0-9a-f]{40}", text)
+    keys = tmp_path / "swapped.txt"
+    keys.write_text(text.replace(a, "KEY").replace(b, a).replace("KEY", b))
+    monkeypatch.setitem(FIX_WORDS, KeyFix.OTHER_DIRECTION, "the key written for SPI")
+    summary = summarize(tcp.pcap, [keys])
+    found = [f.evidence for f in summary.finding_list if f.kind is FindingKind.KEY_MISMATCH]
+    assert len(found) == 2
+    for ev in found:
+        assert isinstance(ev, KeyMismatch) and ev.fix is KeyFix.OTHER_DIRECTION
+        assert ev.cure.startswith("the key written for SPI 0x0000100")
+    swapped = (
+        "447 of 447 ESP packets fail their ICV with the key file and verify with the key "
+        "given for the other direction: the directions' keys are swapped, fix the key file "
+        "for SPIs 0x00001001, 0x00001002"
+    )
+    assert swapped in " ".join(wrong_sentence(summary).split())
+    again = Summary.from_json(json.loads(json.dumps(summary.to_json())))
+    assert swapped in " ".join(wrong_sentence(again).split())

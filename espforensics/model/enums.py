@@ -2,7 +2,7 @@
 
 In: nothing. Out: ``Verdict`` (what became of a frame), ``Proto``, ``FindingKind``,
 ``Severity`` and its rank, ``InnerChecksum``, ``IvScheme``, ``Unchecked``,
-``UnusedReason``, ``SeqAnomaly``, ``Cut``. Raises nothing.
+``UnusedReason``, ``SeqAnomaly``, ``Cut``, ``KeyFix``. Raises nothing.
 """
 
 from __future__ import annotations
@@ -61,6 +61,17 @@ class Cut(Enum):
     UNREAD = 1  # its header not shown to be where it is read (``Receiving.header_doubt``)
     READ = 2  # shown there: the placement search, sequence and IV checks read it
     FOUND = 3  # found later by layout (analyzer/placement.py): its clear bytes read too
+
+
+class KeyFix(Enum):
+    """The usual key-file mistake a key doctor's variant undoes (checks/keys.py ``variants``)."""
+
+    LEADING_ZERO = 1  # a 00 byte dropped from the front of the key
+    ICV_LENGTH = 2  # another ICV length
+    ESN_OFF = 3  # ESN off, the key file says on
+    ESN_START = 4  # ESN on with another high half at the start
+    SALT_FIRST = 5  # the salt at the start of the key material, not its end
+    OTHER_DIRECTION = 6  # the key given for another SA: the directions' keys swapped
 
 
 class FindingKind(StrEnum):
