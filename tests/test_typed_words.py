@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ from espforensics.model.evidence import KeyMismatch
 from espforensics.model.records import PACKET_COLUMNS, Frame, PacketRecord
 from espforensics.report.lead import wrong_sentence
 from espforensics.results.builder import SummaryBuilder
-from espforensics.results.summary import CaptureInfo, Summary
+from espforensics.results.summary import CaptureInfo, SaSummary, Summary
 from espforensics.tables.packets import packet_record, records_to_table
 from tests import helpers
 from tests.helpers import PER_FRAME, STEADY, run_frames, scenario
@@ -202,3 +203,36 @@ def test_swapped_keys_lead_by_their_fix_not_its_words(
     assert swapped in " ".join(wrong_sentence(summary).split())
     again = Summary.from_json(json.loads(json.dumps(summary.to_json())))
     assert swapped in " ".join(wrong_sentence(again).split())
+
+
+# -- item 4: an SA's times held once, in ns ------------------------------------------------
+
+
+def test_an_sa_holds_its_times_once_and_summary_json_writes_both(lane: Options) -> None:
+    """SaSummary keeps the ns; summary.json writes the float seconds where it always did
+    (after ``last_seq64``) and the ns after ``icmp_quoted``; a summary.json of a version
+    before the ns reads back to the ns nearest its seconds, the same seconds again."""
+    assert {"first_time", "last_time"}.isdisjoint(f.name for f in fields(SaSummary))
+    sc = scenario("sequence")
+    summary = _summary(run_frames(sc.frames, sc.sas, lane, "sequence").records)
+    (sa,) = summary.sas
+    times = [f.ts_ns for f in sc.frames]
+    assert (sa.first_ns, sa.last_ns) == (min(times), max(times))
+    doc = json.loads(json.dumps(summary.to_json()))
+    (row,) = doc["sas"]
+    keys = list(row)
+    assert keys[keys.index("last_seq64") + 1 : keys.index("wire_bytes")] == [
+        "first_time",
+        "last_time",
+    ]
+    assert keys[keys.index("icmp_quoted") + 1 :][:2] == ["first_ns", "last_ns"]
+    assert (row["first_time"], row["last_time"]) == (sa.first_ns / 1e9, sa.last_ns / 1e9)
+    assert Summary.from_json(doc) == summary
+    old = json.loads(json.dumps(doc))
+    for s in old["sas"]:
+        del s["first_ns"], s["last_ns"]
+    (back,) = Summary.from_json(old).sas
+    # the float holds the time to 238 ns (its ulp in 2025): the ns nearest it, within half
+    assert abs(back.first_ns - sa.first_ns) < 120 and abs(back.last_ns - sa.last_ns) < 120
+    assert (back.first_time, back.last_time) == (row["first_time"], row["last_time"])
+    assert back.mbit_per_s == sa.mbit_per_s
