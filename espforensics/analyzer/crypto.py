@@ -19,7 +19,7 @@ from espforensics.checks.context import Receiving
 from espforensics.checks.coverage import CUT_DETAIL
 from espforensics.crypto import CipherContext, opener
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.model.enums import Verdict
+from espforensics.model.enums import Cut, Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +137,7 @@ def cut_short(pkt: Receiving) -> bool:
     rec, sa = pkt.rec, pkt.state.sa
     if not pkt.cut:
         return False
-    rec.verdict = Verdict.TRUNCATED
+    rec.verdict, rec.cut = Verdict.TRUNCATED, Cut.READ  # placement may find otherwise
     rec.detail = CUT_DETAIL.format(len(pkt.data) - (rec.esp_offset or 0), rec.esp_len)
     if sa is None:
         rec.detail += f"; {no_key(rec.spi or 0)}"

@@ -42,7 +42,7 @@ from espforensics.checks.placement import MAX_CANDIDATES, found_by_layout, leak_
 from espforensics.crypto import IV_LEN, opener
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.keys.sa import SaTable
-from espforensics.model.enums import Verdict
+from espforensics.model.enums import Cut, Verdict
 
 FlowFor = Callable[[int, bytes, bytes], Flow]  # the flow table's flow of (SPI, src, dst)
 _SEARCHED = frozenset(
@@ -70,6 +70,7 @@ class PlacementSearch:
             self._recognise(pkt)
             doubt = pkt.header_doubt
             if doubt:
+                rec.cut = Cut.UNREAD
                 rec.detail = f"{rec.detail}; {doubt}" if rec.detail else doubt
             return
         if self._prove(pkt, pkt.flow):
@@ -164,5 +165,6 @@ def _mark(
         f"{len(clear)} bytes in clear before it; {how}"
     )
     if cut:  # first, as on every truncated packet
+        rec.cut = Cut.FOUND
         rec.detail = f"{CUT_DETAIL.format(len(data) - at, rec.esp_len)}; {rec.detail}"
     pkt.placed = Placed(spi, rec.expected_offset, at, proven)

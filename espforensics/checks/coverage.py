@@ -13,7 +13,8 @@ verdict's string so that verdicts other stages add (``decrypted_no_icv``,
 
 A ``truncated`` packet the capture cut (a snap length) was read by its
 captured bytes alone, as much as they showed: ``cut_kind(rec)`` tells from
-its record which of ``CUT_UNREAD``, ``CUT_READ`` or ``CUT_FOUND`` it is
+its record's ``cut`` (set by the receiver's steps) which of ``CUT_UNREAD``,
+``CUT_READ`` or ``CUT_FOUND`` it is
 (the per-SA counts of summary.json ``cut``, ``cut_read``, ``cut_found``),
 and ``SEEN`` has a line for each.
 """
@@ -24,7 +25,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from espforensics.keys.sa import suite_checks_icv
-from espforensics.model.enums import Verdict
+from espforensics.model.enums import Cut, Verdict
 from espforensics.model.records import PacketRecord
 
 # Why a check did not examine a packet: each reads after a count,
@@ -45,11 +46,9 @@ UNKNOWN_VERDICT = "of a verdict this version does not know"
 
 # How the ``detail`` of a packet the capture cut begins (analyzer/crypto.py cut_short:
 # "captured 42 of 8960 ESP bytes"), and what it says when its header did not count
-# (checks/context.py header_doubt): the record's only marks of either.
+# (checks/context.py header_doubt). Words only: ``rec.cut`` holds the fact.
 CUT_DETAIL = "captured {} of {} ESP bytes"
 NOT_COUNTED = "its header not counted"
-_CUT_START = CUT_DETAIL.split("{", 1)[0]
-_CUT_END = CUT_DETAIL.rsplit("}", 1)[1]
 
 # What a packet the capture cut showed, as keys of SEEN: its header not shown to be
 # where it is read (nothing examined it), shown there (the placement search, sequence
@@ -144,15 +143,15 @@ def seen(verdict: str, facts: SaFacts) -> Seen:
 def cut_kind(rec: PacketRecord) -> str | None:
     """What the capture showed of a packet it cut: a key of SEEN; None when it did not cut it.
 
-    ``CUT_FOUND``: its ESP header found later by layout (``rec.misplaced``);
-    ``CUT_UNREAD``: the capture did not show its header to be where it is
-    read (checks/context.py ``header_doubt``); else ``CUT_READ``.
+    The receiver's steps set ``rec.cut`` (model/enums.py ``Cut``): ``CUT_FOUND``,
+    its ESP header found later by layout; ``CUT_UNREAD``, the capture did not
+    show its header to be where it is read (checks/context.py ``header_doubt``);
+    else ``CUT_READ``. The steady lane takes no packet the capture cut: its
+    rows are never cut.
     """
-    if rec.verdict is not Verdict.TRUNCATED:
-        return None
-    head = rec.detail.split(";", 1)[0]
-    if not (head.startswith(_CUT_START) and head.endswith(_CUT_END)):
+    if rec.verdict is not Verdict.TRUNCATED or rec.cut is None:
         return None  # not an ESP packet read after its cut (a header cut short, a fragment)
-    if rec.misplaced:
-        return CUT_FOUND
-    return CUT_UNREAD if NOT_COUNTED in rec.detail else CUT_READ
+    return _CUT_KINDS[rec.cut]
+
+
+_CUT_KINDS = {Cut.UNREAD: CUT_UNREAD, Cut.READ: CUT_READ, Cut.FOUND: CUT_FOUND}

@@ -38,7 +38,7 @@ from espforensics.keys.sa import (
     SaTable,
     SecurityAssociation,
 )
-from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.enums import FindingKind, KeyFix, Severity, Verdict
 from espforensics.model.evidence import CipherMismatch, HmacKeySize, KeyMismatch, Unsupported
 from espforensics.model.records import Finding, UnusedSa
 
@@ -56,6 +56,7 @@ class Variant:
 
     what: str  # e.g. "a 128-bit ICV (the key file says 96)"
     sa: SecurityAssociation
+    fix: KeyFix  # the mistake it undoes, ``what`` in words
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,22 @@ class _Sa:
     diagnosed: bool = False
 
 
+# How each variant's words begin: the one table ``fix_named`` reads a stored cure back by.
+FIX_WORDS: dict[KeyFix, str] = {
+    KeyFix.LEADING_ZERO: "a 00 byte in front of the key: it is",
+    KeyFix.ICV_LENGTH: "a ",  # "a 128-bit ICV (...)": after LEADING_ZERO in ``fix_named``
+    KeyFix.ESN_OFF: "ESN off (the key file says ESN on)",
+    KeyFix.ESN_START: "ESN on with high half",
+    KeyFix.SALT_FIRST: "the 4-byte salt read from the start of the key material, not its end",
+    KeyFix.OTHER_DIRECTION: "the key given for SPI",
+}
+
+
+def fix_named(what: str) -> KeyFix | None:
+    """The mistake a variant's words name (a summary.json read back: results/stored.py)."""
+    return next((fix for fix, words in FIX_WORDS.items() if what.startswith(words)), None)
+
+
 def variants(sa: SecurityAssociation, table: SaTable) -> Iterator[Variant]:
     """The usual mistakes, most common first: ICV length, ESN, salt, the other direction.
 
@@ -106,31 +123,32 @@ def variants(sa: SecurityAssociation, table: SaTable) -> Iterator[Variant]:
     """
     if not sa.key_usable:
         yield Variant(
-            f"a 00 byte in front of the key: it is {len(sa.key)} bytes, one short "
+            f"{FIX_WORDS[KeyFix.LEADING_ZERO]} {len(sa.key)} bytes, one short "
             f"(a leading zero dropped by a copy-paste?)",
             leading_zero(sa),
+            KeyFix.LEADING_ZERO,
         )
         return
     for bits in sorted(_icv_choices(sa) - {sa.icv_bits}, reverse=True):
         yield Variant(
-            f"a {bits}-bit ICV (the key file says {sa.icv_bits})", replace(sa, icv_bits=bits)
+            f"a {bits}-bit ICV (the key file says {sa.icv_bits})",
+            replace(sa, icv_bits=bits),
+            KeyFix.ICV_LENGTH,
         )
     if sa.esn:
-        yield Variant("ESN off (the key file says ESN on)", replace(sa, esn=False, esn_hi=0))
+        yield Variant(FIX_WORDS[KeyFix.ESN_OFF], replace(sa, esn=False, esn_hi=0), KeyFix.ESN_OFF)
     highs = sorted(
         {*range(START_HIGH_HALVES), sa.esn_hi - 1, sa.esn_hi + 1} - {sa.esn_hi if sa.esn else -1}
     )
     for hi in (h for h in highs if 0 <= h <= 0xFFFFFFFF):
         was = f"esn_hi {sa.esn_hi:#x}" if sa.esn else "ESN off"
         yield Variant(
-            f"ESN on with high half {hi:#x} at the start (the key file says {was})",
+            f"{FIX_WORDS[KeyFix.ESN_START]} {hi:#x} at the start (the key file says {was})",
             replace(sa, esn=True, esn_hi=hi),
+            KeyFix.ESN_START,
         )
     if sa.auth_algorithm is None or sa.algorithm == CTR_AES:  # a salt or nonce at the end
-        yield Variant(
-            "the 4-byte salt read from the start of the key material, not its end",
-            salt_first(sa),
-        )
+        yield Variant(FIX_WORDS[KeyFix.SALT_FIRST], salt_first(sa), KeyFix.SALT_FIRST)
     for other in table:  # a key one byte short is no key to try (AESGCM refuses it)
         if (
             other.supported
@@ -139,9 +157,10 @@ def variants(sa: SecurityAssociation, table: SaTable) -> Iterator[Variant]:
             and not other.key.same_as(sa.key)
         ):
             yield Variant(
-                f"the key given for SPI {other.spi_text} ({other.src or 'any'} -> "
+                f"{FIX_WORDS[KeyFix.OTHER_DIRECTION]} {other.spi_text} ({other.src or 'any'} -> "
                 f"{other.dst or 'any'}): the directions' keys swapped?",
                 replace(sa, key=other.key, auth_key=other.auth_key),
+                KeyFix.OTHER_DIRECTION,
             )
 
 
@@ -328,6 +347,7 @@ def _mismatch(acc: _Sa) -> Finding:
             "" if acc.cure is None else acc.cure.variant.what,
             0 if acc.cure is None else acc.cured,
             acc.cure is None and not sa.key_usable,
+            None if acc.cure is None else acc.cure.variant.fix,
         ),
     )
 

@@ -32,7 +32,7 @@ from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks.bulk import BulkRules, FlowRows, Mask, PlainRule, Plaintexts
 from espforensics.checks.context import Flow, PacketContext
 from espforensics.keys.sa import SaTable, SecurityAssociation
-from espforensics.model.enums import Verdict
+from espforensics.model.enums import SeqAnomaly, Verdict
 from espforensics.model.records import Finding, SaKey
 from espforensics.receiver.config import LEGACY_BITS, replay_config
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
@@ -159,9 +159,9 @@ class ReceiverCheck(BulkRules):
         return None
 
     @staticmethod
-    def _late(state: _State, seq64: int | None, anomaly: str) -> None:
+    def _late(state: _State, seq64: int | None, anomaly: SeqAnomaly) -> None:
         """Keep the reorder depth: how far below the top a packet that is no replay came."""
-        if seq64 is None or anomaly.startswith("duplicate"):
+        if seq64 is None or anomaly.duplicate:
             return
         if seq64 < state.best:
             state.depth = max(state.depth, state.best - seq64)

@@ -44,7 +44,7 @@ from espforensics.bounded.window import RecentWindow
 from espforensics.checks.bulk import BulkRules, FlowRows, Mask
 from espforensics.checks.context import Flow, PacketContext, PerFlow
 from espforensics.checks.coverage import Seen
-from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.enums import FindingKind, SeqAnomaly, Severity, Verdict
 from espforensics.model.evidence import EsnWrap, SeqDuplicates, SeqGaps, SeqRange, SeqReorder
 from espforensics.model.records import Finding, SaKey
 
@@ -200,7 +200,9 @@ class SequenceCheck(BulkRules):
         seen, window = sa.numbers(), sa.window()  # both made from the first packet's top
         if seen.add(seq64):
             same, compared = _compare(window.get(seq64), digest, pkt)
-            rec.seq_anomaly = "duplicate-identical" if same is _Same.IDENTICAL else "duplicate"
+            rec.seq_anomaly = (
+                SeqAnomaly.DUPLICATE_IDENTICAL if same is _Same.IDENTICAL else SeqAnomaly.DUPLICATE
+            )
             sa.duplicates += 1
             sa.identical += same is _Same.IDENTICAL
             sa.uncompared += same is _Same.UNCOMPARED
@@ -210,7 +212,7 @@ class SequenceCheck(BulkRules):
                 sa.captured_bytes = (min(low or compared, compared), max(high, compared))
             sa.dup_frames = with_frame(sa.dup_frames, rec.frame)
         elif seq64 < sa.top:
-            rec.seq_anomaly = "reordered"
+            rec.seq_anomaly = SeqAnomaly.REORDERED
             sa.reordered += 1
             sa.max_late = max(sa.max_late, sa.top - seq64)
             sa.reorder_frames = with_frame(sa.reorder_frames, rec.frame)

@@ -2,12 +2,12 @@
 
 In: nothing. Out: ``Verdict`` (what became of a frame), ``Proto``, ``FindingKind``,
 ``Severity`` and its rank, ``InnerChecksum``, ``IvScheme``, ``Unchecked``,
-``UnusedReason``. Raises nothing.
+``UnusedReason``, ``SeqAnomaly``, ``Cut``, ``KeyFix``. Raises nothing.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
+from enum import Enum, StrEnum
 
 
 class Verdict(StrEnum):
@@ -35,6 +35,43 @@ class Verdict(StrEnum):
     # Outside what --spi / --frames select: not analyzed, still a row (its SPI and sequence
     # number when the frame got that far).
     NOT_SELECTED = "not_selected"
+
+
+class SeqAnomaly(StrEnum):
+    """What the sequence check saw of a packet's number; the value is written to ``seq_anomaly``."""
+
+    NONE = ""  # nothing: a number higher than every one before (or not examined)
+    DUPLICATE = "duplicate"  # a number seen before, the bytes not shown to be the same
+    DUPLICATE_IDENTICAL = "duplicate-identical"  # a number seen before, a byte-identical copy
+    REORDERED = "reordered"  # a number lower than one seen before, not seen itself
+
+    @property
+    def duplicate(self) -> bool:
+        """A number seen before (a copy or not)?"""
+        return self in (SeqAnomaly.DUPLICATE, SeqAnomaly.DUPLICATE_IDENTICAL)
+
+
+class Cut(Enum):
+    """What the capture showed of an ESP packet it cut (a snap length): read by its bytes alone.
+
+    Set by the receiver's steps that know it (analyzer/crypto.py ``cut_short``,
+    analyzer/placement.py); checks/coverage.py ``cut_kind`` reads it. No column.
+    """
+
+    UNREAD = 1  # its header not shown to be where it is read (``Receiving.header_doubt``)
+    READ = 2  # shown there: the placement search, sequence and IV checks read it
+    FOUND = 3  # found later by layout (analyzer/placement.py): its clear bytes read too
+
+
+class KeyFix(Enum):
+    """The usual key-file mistake a key doctor's variant undoes (checks/keys.py ``variants``)."""
+
+    LEADING_ZERO = 1  # a 00 byte dropped from the front of the key
+    ICV_LENGTH = 2  # another ICV length
+    ESN_OFF = 3  # ESN off, the key file says on
+    ESN_START = 4  # ESN on with another high half at the start
+    SALT_FIRST = 5  # the salt at the start of the key material, not its end
+    OTHER_DIRECTION = 6  # the key given for another SA: the directions' keys swapped
 
 
 class FindingKind(StrEnum):

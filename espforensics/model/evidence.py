@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from espforensics.model.enums import InnerChecksum, IvScheme
+from espforensics.model.enums import InnerChecksum, IvScheme, KeyFix
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +217,7 @@ class KeyMismatch:
     cure: str  # the variant's words, e.g. "a 128-bit ICV (the key file says 96)"; "": none
     cured: int  # of the failed, how many verify with ``cure``
     key_unusable: bool  # the key's length fits no key of its algorithm
+    fix: KeyFix | None = None  # the mistake ``cure`` undoes; None: no cure
 
 
 @dataclass(frozen=True, slots=True)

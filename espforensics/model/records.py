@@ -3,8 +3,12 @@
 In: nothing. Out: ``Frame`` (one capture record), ``SaKey`` (an SA's
 identity), ``PacketRecord``, the
 one-row-per-frame interchange format whose field names are the ``packets.csv``
-columns, ``Finding`` (a row of findings.csv, with its typed evidence),
+columns (``PACKET_COLUMNS``), ``Finding`` (a row of findings.csv, with its typed evidence),
 ``PlotOutcome``, ``UnusedSa``. Raises nothing.
+
+A ``PacketRecord`` field with ``NOT_A_COLUMN`` metadata (``cut``) is typed state
+the receiver's steps hand on to what counts the records, never a column:
+``PACKET_COLUMNS`` leaves it out.
 
 ``Frame`` is a NamedTuple rather than a frozen dataclass because one is
 built per captured frame and tuple construction is several times cheaper.
@@ -14,11 +18,20 @@ stage by stage and each check fills its own columns (house style rule 8).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple, NewType
 
-from espforensics.model.enums import FindingKind, Proto, Severity, UnusedReason, Verdict
+from espforensics.model.enums import (
+    Cut,
+    FindingKind,
+    Proto,
+    SeqAnomaly,
+    Severity,
+    UnusedReason,
+    Verdict,
+)
 
 if TYPE_CHECKING:
     from espforensics.model.evidence import Evidence
@@ -82,6 +95,10 @@ class Finding:
     evidence: Evidence | None = field(default=None, compare=False)
 
 
+# The metadata of a PacketRecord field that is state the stages hand on, not a column.
+NOT_A_COLUMN: Mapping[str, bool] = MappingProxyType({"column": False})
+
+
 @dataclass(slots=True)
 class PacketRecord:
     """One row of ``packets.csv``: everything known about one frame.
@@ -124,7 +141,7 @@ class PacketRecord:
     leaked_fields: str = ""
     iv_reused: bool | None = None
     iv_seq_delta: int | None = None
-    seq_anomaly: str = ""
+    seq_anomaly: SeqAnomaly = SeqAnomaly.NONE
     detail: str = ""
     inner_checksum: str = ""  # an InnerChecksum value; empty: no verified plaintext
     tfc_len: int | None = None  # TFC padding after the inner IP packet (RFC 4303 s2.7)
@@ -147,6 +164,9 @@ class PacketRecord:
     # (receiver/verdict.py RxVerdict: accept, replay, too_old, icv_fail, no_state, ...);
     # empty for a frame without ESP, or when no key file was given.
     receiver: str = ""
+    # Not a column (``NOT_A_COLUMN``): what the capture showed of an ESP packet it cut, as
+    # the receiver's steps found it (model/enums.py ``Cut``); None for every other frame.
+    cut: Cut | None = field(default=None, metadata=NOT_A_COLUMN)
 
     @property
     def misplaced(self) -> bool:
@@ -162,7 +182,9 @@ class PacketRecord:
         )
 
 
-PACKET_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PacketRecord))
+PACKET_COLUMNS: tuple[str, ...] = tuple(
+    f.name for f in fields(PacketRecord) if f.metadata.get("column", True)
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from espforensics.checks.coverage import NO_KEY
-from espforensics.model.enums import SEVERITY_RANK, FindingKind, Severity
+from espforensics.model.enums import SEVERITY_RANK, FindingKind, KeyFix, Severity
 from espforensics.model.evidence import KeyMismatch
 from espforensics.model.records import Finding
 from espforensics.report.narrative import FindingGroup, finding_groups, group_unit, plural
@@ -26,7 +26,6 @@ from espforensics.results.summary import Summary
 
 SPIS_NAMED = 3  # SPIs a sentence names before "and N more"
 GROUPS_NAMED = 2  # finding kinds the second sentence names at least (every critical one)
-_SWAPPED = "the key given for SPI"  # checks/keys.py variants: the other direction's key
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +33,7 @@ class _Fix:
     what: str  # "a 128-bit ICV (the key file says 96)"
     packets: int  # packets that verify with it
     spis: tuple[int, ...]
+    fix: KeyFix | None  # the mistake it undoes
 
 
 def spi_list(spis: tuple[int, ...]) -> str:
@@ -98,16 +98,16 @@ def _proof(t: Tally) -> str:
 
 def _fixes(findings: tuple[Finding, ...]) -> list[_Fix]:
     """The key doctor's proven variants, one per variant with the SPIs it fixes."""
-    by_what: dict[str, tuple[int, list[int]]] = {}
+    by_what: dict[str, tuple[int, list[int], KeyFix | None]] = {}
     for f in findings:
         if f.kind is not FindingKind.KEY_MISMATCH or f.spi is None:
             continue
         ev = f.evidence  # checks/keys.py _mismatch: the variant that verifies them, if any
         if not isinstance(ev, KeyMismatch) or not ev.cure:
             continue
-        n, spis = by_what.get(ev.cure, (0, []))
-        by_what[ev.cure] = (n + ev.cured, [*spis, f.spi])
-    return [_Fix(what, n, tuple(sorted(spis))) for what, (n, spis) in by_what.items()]
+        n, spis, _ = by_what.get(ev.cure, (0, [], ev.fix))
+        by_what[ev.cure] = (n + ev.cured, [*spis, f.spi], ev.fix)
+    return [_Fix(what, n, tuple(sorted(spis)), fix) for what, (n, spis, fix) in by_what.items()]
 
 
 def _no_cure(f: Finding) -> bool:
@@ -120,7 +120,7 @@ def _key_sentence(summary: Summary) -> str:
     """The key file's fault, proven or not, or "" when the key doctor found none."""
     esp = summary.esp_layers
     fixes = _fixes(summary.finding_list)
-    swapped = [x for x in fixes if x.what.startswith(_SWAPPED)]
+    swapped = [x for x in fixes if x.fix is KeyFix.OTHER_DIRECTION]
     if len(swapped) > 1 and len(swapped) == len(fixes):  # each verifies with the other's key
         spis = tuple(sorted(s for x in swapped for s in x.spis))
         return (

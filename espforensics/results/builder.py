@@ -20,7 +20,7 @@ import numpy.typing as npt
 from espforensics.bounded.rare import Rare
 from espforensics.checks.coverage import CUT_FOUND, CUT_READ, cut_kind
 from espforensics.engine import SteadyRows
-from espforensics.model.enums import FindingKind, InnerChecksum, Proto, Verdict
+from espforensics.model.enums import FindingKind, InnerChecksum, Proto, SeqAnomaly, Verdict
 from espforensics.model.records import Finding, PacketRecord, SaKey, UnusedSa
 from espforensics.model.version import TOOL_VERSION
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
@@ -113,8 +113,8 @@ class _SaAcc:
         if rec.iv_seq_delta:
             self.iv_deviating += 1
         if rec.seq_anomaly:
-            self.duplicates += rec.seq_anomaly.startswith("duplicate")
-            self.reordered += rec.seq_anomaly == "reordered"
+            self.duplicates += rec.seq_anomaly.duplicate
+            self.reordered += rec.seq_anomaly is SeqAnomaly.REORDERED
         if rec.next_header in (4, 41):
             self.ip_payloads += 1
         elif rec.next_header is not None and rec.next_header != 59:
@@ -193,8 +193,8 @@ class _SaAcc:
             self.verdicts(),
             self.first_seq64,
             self.last_seq64,
-            self.first_ns / 1e9,
-            self.last_ns / 1e9,
+            self.first_ns,
+            self.last_ns,
             self.wire_bytes,
             self.leaked,
             self.iv_reused,
@@ -213,8 +213,6 @@ class _SaAcc:
             else {},
             iv_scheme,
             icmp_quoted,
-            self.first_ns,
-            self.last_ns,
             cut=self.cut,
             cut_read=self.cut_read,
             cut_found=self.cut_found,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 
+from espforensics.checks.keys import fix_named
 from espforensics.model.enums import FindingKind
 from espforensics.model.evidence import (
     EsnEvent,
@@ -139,4 +140,7 @@ def _key(detail: str, failed: int) -> KeyMismatch | None:
     cure = _CURE.search(detail)
     if cure is None:
         return KeyMismatch(int(m[1]), int(m[2]), failed, "", 0, _UNUSABLE in detail)
-    return KeyMismatch(int(m[1]), int(m[2]), failed, cure[3], int(cure[1] or failed), False)
+    what = cure[3]
+    return KeyMismatch(
+        int(m[1]), int(m[2]), failed, what, int(cure[1] or failed), False, fix_named(what)
+    )

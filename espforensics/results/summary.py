@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from fractions import Fraction
 from typing import Any, TypeVar
 
 from espforensics.bounded.frames import frame_runs, from_runs
@@ -80,8 +81,8 @@ class SaSummary:
     verdicts: dict[str, int]
     first_seq64: int | None
     last_seq64: int | None
-    first_time: float
-    last_time: float
+    first_ns: int  # capture time of its first packet, ns since the epoch, exactly as captured
+    last_ns: int
     wire_bytes: int
     leaked: int = 0  # packets with inner header bytes in clear
     iv_reused: int = 0  # packets whose IV was used before under the same key
@@ -99,10 +100,6 @@ class SaSummary:
     iv_scheme: str = ""  # how the sender builds its IVs (model.IvScheme), "" if not asked
     # ICMP/ICMPv6 errors in the capture quoting one of its packets (not among ``packets``)
     icmp_quoted: int = 0
-    # first_time and last_time exactly, in ns since the epoch (a float of epoch seconds
-    # cannot hold a nanosecond); 0 in a summary.json of a version before them
-    first_ns: int = 0
-    last_ns: int = 0
     # Of verdicts["truncated"]: packets the capture cut (a snap length); of them, those
     # whose header it showed where it is read or found later by layout (the placement,
     # sequence and IV checks read them); of those, found later (the leak check read them).
@@ -120,6 +117,16 @@ class SaSummary:
         """The outer IP version: ``src`` is the text analyzer/flows.py made of the address
         (``ipaddress``), and only an IPv6 address's has a colon."""
         return 6 if ":" in self.src else 4
+
+    @property
+    def first_time(self) -> float:
+        """``first_ns`` in seconds since the epoch (summary.json's ``first_time``)."""
+        return self.first_ns / 1e9
+
+    @property
+    def last_time(self) -> float:
+        """``last_ns`` in seconds since the epoch (summary.json's ``last_time``)."""
+        return self.last_ns / 1e9
 
     @property
     def mbit_per_s(self) -> float | None:
@@ -237,10 +244,7 @@ class Summary:
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Summary:
         """Inverse of ``to_json``."""
-        sas = tuple(
-            SaSummary(**{**s, "spi": int(s["spi"], 16), "mode": SaMode(s.get("mode", ""))})
-            for s in doc["sas"]
-        )  # an SA's mode is read back here only: its words are SaMode's values
+        sas = tuple(_sa_from_json(s) for s in doc["sas"])
         return cls(
             tool_version=doc["tool_version"],
             capture=CaptureInfo(**doc["capture"]),
@@ -339,6 +343,25 @@ def _receivers(doc: dict[str, Any]) -> tuple[ReceiverHost, ...]:
     )
 
 
+def _sa_from_json(doc: dict[str, Any]) -> SaSummary:
+    """One SA of ``summary.json`` (the inverse of ``sa_json``).
+
+    Its times are the ns (``first_ns``, ``last_ns``); a summary.json of a version
+    before them has the float seconds alone, read back here as the ns nearest
+    them. An SA's mode is read back here only: its words are SaMode's values.
+    """
+    s = {**doc, "spi": int(doc["spi"], 16), "mode": SaMode(doc.get("mode", ""))}
+    first, last = s.pop("first_time"), s.pop("last_time")
+    if "first_ns" not in s:
+        s["first_ns"], s["last_ns"] = _ns(first), _ns(last)
+    return SaSummary(**s)
+
+
+def _ns(seconds: float) -> int:
+    """Float seconds as the ns nearest their exact value."""
+    return round(Fraction(seconds) * 1_000_000_000)
+
+
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclasses.fields costs 6 us a call
 
 
@@ -352,6 +375,17 @@ def _fields(obj: Any) -> dict[str, Any]:
 
 
 _CUT_FIELDS = ("cut", "cut_read", "cut_found")
+# An SA's keys in summary.json: its times in float seconds where the fields hold them in
+# ns, and the ns again after ``icmp_quoted``, where the version that added them put them.
+_SA_JSON_KEYS: tuple[str, ...] = tuple(
+    name
+    for f in fields(SaSummary)
+    for name in {
+        "first_ns": ("first_time",),
+        "last_ns": ("last_time",),
+        "icmp_quoted": ("icmp_quoted", "first_ns", "last_ns"),
+    }.get(f.name, (f.name,))
+)
 
 
 def sa_json(sa: SaSummary) -> dict[str, Any]:
@@ -360,7 +394,10 @@ def sa_json(sa: SaSummary) -> dict[str, Any]:
     The counts of packets the capture cut only when it cut one: a whole
     capture's summary.json is what it was before they were counted.
     """
-    doc = {**_fields(sa), "spi": f"{sa.spi:#010x}", "verdicts": dict(sa.verdicts)}
+    doc = _fields(sa)
+    doc["first_time"], doc["last_time"] = sa.first_ns / 1e9, sa.last_ns / 1e9
+    doc = {name: doc[name] for name in _SA_JSON_KEYS}
+    doc["spi"], doc["verdicts"] = f"{sa.spi:#010x}", dict(sa.verdicts)
     if not sa.cut:
         for name in _CUT_FIELDS:
             del doc[name]

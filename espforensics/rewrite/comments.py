@@ -27,7 +27,7 @@ from collections.abc import Iterable
 import numpy as np
 import numpy.typing as npt
 
-from espforensics.model.enums import FindingKind, Verdict
+from espforensics.model.enums import FindingKind, SeqAnomaly, Verdict
 from espforensics.model.evidence import EsnWrap
 from espforensics.model.records import Finding, PacketRecord
 
@@ -96,11 +96,12 @@ def row_comments(rec: PacketRecord) -> list[str]:
     derived = _clause(rec.detail, "IV built from")
     if derived:
         texts.append(f"{PREFIX}{FindingKind.IV_DERIVATION.value}: {derived}")
-    if rec.seq_anomaly.startswith("duplicate"):
-        same = " (a byte-identical copy)" if rec.seq_anomaly == "duplicate-identical" else ""
+    if rec.seq_anomaly.duplicate:
+        copy = rec.seq_anomaly is SeqAnomaly.DUPLICATE_IDENTICAL
+        same = " (a byte-identical copy)" if copy else ""
         kind = FindingKind.SEQ_DUPLICATE.value
         texts.append(f"{PREFIX}{kind}: seq {rec.seq64} seen before{same}")
-    elif rec.seq_anomaly == "reordered":
+    elif rec.seq_anomaly is SeqAnomaly.REORDERED:
         kind = FindingKind.SEQ_REORDER.value
         texts.append(f"{PREFIX}{kind}: seq {rec.seq64} after a higher one")
     return texts

@@ -33,7 +33,7 @@ from espforensics.crypto import IV_LEN
 from espforensics.engine import SteadyRows
 from espforensics.engine.wire import CARRIERS
 from espforensics.model.arrays import Strs
-from espforensics.model.enums import Proto, Verdict
+from espforensics.model.enums import Proto, SeqAnomaly, Verdict
 from espforensics.model.records import PACKET_COLUMNS, PacketRecord
 from espforensics.tables.arrow import bools, from_list, from_numpy, scalar, strings
 
@@ -494,6 +494,8 @@ def packet_record(row: dict[str, Any]) -> PacketRecord:
         row["verdict"] = Verdict(row["verdict"])
     if "proto" in row:
         row["proto"] = Proto(row["proto"])
+    if row.get("seq_anomaly") is not None:
+        row["seq_anomaly"] = SeqAnomaly(row["seq_anomaly"])
     return PacketRecord(**{k: v for k, v in row.items() if v is not None})
 
 

@@ -18,7 +18,9 @@ from espforensics.results.summary import CaptureInfo, SaSummary, Summary, findin
 
 
 def _sa(spi: int) -> SaSummary:
-    return SaSummary(spi, "10.0.0.1", "10.0.0.2", "", 1, {"not_verified": 1}, 1, 1, 5.0, 5.0, 98)
+    return SaSummary(
+        spi, "10.0.0.1", "10.0.0.2", "", 1, {"not_verified": 1}, 1, 1, 5 * 10**9, 5 * 10**9, 98
+    )
 
 
 def _summary(sas: int, findings: int) -> Summary:

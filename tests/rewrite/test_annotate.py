@@ -23,7 +23,7 @@ from espforensics.analysis import analyze_to_dir
 from espforensics.cli import app
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.keys import SaTable
-from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.enums import FindingKind, SeqAnomaly, Severity, Verdict
 from espforensics.model.evidence import EsnWrap
 from espforensics.model.records import Finding, PacketRecord
 from espforensics.rewrite import WRITERS, CaptureCopies
@@ -228,7 +228,7 @@ COMMENT_CASES = [
     ),
     (
         _record(verdict=Verdict.OK, iv="00112233445566aa", iv_reused=True, seq64=5,
-                seq_anomaly="duplicate"),
+                seq_anomaly=SeqAnomaly.DUPLICATE),
         ("espforensics: seq_duplicate: seq 5 seen before",
          "espforensics: iv_reuse: IV 00112233445566aa used before (same key)"),
     ),

@@ -39,7 +39,7 @@ from espforensics.capture import open_capture
 from espforensics.engine import Engine, Row, SteadyRows
 from espforensics.keys import SaTable
 from espforensics.keys.sa import SecurityAssociation
-from espforensics.model.enums import Proto, Verdict
+from espforensics.model.enums import Proto, SeqAnomaly, Verdict
 from espforensics.model.records import DecryptionSecrets, Finding, Frame, PacketRecord
 from espforensics.report import filters as tcpdump
 from espforensics.synth import Scenario, build_scenario, write_scenario
@@ -184,7 +184,11 @@ class Run:
 
 def _record(ns: int, row: dict[str, Any]) -> PacketRecord:
     """A record from a packets-table row (``time`` apart: Arrow reads it as a datetime)."""
-    enums = {"verdict": Verdict(row["verdict"]), "proto": Proto(row["proto"])}
+    enums = {
+        "verdict": Verdict(row["verdict"]),
+        "proto": Proto(row["proto"]),
+        "seq_anomaly": SeqAnomaly(row["seq_anomaly"] or ""),
+    }
     return PacketRecord(**{**row, **enums, "time": ns})
 
 
