@@ -120,7 +120,7 @@ def measure(
         runs[name, "keyless"] = (_ANALYZE, str(cap), "-", out)
         runs[name, "floor"] = (_FLOOR, str(cap), str(keys))
         if ts is not None:
-            opts = esp_sa_file(keys, workdir)
+            opts = esp_sa_file(keys)
             if "esp.enable_authentication_check:TRUE" not in opts:  # the AEAD's ICV too
                 opts += ["-o", "esp.enable_authentication_check:TRUE"]
             runs[name, "tshark keyed"] = (ts, cap, [*opts, "--disable-protocol", "tcp"])

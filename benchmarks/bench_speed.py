@@ -177,7 +177,7 @@ def _child(code: str, *args: str) -> tuple[float, int, float]:
     return float(out[0]), int(out[1]), int(out[2]) / 1024
 
 
-def esp_sa_file(keys: Path, folder: Path) -> list[str]:
+def esp_sa_file(keys: Path) -> list[str]:
     """tshark -o options holding the esp_sa rows of the keys."""
     from espforensics.keys import load_sas  # noqa: PLC0415
     from espforensics.synth import esp_sa_text  # noqa: PLC0415
@@ -326,7 +326,7 @@ def measure_tsharks(
 ) -> dict[tuple[str, str], float]:
     """frames/s per (command, configuration): the fast one --repeat times, round robin
     over the commands, the fastest counting; the default dissection once each."""
-    opts = esp_sa_file(keys, cap.parent)
+    opts = esp_sa_file(keys)
     fast = "--disable-protocol tcp"
     best: dict[tuple[str, str], float] = {}
     for _ in range(repeat):

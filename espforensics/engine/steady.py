@@ -181,7 +181,7 @@ class SteadyLane:
         columns = decode_plaintexts(texts, names[:, 0], names[:, 1], cts, clear, outer)
         return Decoded(at_good, columns)
 
-    def settle(self, opening: Opening, batch: FrameBatch, decoded: Decoded | None) -> Plan:
+    def settle(self, opening: Opening, decoded: Decoded | None) -> Plan:
         """The plan, once its packets are opened and decoded (None: there were none to open)."""
         plan = opening.plan
         if not plan.units:
