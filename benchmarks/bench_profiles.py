@@ -4,7 +4,7 @@ Usage: python benchmarks/bench_profiles.py [--frames 200000] [--workdir DIR] [--
                                            [--profiles gcm-linux,gcm-seq,...]
                                            [--tshark CMD] [--no-tshark]
 
-For each sender profile (issue 35; primer s9: speed must not depend on
+For each sender profile (primer s9: speed must not depend on
 which one a capture holds), generates once, with the project's builder
 (``python -m espforensics.synth bench N OUT --algorithm A --ivs I``), the
 same bulk TCP traffic of --frames frames over two SAs, the senders' IVs

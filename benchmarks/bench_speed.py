@@ -132,7 +132,7 @@ NEUTRAL_CWD = tempfile.gettempdir()
 
 # The children's bytecode: an installed package is run from its compiled modules (pip
 # compiles them when it installs a wheel; an editable install writes them on its first
-# run), but a shell with PYTHONDONTWRITEBYTECODE set (these sessions' own) makes every
+# run), but a shell with PYTHONDONTWRITEBYTECODE set (some development shells set it) makes every
 # run compile the package again, 0.2-0.3 s of a run that the user never pays. The
 # children read and write a cache of their own instead, filled by ``compile_package``.
 PYCACHE = Path(tempfile.gettempdir()) / "espforensics-bench-pycache"

@@ -246,7 +246,7 @@ class SteadyLane:
         if ctx is None:
             return self._keyless(flow)
         if (
-            not ctx.lane  # issue 20 algorithms (crypto/encauth.py): the per-frame path
+            not ctx.lane  # a suite the lane does not take (crypto/encauth.py): the per-frame path
             or state.sa is None
             or not state.proven
             or state.tentative is not None

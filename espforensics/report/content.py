@@ -419,7 +419,7 @@ def _plot_row(
     return PlotRow(name, files[0] if files else "", skipped, images.get(png, b""), caption(name))
 
 
-__all__ = [  # what this module offered before report/check_results.py was split off
+__all__ = [  # what the renderers read, the check rows of report/check_results.py among them
     "CHECKS",
     "FINDINGS_SHOWN",
     "NOUNS",
