@@ -159,7 +159,7 @@ def _packets(per_delta: dict[int, int]) -> int:
     return sum(per_delta.values())
 
 
-def choose_constant(samples: Sequence[tuple[int, int]], mask: int = _MASK64) -> int | None:
+def choose_constant(samples: Sequence[tuple[int, int]]) -> int | None:
     """The seqiv constant of (seq64, IV) samples, or None if they are not counter-derived.
 
     Candidates are ``IV xor (seq64 + d)`` for ``|d| <= SPAN``: every constant
@@ -173,7 +173,7 @@ def choose_constant(samples: Sequence[tuple[int, int]], mask: int = _MASK64) -> 
     votes: dict[int, dict[int, int]] = {}
     for seq64, iv in samples:
         for d in range(-SPAN, SPAN + 1):
-            per_delta = votes.setdefault(iv ^ ((seq64 + d) & mask), {})
+            per_delta = votes.setdefault(iv ^ ((seq64 + d) & _MASK64), {})
             per_delta[d] = per_delta.get(d, 0) + 1
     best = max(votes, key=lambda c: rank(c, votes[c]), default=None)
     if best is None or max(votes[best].values()) < AGREE:
