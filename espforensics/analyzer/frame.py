@@ -446,10 +446,10 @@ class FrameAnalyzer:
     def _force(self, upto: int | None) -> None:
         """Every holder but the fragments gives up waiting for frames up to ``upto``.
 
-        The declared order, as before holders were called from a list: the IV
-        derivation check settles the SAs probing since then, then ESN placement
-        confirms the first packets waiting for their place and hands them to the
-        checks (where the IV derivation check may hold them again).
+        The declared order: the IV derivation check settles the SAs probing since
+        then, then ESN placement confirms the first packets waiting for their place
+        and hands them to the checks (where the IV derivation check may hold them
+        again).
         """
         if upto is not None:
             self._ivd.force(upto)
