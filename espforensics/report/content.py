@@ -140,7 +140,6 @@ class FindingRow:
 
     kind: str
     severity: str
-    rank: int  # SEVERITY_RANK: sorts critical above info
     spi: str  # "" when the finding is about no single SPI
     src: str
     dst: str
@@ -374,7 +373,6 @@ def _finding_row(f: Finding) -> FindingRow:
     return FindingRow(
         f.kind.value,
         f.severity.value,
-        SEVERITY_RANK[f.severity],
         "" if f.spi is None else f"{f.spi:#010x}",
         f.src,
         f.dst,
