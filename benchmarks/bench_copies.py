@@ -14,7 +14,7 @@ with ``--decrypted FILE.pcap``; with ``--annotate FILE.pcapng``; with both;
 and the default run (plots drawn). Printed per profile: each case's wall
 time, and the share of the run the copies take (both copies' time over
 the run with both) and the plots (the plots' time over the default run),
-against issue 35's targets (copies <= 30%, plots <= 20%).
+against the targets (copies <= 30%, plots <= 20%).
 
 Then, for a share that a shared machine's load moving between runs does not
 blur, one run with both copies and the plots, in a fresh process, times its

@@ -4,7 +4,7 @@ Usage: python benchmarks/bench_profiles.py [--frames 200000] [--workdir DIR] [--
                                            [--profiles gcm-linux,gcm-seq,...]
                                            [--tshark CMD] [--no-tshark]
 
-For each sender profile (issue 35; primer s9: speed must not depend on
+For each sender profile (primer s9: speed must not depend on
 which one a capture holds), generates once, with the project's builder
 (``python -m espforensics.synth bench N OUT --algorithm A --ivs I``), the
 same bulk TCP traffic of --frames frames over two SAs, the senders' IVs
@@ -120,7 +120,7 @@ def measure(
         runs[name, "keyless"] = (_ANALYZE, str(cap), "-", out)
         runs[name, "floor"] = (_FLOOR, str(cap), str(keys))
         if ts is not None:
-            opts = esp_sa_file(keys, workdir)
+            opts = esp_sa_file(keys)
             if "esp.enable_authentication_check:TRUE" not in opts:  # the AEAD's ICV too
                 opts += ["-o", "esp.enable_authentication_check:TRUE"]
             runs[name, "tshark keyed"] = (ts, cap, [*opts, "--disable-protocol", "tcp"])

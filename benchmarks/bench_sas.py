@@ -10,8 +10,8 @@ where the SPI is rewritten to cycle over SPIS distinct values (a scan, or
 an archive of many short-lived SAs). Both are analyzed without keys (the
 SPIs of a scan have none), every check and table on, no plots, each in a
 fresh process; prints us/frame and peak RSS of both and their ratio. The
-target (issue 11/12) is a ratio of at most 2. Memory per SA (issue 21:
-at most 1 KB) is (peak RSS of the many-SPI run - peak RSS of the 2-SPI run
+target is a ratio of at most 2. Memory per SA (target: at most 1 KB)
+is (peak RSS of the many-SPI run - peak RSS of the 2-SPI run
 of as many frames) / (its SAs - 2): what the SAs cost beyond the frames.
 The 2-SPI run holds about 50 MB that a run of one-packet SAs never makes
 (the lane's buffers, full evidence windows), so with few SAs this reads

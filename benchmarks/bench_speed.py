@@ -132,7 +132,7 @@ NEUTRAL_CWD = tempfile.gettempdir()
 
 # The children's bytecode: an installed package is run from its compiled modules (pip
 # compiles them when it installs a wheel; an editable install writes them on its first
-# run), but a shell with PYTHONDONTWRITEBYTECODE set (these sessions' own) makes every
+# run), but a shell with PYTHONDONTWRITEBYTECODE set (some development shells set it) makes every
 # run compile the package again, 0.2-0.3 s of a run that the user never pays. The
 # children read and write a cache of their own instead, filled by ``compile_package``.
 PYCACHE = Path(tempfile.gettempdir()) / "espforensics-bench-pycache"
@@ -177,7 +177,7 @@ def _child(code: str, *args: str) -> tuple[float, int, float]:
     return float(out[0]), int(out[1]), int(out[2]) / 1024
 
 
-def esp_sa_file(keys: Path, folder: Path) -> list[str]:
+def esp_sa_file(keys: Path) -> list[str]:
     """tshark -o options holding the esp_sa rows of the keys."""
     from espforensics.keys import load_sas  # noqa: PLC0415
     from espforensics.synth import esp_sa_text  # noqa: PLC0415
@@ -326,7 +326,7 @@ def measure_tsharks(
 ) -> dict[tuple[str, str], float]:
     """frames/s per (command, configuration): the fast one --repeat times, round robin
     over the commands, the fastest counting; the default dissection once each."""
-    opts = esp_sa_file(keys, cap.parent)
+    opts = esp_sa_file(keys)
     fast = "--disable-protocol tcp"
     best: dict[tuple[str, str], float] = {}
     for _ in range(repeat):

@@ -19,8 +19,8 @@ comes first.
 cumulative) of each analyze run of the after tree. Without ``--before``
 only the after tree runs.
 
-Bytecode: with ``PYTHONDONTWRITEBYTECODE`` set (as in the sessions' shells
-on the project's VM), an editable install never gets a ``.pyc`` of its own
+Bytecode: with ``PYTHONDONTWRITEBYTECODE`` set (as some development shells
+set it), an editable install never gets a ``.pyc`` of its own
 modules, so every run compiles espforensics' ~110 modules from source (about
 0.2 s of CPU); an installed wheel, or an editable install run without it,
 loads them compiled. ``--bytecode`` gives each tree's runs a bytecode cache
@@ -49,8 +49,8 @@ HERE = Path(__file__).resolve().parents[1]
 EXAMPLE = ("fixtures/example.pcap", "fixtures/example.keys.yaml")
 # The third-party modules a run of analyze --no-plots cannot do without (the floor of its start-up:
 # tables/packets.py writes Parquet and CSV with pyarrow, crypto/ decrypts, the keys are YAML, the
-# CLI is typer's, whose options are coerced by pydantic; pandas is no longer among them: its
-# packets.parquet metadata is built from the schema and the arrays from buffers; nor is dpkt:
+# CLI is typer's, whose options are coerced by pydantic; not pandas: its packets.parquet
+# metadata is built from the schema and the arrays from buffers; nor dpkt:
 # decode/clear.py sums RFC 1071 itself), and what drawing the plots adds (pandas with matplotlib:
 # the plots' data are DataFrames).
 LIBRARIES = (

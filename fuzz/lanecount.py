@@ -40,10 +40,8 @@ def install() -> None:
         return
     settle, apply = SteadyLane.settle, SteadyLane.apply
 
-    def counting_settle(
-        self: SteadyLane, opening: Opening, batch: FrameBatch, decoded: Decoded | None
-    ) -> Plan:
-        plan = settle(self, opening, batch, decoded)
+    def counting_settle(self: SteadyLane, opening: Opening, decoded: Decoded | None) -> Plan:
+        plan = settle(self, opening, decoded)
         _COUNT.refused += sum(len(u.rows) - u.cut for u in plan.units)
         return plan
 

@@ -292,7 +292,7 @@ def summary_of(
     return load_summary(path) if Path(path).is_dir() else summarize(path, sas, options, name)
 
 
-__all__ = [  # what this module offered before it was split, and still does
+__all__ = [  # the library's runs and what their callers need (espforensics/__init__.py maps here)
     "OUTPUT_FILES",
     "PARTIAL",
     "Analysis",

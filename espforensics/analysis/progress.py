@@ -2,9 +2,9 @@
 
 In: calls from ``analyze_to_dir`` (analysis/__init__.py): ``reading(frames,
 bytes_read)`` about every 4,096 frames, and ``phase(name)`` when the
-reading ends and each output stage starts (the ~9 s of writing tables,
-plots and reports after the last frame of a 2M-frame capture used to pass
-without a word). Out: whatever the ``Meter`` does; ``LineMeter`` writes one
+reading ends and each output stage starts (writing tables, plots and
+reports after the last frame of a large capture takes seconds, which
+should not pass without a word). Out: whatever the ``Meter`` does; ``LineMeter`` writes one
 line at most every ``every`` seconds of its clock, for logs that keep
 stderr (CI). The clock is injected, so tests need no timing. Raises nothing.
 """

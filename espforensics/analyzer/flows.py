@@ -23,8 +23,8 @@ class FlowTable:
 
     def __init__(self, sas: SaTable) -> None:
         self._sas = sas
-        # By SPI, address length and addresses in one bytes value: a tuple of the three
-        # kept 140 bytes per flow alive, this 50 (issue 35: captures of many SAs)
+        # By SPI, address length and addresses in one bytes value: about a third of what a
+        # tuple of the three keeps alive per flow, for captures of many SAs
         self._flows: dict[bytes, Flow] = {}
         self._names: dict[bytes, str] = {}
         self._by_sa: dict[int, SaState] = {}

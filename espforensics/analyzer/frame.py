@@ -98,11 +98,10 @@ class _FewerCollections:
     (the frames, the summary and the reports).
 
     The per-frame path makes many short-lived containers and few cycles; at
-    the default threshold the collector took about 6% of a run (measured on
-    the bench capture: 25.7 -> 24.6 us per frame on the main thread). A
+    the default threshold the collector takes a few percent of a run. A
     capture of many SAs keeps tens of objects per SA to the end: at 700, the
-    summary's row per SA made the collector walk them all again
-    (bench_sas.py, 60,000 SAs: one full collection of 0.6-1.2 s). The
+    summary's row per SA makes the collector walk them all again, a full
+    collection of about a second for 60,000 SAs (docs/performance.md). The
     first analysis in the process sets the threshold and the last one to end
     restores the caller's (analyses may run on several threads, as on Dask).
     """
@@ -447,10 +446,10 @@ class FrameAnalyzer:
     def _force(self, upto: int | None) -> None:
         """Every holder but the fragments gives up waiting for frames up to ``upto``.
 
-        The declared order, as before holders were called from a list: the IV
-        derivation check settles the SAs probing since then, then ESN placement
-        confirms the first packets waiting for their place and hands them to the
-        checks (where the IV derivation check may hold them again).
+        The declared order: the IV derivation check settles the SAs probing since
+        then, then ESN placement confirms the first packets waiting for their place
+        and hands them to the checks (where the IV derivation check may hold them
+        again).
         """
         if upto is not None:
             self._ivd.force(upto)

@@ -8,9 +8,9 @@ was already present. Raises nothing.
 value: a counter that never skips stays one run however long it gets.
 ``U64Set`` is an open-addressing array of uint64 kept 50% to 75% full,
 so it costs 11 to 16 bytes per value; it serves values that do not follow a
-counter (random IVs), where runs would degenerate to one per value. (Kept
-up to 87.5% full, linear probing's clusters grew long enough that placing
-and probing a batch cost twice as much: 6 us a value in batches of 2,048.)
+counter (random IVs), where runs would degenerate to one per value. (Fuller,
+linear probing's clusters grow long: at 87.5% placing and probing a batch
+costs twice as much.)
 """
 
 from __future__ import annotations

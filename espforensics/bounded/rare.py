@@ -7,7 +7,7 @@ and each rare field declared as a class attribute ``name = Rare(default)``
 field reads and writes as a slot does: its default until written, then
 the value written. Raises nothing.
 
-Why (issue 35): a capture of many short-lived SAs makes each check's
+Why: a capture of many short-lived SAs makes each check's
 per-SA object once per SA, and a slot costs 8 bytes in every one of them
 whether it is used or not. The counters of anomalies (duplicates,
 reorders, deviating IVs, chained IVs...) and their frame sets stay at 0

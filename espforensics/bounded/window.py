@@ -88,7 +88,7 @@ class RecentWindow(Generic[V]):
 
     Memory: an SA of a capture of many short-lived SAs puts one entry in each
     of its windows and no more; a window of at most one entry holds it in two
-    slots, ``_key`` and ``_value`` (a pair was 56 bytes more, issue 35), and
+    slots, ``_key`` and ``_value`` (56 bytes less than a pair), and
     makes its OrderedDict (about 250 bytes) and chunk list only when it needs them.
     """
 

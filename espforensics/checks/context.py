@@ -42,9 +42,9 @@ HEAD_LEN = 16  # plaintext bytes the checks see: evidence of IV reuse, equal-to-
 class SaState(EsnTracker):
     """Per-SA receiver state: ESN top and the cipher, built once.
 
-    It is the SA's ``EsnTracker`` (``tracker`` is itself): one object per SA
-    instead of two (issue 35: a capture of many SAs has one per SA, keyless
-    flows one per flow).
+    It is the SA's ``EsnTracker`` (``tracker`` is itself): one object per SA,
+    not two (a capture of many SAs has one per SA, keyless flows one per
+    flow).
 
     ``tentative``: the SA's first packet when it verified only with a
     neighbour of the starting high half, and ``tentative_start`` the seq64
@@ -334,8 +334,8 @@ class Receiving(_Reads):
 
 
 # ``Receiving.frozen`` sets the frozen copy's fields through their slots: the dataclass's
-# own __init__ sets each with object.__setattr__, three times slower (measured: 1.7 against
-# 0.6 us a packet, one per ESP packet of the per-frame path). tests/analyzer/test_check_order.py
+# own __init__ sets each with object.__setattr__, about three times slower, and one copy is
+# made per ESP packet of the per-frame path. tests/analyzer/test_check_order.py
 # holds the copy equal to the packet, field by field.
 _new = object.__new__
 _slot = PacketContext.__dict__

@@ -119,7 +119,7 @@ def proven(verdicts: dict[str, int], algorithm: str) -> bool:
     )
 
 
-@lru_cache(maxsize=4096)  # a few verdicts x algorithms: one per SA and verdict was 6 us
+@lru_cache(maxsize=4096)  # a few verdicts x algorithms, asked per SA and verdict (6 us uncached)
 def seen(verdict: str, facts: SaFacts) -> Seen:
     """What was seen of a packet of ``verdict`` in an SA of ``facts``."""
     s = SEEN.get(verdict)

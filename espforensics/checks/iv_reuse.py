@@ -89,7 +89,7 @@ class _Group:
     iv_len: int = IV_LEN
     counter: bool | None = True  # a counter-mode nonce (keystream reuse); None: no key says
     # The values seen as runs (``runs``), made at the second: until then the one is ``_lone``
-    # (issue 35: a capture of many one-packet SAs keeps one group per SA)
+    # (a capture of many one-packet SAs keeps one group per SA)
     _runs: IntervalSet | None = None
     _lone: int | None = None
     hashed: U64Set | None = None
@@ -100,7 +100,7 @@ class _Group:
     _recent: RecentWindow[_Use] | None = None
     _first: _Use | None = None
     rare_fields: dict[str, Any] | None = None
-    # Rare fields (bounded/rare.py): most groups of a capture of many SAs never have one (issue 21).
+    # Rare fields (bounded/rare.py): most groups of a capture of many SAs never have one.
     events = Rare[dict[int, list[_Use]] | None](None)  # made at the first reuse
     dropped = Rare(0)
     unconfirmed = Rare(0)  # a wide IV's fold seen before, its earlier use out of the window
@@ -355,7 +355,7 @@ class IvReuseCheck(BulkRules):
     def _of(self, flow: Flow) -> _Group | None:
         """The flow's key group, if a packet made it: an SA of the key files by its state,
         a flow without one by its SPI and destination (each such flow has a state of
-        its own: no entry per state for a capture of many keyless SAs, issue 35)."""
+        its own: no entry per state for a capture of many keyless SAs)."""
         if flow.state.sa is not None:
             return self._by_state.get(flow.state)
         return self._groups.get(_sa_key(flow))
@@ -481,7 +481,7 @@ class IvReuseCheck(BulkRules):
 
 def _sa_key(flow: Flow) -> bytes:
     """The group key of an SA without key material: its SPI and destination, one bytes
-    value (a tuple holding them was 60 bytes more per group, issue 35)."""
+    value (a tuple holding them costs 60 bytes more per group)."""
     return b"s" + flow.spi.to_bytes(4) + flow.dst.encode()
 
 

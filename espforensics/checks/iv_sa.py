@@ -30,7 +30,8 @@ class IvSa:
     """One SA as the IV derivation check sees it: its window, scheme, counts and CBC tail.
 
     The counts of packets that break the SA's scheme, and their frames, are ``Rare``
-    fields (bounded/rare.py): most SAs never have one (issue 35: 80 bytes per SA).
+    fields (bounded/rare.py): most SAs never have one, and plain fields would cost 80
+    bytes per SA.
     """
 
     mask: int = _MASK64  # _MASK32 for an SA whose high halves are not authenticated
@@ -52,7 +53,7 @@ class IvSa:
     alt = Rare[Candidate | None](None)  # another constant that reads every packet so far alike
     no_iv = Rare(0)  # packets of an algorithm without IV (NULL), or clear from the header on
     deviating = Rare(0)
-    deltas = Rare[Counter[int] | None](None)  # made at the first deviating packet (issue 21)
+    deltas = Rare[Counter[int] | None](None)  # made at the first deviating packet
     unrelated = Rare(0)
     frames = Rare[IntervalSet | None](None)  # every one
     chained = Rare(0)

@@ -76,11 +76,10 @@ class Reading:
     scheme: IvScheme
     candidates: tuple[Candidate, ...] = ()
     constant_iv: int | None = None  # the repeated IV of a ``constant`` window
-    repeats: int = 0  # how many window packets carry it
 
 
 # The readings without constants, made once: an SA keeps its reading to the end, and most
-# SAs of a scan have too few packets for any other (a Reading is 80 bytes).
+# SAs of a scan have too few packets for any other (a Reading is 72 bytes).
 UNKNOWN: Final = Reading(IvScheme.UNKNOWN)
 RANDOM: Final = Reading(IvScheme.RANDOM)
 CHAINED: Final = Reading(IvScheme.CHAINED)
@@ -115,7 +114,7 @@ def _constant(samples: Sequence[tuple[int, int]]) -> Reading | None:
         seqs.setdefault(iv, set()).add(seq64)
     iv, numbers = max(seqs.items(), key=lambda kv: (len(kv[1]), -kv[0]))
     if len(numbers) >= MIN_SCHEME and 2 * len(numbers) >= len(samples):
-        return Reading(IvScheme.CONSTANT, constant_iv=iv, repeats=len(numbers))
+        return Reading(IvScheme.CONSTANT, constant_iv=iv)
     return None
 
 
@@ -159,7 +158,7 @@ def _packets(per_delta: dict[int, int]) -> int:
     return sum(per_delta.values())
 
 
-def choose_constant(samples: Sequence[tuple[int, int]], mask: int = _MASK64) -> int | None:
+def choose_constant(samples: Sequence[tuple[int, int]]) -> int | None:
     """The seqiv constant of (seq64, IV) samples, or None if they are not counter-derived.
 
     Candidates are ``IV xor (seq64 + d)`` for ``|d| <= SPAN``: every constant
@@ -173,7 +172,7 @@ def choose_constant(samples: Sequence[tuple[int, int]], mask: int = _MASK64) -> 
     votes: dict[int, dict[int, int]] = {}
     for seq64, iv in samples:
         for d in range(-SPAN, SPAN + 1):
-            per_delta = votes.setdefault(iv ^ ((seq64 + d) & mask), {})
+            per_delta = votes.setdefault(iv ^ ((seq64 + d) & _MASK64), {})
             per_delta[d] = per_delta.get(d, 0) + 1
     best = max(votes, key=lambda c: rank(c, votes[c]), default=None)
     if best is None or max(votes[best].values()) < AGREE:

@@ -73,8 +73,7 @@ class _Sa:
 
     Until its second packet a flow's one number is ``top`` and its digest ``first``:
     the set of numbers and the window are made then (``numbers``, ``window``). A
-    capture of many one-packet SAs keeps neither (issue 35: 144 + 128 bytes per SA,
-    now 72).
+    capture of many one-packet SAs keeps neither (144 + 128 bytes per SA).
     """
 
     top: int = -1
@@ -93,7 +92,7 @@ class _Sa:
     reordered = Rare(0)
     max_late = Rare(0)  # how far below the top the latest arrival was
     unread = Rare(0)  # cut packets whose header the capture did not show to be theirs
-    # (frame, new high half); made at the first wrap: most SAs never wrap (issue 21)
+    # (frame, new high half); made at the first wrap: most SAs never wrap
     wraps = Rare[list[tuple[int, int]] | None](None)
 
     def numbers(self) -> IntervalSet:
@@ -141,7 +140,7 @@ def _compare(old: bytes | _Cut | None, new: bytes | _Cut, pkt: PacketContext) ->
     """What the repeat ``new`` (of ``pkt``) is to the packet ``old`` of its number, and in
     how many bytes they were found equal when one was cut.
 
-    An ``old`` out of the window (None) counts as different, as it always has.
+    An ``old`` out of the window (None) counts as different.
     """
     if not isinstance(old, _Cut) and not isinstance(new, _Cut):
         return (_Same.IDENTICAL if old == new else _Same.DIFFERENT), 0

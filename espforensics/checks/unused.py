@@ -54,7 +54,7 @@ class UnusedSaTracker:
         self._table = table
         self._used: set[int] = set()  # id() of the table's entries
         # The flows noted: a bit of each one's ``known_to`` and their number (a set of
-        # them cost about 50 bytes per flow, issue 35)
+        # them costs about 50 bytes per flow)
         self._bit, self._flows = flow_bit(), 0
         self._by_spi: dict[int, Counter[Pair]] = {}  # unkeyed packets of a key file's SPI
         self._from: dict[bytes, Counter[tuple[bytes, int]]] = {}  # ESP from an SA's end

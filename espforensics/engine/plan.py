@@ -186,12 +186,6 @@ def cipher_heads(batch: FrameBatch, sealed_at: I64) -> npt.NDArray[np.uint8]:
     return heads
 
 
-def ctx_of(flow: Flow) -> CipherContext:
-    ctx = flow.state.ctx
-    assert ctx is not None  # a flow the lane opens has a usable key
-    return ctx
-
-
 def flow_rows(plan: Plan, own: Index, view: npt.NDArray[np.uint8], raw: Buffer) -> FlowRows:
     """One flow's rows ``own`` (candidate positions, capture order), as its checks see them.
 

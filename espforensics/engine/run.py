@@ -246,7 +246,7 @@ class Engine:
             decoded = lane.decode(opening, batch, opened())
         else:
             yield from self._release()
-        plan = lane.settle(opening, batch, decoded)
+        plan = lane.settle(opening, decoded)
         self._held = list(self._segments(lane, batch, wire, plan))
         self._held_end = _end_of(batch)
         batch.release()  # its rows hold copies of what they need

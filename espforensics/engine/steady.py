@@ -181,7 +181,7 @@ class SteadyLane:
         columns = decode_plaintexts(texts, names[:, 0], names[:, 1], cts, clear, outer)
         return Decoded(at_good, columns)
 
-    def settle(self, opening: Opening, batch: FrameBatch, decoded: Decoded | None) -> Plan:
+    def settle(self, opening: Opening, decoded: Decoded | None) -> Plan:
         """The plan, once its packets are opened and decoded (None: there were none to open)."""
         plan = opening.plan
         if not plan.units:
@@ -246,7 +246,7 @@ class SteadyLane:
         if ctx is None:
             return self._keyless(flow)
         if (
-            not ctx.lane  # issue 20 algorithms (crypto/encauth.py): the per-frame path
+            not ctx.lane  # a suite the lane does not take (crypto/encauth.py): the per-frame path
             or state.sa is None
             or not state.proven
             or state.tentative is not None

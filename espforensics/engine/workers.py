@@ -46,11 +46,11 @@ class Workers:
         return f"{option} {self.asked} capped at {self.count}: {self.why}" if self.why else ""
 
 
-def cap_workers(asked: int, work: int | None, cores: int, unit: str = "captures") -> Workers:
+def cap_workers(asked: int, work: int | None, cores: int) -> Workers:
     """At most one worker per piece of ``work`` (when known) and per core; at least one."""
     limits = [(cores, f"{cores} {'core' if cores == 1 else 'cores'} usable")]
     if work is not None:
-        limits.insert(0, (work, f"{work} {unit} to analyze"))
+        limits.insert(0, (work, f"{work} captures to analyze"))
     count = max(1, min([asked, *(n for n, _ in limits)]))
     if count >= asked:
         return Workers(asked, asked)

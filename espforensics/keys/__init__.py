@@ -60,7 +60,7 @@ __all__ = [
 
 def _named(path: str) -> Any:
     """The function a ``"module:name"`` path names, its module imported on this first use
-    (a run imports only the notations its key files are tried against: start-up, issue 21)."""
+    (a run imports only the notations its key files are tried against: a shorter start-up)."""
     module, _, name = path.partition(":")
     return getattr(import_module(module), name)
 

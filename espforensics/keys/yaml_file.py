@@ -40,7 +40,6 @@ FIELDS = (
     *("spi", "src", "dst", "aead", "enc", "key", "auth", "auth_key"),
     *("icv", "esn", "esn_hi", "mode", "encap", "replay_window", "replay_esn"),
 )
-_AS_WRITTEN = ("key", "auth_key", "src", "dst")  # read from the node text, not YAML's value
 _TOP = re.compile(r"""^["']?sas["']?\s*:""", re.MULTILINE)
 MAX_DEPTH = 20  # collections within collections; a keys.yaml needs 3 (sas, entry, value)
 _INT_TAG = "tag:yaml.org,2002:int"

@@ -4,7 +4,7 @@ In: nothing. Out: one frozen dataclass per kind of evidence, and
 ``Evidence``, their closed union, which ``model.Finding.evidence`` holds.
 Each check that makes a finding fills it next to the words (checks/*.py);
 report/facts.py and report/lead.py read these fields, never the words, so rewording a
-detail cannot silently change a likely cause (issue 21). Raises nothing.
+detail cannot silently change a likely cause. Raises nothing.
 """
 
 from __future__ import annotations

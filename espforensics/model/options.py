@@ -37,7 +37,7 @@ class Selection:
         return " ".join(said)
 
 
-# packets.csv by default only up to this many frames: 2M frames made a 433 MB CSV beside
+# packets.csv by default only up to this many frames: 2M frames make a 433 MB CSV beside
 # a Parquet file that holds the same rows; past it the CSV is dropped (``--csv`` keeps it).
 # Here, not in tables/packets.py, for ``analyze --help``, which names it without loading pyarrow.
 CSV_ROWS = 1_000_000

@@ -41,7 +41,7 @@ Spi = NewType("Spi", int)
 
 
 # Building a NamedTuple through its class runs a Python-level __new__; the
-# per-frame path builds them with tuple.__new__ directly (0.13 instead of 0.38 us).
+# per-frame path builds them with tuple.__new__ directly, about three times cheaper.
 new_tuple = tuple.__new__
 
 

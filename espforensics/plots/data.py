@@ -78,7 +78,7 @@ class _Bins(NamedTuple):
 
     Taken from the earliest and the latest frame, not the first and the
     last: one frame stamped decades before the rest then widens the
-    TIME_BINS bins, where it used to add a bin per ``width`` in between
+    TIME_BINS bins, rather than adding a bin per ``width`` in between
     (48 TiB of them for one frame of 1970 in a capture of 2026).
     """
 

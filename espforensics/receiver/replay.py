@@ -16,14 +16,15 @@ u32 arithmetic (``& M32``) where the C code wraps:
 - ``BmpWindow``: ``xfrm_replay_check_bmp`` / ``xfrm_replay_advance_bmp``,
   the ``replay_esn`` bitmap as a ring of ``replay_window`` bits whose slot
   for ``top`` is ``(top - 1) % replay_window``.
-- ``EsnWindow``: ``xfrm_replay_seqhi``, ``xfrm_replay_check_esn``,
-  ``xfrm_replay_recheck_esn`` and ``xfrm_replay_advance_esn``: the same
-  ring, with the high half inferred from the window: below the window's
-  bottom a number is taken for the next epoch (``seq_hi + 1``).
+- ``EsnWindow``: ``xfrm_replay_seqhi``, ``xfrm_replay_check_esn`` and
+  ``xfrm_replay_advance_esn``: the same ring, with the high half inferred
+  from the window: below the window's bottom a number is taken for the next
+  epoch (``seq_hi + 1``).
 
-``recheck`` is what xfrm_input runs after the ICV verified; for a receiver
-that handles one packet at a time it gives what ``check`` gave, except that
-the ESN variant also compares the high half (``xfrm_replay_recheck_esn``).
+The recheck xfrm_input runs after the ICV verified (``xfrm_replay_recheck``)
+has no method: for a receiver that handles one packet at a time the state
+has not moved since the check, so it gives what ``check`` and ``seqhi``
+gave (receiver/verdict.py).
 """
 
 from __future__ import annotations
@@ -72,9 +73,6 @@ class LegacyWindow:
         if self.bitmap & (1 << diff):
             return ReplayFail.REPLAY
         return None
-
-    def recheck(self, seq: int) -> ReplayFail | None:
-        return self.check(seq)
 
     def advance(self, seq: int) -> None:
         if not self.size:
@@ -130,9 +128,6 @@ class BmpWindow:
         if self.bmp >> self._bit(diff) & 1:
             return ReplayFail.REPLAY
         return None
-
-    def recheck(self, seq: int) -> ReplayFail | None:
-        return self.check(seq)
 
     def advance(self, seq: int) -> None:
         if not self.size:
@@ -206,12 +201,6 @@ class EsnWindow:
         if self.bmp >> bit & 1:
             return ReplayFail.REPLAY
         return None
-
-    def recheck(self, seq: int, seq_hi: int) -> ReplayFail | None:
-        """``xfrm_replay_recheck_esn``: the high half decrypted with must still be inferred."""
-        if seq_hi != self.seqhi(seq):
-            return ReplayFail.TOO_OLD  # x->stats.replay_window++
-        return self.check(seq)
 
     def advance(self, seq: int) -> None:
         size = self.size

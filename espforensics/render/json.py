@@ -18,10 +18,10 @@ from espforensics.results.summary import Summary, finding_json, sa_json
 
 # Lists that may hold one row per SA or finding (tens of thousands for a scan) are laid
 # out one compact row per line: json's C encoder does not indent, and its Python
-# encoder took 5 s for 60,000 SAs. Each row's dict is made, dumped and dropped in
-# turn, and the text joined once: building every row's dict first, then the
-# placeholder's replace and the trailing newline's copies, peaked at 124 MB for
-# 60,000 SAs (issue 21).
+# encoder takes seconds for tens of thousands of SAs. Each row's dict is made, dumped
+# and dropped in turn, and the text joined once: building every row's dict first, then
+# replacing a placeholder and copying for the trailing newline, holds several copies
+# at once (docs/performance.md).
 _ROW_LISTS: tuple[tuple[str, Callable[[Summary], Iterator[dict[str, Any]]]], ...] = (
     ("sas", lambda s: (sa_json(sa) for sa in s.sas)),
     ("finding_list", lambda s: (finding_json(f) for f in s.finding_list)),

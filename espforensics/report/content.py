@@ -140,7 +140,6 @@ class FindingRow:
 
     kind: str
     severity: str
-    rank: int  # SEVERITY_RANK: sorts critical above info
     spi: str  # "" when the finding is about no single SPI
     src: str
     dst: str
@@ -374,7 +373,6 @@ def _finding_row(f: Finding) -> FindingRow:
     return FindingRow(
         f.kind.value,
         f.severity.value,
-        SEVERITY_RANK[f.severity],
         "" if f.spi is None else f"{f.spi:#010x}",
         f.src,
         f.dst,
@@ -419,7 +417,7 @@ def _plot_row(
     return PlotRow(name, files[0] if files else "", skipped, images.get(png, b""), caption(name))
 
 
-__all__ = [  # what this module offered before report/check_results.py was split off
+__all__ = [  # what the renderers read, the check rows of report/check_results.py among them
     "CHECKS",
     "FINDINGS_SHOWN",
     "NOUNS",

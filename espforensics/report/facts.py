@@ -96,12 +96,11 @@ class SaFacts:
     chained: int = 0  # CBC IVs equal to the previous packet's last ciphertext block
     chained_frames: Shown = NONE_SHOWN
     # Sequence numbers (seq_duplicate, esn_mismatch findings)
-    dup_different: int = 0  # repeated sequence numbers carried by different packets
-    dup_frames: Shown = NONE_SHOWN
+    dup_frames: Shown = NONE_SHOWN  # repeated sequence numbers carried by different packets
     # Of those, the repeats whose IV is their original's (iv_reuse findings whose uses
     # all carry one sequence number): the same transform sealed that number twice
     dup_same_iv: int = 0
-    dup_new_iv: int = 0  # dup_different - dup_same_iv: repeats under another IV
+    dup_new_iv: int = 0  # repeats by different packets, less dup_same_iv: under another IV
     dup_lag: int = 0  # the most frames between a packet and its same-IV repeat
     dup_iv_frames: Shown = NONE_SHOWN
     esn_early: int = 0  # seq low 0xffffffff verified only with the next high half
@@ -263,7 +262,7 @@ def _different(found: list[Finding]) -> list[tuple[Finding, int]]:
 def _sequence_facts(facts: SaFacts, found: list[Finding]) -> SaFacts:
     for f, different in _different(found):
         if different:
-            facts = replace(facts, dup_different=different, dup_frames=Shown.of(f.frames))
+            facts = replace(facts, dup_frames=Shown.of(f.frames))
     early = [
         e.frame
         for f in _of(found, FindingKind.ESN_MISMATCH)

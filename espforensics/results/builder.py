@@ -60,7 +60,7 @@ def _in_verdict_order(item: tuple[str, int]) -> int:
 class _SaAcc:
     """One SA's counts. What most SAs of a capture never count (other verdicts, anomalies,
     TFC padding, inner checksums, cut packets) are ``Rare`` fields (bounded/rare.py): a capture
-    of many short-lived SAs keeps one of these per SA (issue 35: 224 bytes, now 112)."""
+    of many short-lived SAs keeps one of these per SA (112 bytes, 224 with plain fields)."""
 
     algorithm: str
     first_ns: int  # capture time, ns since the epoch
@@ -69,8 +69,8 @@ class _SaAcc:
     last_seq64: int | None = None
     packets: int = 0
     wire_bytes: int = 0
-    # The first verdict seen and its packets; a Counter for any other verdict (issue 21:
-    # most SAs of a scan have one verdict, and a Counter of one entry is 160 bytes)
+    # The first verdict seen and its packets; a Counter for any other verdict (most
+    # SAs of a scan have one verdict, and a Counter of one entry is 160 bytes)
     verdict: str = ""
     verdict_packets: int = 0
     rare_fields: dict[str, Any] | None = None
@@ -86,7 +86,7 @@ class _SaAcc:
     tfc_packets = Rare(0)
     tfc_bytes = Rare(0)
     # payload_len of padded packets, and inner_checksum values: made at their first count
-    # (most SAs of a scan have neither; an empty Counter is 100 bytes, issue 21)
+    # (most SAs of a scan have neither; an empty Counter is 100 bytes)
     tfc_to = Rare[Counter[int] | None](None)
     checksums = Rare[Counter[str] | None](None)
     # truncated packets the capture cut; of them, whose header it showed where it is
@@ -289,7 +289,7 @@ class SummaryBuilder:
         self.time_unit = _SECOND  # the largest of s, ms, us, ns dividing every timestamp
         self.verdicts: Counter[str] = Counter()
         # Per SA, keyed by its SaKey's fields as a plain tuple: a SaKey, a tuple subclass,
-        # is allocated with one slot more, 8 bytes per SA of a capture of many (issue 35).
+        # is allocated with one slot more, 8 bytes per SA of a capture of many.
         # The keys leave as SaKey values (``sa_keys``, ``finish``).
         self._sas: dict[tuple[int, str, str], _SaAcc] = {}
         self._layouts: dict[_LayoutKey, _LayoutAcc] = {}

@@ -9,7 +9,7 @@ their hex text. Raises nothing (``stored_clear``: ``ValueError`` for a
 cell that is not hex).
 
 ``summary.json`` is a public format that holds a finding's words, not its
-evidence, and must not change by a byte (issue 21); ``report`` on an
+evidence, and must not change by a byte; ``report`` on an
 output folder and ``batch`` reread it. This is the one place that reads
 words back, and only there: a run's own findings carry the evidence their
 check built. tests/results/test_evidence.py checks that what this module reads

@@ -212,7 +212,7 @@ class Summary:
         """The ``summary.json`` document.
 
         Built field by field, not with ``dataclasses.asdict``: that deep-copies
-        every value and took 14 s for a capture of 60,000 SAs.
+        every value, 14 s for a capture of 60,000 SAs.
         """
         doc = _fields(self)
         doc["capture"] = _fields(self.capture)

@@ -42,7 +42,6 @@ TCP_HEADER = 32  # with the timestamps option, as Linux sends it
 MTU_FRAME = 1514
 _TCP = struct.Struct(">HHIIHHHH")
 _IP = struct.Struct(">BBHHHBBH4s4s")
-_ESP_HDR = struct.Struct(">II")
 _TS_OPT = b"\x01\x01\x08\x0a\x00\x00\x10\x00\x00\x00\x00\x00"
 
 

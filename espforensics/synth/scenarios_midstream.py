@@ -34,7 +34,6 @@ from espforensics.synth.esp import IvSeqOffset
 from espforensics.synth.packets import TCP_ACK, TCP_PSH
 from espforensics.synth.truth import Scenario
 
-LEADS = (2, 10, 100)  # seq+1 segments the capture sees before the burst's first own-seq packet
 STARTS = {"even": 0x0003_A2C4, "odd": 0x0003_A2C5}  # the sender's seq at the capture's start
 BURST, ROUNDS = 3, 8  # then 8 rounds of 3 GSO segments (seq+1) and one own-seq packet
 SIZE = 1200

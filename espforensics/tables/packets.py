@@ -351,8 +351,8 @@ class PacketTableWriter(RowGroups):
 
     ``size``: the capture file's bytes, when known. ``reached`` is told how
     many of them were read; once the rows so far project to more than 5/4 of
-    ``csv_rows``, the CSV stops being written (a capture of 2M frames wrote,
-    then removed, 225 MB of it: 1.3-1.6 CPU s, benchmarks/bench_tables.py).
+    ``csv_rows``, the CSV stops being written (else a capture of 2M frames
+    writes, then removes, 225 MB of it: 1.3-1.6 CPU s, benchmarks/bench_tables.py).
     Should the capture end with at most ``csv_rows`` frames after all, ``close``
     writes packets.csv from packets.parquet, the same bytes: the projection
     decides only the speed.

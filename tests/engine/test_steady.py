@@ -66,7 +66,7 @@ def _warm() -> tuple[FrameAnalyzer, FrameBatch, WireColumns]:
 def _plan(lane: SteadyLane, batch: FrameBatch, wire: WireColumns) -> Plan:
     opening = lane.prepare(batch, wire)
     opened = [job.open() for job in opening.jobs]
-    return lane.settle(opening, batch, lane.decode(opening, batch, opened))
+    return lane.settle(opening, lane.decode(opening, batch, opened))
 
 
 def _spis(wire: WireColumns) -> list[int]:

@@ -1,6 +1,6 @@
 """Facts handed on typed, never read back from their words (issue 36), continued.
 
-tests/test_typed_facts.py has the SA mode, clear bytes and causes. Here: what
+tests/results/test_typed_facts.py has the SA mode, clear bytes and causes. Here: what
 the capture showed of a packet it cut, a packet's sequence anomaly and a key
 mismatch's cure are set where they are known and read as values: other
 words for them change no count and no lead.
