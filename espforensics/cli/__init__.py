@@ -28,9 +28,8 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
-from importlib import import_module
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -432,46 +431,3 @@ __all__ = [  # defined in cli/options.py, imported from here by tests and users
     "SaOption",
     "UncheckedOption",
 ]
-
-
-# What this module offered before the commands' bodies moved to cli/commands.py and
-# cli/report.py (which load the analysis), with the module that defines each: imported on
-# first use (PEP 562).
-_MOVED = {
-    **dict.fromkeys(
-        (
-            "_capture_path",
-            "_default_out",
-            "_exit_for",
-            "_interrupted_analysis",
-            "_meter",
-            "_notice",
-            "_streamed_notice",
-            "_threads",
-        ),
-        "espforensics.cli.commands",
-    ),
-    **dict.fromkeys(
-        (
-            "BATCH_FORMATS",
-            "_batch_exit",
-            "_echo_each",
-            "_exit_gate",
-            "_report_batch",
-            "_show",
-            "_threshold",
-            "_usage",
-        ),
-        "espforensics.cli.report",
-    ),
-    "_guarded": "espforensics.cli.errors",
-    "_BarMeter": "espforensics.cli.progress",
-    "_batch_progress": "espforensics.cli.progress",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """A name this module offered before (``_show``, ``_guarded``, ...), imported on first use."""
-    if name in _MOVED:
-        return getattr(import_module(_MOVED[name]), name)
-    raise AttributeError(f"module 'espforensics.cli' has no attribute {name!r}")

@@ -28,14 +28,7 @@ from espforensics.receiver import words
 from espforensics.report import narrative
 from espforensics.report.captions import Caption, caption
 from espforensics.report.causes import CAUSES, LikelyCause, likely_causes
-from espforensics.report.check_results import (
-    CHECKS,
-    NOUNS,
-    CheckResult,
-    _checks,
-    coverage_line,
-    skip_reason,
-)
+from espforensics.report.check_results import CheckResult, _checks
 from espforensics.report.filters import HEADING, filter_note, misplaced_filter
 from espforensics.report.lead import lead
 from espforensics.results.coverage import tally
@@ -417,10 +410,8 @@ def _plot_row(
     return PlotRow(name, files[0] if files else "", skipped, images.get(png, b""), caption(name))
 
 
-__all__ = [  # what the renderers read, the check rows of report/check_results.py among them
-    "CHECKS",
+__all__ = [  # what the renderers read
     "FINDINGS_SHOWN",
-    "NOUNS",
     "RECEIVER_HEADING",
     "CheckResult",
     "CoverageRow",
@@ -431,9 +422,7 @@ __all__ = [  # what the renderers read, the check rows of report/check_results.p
     "PlotRow",
     "Report",
     "SaRow",
-    "coverage_line",
     "coverage_rows",
     "frames_text",
     "report_content",
-    "skip_reason",
 ]

@@ -20,7 +20,7 @@ from pathlib import Path
 import espforensics.checks as checks_package
 from espforensics.checks import COVERAGE, NO_LINE
 from espforensics.model.enums import FindingKind
-from espforensics.report.content import CHECKS
+from espforensics.report.check_results import CHECKS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "checks.md"
 # checks that report under another's line (report/content.py CHECKS): check -> that line

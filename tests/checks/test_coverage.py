@@ -22,7 +22,7 @@ import pytest
 from espforensics.checks import COVERAGE
 from espforensics.checks.coverage import NO_ICV, SEEN
 from espforensics.model.enums import Verdict
-from espforensics.report.content import CHECKS
+from espforensics.report.check_results import CHECKS
 from espforensics.results.gate import worst_code
 from tests.support import helpers
 from tests.support.helpers import run_cli

@@ -300,62 +300,6 @@ def test_analyze_with_plots_draws_on_agg_without_pyplot(tmp_path: Path) -> None:
     assert "matplotlib.pyplot" not in loaded
 
 
-# Every name the four split modules offered before the split (the lead's merge and the
-# other helpers' code import them from there), with the module that now defines it.
-MOVED = {
-    "espforensics.results.summary": {
-        "Summary": "espforensics.results.summary",
-        "sort_findings": "espforensics.results.summary",
-    },
-    "espforensics.analysis": {
-        "sha256_file": "espforensics.analysis.run",
-        "capture_info": "espforensics.analysis.run",
-        "load_summary": "espforensics.results.folder",
-        "default_out_dir": "espforensics.results.folder",
-        "prepare_out_dir": "espforensics.results.folder",
-        "partial": "espforensics.results.folder",
-        "analyze_to_dir": "espforensics.analysis",
-        "summary_of": "espforensics.analysis",
-    },
-    "espforensics.report.content": {
-        "CheckResult": "espforensics.report.check_results",
-        "coverage_line": "espforensics.report.check_results",
-        "skip_reason": "espforensics.report.check_results",
-        "report_content": "espforensics.report.content",
-        "coverage_rows": "espforensics.report.content",
-    },
-    "espforensics.cli": {
-        "Format": "espforensics.cli.options",
-        "FailOn": "espforensics.cli.options",
-        "CompareFormat": "espforensics.cli.options",
-        "_guarded": "espforensics.cli.errors",
-        "_report_bug": "espforensics.cli.errors",
-        "_BarMeter": "espforensics.cli.progress",
-        "_batch_progress": "espforensics.cli.progress",
-        "_show": "espforensics.cli.report",
-    },
-}
-
-
-@pytest.mark.parametrize("module", sorted(MOVED))
-def test_a_split_module_still_offers_every_name(module: str) -> None:
-    for name, home in MOVED[module].items():
-        value = getattr(importlib.import_module(module), name)
-        assert value.__module__ == home, name
-
-
-def test_the_constants_of_split_modules_are_the_same_objects() -> None:
-    from espforensics import analysis
-    from espforensics.report import check_results, content
-    from espforensics.results import folder
-
-    assert analysis.OUTPUT_FILES is folder.OUTPUT_FILES
-    assert analysis.OUTPUT_FILES[-1] == "summary.json"  # renamed into place last
-    assert content.CHECKS is check_results.CHECKS
-    assert content.NOUNS is check_results.NOUNS
-    assert [name for name, _ in content.CHECKS][:2] == ["esp_placement", "cleartext_leak"]
-
-
 def test_every_key_format_names_a_detector_and_a_parser_that_exist() -> None:
     from espforensics.keys import FORMATS
 
@@ -366,3 +310,9 @@ def test_every_key_format_names_a_detector_and_a_parser_that_exist() -> None:
     tcpdump = FORMATS[-1]
     assert tcpdump.name == "tcpdump -E"
     assert tcpdump.detect("0x1000@192.0.2.1 aes128-cbc-hmac96:0x00112233445566778899aabbccddeeff")
+
+
+def test_the_output_files_end_with_the_summary() -> None:
+    from espforensics.results import folder
+
+    assert folder.OUTPUT_FILES[-1] == "summary.json"  # renamed into place last

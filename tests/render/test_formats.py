@@ -22,7 +22,8 @@ from espforensics.analysis import summarize
 from espforensics.cli import Format
 from espforensics.model.enums import SEVERITY_RANK, FindingKind, Severity
 from espforensics.render.registry import FILE_RENDERERS, RENDERERS, STDOUT_FORMATS
-from espforensics.report.content import CHECKS, Report, report_content
+from espforensics.report.check_results import CHECKS
+from espforensics.report.content import Report, report_content
 from espforensics.results.summary import Summary
 from espforensics.synth import SCENARIOS, build_scenario, write_scenario
 
