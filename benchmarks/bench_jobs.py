@@ -65,7 +65,7 @@ from espforensics.capture import open_capture
 from espforensics.engine.pool import Ahead
 from espforensics.engine.prefetch import KeyRing, prefetch
 from espforensics.keys import load_sas
-from espforensics.analyzer.frame import Options
+from espforensics.model.options import Options
 
 cap, keys = sys.argv[1], sys.argv[2]
 table = load_sas([keys])
@@ -101,7 +101,7 @@ from itertools import repeat
 from espforensics.capture import open_capture
 from espforensics.engine.prefetch import KeyRing, prefetch
 from espforensics.keys import load_sas
-from espforensics.analyzer.frame import Options
+from espforensics.model.options import Options
 
 cap, keys = sys.argv[1], sys.argv[2]
 table = load_sas([keys])

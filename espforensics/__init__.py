@@ -24,9 +24,9 @@ from espforensics.errors import (
 
 if TYPE_CHECKING:
     from espforensics.analysis import Analysis, analyze, analyze_to_dir, summarize
-    from espforensics.analyzer.frame import Options
     from espforensics.keys import SaTable, SecurityAssociation, load_sas
     from espforensics.model.enums import Proto, Verdict
+    from espforensics.model.options import Options
     from espforensics.model.records import PacketRecord
     from espforensics.results.summary import Summary
 
@@ -42,7 +42,7 @@ _LAZY = {
     "PacketRecord": "espforensics.model.records",
     "Proto": "espforensics.model.enums",
     "Verdict": "espforensics.model.enums",
-    "Options": "espforensics.analyzer.frame",
+    "Options": "espforensics.model.options",
     "Summary": "espforensics.results.summary",
 }
 

@@ -30,11 +30,11 @@ from typing import Literal
 import pyarrow.parquet as pq
 
 from espforensics.analysis import Analysis, KeysArg, analyze, analyze_to_dir, summarize
-from espforensics.analyzer.frame import Options
 from espforensics.batch.run import run_batch
 from espforensics.capture import open_capture, open_compressed_writer
 from espforensics.errors import CaptureError, InputError
 from espforensics.keys import SaTable, load_sas
+from espforensics.model.options import Options
 from espforensics.model.records import Frame
 from espforensics.render.compare import (
     render_comparison,

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import espforensics.cli.commands
-from espforensics.analyzer.frame import Options
 from espforensics.engine import pool, run
 from espforensics.engine.plain import Decoded
 from espforensics.engine.plan import Opening
 from espforensics.engine.prefetch import Prefetch, resolve
+from espforensics.model.options import Options
 from tests.support import helpers
 from tests.support.helpers import CAPTURES, NO_CAPTURES, PER_FRAME, STEADY
 

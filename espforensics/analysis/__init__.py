@@ -35,13 +35,13 @@ from espforensics.analysis.run import (
     capture_info,
     sha256_file,
 )
-from espforensics.analyzer.frame import Options, fewer_collections
+from espforensics.analyzer.frame import fewer_collections
 from espforensics.capture.regular import check_regular
 from espforensics.engine.dask_workers import check_scheduler
 from espforensics.errors import CaptureError, CaptureTruncated, InputError, OutputError
 from espforensics.keys import SaTable
 from espforensics.model.enums import Severity
-from espforensics.model.options import CSV_ROWS
+from espforensics.model.options import CSV_ROWS, Options
 from espforensics.receiver.xfrm_stat import XfrmStatFiles, observed
 from espforensics.render.registry import FILE_RENDERERS
 from espforensics.report.content import Report, report_content

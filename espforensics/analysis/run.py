@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from espforensics.analysis.progress import READING, UNPACKING, Meter
-from espforensics.analyzer.frame import Finished, FrameAnalyzer, Options, fewer_collections
+from espforensics.analyzer.frame import Finished, FrameAnalyzer, fewer_collections
 from espforensics.capture import open_capture
 from espforensics.capture.regular import check_regular
 from espforensics.engine import Engine, RowSink, SteadyRows, deliver
@@ -29,6 +29,7 @@ from espforensics.errors import (
     scrub,
 )
 from espforensics.keys import SaTable, load_sas
+from espforensics.model.options import Options
 from espforensics.model.records import PacketRecord, SaKey
 from espforensics.results.builder import SummaryBuilder
 from espforensics.results.summary import CaptureInfo, SaMode, Summary

@@ -30,7 +30,7 @@ import gc
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from espforensics.analyzer.esn_place import EsnPlacement
 from espforensics.analyzer.flows import FlowTable
@@ -66,7 +66,7 @@ from espforensics.keys import SaTable
 from espforensics.keys.validate import reserved_notes
 from espforensics.keys.wireshark import secrets_block_sas
 from espforensics.model.enums import IvScheme, Proto, Verdict
-from espforensics.model.options import Selection
+from espforensics.model.options import Options
 from espforensics.model.records import (
     DecryptionSecrets,
     Finding,
@@ -90,7 +90,7 @@ _REASSEMBLED = frozenset({PROTO_ESP, PROTO_UDP, PROTO_AH, *TUNNEL_PROTOS})
 
 
 Released = tuple[PacketRecord, ...]  # records that may leave, in capture order
-__all__ = ["MAX_LAYERS", "FrameAnalyzer", "Layer", "Options", "Released", "fewer_collections"]
+__all__ = ["MAX_LAYERS", "FrameAnalyzer", "Layer", "Released", "fewer_collections"]
 
 
 class _FewerCollections:
@@ -128,20 +128,6 @@ class _FewerCollections:
 
 
 fewer_collections = _FewerCollections()
-
-
-@dataclass(frozen=True, slots=True)
-class Options:
-    """How to analyze a capture."""
-
-    natt_ports: frozenset[int] = frozenset({4500})  # RFC 3948 s2
-    reassembly_timeout_s: float = 30.0
-    # The engine's steady lane (engine/steady.py) takes the packets whose checks it can
-    # run over a batch's columns; False sends every frame down the per-frame path, the
-    # reference the steady lane is tested against. The outputs are the same either way.
-    steady_lane: bool = True
-    batch_frames: int = 4096  # frames per batch of the engine (tests use small ones)
-    select: Selection = field(default_factory=Selection)  # --spi, --frames: what is analyzed
 
 
 @dataclass(frozen=True, slots=True)

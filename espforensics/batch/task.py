@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from espforensics.analysis import analyze_to_dir, load_summary
-from espforensics.analyzer.frame import Options
 from espforensics.batch.manifest import record_entry
 from espforensics.errors import InputError
 from espforensics.keys import SaTable, argument_name, load_sas
+from espforensics.model.options import Options
 from espforensics.report.narrative import worst_severity
 from espforensics.results.summary import Summary
 

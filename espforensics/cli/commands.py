@@ -28,7 +28,6 @@ from espforensics.analysis import (
     summary_of,
 )
 from espforensics.analysis.progress import LineMeter, Meter
-from espforensics.analyzer.frame import Options
 from espforensics.capture.spool import STDIN, Spooled
 from espforensics.cli.errors import _guarded
 from espforensics.cli.expect import assertions, settle, xfrm_stat
@@ -39,7 +38,7 @@ from espforensics.engine.dask_workers import check_scheduler
 from espforensics.engine.workers import cap_workers, usable_cores
 from espforensics.errors import EspForensicsError
 from espforensics.model.enums import SEVERITY_RANK, Severity, Unchecked
-from espforensics.model.options import CSV_ROWS
+from espforensics.model.options import CSV_ROWS, Options
 from espforensics.report.content import Report
 from espforensics.report.narrative import worst_severity
 from espforensics.results.summary import Summary

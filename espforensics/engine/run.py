@@ -36,7 +36,7 @@ from itertools import repeat
 
 import numpy as np
 
-from espforensics.analyzer.frame import FrameAnalyzer, Options
+from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.checks import SaState
 from espforensics.crypto import sa_identity
 from espforensics.engine.pool import Ahead, Item, Prefetcher
@@ -45,6 +45,7 @@ from espforensics.engine.rows import RowSink, SteadyRows
 from espforensics.engine.steady import OpenJob, Plan, SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns, parse
 from espforensics.errors import InputError
+from espforensics.model.options import Options
 from espforensics.model.records import Frame, PacketRecord
 
 Row = PacketRecord | SteadyRows

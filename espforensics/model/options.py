@@ -1,12 +1,13 @@
 """What a run is asked to do, as values the command line and the library share.
 
-In: nothing. Out: ``Selection`` (``--spi``, ``--frames``) and ``CSV_ROWS``, kept here
-so that ``analyze --help`` names them without loading the analysis. Raises nothing.
+In: nothing. Out: ``Options`` (how a capture is analyzed), ``Selection`` (``--spi``,
+``--frames``) and ``CSV_ROWS``, kept here so that the command line declares them without
+loading the analysis. Raises nothing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,3 +42,17 @@ class Selection:
 # a Parquet file that holds the same rows; past it the CSV is dropped (``--csv`` keeps it).
 # Here, not in tables/packets.py, for ``analyze --help``, which names it without loading pyarrow.
 CSV_ROWS = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """How to analyze a capture."""
+
+    natt_ports: frozenset[int] = frozenset({4500})  # RFC 3948 s2
+    reassembly_timeout_s: float = 30.0
+    # The engine's steady lane (engine/steady.py) takes the packets whose checks it can
+    # run over a batch's columns; False sends every frame down the per-frame path, the
+    # reference the steady lane is tested against. The outputs are the same either way.
+    steady_lane: bool = True
+    batch_frames: int = 4096  # frames per batch of the engine (tests use small ones)
+    select: Selection = field(default_factory=Selection)  # --spi, --frames: what is analyzed

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from espforensics.analyzer.frame import FrameAnalyzer, Options, fewer_collections
+from espforensics.analyzer.frame import FrameAnalyzer, fewer_collections
 from espforensics.capture import Capture, open_capture
 from espforensics.decode.esn import EsnTracker
 from espforensics.decode.esp import EspLocation, locate_esp, parse_esp_header
@@ -37,6 +37,7 @@ from espforensics.decode.link import ETH_IPV4, ETH_IPV6, parse_link
 from espforensics.engine import Engine, SteadyRows, deliver
 from espforensics.errors import MalformedPacket
 from espforensics.keys import SaTable
+from espforensics.model.options import Options
 from espforensics.model.records import DecryptionSecrets, Frame, PacketRecord
 
 # The steady lane's rows are the packets the receiver check accepts (tables/packets.py).

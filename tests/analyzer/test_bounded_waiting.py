@@ -11,11 +11,12 @@ from collections.abc import Iterator
 import pytest
 
 from espforensics.analyzer import frame
-from espforensics.analyzer.frame import FrameAnalyzer, Options
+from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
 from espforensics.keys.wireshark import ESP_SA_SECRETS_TYPE
 from espforensics.model.enums import Verdict
+from espforensics.model.options import Options
 from espforensics.model.records import Frame
 from espforensics.synth import build_scenario
 

@@ -19,12 +19,13 @@ from dataclasses import FrozenInstanceError, fields, replace
 import pytest
 
 from espforensics.analyzer import frame
-from espforensics.analyzer.frame import FrameAnalyzer, Options
+from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.checks import FINISH_READS, OBSERVE_READS, Checks, Holds, make_checks
 from espforensics.checks.context import Memo, PacketContext, Receiving
 from espforensics.engine.run import iter_records
 from espforensics.keys import SaTable
 from espforensics.model.enums import FindingKind, IvScheme, Verdict
+from espforensics.model.options import Options
 from espforensics.model.records import Finding, Frame, PacketRecord, SaKey
 from espforensics.synth import Scenario, build_scenario
 from tests.support.helpers import PER_FRAME, run_frames, scenario

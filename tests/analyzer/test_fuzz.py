@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from espforensics.analyzer.frame import Options
 from espforensics.keys import SaTable
 from espforensics.model.enums import Verdict
+from espforensics.model.options import Options
 from espforensics.model.records import Frame
 from espforensics.synth import Scenario
 from tests.support.helpers import PER_FRAME, run_frames, scenario

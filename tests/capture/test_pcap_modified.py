@@ -19,9 +19,9 @@ from typing import Literal
 import pytest
 
 from espforensics.analysis import analyze_to_dir
-from espforensics.analyzer.frame import Options
 from espforensics.capture import open_capture, write_pcap
 from espforensics.errors import CaptureTruncated
+from espforensics.model.options import Options
 from espforensics.model.records import Frame
 from tests.engine.test_jobs import _window
 

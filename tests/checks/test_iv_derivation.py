@@ -18,7 +18,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from espforensics.analyzer.frame import Options
 from espforensics.capture import open_capture
 from espforensics.checks.context import Flow, Holds, PacketContext, SaState
 from espforensics.checks.iv_derivation import WINDOW, IvDerivationCheck, choose_constant
@@ -28,6 +27,7 @@ from espforensics.decode.ip import OuterIp
 from espforensics.keys import SaTable, Secret, SecurityAssociation, load_sas
 from espforensics.keys.sa import RFC4106
 from espforensics.model.enums import FindingKind, IvScheme, Severity, Verdict
+from espforensics.model.options import Options
 from espforensics.model.records import Finding, Frame, PacketRecord
 from espforensics.synth import SCENARIOS, build_scenario
 from tests.support.helpers import needs_captures, real_capture, run_frames, run_scenario

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from espforensics.analysis import analyze_to_dir
-from espforensics.analyzer.frame import Options
 from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.checks.ivscheme import MIN_RANDOM, MIN_SCHEME, Candidate, read_ivs
 from espforensics.keys import load_sas
 from espforensics.model.enums import FindingKind, IvScheme, Severity, Verdict
+from espforensics.model.options import Options
 from espforensics.model.records import Finding, PacketRecord
 from espforensics.synth import build_scenario, write_scenario
 from tests.support.helpers import capture_params, real_capture, run_frames, scenario

@@ -8,7 +8,7 @@ untouched packets it must report nothing.
 
 from __future__ import annotations
 
-from espforensics.analyzer.frame import FrameAnalyzer, Options
+from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.checks.leaks import name_fields
 from espforensics.crypto import AeadContext
 from espforensics.decode.clear import clear_ip_header
@@ -16,6 +16,7 @@ from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.keys.sa import NULL_CIPHER
 from espforensics.model.enums import FindingKind, Severity, Verdict
 from espforensics.model.evidence import Leak, LeakProof
+from espforensics.model.options import Options
 from espforensics.model.records import Frame
 from espforensics.synth import build_scenario
 from tests.support.helpers import iter_rows

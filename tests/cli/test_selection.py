@@ -16,9 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from espforensics.analysis import analyze_to_dir
-from espforensics.analyzer.frame import Options
 from espforensics.cli import app
-from espforensics.model.options import Selection
+from espforensics.model.options import Options, Selection
 from espforensics.synth import build_scenario, write_scenario
 
 runner = CliRunner()

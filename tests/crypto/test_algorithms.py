@@ -25,11 +25,11 @@ from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from espforensics import analyze
-from espforensics.analyzer.frame import Options
 from espforensics.crypto import context_for
 from espforensics.keys import SaTable
 from espforensics.keys.sa import SecurityAssociation
 from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.options import Options
 from espforensics.model.records import PacketRecord
 from espforensics.synth import Scenario, build_scenario, esp_sa_text, write_scenario
 from espforensics.synth.builder import filler

@@ -33,13 +33,13 @@ from pathlib import Path
 import pytest
 
 from espforensics.analysis import summarize
-from espforensics.analyzer.frame import Options
 from espforensics.capture.writer import write_pcap
 from espforensics.crypto import EncAuthContext
 from espforensics.crypto.macs import AesCmac, AesXcbc, Hmac
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import CBC_AES, NULL_CIPHER, Secret, SecurityAssociation
 from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.options import Options
 from espforensics.model.records import Finding, Frame, PacketRecord
 from espforensics.report.lead import lead
 from espforensics.synth.esp import EspSealer

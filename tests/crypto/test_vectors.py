@@ -30,7 +30,7 @@ from dataclasses import replace
 
 import pytest
 
-from espforensics.analyzer.frame import FrameAnalyzer, Options
+from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.crypto import AeadContext, EncAuthContext
 from espforensics.keys import SaTable
 from espforensics.keys.sa import (
@@ -42,6 +42,7 @@ from espforensics.keys.sa import (
     SecurityAssociation,
 )
 from espforensics.model.enums import Verdict
+from espforensics.model.options import Options
 from espforensics.model.records import Frame
 from tests.support.helpers import iter_rows
 

@@ -163,7 +163,7 @@ def _esp_only(records: list[PacketRecord]) -> list[PacketRecord]:
 
 @pytest.mark.parametrize("options", [helpers.PER_FRAME, helpers.STEADY], ids=["frame", "lane"])
 def test_a_quote_names_its_packet_and_the_sa_counts_nothing_of_it(options: object) -> None:
-    from espforensics.analyzer.frame import Options
+    from espforensics.model.options import Options
 
     assert isinstance(options, Options)
     with_errors, without = _capture(True), _capture(False)

@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from espforensics.analysis import analyze_to_dir, summarize
-from espforensics.analyzer.frame import FrameAnalyzer, Options
+from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.capture import open_capture
 from espforensics.decode.ip import parse_ip
 from espforensics.decode.ipcomp import MAX_INFLATED, decompress
@@ -36,6 +36,7 @@ from espforensics.errors import MalformedPacket
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import Secret, SecurityAssociation
 from espforensics.model.enums import FindingKind, Unchecked, Verdict
+from espforensics.model.options import Options
 from espforensics.model.records import Finding, Frame, PacketRecord
 from espforensics.render.html import format_html
 from espforensics.render.text import format_text

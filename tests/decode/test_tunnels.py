@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from espforensics.analysis import analyze_to_dir
-from espforensics.analyzer.frame import MAX_TUNNELS, FrameAnalyzer, Options
+from espforensics.analyzer.frame import MAX_TUNNELS, FrameAnalyzer
 from espforensics.capture.batch import FrameBatch
 from espforensics.decode.clear import internet_checksum
 from espforensics.decode.ip import parse_ip
@@ -36,6 +36,7 @@ from espforensics.engine import Engine, SteadyRows
 from espforensics.engine.wire import parse
 from espforensics.errors import Truncated
 from espforensics.keys import SaTable
+from espforensics.model.options import Options
 from espforensics.model.records import Finding, Frame, PacketRecord
 from espforensics.report.filters import HEADING
 from espforensics.rewrite.decrypted import DecryptionKeys, Decryptor

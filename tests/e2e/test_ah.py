@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from espforensics.analysis import analyze_to_dir
-from espforensics.analyzer.frame import FrameAnalyzer, Options
+from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.capture import open_capture
 from espforensics.decode.ip import PROTO_AH, PROTO_ESP, parse_ip
 from espforensics.engine.run import Engine
@@ -28,6 +28,7 @@ from espforensics.errors import MalformedPacket, Truncated
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import Secret, SecurityAssociation
 from espforensics.model.enums import FindingKind, InnerChecksum, Severity, Verdict
+from espforensics.model.options import Options
 from espforensics.model.records import Frame, PacketRecord
 from espforensics.rewrite import CaptureCopies
 from espforensics.synth.esp import EspSealer

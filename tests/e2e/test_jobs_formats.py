@@ -26,9 +26,9 @@ from typing import Literal
 import pytest
 
 from espforensics.analysis import analyze_to_dir
-from espforensics.analyzer.frame import Options
 from espforensics.capture import open_compressed_writer, unpack, write_pcap, write_pcapng
 from espforensics.errors import CaptureTruncated
+from espforensics.model.options import Options
 from espforensics.model.records import DecryptionSecrets, Frame
 from fuzz.steady import SteadySeed, pick_steady, steady_frames
 from tests.engine.test_jobs import BOUND, STOPPED_RUN, _outputs

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from espforensics import analyze
-from espforensics.analyzer.frame import Options
 from espforensics.keys import SaTable, load_sas
 from espforensics.keys.sa import CBC_AES, SecurityAssociation
 from espforensics.model.enums import FindingKind, IvScheme, Severity, Verdict
 from espforensics.model.evidence import IvChained, IvPredictable, ReservedSpi
+from espforensics.model.options import Options
 from espforensics.model.records import Finding
 from espforensics.report.lead import lead
 from espforensics.report.narrative import verdict_sentences

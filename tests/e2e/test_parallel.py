@@ -25,9 +25,9 @@ import pytest
 from typer.testing import CliRunner
 
 from espforensics.analysis import analyze, analyze_to_dir
-from espforensics.analyzer.frame import Options
 from espforensics.cli import app
 from espforensics.errors import CaptureTruncated
+from espforensics.model.options import Options
 from espforensics.synth import SCENARIOS, build_scenario, keys_yaml, write_capture, write_scenario
 from espforensics.synth.bench import bench_sas, iter_bench_frames
 from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, SaFlow, make_sa

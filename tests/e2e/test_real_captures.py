@@ -15,8 +15,8 @@ import dpkt
 import pytest
 
 from espforensics import Analysis, analyze
-from espforensics.analyzer.frame import Options
 from espforensics.model.enums import FindingKind, Severity
+from espforensics.model.options import Options
 from tests.support.helpers import analyze_real, needs_captures, real_capture
 
 CLEAN = [

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from espforensics import analyze
-from espforensics.analyzer.frame import Options
 from espforensics.keys import SaTable
 from espforensics.model.enums import FindingKind, Proto, Verdict
+from espforensics.model.options import Options
 from espforensics.model.records import Finding, Frame
 from espforensics.synth import SCENARIOS, build_scenario, write_scenario
 from tests.support.helpers import run_frames, run_scenario

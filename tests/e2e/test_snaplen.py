@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from espforensics.analysis import analyze_to_dir
-from espforensics.analyzer.frame import Options
 from espforensics.capture import open_capture
 from espforensics.checks.coverage import TRUNCATED
 from espforensics.keys import load_sas
 from espforensics.model.enums import FindingKind, Proto, Severity, Verdict
 from espforensics.model.evidence import SeqDuplicates
+from espforensics.model.options import Options
 from espforensics.model.records import Finding, Frame, PacketRecord
 from espforensics.render.ktap import format_ktap
 from espforensics.render.text import format_text

@@ -28,8 +28,8 @@ import pytest
 from pandas.testing import assert_frame_equal
 
 from espforensics.analysis import Analysis, analyze, analyze_to_dir
-from espforensics.analyzer.frame import Options
 from espforensics.model.enums import FindingKind
+from espforensics.model.options import Options
 from espforensics.render.json import format_json
 from espforensics.report.content import report_content
 from espforensics.synth import SCENARIOS, build_scenario, write_scenario

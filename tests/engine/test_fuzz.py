@@ -21,12 +21,12 @@ import pytest
 
 import fuzz.oracle
 from espforensics.analysis import Analysis, KeysArg, analyze
-from espforensics.analyzer.frame import Options
 from espforensics.engine.plan import Plan
 from espforensics.engine.rows import SteadyRows
 from espforensics.engine.steady import SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns
 from espforensics.keys import SaTable
+from espforensics.model.options import Options
 from espforensics.model.records import PacketRecord
 from espforensics.synth import SCENARIOS, build_scenario, write_capture
 from espforensics.synth.truth import CaptureFormat

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from espforensics.analysis import analyze_to_dir
-from espforensics.analyzer.frame import FrameAnalyzer, Options
+from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.capture import open_capture, unpack, write_pcap
 from espforensics.capture.batch import FrameBatch
 from espforensics.crypto import sa_identity
@@ -40,6 +40,7 @@ from espforensics.engine.steady import SteadyLane
 from espforensics.engine.wire import parse
 from espforensics.errors import InputError
 from espforensics.keys import SaTable, load_sas
+from espforensics.model.options import Options
 from espforensics.model.records import Frame
 from espforensics.synth import write_scenario
 from fuzz.steady import pick_steady, steady_frames
@@ -298,7 +299,7 @@ import os, sys
 from espforensics.analysis import analyze_to_dir
 from espforensics.capture import unpack
 from espforensics.engine import pool
-from espforensics.analyzer.frame import Options
+from espforensics.model.options import Options
 pool.PATIENT = True
 unpack.RESERVE = 0.0  # a copy however full this disk is
 def reached():

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from espforensics.analysis import Analysis, analyze
-from espforensics.analyzer.frame import Options
 from espforensics.keys.sa import SaTable
 from espforensics.model.enums import IvScheme
+from espforensics.model.options import Options
 from espforensics.synth.bench import bench_sas, iter_bench_frames
 from espforensics.synth.capture import write_capture
 from fuzz import lanecount

@@ -21,9 +21,10 @@ import tracemalloc
 
 import pytest
 
-from espforensics.analyzer.frame import FrameAnalyzer, Options
+from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.engine import Engine, deliver
 from espforensics.keys import SaTable
+from espforensics.model.options import Options
 from espforensics.model.records import Frame
 from espforensics.results.builder import SummaryBuilder
 from espforensics.synth.bench import iter_bench_frames, with_spis

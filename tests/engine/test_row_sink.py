@@ -11,9 +11,10 @@ import random
 
 import pyarrow as pa
 
-from espforensics.analyzer.frame import FrameAnalyzer, Options
+from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.engine import Engine, RowSink, SteadyRows, deliver
 from espforensics.keys import SaTable
+from espforensics.model.options import Options
 from espforensics.model.records import PacketRecord
 from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, SaFlow, make_sa
 from espforensics.synth.scenarios_crypto import send_udp

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from espforensics.analyzer.frame import FrameAnalyzer, Options
+from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.checks import BULK, Flow
 from espforensics.checks.bulk import (
     BulkColumns,
@@ -33,6 +33,7 @@ from espforensics.checks.bulk import (
 from espforensics.engine.steady import Plan, SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns, parse
 from espforensics.keys import SaTable
+from espforensics.model.options import Options
 from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, SaFlow, make_sa
 from espforensics.synth.scenarios_crypto import send_udp
 from espforensics.synth.truth import Scenario

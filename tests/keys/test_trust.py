@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from espforensics.analyzer.frame import Options
 from espforensics.cli import app
 from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.options import Options
 from espforensics.model.records import Finding, Frame, PacketRecord
 from espforensics.synth import SCENARIOS, build_scenario
 from tests.support import helpers

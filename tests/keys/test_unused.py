@@ -16,10 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 from espforensics.analysis import summarize
-from espforensics.analyzer.frame import Options
 from espforensics.checks.unused import unused_note
 from espforensics.cli import app
 from espforensics.model.enums import FindingKind, UnusedReason, Verdict
+from espforensics.model.options import Options
 from espforensics.model.records import ANY_SPI
 from espforensics.results.summary import Summary
 from tests.support import helpers

@@ -31,7 +31,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("batch",),  # many captures
     ("cli",),  # the command line, the only typer importer
 )
-UNIT_OF: dict[str, str] = {}  # a top-level module counted as part of a package
 DOORS = frozenset({"espforensics", "espforensics.__main__"})
 
 
@@ -41,8 +40,7 @@ def layer_of() -> dict[str, int]:
 
 def unit(module: str) -> str:
     """The package (or top-level module) of ours ``module`` belongs to."""
-    name = module.split(".")[1]
-    return UNIT_OF.get(name, name)
+    return module.split(".")[1]
 
 
 def upward(graph: dict[str, set[str]], layers: dict[str, int]) -> list[str]:

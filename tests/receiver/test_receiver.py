@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from espforensics.analysis import analyze
-from espforensics.analyzer.frame import Options
 from espforensics.keys import SaTable
+from espforensics.model.options import Options
 from espforensics.model.records import DecryptionSecrets, Frame
 from espforensics.receiver.verdict import COUNTERS, PROTO_ERROR
 from espforensics.results.summary import Summary

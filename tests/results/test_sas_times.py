@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from espforensics.analysis import analyze_to_dir
-from espforensics.analyzer.frame import Options
 from espforensics.capture.writer import write_pcap
+from espforensics.model.options import Options
 from espforensics.model.records import Frame
 from espforensics.synth import build_scenario, write_scenario
 from espforensics.tables.small import seconds

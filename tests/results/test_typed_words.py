@@ -18,7 +18,6 @@ import pytest
 
 from espforensics.analysis import summarize
 from espforensics.analyzer import crypto, placement
-from espforensics.analyzer.frame import Options
 from espforensics.checks import context
 from espforensics.checks.coverage import CUT_FOUND, CUT_READ, CUT_UNREAD, cut_kind
 from espforensics.checks.keys import FIX_WORDS, fix_named, variants
@@ -26,6 +25,7 @@ from espforensics.keys import load_sas
 from espforensics.keys.sa import SaTable
 from espforensics.model.enums import Cut, FindingKind, KeyFix, Proto, SeqAnomaly, Verdict
 from espforensics.model.evidence import KeyMismatch
+from espforensics.model.options import Options
 from espforensics.model.records import PACKET_COLUMNS, Frame, PacketRecord
 from espforensics.report.lead import wrong_sentence
 from espforensics.results.builder import SummaryBuilder

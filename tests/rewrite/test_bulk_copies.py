@@ -23,12 +23,12 @@ import numpy as np
 import pytest
 
 from espforensics.analysis import analyze_to_dir
-from espforensics.analyzer.frame import Options
 from espforensics.capture import write_pcap
 from espforensics.capture.writer import FrameRun, PcapngStream, PcapStream
 from espforensics.decode.clear import internet_checksum
 from espforensics.errors import CaptureError, OutputError
 from espforensics.keys import SaTable, load_sas
+from espforensics.model.options import Options
 from espforensics.model.records import Finding, Frame
 from espforensics.rewrite.annotate import write_annotated
 from espforensics.rewrite.bulk import write_decrypted

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from espforensics.analysis import analyze_to_dir
-from espforensics.analyzer.frame import Options
 from espforensics.capture import open_capture, write_pcapng
 from espforensics.keys import load_sas
 from espforensics.keys.sa import Secret, SecurityAssociation
 from espforensics.model.enums import FindingKind, Severity, Verdict
+from espforensics.model.options import Options
 from espforensics.model.records import Frame, PacketRecord
 from espforensics.rewrite import CaptureCopies
 from espforensics.rewrite.rebuild import relink

@@ -34,12 +34,13 @@ import pytest
 from typer.testing import CliRunner
 
 from espforensics.analysis import Analysis, analyze, analyze_to_dir
-from espforensics.analyzer.frame import FrameAnalyzer, Options
+from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.capture import open_capture
 from espforensics.engine import Engine, Row, SteadyRows
 from espforensics.keys import SaTable
 from espforensics.keys.sa import SecurityAssociation
 from espforensics.model.enums import Proto, SeqAnomaly, Verdict
+from espforensics.model.options import Options
 from espforensics.model.records import DecryptionSecrets, Finding, Frame, PacketRecord
 from espforensics.report import filters as tcpdump
 from espforensics.synth import Scenario, build_scenario, write_scenario
