@@ -3,7 +3,9 @@
 In: a kernel integrity name (keys/sa.py ``HMAC_DIGESTS``, ``AES_MACS``) and
 its key. Out: ``make_mac(name, key)``, a ``Mac`` whose ``tag(parts)`` is the
 full, untruncated MAC of the concatenated parts (the caller truncates to the
-SA's ICV length). Raises ``ValueError`` for a name it does not verify.
+SA's ICV length), and whose ``tags(message, starts, ends)`` is the same for
+many messages laid out in one buffer, concatenated. Raises ``ValueError``
+for a name it does not verify.
 
 RFC 2104 (HMAC, keyed once and copied per packet), RFC 2403/2404/2857/4868
 (the HMACs ESP uses); RFC 3566 (AES-XCBC-MAC-96, built here from AES-ECB
@@ -14,7 +16,7 @@ CMAC).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from cryptography.hazmat.primitives import cmac
@@ -27,9 +29,22 @@ _BLOCK = 16  # AES's block: XCBC and CMAC tags are one block
 
 
 class Mac(Protocol):
-    """A keyed MAC: the full tag over the concatenation of ``parts``."""
+    """A keyed MAC: the full tag over the concatenation of ``parts``; ``tags`` for many.
+
+    ``tags(message, starts, ends)`` is ``tag((message[a:b],))`` of each
+    ``(a, b)``, the full tags concatenated (every tag of one MAC is as long):
+    the bulk form of ``tag``, which stays the reference rule beside it.
+    """
 
     def tag(self, parts: Iterable[Part]) -> bytes: ...
+
+    def tags(self, message: Part, starts: Sequence[int], ends: Sequence[int]) -> bytes: ...
+
+
+def _tags_of(mac: Mac, message: Part, starts: Sequence[int], ends: Sequence[int]) -> bytes:
+    """``tags`` as one ``tag`` per message: the MACs with no bulk form of their own."""
+    view = memoryview(message)
+    return b"".join([mac.tag((view[a:b],)) for a, b in zip(starts, ends, strict=True)])
 
 
 class Hmac:
@@ -56,6 +71,26 @@ class Hmac:
         outer = self._outer.copy()
         outer.update(inner.digest())
         return outer.digest()
+
+    def tags(self, message: Part, starts: Sequence[int], ends: Sequence[int]) -> bytes:
+        """``tag`` of each ``message[a:b]``, concatenated: one tight loop, one update a packet.
+
+        The same RFC 2104 steps as ``tag``; what it saves is Python around
+        them (the hashing itself is all C): a caller that lays many packets'
+        authenticated bytes out in one buffer pays per packet only the two
+        copies of the keyed states, one update and two digests.
+        """
+        inner_keyed, outer_keyed = self._inner, self._outer
+        view = memoryview(message)
+        out: list[bytes] = []
+        append = out.append
+        for a, b in zip(starts, ends, strict=True):
+            inner = inner_keyed.copy()
+            inner.update(view[a:b])
+            outer = outer_keyed.copy()
+            outer.update(inner.digest())
+            append(outer.digest())
+        return b"".join(out)
 
 
 class AesXcbc:
@@ -87,6 +122,9 @@ class AesXcbc:
         enc = Cipher(algorithms.AES(self._k1), modes.CBC(bytes(_BLOCK))).encryptor()
         return (enc.update(message[:cut] + last) + enc.finalize())[-_BLOCK:]
 
+    def tags(self, message: Part, starts: Sequence[int], ends: Sequence[int]) -> bytes:
+        return _tags_of(self, message, starts, ends)
+
 
 class AesCmac:
     """AES-CMAC (RFC 4493), keyed once and copied per packet."""
@@ -101,6 +139,9 @@ class AesCmac:
         for part in parts:
             mac.update(bytes(part))
         return mac.finalize()
+
+    def tags(self, message: Part, starts: Sequence[int], ends: Sequence[int]) -> bytes:
+        return _tags_of(self, message, starts, ends)
 
 
 def make_mac(name: str, key: bytes) -> Mac:
