@@ -5,6 +5,9 @@ In: a non-AEAD SA (``algorithm``/``key`` the cipher, ``auth_algorithm``/
 and the bytes after the IV. Out: the plaintext (payload, padding, pad
 length, next header), or ``None`` when the ICV does not verify. ``seal`` is
 the inverse, used by the fixture builder. Raises nothing of its own.
+``open_many`` is ``open`` for a batch in bulk (one buffer, one MAC loop,
+one CBC or CTR call a chunk); ``open`` stays beside it as the reference
+rule, and one suite holds the two to the same answers.
 
 RFC 4303 s3.3.2 / s3.4.4: the ICV is computed over the ESP packet without
 the ICV (SPI, sequence number, IV, ciphertext), checked before decryption;
@@ -249,8 +252,7 @@ class EncAuthContext:
         (RFC 4303 s2.2.1: after the packet, for the ICV only), and each
         packet's authenticated bytes are then one slice for ``Mac.tags``.
         """
-        k, icv_len, iv_len = len(sealed), self.icv_len, self.iv_len
-        head = _HEADER.size + iv_len
+        k, head = len(sealed), _HEADER.size + self.iv_len
         spare = 4 if self.esn and self.verifies else 0
         tail = spare + (-(head + lens + spare)) % self._align
         base = np.cumsum(head + lens + tail) - (head + lens + tail)  # each packet's place
@@ -265,22 +267,8 @@ class EncAuthContext:
         buf = bytearray().join(parts)
         flat = np.frombuffer(buf, np.uint8)
         start = base + head  # ciphertext
-        end = start + lens - icv_len  # ciphertext's end, the ICV's start
-        ok = np.ones(k, np.bool_)
-        if self._mac is not None:
-            icvs = flat[end[:, None] + np.arange(icv_len)]
-            if spare:
-                flat[end[:, None] + np.arange(4)] = _be32(seq64 >> np.uint64(32))
-            tags = self._mac.tags(memoryview(buf), base.tolist(), (end + spare).tolist())
-            size = len(tags) // k
-            # The ICVs and the tags computed here are compared as arrays, not with
-            # hmac.compare_digest: an offline analyzer holds both, and no timing
-            # reveals a secret to anyone (a receiver's constant time is moot here).
-            ok = (
-                (np.frombuffer(tags, np.uint8).reshape(k, size)[:, :icv_len] == icvs).all(axis=1)
-                if icv_len <= size
-                else ~ok  # a truncation longer than the MAC: ``open``'s compare fails
-            )
+        end = start + lens - self.icv_len  # ciphertext's end, the ICV's start
+        ok = self._verify_chunk(buf, flat, seq64, base, end, spare)
         plain, shift, whole = self._decrypt_chunk(buf, flat, ivs, start, end)
         starts, ends = (start - shift).tolist(), (start - shift + whole).tolist()
         plains = [
@@ -293,6 +281,38 @@ class EncAuthContext:
             # last bytes as they are, so that the trailer check reports it (``open``)
             plains[i] = plain[starts[i] : ends[i]] + bytes(buf[rest[i] : stop[i]])
         return plains
+
+    def _verify_chunk(
+        self,
+        buf: bytearray,
+        flat: npt.NDArray[np.uint8],
+        seq64: npt.NDArray[np.uint64],
+        base: npt.NDArray[np.int64],
+        end: npt.NDArray[np.int64],
+        spare: int,
+    ) -> npt.NDArray[np.bool_]:
+        """Does each packet's ICV verify? (All True when none is checked, as ``open`` skips it.)
+
+        The ICVs are read out of the buffer first; with ESN the high half then
+        takes their place (``spare`` bytes kept for it), after the ciphertext.
+        """
+        k, icv_len = len(base), self.icv_len
+        if self._mac is None:
+            return np.ones(k, np.bool_)
+        icvs = flat[end[:, None] + np.arange(icv_len)]
+        if spare:
+            flat[end[:, None] + np.arange(4)] = _be32(seq64 >> np.uint64(32))
+        tags = self._mac.tags(memoryview(buf), base.tolist(), (end + spare).tolist())
+        size = len(tags) // k
+        if icv_len > size:  # a truncation longer than the MAC: ``open``'s compare fails
+            return np.zeros(k, np.bool_)
+        # The ICVs and the tags computed here are compared as arrays, not with
+        # hmac.compare_digest: an offline analyzer holds both, and no timing of
+        # this comparison reveals a secret to anyone (a receiver's constant time
+        # guards against forgers probing it; here there is none).
+        return np.asarray(
+            (np.frombuffer(tags, np.uint8).reshape(k, size)[:, :icv_len] == icvs).all(axis=1)
+        )
 
     def _decrypt_chunk(
         self,
