@@ -329,7 +329,8 @@ class EncAuthContext:
         decryptor; each packet's IV starts a block, so its first block chains
         from its own IV, and what the bytes between packets decrypt to is
         dropped. This is ECB decryption of every block XORed with the block
-        before it, done in C. CTR: ``_ctr_stream``. NULL: the ciphertext.
+        before it, done in C, in half the time of ECB and a numpy XOR
+        (docs/performance.md). CTR: ``_ctr_stream``. NULL: the ciphertext.
         """
         cut = end - start
         if self.clear:
