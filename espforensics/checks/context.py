@@ -12,7 +12,6 @@ all any check reads of a plaintext); ``SaState``, ``Flow``, ``PerFlow`` and
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from espforensics.decode.clear import (
     ip_start_fits,
     trailer_follows,
 )
+from espforensics.decode.digest import esp_digest
 from espforensics.decode.esn import EsnTracker
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import OuterIp
@@ -234,7 +234,7 @@ class _Reads:
                 memo.digest = self.data[-ctx.icv_len :]
             else:
                 start = self.rec.esp_offset or 0
-                memo.digest = hashlib.blake2b(self.data[start:], digest_size=16).digest()
+                memo.digest = esp_digest(self.data[start:])
         return memo.digest
 
     @property

@@ -435,11 +435,14 @@ def _chained_keyless(sa: IvSa, rows: FlowRows) -> Mask:
     if len(rows) > 1:
         end = rows.ct_end[:-1]
         floor = np.maximum(np.maximum(rows.ip_at[:-1], end - _TAIL), rows.esp_at[:-1] + 24)
-        for back in _TAIL_PLACES:
+        # the 8 bytes at each place as one word, a row of the buffer's 8-byte windows
+        # picked per row (row 0 where the place is below the floor, never compared)
+        words = np.lib.stride_tricks.sliding_window_view(rows.buf, 8)
+        want = np.ascontiguousarray(ivs[1:]).view(np.uint64)[:, 0]
+        for back in sorted(set(_TAIL_PLACES)):  # some places are two ICV-block pairs'
             at = end - back
             ok = at >= floor
-            block = rows.buf[np.where(ok, at, 0)[:, None] + np.arange(8)]
-            found[1:] |= ok & (block == ivs[1:]).all(axis=1)
+            found[1:] |= ok & (words[np.where(ok, at, 0)].view(np.uint64)[:, 0] == want)
     return found
 
 

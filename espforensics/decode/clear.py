@@ -29,6 +29,10 @@ from espforensics.model.arrays import I64, U8, Mask, read_be, u8
 KEYLESS_ICV_LENS = (32, 24, 16, 12, 8)
 _KEYLESS_IV_LEN = 8  # what a packet without a key is read with: an AEAD's IV (RFC 4106 s3.1)
 _TRANSPORT = (6, 17)  # TCP, UDP: their checksums cover a pseudo-header of the outer addresses
+# the next headers ``clear_transport`` or ``clear_icmp`` accept (ICMP, TCP, UDP, ICMPv6),
+# as a table over a byte's 256 values (one gather, where ``np.isin`` sorts)
+_TRAILED = np.zeros(256, np.bool_)
+_TRAILED[[1, *_TRANSPORT, 58]] = True
 # ICMP (RFC 792) and ICMPv6 (RFC 4443) types a clear message is taken for: errors and echoes
 _ICMP_TYPES = {1: frozenset({0, 3, 8, 11}), 58: frozenset({1, 2, 3, 4, 128, 129})}
 
@@ -252,7 +256,7 @@ def _may_be_trailed(view: U8, start: I64, end: I64) -> Mask:
         ok = (n >= 10) & (n % 4 == 0)
         nh = u8(view, end - icv - 1, ok)
         pad = u8(view, end - icv - 2, ok)
-        ok &= np.isin(nh, (1, *_TRANSPORT, 58)) & (n - 2 - pad >= 8)
+        ok &= _TRAILED[nh] & (n - 2 - pad >= 8)
         first_pad = u8(view, end - icv - 2 - pad, ok & (pad > 0))
         out |= ok & ((pad == 0) | (first_pad == 1))
     return out

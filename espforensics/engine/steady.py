@@ -33,7 +33,6 @@ the SAs of one key) and hold while no other frame reaches the unit's SAs
 
 from __future__ import annotations
 
-import hashlib
 from bisect import bisect_right
 from itertools import chain
 from typing import cast
@@ -47,6 +46,7 @@ from espforensics.checks import Flow, SaState, bulk_checks
 from espforensics.checks.bulk import BulkCheck, Opened, Outer, Scope, first_refused
 from espforensics.checks.context import HEAD_LEN
 from espforensics.crypto import IV_LEN, CipherContext
+from espforensics.decode.digest import DIGEST_LEN, esp_digests
 from espforensics.decode.esn import EsnTracker
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.engine.plain import Decoded, PlainColumns, decode_plaintexts
@@ -476,11 +476,9 @@ class _Plain:
 def _digest(plan: Plan, rows: Index, buf: Buffer) -> None:
     """Each keyless row's digest (``PacketContext.digest``: a hash of its ESP bytes, how a
     replay is told from a new packet), in place of the ICV it has not got."""
-    mv = memoryview(buf)
     spans = zip(plan.esp_at[rows].tolist(), plan.end[rows].tolist(), strict=True)
-    digests = b"".join(hashlib.blake2b(mv[a:b], digest_size=16).digest() for a, b in spans)
-    plan.icv[rows, :16] = np.frombuffer(digests, np.uint8).reshape(-1, 16)
-    plan.icv_len[rows] = 16
+    plan.icv[rows, :DIGEST_LEN] = esp_digests(memoryview(buf), spans)
+    plan.icv_len[rows] = DIGEST_LEN
 
 
 def _opened(plan: Plan, rows: Index, view: npt.NDArray[np.uint8]) -> Opened:

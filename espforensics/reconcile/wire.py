@@ -20,7 +20,6 @@ join on it holds across a 32-bit wrap.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import deque
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from typing import NamedTuple
 
 from espforensics.analyzer.frame import FrameAnalyzer, fewer_collections
 from espforensics.capture import Capture, open_capture
+from espforensics.decode.digest import esp_digest
 from espforensics.decode.esn import EsnTracker
 from espforensics.decode.esp import EspLocation, locate_esp, parse_esp_header
 from espforensics.decode.inner import ntop
@@ -101,7 +101,7 @@ class _Decoder:
         top = self._tops.get(spi)
         seq64 = seq if top is None else EsnTracker.nearest(top, seq)  # RFC 4303 A2.2
         self._tops[spi] = seq64 if top is None else max(top, seq64)
-        digest = hashlib.blake2b(data[where.offset : ip.total_len], digest_size=16).digest()
+        digest = esp_digest(data[where.offset : ip.total_len])
         raw = (ip.src, ip.dst, where.udp_sport, where.udp_dport, marks)
         outer = self._outers.get(raw)
         if outer is None:

@@ -20,6 +20,7 @@ from espforensics.bounded.frames import Frames, runs_text
 from espforensics.bounded.intervals import I64
 from espforensics.model.records import Finding
 from espforensics.results.summary import Summary
+from espforensics.tables.arrow import from_numpy
 
 SA_COLUMNS = (
     "spi",
@@ -172,7 +173,8 @@ def finding_frames(
                 layer = np.fromiter((layers.get((int(n), spi), 1) for n in part), np.int64)
             numbers = np.full(len(part), number, np.int64)
             yield pa.RecordBatch.from_arrays(
-                [pa.array(numbers), pa.array(part), pa.array(layer)], schema=_LINK_SCHEMA
+                [from_numpy(column, pa.int64()) for column in (numbers, part, layer)],
+                schema=_LINK_SCHEMA,
             )
 
 

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from espforensics.analysis import Analysis, analyze
+from espforensics.engine.rows import SteadyRows
+from espforensics.engine.steady import SteadyLane
 from espforensics.keys.sa import SaTable
 from espforensics.model.enums import IvScheme
 from espforensics.model.options import Options
@@ -110,3 +113,38 @@ def test_each_sender_profile_keyless_lane_matches_the_reference(
     path = capture(folder, algorithm, ivs, 3_000)
     lane = analyze(path, SaTable(()), Options(batch_frames=batch))
     assert_same(lane, analyze(path, SaTable(()), Options(steady_lane=False)), 3_000)
+
+
+@pytest.mark.parametrize("batch", [64, 4096])
+def test_a_copy_of_a_keyless_lane_packet_is_told_by_its_digest(
+    folder: Path, batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After 3,000 frames the keyless lane took, a byte-identical copy of frame 2,000 and
+    a copy of frame 2,001 with its last byte changed: the per-frame path compares each
+    with the digest the lane kept of its number (``esp_digests`` against ``esp_digest``),
+    and finds one identical and one different, as it does with the lane off."""
+    frames = list(iter_bench_frames(3_000))
+    same, changed = frames[1_999], frames[2_000]
+    last = bytes([changed.data[-1] ^ 0x01])
+    frames += [
+        same._replace(number=3_001),
+        changed._replace(number=3_002, data=changed.data[:-1] + last),
+    ]
+    path = folder / f"keyless-copies-{batch}.pcap"
+    write_capture(path, frames, linktypes=(1,))
+    taken: list[int] = []
+    apply = SteadyLane.apply
+
+    def spy(self: SteadyLane, *args: Any) -> SteadyRows:
+        rows = apply(self, *args)
+        taken.extend(rows.frame.tolist())
+        return rows
+
+    monkeypatch.setattr(SteadyLane, "apply", spy)
+    lane = analyze(path, SaTable(()), Options(batch_frames=batch))
+    monkeypatch.undo()
+    assert {2_000, 2_001} <= set(taken) and not {3_001, 3_002} & set(taken)
+    anomalies = lane.packets["seq_anomaly"].tolist()
+    assert anomalies[-2:] == ["duplicate-identical", "duplicate"]
+    assert anomalies[:-2] == [""] * 3_000
+    assert_same(lane, analyze(path, SaTable(()), Options(steady_lane=False)), 3_002)

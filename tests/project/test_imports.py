@@ -19,6 +19,8 @@ import pytest
 import typer
 
 from espforensics.cli import app
+from espforensics.synth.capture import write_scenario
+from espforensics.synth.scenarios import SCENARIOS
 
 HEAVY = (
     "numpy",
@@ -316,3 +318,16 @@ def test_the_output_files_end_with_the_summary() -> None:
     from espforensics.results import folder
 
     assert folder.OUTPUT_FILES[-1] == "summary.json"  # renamed into place last
+
+
+def test_a_run_with_findings_loads_no_pandas(tmp_path: Path) -> None:
+    """finding_frames.csv and .parquet are built from buffers too (tables/small.py): a
+    run whose findings name frames loads no pandas either."""
+    paths = write_scenario(SCENARIOS["iv-reuse"](1), tmp_path, stem="reuse")
+    out = tmp_path / "out"
+    args = ["analyze", str(paths["capture"]), "--sa", str(paths["keys"]), "--no-plots"]
+    code, loaded = _run_cli([*args, "--quiet", "--fail-on", "never", "--out", str(out)], tmp_path)
+    assert code == 0
+    rows = (out / "finding_frames.csv").read_text().splitlines()
+    assert rows[0] == "finding,frame,layer" and len(rows) > 1  # findings that name frames
+    assert "pandas" not in loaded
