@@ -31,6 +31,8 @@ HEAVY = (
     "dask",
     "rich",
     "typer",
+    "pydantic",  # typer's coercion: cli/coercion.py does the plain values without it
+    "pydantic_core",
 )
 # What --help, --version and completion never use (start-up, issue 35): every heavy
 # library but typer, which parses the line.
@@ -229,6 +231,8 @@ def test_report_loads_neither_pyarrow_nor_the_engine(tmp_path: Path) -> None:
 # issue 21): other commands, other options, other key notations, other libraries.
 NOT_IN_A_RUN = (
     "dpkt",  # decode/clear.py sums RFC 1071 itself
+    "pydantic",  # typer's TypeAdapters: the options' values are plain (cli/coercion.py)
+    "pydantic_core",
     "pandas",
     "matplotlib",
     "dask",
