@@ -233,6 +233,7 @@ NOT_IN_A_RUN = (
     "dpkt",  # decode/clear.py sums RFC 1071 itself
     "pydantic",  # typer's TypeAdapters: the options' values are plain (cli/coercion.py)
     "pydantic_core",
+    "pyarrow.compute",  # packets.csv's seconds are divided in numpy (tables.ns_to_seconds)
     "pandas",
     "matplotlib",
     "dask",
