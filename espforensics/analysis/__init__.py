@@ -37,7 +37,6 @@ from espforensics.analysis.run import (
 )
 from espforensics.analyzer.frame import fewer_collections
 from espforensics.capture.regular import check_regular
-from espforensics.engine.dask_workers import check_scheduler
 from espforensics.errors import CaptureError, CaptureTruncated, InputError, OutputError
 from espforensics.keys import SaTable
 from espforensics.model.enums import Severity
@@ -240,6 +239,8 @@ def analyze_to_dir(
     copies = copies or CaptureCopies()
     check_targets(copies, Path(path), force)
     if scheduler is not None:  # reached now, though a small capture's run may not ask it
+        from espforensics.engine.dask_workers import check_scheduler  # noqa: PLC0415  # --scheduler only
+
         check_scheduler(scheduler)
     prepare_out_dir(out, force)
     try:

@@ -247,6 +247,9 @@ NOT_IN_A_RUN = (
     "espforensics.rewrite.decrypted",  # --decrypted
     "espforensics.keys.xfrm_text",  # the key file is a keys.yaml
     "espforensics.keys.tcpdump",
+    "espforensics.engine.pool",  # --jobs and --scheduler: worker processes, multiprocessing
+    "espforensics.engine.prefetch",
+    "espforensics.engine.dask_workers",
 )
 
 
