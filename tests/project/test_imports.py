@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import inspect
 import json
 import subprocess
 import sys
@@ -324,3 +325,16 @@ def test_the_output_files_end_with_the_summary() -> None:
     from espforensics.results import folder
 
     assert folder.OUTPUT_FILES[-1] == "summary.json"  # renamed into place last
+
+
+def test_the_commands_annotations_are_objects_typer_need_not_evaluate() -> None:
+    """typer reads each command's parameters from its annotations at every start; strings
+    (``from __future__ import annotations``) it would compile and evaluate, each time."""
+    group = typer.main.get_command(app)
+    commands = group.commands.values()  # type: ignore[attr-defined]
+    callbacks = [group.callback, *(c.callback for c in commands)]
+    for callback in callbacks:
+        assert callback is not None
+        wrapped = inspect.unwrap(callback)
+        strings = [k for k, v in inspect.get_annotations(wrapped).items() if isinstance(v, str)]
+        assert strings == [], wrapped.__name__
