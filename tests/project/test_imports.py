@@ -34,6 +34,7 @@ HEAVY = (
     "typer",
     "pydantic",  # typer's coercion: cli/coercion.py does the plain values without it
     "pydantic_core",
+    "zstandard",  # capture/compression.py imports it for a zstd capture only
 )
 # What --help, --version and completion never use (start-up, issue 35): every heavy
 # library but typer, which parses the line.
@@ -234,6 +235,7 @@ NOT_IN_A_RUN = (
     "dpkt",  # decode/clear.py sums RFC 1071 itself
     "pydantic",  # typer's TypeAdapters: the options' values are plain (cli/coercion.py)
     "pydantic_core",
+    "zstandard",  # an uncompressed capture
     "pyarrow.compute",  # packets.csv's seconds are divided in numpy (tables.ns_to_seconds)
     "pandas",
     "matplotlib",
