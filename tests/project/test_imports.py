@@ -176,6 +176,37 @@ def test_a_command_loads_the_analysis_with_the_collector_paused(tmp_path: Path) 
     assert counts["before"] > 0 and counts["after"] > 0  # on before and after: seen
 
 
+FROZEN_AT_EXIT = """
+import gc, json, sys
+
+sys.argv = ["espforensics", *ARGS]
+from espforensics.__main__ import main
+
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps([code, gc.get_freeze_count(), len(gc.get_objects())]))
+"""
+
+
+@pytest.mark.parametrize("command", ["analyze", "--version"])
+def test_the_process_ends_with_its_heap_frozen(command: str, tmp_path: Path) -> None:
+    """The interpreter's shutdown collection walks what no ``gc.freeze`` moved out of its
+    way: after a command nothing of the run is left for it (__main__.py, start-up)."""
+    args = [command]
+    if command == "analyze":
+        args += [*EXAMPLE, "--no-plots", "--quiet", "--out", str(tmp_path / "out")]
+    code = FROZEN_AT_EXIT.replace("ARGS", repr(args))
+    res = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=300
+    )
+    exit_code, frozen, tracked = json.loads(res.stdout.splitlines()[-1])
+    assert exit_code == 0
+    assert frozen > 10_000  # the modules, the analysis: moved out of the collector's way
+    assert tracked < 10  # what is left for the shutdown's collection to walk
+
+
 def test_the_collector_is_as_the_caller_had_it_once_the_body_is_loaded() -> None:
     from espforensics.cli import _importing_body
 
