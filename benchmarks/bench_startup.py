@@ -49,19 +49,18 @@ HERE = Path(__file__).resolve().parents[1]
 EXAMPLE = ("fixtures/example.pcap", "fixtures/example.keys.yaml")
 # The third-party modules a run of analyze --no-plots cannot do without (the floor of its start-up:
 # tables/packets.py writes Parquet and CSV with pyarrow, crypto/ decrypts, the keys are YAML, the
-# CLI is typer's, whose options are coerced by pydantic; not pandas: its packets.parquet
-# metadata is built from the schema and the arrays from buffers; nor dpkt:
-# decode/clear.py sums RFC 1071 itself), and what drawing the plots adds (pandas with matplotlib:
-# the plots' data are DataFrames).
+# CLI is typer's; not pydantic: cli/coercion.py coerces the options' plain values without it; not
+# pyarrow.compute: packets.csv's seconds are divided in numpy; not pandas: its packets.parquet
+# metadata is built from the schema and the arrays from buffers; nor dpkt: decode/clear.py sums
+# RFC 1071 itself), and what drawing the plots adds (pandas with matplotlib: the plots' data are
+# DataFrames).
 LIBRARIES = (
     "numpy",
     "pyarrow.parquet",
     "pyarrow.csv",
-    "pyarrow.compute",  # packets.csv's time column (tables.ns_to_seconds), Table.take
     "cryptography.hazmat.primitives.ciphers.aead",
     "yaml",
     "typer",
-    "typer._adapters",  # where typer imports pydantic's TypeAdapter, built for every option
 )
 PLOTTING = "pandas, matplotlib.figure, matplotlib.backends.backend_agg"
 
