@@ -41,7 +41,6 @@ from espforensics.errors import CaptureError, CaptureTruncated, InputError, Outp
 from espforensics.keys import SaTable
 from espforensics.model.enums import Severity
 from espforensics.model.options import CSV_ROWS, Options
-from espforensics.receiver.xfrm_stat import XfrmStatFiles, observed
 from espforensics.render.registry import FILE_RENDERERS
 from espforensics.report.content import Report, report_content
 from espforensics.results.folder import (
@@ -66,6 +65,8 @@ from espforensics.tables.small import write_finding_frames, write_findings_csv, 
 if TYPE_CHECKING:  # pandas and pyarrow are imported by tables/packets.py only (house style rule 6)
     import pandas as pd
     import pyarrow as pa
+
+    from espforensics.receiver.xfrm_stat import XfrmStatFiles  # read by cli/expect.py
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +257,8 @@ def analyze_to_dir(
             )
             stage(TABLES)  # the last row groups are written as the block ends
         if xfrm_stat is not None:
+            from espforensics.receiver.xfrm_stat import observed  # noqa: PLC0415  # --xfrm-stat-*
+
             hosts = [h.dst for h in summary.receivers]
             summary = replace(summary, observed=observed(xfrm_stat, hosts))
         parquet = partial(out, "packets.parquet")

@@ -314,6 +314,9 @@ NOT_IN_A_RUN = (
     "espforensics.engine.pool",  # --jobs and --scheduler: worker processes, multiprocessing
     "espforensics.engine.prefetch",
     "espforensics.engine.dask_workers",
+    "espforensics.results.expect",  # --expect, --format ktap
+    "espforensics.render.ktap",
+    "espforensics.receiver.xfrm_stat",  # --xfrm-stat-before/-after, --xfrm-state-stats
 )
 
 
