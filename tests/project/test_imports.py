@@ -12,6 +12,7 @@ import gc
 import importlib
 import inspect
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -404,3 +405,39 @@ def test_the_commands_annotations_are_objects_typer_need_not_evaluate() -> None:
         wrapped = inspect.unwrap(callback)
         strings = [k for k, v in inspect.get_annotations(wrapped).items() if isinstance(v, str)]
         assert strings == [], wrapped.__name__
+
+
+BLAS_THREADS = """
+import json, os, sys
+
+sys.argv = ["espforensics", "--version"]
+from espforensics.__main__ import main
+
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps(os.environ.get("OPENBLAS_NUM_THREADS")))
+"""
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "1"), ("3", "3")])
+def test_the_command_starts_numpy_without_blas_threads(given: str | None, seen: str) -> None:
+    """numpy's OpenBLAS would start a thread per core that spin at import (__main__.py):
+    the command asks for none, unless the environment says otherwise."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    res = subprocess.run(
+        [sys.executable, "-c", BLAS_THREADS], env=env, check=True, capture_output=True, text=True
+    )
+    assert json.loads(res.stdout.splitlines()[-1]) == seen
+
+
+def test_the_library_leaves_the_blas_threads_alone() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    code = "import os, espforensics.analysis; print(os.environ.get('OPENBLAS_NUM_THREADS'))"
+    res = subprocess.run(
+        [sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True
+    )
+    assert res.stdout.strip() == "None"
