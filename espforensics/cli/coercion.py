@@ -86,10 +86,14 @@ def _as_path(descriptor: TypeDescriptor) -> _Fast:
     info = descriptor.parameter_info
 
     def coerce(value: Any, param: _TyperParameter, ctx: Context) -> Any:
-        if type(value) is not str:
+        if type(value) is str:
+            path = Path(value)  # what pydantic makes of it
+        elif isinstance(value, Path):  # a default: typer checks it as it is
+            path = value
+        else:
             raise _Unsure
-        try:  # typer's own checks of the path, on the Path pydantic would make
-            return coerce_cli_path(Path(value), info, path_type=Path, param=param, ctx=ctx)
+        try:  # typer's own checks of the path
+            return coerce_cli_path(path, info, path_type=Path, param=param, ctx=ctx)
         except (ClickException, ValueError, OSError):  # typer's message, from the str
             raise _Unsure from None
 

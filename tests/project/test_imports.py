@@ -441,3 +441,27 @@ def test_the_library_leaves_the_blas_threads_alone() -> None:
         [sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True
     )
     assert res.stdout.strip() == "None"
+
+
+def test_batch_with_its_default_out_folder_loads_no_pydantic(tmp_path: Path) -> None:
+    """A default value is coerced too: batch's ``--out`` (a Path) takes typer's own path
+    check, without pydantic (cli/coercion.py)."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "example.pcap").write_bytes(
+        (ROOT / "fixtures" / "example.pcap").read_bytes()
+    )
+    args = ["batch", "in", *EXAMPLE[1:], "--no-plots", "--quiet", "--jobs", "1"]
+    code = (
+        "import sys, json\n"
+        f"sys.argv = ['espforensics', *{args!r}]\n"
+        "from espforensics.__main__ import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "print(json.dumps([code, sorted(m for m in sys.modules if m.startswith('pydantic'))]))"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, check=True, capture_output=True, text=True
+    )
+    exit_code, loaded = json.loads(res.stdout.splitlines()[-1])
+    assert exit_code == 0
+    assert (tmp_path / "espforensics-batch" / "captures.csv").is_file()
+    assert loaded == []
