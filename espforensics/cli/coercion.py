@@ -13,7 +13,10 @@ took about 0.1 s of CPU of a 0.5 s run of the bundled example
 (docs/performance.md, start-up). typer's pydantic coercion stays the
 reference: a value this module is not sure of goes to it, so every error
 message is typer's, and tests/cli/test_coercion.py checks that both give the
-same value for every kind handled here.
+same value for every kind handled here. It hooks into typer's own classes
+(``typer._coercion.RuntimeParam``, a parameter's ``_runtime_param``, as
+typer 0.29 names them; cli/options.py already reads ``typer._click``): a
+typer that renames them fails that test.
 """
 
 from __future__ import annotations
