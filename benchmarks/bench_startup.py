@@ -10,7 +10,8 @@ given. Each case is run RUNS times, the two trees taking turns (so a load
 that comes and goes on a shared machine falls on both), and the median wall
 time and the median CPU time (user + system) of each are printed with the
 ratio after/before. The cases: the interpreter alone, the third-party
-libraries a run needs (the floor under any start-up), ``import
+libraries a run needs (the floor under any start-up; imported with
+``OPENBLAS_NUM_THREADS`` set as the command sets it), ``import
 espforensics.cli``, ``espforensics --help`` and ``--version``, the default
 ``analyze`` (plots drawn) and ``analyze --no-plots``, on
 fixtures/example.pcap with fixtures/example.keys.yaml. One untimed round
@@ -49,21 +50,23 @@ HERE = Path(__file__).resolve().parents[1]
 EXAMPLE = ("fixtures/example.pcap", "fixtures/example.keys.yaml")
 # The third-party modules a run of analyze --no-plots cannot do without (the floor of its start-up:
 # tables/packets.py writes Parquet and CSV with pyarrow, crypto/ decrypts, the keys are YAML, the
-# CLI is typer's, whose options are coerced by pydantic; not pandas: its packets.parquet
-# metadata is built from the schema and the arrays from buffers; nor dpkt:
-# decode/clear.py sums RFC 1071 itself), and what drawing the plots adds (pandas with matplotlib:
-# the plots' data are DataFrames).
+# CLI is typer's; not pydantic: cli/coercion.py coerces the options' plain values without it; not
+# pyarrow.compute: packets.csv's seconds are divided in numpy; not pandas: its packets.parquet
+# metadata is built from the schema and the arrays from buffers; nor dpkt: decode/clear.py sums
+# RFC 1071 itself), and what drawing the plots adds (pandas with matplotlib: the plots' data are
+# DataFrames).
 LIBRARIES = (
     "numpy",
     "pyarrow.parquet",
     "pyarrow.csv",
-    "pyarrow.compute",  # packets.csv's time column (tables.ns_to_seconds), Table.take
     "cryptography.hazmat.primitives.ciphers.aead",
     "yaml",
     "typer",
-    "typer._adapters",  # where typer imports pydantic's TypeAdapter, built for every option
 )
 PLOTTING = "pandas, matplotlib.figure, matplotlib.backends.backend_agg"
+# As the command imports them: __main__.py asks numpy's OpenBLAS for no threads (they spin at
+# import, some 60 ms of CPU), unless the environment sets it.
+_AS_THE_COMMAND = "import os; os.environ.setdefault('OPENBLAS_NUM_THREADS', '1'); "
 
 
 def cases(python: str, out: Path) -> dict[str, list[str]]:
@@ -73,8 +76,12 @@ def cases(python: str, out: Path) -> dict[str, list[str]]:
     analyze += ["--out", str(out), "--force", "--quiet"]
     return {
         "python -c pass": [python, "-c", "pass"],
-        "libraries, no plots": [python, "-c", f"import {', '.join(LIBRARIES)}"],
-        "libraries and plots": [python, "-c", f"import {', '.join(LIBRARIES)}, {PLOTTING}"],
+        "libraries, no plots": [python, "-c", f"{_AS_THE_COMMAND}import {', '.join(LIBRARIES)}"],
+        "libraries and plots": [
+            python,
+            "-c",
+            f"{_AS_THE_COMMAND}import {', '.join(LIBRARIES)}, {PLOTTING}",
+        ],
         "import espforensics.cli": [python, "-c", "import espforensics.cli"],
         "espforensics --help": [python, "-m", "espforensics", "--help"],
         "espforensics --version": [python, "-m", "espforensics", "--version"],

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import espforensics.cli.commands
-from espforensics.engine import pool, run
+from espforensics.engine import pool, prefetch
 from espforensics.engine.plain import Decoded
 from espforensics.engine.plan import Opening
 from espforensics.engine.prefetch import Prefetch, resolve
@@ -98,5 +98,5 @@ def patient(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         counts[found is None] += 1
         return found
 
-    monkeypatch.setattr(run, "resolve", counting)
+    monkeypatch.setattr(prefetch, "resolve", counting)  # engine/run.py imports it when used
     yield counts

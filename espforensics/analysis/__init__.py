@@ -37,12 +37,10 @@ from espforensics.analysis.run import (
 )
 from espforensics.analyzer.frame import fewer_collections
 from espforensics.capture.regular import check_regular
-from espforensics.engine.dask_workers import check_scheduler
 from espforensics.errors import CaptureError, CaptureTruncated, InputError, OutputError
 from espforensics.keys import SaTable
 from espforensics.model.enums import Severity
 from espforensics.model.options import CSV_ROWS, Options
-from espforensics.receiver.xfrm_stat import XfrmStatFiles, observed
 from espforensics.render.registry import FILE_RENDERERS
 from espforensics.report.content import Report, report_content
 from espforensics.results.folder import (
@@ -67,6 +65,8 @@ from espforensics.tables.small import write_finding_frames, write_findings_csv, 
 if TYPE_CHECKING:  # pandas and pyarrow are imported by tables/packets.py only (house style rule 6)
     import pandas as pd
     import pyarrow as pa
+
+    from espforensics.receiver.xfrm_stat import XfrmStatFiles  # read by cli/expect.py
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +240,8 @@ def analyze_to_dir(
     copies = copies or CaptureCopies()
     check_targets(copies, Path(path), force)
     if scheduler is not None:  # reached now, though a small capture's run may not ask it
+        from espforensics.engine.dask_workers import check_scheduler  # noqa: PLC0415  # --scheduler only
+
         check_scheduler(scheduler)
     prepare_out_dir(out, force)
     try:
@@ -255,6 +257,8 @@ def analyze_to_dir(
             )
             stage(TABLES)  # the last row groups are written as the block ends
         if xfrm_stat is not None:
+            from espforensics.receiver.xfrm_stat import observed  # noqa: PLC0415  # --xfrm-stat-*
+
             hosts = [h.dst for h in summary.receivers]
             summary = replace(summary, observed=observed(xfrm_stat, hosts))
         parquet = partial(out, "packets.parquet")

@@ -18,16 +18,14 @@ with ``decompressobj`` and an unfinished frame at end of input is an error.
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import io
-import lzma
 import mmap
 import os
 import zlib
-from typing import BinaryIO, Protocol, cast
+from typing import TYPE_CHECKING, BinaryIO, Protocol, cast
 
-import zstandard
+if TYPE_CHECKING:  # each decompressor is imported when a capture needs it: not at start-up
+    import zstandard
 
 from espforensics.capture.regular import check_regular, kind_of
 from espforensics.errors import CaptureError, CaptureTruncated
@@ -47,16 +45,16 @@ _MAGICS: tuple[tuple[bytes, str], ...] = (
     (b"\x28\xb5\x2f\xfd", "zstd"),
 )
 
-# What the decompressors raise on bad or short input. gzip raises
-# BadGzipFile (an OSError) or zlib.error; bz2 raises OSError; all three
-# raise EOFError when the stream ends before its end marker.
-_DECOMPRESSION_ERRORS: tuple[type[Exception], ...] = (
-    OSError,
-    EOFError,
-    zlib.error,
-    lzma.LZMAError,
-    zstandard.ZstdError,
-)
+
+def _decompression_errors() -> tuple[type[Exception], ...]:
+    """What the decompressors raise on bad or short input. gzip raises
+    BadGzipFile (an OSError) or zlib.error; bz2 raises OSError; all three
+    raise EOFError when the stream ends before its end marker."""
+    import lzma  # noqa: PLC0415  # a compressed capture's: imported when one is read
+
+    import zstandard  # noqa: PLC0415
+
+    return (OSError, EOFError, zlib.error, lzma.LZMAError, zstandard.ZstdError)
 
 
 class _Readable(Protocol):
@@ -79,6 +77,8 @@ class _ZstdReader:
     __slots__ = ("_dctx", "_frame", "_out", "_pending", "_pos", "_raw")
 
     def __init__(self, raw: _Readable) -> None:
+        import zstandard  # noqa: PLC0415  # a zstd capture's: imported when one is read
+
         self._raw = raw
         self._dctx = zstandard.ZstdDecompressor()
         self._frame: zstandard.ZstdDecompressionObj | None = None
@@ -118,11 +118,18 @@ class _ZstdReader:
 
 
 def _decompressor(raw: BinaryIO, kind: str) -> _Readable:
+    """The stream of ``kind``; its module imported now (an uncompressed capture needs none)."""
     if kind == "gzip":
+        import gzip  # noqa: PLC0415
+
         return gzip.GzipFile(fileobj=raw, mode="rb")
     if kind == "bzip2":
+        import bz2  # noqa: PLC0415
+
         return bz2.BZ2File(raw, "rb")
     if kind == "xz":
+        import lzma  # noqa: PLC0415
+
         return lzma.LZMAFile(raw, "rb")
     return _ZstdReader(raw)
 
@@ -158,7 +165,7 @@ class ByteSource:
         self.frames_read = 0
         self._raw = raw
         self._stream: _Readable = raw if compression is None else _decompressor(raw, compression)
-        self._errors = (OSError,) if compression is None else _DECOMPRESSION_ERRORS
+        self._errors = (OSError,) if compression is None else _decompression_errors()
         self._mapped: mmap.mmap | None = None
         self._unmappable = False
 
@@ -276,6 +283,8 @@ def open_source(path: str) -> ByteSource:
 
 def open_zstd_writer(path: str) -> BinaryIO:
     """A zstd-compressing file (with content checksums) that closes ``path`` on close."""
+    import zstandard  # noqa: PLC0415  # a zstd output's: imported when one is written
+
     raw = open(path, "wb")  # noqa: SIM115 -- closed by the stream writer (closefd)
     compressor = zstandard.ZstdCompressor(write_checksum=True)
     return cast(BinaryIO, compressor.stream_writer(raw, closefd=True))

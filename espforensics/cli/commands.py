@@ -34,7 +34,6 @@ from espforensics.cli.expect import assertions, settle, xfrm_stat
 from espforensics.cli.options import CompareFormat, FailOn, Format, selection
 from espforensics.cli.progress import _BarMeter, _batch_progress
 from espforensics.cli.report import _batch_exit, _exit_gate, _show, _threshold, _usage
-from espforensics.engine.dask_workers import check_scheduler
 from espforensics.engine.workers import cap_workers, usable_cores
 from espforensics.errors import EspForensicsError
 from espforensics.model.enums import SEVERITY_RANK, Severity, Unchecked
@@ -74,6 +73,8 @@ def analyze_command(
     expected = assertions(expect)
     stat = xfrm_stat(xfrm_stat_before, xfrm_stat_after, xfrm_stat_host, xfrm_state_stats)
     if scheduler is not None:  # before stdin is read or a line printed: whatever the size
+        from espforensics.engine.dask_workers import check_scheduler  # noqa: PLC0415  # --scheduler only
+
         _guarded(lambda: check_scheduler(scheduler))
     options = Options(natt_ports=frozenset(natt_port or (4500,)), select=selection(spi, frames))
     copies = CaptureCopies(annotate=annotate, decrypted=decrypted)

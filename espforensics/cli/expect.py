@@ -12,21 +12,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from espforensics.cli.errors import _guarded
 from espforensics.cli.options import Format
-from espforensics.receiver.xfrm_stat import XfrmStatFiles, load_xfrm_stat
-from espforensics.render.ktap import format_expect_ktap
-from espforensics.results.expect import Assertion, Checked, evaluate, parse_expect
 from espforensics.results.gate import EXIT_FINDING, EXIT_USAGE
-from espforensics.results.summary import Summary
+
+if TYPE_CHECKING:  # each imported by the option that uses it: a run without them loads none
+    from espforensics.receiver.xfrm_stat import XfrmStatFiles
+    from espforensics.results.expect import Assertion, Checked
+    from espforensics.results.summary import Summary
 
 
 def assertions(text: str | None) -> tuple[Assertion, ...]:
     """``--expect`` parsed, or exit 2 naming the assertion it cannot read."""
-    return _guarded(lambda: parse_expect(text)) if text is not None else ()
+    if text is None:
+        return ()
+    from espforensics.results.expect import parse_expect  # noqa: PLC0415  # --expect
+
+    return _guarded(lambda: parse_expect(text))
 
 
 def xfrm_stat(
@@ -39,6 +45,8 @@ def xfrm_stat(
         return None
     if (before is None) != (after is None):
         _usage("--xfrm-stat-before and --xfrm-stat-after go together")
+    from espforensics.receiver.xfrm_stat import load_xfrm_stat  # noqa: PLC0415  # --xfrm-stat-*
+
     return _guarded(lambda: load_xfrm_stat(before, after, host, states))
 
 
@@ -49,6 +57,9 @@ def _usage(message: str) -> None:
 
 def check(summary: Summary, expected: tuple[Assertion, ...], fmt: Format, quiet: bool) -> int:
     """Print the assertions' results (KTAP with ``--format ktap``); their exit code."""
+    from espforensics.render.ktap import format_expect_ktap  # noqa: PLC0415  # --expect
+    from espforensics.results.expect import evaluate  # noqa: PLC0415
+
     checked: tuple[Checked, ...] = _guarded(lambda: evaluate(expected, summary))
     if fmt is Format.KTAP:
         if not quiet:

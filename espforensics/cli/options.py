@@ -26,11 +26,12 @@ from typer._completion_classes import completion_init
 from typer._completion_shared import get_completion_script
 from typer.core import TyperCommand, TyperGroup
 
+from espforensics.cli.coercion import lightened
 from espforensics.model.enums import Unchecked
 from espforensics.model.options import Selection
 
 if TYPE_CHECKING:  # typer vendors its own click: the help types come from there
-    from typer._click import Context, HelpFormatter
+    from typer._click import Context, HelpFormatter, Parameter
 
 
 class _UsageLine(ClickException):
@@ -57,6 +58,9 @@ def _one_line(exc: UsageError) -> _UsageLine:
 class _Group(TyperGroup):
     """typer's group, its usage errors (and its commands') printed as one line, exit 2."""
 
+    def get_params(self, ctx: Context) -> list[Parameter]:
+        return lightened(super().get_params(ctx))  # --version, --help: cli/coercion.py
+
     def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
@@ -78,8 +82,12 @@ class _Command(TyperCommand):
     """typer's help, with the metavars of docs/cli.md where typer writes its own.
 
     typer prints ``analyze [OPTIONS] {CAPTURE}`` and ``CAPTURE <path>``;
-    this prints ``analyze [OPTIONS] CAPTURE`` and ``CAPTURE``.
+    this prints ``analyze [OPTIONS] CAPTURE`` and ``CAPTURE``. Its parameters are
+    coerced without pydantic where the value is plain (cli/coercion.py).
     """
+
+    def get_params(self, ctx: Context) -> list[Parameter]:
+        return lightened(super().get_params(ctx))
 
     def collect_usage_pieces(self, ctx: Context) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []

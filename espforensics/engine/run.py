@@ -33,20 +33,22 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import repeat
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.checks import SaState
 from espforensics.crypto import sa_identity
-from espforensics.engine.pool import Ahead, Item, Prefetcher
-from espforensics.engine.prefetch import resolve
 from espforensics.engine.rows import RowSink, SteadyRows
 from espforensics.engine.steady import OpenJob, Plan, SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns, parse
 from espforensics.errors import InputError
 from espforensics.model.options import Options
-from espforensics.model.records import Frame, PacketRecord
+from espforensics.model.records import DecryptionSecrets, Frame, PacketRecord
+
+if TYPE_CHECKING:  # the workers (--jobs, --scheduler) are imported when a run has them
+    from espforensics.engine.pool import Ahead, Item
 
 Row = PacketRecord | SteadyRows
 _MIN_SHARE = 64  # packets a thread gets at the least: below it, one thread opens them all
@@ -145,7 +147,11 @@ class Engine:
         # --jobs: worker processes open the batches of a file ahead (engine/pool.py);
         # this process is one of the ``jobs``, so ``jobs - 1`` of them
         on = (jobs > 1 or scheduler is not None) and self._lane is not None
-        self._ahead = Prefetcher(analyzer.sas, jobs - 1, self._size, scheduler) if on else None
+        self._ahead = None
+        if on:  # multiprocessing, Dask: none of it loaded by a run without workers
+            from espforensics.engine.pool import Prefetcher  # noqa: PLC0415
+
+            self._ahead = Prefetcher(analyzer.sas, jobs - 1, self._size, scheduler)
         # A compressed capture is decompressed once, for local workers to read it in spans
         # (capture/unpack.py); a cluster's workers may not see this machine's files.
         self.unpack_once = on and scheduler is None
@@ -182,10 +188,10 @@ class Engine:
                 append = batch.append
                 if isinstance(item, FrameBatch):
                     yield from self._batch(item)
-                elif isinstance(item, Ahead):
-                    yield from self._batch(item.batch, item)
-                else:
+                elif isinstance(item, DecryptionSecrets):
                     self._an.add_secrets(item)
+                else:  # an Ahead: only from self._ahead
+                    yield from self._batch(item.batch, item)
         except InputError:  # a damaged capture or a bad secrets block
             yield from self._frames(batch)
             yield from self._release()
@@ -240,6 +246,8 @@ class Engine:
         opening = lane.prepare(batch, wire)
         decoded = None
         if pre is not None and opening.parts:
+            from espforensics.engine.prefetch import resolve  # noqa: PLC0415  # with workers
+
             decoded = resolve(pre, opening, [self._ident(f.state) for f in opening.plan.flows])
         if decoded is None:
             opened = self._open.submit(opening.jobs)

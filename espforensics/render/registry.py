@@ -19,7 +19,6 @@ from pathlib import Path
 from espforensics.model.records import Finding
 from espforensics.render.html import format_html
 from espforensics.render.json import json_pieces
-from espforensics.render.ktap import format_ktap
 from espforensics.render.markdown import format_markdown
 from espforensics.render.packets import packets_view
 from espforensics.render.text import format_summary, format_text
@@ -45,6 +44,13 @@ class Renderer:
             fh.writelines(self.pieces(report))
 
 
+def _ktap(report: Report) -> str:
+    """``--format ktap`` (render/ktap.py, with results/expect.py: imported when chosen)."""
+    from espforensics.render.ktap import format_ktap  # noqa: PLC0415
+
+    return format_ktap(report)
+
+
 def _whole(render: Callable[[Report], str]) -> Callable[[Report], Iterable[str]]:
     """A renderer of one piece: its text is small (the reports list at most 20 SAs)."""
     return lambda report: (render(report),)
@@ -56,7 +62,7 @@ RENDERERS: dict[str, Renderer] = {
     "markdown": Renderer("markdown", _whole(format_markdown), "report.md"),
     "json": Renderer("json", json_pieces, "summary.json"),
     "html": Renderer("html", _whole(format_html), "report.html", stdout=False),
-    "ktap": Renderer("ktap", _whole(format_ktap)),
+    "ktap": Renderer("ktap", _whole(_ktap)),
 }
 FILE_RENDERERS = tuple(r for r in RENDERERS.values() if r.file)
 

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
@@ -158,13 +157,22 @@ def csv_table(table: pa.Table) -> pa.Table:
     return table.set_column(_TIME, CSV_SCHEMA.field(_TIME), ns_to_seconds(table.column(_TIME)))
 
 
-# 1e9 as an Arrow scalar: pyarrow converts a Python float with pa.scalar, which imports pandas.
-_NS_PER_S = from_numpy(np.array([1e9]), pa.float64())[0]
-
-
-def ns_to_seconds(time: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """ns / 1e9 as Python computes it: the int rounded to a float, then divided."""
-    return pc.divide(pc.cast(pc.cast(time, pa.int64()), pa.float64(), safe=False), _NS_PER_S)
+def ns_to_seconds(time: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """ns / 1e9 as Python computes it: the int rounded to a float, then divided; null where
+    ``time`` is. In numpy, from the buffers: the same two IEEE operations as Arrow's cast
+    and divide, without importing pyarrow.compute (35 ms of a small run's start-up,
+    docs/performance.md)."""
+    array = time.combine_chunks() if isinstance(time, pa.ChunkedArray) else time
+    n, offset = len(array), array.offset
+    validity, data = array.buffers()[:2]
+    if data is None or not n:
+        return from_numpy(np.zeros(n, np.float64), pa.float64(), np.zeros(n, np.bool_))
+    ns = np.frombuffer(data, np.int64, count=n, offset=offset * 8)
+    present = None
+    if array.null_count:
+        bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
+        present = bits[offset : offset + n].astype(np.bool_)
+    return from_numpy(ns.astype(np.float64) / 1e9, pa.float64(), present)
 
 
 def _time_ns(ns: int) -> int | None:
@@ -204,6 +212,8 @@ def _iv_hex(ivs: np.ndarray, wide: np.ndarray) -> pa.Array:
         return _hex(ivs[:, :IV_LEN])
     if wide.all():
         return _hex(ivs)
+    import pyarrow.compute as pc  # noqa: PLC0415  # the steady lane's: not at start-up
+
     return pc.if_else(bools(wide), _hex(ivs), _hex(ivs[:, :IV_LEN]))
 
 
@@ -271,6 +281,8 @@ def steady_table(rows: SteadyRows) -> pa.Table:
     table = pa.Table.from_arrays(arrays, schema=packet_schema())
     if not rows.records:
         return table
+    import pyarrow.compute as pc  # noqa: PLC0415  # the steady lane's: not at start-up
+
     both = pa.concat_tables([table, records_to_table(rows.records)])
     return both.take(pc.sort_indices(both, [("frame", "ascending")]))
 
@@ -472,6 +484,8 @@ def iter_packet_batches(
     its outermost ESP layer's (the rows of ESP inside ESP, ``layer`` 2 on,
     are left out unless ``every_layer``).
     """
+    import pyarrow.compute as pc  # noqa: PLC0415  # --annotate, --decrypted: not at start-up
+
     reader = pq.ParquetFile(parquet, pre_buffer=False)
     layered = "layer" in reader.schema_arrow.names  # tables written before it have one layer
     names = list(dict.fromkeys([*_ALWAYS, *columns, *(["layer"] if layered else [])]))

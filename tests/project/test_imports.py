@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import gc
 import importlib
+import inspect
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +35,9 @@ HEAVY = (
     "dask",
     "rich",
     "typer",
+    "pydantic",  # typer's coercion: cli/coercion.py does the plain values without it
+    "pydantic_core",
+    "zstandard",  # capture/compression.py imports it for a zstd capture only
 )
 # What --help, --version and completion never use (start-up, issue 35): every heavy
 # library but typer, which parses the line.
@@ -156,13 +161,17 @@ try:
     main()
 except SystemExit as exc:
     counts["code"] = exc.code
+counts["run"] = counts["after"]  # the example's run allocates too little to set one off
+made = [[] for _ in range(5000)]  # once the command is done: the collector is on again
+for item in made:
+    item.append(made)
 print(json.dumps(counts))
 """
 
 
 def test_a_command_loads_the_analysis_with_the_collector_paused(tmp_path: Path) -> None:
     """Its objects live to the end: a collection among them frees nothing (cli/__init__.py,
-    _importing_body); the run's own collections still happen."""
+    _importing_body); once it is loaded the collector runs again."""
     args = ["analyze", *EXAMPLE, "--no-plots", "--quiet", "--out", str(tmp_path / "out")]
     code = COLLECTIONS.replace("ARGS", repr(args))
     res = subprocess.run(
@@ -171,7 +180,64 @@ def test_a_command_loads_the_analysis_with_the_collector_paused(tmp_path: Path) 
     counts = json.loads(res.stdout)
     assert counts["code"] == 0
     assert counts["loading"] == 0
-    assert counts["before"] > 0 and counts["after"] > 0  # on before and after: seen
+    assert counts["before"] > 0 and counts["after"] > counts["run"]  # on before and after: seen
+
+
+BODY_FROZEN = """
+import gc, json
+from espforensics.cli import _importing_body
+
+with _importing_body():
+    import espforensics.cli.commands
+loaded = gc.get_freeze_count()
+with _importing_body():
+    import espforensics.cli.commands  # loaded already: nothing new to freeze
+print(json.dumps([loaded, gc.get_freeze_count(), gc.isenabled()]))
+"""
+
+
+def test_a_body_loaded_is_moved_out_of_the_collectors_way_once() -> None:
+    """What the body's imports made lives to the end (cli/__init__.py, _importing_body):
+    frozen, so that no collection of the run walks it; a second command that loads
+    nothing new freezes nothing more."""
+    res = subprocess.run(
+        [sys.executable, "-c", BODY_FROZEN], check=True, capture_output=True, text=True
+    )
+    loaded, again, enabled = json.loads(res.stdout)
+    assert loaded > 10_000  # the analysis, numpy, pyarrow, cryptography
+    assert again == loaded
+    assert enabled
+
+
+FROZEN_AT_EXIT = """
+import gc, json, sys
+
+sys.argv = ["espforensics", *ARGS]
+from espforensics.__main__ import main
+
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps([code, gc.get_freeze_count(), len(gc.get_objects())]))
+"""
+
+
+@pytest.mark.parametrize("command", ["analyze", "--version"])
+def test_the_process_ends_with_its_heap_frozen(command: str, tmp_path: Path) -> None:
+    """The interpreter's shutdown collection walks what no ``gc.freeze`` moved out of its
+    way: after a command nothing of the run is left for it (__main__.py, start-up)."""
+    args = [command]
+    if command == "analyze":
+        args += [*EXAMPLE, "--no-plots", "--quiet", "--out", str(tmp_path / "out")]
+    code = FROZEN_AT_EXIT.replace("ARGS", repr(args))
+    res = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=300
+    )
+    exit_code, frozen, tracked = json.loads(res.stdout.splitlines()[-1])
+    assert exit_code == 0
+    assert frozen > 10_000  # the modules, the analysis: moved out of the collector's way
+    assert tracked < 10  # what is left for the shutdown's collection to walk
 
 
 def test_the_collector_is_as_the_caller_had_it_once_the_body_is_loaded() -> None:
@@ -231,6 +297,10 @@ def test_report_loads_neither_pyarrow_nor_the_engine(tmp_path: Path) -> None:
 # issue 21): other commands, other options, other key notations, other libraries.
 NOT_IN_A_RUN = (
     "dpkt",  # decode/clear.py sums RFC 1071 itself
+    "pydantic",  # typer's TypeAdapters: the options' values are plain (cli/coercion.py)
+    "pydantic_core",
+    "zstandard",  # an uncompressed capture
+    "pyarrow.compute",  # packets.csv's seconds are divided in numpy (tables.ns_to_seconds)
     "pandas",
     "matplotlib",
     "dask",
@@ -244,6 +314,12 @@ NOT_IN_A_RUN = (
     "espforensics.rewrite.decrypted",  # --decrypted
     "espforensics.keys.xfrm_text",  # the key file is a keys.yaml
     "espforensics.keys.tcpdump",
+    "espforensics.engine.pool",  # --jobs and --scheduler: worker processes, multiprocessing
+    "espforensics.engine.prefetch",
+    "espforensics.engine.dask_workers",
+    "espforensics.results.expect",  # --expect, --format ktap
+    "espforensics.render.ktap",
+    "espforensics.receiver.xfrm_stat",  # --xfrm-stat-before/-after, --xfrm-state-stats
 )
 
 
@@ -331,3 +407,76 @@ def test_a_run_with_findings_loads_no_pandas(tmp_path: Path) -> None:
     rows = (out / "finding_frames.csv").read_text().splitlines()
     assert rows[0] == "finding,frame,layer" and len(rows) > 1  # findings that name frames
     assert "pandas" not in loaded
+
+
+def test_the_commands_annotations_are_objects_typer_need_not_evaluate() -> None:
+    """typer reads each command's parameters from its annotations at every start; strings
+    (``from __future__ import annotations``) it would compile and evaluate, each time."""
+    group = typer.main.get_command(app)
+    commands = group.commands.values()  # type: ignore[attr-defined]
+    callbacks = [group.callback, *(c.callback for c in commands)]
+    for callback in callbacks:
+        assert callback is not None
+        wrapped = inspect.unwrap(callback)
+        strings = [k for k, v in inspect.get_annotations(wrapped).items() if isinstance(v, str)]
+        assert strings == [], wrapped.__name__
+
+
+BLAS_THREADS = """
+import json, os, sys
+
+sys.argv = ["espforensics", "--version"]
+from espforensics.__main__ import main
+
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps(os.environ.get("OPENBLAS_NUM_THREADS")))
+"""
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "1"), ("3", "3")])
+def test_the_command_starts_numpy_without_blas_threads(given: str | None, seen: str) -> None:
+    """numpy's OpenBLAS would start a thread per core that spin at import (__main__.py):
+    the command asks for none, unless the environment says otherwise."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    res = subprocess.run(
+        [sys.executable, "-c", BLAS_THREADS], env=env, check=True, capture_output=True, text=True
+    )
+    assert json.loads(res.stdout.splitlines()[-1]) == seen
+
+
+def test_the_library_leaves_the_blas_threads_alone() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    code = "import os, espforensics.analysis; print(os.environ.get('OPENBLAS_NUM_THREADS'))"
+    res = subprocess.run(
+        [sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True
+    )
+    assert res.stdout.strip() == "None"
+
+
+def test_batch_with_its_default_out_folder_loads_no_pydantic(tmp_path: Path) -> None:
+    """A default value is coerced too: batch's ``--out`` (a Path) takes typer's own path
+    check, without pydantic (cli/coercion.py)."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "example.pcap").write_bytes(
+        (ROOT / "fixtures" / "example.pcap").read_bytes()
+    )
+    args = ["batch", "in", *EXAMPLE[1:], "--no-plots", "--quiet", "--jobs", "1"]
+    code = (
+        "import sys, json\n"
+        f"sys.argv = ['espforensics', *{args!r}]\n"
+        "from espforensics.__main__ import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "print(json.dumps([code, sorted(m for m in sys.modules if m.startswith('pydantic'))]))"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, check=True, capture_output=True, text=True
+    )
+    exit_code, loaded = json.loads(res.stdout.splitlines()[-1])
+    assert exit_code == 0
+    assert (tmp_path / "espforensics-batch" / "captures.csv").is_file()
+    assert loaded == []
