@@ -16,7 +16,8 @@ message is typer's, and tests/cli/test_coercion.py checks that both give the
 same value for every kind handled here. It hooks into typer's own classes
 (``typer._coercion.RuntimeParam``, a parameter's ``_runtime_param``, as
 typer 0.29 names them; cli/options.py already reads ``typer._click``): a
-typer that renames them fails that test.
+typer without that module keeps its own coercion (``cli.options.lightened``), and
+one that renames the rest fails that test.
 """
 
 from __future__ import annotations
@@ -158,7 +159,10 @@ class _PlainFirst(RuntimeParam):
 def lightened(params: list[_P]) -> list[_P]:
     """``params``, each typer parameter given the plain coercion where one applies (once)."""
     for param in params:
-        if not isinstance(param, _TyperParameter) or param._runtime_param is not None:
+        if (
+            not isinstance(param, _TyperParameter)
+            or getattr(param, "_runtime_param", 0) is not None
+        ):
             continue
         descriptor = param.type_descriptor
         plain = _plain(descriptor)

@@ -26,12 +26,24 @@ from typer._completion_classes import completion_init
 from typer._completion_shared import get_completion_script
 from typer.core import TyperCommand, TyperGroup
 
-from espforensics.cli.coercion import lightened
 from espforensics.model.enums import Unchecked
 from espforensics.model.options import Selection
 
 if TYPE_CHECKING:  # typer vendors its own click: the help types come from there
     from typer._click import Context, HelpFormatter, Parameter
+
+
+def lightened(params: list[Parameter]) -> list[Parameter]:
+    """``params`` with cli/coercion.py's plain coercion, where this typer has its hooks.
+
+    The hooks are typer 0.29's (``typer._coercion``); a typer without them (0.26 to
+    0.28, which build no pydantic adapters) keeps its own coercion.
+    """
+    try:
+        from espforensics.cli.coercion import lightened as plain_first  # noqa: PLC0415
+    except ImportError:
+        return params
+    return plain_first(params)
 
 
 class _UsageLine(ClickException):

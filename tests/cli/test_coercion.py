@@ -11,6 +11,8 @@ the same value of the same type, or the same error message.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -110,3 +112,39 @@ def test_every_command_is_in_the_table() -> None:
     assert {"analyze", "batch", "compare", "completion", "reconcile", "report"} <= names
     kinds = {str(p.type_descriptor.annotation) for _, p, _ in PARAMETERS}
     assert {"<class 'int'>", "list[int]", "list[str]", "<class 'pathlib.Path'>"} <= kinds
+
+
+WITHOUT_HOOKS = """
+import sys
+sys.modules["espforensics.cli.coercion"] = None  # as when typer has no typer._coercion
+sys.argv = ["espforensics", *ARGS]
+from espforensics.__main__ import main
+main()
+"""
+
+
+def test_a_typer_without_the_hooks_keeps_its_own_coercion(tmp_path: Path) -> None:
+    """Where cli/coercion.py cannot be imported (a typer without ``typer._coercion``, 0.26
+    to 0.28) the commands run with typer's own coercion (cli/options.py ``lightened``): the
+    example is analyzed, a bad value is typer's one-line error."""
+    root = Path(__file__).resolve().parents[2]
+    example = [str(root / "fixtures" / "example.pcap"), "--sa"]
+    example.append(str(root / "fixtures" / "example.keys.yaml"))
+    runs = {
+        "ok": ["analyze", *example, "--no-plots", "--quiet", "--out", str(tmp_path / "o")],
+        "bad": ["analyze", *example, "--jobs", "zero"],
+    }
+    done = {
+        name: subprocess.run(
+            [sys.executable, "-c", WITHOUT_HOOKS.replace("ARGS", repr(args))],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        for name, args in runs.items()
+    }
+    assert done["ok"].returncode == 0, done["ok"].stderr
+    assert (tmp_path / "o" / "packets.csv").is_file()
+    assert done["bad"].returncode == 2
+    assert done["bad"].stderr.count("\n") == 1
+    assert "Invalid value for '--jobs'" in done["bad"].stderr
