@@ -227,7 +227,9 @@ class BulkRules:
         return None
 
     def refuses(self, rows: FlowRows) -> Mask:
-        """The rows this check would not treat as the plain case."""
+        """The rows this check would not treat as the plain case, each row judged from the
+        check's state and the rows before it only, as ``observe`` would: the lane asks
+        about the rows up to the first one refused by its bytes, not past it."""
         return np.zeros(len(rows), np.bool_)
 
     def refuses_bytes(self, rows: FlowRows) -> Mask:

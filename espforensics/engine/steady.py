@@ -328,9 +328,16 @@ class SteadyLane:
                 return 0  # near a wrap: the per-frame path places them one by one
             plan.seq64[pos[mine]] = seq64
             plan.placed[pos[mine]] = True
-        bad = np.zeros(len(pos), np.bool_)
         plan.counter[pos] = False
-        for f in distinct:
+        sealed = plan.end[pos] - plan.sealed_at[pos]
+        fixed = unopenable(sealed, plan.icv_len[pos], plan.iv_wide[pos]) | plan.by_bytes[pos]
+        # Refused whatever the state: the cut is at most the first such row, and a check's
+        # rule for a row reads only the rows before it, so none reads further. After the
+        # per-frame path takes that row, ``resume`` reads on to the next.
+        pos = pos[: first_refused(fixed)]
+        flow = flow[: len(pos)]
+        bad = np.zeros(len(pos), np.bool_)
+        for f in np.unique(flow).tolist():
             at = np.flatnonzero(flow == f)
             flow_view = flow_rows(plan, pos[at], view, raw)
             for check in self._checks:
@@ -340,8 +347,6 @@ class SteadyLane:
                     plan.counter[pos[at]] |= counter
         for scope, at in scopes(plan, pos):
             bad[at] |= scope.refuses(scope_rows(plan, pos[at]))
-        sealed = plan.end[pos] - plan.sealed_at[pos]
-        bad |= unopenable(sealed, plan.icv_len[pos], plan.iv_wide[pos]) | plan.by_bytes[pos]
         return first_refused(bad)
 
     def _by_bytes(self, plan: Plan, view: npt.NDArray[np.uint8], raw: Buffer) -> Mask:

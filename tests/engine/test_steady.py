@@ -107,6 +107,20 @@ class _NotA(BulkRules):
         return flow.spi != A
 
 
+class _ByBytes(BulkRules):
+    """Refuses frames by their bytes alone; keeps the frames its ``refuses`` was asked about."""
+
+    def __init__(self, *frames: int) -> None:
+        self.frames, self.read = frames, list[int]()
+
+    def refuses_bytes(self, rows: FlowRows) -> Mask:
+        return np.isin(rows.frames, self.frames)
+
+    def refuses(self, rows: FlowRows) -> Mask:
+        self.read += rows.frames.tolist()
+        return np.zeros(len(rows), np.bool_)
+
+
 class _Even(BulkRules):
     """Says iv_seq_delta 0 for even sequence numbers; keeps what it is given."""
 
@@ -158,6 +172,32 @@ def test_a_failed_icv_sends_the_rest_of_its_sa_per_frame() -> None:
     opened = plan.plain_at[plan.cand[np.flatnonzero(plan.taken)]]
     assert (opened >= 0).all() and len(set(opened.tolist())) == len(opened)  # decoded, once
     assert int(plan.plain_at[plan.cand[frame - WARM - 1]]) == -1  # not decoded
+
+
+def test_the_checks_read_a_units_rows_up_to_the_next_row_refused_by_its_bytes() -> None:
+    """A row refused by its bytes alone (or unopenable) is refused whatever the checks'
+    state: the plan, and the plan of the rest after the per-frame path took that row,
+    ask the checks about the unit's rows before it only, each row once."""
+    an, batch, wire = _warm()
+    first, second = WARM + 21, WARM + 61  # A frames (odd frames are A's)
+    stub = _ByBytes(first, second)
+    lane = _lane(an, stub)
+    plan = _plan(lane, batch, wire)
+    frames, spis = batch.number.tolist(), _spis(wire)
+    a_frames = [f for f, s in zip(frames, spis, strict=True) if s == A]
+    b_frames = [f for f, s in zip(frames, spis, strict=True) if s == B]
+    assert plan.taken == [s == B or f < first for s, f in zip(spis, frames, strict=True)]
+    assert sorted(stub.read) == sorted(b_frames + [f for f in a_frames if f < first])
+    row = frames.index(first)
+    lane.apply(batch, wire, plan, [r for r in range(row) if plan.taken[r]], ())
+    stub.read.clear()
+    an.process(batch.frame(row))
+    unit = plan.unit_of_row(row)
+    assert unit is not None and lane.resume(plan, unit, batch, wire, row)
+    assert stub.read == [f for f in a_frames if first < f < second]
+    assert [f for f, t in zip(frames, plan.taken, strict=True) if t and f > first] == [
+        f for f in frames[row + 1 :] if f in b_frames or f < second
+    ]
 
 
 def test_a_scope_shared_by_two_sas_makes_them_one_unit() -> None:
