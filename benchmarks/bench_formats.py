@@ -47,7 +47,9 @@ from espforensics.capture import open_capture
 t = time.perf_counter()
 with open_capture(sys.argv[1], unpack_once=True) as capture:
     took = time.perf_counter() - t
-    print(took, os.path.getsize(capture.unpacked))
+    # no copy (None): it would leave under a tenth of the file system free
+    # (capture/unpack.py RESERVE), and the capture is read as a stream
+    print(took, -1 if capture.unpacked is None else os.path.getsize(capture.unpacked))
 """
 
 _ANALYZE = """
@@ -113,7 +115,12 @@ class Figures:
             cells = "".join(f"{r:>10,.0f} x{r / base:4.2f}  " for r in rates)
             print(f"{name:12} {per:9.2f} us {bat:7.2f} us   {cells}")
         took, size = self.copy
-        print(f"the copy --jobs makes of the .gz: {size / 1e6 / took:,.0f} MB/s ({took:.2f} s)")
+        if size < 0:
+            print(
+                "the copy --jobs makes of the .gz: not made, under a tenth of its file system free"
+            )
+        else:
+            print(f"the copy --jobs makes of the .gz: {size / 1e6 / took:,.0f} MB/s ({took:.2f} s)")
         print(f"(frames/s of analyze without plots; x: against the pcap with --jobs {jobs[0]})")
 
 
