@@ -159,10 +159,7 @@ class _PlainFirst(RuntimeParam):
 def lightened(params: list[_P]) -> list[_P]:
     """``params``, each typer parameter given the plain coercion where one applies (once)."""
     for param in params:
-        if (
-            not isinstance(param, _TyperParameter)
-            or getattr(param, "_runtime_param", 0) is not None
-        ):
+        if not isinstance(param, _TyperParameter) or param._runtime_param is not None:
             continue
         descriptor = param.type_descriptor
         plain = _plain(descriptor)
