@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from espforensics.cli import app
 from espforensics.errors import INTERRUPTED
 from espforensics.synth import build_scenario, write_scenario
+from tests.support.helpers import OUTPUT_NAMES
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 runner = CliRunner()
@@ -44,19 +45,7 @@ def test_analyze_example_writes_every_output(tmp_path: Path) -> None:
         app, ["analyze", str(FIXTURES / "example.pcap"), "--sa", str(keys), "--out", str(out)]
     )
     assert res.exit_code == 0, res.stderr
-    assert sorted(p.name for p in out.iterdir()) == [
-        "finding_frames.csv",
-        "finding_frames.parquet",
-        "findings.csv",
-        "packets.csv",
-        "packets.parquet",
-        "plots",
-        "report.html",
-        "report.md",
-        "report.txt",
-        "sas.csv",
-        "summary.json",
-    ]
+    assert sorted(p.name for p in out.iterdir()) == sorted([*OUTPUT_NAMES, "plots"])
     summary = json.loads((out / "summary.json").read_text())
     expected = json.loads((FIXTURES / "example.expected.json").read_text())
     assert summary["capture"]["frames"] == expected["frames"] == 40

@@ -21,20 +21,10 @@ from espforensics.batch.run import run_batch
 from espforensics.errors import CaptureTruncated
 from espforensics.results.builder import SummaryBuilder
 from espforensics.synth import build_scenario, write_scenario
+from tests.support.helpers import OUTPUT_NAMES
 from tests.support.stop_at import run_until_stopped
 
-FINAL = [
-    "finding_frames.csv",
-    "finding_frames.parquet",
-    "findings.csv",
-    "packets.csv",
-    "packets.parquet",
-    "report.html",
-    "report.md",
-    "report.txt",
-    "sas.csv",
-    "summary.json",
-]
+FINAL = OUTPUT_NAMES
 STREAMING = ["packets.csv.partial", "packets.parquet.partial"]
 
 

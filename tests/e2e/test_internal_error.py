@@ -23,6 +23,7 @@ from espforensics.crypto import AeadContext
 from espforensics.errors import EXIT_INTERNAL, scrub
 from espforensics.results.builder import SummaryBuilder
 from espforensics.synth import build_scenario, write_scenario
+from tests.support.helpers import OUTPUT_NAMES
 
 runner = CliRunner()
 TRACEBACK = "espforensics-traceback.txt"
@@ -78,19 +79,7 @@ def test_a_bug_while_reading_exits_70_and_writes_what_was_read(
     )
     assert res.exit_code == EXIT_INTERNAL
     assert _line(res.stderr) == ("RuntimeError", out / TRACEBACK)
-    assert sorted(p.name for p in out.iterdir()) == [
-        TRACEBACK,
-        "finding_frames.csv",
-        "finding_frames.parquet",
-        "findings.csv",
-        "packets.csv",
-        "packets.parquet",
-        "report.html",
-        "report.md",
-        "report.txt",
-        "sas.csv",
-        "summary.json",
-    ]
+    assert sorted(p.name for p in out.iterdir()) == [TRACEBACK, *OUTPUT_NAMES]
     assert len((out / "packets.csv").read_text().splitlines()) == 1 + 39
     summary = json.loads((out / "summary.json").read_text())
     assert summary["capture"]["frames"] == 39

@@ -53,6 +53,20 @@ NO_CAPTURES = f"the real captures are not beside the checkout ({CAPTURES} is abs
 # The marker of a test that reads CAPTURES: tests/conftest.py skips it where they are absent.
 needs_captures = pytest.mark.real_captures
 
+# What a finished `analyze --no-plots` leaves in its folder, sorted (docs/outputs.md).
+OUTPUT_NAMES = [
+    "finding_frames.csv",
+    "finding_frames.parquet",
+    "findings.csv",
+    "packets.csv",
+    "packets.parquet",
+    "report.html",
+    "report.md",
+    "report.txt",
+    "sas.csv",
+    "summary.json",
+]
+
 # The two lanes every in-process end-to-end test runs with (tests/conftest.py ``lane``).
 PER_FRAME = Options(steady_lane=False)
 STEADY = Options(batch_frames=64)  # small batches: the lane takes an SA from its second batch
