@@ -279,11 +279,16 @@ class SteadyLane:
         """After the per-frame path took batch row ``row``, one of ``unit``'s: plan the unit's
         rows after it again, from its SAs' state now (True: the lane takes some).
 
-        A packet that breaks its SA's scheme (a reuse, a gap, a clear header) goes
-        per frame, not the rest of its SA's batch. At most ``MAX_RESUMES`` times a
-        batch per unit, then the rest of it goes per frame: each costs its rest.
+        The row is one the plan refused, or one it took that went per frame because the
+        analyzer was busy. A packet that breaks its SA's scheme (a reuse, a gap, a clear
+        header) goes per frame, not the rest of its SA's batch. The plan before is
+        dropped first, so rows it took after ``row`` are taken again only if the new
+        plan takes them. At most ``MAX_RESUMES`` times a batch per unit, then the rest
+        of it goes per frame: each costs its rest.
         """
+        plan.invalidate(unit, row)
         if unit.resumed >= MAX_RESUMES:
+            unit.cut = 0
             return False
         unit.resumed += 1
         rest = unit.rows[bisect_right(unit.rows, int(plan.cand[row])) :]  # positions, in order

@@ -30,7 +30,7 @@ from espforensics.checks.bulk import (
     Scope,
     ScopeRows,
 )
-from espforensics.engine.steady import Plan, SteadyLane
+from espforensics.engine.steady import MAX_RESUMES, Plan, SteadyLane
 from espforensics.engine.wire import FrameBatch, WireColumns, parse
 from espforensics.keys import SaTable
 from espforensics.model.options import Options
@@ -198,6 +198,25 @@ def test_the_checks_read_a_units_rows_up_to_the_next_row_refused_by_its_bytes() 
     assert [f for f, t in zip(frames, plan.taken, strict=True) if t and f > first] == [
         f for f in frames[row + 1 :] if f in b_frames or f < second
     ]
+
+
+def test_a_unit_given_up_leaves_none_of_its_later_rows_taken() -> None:
+    """A row the plan took goes per frame while the analyzer is busy, and the unit has
+    been planned again ``MAX_RESUMES`` times: its rows after that row go per frame too,
+    none left taken by the plan before; the other unit's rows stay the lane's."""
+    an, batch, wire = _warm()
+    lane = SteadyLane(an)
+    plan = _plan(lane, batch, wire)
+    frames, spis = batch.number.tolist(), _spis(wire)
+    row = frames.index(WARM + 21)  # an A frame, taken
+    assert plan.taken[row]
+    an.process(batch.frame(row))
+    unit = plan.unit_of_row(row)
+    assert unit is not None
+    unit.resumed = MAX_RESUMES
+    assert not lane.resume(plan, unit, batch, wire, row)
+    taken_after = [s for s, t in zip(spis[row + 1 :], plan.taken[row + 1 :], strict=True) if t]
+    assert taken_after == [B] * spis[row + 1 :].count(B)
 
 
 def test_a_scope_shared_by_two_sas_makes_them_one_unit() -> None:
