@@ -80,7 +80,7 @@ def _verify(
         if not state.proven:  # a key that verified nothing yet: as good as none
             state.tracker.commit(seq64)
         return None
-    state.proven = True
+    state.keyed().proven = True
     if ctx.esn:
         rec.seq_hi_verified = verified >> 32
     return Opened(verified, plain)

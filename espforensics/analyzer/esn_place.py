@@ -58,7 +58,8 @@ class EsnPlacement:
                 # and drops the packet (RFC 4303 A2.2), as it drops one sealed with
                 # the next high half; its place is where esn_hi puts it.
                 return inferred, None
-            state.tentative, state.tentative_start = pkt, inferred
+            keyed = state.keyed()  # verified: under a key
+            keyed.tentative, keyed.tentative_start = pkt, inferred
             self._tentative[state] = pkt
             self._holds.hold(pkt.rec.frame)
             return verified, None  # provisionally: the SA's next packet tells
@@ -92,7 +93,7 @@ class EsnPlacement:
         first = state.tentative
         if first is None:
             return None
-        state.tentative = None
+        state.keyed().tentative = None
         del self._tentative[state]
         self._holds.release(first.rec.frame)
         return first

@@ -9,7 +9,7 @@ nothing.
 
 from __future__ import annotations
 
-from espforensics.checks.context import Flow, SaState
+from espforensics.checks.context import Flow, KeyedSaState, SaState, flow_wire
 from espforensics.decode.inner import ntop
 from espforensics.keys import SaTable
 
@@ -23,8 +23,7 @@ class FlowTable:
 
     def __init__(self, sas: SaTable) -> None:
         self._sas = sas
-        # By SPI, address length and addresses in one bytes value: about a third of what a
-        # tuple of the three keeps alive per flow, for captures of many SAs
+        # By ``flow_wire``: the flow's key for the checks' state too (``Flow.wire``)
         self._flows: dict[bytes, Flow] = {}
         self._names: dict[bytes, str] = {}
         self._by_sa: dict[int, SaState] = {}
@@ -34,16 +33,16 @@ class FlowTable:
 
     def flow_for(self, spi: int, src: bytes, dst: bytes) -> Flow:
         """The flow of (SPI, outer source, outer destination), made on first use."""
-        key = b"%b%c%b%b" % (spi.to_bytes(4), len(src), src, dst)
+        key = flow_wire(spi, src, dst)
         flow = self._flows.get(key)
         if flow is None:
             sa = self._sas.lookup(spi, src, dst)
             if sa is None:
-                state = SaState(None)
+                state = SaState()
             else:
-                state = self._by_sa.get(id(sa)) or SaState(sa)
+                state = self._by_sa.get(id(sa)) or KeyedSaState(sa)
                 self._by_sa[id(sa)] = state
-            flow = self._flows[key] = Flow(spi, self.name(src), self.name(dst), state)
+            flow = self._flows[key] = Flow(spi, self.name(src), self.name(dst), state, key)
         return flow
 
     def forget_flows(self) -> None:

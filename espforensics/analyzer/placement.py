@@ -114,7 +114,7 @@ class PlacementSearch:
             plain = opener(ctx)(seq64, body[: ctx.iv_len], body[ctx.iv_len :])
             if plain is not None:
                 state.tracker.commit(seq64)
-                state.proven = True
+                state.keyed().proven = True
                 problem = apply_plaintext(pkt, plain, ctx.block) if ctx.decrypts else ""
                 _mark(pkt, at, seq, seq64, proven=True, iv_len=ctx.iv_len)
                 if problem:

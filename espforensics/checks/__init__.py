@@ -31,7 +31,7 @@ from espforensics.checks import (
 )
 from espforensics.checks.bulk import BulkCheck, PlainRule, Plaintexts
 from espforensics.checks.checksum import InnerChecksumCheck
-from espforensics.checks.context import Flow, Holds, PacketContext, SaState
+from espforensics.checks.context import Flow, Holds, KeyedSaState, PacketContext, SaState
 from espforensics.checks.coverage import Seen
 from espforensics.checks.esn_mismatch import EsnMismatchCheck
 from espforensics.checks.integrity import IntegrityCheck
@@ -166,6 +166,7 @@ __all__ = [
     "Checks",
     "Flow",
     "Holds",
+    "KeyedSaState",
     "PacketContext",
     "SaState",
     "bulk_checks",

@@ -6,14 +6,15 @@ fill its fields (the IV, the plaintext, where its header is, its flow), and
 ``PacketContext``, the same packet frozen once they are done: what a check
 reads (the record it fills, the datagram bytes, the outer header, the SA
 and its state, the first ``HEAD_LEN`` plaintext bytes when it decrypted:
-all any check reads of a plaintext); ``SaState``, ``Flow``, ``PerFlow`` and
+all any check reads of a plaintext); ``SaState`` (``KeyedSaState``), ``Flow``, ``PerFlow`` and
 ``Holds``. Raises nothing.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable
+import ipaddress
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -30,6 +31,7 @@ from espforensics.decode.clear import (
 from espforensics.decode.digest import esp_digest
 from espforensics.decode.esn import EsnTracker
 from espforensics.decode.esp import ESP_HEADER_LEN
+from espforensics.decode.inner import ntop
 from espforensics.decode.ip import OuterIp
 from espforensics.keys.sa import CLEAR_BY_DESIGN, SecurityAssociation
 from espforensics.model.enums import Verdict
@@ -44,7 +46,11 @@ class SaState(EsnTracker):
 
     It is the SA's ``EsnTracker`` (``tracker`` is itself): one object per SA,
     not two (a capture of many SAs has one per SA, keyless flows one per
-    flow).
+    flow). This class is a flow's without an SA (``SaState()``): what only an
+    SA with a key changes (its SA, cipher, proof and tentative first packet)
+    is a class default, so that a keyless flow's state holds its ESN top and
+    ``clear_whole`` alone (56 bytes, 96 with every field). ``KeyedSaState`` is
+    an SA's of the key files.
 
     ``tentative``: the SA's first packet when it verified only with a
     neighbour of the starting high half, and ``tentative_start`` the seq64
@@ -53,23 +59,45 @@ class SaState(EsnTracker):
     that starts with a packet sealed with the wrong high half.
     """
 
-    __slots__ = ("clear_whole", "ctx", "proven", "sa", "tentative", "tentative_start")
+    __slots__ = ("clear_whole",)
 
-    def __init__(self, sa: SecurityAssociation | None) -> None:
-        super().__init__(sa.esn_hi if sa is not None else 0)
-        self.sa = sa
-        self.proven = False  # a packet of the SA verified: its key is the right one
+    sa: SecurityAssociation | None = None
+    ctx: CipherContext | None = None
+    proven: bool = False  # a packet of the SA verified: its key is the right one
+    tentative: Receiving | None = None
+    tentative_start: int = 0
+
+    def __init__(self, sa: None = None) -> None:
+        super().__init__(0)
         # Without a key: was the SA's last whole packet clear from its header on
         # (``PacketContext.clear_from_header``)? None before its first whole one.
         self.clear_whole: bool | None = None
-        self.tentative: Receiving | None = None
-        self.tentative_start = 0
-        self.ctx: CipherContext | None = usable_context(sa)
 
     @property
     def tracker(self) -> EsnTracker:
         """The SA's RFC 4303 appendix A state: this object."""
         return self
+
+    def keyed(self) -> KeyedSaState:
+        """This state, as what only an SA with a key writes it (``proven``, ``tentative``):
+        a packet verified under its key, so it is a ``KeyedSaState``."""
+        assert isinstance(self, KeyedSaState), "a keyless flow's state has no key"
+        return self
+
+
+class KeyedSaState(SaState):
+    """The ``SaState`` of an SA of the key files (or of a Decryption Secrets Block)."""
+
+    __slots__ = ("ctx", "proven", "sa", "tentative", "tentative_start")
+
+    def __init__(self, sa: SecurityAssociation) -> None:
+        EsnTracker.__init__(self, sa.esn_hi)
+        self.clear_whole = None
+        self.sa = sa
+        self.proven = False
+        self.tentative = None
+        self.tentative_start = 0
+        self.ctx = usable_context(sa)
 
 
 def usable_context(sa: SecurityAssociation | None) -> CipherContext | None:
@@ -83,15 +111,43 @@ class Flow:
     """One (SPI, outer source, outer destination): its SA state and address text.
 
     Made once per flow by the pipeline; checks key their per-flow state by
-    it (identity hash), so no per-packet tuple of strings is built.
+    ``wire``, the flow table's own key (``flow_wire``): one bytes value per
+    flow, not a tuple of its texts as well.
     """
 
-    __slots__ = ("dst", "key", "known_to", "spi", "src", "state")
+    __slots__ = ("dst", "known_to", "spi", "src", "state", "wire")
 
-    def __init__(self, spi: int, src: str, dst: str, state: SaState) -> None:
+    def __init__(
+        self, spi: int, src: str, dst: str, state: SaState, wire: bytes | None = None
+    ) -> None:
         self.spi, self.src, self.dst, self.state = spi, src, dst, state
-        self.key = SaKey(spi, src, dst)  # one tuple for every check's PerFlow
+        # (``wire`` None: the flow made from its texts, as tests make one)
+        self.wire = wire if wire is not None else flow_wire(spi, _packed(src), _packed(dst))
         self.known_to = 0  # a bit per PerFlow that made or found this flow's state
+
+    @property
+    def key(self) -> SaKey:
+        """(SPI, src, dst): how the per-SA tables name the flow."""
+        return SaKey(self.spi, self.src, self.dst)
+
+
+def flow_wire(spi: int, src: bytes, dst: bytes) -> bytes:
+    """A flow's key: SPI, address length and the packed addresses in one bytes value
+    (about a third of what a tuple of the three keeps alive per flow)."""
+    return b"%b%c%b%b" % (spi.to_bytes(4), len(src), src, dst)
+
+
+def _packed(text: str) -> bytes:
+    return ipaddress.ip_address(text).packed
+
+
+def _named(wire: bytes, names: dict[bytes, str]) -> SaKey:
+    """``flow_wire``'s (SPI, src, dst), the address texts found once in ``names``."""
+    width = wire[4]
+    src, dst = wire[5 : 5 + width], wire[5 + width :]
+    src_text = names.get(src) or names.setdefault(src, ntop(src))
+    dst_text = names.get(dst) or names.setdefault(dst, ntop(dst))
+    return SaKey(int.from_bytes(wire[:4]), src_text, dst_text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,14 +400,20 @@ _iv, _plain_head, _payload = (_slot[n].__set__ for n in ("iv", "plain_head", "pa
 _inner_next, _placed, _memo = (_slot[n].__set__ for n in ("inner_next", "placed", "memo"))
 
 
-_BITS = 62  # Flow.known_to stays a small int
-_made = itertools.count()  # next() is atomic: runs in threads take distinct bits
+_BITS = 8  # Flow.known_to stays below 256: an int Python keeps once, no object per flow
+_made = threading.local()
 
 
 def flow_bit() -> int:
-    """A bit of ``Flow.known_to`` for one holder of per-flow state (each ``PerFlow``):
-    holders take the 62 bits in turn, so the few of one run never share one."""
-    return 1 << next(_made) % _BITS
+    """A bit of ``Flow.known_to`` for one holder of per-flow state (each ``PerFlow``).
+
+    A run makes its holders (checks/__init__.py ``make_checks``: fewer than
+    ``_BITS``) one after the other in one thread, so a counter of that thread's
+    takes distinct bits for them, whatever runs other threads make meanwhile.
+    """
+    made = getattr(_made, "count", 0)
+    _made.count = made + 1
+    return 1 << made % _BITS
 
 
 class PerFlow(Generic[T]):
@@ -360,35 +422,41 @@ class PerFlow(Generic[T]):
     Two flows with the same SPI and addresses (after a secrets block reloads
     the SAs) share one state, as they are one SA on the wire.
 
-    Memory: one dict entry per state, keyed by the flow's own ``key`` tuple;
-    which Flow objects asked is a bit of the flow's ``known_to`` (``flow_bit``),
-    not a second dict per check.
+    Memory: one dict entry per state, keyed by the flow's ``wire`` (the flow
+    table's own key: no object of its own); which Flow objects asked is a bit
+    of the flow's ``known_to`` (``flow_bit``), not a second dict per check.
     """
 
-    __slots__ = ("_bit", "_factory", "by_key")
+    __slots__ = ("_bit", "_factory", "_states")
 
     def __init__(self, factory: Callable[[], T]) -> None:
         self._factory = factory
         self._bit = flow_bit()
-        self.by_key: dict[SaKey, T] = {}
+        self._states: dict[bytes, T] = {}
 
     def get(self, flow: Flow) -> T:
         """The flow's state, made on first use."""
         if flow.known_to & self._bit:
-            return self.by_key[flow.key]
-        state = self.by_key.get(flow.key)
+            return self._states[flow.wire]
+        state = self._states.get(flow.wire)
         if state is None:
-            state = self.by_key[flow.key] = self._factory()
+            state = self._states[flow.wire] = self._factory()
         flow.known_to |= self._bit
         return state
 
     def known(self, flow: Flow) -> T | None:
         """The flow's state if a packet of it was observed, else None (nothing is made)."""
-        return self.by_key[flow.key] if flow.known_to & self._bit else None
+        return self._states[flow.wire] if flow.known_to & self._bit else None
+
+    def by_sa(self) -> Iterator[tuple[SaKey, T]]:
+        """Every state with its (SPI, src, dst), in the order they were made."""
+        names: dict[bytes, str] = {}  # an address's text, made once per walk
+        for wire, state in self._states.items():
+            yield _named(wire, names), state
 
     def items(self) -> list[tuple[SaKey, T]]:
         """Every state with its (SPI, src, dst), in that order."""
-        return sorted(self.by_key.items(), key=lambda kv: kv[0])
+        return sorted(self.by_sa(), key=lambda kv: kv[0])
 
 
 class Holds:
@@ -422,3 +490,5 @@ class Holds:
         left = self._frames.pop(frame, 0) - 1
         if left > 0:
             self._frames[frame] = left
+        elif not self._frames:  # a dict keeps its largest table once emptied: not this one
+            self._frames = {}

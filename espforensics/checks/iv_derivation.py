@@ -46,6 +46,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 
@@ -81,6 +82,9 @@ from espforensics.model.enums import IvScheme, Verdict
 from espforensics.model.records import Finding, PacketRecord, SaKey
 
 _COUNTERS = (IvScheme.SEQIV, IvScheme.COUNTER)
+# A packet held while its SA's scheme is chosen: its record, its seq64 and IV as read (the
+# SA's mask; CBC: echainiv's words), its IV on the wire
+_Probe = tuple[PacketRecord, int, int, int]
 __all__ = ["WINDOW", "IvDerivationCheck", "choose_constant"]  # choose_constant: seqiv only
 
 WINDOW = 64  # packets of an SA that decide its constant
@@ -110,8 +114,9 @@ class IvDerivationCheck(BulkRules):
     def __init__(self, holds: Holds) -> None:
         self._holds = holds
         self._sas: PerFlow[IvSa] = PerFlow(IvSa)
-        # SAs still choosing their constant, by their first held frame (capture order).
-        self._probing: OrderedDict[IvSa, int] = OrderedDict()
+        # SAs still choosing their constant (capture order of their first packet), with the
+        # packets held meanwhile (``_Probe``): kept here, not a field of every SA's state.
+        self._probing: OrderedDict[IvSa, list[_Probe]] = OrderedDict()
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
@@ -146,12 +151,12 @@ class IvDerivationCheck(BulkRules):
             if sa.scheme is IvScheme.CONSTANT:
                 self._repeat(sa, rec, wire)
             return
-        if sa.probe is None:
-            self._probing[sa] = rec.frame
-            sa.probe = []
-        sa.probe.append((rec, rec.seq64 & sa.mask, iv, wire))
+        probe = self._probing.get(sa)
+        if probe is None:
+            probe = self._probing[sa] = []
+        probe.append((rec, rec.seq64 & sa.mask, iv, wire))
         self._holds.hold(rec.frame)
-        if len(sa.probe) >= WINDOW:
+        if len(probe) >= WINDOW:
             self._settle(sa)
 
     @staticmethod
@@ -280,14 +285,17 @@ class IvDerivationCheck(BulkRules):
         """
         probing = self._probing
         while probing:
-            sa, first = next(iter(probing.items()))
-            if first > upto:
+            sa, probe = next(iter(probing.items()))
+            if probe[0][0].frame > upto:
                 return
             self._settle(sa)
 
     def _settle(self, sa: IvSa) -> None:
-        reading = self._read(sa)
-        sa.reading, sa.scheme = reading, reading.scheme
+        probe = self._probing.pop(sa)
+        if not self._probing:  # a dict keeps its largest table once emptied: not this one
+            self._probing = OrderedDict()
+        reading = self._read(sa, probe)
+        sa.reading = reading  # and so its scheme
         sa.const = _NOT_COUNTER
         if reading.scheme in (IvScheme.SEQIV, IvScheme.COUNTER) and not sa.cbc:
             first = reading.candidates[0]
@@ -295,17 +303,14 @@ class IvDerivationCheck(BulkRules):
             sa.alt = reading.candidates[1] if len(reading.candidates) > 1 else None
         elif reading.scheme is IvScheme.ECHAINIV and reading.candidates:
             sa.const = reading.candidates[0].const
-        self._probing.pop(sa, None)
-        for rec, _, iv, wire in sa.probe or ():
+        for rec, _, iv, wire in probe:
             self._judge(sa, rec, iv)
             self._repeat(sa, rec, wire)
             self._holds.release(rec.frame)
-        sa.probe = None
 
     @staticmethod
-    def _read(sa: IvSa) -> Reading:
+    def _read(sa: IvSa, probe: list[_Probe]) -> Reading:
         """The SA's scheme from its window (ivscheme.py; CBC: chained, then echainiv)."""
-        probe = sa.probe or []
         n = len(probe)
         if n >= MIN_SCHEME and 2 * sa.chained >= n - 1 and sa.chained >= MIN_SCHEME - 1:
             return CHAINED  # the first packet has no predecessor
@@ -363,7 +368,8 @@ class IvDerivationCheck(BulkRules):
         if fits:
             return False
         sa.const, sa.additive = alt.const, alt.additive
-        sa.scheme = alt.scheme
+        assert sa.reading is not None  # settled
+        sa.reading = replace(sa.reading, scheme=alt.scheme)
         return True
 
     def finish(self) -> Iterator[Finding]:
@@ -383,7 +389,7 @@ class IvDerivationCheck(BulkRules):
     def schemes(self) -> dict[SaKey, IvScheme]:
         """Each SA's IV scheme by (SPI, src, dst), once ``finish`` settled every window."""
         out = {}
-        for key, sa in self._sas.by_key.items():  # not sorted: items() copies every pair
+        for key, sa in self._sas.by_sa():  # not sorted: items() sorts a list of every pair
             if sa.scheme is not None:
                 out[key] = sa.scheme
             else:

@@ -39,6 +39,7 @@ still detected and reported, with the first use's frame unknown.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -297,13 +298,22 @@ class IvReuseCheck(BulkRules):
         self._sas = sas
         self._groups: dict[bytes, _Group] = {}  # by key material, else by SPI and destination
         self._by_state: dict[SaState, _Group] = {}  # the groups of the key files' SAs
+        # Keyless groups of one packet, the latest of each SPI by its SPI (the flow's own
+        # int: no key object): its use and destination packed (``_pack``), a ``_Group``
+        # made at the group's next read (``_of``). A capture of many one-packet SAs keeps
+        # one per SA: about 140 bytes with its entry, 510 as a group with its first use.
+        self._lone: dict[int, bytes] = {}
 
     def observe(self, pkt: PacketContext) -> None:
         rec = pkt.rec
         iv, seq64 = pkt.iv, rec.seq64
         if iv is None or seq64 is None or not pkt.header_is_evidence or pkt.clear_from_header:
             return
-        group = self._of(pkt.flow) or self._group(pkt, iv, seq64)
+        group = self._of(pkt.flow)
+        if group is None and self._first_alone(pkt, iv, seq64):
+            rec.iv_reused = False  # a keyless group's first packet: nothing before it
+            return
+        group = group or self._group(pkt, iv, seq64)
         group.packets += 1
         value = group.value(iv, seq64)
         reused = group.seen(value)
@@ -358,7 +368,32 @@ class IvReuseCheck(BulkRules):
         its own: no entry per state for a capture of many keyless SAs)."""
         if flow.state.sa is not None:
             return self._by_state.get(flow.state)
-        return self._groups.get(_sa_key(flow))
+        key = _sa_key(flow)
+        group = self._groups.get(key)
+        if group is None and flow.spi in self._lone:
+            packed = self._lone[flow.spi]
+            if _lone_dst(packed) == flow.dst:
+                del self._lone[flow.spi]
+                group = self._groups[key] = _unpack(packed)
+        return group
+
+    def _first_alone(self, pkt: PacketContext, iv: int, seq64: int) -> bool:
+        """Keep a keyless group's first packet packed (``_lone``), if it is one: what
+        ``observe`` would keep of it (its use; the group's constants and first value
+        follow from its IV and seq64, ``_unpack``). A lone group of another destination
+        with the same SPI becomes a ``_Group`` first."""
+        flow = pkt.flow
+        if flow.state.sa is not None or pkt.plain_head is not None:
+            return False
+        other = self._lone.get(flow.spi)
+        if other is not None:
+            self._groups[b"s" + flow.spi.to_bytes(4) + _lone_dst(other).encode()] = _unpack(other)
+        rec = pkt.rec
+        start = (rec.esp_offset or 0) + ESP_HEADER_LEN + IV_LEN
+        ct = pkt.data[start : start + EVIDENCE]
+        use = _pack(rec.frame, iv, rec.spi or 0, seq64, pkt.digest, ct, flow.dst)
+        self._lone[flow.spi] = use
+        return True
 
     def _group(self, pkt: PacketContext, iv: int, seq64: int) -> _Group:
         """The key group of the packet's SA: by key material if known, else (dst, SPI)."""
@@ -483,6 +518,39 @@ def _sa_key(flow: Flow) -> bytes:
     """The group key of an SA without key material: its SPI and destination, one bytes
     value (a tuple holding them costs 60 bytes more per group)."""
     return b"s" + flow.spi.to_bytes(4) + flow.dst.encode()
+
+
+# frame, IV, SPI, seq64, and the lengths of the digest, the ciphertext and the destination
+_LONE = struct.Struct("<QQIQBBB")
+
+
+def _pack(frame: int, iv: int, spi: int, seq64: int, digest: bytes, ct: bytes, dst: str) -> bytes:
+    """A keyless group's first use and its destination as one bytes value (its 8-byte
+    IV: ``IV_LEN``)."""
+    where = dst.encode()
+    head = _LONE.pack(frame, iv, spi, seq64, len(digest), len(ct), len(where))
+    return head + digest + ct + where
+
+
+def _lone_dst(packed: bytes) -> str:
+    """The destination of a ``_pack``ed group (of an SPI the key of ``_lone``)."""
+    return packed[len(packed) - packed[_LONE.size - 1] :].decode()
+
+
+def _unpack(packed: bytes) -> _Group:
+    """The group ``observe`` makes of a keyless SA's first packet, from ``_pack``: its
+    constants map that IV to its seq64, which is the one value it holds (``value``)."""
+    frame, iv, spi, seq64, digest_len, ct_len, _ = _LONE.unpack_from(packed)
+    at = _LONE.size + digest_len
+    use = _Use(frame, iv, spi, seq64, packed[_LONE.size : at], packed[at : at + ct_len], None)
+    return _Group(
+        const=iv ^ seq64,
+        added=(iv - seq64) & _MASK64,
+        counter=None,
+        packets=1,
+        _lone=seq64,
+        _first=use,
+    )
 
 
 def _hashed(hashed: U64Set, values: U64) -> Mask:

@@ -20,28 +20,25 @@ from espforensics.bounded.rare import Rare
 from espforensics.checks.ivscheme import Candidate, Reading
 from espforensics.model.enums import FindingKind, IvScheme, Severity
 from espforensics.model.evidence import IvChained, IvConstant, IvDeviating, IvPredictable, SeqDelta
-from espforensics.model.records import Finding, PacketRecord
+from espforensics.model.records import Finding
 
 _MASK64 = (1 << 64) - 1
 
 
 @dataclass(slots=True, eq=False)  # identity hash: a key of the probing queue
 class IvSa:
-    """One SA as the IV derivation check sees it: its window, scheme, counts and CBC tail.
+    """One SA as the IV derivation check sees it: its scheme, counts and CBC tail (the
+    packets held while its scheme is chosen are the check's ``_probing``).
 
     The counts of packets that break the SA's scheme, and their frames, are ``Rare``
     fields (bounded/rare.py): most SAs never have one, and plain fields would cost 80
-    bytes per SA.
+    bytes per SA. So is ``cbc``: a CBC SA with its key keeps ``words`` there anyway.
     """
 
     mask: int = _MASK64  # _MASK32 for an SA whose high halves are not authenticated
-    cbc: bool = False  # CBC (RFC 3602 s2.1): IVs that follow a counter are predictable
     const: int | None = None  # seqiv's c; echainiv's packed inverse multipliers
     additive: bool = False  # const is an additive counter's: IV = seq64 + c
-    scheme: IvScheme | None = None  # named when the window is settled
-    reading: Reading | None = None
-    # The packets held while the scheme is chosen; None before the first and once settled
-    probe: list[tuple[PacketRecord, int, int, int]] | None = None
+    reading: Reading | None = None  # its window's, once settled (``scheme``)
     packets: int = 0
     # CBC: the previous packet's last ciphertext block, and the IVs equal to it
     last: bytes = b""
@@ -49,6 +46,7 @@ class IvSa:
     last_head: int = 0  # keyless: where in ``last`` the previous packet's ciphertext may start
     rare_fields: dict[str, Any] | None = None
 
+    cbc = Rare(False)  # CBC (RFC 3602 s2.1): IVs that follow a counter are predictable
     words = Rare(0)  # CBC with its key: echainiv, the IV decrypted to this many words
     alt = Rare[Candidate | None](None)  # another constant that reads every packet so far alike
     no_iv = Rare(0)  # packets of an algorithm without IV (NULL), or clear from the header on
@@ -60,6 +58,12 @@ class IvSa:
     chained_frames = Rare[IntervalSet | None](None)
     repeated = Rare(0)  # packets of a constant-IV SA that carry its constant IV
     repeated_frames = Rare[IntervalSet | None](None)
+
+    @property
+    def scheme(self) -> IvScheme | None:
+        """The SA's IV scheme, named when its window is settled (``reading``'s)."""
+        reading = self.reading
+        return None if reading is None else reading.scheme
 
 
 def constant_finding(spi: int, src: str, dst: str, sa: IvSa) -> Finding:

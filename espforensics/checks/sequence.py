@@ -253,7 +253,7 @@ class SequenceCheck(BulkRules):
         """(duplicates, missing, reordered) per SA, for the per-SA table."""
         return {
             k: (sa.duplicates, sum(b - a + 1 for a, b in sa.gaps()), sa.reordered)
-            for k, sa in self._sas.by_key.items()
+            for k, sa in self._sas.by_sa()
         }
 
     def finish(self) -> Iterator[Finding]:

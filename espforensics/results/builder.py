@@ -10,7 +10,7 @@ nothing. Per-SA counts live in ``_SaAcc``, misplaced layouts in
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -60,8 +60,11 @@ def _in_verdict_order(item: tuple[str, int]) -> int:
 class _SaAcc:
     """One SA's counts. What most SAs of a capture never count (other verdicts, anomalies,
     TFC padding, inner checksums, cut packets) are ``Rare`` fields (bounded/rare.py): a capture
-    of many short-lived SAs keeps one of these per SA (112 bytes, 224 with plain fields)."""
+    of many short-lived SAs keeps one of these per SA (128 bytes, 240 with plain fields).
+    Its addresses are kept here, its SPI being the key it is found by (``SummaryBuilder``)."""
 
+    src: str
+    dst: str
     algorithm: str
     first_ns: int  # capture time, ns since the epoch
     last_ns: int
@@ -69,10 +72,10 @@ class _SaAcc:
     last_seq64: int | None = None
     packets: int = 0
     wire_bytes: int = 0
-    # The first verdict seen and its packets; a Counter for any other verdict (most
-    # SAs of a scan have one verdict, and a Counter of one entry is 160 bytes)
+    # The first verdict seen; a Counter for any other verdict (most SAs of a scan have one
+    # verdict, and a Counter of one entry is 160 bytes). Each packet counts one verdict, so
+    # the first one's packets are the rest (``verdict_packets``).
     verdict: str = ""
-    verdict_packets: int = 0
     rare_fields: dict[str, Any] | None = None
 
     other_verdicts = Rare[Counter[str] | None](None)
@@ -134,10 +137,16 @@ class _SaAcc:
             self.cut_read += kind in (CUT_READ, CUT_FOUND)
             self.cut_found += kind == CUT_FOUND
 
+    @property
+    def verdict_packets(self) -> int:
+        """The packets of ``verdict``: every packet counted but those of another verdict."""
+        others = self.other_verdicts
+        return self.packets - (others.total() if others is not None else 0)
+
     def count_verdict(self, verdict: str, n: int) -> None:
-        """``n`` more packets of ``verdict``."""
-        if verdict == self.verdict or not self.verdict_packets:
-            self.verdict, self.verdict_packets = verdict, self.verdict_packets + n
+        """``n`` more packets of ``verdict``, ``packets`` counting them already."""
+        if verdict == self.verdict or not self.verdict:
+            self.verdict = verdict
             return
         if self.other_verdicts is None:
             self.other_verdicts = Counter()
@@ -288,10 +297,12 @@ class SummaryBuilder:
         self.last_time: float | None = None
         self.time_unit = _SECOND  # the largest of s, ms, us, ns dividing every timestamp
         self.verdicts: Counter[str] = Counter()
-        # Per SA, keyed by its SaKey's fields as a plain tuple: a SaKey, a tuple subclass,
-        # is allocated with one slot more, 8 bytes per SA of a capture of many.
-        # The keys leave as SaKey values (``sa_keys``, ``finish``).
-        self._sas: dict[tuple[int, str, str], _SaAcc] = {}
+        # Per SA: the first SA of each SPI by its SPI (the record's own int: no key object
+        # per SA, 64 bytes for a tuple of the three), its addresses in the accumulator;
+        # another SA of an SPI already seen by (spi, src, dst) (``_acc``). The keys leave
+        # as SaKey values (``sa_keys``, ``finish``).
+        self._sas: dict[int, _SaAcc] = {}
+        self._more_sas: dict[tuple[int, str, str], _SaAcc] = {}
         self._layouts: dict[_LayoutKey, _LayoutAcc] = {}
         # ICMP errors quoting an ESP packet, per quoted (spi, src, dst): no packet of the SA
         self._quoted: Counter[SaKey] = Counter()
@@ -316,10 +327,7 @@ class SummaryBuilder:
             self.inner_esp_packets += 1
         if rec.spi is None:
             return
-        key = (rec.spi, rec.src, rec.dst)
-        acc = self._sas.get(key)
-        if acc is None:
-            acc = self._sas[key] = _SaAcc(rec.algorithm, rec.time, rec.time)
+        acc = self._acc(rec.spi, rec.src, rec.dst, rec.algorithm, rec.time)
         acc.observe(rec)
         if rec.misplaced:  # esp_misplaced, or a cut packet's header found by layout
             self._layout(rec)
@@ -350,11 +358,7 @@ class SummaryBuilder:
 
     def _steady_sa(self, rows: SteadyRows, f: int, idx: npt.NDArray[np.intp]) -> None:
         flow = rows.flows[f]
-        key = flow.key
-        first_ns = int(rows.ts_ns[idx[0]])
-        acc = self._sas.get(key)
-        if acc is None:
-            acc = self._sas[key] = _SaAcc(rows.algorithm[f], first_ns, first_ns)
+        acc = self._acc(flow.spi, flow.src, flow.dst, rows.algorithm[f], int(rows.ts_ns[idx[0]]))
         acc.packets += len(idx)
         acc.wire_bytes += int(rows.wirelen[idx].sum())
         acc.last_ns = int(rows.ts_ns[idx[-1]])
@@ -379,9 +383,32 @@ class SummaryBuilder:
         seen = Counter(rows.inner_checksum[idx].tolist())
         acc.checksum_counts().update({value: seen[value] for value in sorted(seen)})
 
+    def _acc(self, spi: int, src: str, dst: str, algorithm: str, first_ns: int) -> _SaAcc:
+        """The SA's accumulator, made (of its first packet's algorithm and time) on first use."""
+        acc = self._sas.get(spi)
+        if acc is not None and acc.src == src and acc.dst == dst:
+            return acc
+        key = (spi, src, dst)
+        found = self._more_sas.get(key) if self._more_sas else None
+        if found is not None:
+            return found
+        made = _SaAcc(src, dst, algorithm, first_ns, first_ns)
+        if acc is None:
+            self._sas[spi] = made
+        else:
+            self._more_sas[key] = made
+        return made
+
+    def accs(self) -> Iterator[tuple[SaKey, _SaAcc]]:
+        """Every SA seen so far with its accumulator (not in order)."""
+        for spi, acc in self._sas.items():
+            yield SaKey(spi, acc.src, acc.dst), acc
+        for key, acc in self._more_sas.items():
+            yield SaKey._make(key), acc
+
     def sa_keys(self) -> list[SaKey]:
         """The (spi, src, dst) of every SA seen so far."""
-        return [SaKey._make(key) for key in self._sas]
+        return [key for key, _ in self.accs()]
 
     def _layout(self, rec: PacketRecord) -> None:
         if rec.esp_offset is None or rec.expected_offset is None or rec.spi is None:
@@ -439,7 +466,7 @@ class SummaryBuilder:
                 "" if iv_schemes is None else iv_schemes.get(key, "unknown"),
                 self._quoted[key],
             )
-            for key, a in ((SaKey._make(k), a) for k, a in sorted(self._sas.items()))
+            for key, a in sorted(self.accs(), key=lambda kv: kv[0])
         )
         return Summary(
             tool_version=TOOL_VERSION,

@@ -178,6 +178,24 @@ def with_spis(frames: Iterator[Frame], spis: int) -> Iterator[Frame]:
         yield Frame(f.number, f.ts_ns, f.caplen, f.wirelen, f.linktype, data)
 
 
+def one_packet_sas(n: int, seed: int = 1) -> tuple[list[Frame], tuple[SecurityAssociation, ...]]:
+    """``n`` frames, each the one packet (a TCP ACK) of an SA of its own (rfc4106, seqiv
+    IVs, its own key; SPIs 0x20001, 0x20003, ..., 192.0.2.2 -> 192.0.2.1), and those SAs
+    each with its reverse, which sends nothing, as a key file of both directions lists
+    them: a keyed capture of many short-lived SAs (benchmarks/bench_sa_memory.py)."""
+    rng = random.Random(f"one-packet sas {seed}")
+    frames: list[Frame] = []
+    sas: list[SecurityAssociation] = []
+    for i in range(n):
+        silent = make_sa(rng, 0x20000 + 2 * i, V4_A, V4_B)
+        sender = make_sa(rng, 0x20001 + 2 * i, V4_B, V4_A)
+        pair = (silent, _iv_maker(silent, "linux", rng)), (sender, _iv_maker(sender, "linux", rng))
+        f = next(_frames(1, 1289, *pair))  # a benchmark's first frame: the ACK, b -> a
+        frames.append(Frame(i + 1, f.ts_ns + 1000 * i, f.caplen, f.wirelen, f.linktype, f.data))
+        sas += [silent.sa, sender.sa]
+    return frames, tuple(sas)
+
+
 def _frames(
     n: int,
     mean_size: int,

@@ -17,7 +17,8 @@ import pytest
 from espforensics.bounded import window
 from espforensics.bounded.intervals import IntervalSet
 from espforensics.bounded.window import RecentWindow
-from espforensics.checks.context import Flow, PerFlow, SaState
+from espforensics.checks import make_checks
+from espforensics.checks.context import Flow, Holds, PerFlow, SaState
 from espforensics.checks.coverage import (
     ICV_FAILS,
     NO_KEY,
@@ -27,6 +28,8 @@ from espforensics.checks.coverage import (
     proven,
     seen,
 )
+from espforensics.checks.unused import UnusedSaTracker
+from espforensics.keys import SaTable
 from espforensics.results.coverage import CheckCoverage, Tally, check_coverage, tally
 
 GCM = "rfc4106(gcm(aes))"
@@ -176,13 +179,33 @@ def test_flows_of_one_sa_share_a_check_state_and_each_is_known_once_asked() -> N
 
 
 def test_two_checks_on_one_flow_keep_their_own_state() -> None:
-    flow = Flow(0x1001, "a", "b", SaState(None))
+    flow = Flow(0x1001, "192.0.2.1", "2001:db8::2", SaState(None))
     one: PerFlow[list[int]] = PerFlow(list)
     two: PerFlow[list[int]] = PerFlow(list)
     one.get(flow).append(1)
     assert two.known(flow) is None
     assert two.get(flow) == [] and one.get(flow) == [1]
-    assert flow.key == (0x1001, "a", "b")
+    assert flow.key == (0x1001, "192.0.2.1", "2001:db8::2")
+    assert one.items() == [((0x1001, "192.0.2.1", "2001:db8::2"), [1])]
+
+
+def test_the_holders_of_one_run_take_distinct_small_bits_of_a_flow() -> None:
+    # Each PerFlow of the checks and the unused-SA tracker marks the flows it knows with a
+    # bit of Flow.known_to: two holders of one run on one bit would read each other's
+    # flows as known. Below 256, known_to is an int Python keeps once (no object per flow).
+    bits = []
+    for _ in range(3):  # runs made one after the other in one thread
+        checks = make_checks(SaTable(), Holds())
+        held = [
+            getattr(check, name)
+            for check in checks.order
+            for name in ("_sas", "_flows", "_usage")
+            if isinstance(getattr(check, name, None), (PerFlow, UnusedSaTracker))
+        ]
+        run = [h._bit for h in held]
+        assert len(run) >= 6 and len(set(run)) == len(run)
+        bits += run
+    assert max(bits) < 256
 
 
 # -- coverage: one walk, grouped by verdict and kind of SA ------------------------

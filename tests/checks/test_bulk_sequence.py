@@ -67,10 +67,10 @@ def test_sequence_bulk_rule_is_its_per_packet_rule(case: tuple[list[Pkt], list[P
     taken = first(lane.refuses(flow_rows(flow, batch))) if batch else 0
     refs, silent = [], []
     for p in batch:
-        wraps = len(ref._sas.by_key[flow.key].wraps or ())
+        wraps = len(ref._sas.get(flow).wraps or ())
         refs.append(context(flow, p))
         ref.observe(refs[-1])
-        state = ref._sas.by_key[flow.key]
+        state = ref._sas.get(flow)
         silent.append(not refs[-1].rec.seq_anomaly and len(state.wraps or ()) == wraps)
     assert taken == first([not s for s in silent])  # row by row up to the first refused
     if taken:

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from espforensics.capture import open_capture
-from espforensics.checks.context import Flow, Holds, PacketContext, SaState
+from espforensics.checks.context import Flow, Holds, KeyedSaState, PacketContext, SaState
 from espforensics.checks.iv_derivation import WINDOW, IvDerivationCheck, choose_constant
 from espforensics.checks.ivmath import SPAN
 from espforensics.checks.ivscheme import MIN_SCHEME, read_ivs
@@ -51,7 +51,7 @@ def _record(frame: int, seq64: int, verdict: Verdict = Verdict.UNKNOWN_SA) -> Pa
 
 def _keyed() -> SaState:
     """The state of an SA whose key verified its packets: its high halves are authenticated."""
-    state = SaState(SecurityAssociation(0x1001, RFC4106, Secret(bytes(20))))
+    state = KeyedSaState(SecurityAssociation(0x1001, RFC4106, Secret(bytes(20))))
     state.proven = True
     return state
 

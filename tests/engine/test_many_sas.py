@@ -32,10 +32,9 @@ from tests.support.helpers import ROOT
 
 FEW, MANY = 2000, 4000  # SAs, one packet each
 # Bytes of state per one-packet SA, as counted here: 2,526 before issue 35's work on it,
-# 1,583 after. Issue 35's target, 1,024 bytes of peak RSS per SA, is not met
-# (docs/performance.md, "Many SAs (issue 35)"): this bound keeps what was reached, with
-# about 7% to spare, and is to come down with the state that is still per object.
-MAX_PER_SA = 1700
+# 1,583 after its first step, 990 after its second (docs/performance.md, "Many SAs
+# (issue 35)"): this bound keeps what was reached, with about 7% to spare.
+MAX_PER_SA = 1060
 
 
 def _held(frames: list[Frame]) -> int:

@@ -209,3 +209,27 @@ def test_bench_copies_prints_every_case_both_trees_and_the_shares(tmp_path: Path
         assert out.count(f"    {case} ") == 2, out
     assert out.count("of the run with both") == 2 and out.count("of the default run") == 2, out
     assert "decrypted.pcap: identical" in out and "annotated.pcapng: identical" in out, out
+
+
+def test_bench_sa_memory_counts_keyless_and_keyed_runs() -> None:
+    for extra, kind in (((), "keyless"), (("--keyed", "--peak"), "keyed")):
+        out = _run("bench_sa_memory.py", "--few", "20", "--many", "40", *extra)
+        assert f"{kind} one-packet SAs" in out and "40 SAs:" in out, out
+        assert "memory per SA:" in out, out
+
+
+def test_one_packet_sas_each_verify_under_their_own_key(tmp_path: Path) -> None:
+    from espforensics.analysis import analyze_to_dir
+    from espforensics.capture.writer import write_pcap
+    from espforensics.keys import SaTable
+    from espforensics.synth.bench import one_packet_sas
+
+    frames, sas = one_packet_sas(5)
+    capture = tmp_path / "sas.pcap"
+    with capture.open("wb") as fh:
+        write_pcap(fh, iter(frames), linktype=1)
+    summary = analyze_to_dir(capture, SaTable(sas), tmp_path / "out", plots=False)
+    assert [(s.spi, s.packets, s.verdicts) for s in summary.sas] == [
+        (0x20001 + 2 * i, 1, {"ok": 1}) for i in range(5)
+    ]
+    assert len({sa.key.reveal() for sa in sas}) == 10  # each SA its own key

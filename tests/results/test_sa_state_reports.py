@@ -81,6 +81,27 @@ def _esp(frame: int, spi: int, **kw: object) -> PacketRecord:
     return rec
 
 
+def test_sas_of_one_spi_are_counted_apart_by_their_addresses() -> None:
+    # The builder finds the first SA of an SPI by the SPI alone and the others by their
+    # addresses too: every SA keeps its own counts, and the table lists them in order.
+    b = SummaryBuilder()
+    ends = [("10.0.0.1", "10.0.0.2"), ("10.0.0.2", "10.0.0.1"), ("10.0.0.1", "10.0.0.3")]
+    plan = [(0x1001, 0), (0x1001, 1), (0x1001, 0), (0x1001, 2), (0x1000, 0), (0x1001, 1)]
+    for frame, (spi, end) in enumerate(plan, 1):
+        b.observe(_esp(frame, spi, src=ends[end][0], dst=ends[end][1], len=100 * frame))
+    rows = [
+        (s.spi, s.src, s.dst, s.packets, s.first_seq64, s.last_seq64, s.wire_bytes)
+        for s in b.finish(CaptureInfo("c.pcap", "00"), []).sas
+    ]
+    assert rows == [
+        (0x1000, "10.0.0.1", "10.0.0.2", 1, 5, 5, 500),
+        (0x1001, "10.0.0.1", "10.0.0.2", 2, 1, 3, 400),
+        (0x1001, "10.0.0.1", "10.0.0.3", 1, 4, 4, 400),
+        (0x1001, "10.0.0.2", "10.0.0.1", 2, 2, 6, 800),
+    ]
+    assert sorted(b.sa_keys()) == [(r[0], r[1], r[2]) for r in rows]
+
+
 def test_sa_without_padding_or_checksums_makes_no_counter() -> None:
     b = SummaryBuilder()
     for frame in (1, 2):
@@ -88,9 +109,10 @@ def test_sa_without_padding_or_checksums_makes_no_counter() -> None:
     b.observe(_esp(3, 0x1002, tfc_len=12, payload_len=1400, inner_checksum="ok"))
     b.observe(_esp(4, 0x1002, tfc_len=20, payload_len=1400, inner_checksum="bad"))
     b.observe(_esp(5, 0x1002, tfc_len=8, payload_len=600, inner_checksum="ok"))
+    accs = dict(b.accs())
     bare, padded = (
-        b._sas[SaKey(0x1001, "10.0.0.1", "10.0.0.2")],
-        b._sas[SaKey(0x1002, "10.0.0.1", "10.0.0.2")],
+        accs[SaKey(0x1001, "10.0.0.1", "10.0.0.2")],
+        accs[SaKey(0x1002, "10.0.0.1", "10.0.0.2")],
     )
     assert (bare.tfc_to, bare.checksums) == (None, None)
     assert (padded.tfc_to, padded.checksums) == ({1400: 2, 600: 1}, {"ok": 2, "bad": 1})
@@ -110,7 +132,7 @@ def test_sequence_wrap_list_is_made_at_the_first_wrap() -> None:
     check = SequenceCheck()
     for frame, seq64 in enumerate([(1 << 32) - 2, (1 << 32) - 1], 1):
         check.observe(context(flow, Pkt(frame, seq64, bytes(8), bytes(32), bytes(16))))
-    state = check._sas.by_key[flow.key]
+    state = check._sas.get(flow)
     assert state.wraps is None
     check.observe(context(flow, Pkt(3, 1 << 32, bytes(8), bytes(32), bytes(16))))
     assert state.wraps == [(3, 1)]
@@ -125,9 +147,10 @@ def test_sa_verdicts_one_kept_plain_others_counted_in_verdict_order() -> None:
     b.observe(_esp(3, 0x1001, verdict=Verdict.TRUNCATED))
     b.observe(_esp(4, 0x1001, verdict=Verdict.AUTH_FAIL))
     b.observe(_esp(5, 0x1002))
+    accs = dict(b.accs())
     one, mixed = (
-        b._sas[SaKey(0x1002, "10.0.0.1", "10.0.0.2")],
-        b._sas[SaKey(0x1001, "10.0.0.1", "10.0.0.2")],
+        accs[SaKey(0x1002, "10.0.0.1", "10.0.0.2")],
+        accs[SaKey(0x1001, "10.0.0.1", "10.0.0.2")],
     )
     assert (one.verdict, one.verdict_packets, one.other_verdicts) == ("unknown_sa", 1, None)
     assert (mixed.verdict, mixed.verdict_packets) == ("truncated", 2)

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from espforensics.checks.bulk import FlowRows, Opened, ScopeRows
-from espforensics.checks.context import HEAD_LEN, Flow, PacketContext, SaState
+from espforensics.checks.context import HEAD_LEN, Flow, KeyedSaState, PacketContext
 from espforensics.decode.ip import OuterIp
 from espforensics.keys import SecurityAssociation
 from espforensics.keys.sa import Secret
@@ -41,7 +41,7 @@ class Pkt:
 
 def keyed(sa: SecurityAssociation, src: str = "192.0.2.1", dst: str = "192.0.2.2") -> Flow:
     """A flow of an SA whose key verified its packets."""
-    state = SaState(sa)
+    state = KeyedSaState(sa)
     state.proven = True
     return Flow(sa.spi, src, dst, state)
 
