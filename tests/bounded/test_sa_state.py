@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
+from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.bounded import window
 from espforensics.bounded.intervals import IntervalSet
 from espforensics.bounded.window import RecentWindow
-from espforensics.checks import make_checks
-from espforensics.checks.context import Flow, Holds, PerFlow, SaState
+from espforensics.checks import context, unused
+from espforensics.checks.context import Flow, PerFlow, SaState
 from espforensics.checks.coverage import (
     ICV_FAILS,
     NO_KEY,
@@ -28,8 +29,8 @@ from espforensics.checks.coverage import (
     proven,
     seen,
 )
-from espforensics.checks.unused import UnusedSaTracker
 from espforensics.keys import SaTable
+from espforensics.model.options import Options
 from espforensics.results.coverage import CheckCoverage, Tally, check_coverage, tally
 
 GCM = "rfc4106(gcm(aes))"
@@ -189,23 +190,28 @@ def test_two_checks_on_one_flow_keep_their_own_state() -> None:
     assert one.items() == [((0x1001, "192.0.2.1", "2001:db8::2"), [1])]
 
 
-def test_the_holders_of_one_run_take_distinct_small_bits_of_a_flow() -> None:
-    # Each PerFlow of the checks and the unused-SA tracker marks the flows it knows with a
-    # bit of Flow.known_to: two holders of one run on one bit would read each other's
-    # flows as known. Below 256, known_to is an int Python keeps once (no object per flow).
-    bits = []
+def test_the_holders_of_one_run_take_distinct_small_bits_of_a_flow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each holder of per-flow state (a PerFlow, the unused-SA tracker) marks the flows it
+    # knows with a bit of Flow.known_to: two holders of one run on one bit would read each
+    # other's flows as known. Below 256, known_to is an int Python keeps once (no object
+    # per flow). Every bit a run's analyzer takes is counted, whoever takes it.
+    taken: list[int] = []
+    original = context.flow_bit
+
+    def counted() -> int:
+        bit = original()
+        taken.append(bit)
+        return bit
+
+    monkeypatch.setattr(context, "flow_bit", counted)
+    monkeypatch.setattr(unused, "flow_bit", counted)
     for _ in range(3):  # runs made one after the other in one thread
-        checks = make_checks(SaTable(), Holds())
-        held = [
-            getattr(check, name)
-            for check in checks.order
-            for name in ("_sas", "_flows", "_usage")
-            if isinstance(getattr(check, name, None), (PerFlow, UnusedSaTracker))
-        ]
-        run = [h._bit for h in held]
-        assert len(run) >= 6 and len(set(run)) == len(run)
-        bits += run
-    assert max(bits) < 256
+        taken.clear()
+        FrameAnalyzer(SaTable(), Options())
+        assert len(taken) >= 6 and len(set(taken)) == len(taken), taken
+        assert max(taken) < 256
 
 
 # -- coverage: one walk, grouped by verdict and kind of SA ------------------------
