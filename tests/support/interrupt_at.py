@@ -51,6 +51,10 @@ def _install(name: str, how: str, stopped: str) -> None:
 
 
 if __name__ == "__main__":
+    # A Ctrl-C acts here as in a terminal's job, however the tests were started: a
+    # shell's background job (`pytest &`, nohup) starts with SIGINT ignored, and an
+    # ignored SIGINT is inherited, so the batch would never hear it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     _install(*sys.argv[1:4])
     sys.argv = ["espforensics", *sys.argv[4:]]
     from espforensics.__main__ import main
