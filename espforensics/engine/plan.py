@@ -19,6 +19,7 @@ from espforensics.checks.context import HEAD_LEN
 from espforensics.crypto import IV_LEN, CipherContext
 from espforensics.engine.plain import PlainColumns
 from espforensics.engine.wire import ADDR_LEN, I64, FrameBatch, Mask, WireColumns
+from espforensics.model.arrays import rows_at
 
 U64 = npt.NDArray[np.uint64]
 Index = npt.NDArray[np.intp]
@@ -182,8 +183,7 @@ def unopenable(sealed: I64, icv_len: I64, iv_wide: Mask) -> Mask:
 def cipher_heads(batch: FrameBatch, sealed_at: I64) -> npt.NDArray[np.uint8]:
     """Per row, the first HEAD_LEN bytes of its ciphertext (the leak check's evidence)."""
     view = np.frombuffer(batch.buf, np.uint8)
-    heads: npt.NDArray[np.uint8] = view[sealed_at[:, None] + np.arange(HEAD_LEN)]
-    return heads
+    return rows_at(view, sealed_at, HEAD_LEN)
 
 
 def flow_rows(plan: Plan, own: Index, view: npt.NDArray[np.uint8], raw: Buffer) -> FlowRows:
