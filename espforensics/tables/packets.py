@@ -335,6 +335,15 @@ class RowGroups:
             self._parts, self._rows = [], 0
 
 
+# packets.csv formatted a row group at a time: batches of 1,024 rows (the default) cost
+# 0.19 s of CPU per 200,000 rows of a steady run, one of 8,192 0.16 s; the same bytes.
+_CSV_OPTIONS = pacsv.WriteOptions(batch_size=ROW_GROUP)
+
+
+def _csv_writer(path: Path) -> pacsv.CSVWriter:
+    return pacsv.CSVWriter(str(path), CSV_SCHEMA, write_options=_CSV_OPTIONS)
+
+
 # Rows seen before the CSV's fate is projected from the bytes they came from.
 _SAMPLE = 65_536
 
@@ -368,7 +377,7 @@ class PacketTableWriter(RowGroups):
         )
         self._csv_path, self._csv_rows = csv_path, csv_rows
         self._rows_given = self._csv_written = 0  # rows handed to the thread; that it wrote
-        self._csv = None if csv_rows == 0 else pacsv.CSVWriter(str(csv_path), CSV_SCHEMA)
+        self._csv = None if csv_rows == 0 else _csv_writer(csv_path)
         self._size, self._deferred = size, False
         self.csv_dropped = False
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="espforensics-tables")
@@ -409,7 +418,7 @@ class PacketTableWriter(RowGroups):
 
     def _csv_from_parquet(self) -> None:
         """packets.csv as the writer would have written it: row group by row group."""
-        with pacsv.CSVWriter(str(self._csv_path), CSV_SCHEMA) as out:
+        with _csv_writer(self._csv_path) as out:
             parquet = pq.ParquetFile(self._parquet_path)
             for group in range(parquet.num_row_groups):
                 out.write_table(csv_table(parquet.read_row_group(group, use_threads=False)))
