@@ -51,7 +51,7 @@ from espforensics.decode.inner import (
     unchecked_protocol,
     whole_packet,
 )
-from espforensics.model.arrays import I64, U8, Mask, Strs, read_be, rows_at, u8
+from espforensics.model.arrays import I64, U8, Mask, Strs, distinct, read_be, rows_at, u8
 from espforensics.model.enums import FindingKind, InnerChecksum, Proto, Severity, Verdict
 from espforensics.model.evidence import BadChecksums, NextHeaderMismatch
 from espforensics.model.records import Finding, PacketRecord, SaKey
@@ -328,7 +328,7 @@ def check_inners(p: Payloads, x: InnerColumns, rows: Mask, outer: Outer) -> tupl
     v4_addrs = np.where(ip, x.v4, outer.v4)
     known = np.isin(x.proto, list(CHECKSUM_AT)) & ((x.proto != 1) | v4_addrs)
     todo = ((transport & ~natt) | (ip & ~frag)) & (p.nh != 59)
-    for proto in np.unique(x.proto[todo & ~known]).tolist():
+    for proto in distinct(x.proto[todo & ~known]).tolist():
         other = todo & ~known & (x.proto == proto)
         status[other], detail[other] = InnerChecksum.NOT_CHECKED.value, unchecked_protocol(proto)
     todo &= known
