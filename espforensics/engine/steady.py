@@ -472,6 +472,9 @@ class _Plain:
         if self._columns is None:
             return np.full(len(self._at), "", object)
         values: Strs = getattr(self._columns, name)
+        if self._keyed.all():  # a run of keyed rows: no "" to put in
+            mine: Strs = values[self._at]
+            return mine
         picked: Strs = np.where(self._keyed, values[self._at], "").astype(object)
         return picked
 
