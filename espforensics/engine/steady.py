@@ -68,7 +68,7 @@ from espforensics.engine.plan import (
 )
 from espforensics.engine.rows import SteadyRows
 from espforensics.engine.wire import I64, FrameBatch, Mask, WireColumns
-from espforensics.model.arrays import Strs
+from espforensics.model.arrays import Strs, distinct, distinct_inverse, rows_at
 from espforensics.model.options import Selection
 from espforensics.model.records import PacketRecord
 
@@ -102,7 +102,7 @@ class SteadyLane:
     def prepare(self, batch: FrameBatch, wire: WireColumns) -> Opening:
         """Which rows of ``batch`` the lane may take, and the packets to open for them."""
         n = len(batch)
-        plan = Plan([False] * n, np.full(n, -1, np.int64))
+        plan = Plan(np.zeros(n, np.bool_), np.full(n, -1, np.int64))
         rows = np.flatnonzero(wire.steady & _selected(self._an.options.select, batch, wire))
         plan.rows = rows
         plan.spi = wire.spi[rows]
@@ -128,10 +128,13 @@ class SteadyLane:
         plan.plain_at = np.full(len(rows), -1, np.int64)
         view = np.frombuffer(batch.buf, np.uint8)  # 16 zero bytes end it: WIDE may overrun
         width = max(HEAD_LEN, int(plan.icv_len.max()))  # an HMAC-SHA-512 ICV is 32 bytes
-        icv_at = (end - plan.icv_len)[:, None] + np.arange(width)
-        plan.icv = view[np.minimum(icv_at, len(view) - 1)]  # past an ICV: bytes not read
-        plan.iv_bytes = view[(at + ESP_HEADER_LEN)[:, None] + np.arange(WIDE)]
-        halves = plan.iv_bytes.copy().view(">u8").astype(np.uint64)
+        icv_from = end - plan.icv_len
+        if (icv_from + width <= len(view)).all():
+            plan.icv = rows_at(view, icv_from, width)
+        else:  # past an ICV: bytes not read
+            plan.icv = view[np.minimum(icv_from[:, None] + np.arange(width), len(view) - 1)]
+        plan.iv_bytes = rows_at(view, at + ESP_HEADER_LEN, WIDE)
+        halves = plan.iv_bytes.view(">u8").astype(np.uint64)
         plan.iv_wide = iv_len == WIDE
         plan.iv = np.where(plan.iv_wide, halves[:, 0] ^ halves[:, 1], halves[:, 0])
         plan.counter = np.zeros(len(rows), np.bool_)
@@ -151,7 +154,7 @@ class SteadyLane:
             flow = plan.flow[pos]
             parts.extend(
                 (ctx, pos[flow == f])
-                for f in np.unique(flow).tolist()
+                for f in distinct(flow).tolist()
                 if (ctx := plan.flows[f].state.ctx) is not None
             )
         opened = np.concatenate([own for _, own in parts]) if parts else np.zeros(0, np.intp)
@@ -190,12 +193,10 @@ class SteadyLane:
             plan.plain_at[decoded.good] = np.arange(len(decoded.good))
             plan.cts = decoded.columns.cipher_heads
             plan.columns = decoded.columns
-        taken = np.zeros(len(plan.taken), np.bool_)
         for unit in plan.units:
             if not unit.keyless:
                 unit.cut = min(unit.cut, self._verified(np.asarray(unit.rows, np.intp), plan))
-            taken[plan.rows[unit.rows[: unit.cut]]] = True
-        plan.taken = taken.tolist()
+            plan.taken[plan.rows[unit.rows[: unit.cut]]] = True
         return plan
 
     def _flows(self, wire: WireColumns, rows: Index) -> tuple[list[Flow], I64]:
@@ -293,7 +294,7 @@ class SteadyLane:
         unit.resumed += 1
         rest = unit.rows[bisect_right(unit.rows, int(plan.cand[row])) :]  # positions, in order
         unit.rows, unit.cut = rest, 0
-        flows = np.unique(plan.flow[rest]).tolist()
+        flows = distinct(plan.flow[rest]).tolist()
         if not rest or any(self._eligible(plan.flows[f]) != plan.scopes[f] for f in flows):
             return False  # the frame changed what the checks admit: the rest goes per frame
         pos = np.asarray(rest, np.intp)
@@ -305,8 +306,7 @@ class SteadyLane:
             moved = esn[plan.flow[pos]] & (plan.seq64[pos] != sealed_with)  # another AAD
             cut = min(cut, first_refused(moved), self._verified(pos, plan))
         unit.cut = cut
-        for p in rest[:cut]:
-            plan.taken[int(plan.rows[p])] = True
+        plan.taken[plan.rows[rest[:cut]]] = True
         return cut > 0
 
     def _prefix(
@@ -323,8 +323,7 @@ class SteadyLane:
         flow = plan.flow[pos]
         seq = wire.seq[plan.rows[pos]].astype(np.uint64)
         states: dict[SaState, list[int]] = {}
-        distinct = np.unique(flow).tolist()
-        for f in distinct:
+        for f in distinct(flow).tolist():
             states.setdefault(plan.flows[f].state, []).append(f)
         for state, own_flows in states.items():
             mine = np.isin(flow, own_flows)
@@ -342,7 +341,7 @@ class SteadyLane:
         pos = pos[: first_refused(fixed)]
         flow = flow[: len(pos)]
         bad = np.zeros(len(pos), np.bool_)
-        for f in np.unique(flow).tolist():
+        for f in distinct(flow).tolist():
             at = np.flatnonzero(flow == f)
             flow_view = flow_rows(plan, pos[at], view, raw)
             for check in self._checks:
@@ -359,7 +358,7 @@ class SteadyLane:
         refused = np.zeros(len(plan.rows), np.bool_)
         pos = np.flatnonzero(plan.unit >= 0)
         flow = plan.flow[pos]
-        for f in np.unique(flow).tolist():
+        for f in distinct(flow).tolist():
             own = pos[flow == f]
             rows = flow_rows(plan, own, view, raw)
             for check in self._checks:
@@ -392,12 +391,12 @@ class SteadyLane:
         keyless = pos[plan.plain_at[pos] < 0]  # every keyed row the lane takes was opened
         if len(keyless):
             _digest(plan, keyless, batch.buf)
-        for u in np.unique(plan.unit[pos]).tolist():
+        for u in distinct(plan.unit[pos]).tolist():
             mine = pos[plan.unit[pos] == u]
             for scope, own in scopes(plan, mine):
                 scope.commit(scope_rows(plan, mine[own]), _opened(plan, mine[own], view))
         flows = plan.flow[pos]
-        for f in np.unique(flows).tolist():
+        for f in distinct(flows).tolist():
             own = pos[flows == f]
             state = plan.flows[f].state
             state.tracker.commit(int(plan.seq64[own[-1]]))
@@ -418,9 +417,8 @@ class SteadyLane:
         records: tuple[PacketRecord, ...],
     ) -> SteadyRows:
         idx = np.asarray(rows, np.intp)
-        local, flow_idx = np.unique(plan.flow[pos], return_inverse=True)
+        local, flow_idx = distinct_inverse(plan.flow[pos])
         flows = tuple(plan.flows[f] for f in local.tolist())
-        flow_idx = flow_idx.ravel()
         at = plan.plain_at[pos]
         plain = _Plain(plan.columns, at)
         esn = np.array([f.state.ctx is not None and f.state.ctx.esn for f in flows], np.bool_)
@@ -479,6 +477,9 @@ class _Plain:
         if self._columns is None:
             return np.full(len(self._at), "", object)
         values: Strs = getattr(self._columns, name)
+        if self._keyed.all():  # a run of keyed rows: no "" to put in
+            mine: Strs = values[self._at]
+            return mine
         picked: Strs = np.where(self._keyed, values[self._at], "").astype(object)
         return picked
 
