@@ -51,7 +51,7 @@ from espforensics.decode.inner import (
     unchecked_protocol,
     whole_packet,
 )
-from espforensics.model.arrays import I64, U8, Mask, Strs, read_be, u8
+from espforensics.model.arrays import I64, U8, Mask, Strs, distinct, read_be, rows_at, u8
 from espforensics.model.enums import FindingKind, InnerChecksum, Proto, Severity, Verdict
 from espforensics.model.evidence import BadChecksums, NextHeaderMismatch
 from espforensics.model.records import Finding, PacketRecord, SaKey
@@ -256,8 +256,7 @@ def _words(view: U8, at: I64, rows: Mask, width: int) -> U64:
     out = np.zeros(len(at), np.uint64)
     pick = np.flatnonzero(rows)
     if len(pick):
-        idx = at[pick, None] + np.arange(0, width, 2)
-        out[pick] = (view[idx].astype(np.uint64) << np.uint64(8) | view[idx + 1]).sum(axis=1)
+        out[pick] = rows_at(view, at[pick], width).view(">u2").sum(axis=1, dtype=np.uint64)
     return out
 
 
@@ -329,7 +328,7 @@ def check_inners(p: Payloads, x: InnerColumns, rows: Mask, outer: Outer) -> tupl
     v4_addrs = np.where(ip, x.v4, outer.v4)
     known = np.isin(x.proto, list(CHECKSUM_AT)) & ((x.proto != 1) | v4_addrs)
     todo = ((transport & ~natt) | (ip & ~frag)) & (p.nh != 59)
-    for proto in np.unique(x.proto[todo & ~known]).tolist():
+    for proto in distinct(x.proto[todo & ~known]).tolist():
         other = todo & ~known & (x.proto == proto)
         status[other], detail[other] = InnerChecksum.NOT_CHECKED.value, unchecked_protocol(proto)
     todo &= known

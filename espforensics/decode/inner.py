@@ -27,7 +27,7 @@ from espforensics.decode.clear import internet_checksum
 from espforensics.decode.esp import protocol_name
 from espforensics.decode.ip import parse_ip
 from espforensics.errors import Truncated
-from espforensics.model.arrays import I64, U8, Mask, Strs, read_be, u8
+from espforensics.model.arrays import I64, U8, Mask, Strs, distinct, read_be, rows_at, u8
 from espforensics.model.enums import InnerChecksum
 from espforensics.model.records import new_tuple
 
@@ -112,7 +112,7 @@ class InnerColumns(NamedTuple):
 
 def _names(values: I64, ok: Mask, name: object) -> Strs:
     out = np.full(len(values), "", dtype=object)
-    for v in np.unique(values[ok]).tolist():
+    for v in distinct(values[ok]).tolist():
         out[ok & (values == v)] = name(v)  # type: ignore[operator]
     return out
 
@@ -123,7 +123,7 @@ def _addresses(view: U8, at: I64, ok: Mask, width: int) -> Strs:
     rows = np.flatnonzero(ok)
     if not len(rows):
         return out
-    raw = view[at[rows, None] + np.arange(width)]
+    raw = rows_at(view, at[rows], width)
     # IPv4: each address as one 32-bit number (sorts 5x faster than 4-byte voids); its
     # bytes in memory are the address's, whatever the machine's byte order.
     packed = raw.view(np.uint32 if width == 4 else np.dtype((np.void, width))).ravel()

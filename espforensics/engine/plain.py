@@ -35,7 +35,7 @@ from espforensics.decode.ip import PROTO_ESP
 from espforensics.decode.ipcomp import PROTO_IPCOMP
 from espforensics.decode.trailer import parse_trailers
 from espforensics.errors import MalformedPacket
-from espforensics.model.arrays import I64, Mask, Strs
+from espforensics.model.arrays import I64, Mask, Strs, rows_at
 
 __all__ = ["Decoded", "PlainColumns", "decode_plaintexts"]
 
@@ -93,7 +93,7 @@ def decode_plaintexts(
     pad = np.where(long, trailers.pad_len, 0)
     nh = np.where(long, trailers.next_header, 0)
     payload = n - 2 - pad
-    heads = view[np.where(ok, start, 0)[:, None] + np.arange(HEAD_LEN)]
+    heads = rows_at(view, np.where(ok, start, 0), HEAD_LEN)
     inner = parse_inners(view, start, payload, nh, ok, outer_src, outer_dst)
     name, src, dst, sport, dport = inner.proto_name, inner.src, inner.dst, inner.sport, inner.dport
     for row in np.flatnonzero(ok & ~inner.decoded).tolist():  # the layouts decoded one by one

@@ -20,6 +20,7 @@ from espforensics.crypto import IV_LEN, CipherContext
 from espforensics.decode.digest import RowDigests, kept_source
 from espforensics.engine.plain import PlainColumns
 from espforensics.engine.wire import ADDR_LEN, I64, FrameBatch, Mask, WireColumns
+from espforensics.model.arrays import distinct, rows_at
 
 U64 = npt.NDArray[np.uint64]
 Index = npt.NDArray[np.intp]
@@ -153,13 +154,25 @@ class Opening:
 
 
 def distinct_flows(wire: WireColumns, rows: Index) -> tuple[Index, I64]:
-    """The first of ``rows`` of each distinct (SPI, IP version, addresses), and each row's."""
-    key = np.empty((len(rows), 5 + 2 * ADDR_LEN), np.uint8)
+    """The first of ``rows`` of each distinct (SPI, IP version, addresses), and each row's,
+    in the order of those keys' bytes (the SPI's first, big endian).
+
+    Most batches have one flow per SPI: the SPIs alone are sorted (as numbers, the
+    order of their bytes), and the rest of each row's key compared with its SPI's first
+    row's; only a batch where they differ sorts the whole keys (37 bytes a row).
+    """
     spi = wire.spi[rows]
+    rest = np.empty((len(rows), 1 + 2 * ADDR_LEN), np.uint8)
+    rest[:, 0] = wire.ip_version[rows]
+    rest[:, 1:] = wire.addrs[rows]
+    _, first, inverse = np.unique(spi, return_index=True, return_inverse=True)
+    inverse = inverse.ravel().astype(np.int64)
+    if (rest == rest[first[inverse]]).all():
+        return first, inverse
+    key = np.empty((len(rows), 4 + rest.shape[1]), np.uint8)
     for k in range(4):
         key[:, k] = (spi >> (24 - 8 * k)) & 0xFF
-    key[:, 4] = wire.ip_version[rows]
-    key[:, 5:] = wire.addrs[rows]
+    key[:, 4:] = rest
     packed = key.view(np.dtype((np.void, key.shape[1]))).ravel()
     _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
     return first, inverse.ravel().astype(np.int64)
@@ -183,8 +196,7 @@ def unopenable(sealed: I64, icv_len: I64, iv_wide: Mask) -> Mask:
 def cipher_heads(batch: FrameBatch, sealed_at: I64) -> npt.NDArray[np.uint8]:
     """Per row, the first HEAD_LEN bytes of its ciphertext (the leak check's evidence)."""
     view = np.frombuffer(batch.buf, np.uint8)
-    heads: npt.NDArray[np.uint8] = view[sealed_at[:, None] + np.arange(HEAD_LEN)]
-    return heads
+    return rows_at(view, sealed_at, HEAD_LEN)
 
 
 def flow_rows(plan: Plan, own: Index, view: npt.NDArray[np.uint8], raw: Buffer) -> FlowRows:
@@ -232,7 +244,7 @@ def scopes(plan: Plan, pos: Index) -> list[tuple[Scope, Index]]:
     """Per check, in the registry's order, and per scope of it among the rows ``pos``:
     (scope, which rows)."""
     flow = plan.flow[pos]
-    flows = np.unique(flow).tolist()
+    flows = distinct(flow).tolist()
     out: list[tuple[Scope, Index]] = []
     for k in range(len(plan.scopes[flows[0]]) if flows else 0):
         shared: dict[int, tuple[Scope, list[int]]] = {}

@@ -68,7 +68,7 @@ from espforensics.engine.plan import (
 )
 from espforensics.engine.rows import SteadyRows
 from espforensics.engine.wire import I64, FrameBatch, Mask, WireColumns
-from espforensics.model.arrays import Strs
+from espforensics.model.arrays import Strs, distinct, distinct_inverse
 from espforensics.model.options import Selection
 from espforensics.model.records import PacketRecord
 
@@ -151,7 +151,7 @@ class SteadyLane:
             flow = plan.flow[pos]
             parts.extend(
                 (ctx, pos[flow == f])
-                for f in np.unique(flow).tolist()
+                for f in distinct(flow).tolist()
                 if (ctx := plan.flows[f].state.ctx) is not None
             )
         opened = np.concatenate([own for _, own in parts]) if parts else np.zeros(0, np.intp)
@@ -288,7 +288,7 @@ class SteadyLane:
         unit.resumed += 1
         rest = unit.rows[bisect_right(unit.rows, int(plan.cand[row])) :]  # positions, in order
         unit.rows, unit.cut = rest, 0
-        flows = np.unique(plan.flow[rest]).tolist()
+        flows = distinct(plan.flow[rest]).tolist()
         if not rest or any(self._eligible(plan.flows[f]) != plan.scopes[f] for f in flows):
             return False  # the frame changed what the checks admit: the rest goes per frame
         pos = np.asarray(rest, np.intp)
@@ -318,8 +318,7 @@ class SteadyLane:
         flow = plan.flow[pos]
         seq = wire.seq[plan.rows[pos]].astype(np.uint64)
         states: dict[SaState, list[int]] = {}
-        distinct = np.unique(flow).tolist()
-        for f in distinct:
+        for f in distinct(flow).tolist():
             states.setdefault(plan.flows[f].state, []).append(f)
         for state, own_flows in states.items():
             mine = np.isin(flow, own_flows)
@@ -337,7 +336,7 @@ class SteadyLane:
         pos = pos[: first_refused(fixed)]
         flow = flow[: len(pos)]
         bad = np.zeros(len(pos), np.bool_)
-        for f in np.unique(flow).tolist():
+        for f in distinct(flow).tolist():
             at = np.flatnonzero(flow == f)
             flow_view = flow_rows(plan, pos[at], view, raw)
             for check in self._checks:
@@ -354,7 +353,7 @@ class SteadyLane:
         refused = np.zeros(len(plan.rows), np.bool_)
         pos = np.flatnonzero(plan.unit >= 0)
         flow = plan.flow[pos]
-        for f in np.unique(flow).tolist():
+        for f in distinct(flow).tolist():
             own = pos[flow == f]
             rows = flow_rows(plan, own, view, raw)
             for check in self._checks:
@@ -387,12 +386,12 @@ class SteadyLane:
         keyless = pos[plan.plain_at[pos] < 0]  # every keyed row the lane takes was opened
         if len(keyless) and kept_source(batch.buf) is None:  # else made when a check reads it
             _digest(plan, keyless, batch.buf)
-        for u in np.unique(plan.unit[pos]).tolist():
+        for u in distinct(plan.unit[pos]).tolist():
             mine = pos[plan.unit[pos] == u]
             for scope, own in scopes(plan, mine):
                 scope.commit(scope_rows(plan, mine[own], batch.buf), _opened(plan, mine[own], view))
         flows = plan.flow[pos]
-        for f in np.unique(flows).tolist():
+        for f in distinct(flows).tolist():
             own = pos[flows == f]
             state = plan.flows[f].state
             state.tracker.commit(int(plan.seq64[own[-1]]))
@@ -413,9 +412,8 @@ class SteadyLane:
         records: tuple[PacketRecord, ...],
     ) -> SteadyRows:
         idx = np.asarray(rows, np.intp)
-        local, flow_idx = np.unique(plan.flow[pos], return_inverse=True)
+        local, flow_idx = distinct_inverse(plan.flow[pos])
         flows = tuple(plan.flows[f] for f in local.tolist())
-        flow_idx = flow_idx.ravel()
         at = plan.plain_at[pos]
         plain = _Plain(plan.columns, at)
         esn = np.array([f.state.ctx is not None and f.state.ctx.esn for f in flows], np.bool_)

@@ -59,7 +59,7 @@ from espforensics.decode.tunnel import (
     TUNNEL_PROTOS,
     VXLAN_PORTS,
 )
-from espforensics.model.arrays import read_be
+from espforensics.model.arrays import read_be, rows_at
 from espforensics.model.arrays import u8 as _u8
 
 I64 = npt.NDArray[np.int64]
@@ -291,13 +291,10 @@ def parse(batch: FrameBatch, natt_ports: frozenset[int]) -> WireColumns:
     # -- addresses, for the flow lookup: 16 bytes a side (IPv4 in the first 4)
     addrs = np.zeros((n, 2 * ADDR_LEN), np.uint8)
     rows = np.flatnonzero(esp)
-    src_at = np.where(v4, l3 + 12, l3 + 8)[rows]
-    width = np.where(v4[rows], 4, ADDR_LEN)
-    for k in range(ADDR_LEN):
-        take = width > k
-        idx = rows[take]
-        addrs[idx, k] = view[src_at[take] + k]
-        addrs[idx, ADDR_LEN + k] = view[src_at[take] + k + width[take]]
+    four, six = rows[v4[rows]], rows[~v4[rows]]
+    pair = rows_at(view, l3[four] + 12, 8)  # RFC 791 s3.1: source, then destination
+    addrs[four, :4], addrs[four, ADDR_LEN : ADDR_LEN + 4] = pair[:, :4], pair[:, 4:]
+    addrs[six] = rows_at(view, l3[six] + 8, 2 * ADDR_LEN)  # RFC 8200 s3
     return WireColumns(
         steady=esp,
         l3=l3 - start,

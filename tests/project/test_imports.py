@@ -21,6 +21,7 @@ import pytest
 import typer
 
 from espforensics.cli import app
+from espforensics.synth.__main__ import main as synth_main
 from espforensics.synth.capture import write_scenario
 from espforensics.synth.scenarios import SCENARIOS
 
@@ -334,6 +335,19 @@ def test_analyze_without_plots_imports_only_what_the_run_uses(tmp_path: Path) ->
     assert {"espforensics.rewrite", "espforensics.keys.yaml_file"} <= loaded  # imported
     unused = {m for m in loaded if any(m == n or m.startswith(n + ".") for n in NOT_IN_A_RUN)}
     assert unused == set()
+
+
+@pytest.mark.slow
+def test_a_run_the_steady_lane_takes_imports_no_pyarrow_compute(tmp_path: Path) -> None:
+    """The packets table of the lane's runs is built from buffers (tables/arrow.py ``pick``,
+    ``hex_rows``): pyarrow.compute's import, 0.04 s, is not a cost of a clean capture."""
+    capture = tmp_path / "clean.pcap"
+    assert synth_main(["bench", "3000", str(capture), "--algorithm", "gcm", "--ivs", "seq"]) == 0
+    out = tmp_path / "out"
+    args = ["analyze", str(capture), "--sa", str(tmp_path / "clean.keys.yaml"), "--no-plots"]
+    code, loaded = _run_cli([*args, "--quiet", "--out", str(out)], tmp_path)
+    assert code == 0
+    assert "pyarrow.compute" not in loaded
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,16 @@ from hypothesis import strategies as st
 
 from espforensics.model.enums import Proto, Verdict
 from espforensics.model.records import PacketRecord
-from espforensics.tables.arrow import bools, from_list, from_numpy, scalar, strings, to_numpy
+from espforensics.tables.arrow import (
+    bools,
+    from_list,
+    from_numpy,
+    hex_rows,
+    pick,
+    scalar,
+    strings,
+    to_numpy,
+)
 from espforensics.tables.packets import TIME_TYPE, packet_schema, records_to_table
 
 SETTINGS = settings(max_examples=200, deadline=None)
@@ -63,6 +72,24 @@ def test_string_lists_and_object_arrays(values: list[str | None]) -> None:
     reference = pa.array(values, pa.string())
     _same(from_list(values, pa.string()), reference)
     _same(strings(np.array(values, dtype=object).reshape(-1)), reference)
+
+
+@SETTINGS
+@given(st.lists(TEXT, min_size=1, max_size=5), st.data())
+def test_picked_values(values: list[str], data: st.DataObject) -> None:
+    """``pick`` is ``values[i]`` for each index, one value repeated or several mixed."""
+    idx = data.draw(st.lists(st.integers(0, len(values) - 1), max_size=40))
+    picked = pick(values, np.array(idx, np.int64))
+    _same(picked, pa.array([values[i] for i in idx], pa.string()))
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.binary(min_size=16, max_size=16), st.sampled_from([8, 16]))))
+def test_hex_rows_are_bytes_hex(rows: list[tuple[bytes, int]]) -> None:
+    """The IV column: each row's first 8 or 16 bytes as ``bytes.hex`` writes them."""
+    block = np.frombuffer(b"".join(r for r, _ in rows), np.uint8).reshape(len(rows), 16)
+    used = np.array([u for _, u in rows], np.int64)
+    _same(hex_rows(block, used), pa.array([r[:u].hex() for r, u in rows], pa.string()))
 
 
 @SETTINGS

@@ -1,0 +1,41 @@
+"""model/arrays.py: the bulk rules' reads of many rows, against one read per row."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from espforensics.model.arrays import distinct, distinct_inverse, read_be, rows_at
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=1, max_size=64), st.integers(1, 16), st.data())
+def test_rows_at_reads_the_bytes_at_each(buf: bytes, width: int, data: st.DataObject) -> None:
+    """Each row is ``buf[at:at + width]``; an offset whose bytes run past the end raises
+    IndexError, as the gather of one index per byte does."""
+    view = np.frombuffer(buf, np.uint8)
+    at = data.draw(st.lists(st.integers(0, len(buf) + 2), max_size=12))
+    offsets = np.array(at, np.int64)
+    if any(a + width > len(buf) for a in at):
+        with pytest.raises(IndexError):
+            rows_at(view, offsets, width)
+        return
+    rows = rows_at(view, offsets, width)
+    assert rows.shape == (len(at), width)
+    assert [row.tobytes() for row in rows] == [buf[a : a + width] for a in at]
+    words = read_be(view, offsets, np.ones(len(at), np.bool_), min(width, 4))
+    assert words.tolist() == [int.from_bytes(buf[a : a + min(width, 4)]) for a in at]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 40), st.integers(-(2**63), 2**63 - 1)), max_size=40))
+def test_distinct_is_np_unique(values: list[int]) -> None:
+    """Counted (small non-negative ints) or not, the values and inverse of ``np.unique``."""
+    array = np.array(values, np.int64)
+    found, inverse = np.unique(array, return_inverse=True)
+    assert distinct(array).tolist() == found.tolist()
+    got, rows = distinct_inverse(array)
+    assert got.tolist() == found.tolist()
+    assert rows.tolist() == inverse.ravel().tolist()
