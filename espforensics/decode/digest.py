@@ -68,21 +68,25 @@ def kept_source(buf: bytes | mmap.mmap) -> mmap.mmap | None:
 class RowDigests:
     """Each row's digest (``PacketContext.digest``), ``self(i)`` for row ``i``: the
     first ``made_len[i]`` bytes of ``made[i]`` (its ICV, or a digest ``esp_digests``
-    made), or where that is 0, ``esp_digest`` of ``source[esp_at[i]:end[i]]`` then.
+    made), or where that is 0 or there is none made, ``esp_digest`` of its ESP bytes
+    ``source[a:b]``, ``(a, b)`` its row of ``spans``, made then.
 
     The checks' windows of evidence keep it and call it only for a row they read.
-    ``source`` is None when every row is made (``kept_source``).
+    ``source`` is None when every row is made (``kept_source``); a run without keys
+    keeps no ``made`` rows, and a keyed one no ``spans``: 16 bytes a row either way.
     """
 
-    made: npt.NDArray[np.uint8]
-    made_len: npt.NDArray[np.int64]
+    made: npt.NDArray[np.uint8] | None
+    made_len: npt.NDArray[np.int64] | None
     source: mmap.mmap | None
-    esp_at: npt.NDArray[np.int64]
-    end: npt.NDArray[np.int64]
+    spans: npt.NDArray[np.int64] | None  # rows of (start, end)
 
     def __call__(self, i: int) -> bytes:
-        n = int(self.made_len[i])
-        if n:
-            return self.made[i, :n].tobytes()
-        assert self.source is not None  # the lane hashed every row of a buffer not kept
-        return esp_digest(self.source[int(self.esp_at[i]) : int(self.end[i])])
+        if self.made is not None and self.made_len is not None:
+            n = int(self.made_len[i])
+            if n:
+                return self.made[i, :n].tobytes()
+        # the lane hashed every row of a buffer not kept
+        assert self.source is not None and self.spans is not None
+        start, end = self.spans[i].tolist()
+        return esp_digest(self.source[start:end])

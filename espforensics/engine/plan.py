@@ -235,9 +235,11 @@ def scope_rows(plan: Plan, own: Index, raw: Buffer) -> ScopeRows:
 def digests(plan: Plan, own: Index, raw: Buffer) -> RowDigests:
     """The digests of the rows ``own``: an ICV, a digest the lane made (a keyless row of a
     buffer not kept), else made from ``raw`` when a check reads it (decode/digest.py)."""
-    return RowDigests(
-        plan.icv[own], plan.icv_len[own], kept_source(raw), plan.esp_at[own], plan.end[own]
-    )
+    made_len, source = plan.icv_len[own], kept_source(raw)
+    spans = np.stack((plan.esp_at[own], plan.end[own]), axis=1)
+    if source is not None and not made_len.any():  # none made: a run without keys
+        return RowDigests(None, None, source, spans)
+    return RowDigests(plan.icv[own], made_len, source, None if made_len.all() else spans)
 
 
 def scopes(plan: Plan, pos: Index) -> list[tuple[Scope, Index]]:

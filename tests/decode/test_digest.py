@@ -100,7 +100,10 @@ def test_row_digests_are_made_when_asked_from_the_mapped_file(tmp_path: Path) ->
         assert kept_source(mapped) is mapped and kept_source(bytes(mapped)) is None
         made = np.zeros((4, 32), np.uint8)
         made[1, :20] = 0xAB  # an ICV of 20 bytes
-        digests = RowDigests(made, np.array([0, 20, 0, 0]), mapped, starts[:-1] + 8, starts[1:] - 1)
+        spans = np.stack((starts[:-1] + 8, starts[1:] - 1), axis=1)
+        digests = RowDigests(made, np.array([0, 20, 0, 0]), mapped, spans)
         assert digests(1) == b"\xab" * 20
         for i in (0, 2, 3):
             assert digests(i) == esp_digest(packets[i][8:-1])
+        keyless = RowDigests(None, None, mapped, spans)  # a run without keys: none made
+        assert [keyless(i) for i in range(4)] == [esp_digest(p[8:-1]) for p in packets]

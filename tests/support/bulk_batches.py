@@ -122,9 +122,8 @@ def made(icvs: list[bytes]) -> RowDigests:
     length first."""
     width = max(HEAD_LEN, *map(len, icvs)) if icvs else HEAD_LEN
     rows = np.array([list(icv.ljust(width, b"\0")) for icv in icvs], np.uint8)
-    none = np.zeros(len(icvs), np.int64)
     lens = np.array([len(icv) for icv in icvs], np.int64)
-    return RowDigests(rows.reshape(len(icvs), width), lens, None, none, none)
+    return RowDigests(rows.reshape(len(icvs), width), lens, None, None)
 
 
 def opened(pkts: list[Pkt]) -> Opened:
