@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from espforensics.capture.compression import ByteSource
+from espforensics.model.arrays import rows_at
 from espforensics.model.records import Frame, new_tuple
 
 I64 = npt.NDArray[np.int64]
@@ -169,7 +170,7 @@ def records_batch(
     """The batch of the pcap records whose headers sit at ``heads`` of ``joined`` (at
     least PAD bytes after the last), numbered from ``first``."""
     view = np.frombuffer(joined, np.uint8)
-    fields = view[heads[:, None] + np.arange(RECORD_HEADER_LEN)].view(layout.order + "u4")
+    fields = rows_at(view, heads, RECORD_HEADER_LEN).view(layout.order + "u4")
     sec, frac, caplen, wirelen = fields.astype(np.int64).T  # the first 16 of every layout
     n = len(heads)
     number = np.arange(first, first + n, dtype=np.int64)

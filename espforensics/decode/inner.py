@@ -19,9 +19,11 @@ raises nothing: what it cannot verify is ``not_checked`` with the reason.
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from espforensics.decode.clear import internet_checksum
 from espforensics.decode.esp import protocol_name
@@ -110,27 +112,23 @@ class InnerColumns(NamedTuple):
     l4_end: I64  # and where the inner datagram (or the payload) ends
 
 
-def _names(values: I64, ok: Mask, name: object) -> Strs:
-    out = np.full(len(values), "", dtype=object)
+def _fill_names(out: Strs, values: I64, ok: Mask, name: Callable[[int], str]) -> None:
+    """``name(v)`` into ``out`` at each row of ``ok`` (one call per distinct value)."""
     for v in distinct(values[ok]).tolist():
-        out[ok & (values == v)] = name(v)  # type: ignore[operator]
-    return out
+        out[ok & (values == v)] = name(v)
 
 
-def _addresses(view: U8, at: I64, ok: Mask, width: int) -> Strs:
-    """Text of the ``width``-byte addresses at ``at`` (one ntop per distinct address)."""
-    out = np.full(len(at), "", dtype=object)
-    rows = np.flatnonzero(ok)
-    if not len(rows):
-        return out
+def _addresses(view: U8, at: I64, rows: npt.NDArray[np.intp], width: int) -> Strs:
+    """Text of the ``width``-byte addresses at ``at`` of ``rows`` (one ntop per distinct
+    address), one per row of ``rows``."""
     raw = rows_at(view, at[rows], width)
     # IPv4: each address as one 32-bit number (sorts 5x faster than 4-byte voids); its
     # bytes in memory are the address's, whatever the machine's byte order.
     packed = raw.view(np.uint32 if width == 4 else np.dtype((np.void, width))).ravel()
     uniq, inverse = np.unique(packed, return_inverse=True)
     text = np.array([ntop(u.tobytes()) for u in uniq], dtype=object)
-    out[rows] = text[inverse.ravel()]
-    return out
+    found: Strs = text[inverse.ravel()]
+    return found
 
 
 def parse_inners(
@@ -162,14 +160,16 @@ def parse_inners(
     fast = ok & (~ip | v4 | v6) & ~(ported & (l4_end - l4_at < 4))
     sport = np.where(ported & fast, read_be(view, l4_at, ported & fast, 2), -1)
     dport = np.where(ported & fast, read_be(view, l4_at + 2, ported & fast, 2), -1)
-    name = np.where(later, _names(proto, fast & later, fragment_name), "")
-    name = np.where(fast & ~later, _names(proto, fast & ~later, l4_name), name)
-    src = np.where(ip, "", outer_src).astype(object)
-    dst = np.where(ip, "", outer_dst).astype(object)
+    name = np.full(len(ok), "", dtype=object)
+    _fill_names(name, proto, fast & later, fragment_name)
+    _fill_names(name, proto, fast & ~later, l4_name)
+    src, dst = np.array(outer_src, dtype=object), np.array(outer_dst, dtype=object)
+    src[ip], dst[ip] = "", ""  # an inner IP packet's own, below, or none
     for mask, width, at in ((v4 & fast, 4, 12), (v6 & fast, 16, 8)):
-        src = np.where(mask, _addresses(view, start + at, mask, width), src)
-        dst = np.where(mask, _addresses(view, start + at + width, mask, width), dst)
-    src, dst, name = src.astype(object), dst.astype(object), name.astype(object)
+        rows = np.flatnonzero(mask)
+        if len(rows):
+            src[rows] = _addresses(view, start + at, rows, width)
+            dst[rows] = _addresses(view, start + at + width, rows, width)
     return InnerColumns(
         fast, name, src, dst, sport, dport, v4 & fast, v6 & fast, proto, l4_at, l4_end
     )

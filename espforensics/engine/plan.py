@@ -55,7 +55,7 @@ class Plan:
     the batch's frames in a common layout, in capture order.
     """
 
-    taken: list[bool]  # per batch row
+    taken: Mask  # per batch row
     cand: I64  # per batch row: its candidate position, or -1
     rows: Index = field(default_factory=lambda: np.zeros(0, np.intp))  # position -> batch row
     spi: I64 = field(default_factory=lambda: np.zeros(0, np.int64))

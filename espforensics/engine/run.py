@@ -278,7 +278,7 @@ class Engine:
         """The batch in capture order: the lane's runs in bulk, the other frames one by one."""
         an = self._an
         inert = wire.inert
-        free = np.asarray(plan.taken, np.bool_) | inert  # may go without the per-frame path
+        free = plan.taken | inert  # may go without the per-frame path
         i, n = 0, len(batch)
         while i < n:
             if free[i] and not an.busy:
@@ -293,16 +293,16 @@ class Engine:
                 unit = plan.unit_of.get(state)
                 if unit is not None and own is not unit:
                     plan.invalidate(unit, i)  # the plan did not count on this frame
-                    free = np.asarray(plan.taken, np.bool_) | inert
+                    free = plan.taken | inert
             if own is not None and lane.resume(plan, own, batch, wire, i):
-                free = np.asarray(plan.taken, np.bool_) | inert  # its SAs' rest, planned again
+                free = plan.taken | inert  # its SAs' rest, planned again
             i += 1
 
     def _run(
         self, lane: SteadyLane, batch: FrameBatch, wire: WireColumns, plan: Plan, i: int, j: int
     ) -> Iterator[Row]:
         """Frames ``i`` to ``j`` (excluded), each the lane's or without ESP."""
-        mine = np.asarray(plan.taken[i:j], np.bool_)
+        mine = plan.taken[i:j]
         rows = (np.flatnonzero(mine) + i).tolist()
         frame, process = batch.frame, self._an.process
         others = (np.flatnonzero(~mine) + i).tolist()  # inert: no ESP

@@ -68,7 +68,7 @@ from espforensics.engine.plan import (
 )
 from espforensics.engine.rows import SteadyRows
 from espforensics.engine.wire import I64, FrameBatch, Mask, WireColumns
-from espforensics.model.arrays import Strs, distinct, distinct_inverse
+from espforensics.model.arrays import Strs, distinct, distinct_inverse, rows_at
 from espforensics.model.options import Selection
 from espforensics.model.records import PacketRecord
 
@@ -102,7 +102,7 @@ class SteadyLane:
     def prepare(self, batch: FrameBatch, wire: WireColumns) -> Opening:
         """Which rows of ``batch`` the lane may take, and the packets to open for them."""
         n = len(batch)
-        plan = Plan([False] * n, np.full(n, -1, np.int64))
+        plan = Plan(np.zeros(n, np.bool_), np.full(n, -1, np.int64))
         rows = np.flatnonzero(wire.steady & _selected(self._an.options.select, batch, wire))
         plan.rows = rows
         plan.spi = wire.spi[rows]
@@ -128,10 +128,13 @@ class SteadyLane:
         plan.plain_at = np.full(len(rows), -1, np.int64)
         view = np.frombuffer(batch.buf, np.uint8)  # 16 zero bytes end it: WIDE may overrun
         width = max(HEAD_LEN, int(plan.icv_len.max()))  # an HMAC-SHA-512 ICV is 32 bytes
-        icv_at = (end - plan.icv_len)[:, None] + np.arange(width)
-        plan.icv = view[np.minimum(icv_at, len(view) - 1)]  # past an ICV: bytes not read
-        plan.iv_bytes = view[(at + ESP_HEADER_LEN)[:, None] + np.arange(WIDE)]
-        halves = plan.iv_bytes.copy().view(">u8").astype(np.uint64)
+        icv_from = end - plan.icv_len
+        if (icv_from + width <= len(view)).all():
+            plan.icv = rows_at(view, icv_from, width)
+        else:  # past an ICV: bytes not read
+            plan.icv = view[np.minimum(icv_from[:, None] + np.arange(width), len(view) - 1)]
+        plan.iv_bytes = rows_at(view, at + ESP_HEADER_LEN, WIDE)
+        halves = plan.iv_bytes.view(">u8").astype(np.uint64)
         plan.iv_wide = iv_len == WIDE
         plan.iv = np.where(plan.iv_wide, halves[:, 0] ^ halves[:, 1], halves[:, 0])
         plan.counter = np.zeros(len(rows), np.bool_)
@@ -190,12 +193,10 @@ class SteadyLane:
             plan.plain_at[decoded.good] = np.arange(len(decoded.good))
             plan.cts = decoded.columns.cipher_heads
             plan.columns = decoded.columns
-        taken = np.zeros(len(plan.taken), np.bool_)
         for unit in plan.units:
             if not unit.keyless:
                 unit.cut = min(unit.cut, self._verified(np.asarray(unit.rows, np.intp), plan))
-            taken[plan.rows[unit.rows[: unit.cut]]] = True
-        plan.taken = taken.tolist()
+            plan.taken[plan.rows[unit.rows[: unit.cut]]] = True
         return plan
 
     def _flows(self, wire: WireColumns, rows: Index) -> tuple[list[Flow], I64]:
@@ -300,8 +301,7 @@ class SteadyLane:
             moved = esn[plan.flow[pos]] & (plan.seq64[pos] != sealed_with)  # another AAD
             cut = min(cut, first_refused(moved), self._verified(pos, plan))
         unit.cut = cut
-        for p in rest[:cut]:
-            plan.taken[int(plan.rows[p])] = True
+        plan.taken[plan.rows[rest[:cut]]] = True
         return cut > 0
 
     def _prefix(
@@ -472,6 +472,9 @@ class _Plain:
         if self._columns is None:
             return np.full(len(self._at), "", object)
         values: Strs = getattr(self._columns, name)
+        if self._keyed.all():  # a run of keyed rows: no "" to put in
+            mine: Strs = values[self._at]
+            return mine
         picked: Strs = np.where(self._keyed, values[self._at], "").astype(object)
         return picked
 

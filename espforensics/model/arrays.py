@@ -67,8 +67,8 @@ def distinct_inverse(values: I64) -> tuple[I64, I64]:
 
 def read_be(view: U8, at: I64, ok: Mask, width: int) -> I64:
     """The ``width``-byte big-endian number at ``at`` of each row (0 where ``ok`` is False)."""
-    out = np.zeros(len(at), np.int64)
     safe = np.where(ok, at, 0)
-    for k in range(width):
+    out = view[safe].astype(np.int64)
+    for k in range(1, width):
         out = (out << 8) | view[safe + k]
     return np.where(ok, out, 0)

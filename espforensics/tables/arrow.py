@@ -90,14 +90,14 @@ def pick(values: Sequence[str], idx: npt.NDArray[np.int64]) -> pa.Array:
     value throughout (a steady run's protocol, verdict, empty columns) is
     its bytes repeated; several are joined in C from an object array.
     """
-    raw = [v.encode() for v in values]
     n = len(idx)
-    lengths = np.fromiter(map(len, raw), np.int32, len(raw))
     offsets = np.zeros(n + 1, np.int32)
     if n and (idx == idx[0]).all():
-        k = int(idx[0])
-        np.multiply(np.arange(1, n + 1, dtype=np.int32), lengths[k], out=offsets[1:])
-        return _string_array(n, None, offsets, raw[k] * n)
+        one = values[int(idx[0])].encode()
+        np.multiply(np.arange(1, n + 1, dtype=np.int32), len(one), out=offsets[1:])
+        return _string_array(n, None, offsets, one * n)
+    raw = [v.encode() for v in values]
+    lengths = np.fromiter(map(len, raw), np.int32, len(raw))
     np.cumsum(lengths[idx], out=offsets[1:])
     table = np.empty(len(raw), object)
     table[:] = raw
