@@ -492,5 +492,5 @@ def _opened(plan: Plan, rows: Index, view: npt.NDArray[np.uint8]) -> Opened:
     """What opening a scope's rows showed; a keyless scope's: its ciphertext's first bytes."""
     at = plan.plain_at[rows]
     if plan.columns is None or (at < 0).all():
-        return Opened(view[plan.sealed_at[rows][:, None] + np.arange(HEAD_LEN)], None)
+        return Opened(rows_at(view, plan.sealed_at[rows], HEAD_LEN), None)
     return Opened(plan.cts[at], plan.columns.heads[at])
