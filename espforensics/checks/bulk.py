@@ -33,6 +33,7 @@ import numpy.typing as npt
 from espforensics.bounded.intervals import I64, U8, U64
 from espforensics.capture.batch import Buffer
 from espforensics.checks.context import Flow
+from espforensics.decode.digest import RowDigests
 from espforensics.decode.inner import InnerColumns
 from espforensics.model.arrays import Strs
 
@@ -45,10 +46,11 @@ class FlowRows:
 
     ``iv``: an 8-byte IV as a number, or a 16-byte IV's 64-bit fold (its
     halves xored); ``iv_bytes``: rows of the IV's bytes (the context's
-    IV length; without a key, 8); ``icv``: rows of each packet's digest
+    IV length; without a key, 8); ``digest``: each packet's digest
     (``PacketContext.digest``: its ICV, or without a key a hash of its ESP
-    bytes); ``buf``: the batch's bytes (``raw``: the same, to search), in
-    which ``ip_at`` is where each row's datagram starts, ``esp_at`` its ESP
+    bytes), made when asked (decode/digest.py); ``buf``: the batch's bytes
+    (``raw``: the same, to search), in which ``ip_at`` is where each row's
+    datagram starts, ``esp_at`` its ESP
     header and ``ct_end`` where its ciphertext ends, its ICV after it
     (without a key the ICV's length is unknown: the datagram's end).
     """
@@ -58,7 +60,7 @@ class FlowRows:
     seq64: U64
     iv: U64
     iv_bytes: U8
-    icv: U8
+    digest: RowDigests
     buf: U8
     ct_end: I64
     ip_at: I64
@@ -79,8 +81,7 @@ class ScopeRows:
     """The candidate rows of the flows that share one scope (a key group), capture order.
 
     ``iv`` as in ``FlowRows``; ``iv_bytes`` rows of 16 bytes (an 8-byte
-    IV and what follows it); ``icv`` rows as wide as the widest ICV, each
-    row's own ``icv_len`` first.
+    IV and what follows it); ``digest`` as in ``FlowRows``.
     """
 
     frames: I64
@@ -88,8 +89,7 @@ class ScopeRows:
     seq64: U64
     iv: U64
     iv_bytes: U8
-    icv: U8
-    icv_len: I64
+    digest: RowDigests
 
     def __len__(self) -> int:
         return len(self.frames)

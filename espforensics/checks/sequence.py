@@ -244,9 +244,9 @@ class SequenceCheck(BulkRules):
         """
         sa = self._sas.known(rows.flow)
         assert sa is not None  # admits
-        seq64s, digests = rows.seq64, rows.icv
+        seq64s = rows.seq64
         sa.numbers().extend_above(seq64s)  # both made from the first packet's top
-        sa.window().put_many(seq64s, lambda i: digests[i].tobytes())
+        sa.window().put_many(seq64s, rows.digest)  # a digest made only if a repeat reads it
         sa.top = int(seq64s[-1])
 
     def counts(self) -> dict[SaKey, tuple[int, int, int]]:

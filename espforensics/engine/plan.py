@@ -17,6 +17,7 @@ from espforensics.checks import Flow, SaState
 from espforensics.checks.bulk import FlowRows, Outer, Scope, ScopeRows
 from espforensics.checks.context import HEAD_LEN
 from espforensics.crypto import IV_LEN, CipherContext
+from espforensics.decode.digest import RowDigests, kept_source
 from espforensics.engine.plain import PlainColumns
 from espforensics.engine.wire import ADDR_LEN, I64, FrameBatch, Mask, WireColumns
 from espforensics.model.arrays import distinct, rows_at
@@ -78,8 +79,8 @@ class Plan:
     esp_at: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # its ESP header
     sealed_at: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # after the IV
     counter: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))
-    # per position: the digest (the ICV; without a key, set by ``apply``, a hash of the
-    # ESP bytes), in the first icv_len bytes of a row
+    # per position: the digest (the ICV; without a key, 0 bytes: made when a check reads it,
+    # or set by ``apply`` from a buffer not kept), in the first icv_len bytes of a row
     icv: npt.NDArray[np.uint8] = field(default_factory=lambda: np.zeros((0, 16), np.uint8))
     icv_len: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
     plain_at: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # position -> opened
@@ -211,7 +212,7 @@ def flow_rows(plan: Plan, own: Index, view: npt.NDArray[np.uint8], raw: Buffer) 
         plan.seq64[own],
         plan.iv[own],
         plan.iv_bytes[own, :iv_len],
-        plan.icv[own, : int(plan.icv_len[own[0]])],
+        digests(plan, own, raw),
         view,
         plan.end[own] - icv_len,
         plan.ip_at[own],
@@ -220,16 +221,25 @@ def flow_rows(plan: Plan, own: Index, view: npt.NDArray[np.uint8], raw: Buffer) 
     )
 
 
-def scope_rows(plan: Plan, own: Index) -> ScopeRows:
+def scope_rows(plan: Plan, own: Index, raw: Buffer) -> ScopeRows:
     return ScopeRows(
         plan.frame[own],
         plan.spi[own],
         plan.seq64[own],
         plan.iv[own],
         plan.iv_bytes[own],
-        plan.icv[own],
-        plan.icv_len[own],
+        digests(plan, own, raw),
     )
+
+
+def digests(plan: Plan, own: Index, raw: Buffer) -> RowDigests:
+    """The digests of the rows ``own``: an ICV, a digest the lane made (a keyless row of a
+    buffer not kept), else made from ``raw`` when a check reads it (decode/digest.py)."""
+    made_len, source = plan.icv_len[own], kept_source(raw)
+    spans = np.stack((plan.esp_at[own], plan.end[own]), axis=1)
+    if source is not None and not made_len.any():  # none made: a run without keys
+        return RowDigests(None, None, source, spans)
+    return RowDigests(plan.icv[own], made_len, source, None if made_len.all() else spans)
 
 
 def scopes(plan: Plan, pos: Index) -> list[tuple[Scope, Index]]:

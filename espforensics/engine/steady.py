@@ -46,7 +46,7 @@ from espforensics.checks import Flow, SaState, bulk_checks
 from espforensics.checks.bulk import BulkCheck, Opened, Outer, Scope, first_refused
 from espforensics.checks.context import HEAD_LEN
 from espforensics.crypto import IV_LEN, CipherContext
-from espforensics.decode.digest import DIGEST_LEN, esp_digests
+from espforensics.decode.digest import DIGEST_LEN, esp_digests, kept_source
 from espforensics.decode.esn import EsnTracker
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.engine.plain import Decoded, PlainColumns, decode_plaintexts
@@ -350,7 +350,7 @@ class SteadyLane:
                 if counter is not None:
                     plan.counter[pos[at]] |= counter
         for scope, at in scopes(plan, pos):
-            bad[at] |= scope.refuses(scope_rows(plan, pos[at]))
+            bad[at] |= scope.refuses(scope_rows(plan, pos[at], raw))
         return first_refused(bad)
 
     def _by_bytes(self, plan: Plan, view: npt.NDArray[np.uint8], raw: Buffer) -> Mask:
@@ -389,12 +389,12 @@ class SteadyLane:
         pos = plan.cand[rows]
         view = np.frombuffer(batch.buf, np.uint8)
         keyless = pos[plan.plain_at[pos] < 0]  # every keyed row the lane takes was opened
-        if len(keyless):
+        if len(keyless) and kept_source(batch.buf) is None:  # else made when a check reads it
             _digest(plan, keyless, batch.buf)
         for u in distinct(plan.unit[pos]).tolist():
             mine = pos[plan.unit[pos] == u]
             for scope, own in scopes(plan, mine):
-                scope.commit(scope_rows(plan, mine[own]), _opened(plan, mine[own], view))
+                scope.commit(scope_rows(plan, mine[own], batch.buf), _opened(plan, mine[own], view))
         flows = plan.flow[pos]
         for f in distinct(flows).tolist():
             own = pos[flows == f]
@@ -486,7 +486,8 @@ class _Plain:
 
 def _digest(plan: Plan, rows: Index, buf: Buffer) -> None:
     """Each keyless row's digest (``PacketContext.digest``: a hash of its ESP bytes, how a
-    replay is told from a new packet), in place of the ICV it has not got."""
+    replay is told from a new packet), in place of the ICV it has not got: made now for
+    a batch in a buffer of its own, which no check's window is to keep (decode/digest.py)."""
     spans = zip(plan.esp_at[rows].tolist(), plan.end[rows].tolist(), strict=True)
     plan.icv[rows, :DIGEST_LEN] = esp_digests(memoryview(buf), spans)
     plan.icv_len[rows] = DIGEST_LEN
@@ -496,5 +497,5 @@ def _opened(plan: Plan, rows: Index, view: npt.NDArray[np.uint8]) -> Opened:
     """What opening a scope's rows showed; a keyless scope's: its ciphertext's first bytes."""
     at = plan.plain_at[rows]
     if plan.columns is None or (at < 0).all():
-        return Opened(view[plan.sealed_at[rows][:, None] + np.arange(HEAD_LEN)], None)
+        return Opened(rows_at(view, plan.sealed_at[rows], HEAD_LEN), None)
     return Opened(plan.cts[at], plan.columns.heads[at])

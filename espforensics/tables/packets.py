@@ -31,7 +31,7 @@ from espforensics.analyzer.crypto import no_key
 from espforensics.crypto import IV_LEN
 from espforensics.engine import SteadyRows
 from espforensics.engine.wire import CARRIERS
-from espforensics.model.arrays import Strs
+from espforensics.model.arrays import Mask, Strs
 from espforensics.model.enums import Proto, SeqAnomaly, Verdict
 from espforensics.model.records import PACKET_COLUMNS, PacketRecord
 from espforensics.tables.arrow import (
@@ -244,15 +244,15 @@ def steady_table(rows: SteadyRows) -> pa.Table:
         "pad_len": _nullable(rows.pad_len, rows.keyed),
         "next_header": _nullable(rows.next_header, rows.keyed),
         "payload_len": _nullable(rows.payload_len, rows.keyed),
-        "inner_proto": strings(rows.inner_proto),
-        "inner_src": strings(rows.inner_src),
-        "inner_dst": strings(rows.inner_dst),
+        "inner_proto": _texts(rows.inner_proto, rows.keyed),
+        "inner_src": _texts(rows.inner_src, rows.keyed),
+        "inner_dst": _texts(rows.inner_dst, rows.keyed),
         "inner_sport": _nullable(rows.inner_sport, rows.inner_sport >= 0),
         "inner_dport": _nullable(rows.inner_dport, rows.inner_dport >= 0),
         "iv_reused": bools(np.zeros(n, np.bool_)),
         "iv_seq_delta": _nullable(np.zeros(n, np.int64), rows.counter),
-        "inner_checksum": strings(rows.inner_checksum),
-        "detail": strings(_details(rows)),
+        "inner_checksum": _texts(rows.inner_checksum, rows.keyed),
+        "detail": _details(rows),
         "tfc_len": _nullable(rows.tfc_len, rows.tfc_len >= 0),
     }
     for name in ("leaked_hex", "leaked_fields", "seq_anomaly", "quoted_src", "quoted_dst"):
@@ -276,13 +276,20 @@ def steady_table(rows: SteadyRows) -> pa.Table:
     return both.take(pc.sort_indices(both, [("frame", "ascending")]))
 
 
-def _details(rows: SteadyRows) -> Strs:
+def _texts(values: Strs, keyed: Mask) -> pa.Array:
+    """A column of the opened packets' words: "" in every row of a run without a key."""
+    return strings(values) if keyed.any() else _repeat("", len(values))
+
+
+def _details(rows: SteadyRows) -> pa.Array:
     """The ``detail`` column: a keyed row's checksum detail, else the words of ``no key``."""
     if rows.keyed.all():
-        return rows.checksum_detail
-    words = np.array([no_key(f.spi) for f in rows.flows], object)
-    details: Strs = np.where(rows.keyed, rows.checksum_detail, words[rows.flow]).astype(object)
-    return details
+        return strings(rows.checksum_detail)
+    words = [no_key(f.spi) for f in rows.flows]
+    if not rows.keyed.any():  # a run without keys: its flow's words in each row
+        return pick(words, rows.flow)
+    details = np.where(rows.keyed, rows.checksum_detail, np.array(words, object)[rows.flow])
+    return strings(details.astype(object))
 
 
 class RowGroups:

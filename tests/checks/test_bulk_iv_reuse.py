@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from unittest import mock
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -231,3 +232,12 @@ def test_iv_equal_to_seq_keeps_both_maps() -> None:
     assert (group.additive, group.const, group.added, len(group.runs)) == (None, 0, 0, 1)
     batch = [(flow, _pkt(f, n, n.to_bytes(8))) for f, n in ((100, 100), (101, 101), (102, 1 << 40))]
     assert group.refuses(scope_rows(batch)).tolist() == [False, False, False]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 5), max_size=40))
+def test_a_value_again_is_one_an_earlier_row_has(values: list[int]) -> None:
+    """The hashed groups' test for a value repeated within a batch: every row whose value
+    an earlier row has, and no other (random IVs, none repeated, take a short cut)."""
+    again = iv_reuse._again(np.array(values, np.uint64))
+    assert again.tolist() == [v in values[:i] for i, v in enumerate(values)]

@@ -1,21 +1,29 @@
 """The fingerprint of a packet's ESP bytes (decode/digest.py): SHA-256 cut to 16 bytes.
 
-The per-packet form (the per-frame path's ``PacketContext.digest``, reconcile's joins)
-and the batch form (the keyless steady lane's) are one rule: the same bytes give the
-same digest in both, and any changed byte gives another.
+The per-packet form (the per-frame path's ``PacketContext.digest``, reconcile's joins),
+the batch form and the rows made when asked (the keyless steady lane's) are one rule:
+the same bytes give the same digest in each, and any changed byte gives another.
 """
 
 from __future__ import annotations
 
 import hashlib
+import mmap
 import random
+from pathlib import Path
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from espforensics.checks.context import Flow, PacketContext, SaState
-from espforensics.decode.digest import DIGEST_LEN, esp_digest, esp_digests
+from espforensics.decode.digest import (
+    DIGEST_LEN,
+    RowDigests,
+    esp_digest,
+    esp_digests,
+    kept_source,
+)
 from espforensics.model.enums import Verdict
 from espforensics.model.records import PacketRecord
 from tests.support.bulk_batches import IP, OUTER
@@ -78,3 +86,24 @@ def test_a_keyless_packets_context_digest_is_the_digest_of_its_esp_bytes() -> No
     assert pkt.digest == esp_digest(esp)
     view = memoryview(data)
     assert esp_digests(view, [(OUTER, len(data))])[0].tobytes() == pkt.digest
+
+
+def test_row_digests_are_made_when_asked_from_the_mapped_file(tmp_path: Path) -> None:
+    """The steady lane's rows: a row with its digest made (an ICV) gives those bytes, and
+    one without it, the digest of its ESP bytes in the mapped file, made at the ask;
+    only a mapped file is kept to make them from."""
+    packets = [_packet(300, seed) for seed in range(4)]
+    path = tmp_path / "capture"
+    path.write_bytes(b"".join(packets))
+    starts = np.cumsum([0] + [len(p) for p in packets])
+    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        assert kept_source(mapped) is mapped and kept_source(bytes(mapped)) is None
+        made = np.zeros((4, 32), np.uint8)
+        made[1, :20] = 0xAB  # an ICV of 20 bytes
+        spans = np.stack((starts[:-1] + 8, starts[1:] - 1), axis=1)
+        digests = RowDigests(made, np.array([0, 20, 0, 0]), mapped, spans)
+        assert digests(1) == b"\xab" * 20
+        for i in (0, 2, 3):
+            assert digests(i) == esp_digest(packets[i][8:-1])
+        keyless = RowDigests(None, None, mapped, spans)  # a run without keys: none made
+        assert [keyless(i) for i in range(4)] == [esp_digest(p[8:-1]) for p in packets]

@@ -14,6 +14,8 @@ clear bytes only, the same outputs as the per-frame path's.
 
 from __future__ import annotations
 
+import hashlib
+import mmap
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -21,8 +23,10 @@ from typing import Any
 import pytest
 
 from espforensics.analysis import Analysis, analyze
+from espforensics.decode import digest
 from espforensics.engine.rows import SteadyRows
 from espforensics.engine.steady import SteadyLane
+from espforensics.engine.wire import FrameBatch
 from espforensics.keys.sa import SaTable
 from espforensics.model.enums import IvScheme
 from espforensics.model.options import Options
@@ -148,3 +152,39 @@ def test_a_copy_of_a_keyless_lane_packet_is_told_by_its_digest(
     assert anomalies[-2:] == ["duplicate-identical", "duplicate"]
     assert anomalies[:-2] == [""] * 3_000
     assert_same(lane, analyze(path, SaTable(()), Options(steady_lane=False)), 3_002)
+
+
+def test_the_keyless_lane_hashes_no_packet_no_repeat_reads(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A packet's digest tells a copy from another packet of its number or IV, and is
+    read only when a later packet repeats one: the keyless lane's packets of a mapped
+    capture are hashed then (decode/digest.py ``RowDigests``), a batch in a buffer of
+    its own (the file's last bytes) as the lane takes it. In a clean capture of 3,000
+    frames the hashes are the per-frame path's packets and the last batch's, not every
+    packet's (the copies test above: a repeat still finds the lane's digest)."""
+    path = capture(folder, "gcm", "linux", 3_000)
+    hashes: list[int] = []
+    real = hashlib.sha256
+
+    def counted(data: bytes) -> Any:
+        hashes.append(len(data))
+        return real(data)
+
+    taken: list[int] = []
+    made = [0]  # lane rows hashed as taken: a batch not in the mapped file
+    apply = SteadyLane.apply
+
+    def spy(self: SteadyLane, batch: FrameBatch, *args: Any) -> SteadyRows:
+        rows = apply(self, batch, *args)
+        taken.extend(rows.frame.tolist())
+        made[0] += 0 if isinstance(batch.buf, mmap.mmap) else len(rows.frame)
+        return rows
+
+    monkeypatch.setattr(digest, "sha256", counted)  # what esp_digest and esp_digests call
+    monkeypatch.setattr(SteadyLane, "apply", spy)
+    lane = analyze(path, SaTable(()), Options(batch_frames=64))
+    monkeypatch.undo()
+    assert len(taken) > 2_500 and 0 < made[0] <= 64
+    assert len(hashes) == (3_000 - len(taken)) + made[0]
+    assert_same(lane, analyze(path, SaTable(()), Options(steady_lane=False)), 3_000)

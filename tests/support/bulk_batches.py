@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from espforensics.checks.bulk import FlowRows, Opened, ScopeRows
 from espforensics.checks.context import HEAD_LEN, Flow, KeyedSaState, PacketContext
+from espforensics.decode.digest import RowDigests
 from espforensics.decode.ip import OuterIp
 from espforensics.keys import SecurityAssociation
 from espforensics.keys.sa import Secret
@@ -95,7 +96,7 @@ def flow_rows(flow: Flow, pkts: list[Pkt]) -> FlowRows:
         np.array([p.seq64 for p in pkts], np.uint64),
         np.array([_fold(p.iv) for p in pkts], np.uint64),
         np.array([list(p.iv) for p in pkts], np.uint8).reshape(len(pkts), -1),
-        np.array([list(p.icv) for p in pkts], np.uint8).reshape(len(pkts), -1),
+        made([p.icv for p in pkts]),
         np.frombuffer(raw, np.uint8),
         np.array(ends, np.int64),
         starts.astype(np.int64),
@@ -106,18 +107,23 @@ def flow_rows(flow: Flow, pkts: list[Pkt]) -> FlowRows:
 
 def scope_rows(rows: list[tuple[Flow, Pkt]]) -> ScopeRows:
     """The lane's view of a key group's packets (of several flows), capture order."""
-    width = max(HEAD_LEN, *(len(p.icv) for _, p in rows))
     return ScopeRows(
         np.array([p.frame for _, p in rows], np.int64),
         np.array([f.spi for f, _ in rows], np.int64),
         np.array([p.seq64 for _, p in rows], np.uint64),
         np.array([_fold(p.iv) for _, p in rows], np.uint64),
         np.array([list((p.iv + p.ct)[:16]) for _, p in rows], np.uint8).reshape(len(rows), 16),
-        np.array([list(p.icv.ljust(width, b"\0")) for _, p in rows], np.uint8).reshape(
-            len(rows), width
-        ),
-        np.array([len(p.icv) for _, p in rows], np.int64),
+        made([p.icv for _, p in rows]),
     )
+
+
+def made(icvs: list[bytes]) -> RowDigests:
+    """Digests given whole (each packet's ICV): rows as wide as the widest, each its own
+    length first."""
+    width = max(HEAD_LEN, *map(len, icvs)) if icvs else HEAD_LEN
+    rows = np.array([list(icv.ljust(width, b"\0")) for icv in icvs], np.uint8)
+    lens = np.array([len(icv) for icv in icvs], np.int64)
+    return RowDigests(rows.reshape(len(icvs), width), lens, None, None)
 
 
 def opened(pkts: list[Pkt]) -> Opened:
