@@ -65,9 +65,14 @@ def held(frames: list[Frame], table: SaTable) -> int:
         finally:
             engine.close()
         gc.collect()
-        return tracemalloc.get_traced_memory()[0] - before
+        count = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
+    if len(builder.sa_keys()) != len(frames):  # one SA a frame, or the count means nothing
+        raise SystemExit(
+            f"{len(frames):,} one-packet SAs, but the run saw {len(builder.sa_keys()):,}"
+        )
+    return count
 
 
 def peak(frames: list[Frame], table: SaTable, work: Path) -> int:
