@@ -235,11 +235,14 @@ def scope_rows(plan: Plan, own: Index, raw: Buffer) -> ScopeRows:
 def digests(plan: Plan, own: Index, raw: Buffer) -> RowDigests:
     """The digests of the rows ``own``: an ICV, a digest the lane made (a keyless row of a
     buffer not kept), else made from ``raw`` when a check reads it (decode/digest.py)."""
-    made_len, source = plan.icv_len[own], kept_source(raw)
+    made_len = plan.icv_len[own]
+    if made_len.all():  # every one made: a keyed run's rows (no spans to keep)
+        return RowDigests(plan.icv[own], made_len, None, None)
+    source = kept_source(raw)
     spans = np.stack((plan.esp_at[own], plan.end[own]), axis=1)
     if source is not None and not made_len.any():  # none made: a run without keys
         return RowDigests(None, None, source, spans)
-    return RowDigests(plan.icv[own], made_len, source, None if made_len.all() else spans)
+    return RowDigests(plan.icv[own], made_len, source, spans)
 
 
 def scopes(plan: Plan, pos: Index) -> list[tuple[Scope, Index]]:
