@@ -78,6 +78,7 @@ from espforensics.crypto import EncAuthContext
 from espforensics.decode.clear import KEYLESS_ICV_LENS
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.keys.sa import NULL_CIPHER
+from espforensics.model.arrays import rows_at
 from espforensics.model.enums import IvScheme, Verdict
 from espforensics.model.records import Finding, PacketRecord, SaKey
 
@@ -97,7 +98,8 @@ _NOT_COUNTER = -1
 # and how many of its last bytes an SA keeps to look there.
 _TAIL_PLACES = tuple(icv + block for icv in KEYLESS_ICV_LENS for block in (16, 8))
 _TAIL = max(KEYLESS_ICV_LENS) + 16
-_BACKS = np.array(sorted(set(_TAIL_PLACES)), np.int64)  # the places once each (bulk rule)
+# the places once each, farthest first (the bulk rule)
+_BACKS = np.array(sorted(set(_TAIL_PLACES), reverse=True), np.int64)
 
 
 def _sealed_with(rec: PacketRecord, seq64: int) -> int:
@@ -448,9 +450,12 @@ def _chained_keyless(sa: IvSa, rows: FlowRows) -> Mask:
         # is never compared
         at = end[:, None] - _BACKS
         ok = at >= floor[:, None]
-        words = _words_at(rows.buf, np.where(ok, at, 0))
         want = np.ascontiguousarray(ivs[1:]).view(np.uint64)
-        found[1:] = (ok & (words == want)).any(axis=1)
+        if ok.all():  # every place of every row past its floor, as in long packets
+            found[1:] = (_window_words(rows.buf, end) == want).any(axis=1)
+        else:
+            words = _words_at(rows.buf, np.where(ok, at, 0))
+            found[1:] = (ok & (words == want)).any(axis=1)
     return found
 
 
@@ -462,6 +467,18 @@ def _words_at(view: U8, at: I64) -> U64:
     """
     words = np.ndarray((max(0, len(view) - 7),), np.uint64, view, 0, (1,))
     found: U64 = words[at]
+    return found
+
+
+def _window_words(view: U8, end: I64) -> U64:
+    """``_words_at(view, end[:, None] - _BACKS)`` (every place at or after 0): each row's
+    bytes from its farthest place to its nearest place's end copied once (``rows_at``),
+    then read as words at the places' columns: twice as fast as a gather per place."""
+    far = int(_BACKS[0])
+    span = far - int(_BACKS[-1]) + 8
+    window = rows_at(view, end - far, span)
+    words = np.ndarray((len(window), span - 7), np.uint64, window, 0, (span, 1))
+    found: U64 = words[:, far - _BACKS]
     return found
 
 
