@@ -35,7 +35,7 @@ from espforensics.capture.batch import Buffer
 from espforensics.checks.context import Flow
 from espforensics.decode.digest import RowDigests
 from espforensics.decode.inner import InnerColumns
-from espforensics.model.arrays import Strs
+from espforensics.model.arrays import Strs, rows_at
 
 Mask = npt.NDArray[np.bool_]
 
@@ -72,8 +72,7 @@ class FlowRows:
 
     def last_blocks(self, width: int) -> U8:
         """Per row, the last ``width`` bytes of its ciphertext (CBC: its last block)."""
-        blocks: U8 = self.buf[(self.ct_end - width)[:, None] + np.arange(width)]
-        return blocks
+        return rows_at(self.buf, self.ct_end - width, width)
 
 
 @dataclass(frozen=True, slots=True)

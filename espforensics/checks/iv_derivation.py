@@ -51,7 +51,7 @@ from dataclasses import replace
 import numpy as np
 
 from espforensics.bounded.frames import with_frame
-from espforensics.bounded.intervals import U64
+from espforensics.bounded.intervals import I64, U8, U64
 from espforensics.checks import coverage as coverage_reasons
 from espforensics.checks import echainiv
 from espforensics.checks.bulk import NOTHING, BulkColumns, BulkRules, FlowRows, Mask
@@ -78,6 +78,7 @@ from espforensics.crypto import EncAuthContext
 from espforensics.decode.clear import KEYLESS_ICV_LENS
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.keys.sa import NULL_CIPHER
+from espforensics.model.arrays import rows_at
 from espforensics.model.enums import IvScheme, Verdict
 from espforensics.model.records import Finding, PacketRecord, SaKey
 
@@ -97,6 +98,8 @@ _NOT_COUNTER = -1
 # and how many of its last bytes an SA keeps to look there.
 _TAIL_PLACES = tuple(icv + block for icv in KEYLESS_ICV_LENS for block in (16, 8))
 _TAIL = max(KEYLESS_ICV_LENS) + 16
+# the places once each, farthest first (the bulk rule)
+_BACKS = np.array(sorted(set(_TAIL_PLACES), reverse=True), np.int64)
 
 
 def _sealed_with(rec: PacketRecord, seq64: int) -> int:
@@ -274,7 +277,8 @@ class IvDerivationCheck(BulkRules):
             )
             sa.last_head = max(0, int(rows.esp_at[-1]) + ESP_HEADER_LEN + 16 - start)
         elif ctx is not None and not ctx.counter:
-            sa.last = rows.last_blocks(ctx.iv_len)[-1].tobytes()
+            end = int(rows.ct_end[-1])  # the last row's last block only
+            sa.last = rows.buf[end - ctx.iv_len : end].tobytes()
             sa.last_frame = int(rows.frames[-1])
 
     def force(self, upto: int) -> None:
@@ -441,14 +445,40 @@ def _chained_keyless(sa: IvSa, rows: FlowRows) -> Mask:
     if len(rows) > 1:
         end = rows.ct_end[:-1]
         floor = np.maximum(np.maximum(rows.ip_at[:-1], end - _TAIL), rows.esp_at[:-1] + 24)
-        # the 8 bytes at each place as one word, a row of the buffer's 8-byte windows
-        # picked per row (row 0 where the place is below the floor, never compared)
-        words = np.lib.stride_tricks.sliding_window_view(rows.buf, 8)
-        want = np.ascontiguousarray(ivs[1:]).view(np.uint64)[:, 0]
-        for back in sorted(set(_TAIL_PLACES)):  # some places are two ICV-block pairs'
-            at = end - back
-            ok = at >= floor
-            found[1:] |= ok & (words[np.where(ok, at, 0)].view(np.uint64)[:, 0] == want)
+        # every place of every row at once (some places are two ICV-block pairs'), the
+        # 8 bytes at each read as one word; a place below the floor reads offset 0 and
+        # is never compared
+        at = end[:, None] - _BACKS
+        ok = at >= floor[:, None]
+        want = np.ascontiguousarray(ivs[1:]).view(np.uint64)
+        if ok.all():  # every place of every row past its floor, as in long packets
+            found[1:] = (_window_words(rows.buf, end) == want).any(axis=1)
+        else:
+            words = _words_at(rows.buf, np.where(ok, at, 0))
+            found[1:] = (ok & (words == want)).any(axis=1)
+    return found
+
+
+def _words_at(view: U8, at: I64) -> U64:
+    """The 8 bytes at each offset of ``at`` (any shape) as one native word each.
+
+    A word view of ``view`` that steps one byte (every 8-byte window a word) is
+    gathered once per offset: 1.6 times faster than gathering the windows' bytes.
+    """
+    words = np.ndarray((max(0, len(view) - 7),), np.uint64, view, 0, (1,))
+    found: U64 = words[at]
+    return found
+
+
+def _window_words(view: U8, end: I64) -> U64:
+    """``_words_at(view, end[:, None] - _BACKS)`` (every place at or after 0): each row's
+    bytes from its farthest place to its nearest place's end copied once (``rows_at``),
+    then read as words at the places' columns: twice as fast as a gather per place."""
+    far = int(_BACKS[0])
+    span = far - int(_BACKS[-1]) + 8
+    window = rows_at(view, end - far, span)
+    words = np.ndarray((len(window), span - 7), np.uint64, window, 0, (span, 1))
+    found: U64 = words[:, far - _BACKS]
     return found
 
 

@@ -57,8 +57,11 @@ def _iv(scheme: str, seq64: int, noise: int) -> bytes:
     return _ecb(noise.to_bytes(16))  # random-looking
 
 
-def _pkt(frame: int, seq64: int, iv: bytes, keyless: bool = False) -> Pkt:
-    ct = _ecb(frame.to_bytes(16)) + _ecb((frame + 1 << 64).to_bytes(16))  # two blocks
+def _pkt(frame: int, seq64: int, iv: bytes, keyless: bool = False, blocks: int = 2) -> Pkt:
+    """A packet of ``blocks`` ciphertext blocks: with 2, a keyless datagram is short enough
+    that its farthest chaining places fall in its header and first 16 bytes (not looked at);
+    with 4 or more, none do (the bulk rule's two ways)."""
+    ct = b"".join(_ecb((frame + (i << 64)).to_bytes(16)) for i in range(blocks))
     if keyless:  # its ICV is part of what follows the IV, the ICV's length unknown
         tail = _ecb((frame + 2 << 64).to_bytes(16))
         return Pkt(frame, seq64, iv[:8], ct + tail, b"", verdict=Verdict.UNKNOWN_SA)
@@ -84,7 +87,8 @@ def _check(flow: Flow, history: list[Pkt]) -> IvDerivationCheck:
 def _batches(draw: st.DrawFn) -> tuple[str, bool, list[Pkt], list[Pkt]]:
     keyless = draw(st.booleans())
     scheme = draw(st.sampled_from(KEYLESS if keyless else SCHEMES))
-    history = [_pkt(n, n, _iv(scheme, n, n * 7919), keyless) for n in range(1, WINDOW + 1)]
+    blocks = draw(st.sampled_from([2, 4]))
+    history = [_pkt(n, n, _iv(scheme, n, n * 7919), keyless, blocks) for n in range(1, WINDOW + 1)]
     batch: list[Pkt] = []
     kinds = ["own", "own", "own", "next", "none"] + (["chained"] if scheme not in _COUNTERS else [])
     for n in range(WINDOW + 1, WINDOW + 1 + draw(st.integers(1, 16))):
@@ -100,7 +104,7 @@ def _batches(draw: st.DrawFn) -> tuple[str, bool, list[Pkt], list[Pkt]]:
             iv = _iv("random", n, draw(st.integers(0, M64)))[: len(prev.iv)]
         else:
             iv = _iv(scheme, n + (kind == "next"), n * 7919)
-        batch.append(_pkt(n, n, iv, keyless))
+        batch.append(_pkt(n, n, iv, keyless, blocks))
     return scheme, keyless, history, batch
 
 
@@ -170,20 +174,24 @@ def test_a_tie_of_xor_and_add_is_admitted_and_the_row_that_breaks_it_refused() -
     assert sa.alt is None and sa.additive and sa.deviating == 0  # told apart: the counter's
 
 
+@pytest.mark.parametrize("blocks", [2, 4])
 @pytest.mark.parametrize("row", [0, 1])
 @pytest.mark.parametrize("back", BACKS)
-def test_keyless_chaining_is_looked_for_where_observe_looks(back: int, row: int) -> None:
+def test_keyless_chaining_is_looked_for_where_observe_looks(
+    back: int, row: int, blocks: int
+) -> None:
     """An 8-byte IV taken ``back`` bytes before the previous datagram's end (the SA's kept
     tail for a batch's first row, the row before for the others): refused exactly where
-    ``observe`` notes it chained, at the places after the header and first 16 bytes."""
+    ``observe`` notes it chained, at the places after the header and first 16 bytes, in
+    short datagrams and in long ones (every place after them)."""
     flow = _flow("random", keyless=True)
-    history = [_pkt(n, n, _iv("random", n, n * 7919), True) for n in range(1, WINDOW + 1)]
+    history = [_pkt(n, n, _iv("random", n, n * 7919), True, blocks) for n in range(1, WINDOW + 1)]
     check = _check(flow, history)
     assert check.admits(flow)
-    batch = [_pkt(65, 65, _iv("random", 65, 1), True)]
+    batch = [_pkt(65, 65, _iv("random", 65, 1), True, blocks)]
     before = datagram(flow, batch[0] if row else history[-1])
     iv = before[len(before) - back : len(before) - back + 8]
-    batch.append(_pkt(66, 66, iv, True))
+    batch.append(_pkt(66, 66, iv, True, blocks))
     if not row:
         batch = batch[1:]
     refused = check.refuses(flow_rows(flow, batch)).tolist()
