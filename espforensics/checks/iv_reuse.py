@@ -28,10 +28,10 @@ puts it nearer its own number (xor on a tie). Every map is a bijection, so
 which one a group takes changes no reuse found, only how compact its runs
 are. A group whose IVs do not follow a counter (random IVs: more than
 ``RUNS_BEFORE_HASH`` runs, more than half its packets) moves to a
-``U64Set`` at about 11-16 bytes per packet; 16-byte CBC IVs go there at
-once as a 64-bit fold of the IV, and a fold seen before counts as a reuse
-only when the window holds the earlier IV itself (else it is a possible
-reuse, counted apart). The evidence of
+``U64Set``, 8 bytes per packet the lane takes, 11-16 per packet taken per
+frame; 16-byte CBC IVs go there at once as a 64-bit fold of the IV, and a
+fold seen before counts as a reuse only when the window holds the earlier
+IV itself (else it is a possible reuse, counted apart). The evidence of
 each reuse (frames, sequence numbers, XOR of the plaintexts) comes from a
 window of the last ``WINDOW`` IVs per group; a reuse of an older IV is
 still detected and reported, with the first use's frame unknown.

@@ -1,14 +1,16 @@
 """The compact sets: ``U64Set``'s bulk probe and bulk insert agree with its scalar ``add``.
 
-The steady lane asks ``contains_many`` which CBC IV folds a key group has
-seen and puts the new ones in with ``add_new``; the per-frame path uses
-``add``. Both must leave the same set, or the lane and the reference would
-disagree on a reuse.
+The steady lane asks ``contains_many`` which random IVs (or CBC IV folds)
+a key group has seen and puts the new ones in with ``add_new``; the
+per-frame path uses ``add``. Both must leave the same set, or the lane
+and the reference would disagree on a reuse. Values added in batches are
+kept in sorted levels at 8 bytes each, in few levels.
 """
 
 from __future__ import annotations
 
 import random
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -34,10 +36,16 @@ def test_bulk_insert_and_probe_agree_with_scalar_add(seed: int) -> None:
     cut = rng.randrange(len(values) + 1)
     scalar, bulk = U64Set(), U64Set()
     for v in values:
-        assert not scalar.add(v)
+        assert not scalar.add(v)  # grows the table past several loads
     for v in values[:cut]:
         bulk.add(v)
-    bulk.add_new(np.array(values[cut:], np.uint64))  # grows the table past several loads
+    at = cut
+    while at < len(values):  # batches of any size: levels made and merged
+        size = rng.choice([1, 7, 500, 4096, rng.randrange(1, 9000)])
+        batch = np.array(values[at : at + size], np.uint64)
+        assert not bulk.contains_many(batch).any()
+        bulk.add_new(batch)
+        at += size
     assert len(bulk) == len(scalar) == len(values)
     members = set(values)  # once: built per probe it was most of the suite's time
     strangers = [v for v in (rng.getrandbits(64) for _ in range(2000)) if v not in members]
@@ -56,14 +64,44 @@ def test_probe_of_an_empty_set_and_of_nothing() -> None:
 
 
 def test_values_colliding_on_one_home_slot_all_land() -> None:
-    """Many values whose home slot is the same probe past each other, in both paths."""
+    """Many values whose home slot is the same probe past each other, added one by one
+    and placed again in bulk when the table grows."""
     s = U64Set(capacity=16)
-    home = s._slots(np.arange(1, 200_000, dtype=np.uint64))
-    same = np.flatnonzero(home == home[0])[:6] + 1  # values 1.. with the first one's home slot
+    grown = U64Set(capacity=16)
+    grown._alloc(int(s._size * 1.5) + 1)  # the size ``_grow`` gives the table
+    home = grown._slots(np.arange(1, 200_000, dtype=np.uint64))
+    same = (np.flatnonzero(home == home[0])[:6] + 1).astype(np.uint64)
     assert len(same) == 6
-    s.add_new(same.astype(np.uint64))
-    assert s.contains_many(same.astype(np.uint64)).all()
+    others = np.arange(300_000, 300_000 + s._limit, dtype=np.uint64)
+    for v in [*same.tolist(), *others.tolist()]:  # past the limit: the table grows
+        assert not s.add(v)
+    assert s._size == grown._size
+    assert s.contains_many(np.concatenate((same, others))).all()
     assert all(s.add(int(v)) for v in same)
+    assert len(s) == len(same) + len(others)
+
+
+def test_values_added_in_batches_take_8_bytes_each_in_few_levels() -> None:
+    """200,000 random values in batches of 700 (a steady lane's key group at 200,000
+    packets): 8 bytes a value (the hash table took 11 to 16), in at most
+    log2(200,000 / 700) + 1 sorted levels, and each value found again."""
+    rng = np.random.default_rng(7)
+    values = np.unique(rng.integers(0, 2**64, 200_000, dtype=np.uint64, endpoint=False))
+    rng.shuffle(values)
+    tracemalloc.start()
+    try:
+        s = U64Set()
+        before = tracemalloc.get_traced_memory()[0]
+        for at in range(0, len(values), 700):
+            s.add_new(values[at : at + 700])
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(s) == len(values)
+    assert held / len(values) < 8.1
+    assert len(s._levels) <= 9
+    assert s.contains_many(values).all()
+    assert all(s.add(int(v)) for v in values[:: len(values) // 50])
 
 
 def test_interval_set_counts_runs_not_values() -> None:
