@@ -161,26 +161,34 @@ _FEW = 16  # values left to place from which one Python loop beats the numpy rou
 # A sorted level is merged into the one before it while that one is at most this many
 # times its size: each level more than twice the next, so at most log2(n / batch) levels.
 _LEVEL_RATIO = 2
+# Bits of the filter over the levels' values, per value: 8 to 16 (doubled when below 8), one
+# hash each, so 6-12% of the values not held pass it to the levels' binary searches.
+_FILTER_BITS = 8
 
 
 class U64Set:
     """A set of 64-bit unsigned integers: a flat hash table for the values added one at
-    a time (``add``, 11 to 16 B/value) and sorted arrays for those added a batch at a
-    time (``add_new``, 8 B/value).
+    a time (``add``, 11 to 16 B/value), sorted arrays for those added a batch at a time
+    (``add_new``, 8 B/value, and 1 to 2 B/value of a filter).
 
     The sorted arrays are levels of a log-structured merge: a batch becomes a level,
     merged into the level before it while that one is not more than ``_LEVEL_RATIO``
     times its size, so a value is copied O(log n) times in all and a probe searches
-    O(log n) levels. Probing a batch and adding it that way cost a quarter of the hash
-    table's bulk probe and bulk insert (docs/performance.md, "Random IVs").
+    O(log n) levels; a bit filter (one hash a value, ``_FILTER_BITS``) spares those
+    searches most values not held. A batch takes the hash table's values into its
+    level, so a bulk probe seldom has a table to probe. Probing a batch and adding it
+    that way cost a quarter of the hash table's bulk probe and bulk insert at 200,000
+    values (docs/performance.md, "Random IVs (issue 35)").
     """
 
-    __slots__ = ("_has_free", "_levels", "_limit", "_n", "_size", "_table")
+    __slots__ = ("_filter", "_has_free", "_held", "_levels", "_limit", "_n", "_size", "_table")
 
     def __init__(self, capacity: int = 1024) -> None:
         self._n = 0  # values in the hash table (and ``_has_free``)
         self._has_free = False
         self._levels: list[U64] = []  # sorted, disjoint, largest first
+        self._held = 0  # values in the levels
+        self._filter = np.zeros(0, np.uint8)  # bits over the levels' values
         self._alloc(max(16, int(capacity / _MAX_LOAD) + 1))
 
     def _alloc(self, size: int) -> None:
@@ -189,11 +197,11 @@ class U64Set:
         self._limit = int(size * _MAX_LOAD)
 
     def __len__(self) -> int:
-        return self._n + sum(len(level) for level in self._levels)
+        return self._n + self._held
 
     def add(self, value: int) -> bool:
         """Add ``value``; True if it was present already."""
-        if self._levels and self._leveled(value):
+        if self._held and self._leveled(value):
             return True
         if value == _FREE:
             seen, self._has_free = self._has_free, True
@@ -208,6 +216,9 @@ class U64Set:
 
     def _leveled(self, value: int) -> bool:
         """Is ``value`` in one of the sorted levels?"""
+        bit = ((value * _MIX) & _FREE) >> (64 - self._filter_log2())
+        if not self._filter[bit >> 3] >> (bit & 7) & 1:
+            return False
         v = np.uint64(value)
         for level in self._levels:
             i = int(level.searchsorted(v))
@@ -227,15 +238,18 @@ class U64Set:
     def contains_many(self, values: U64) -> npt.NDArray[np.bool_]:
         """Which of ``values`` are in the set, probed for all at once (as ``add`` would)."""
         out = self._hashed_many(values)
-        if self._levels and len(values):
-            order = np.argsort(values)  # sorted keys: each search starts where the last ended
-            wanted = values[order]
-            found = np.zeros(len(values), np.bool_)
-            for level in self._levels:
-                i = level.searchsorted(wanted)
-                np.minimum(i, len(level) - 1, out=i)
-                found |= level[i] == wanted
-            out[order] |= found
+        if not self._held or not len(values):
+            return out
+        at = np.flatnonzero(self._maybe(values))  # the filter passes 6-12% of the others
+        wanted = values[at]
+        order = np.argsort(wanted)  # sorted keys: each search starts where the last ended
+        wanted = wanted[order]
+        found = np.zeros(len(wanted), np.bool_)
+        for level in self._levels:
+            i = level.searchsorted(wanted)
+            np.minimum(i, len(level) - 1, out=i)
+            found |= level[i] == wanted
+        out[at[order]] |= found
         return out
 
     def _hashed_many(self, values: U64) -> npt.NDArray[np.bool_]:
@@ -258,15 +272,53 @@ class U64Set:
 
     def add_new(self, values: U64) -> None:
         """Add ``values``, distinct and none in the set yet (``contains_many`` said so), at
-        once: a sorted level, merged with the levels before it no more than
-        ``_LEVEL_RATIO`` times its size."""
+        once: a sorted level with the hash table's values, merged with the levels before
+        it no more than ``_LEVEL_RATIO`` times its size."""
         if not len(values):
             return
-        run, levels = np.sort(values), self._levels
+        run, levels = values, self._levels
+        if self._n:  # the table's values join the level: bulk probes skip the table
+            table = np.frombuffer(self._table, np.uint64)
+            free = np.array([_FREE] if self._has_free else [], np.uint64)
+            run = np.concatenate((run, table[table != np.uint64(_FREE)], free))
+            self._n, self._has_free = 0, False
+            self._alloc(16)
+        run = np.sort(run)
+        self._held += len(run)
+        self._mark(run)
         while levels and len(levels[-1]) <= _LEVEL_RATIO * len(run):
             run = np.concatenate((levels.pop(), run))
             run.sort()  # of two sorted runs: quicker than np.insert or a stable merge
         levels.append(run)
+
+    def _filter_log2(self) -> int:
+        return (8 * len(self._filter)).bit_length() - 1
+
+    def _mark(self, values: U64) -> None:
+        """Set the filter's bits of ``values``, new in the levels; a filter of fewer than
+        ``_FILTER_BITS`` bits a value is made again, twice as large, from all of them."""
+        bits = 8 * len(self._filter)
+        if self._held * _FILTER_BITS > bits:
+            bits = max(1024, bits)
+            while self._held * _FILTER_BITS > bits:
+                bits *= 2
+            self._filter = np.zeros(bits // 8, np.uint8)
+            values = np.concatenate([*self._levels, values])
+        where = self._bits(values)
+        one = np.uint8(1) << (where & np.uint64(7)).astype(np.uint8)
+        np.bitwise_or.at(self._filter, where >> np.uint64(3), one)
+
+    def _bits(self, values: U64) -> U64:
+        """Each value's bit in the filter (Fibonacci hashing: the product's top bits)."""
+        with np.errstate(over="ignore"):
+            return (values * np.uint64(_MIX)) >> np.uint64(64 - self._filter_log2())
+
+    def _maybe(self, values: U64) -> npt.NDArray[np.bool_]:
+        """Which of ``values`` the filter passes: every one the levels hold, and a few."""
+        where = self._bits(values)
+        byte = self._filter[where >> np.uint64(3)]
+        passed: npt.NDArray[np.bool_] = (byte >> (where & np.uint64(7)).astype(np.uint8)) & 1 == 1
+        return passed
 
     def _place(self, values: U64) -> None:
         """Put distinct values absent from the table into free slots by linear probing.
