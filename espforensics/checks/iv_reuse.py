@@ -15,7 +15,8 @@ algorithm is unknown: a group whose IVs follow a counter (seqiv) is taken
 as counter mode, critical; one whose IVs look random (CBC's do) is high.
 IVs are in clear, so reuse is visible without keys: packets are grouped
 by key material when the key is known (two SAs with one key are one
-group) and by (destination, SPI) when not.
+group) and by (destination, SPI) when not. What a group keeps of its IVs,
+and the rule over them per packet and in bulk: checks/iv_groups.py.
 """
 
 from __future__ import annotations
