@@ -11,7 +11,7 @@ runs would degenerate to one per value: those added one at a time go to an
 open-addressing array of uint64 kept 50% to 75% full, 11 to 16 bytes per
 value (fuller, linear probing's clusters grow long: at 87.5% placing and
 probing a batch costs twice as much); those added a batch at a time go to
-sorted arrays, 8 bytes per value.
+sorted arrays, 8 bytes per value and 1 to 2 of a filter.
 """
 
 from __future__ import annotations
@@ -176,9 +176,11 @@ class U64Set:
     times its size, so a value is copied O(log n) times in all and a probe searches
     O(log n) levels; a bit filter (one hash a value, ``_FILTER_BITS``) spares those
     searches most values not held. A batch takes the hash table's values into its
-    level, so a bulk probe seldom has a table to probe. Probing a batch and adding it
-    that way cost a quarter of the hash table's bulk probe and bulk insert at 200,000
-    values (docs/performance.md, "Random IVs (issue 35)").
+    level, so a bulk probe seldom has a table to probe. Probing batches and adding them
+    that way cost a sixth of the hash table's bulk probes and inserts at 200,000
+    values, under a third at 2 million (docs/performance.md, "Random IVs (issue 35)").
+    A merge holds the merged level and its two parts for a moment, as a growing hash
+    table held the old table and the new.
     """
 
     __slots__ = ("_filter", "_has_free", "_held", "_levels", "_limit", "_n", "_size", "_table")
