@@ -1,4 +1,4 @@
-"""Compact sets of 64-bit values: runs of consecutive integers, and a flat hash set.
+"""Compact sets of 64-bit values: runs of consecutive integers, and a set of any.
 
 In: unsigned integers (sequence numbers, or IVs mapped to the counter they
 encode). Out: ``IntervalSet.add`` and ``U64Set.add`` say whether a value
@@ -6,11 +6,12 @@ was already present. Raises nothing.
 
 ``IntervalSet`` costs memory per run of consecutive values, not per
 value: a counter that never skips stays one run however long it gets.
-``U64Set`` is an open-addressing array of uint64 kept 50% to 75% full,
-so it costs 11 to 16 bytes per value; it serves values that do not follow a
-counter (random IVs), where runs would degenerate to one per value. (Fuller,
-linear probing's clusters grow long: at 87.5% placing and probing a batch
-costs twice as much.)
+``U64Set`` serves values that do not follow a counter (random IVs), where
+runs would degenerate to one per value: those added one at a time go to an
+open-addressing array of uint64 kept 50% to 75% full, 11 to 16 bytes per
+value (fuller, linear probing's clusters grow long: at 87.5% placing and
+probing a batch costs twice as much); those added a batch at a time go to
+sorted arrays, 8 bytes per value and 1 to 2 of a filter.
 """
 
 from __future__ import annotations
@@ -157,16 +158,39 @@ _MIX = 0x9E3779B97F4A7C15  # Fibonacci hashing multiplier (Knuth 6.4)
 _MAX_LOAD = 0.75  # linear probing stays short below this with a mixing hash
 _GROWTH = 1.5  # load after growth 0.5: 11 to 16 bytes per value, never above 16
 _FEW = 16  # values left to place from which one Python loop beats the numpy rounds
+# A sorted level is merged into the one before it while that one is at most this many
+# times its size: each level more than twice the next, so at most log2(n / batch) levels.
+_LEVEL_RATIO = 2
+# Bits of the filter over the levels' values, per value: 8 to 16 (doubled when below 8), one
+# hash each, so 6-12% of the values not held pass it to the levels' binary searches.
+_FILTER_BITS = 8
 
 
 class U64Set:
-    """A set of 64-bit unsigned integers in a flat array (<= 16 B/value)."""
+    """A set of 64-bit unsigned integers: a flat hash table for the values added one at
+    a time (``add``, 11 to 16 B/value), sorted arrays for those added a batch at a time
+    (``add_new``, 8 B/value, and 1 to 2 B/value of a filter).
 
-    __slots__ = ("_has_free", "_limit", "_n", "_size", "_table")
+    The sorted arrays are levels of a log-structured merge: a batch becomes a level,
+    merged into the level before it while that one is not more than ``_LEVEL_RATIO``
+    times its size, so a value is copied O(log n) times in all and a probe searches
+    O(log n) levels; a bit filter (one hash a value, ``_FILTER_BITS``) spares those
+    searches most values not held. A batch takes the hash table's values into its
+    level, so a bulk probe seldom has a table to probe. Probing batches and adding them
+    that way cost a sixth of the hash table's bulk probes and inserts at 200,000
+    values, under a third at 2 million (docs/performance.md, "Random IVs (issue 35)").
+    A merge holds the merged level and its two parts for a moment, as a growing hash
+    table held the old table and the new.
+    """
+
+    __slots__ = ("_filter", "_has_free", "_held", "_levels", "_limit", "_n", "_size", "_table")
 
     def __init__(self, capacity: int = 1024) -> None:
-        self._n = 0
+        self._n = 0  # values in the hash table (and ``_has_free``)
         self._has_free = False
+        self._levels: list[U64] = []  # sorted, disjoint, largest first
+        self._held = 0  # values in the levels
+        self._filter = np.zeros(0, np.uint8)  # bits over the levels' values
         self._alloc(max(16, int(capacity / _MAX_LOAD) + 1))
 
     def _alloc(self, size: int) -> None:
@@ -175,10 +199,12 @@ class U64Set:
         self._limit = int(size * _MAX_LOAD)
 
     def __len__(self) -> int:
-        return self._n
+        return self._n + self._held
 
     def add(self, value: int) -> bool:
         """Add ``value``; True if it was present already."""
+        if self._held and self._leveled(value):
+            return True
         if value == _FREE:
             seen, self._has_free = self._has_free, True
             self._n += 0 if seen else 1
@@ -188,6 +214,18 @@ class U64Set:
         self._n += 1
         if self._n > self._limit:
             self._grow()
+        return False
+
+    def _leveled(self, value: int) -> bool:
+        """Is ``value`` in one of the sorted levels?"""
+        bit = ((value * _MIX) & _FREE) >> (64 - self._filter_log2())
+        if not self._filter[bit >> 3] >> (bit & 7) & 1:
+            return False
+        v = np.uint64(value)
+        for level in self._levels:
+            i = int(level.searchsorted(v))
+            if i < len(level) and level[i] == v:
+                return True
         return False
 
     def _slots(self, values: U64) -> npt.NDArray[np.intp]:
@@ -200,7 +238,24 @@ class U64Set:
         return ((hi32 * size + ((lo32 * size) >> np.uint64(32))) >> np.uint64(32)).astype(np.intp)
 
     def contains_many(self, values: U64) -> npt.NDArray[np.bool_]:
-        """Which of ``values`` are in the set, probed for all at once (as ``_insert`` would)."""
+        """Which of ``values`` are in the set, probed for all at once (as ``add`` would)."""
+        out = self._hashed_many(values)
+        if not self._held or not len(values):
+            return out
+        at = np.flatnonzero(self._maybe(values))  # the filter passes 6-12% of the others
+        wanted = values[at]
+        order = np.argsort(wanted)  # sorted keys: each search starts where the last ended
+        wanted = wanted[order]
+        found = np.zeros(len(wanted), np.bool_)
+        for level in self._levels:
+            i = level.searchsorted(wanted)
+            np.minimum(i, len(level) - 1, out=i)
+            found |= level[i] == wanted
+        out[at[order]] |= found
+        return out
+
+    def _hashed_many(self, values: U64) -> npt.NDArray[np.bool_]:
+        """Which of ``values`` the hash table holds, probed for all at once."""
         out = np.zeros(len(values), np.bool_)
         if not len(values) or not self._n:
             return out
@@ -218,15 +273,54 @@ class U64Set:
         return out
 
     def add_new(self, values: U64) -> None:
-        """Add ``values``, distinct and none in the set yet (``contains_many`` said so), at once."""
-        free, n = np.uint64(_FREE), len(values)
-        if self._n + n > self._limit:
-            self._grow(self._n + n)
-        if (values == free).any():
-            self._has_free = True
-            values = values[values != free]
-        self._place(values)
-        self._n += n
+        """Add ``values``, distinct and none in the set yet (``contains_many`` said so), at
+        once: a sorted level with the hash table's values, merged with the levels before
+        it no more than ``_LEVEL_RATIO`` times its size."""
+        if not len(values):
+            return
+        run, levels = values, self._levels
+        if self._n:  # the table's values join the level: bulk probes skip the table
+            table = np.frombuffer(self._table, np.uint64)
+            free = np.array([_FREE] if self._has_free else [], np.uint64)
+            run = np.concatenate((run, table[table != np.uint64(_FREE)], free))
+            self._n, self._has_free = 0, False
+            self._alloc(16)
+        run = np.sort(run)
+        self._held += len(run)
+        self._mark(run)
+        while levels and len(levels[-1]) <= _LEVEL_RATIO * len(run):
+            run = np.concatenate((levels.pop(), run))
+            run.sort()  # of two sorted runs: quicker than np.insert or a stable merge
+        levels.append(run)
+
+    def _filter_log2(self) -> int:
+        return (8 * len(self._filter)).bit_length() - 1
+
+    def _mark(self, values: U64) -> None:
+        """Set the filter's bits of ``values``, new in the levels; a filter of fewer than
+        ``_FILTER_BITS`` bits a value is made again, twice as large, from all of them."""
+        bits = 8 * len(self._filter)
+        if self._held * _FILTER_BITS > bits:
+            bits = max(1024, bits)
+            while self._held * _FILTER_BITS > bits:
+                bits *= 2
+            self._filter = np.zeros(bits // 8, np.uint8)
+            values = np.concatenate([*self._levels, values])
+        where = self._bits(values)
+        one = np.uint8(1) << (where & np.uint64(7)).astype(np.uint8)
+        np.bitwise_or.at(self._filter, where >> np.uint64(3), one)
+
+    def _bits(self, values: U64) -> U64:
+        """Each value's bit in the filter (Fibonacci hashing: the product's top bits)."""
+        with np.errstate(over="ignore"):
+            return (values * np.uint64(_MIX)) >> np.uint64(64 - self._filter_log2())
+
+    def _maybe(self, values: U64) -> npt.NDArray[np.bool_]:
+        """Which of ``values`` the filter passes: every one the levels hold, and a few."""
+        where = self._bits(values)
+        byte = self._filter[where >> np.uint64(3)]
+        passed: npt.NDArray[np.bool_] = (byte >> (where & np.uint64(7)).astype(np.uint8)) & 1 == 1
+        return passed
 
     def _place(self, values: U64) -> None:
         """Put distinct values absent from the table into free slots by linear probing.
@@ -266,12 +360,10 @@ class U64Set:
             if i == size:
                 i = 0
 
-    def _grow(self, at_least: int = 0) -> None:
-        """A larger table (by ``_GROWTH``, or to hold ``at_least`` values), values rehashed."""
+    def _grow(self) -> None:
+        """A larger table (by ``_GROWTH``), values rehashed."""
         old = np.frombuffer(self._table, np.uint64)
         size = int(self._size * _GROWTH) + 1
-        while int(size * _MAX_LOAD) < at_least:
-            size = int(size * _GROWTH) + 1
         kept = old[old != np.uint64(_FREE)].copy()
         self._alloc(size)
         self._place(kept)

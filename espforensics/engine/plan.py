@@ -7,6 +7,7 @@ rows, and ``Plan.invalidate`` for the engine (engine/run.py). Raises nothing.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -95,11 +96,15 @@ class Plan:
         return self.units[int(self.unit[pos])] if pos >= 0 and self.unit[pos] >= 0 else None
 
     def invalidate(self, unit: Unit, after: int) -> None:
-        """A frame outside the plan reached the unit's SAs: its rows after ``after`` go back."""
-        for pos in unit.rows[: unit.cut]:
-            row = int(self.rows[pos])
-            if row > after:
-                self.taken[row] = False
+        """A frame outside the plan reached the unit's SAs: its rows after ``after`` go back.
+
+        The unit's positions and ``rows`` both rise, so its rows after ``after`` are one
+        slice of its positions (a loop over each position cost 0.1 ms a call).
+        """
+        first = int(np.searchsorted(self.rows, after, side="right"))  # the first row after
+        later = unit.rows[bisect_left(unit.rows, first, 0, unit.cut) : unit.cut]
+        if later:
+            self.taken[self.rows[np.array(later, np.intp)]] = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from espforensics.checks import iv_reuse
+from espforensics.checks import iv_groups
 from espforensics.checks.context import Flow
 from espforensics.checks.iv_reuse import IvReuseCheck
 from espforensics.keys.sa import CBC_AES, RFC4106, SaTable
@@ -57,7 +57,7 @@ def _equivalent(flows: tuple[Flow, Flow], history: list[Row], batch: list[Row], 
     assert group is not None and lane.scope(flows[1]) is group  # one scope for the key
     taken = first(group.refuses(scope_rows(batch))) if batch else 0
     grp = ref.scope(flows[0])
-    assert isinstance(grp, iv_reuse._Group)
+    assert isinstance(grp, iv_groups.KeyGroup)
     refs, new = [], []
     for flow, p in batch:
         before = (grp.runs.top(), len(grp.hashed or ()), grp.unconfirmed)
@@ -138,7 +138,7 @@ def test_counter_bulk_rule_is_the_per_packet_rule(
     """With a cap of 3 runs, new runs reach the point where ``observe`` starts hashing."""
     history, batch = case
     flows = (history[0][0], history[1][0])
-    with mock.patch.object(iv_reuse, "RUNS_BEFORE_HASH", runs_cap):
+    with mock.patch.object(iv_groups, "RUNS_BEFORE_HASH", runs_cap):
         _equivalent(flows, history, batch, wide=False)
 
 
@@ -148,7 +148,7 @@ def test_hashed_bulk_rule_is_the_per_packet_rule(case: tuple[list[Row], list[Row
     """Random 8-byte IVs are hashed, and the lane takes them by the hash (issue 35)."""
     history, batch = case
     flows = (history[0][0], history[1][0])
-    with mock.patch.object(iv_reuse, "RUNS_BEFORE_HASH", 3):
+    with mock.patch.object(iv_groups, "RUNS_BEFORE_HASH", 3):
         _equivalent(flows, history, batch, wide=False)
 
 
@@ -201,11 +201,11 @@ def test_a_group_of_random_ivs_hashes_them_and_is_admitted() -> None:
     """Past RUNS_BEFORE_HASH runs, more than half its packets, a group hashes its values;
     the lane takes it, refusing an IV seen before (in the runs or in the hash)."""
     flow = keyed(GCM[0])
-    ivs = [(n * 0x9E3779B97F4A7C15 & M64).to_bytes(8) for n in range(1, 2 * iv_reuse.WINDOW)]
+    ivs = [(n * 0x9E3779B97F4A7C15 & M64).to_bytes(8) for n in range(1, 2 * iv_groups.WINDOW)]
     check = _check(GCM, [(flow, _pkt(n, n, iv)) for n, iv in enumerate(ivs, 1)])
     group = check.scope(flow)
-    assert isinstance(group, iv_reuse._Group) and group.hashed is not None
-    assert len(group.runs) == iv_reuse.RUNS_BEFORE_HASH + 1  # frozen when hashing began
+    assert isinstance(group, iv_groups.KeyGroup) and group.hashed is not None
+    assert len(group.runs) == iv_groups.RUNS_BEFORE_HASH + 1  # frozen when hashing began
     assert check.admits(flow)
     n = len(ivs) + 1
     batch = [(flow, _pkt(n + k, n + k, iv)) for k, iv in enumerate([b"new iv 1", ivs[3], ivs[-1]])]
@@ -217,7 +217,7 @@ def test_an_additive_counter_is_counted_in_one_run() -> None:
     flow = keyed(GCM[0])
     check = _check(GCM, [(flow, _pkt(n, n, _counter_iv("add", n))) for n in range(1, 100)])
     group = check.scope(flow)
-    assert isinstance(group, iv_reuse._Group)
+    assert isinstance(group, iv_groups.KeyGroup)
     assert (group.additive, len(group.runs), group.hashed) == (True, 1, None)
     batch = [(flow, _pkt(n, n, _counter_iv("add", n))) for n in range(100, 140)]
     assert not group.refuses(scope_rows(batch)).any()
@@ -228,7 +228,7 @@ def test_iv_equal_to_seq_keeps_both_maps() -> None:
     flow = keyed(GCM[0])
     check = _check(GCM, [(flow, _pkt(n, n, n.to_bytes(8))) for n in range(1, 100)])
     group = check.scope(flow)
-    assert isinstance(group, iv_reuse._Group)
+    assert isinstance(group, iv_groups.KeyGroup)
     assert (group.additive, group.const, group.added, len(group.runs)) == (None, 0, 0, 1)
     batch = [(flow, _pkt(f, n, n.to_bytes(8))) for f, n in ((100, 100), (101, 101), (102, 1 << 40))]
     assert group.refuses(scope_rows(batch)).tolist() == [False, False, False]
@@ -239,5 +239,5 @@ def test_iv_equal_to_seq_keeps_both_maps() -> None:
 def test_a_value_again_is_one_an_earlier_row_has(values: list[int]) -> None:
     """The hashed groups' test for a value repeated within a batch: every row whose value
     an earlier row has, and no other (random IVs, none repeated, take a short cut)."""
-    again = iv_reuse._again(np.array(values, np.uint64))
+    again = iv_groups.again(np.array(values, np.uint64))
     assert again.tolist() == [v in values[:i] for i, v in enumerate(values)]

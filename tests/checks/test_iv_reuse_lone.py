@@ -1,4 +1,6 @@
-"""A keyless key group's first packet kept packed until the group's next read (iv_reuse.py).
+"""A keyless key group's first packet kept packed until the group's next read.
+
+(checks/iv_reuse.py ``IvReuseCheck._lone``, checks/iv_groups.py ``pack``.)
 
 A capture of many one-packet SAs keeps one key group per SA: the check keeps
 the first use of each keyless group as one bytes value, by SPI, and makes

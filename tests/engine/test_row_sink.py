@@ -8,6 +8,7 @@ capture order, so no consumer has to tell the two kinds apart.
 from __future__ import annotations
 
 import random
+from unittest import mock
 
 import pyarrow as pa
 
@@ -19,18 +20,22 @@ from espforensics.model.records import PacketRecord
 from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, SaFlow, make_sa
 from espforensics.synth.scenarios_crypto import send_udp
 from espforensics.synth.truth import Scenario
+from espforensics.tables import packets
 from espforensics.tables.packets import RowGroups
 
 PACKETS = 300  # per SA: past the first batches (per frame), the lane takes the rest
 
 
-def _scenario() -> Scenario:
+def _scenario(replays: tuple[int, ...] = ()) -> Scenario:
+    """Two SAs; after each of ``replays``' sequence numbers, SA a's packet 10 again."""
     rng, cb = random.Random(7), CaptureBuilder(7)
     a = SaFlow(make_sa(rng, 0xE001, V4_A, V4_B), V4_A, V4_B)
     b = SaFlow(make_sa(rng, 0xE002, V4_B, V4_A), V4_B, V4_A)
     for seq in range(1, PACKETS + 1):
         send_udp(cb, a, seq)
         send_udp(cb, b, seq, outgoing=False)
+        if seq in replays:
+            send_udp(cb, a, 10)  # a duplicate: the per-frame path's
     return cb.scenario("row-sink", "two steady GCM SAs", (a.sealer, b.sealer))
 
 
@@ -48,9 +53,9 @@ class _Kept:
         self.calls.append(("observe_rows", sorted(frames)))
 
 
-def _deliver(sinks: list[RowSink]) -> int:
+def _deliver(sinks: list[RowSink], replays: tuple[int, ...] = ()) -> int:
     """Run the scenario through the engine, each row to every sink; its frame count."""
-    sc = _scenario()
+    sc = _scenario(replays)
     options = Options(batch_frames=128)
     engine = Engine(FrameAnalyzer(SaTable(sc.sas), options), options)
     try:
@@ -81,3 +86,24 @@ def test_the_packets_table_takes_both_kinds_as_a_sink() -> None:
     table = pa.concat_tables(tables)
     assert table.column("frame").to_pylist() == list(range(1, n + 1))
     assert set(table.column("verdict").to_pylist()) == {"ok"}
+
+
+def test_the_records_between_steady_runs_make_one_table_a_row_group() -> None:
+    """The per-frame records of a row group, however many steady runs cut them into
+    parts, become one Arrow table (``records_to_table`` costs about 1 ms a call, whatever
+    its rows), then the parts again: the same rows, in capture order."""
+    tables: list[pa.Table] = []
+    groups = RowGroups(tables.append)
+    kept = _Kept()
+    with mock.patch.object(packets, "records_to_table", wraps=packets.records_to_table) as made:
+        n = _deliver([groups, kept], replays=(150, 200, 250))
+        groups.flush()
+    parts = sum(
+        1
+        for i, (kind, _) in enumerate(kept.calls)
+        if kind == "observe" and (i == 0 or kept.calls[i - 1][0] != "observe")
+    )
+    assert parts >= 2  # records before, between and after steady runs
+    assert made.call_count == len(tables) == 1  # n frames: one row group
+    table = pa.concat_tables(tables)
+    assert table.column("frame").to_pylist() == list(range(1, n + 1))

@@ -125,6 +125,13 @@ def test_bench_iv_tracker_counts_one_run_for_counter_ivs() -> None:
     assert "counter  IVs:      20,000 packets" in out and "runs 1 |" in out, out
 
 
+def test_bench_u64set_prints_each_count() -> None:
+    out = _run("bench_u64set.py", "--values", "3000,9000", "--batch", "700", "--repeat", "1")
+    for n in ("3,000", "9,000"):
+        assert f"{n} values in batches of 700: probes " in out, out
+    assert out.count("bytes a value held") == 2, out
+
+
 def test_bench_batch_runs(tmp_path: Path) -> None:
     out = _run("bench_batch.py", "--captures", "3", "--frames", "200", "--workdir", str(tmp_path))
     assert "--jobs 1:" in out and "--jobs 2:" in out, out
