@@ -16,6 +16,7 @@ import json
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import version
 from pathlib import Path
@@ -292,6 +293,13 @@ def _details(rows: SteadyRows) -> pa.Array:
     return strings(details.astype(object))
 
 
+@dataclass(frozen=True, slots=True)
+class _Records:
+    """Per-frame records queued between two steady runs, made a table at the spill."""
+
+    records: tuple[PacketRecord, ...]
+
+
 class RowGroups:
     """Gathers rows and hands each full row group, as an Arrow table, to ``emit``."""
 
@@ -299,7 +307,7 @@ class RowGroups:
         self._emit = emit
         self._batch: list[PacketRecord] = []
         # Steady runs' tables, and the records between them, made tables at ``_spill``
-        self._parts: list[pa.Table | list[PacketRecord]] = []
+        self._parts: list[pa.Table | _Records] = []
         self._rows = 0  # in ``_parts``
 
     def observe(self, rec: PacketRecord) -> None:
@@ -319,7 +327,7 @@ class RowGroups:
 
     def _part(self) -> None:
         if self._batch:
-            self._parts.append(self._batch)
+            self._parts.append(_Records(tuple(self._batch)))
             self._rows += len(self._batch)
             self._batch = []
 
@@ -328,14 +336,16 @@ class RowGroups:
         ``records_to_table`` costs about 1 ms however few its records, and a capture whose
         steady runs the per-frame path breaks often (random IVs without keys: 95 calls
         a 200,000-frame run, 94 of them for fewer than 5 records) made one per run."""
-        records = [rec for part in self._parts if isinstance(part, list) for rec in part]
+        records = [
+            rec for part in self._parts if isinstance(part, _Records) for rec in part.records
+        ]
         if not records:
-            return [part for part in self._parts if not isinstance(part, list)]
+            return [part for part in self._parts if not isinstance(part, _Records)]
         made, at, tables = records_to_table(records), 0, []
         for part in self._parts:
-            if isinstance(part, list):
-                tables.append(made.slice(at, len(part)))
-                at += len(part)
+            if isinstance(part, _Records):
+                tables.append(made.slice(at, len(part.records)))
+                at += len(part.records)
             else:
                 tables.append(part)
         return tables
