@@ -218,6 +218,21 @@ def test_bench_copies_prints_every_case_both_trees_and_the_shares(tmp_path: Path
     assert "decrypted.pcap: identical" in out and "annotated.pcapng: identical" in out, out
 
 
+@pytest.mark.slow
+def test_bench_copies_plots_alone_on_the_bundled_example(tmp_path: Path) -> None:
+    """``--cases plots``: the default run against --no-plots only, fastest and median,
+    and the plots' files compared between the trees."""
+    root = str(BENCH.parent)
+    args = ("--profiles", "example", "--cases", "plots", "--repeat", "1", "--before", root)
+    out = _run("bench_copies.py", *args, "--workdir", str(tmp_path))
+    assert out.startswith("example: 40 frames"), out
+    for case in ("no plots", "+ plots"):
+        assert out.count(f"    {case} ") == 2, out
+    assert "+ decrypted" not in out and "one run with both" not in out, out
+    assert out.count("of the default run") == 2 and out.count("by the medians") == 2, out
+    assert "plots/: identical in both trees" in out, out
+
+
 def test_bench_sa_memory_counts_keyless_and_keyed_runs() -> None:
     for extra, kind in (((), "keyless"), (("--keyed", "--peak"), "keyed")):
         out = _run("bench_sa_memory.py", "--few", "20", "--many", "40", *extra)
