@@ -32,7 +32,7 @@ def feed(n: int, iv_of: str) -> dict[str, float]:
     """Observe n packets; return peak bytes, bytes/packet, runs and rate."""
     ip = OuterIp(4, b"\xc0\x00\x02\x01", b"\xc0\x00\x02\x02", 50, 20, 1300, None, 0, False, 20, 9)
     data = bytes(1300)
-    flow = Flow(0x1001, "192.0.2.1", "192.0.2.2", SaState(None))
+    flow = Flow(0x1001, "192.0.2.1", "192.0.2.2", SaState())
     rng = random.Random(1)
     tracemalloc.start()
     check = IvReuseCheck(SaTable())

@@ -67,8 +67,8 @@ class SaState(EsnTracker):
     tentative: Receiving | None = None
     tentative_start: int = 0
 
-    def __init__(self, sa: None = None) -> None:
-        super().__init__(0)
+    def __init__(self, esn_hi: int = 0) -> None:
+        super().__init__(esn_hi)
         # Without a key: was the SA's last whole packet clear from its header on
         # (``PacketContext.clear_from_header``)? None before its first whole one.
         self.clear_whole: bool | None = None
@@ -91,8 +91,7 @@ class KeyedSaState(SaState):
     __slots__ = ("ctx", "proven", "sa", "tentative", "tentative_start")
 
     def __init__(self, sa: SecurityAssociation) -> None:
-        EsnTracker.__init__(self, sa.esn_hi)
-        self.clear_whole = None
+        super().__init__(sa.esn_hi)
         self.sa = sa
         self.proven = False
         self.tentative = None

@@ -162,9 +162,9 @@ def test_window_with_bulk_chunks_matches_an_ordered_dict(
 
 
 def test_flows_of_one_sa_share_a_check_state_and_each_is_known_once_asked() -> None:
-    first = Flow(0x1001, "10.0.0.1", "10.0.0.2", SaState(None))
-    again = Flow(0x1001, "10.0.0.1", "10.0.0.2", SaState(None))  # after a secrets block
-    other = Flow(0x1002, "10.0.0.1", "10.0.0.2", SaState(None))
+    first = Flow(0x1001, "10.0.0.1", "10.0.0.2", SaState())
+    again = Flow(0x1001, "10.0.0.1", "10.0.0.2", SaState())  # after a secrets block
+    other = Flow(0x1002, "10.0.0.1", "10.0.0.2", SaState())
     states: PerFlow[list[int]] = PerFlow(list)
     assert states.known(first) is None
     made = states.get(first)
@@ -180,7 +180,7 @@ def test_flows_of_one_sa_share_a_check_state_and_each_is_known_once_asked() -> N
 
 
 def test_two_checks_on_one_flow_keep_their_own_state() -> None:
-    flow = Flow(0x1001, "192.0.2.1", "2001:db8::2", SaState(None))
+    flow = Flow(0x1001, "192.0.2.1", "2001:db8::2", SaState())
     one: PerFlow[list[int]] = PerFlow(list)
     two: PerFlow[list[int]] = PerFlow(list)
     one.get(flow).append(1)

@@ -70,7 +70,7 @@ def _pkt(frame: int, seq64: int, iv: bytes, keyless: bool = False, blocks: int =
 
 def _flow(scheme: str, keyless: bool = False) -> Flow:
     if keyless:
-        return Flow(0x3001, "192.0.2.1", "192.0.2.2", SaState(None))
+        return Flow(0x3001, "192.0.2.1", "192.0.2.2", SaState())
     if scheme in _COUNTERS:
         return keyed(sa_of(0x1001, RFC4106, KEY + bytes(4)))
     return keyed(sa_of(0x2001, CBC_AES, KEY, "hmac(sha256)"))

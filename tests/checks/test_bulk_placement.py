@@ -21,7 +21,7 @@ from espforensics.keys.sa import SaTable
 from tests.support.bulk_batches import OUTER, Pkt, datagram, flow_rows
 
 SPI = 0x0000_2001
-FLOW = Flow(SPI, "192.0.2.1", "192.0.2.2", SaState(None))
+FLOW = Flow(SPI, "192.0.2.1", "192.0.2.2", SaState())
 START = OUTER + 8 + 8  # where the clear bytes start: after the stale ESP header and IV
 
 

@@ -62,7 +62,7 @@ def _drive(
     """Every sample through one check, as one SA; all holds released by its finish."""
     holds = Holds()
     check = IvDerivationCheck(holds)
-    flow = Flow(0x1001, SRC, DST, _keyed() if keyed else SaState(None))
+    flow = Flow(0x1001, SRC, DST, _keyed() if keyed else SaState())
     recs = records or [_record(n, s) for n, (s, _) in enumerate(samples, 1)]
     for rec, (_, iv) in zip(recs, samples, strict=True):
         check.observe(PacketContext(rec, b"", IP, flow, iv))
@@ -261,7 +261,7 @@ def test_force_settles_exactly_the_sas_probing_since_then() -> None:
     check = IvDerivationCheck(holds)
     recs = [_record(n, 7) for n in range(1, 51)]
     for rec in recs:
-        flow = Flow(0x2000 + rec.frame, SRC, DST, SaState(None))
+        flow = Flow(0x2000 + rec.frame, SRC, DST, SaState())
         check.observe(PacketContext(rec, b"", IP, flow, 7 ^ 0xABCDEF))
     for upto in (10, 10, 37, 50):
         check.force(upto)

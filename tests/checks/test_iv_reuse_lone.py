@@ -24,7 +24,7 @@ IV = bytes.fromhex("0011223344556677")
 
 
 def _flow(spi: int, src: str, dst: str) -> Flow:
-    return Flow(spi, src, dst, SaState(None))  # no key: a group by SPI and destination
+    return Flow(spi, src, dst, SaState())  # no key: a group by SPI and destination
 
 
 def _pkt(frame: int, seq64: int, fill: int) -> Pkt:

@@ -101,7 +101,7 @@ def test_xor_or_add_is_decided_by_the_first_packet_only_one_reads() -> None:
     ip = OuterIp(4, bytes(4), bytes(4), 50, 20, 0, None, 0, False, 20, 9)
     for additive in (False, True):
         check = IvDerivationCheck(Holds())
-        flow = Flow(0x1001, "0.0.0.0", "0.0.0.0", SaState(None))
+        flow = Flow(0x1001, "0.0.0.0", "0.0.0.0", SaState())
         seqs = [*range(1, 65), 0x100, 0x101]
         recs = [PacketRecord(n, 0, 0, 0, spi=0x1001, seq=s, seq64=s) for n, s in enumerate(seqs)]
         for rec, s in zip(recs, seqs, strict=True):

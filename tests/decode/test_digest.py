@@ -81,7 +81,7 @@ def test_a_keyless_packets_context_digest_is_the_digest_of_its_esp_bytes() -> No
     rec = PacketRecord(
         1, 0, len(data), len(data), Verdict.UNKNOWN_SA, spi=0x1001, seq=5, seq64=5, esp_offset=OUTER
     )
-    flow = Flow(0x1001, "192.0.2.1", "192.0.2.2", SaState(None))
+    flow = Flow(0x1001, "192.0.2.1", "192.0.2.2", SaState())
     pkt = PacketContext(rec, data, IP, flow, int.from_bytes(esp[8:16]))
     assert pkt.digest == esp_digest(esp)
     view = memoryview(data)
