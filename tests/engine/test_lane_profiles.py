@@ -246,10 +246,10 @@ def test_the_keyless_lane_keeps_possible_leaks(
     table = lane.packets.set_index("frame")
     for n in v6:
         assert table.at[n, "leaked_hex"] == frames[n - 1].data[42:82].hex(" ")
-        assert table.at[n, "leaked_fields"].startswith("possible: IPv6 version+traffic class")
+        assert str(table.at[n, "leaked_fields"]).startswith("possible: IPv6 version+traffic class")
     for n in v4:
         assert table.at[n, "leaked_hex"] == frames[n - 1].data[50:70].hex(" ")
-        assert table.at[n, "leaked_fields"].startswith("possible: IPv4 version+IHL, TOS, ")
+        assert str(table.at[n, "leaked_fields"]).startswith("possible: IPv4 version+IHL, TOS, ")
     leaks = [f for f in lane.summary.finding_list if f.kind is FindingKind.CLEARTEXT_LEAK]
     listed = [n for f in leaks for n in f.frames]  # one finding per SPI
     assert {f.severity for f in leaks} == {Severity.INFO} and set(v6 + v4) <= set(listed)
