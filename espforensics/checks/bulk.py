@@ -4,9 +4,9 @@ In: frozen views of a batch's candidate rows, one flow's (``FlowRows``) or
 one shared scope's, such as a key group's (``ScopeRows``), in capture
 order. Out: per check, whether it admits a flow at all, the rows it would
 not treat as the plain case (``refuses``, and ``refuses_bytes`` for those
-its bytes alone decide), the columns it fills for them
-(``columns``), and its bulk state update once the lane takes them
-(``commit``). Raises nothing.
+its bytes alone decide, with the columns those bytes give: ``BytesRule``),
+the columns it fills for them (``columns``), and its bulk state update
+once the lane takes them (``commit``). Raises nothing.
 
 Once the lane's packets are opened and decoded (in the engine's process or
 a worker's), each check with a rule over plaintexts says which rows it
@@ -41,6 +41,27 @@ Mask = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True)
+class Leaks:
+    """The leak check's columns of some rows (``leaked_hex``, ``leaked_fields``; every other
+    row's are empty): ``at``, the rows (positions in their ``FlowRows``, or in a steady
+    run), each one's two strings beside it."""
+
+    at: npt.NDArray[np.intp]
+    hex: tuple[str, ...]
+    fields: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BytesRule:
+    """What a check says of a flow's rows by their bytes alone: the rows it would not
+    treat as the plain case whatever its state, and the leak columns it fills for rows it
+    takes that are the plain case but for those columns (None: none)."""
+
+    refused: Mask
+    leaks: Leaks | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class FlowRows:
     """One flow's candidate rows of a batch, capture order.
 
@@ -52,7 +73,10 @@ class FlowRows:
     (``raw``: the same, to search), in which ``ip_at`` is where each row's
     datagram starts, ``esp_at`` its ESP
     header and ``ct_end`` where its ciphertext ends, its ICV after it
-    (without a key the ICV's length is unknown: the datagram's end).
+    (without a key the ICV's length is unknown: the datagram's end);
+    ``leaks``: the leak columns the checks' bytes rules gave the rows
+    (``BytesRule.leaks``; None before those rules ran, or none), which
+    ``commit`` counts as ``observe`` would.
     """
 
     flow: Flow
@@ -66,6 +90,7 @@ class FlowRows:
     ip_at: I64
     esp_at: I64
     raw: Buffer
+    leaks: Leaks | None = None
 
     def __len__(self) -> int:
         return len(self.frames)
@@ -202,7 +227,7 @@ class BulkCheck(Protocol):
 
     def refuses(self, rows: FlowRows) -> Mask: ...
 
-    def refuses_bytes(self, rows: FlowRows) -> Mask: ...
+    def refuses_bytes(self, rows: FlowRows) -> BytesRule: ...
 
     def columns(self, rows: FlowRows) -> BulkColumns: ...
 
@@ -231,10 +256,11 @@ class BulkRules:
         about the rows up to the first one refused by its bytes, not past it."""
         return np.zeros(len(rows), np.bool_)
 
-    def refuses_bytes(self, rows: FlowRows) -> Mask:
+    def refuses_bytes(self, rows: FlowRows) -> BytesRule:
         """The rows this check would not treat as the plain case whatever its state, by
-        their bytes alone: asked once per batch (``refuses`` again after a refused row)."""
-        return np.zeros(len(rows), np.bool_)
+        their bytes alone, and the columns it fills from those bytes for the others:
+        asked once per batch (``refuses`` again after a refused row)."""
+        return BytesRule(np.zeros(len(rows), np.bool_))
 
     def columns(self, rows: FlowRows) -> BulkColumns:
         """The columns this check fills for a flow's rows."""

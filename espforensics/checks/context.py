@@ -20,14 +20,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from espforensics.checks.coverage import NOT_COUNTED
 from espforensics.crypto import IV_LEN, CipherContext, context_for
-from espforensics.decode.clear import (
-    KEYLESS_ICV_LENS,
-    clear_icmp,
-    clear_ip_header,
-    clear_transport,
-    ip_start_fits,
-    trailer_follows,
-)
+from espforensics.decode.clear import clear_after_header, clear_ip_header, ip_start_fits
 from espforensics.decode.digest import esp_digest
 from espforensics.decode.esn import EsnTracker
 from espforensics.decode.esp import ESP_HEADER_LEN
@@ -317,13 +310,8 @@ class _Reads:
                 if self.cut:  # the IP header's bytes captured, its length the datagram's
                     held = len(data) >= body + 20 and clear_ip_header(data, body, self.ip.total_len)
                     clear = bool(held) or bool(state.clear_whole)
-                elif clear_ip_header(data, body, len(data)):
-                    clear = trailer_follows(data, body, KEYLESS_ICV_LENS)
                 else:
-                    found = clear_transport(data, body, self.ip.src, self.ip.dst, KEYLESS_ICV_LENS)
-                    clear = bool(found[1]) or clear_icmp(
-                        data, body, self.ip.src, self.ip.dst, KEYLESS_ICV_LENS
-                    )
+                    clear = clear_after_header(data, body, self.ip.src, self.ip.dst)
                 if not self.cut:
                     state.clear_whole = clear
             memo.clear = clear

@@ -16,7 +16,8 @@ decrypted, a ciphertext that equals its plaintext over the first
 The steady lane takes a packet only when its ciphertext and plaintext
 differ over those ``MIN_RUN`` bytes (``plaintexts``, the same rule over a
 batch's columns), and a packet without a key only when its bytes after
-the header cannot pass the tests of (2) (``refuses_bytes``).
+the header cannot pass the tests of (2), or pass them as a possible leak
+only (``refuses_bytes``: the columns, ``commit``: the count).
 
 A finding is a proof. A decrypted packet proves its leak (ciphertext equal
 to plaintext); so do the bytes in front of a misplaced header. A packet
@@ -36,14 +37,22 @@ import numpy as np
 from espforensics.bounded.frames import frozen, with_frame
 from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks import coverage as coverage_reasons
-from espforensics.checks.bulk import BulkRules, FlowRows, Mask, PlainRule, Plaintexts
+from espforensics.checks.bulk import (
+    BulkRules,
+    BytesRule,
+    FlowRows,
+    Leaks,
+    PlainRule,
+    Plaintexts,
+)
 from espforensics.checks.context import PacketContext
 from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN
 from espforensics.decode.clear import (
     KEYLESS_ICV_LENS,
-    clear_ip_header,
+    clear_after_header,
     clear_transport,
+    first_clear_header,
     keyless_clear,
     may_be_clear,
     trailer_follows,
@@ -141,14 +150,14 @@ class LeakCheck(BulkRules):
         icv_lens = (ctx.icv_len,) if ctx is not None else KEYLESS_ICV_LENS
         keyed = pkt.flow.state.sa is not None
         into = self._unsealed_per_spi if keyed else self._keyless_per_spi
-        for start in (body + iv_len, body):
-            n = clear_ip_header(data, start, len(data))
-            if n and trailer_follows(data, start, icv_lens):
-                self._report(pkt, data[start : start + n], into)
-                return
-            if n:
-                self._possible(pkt, data[start : start + n])
-                return
+        start, n = first_clear_header(data, body, iv_len)
+        if n and trailer_follows(data, start, icv_lens):
+            self._report(pkt, data[start : start + n], into)
+            return
+        if n:  # a header that nothing else proves
+            rec.leaked_hex, rec.leaked_fields = possible(data[start : start + n])
+            self._count(rec.spi, rec.frame, rec.leaked_fields, self._possible_per_spi)
+            return
         for start in (body + iv_len, body):
             proto, n = clear_transport(data, start, pkt.ip.src, pkt.ip.dst, icv_lens)
             if n:
@@ -156,21 +165,53 @@ class LeakCheck(BulkRules):
                 return
 
     # -- the steady lane's rules (checks/bulk.py) ------------------------------
-    def refuses_bytes(self, rows: FlowRows) -> Mask:
+    def refuses_bytes(self, rows: FlowRows) -> BytesRule:
         """Rows without a key whose bytes after the header ``_between_header_and_icv`` (or
         ``PacketContext.clear_from_header``) find clear: the few ``may_be_clear`` lets
-        through, tested one by one (``keyless_clear``). The lane's keyed rows are
-        decrypted: their rule is ``plaintexts``."""
+        through, tested one by one (``keyless_clear``). Of those, a row that is only a
+        possible leak (a clear IP header that no trailer proves, and bytes after the
+        ESP header that ``clear_after_header`` does not find clear) is kept, with the
+        columns ``_between_header_and_icv`` gives it (``first_clear_header``,
+        ``possible``); ``commit`` counts it. The lane's keyed rows are decrypted: their
+        rule is ``plaintexts``."""
         refused = np.zeros(len(rows), np.bool_)
         if rows.flow.state.ctx is not None:
-            return refused
+            return BytesRule(refused)
+        kept: list[int] = []
+        hexes: list[str] = []
+        fields: list[str] = []
         body = rows.esp_at + ESP_HEADER_LEN
         for i in np.flatnonzero(may_be_clear(rows.buf, body, rows.ct_end)).tolist():
             at, end = int(rows.ip_at[i]), int(rows.ct_end[i])
             data = bytes(rows.raw[at:end])
             ip = parse_ip(data, through_ah=True)  # read as the per-frame path read it
-            refused[i] = keyless_clear(data, int(body[i]) - at, ip.src, ip.dst)
-        return refused
+            own = int(body[i]) - at
+            if not keyless_clear(data, own, ip.src, ip.dst):
+                continue
+            start, n = first_clear_header(data, own, IV_LEN)
+            if (
+                not n
+                or trailer_follows(data, start, KEYLESS_ICV_LENS)
+                or clear_after_header(data, own, ip.src, ip.dst)
+            ):
+                refused[i] = True  # a proven leak, or no IV to read: per frame
+                continue
+            words = possible(data[start : start + n])
+            kept.append(i)
+            hexes.append(words[0])
+            fields.append(words[1])
+        if not kept:
+            return BytesRule(refused)
+        return BytesRule(refused, Leaks(np.array(kept, np.intp), tuple(hexes), tuple(fields)))
+
+    def commit(self, rows: FlowRows) -> None:
+        """``observe`` for the lane's rows: the possible leaks among them counted."""
+        leaks = rows.leaks
+        if leaks is None:
+            return
+        spi, per_spi = rows.flow.spi, self._possible_per_spi
+        for i, words in zip(leaks.at.tolist(), leaks.fields, strict=True):
+            self._count(spi, int(rows.frames[i]), words, per_spi)
 
     def _report(
         self,
@@ -183,13 +224,6 @@ class LeakCheck(BulkRules):
         rec.leaked, rec.leaked_hex = len(leaked), leaked.hex(" ")
         rec.leaked_fields = fields or name_fields(leaked)
         self._count(rec.spi, rec.frame, rec.leaked_fields, into)
-
-    def _possible(self, pkt: PacketContext, clear: bytes) -> None:
-        """Bytes that look like a clear inner header but that nothing else proves."""
-        rec = pkt.rec
-        rec.leaked_hex = clear.hex(" ")
-        rec.leaked_fields = f"possible: {name_fields(clear)}"
-        self._count(rec.spi, rec.frame, rec.leaked_fields, self._possible_per_spi)
 
     def _count(
         self, spi: int | None, frame: int, fields: str, into: dict[int, _PerSpi] | None = None
@@ -243,6 +277,12 @@ class LeakCheck(BulkRules):
                     words.format(n=acc.count, fields="; ".join(sorted(acc.fields))),
                     evidence=Leak(proof, tuple(sorted(acc.fields))),
                 )
+
+
+def possible(clear: bytes) -> tuple[str, str]:
+    """The ``leaked_hex`` and ``leaked_fields`` of bytes that look like a clear inner header
+    but that nothing else proves (``leaked`` stays empty)."""
+    return clear.hex(" "), f"possible: {name_fields(clear)}"
 
 
 def not_encrypted(sealed: bytes, plain: bytes) -> bool:

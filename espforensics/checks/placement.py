@@ -27,7 +27,7 @@ import numpy as np
 
 from espforensics.bounded.frames import frozen, with_frame
 from espforensics.bounded.intervals import IntervalSet
-from espforensics.checks.bulk import BulkRules, FlowRows, Mask
+from espforensics.checks.bulk import BulkRules, BytesRule, FlowRows
 from espforensics.checks.context import Flow, PacketContext
 from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN
@@ -107,18 +107,18 @@ class PlacementCheck(BulkRules):
         SA's header could be searched for in its packets (analyzer/placement.py)."""
         return flow.state.sa is not None or not len(self._sas)
 
-    def refuses_bytes(self, rows: FlowRows) -> Mask:
+    def refuses_bytes(self, rows: FlowRows) -> BytesRule:
         """Keyless rows in which ``found_by_layout`` could find their SPI after the header: the
         bytes after the header and an 8-byte IV start an IP header that fits
         (``may_start_ip``, rare in ciphertext), and the SPI is there again."""
         refused = np.zeros(len(rows), np.bool_)
         if rows.flow.state.sa is not None:
-            return refused
+            return BytesRule(refused)
         needle, find = rows.flow.spi.to_bytes(4, "big"), rows.raw.find
         start = rows.esp_at + _SLOT  # leak_start: the row's own SPI at the expected offset
         for i in np.flatnonzero(may_start_ip(rows.buf, start, rows.ct_end)).tolist():
             refused[i] = find(needle, int(rows.esp_at[i]) + 1, int(rows.ct_end[i])) >= 0
-        return refused
+        return BytesRule(refused)
 
     def finish(self) -> Iterator[Finding]:
         for spi, acc in sorted(self._per_spi.items()):

@@ -8,7 +8,9 @@ clear IP packet followed exactly by an ESP trailer and an ICV) and
 outer addresses verifies, with a trailer and ICV after it) and
 ``ip_start_fits`` (do clear bytes start an IP header whose length fits
 the rest of the datagram: how a misplaced ESP header is recognised without
-proof); and ``may_be_clear``, their bulk side for the steady lane's keyless
+proof); ``keyless_clear``, ``clear_after_header`` and ``first_clear_header``,
+what the leak check and ``PacketContext`` ask of a keyless packet with them;
+and ``may_be_clear``, their bulk side for the steady lane's keyless
 packets. Raises nothing.
 
 Used by the leak check (checks/leaks.py) and by ``PacketContext``, which
@@ -211,6 +213,29 @@ def keyless_clear(data: bytes, body: int, src: bytes, dst: bytes) -> bool:
         ):
             return True
     return clear_icmp(data, body, src, dst, KEYLESS_ICV_LENS)
+
+
+def clear_after_header(data: bytes, body: int, src: bytes, dst: bytes) -> bool:
+    """Is a whole keyless datagram ``data`` clear from right after its ESP header (at
+    ``body``) on, as ``ecb(cipher_null)`` (RFC 2410) sends: a clear IP header followed
+    exactly by a trailer and an ICV, else a clear TCP, UDP or ICMP message with its
+    trailer (``PacketContext.clear_from_header``'s test of a packet the capture holds
+    whole; the leak check's bulk rule asks it of the packets it keeps)."""
+    if clear_ip_header(data, body, len(data)):
+        return trailer_follows(data, body, KEYLESS_ICV_LENS)
+    found = clear_transport(data, body, src, dst, KEYLESS_ICV_LENS)
+    return bool(found[1]) or clear_icmp(data, body, src, dst, KEYLESS_ICV_LENS)
+
+
+def first_clear_header(data: bytes, body: int, iv_len: int) -> tuple[int, int]:
+    """Where the first plausible clear IP header is (after an ``iv_len``-byte IV, else at
+    ``body``, right after the ESP header) and its length, as the leak check looks for
+    one; (0, 0) if there is none."""
+    for start in (body + iv_len, body):
+        n = clear_ip_header(data, start, len(data))
+        if n:
+            return start, n
+    return 0, 0
 
 
 def may_be_clear(view: U8, body: I64, end: I64) -> Mask:

@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from espforensics.capture.batch import Buffer
 from espforensics.checks import Flow, SaState
-from espforensics.checks.bulk import FlowRows, Outer, Scope, ScopeRows
+from espforensics.checks.bulk import FlowRows, Leaks, Outer, Scope, ScopeRows
 from espforensics.checks.context import HEAD_LEN
 from espforensics.crypto import IV_LEN, CipherContext
 from espforensics.decode.digest import RowDigests, kept_source
@@ -70,6 +70,10 @@ class Plan:
     seq64: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
     placed: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))  # seq64 inferred
     by_bytes: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))  # a check refuses
+    # the leak columns a check's bytes rule gave (``BytesRule.leaks``): which positions have
+    # them, and per such position its (leaked_hex, leaked_fields)
+    leaky: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))
+    leaks: dict[int, tuple[str, str]] = field(default_factory=dict)
     iv: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))  # a wide IV's fold
     iv_bytes: npt.NDArray[np.uint8] = field(  # WIDE bytes after the ESP header
         default_factory=lambda: np.zeros((0, WIDE), np.uint8)
@@ -223,7 +227,19 @@ def flow_rows(plan: Plan, own: Index, view: npt.NDArray[np.uint8], raw: Buffer) 
         plan.ip_at[own],
         plan.esp_at[own],
         raw,
+        leaks_of(plan, own),
     )
+
+
+def leaks_of(plan: Plan, own: Index) -> Leaks | None:
+    """The leak columns of the rows ``own`` (candidate positions), if any has them."""
+    if not len(plan.leaks):
+        return None
+    at = np.flatnonzero(plan.leaky[own])
+    if not len(at):
+        return None
+    words = [plan.leaks[p] for p in own[at].tolist()]
+    return Leaks(at, tuple(w[0] for w in words), tuple(w[1] for w in words))
 
 
 def scope_rows(plan: Plan, own: Index, raw: Buffer) -> ScopeRows:

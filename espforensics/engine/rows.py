@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from espforensics.checks import Flow
+from espforensics.checks.bulk import Leaks
 from espforensics.engine.wire import I64, Mask
 from espforensics.model.arrays import Strs
 from espforensics.model.records import PacketRecord
@@ -68,6 +69,7 @@ class SteadyRows:
     checksum_detail: Strs  # a not_checked packet's reason (its detail), else ""
     tfc_len: I64  # -1: empty
     counter: Mask  # iv_seq_delta is 0 (else empty: the SA's IVs follow no counter)
+    leaks: Leaks | None  # the rows with leak columns (possible leaks), else None: all empty
     algorithm: tuple[str, ...]  # per flow
 
     @property

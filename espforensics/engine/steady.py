@@ -61,6 +61,7 @@ from espforensics.engine.plan import (
     distinct_flows,
     flow_key,
     flow_rows,
+    leaks_of,
     outer_of,
     scope_rows,
     scopes,
@@ -354,15 +355,23 @@ class SteadyLane:
         return first_refused(bad)
 
     def _by_bytes(self, plan: Plan, view: npt.NDArray[np.uint8], raw: Buffer) -> Mask:
-        """Per candidate of the units, whether a check refuses it by its bytes alone."""
+        """Per candidate of the units, whether a check refuses it by its bytes alone; the
+        columns the checks' bytes rules give the others kept in the plan (``leaks``)."""
         refused = np.zeros(len(plan.rows), np.bool_)
+        plan.leaky = np.zeros(len(plan.rows), np.bool_)
         pos = np.flatnonzero(plan.unit >= 0)
         flow = plan.flow[pos]
         for f in distinct(flow).tolist():
             own = pos[flow == f]
             rows = flow_rows(plan, own, view, raw)
             for check in self._checks:
-                refused[own] |= check.refuses_bytes(rows)
+                rule = check.refuses_bytes(rows)
+                refused[own] |= rule.refused
+                if rule.leaks is not None:
+                    at = own[rule.leaks.at]
+                    plan.leaky[at] = True
+                    words = zip(rule.leaks.hex, rule.leaks.fields, strict=True)
+                    plan.leaks.update(zip(at.tolist(), words, strict=True))
         return refused
 
     @staticmethod
@@ -456,6 +465,7 @@ class SteadyLane:
             checksum_detail=plain.strs("checksum_detail"),
             tfc_len=plain.ints("tfc_len"),
             counter=plan.counter[pos],
+            leaks=leaks_of(plan, pos),
             algorithm=tuple(f.state.sa.suite if f.state.sa else "" for f in flows),
         )
 

@@ -258,6 +258,11 @@ def steady_table(rows: SteadyRows) -> pa.Table:
     }
     for name in ("leaked_hex", "leaked_fields", "seq_anomaly", "quoted_src", "quoted_dst"):
         cols[name] = _repeat("", n)
+    if rows.leaks is not None:  # possible leaks (checks/leaks.py): a few rows of a run
+        picked = np.zeros(n, np.int64)
+        picked[rows.leaks.at] = np.arange(1, len(rows.leaks.at) + 1)
+        cols["leaked_hex"] = pick(["", *rows.leaks.hex], picked)
+        cols["leaked_fields"] = pick(["", *rows.leaks.fields], picked)
     keyed = rows.keyed.astype(np.int64)
     cols["verdict"] = pick(["unknown_sa", "ok"], keyed)
     # the receiver check refuses every other row; a run without keys predicts nothing

@@ -68,7 +68,7 @@ MISPLACED = Pkt(1, 5000, bytes(8), CLEAR + SPI.to_bytes(4) + (5001).to_bytes(4) 
 @given(_batches())
 @example([MISPLACED])
 def test_every_row_the_layout_finds_a_header_in_is_refused(pkts: list[Pkt]) -> None:
-    refused = PlacementCheck(SaTable()).refuses_bytes(flow_rows(FLOW, pkts))
+    refused = PlacementCheck(SaTable()).refuses_bytes(flow_rows(FLOW, pkts)).refused
     for i, p in enumerate(pkts):
         if _found(p) is not None:
             assert refused[i], i
@@ -77,4 +77,5 @@ def test_every_row_the_layout_finds_a_header_in_is_refused(pkts: list[Pkt]) -> N
 def test_the_misplaced_layout_is_found_and_refused() -> None:
     """The example above is a find: the real ESP header right after the clear bytes."""
     assert _found(MISPLACED) == START + 6
-    assert PlacementCheck(SaTable()).refuses_bytes(flow_rows(FLOW, [MISPLACED])).tolist() == [True]
+    rule = PlacementCheck(SaTable()).refuses_bytes(flow_rows(FLOW, [MISPLACED]))
+    assert rule.refused.tolist() == [True]

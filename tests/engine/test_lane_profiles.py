@@ -24,11 +24,12 @@ import pytest
 
 from espforensics.analysis import Analysis, analyze
 from espforensics.decode import digest
+from espforensics.decode.clear import internet_checksum
 from espforensics.engine.rows import SteadyRows
 from espforensics.engine.steady import SteadyLane
 from espforensics.engine.wire import FrameBatch
 from espforensics.keys.sa import SaTable
-from espforensics.model.enums import IvScheme
+from espforensics.model.enums import FindingKind, IvScheme, Severity
 from espforensics.model.options import Options
 from espforensics.synth.bench import bench_sas, iter_bench_frames
 from espforensics.synth.capture import write_capture
@@ -187,4 +188,71 @@ def test_the_keyless_lane_hashes_no_packet_no_repeat_reads(
     monkeypatch.undo()
     assert len(taken) > 2_500 and 0 < made[0] <= 64
     assert len(hashes) == (3_000 - len(taken)) + made[0]
+    assert_same(lane, analyze(path, SaTable(()), Options(steady_lane=False)), 3_000)
+
+
+def _v6_in_the_iv(data: bytes) -> bytes:
+    """A bench frame (Ethernet, IPv4, ESP) whose IV starts an IPv6 header whose payload
+    length fits the rest of the datagram, 20 bytes short of its end: no trailer follows."""
+    body = 14 + 20 + 8
+    plen = len(data) - body - 40 - 20
+    return data[:body] + bytes([0x60, 0, 0, 0]) + plen.to_bytes(2) + data[body + 6 :]
+
+
+def _v4_after_the_iv(data: bytes) -> bytes:
+    """A bench frame whose bytes after the IV are an IPv4 header, its checksum sound, whose
+    total length ends 10 bytes before the datagram: no trailer follows."""
+    start = 14 + 20 + 8 + 8
+    head = bytearray(bytes([0x45, 0]) + (len(data) - start - 10).to_bytes(2) + bytes(4))
+    head += bytes([64, 17, 0, 0]) + bytes([198, 51, 100, 7, 203, 0, 113, 9])
+    head[10:12] = internet_checksum(bytes(head)).to_bytes(2)
+    return data[:start] + bytes(head) + data[start + 20 :]
+
+
+@pytest.mark.parametrize("batch", [64, 4096])
+def test_the_keyless_lane_keeps_possible_leaks(
+    folder: Path, batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Random IVs that read as the start of a clear IP header (an IPv6 header in the IV's
+    place, an IPv4 header with a sound checksum after it), no ESP trailer after: the leak
+    check's "possible" rows. The keyless lane takes them with their ``leaked_hex`` and
+    ``leaked_fields`` (it left each to the per-frame path, cutting its run, before) and
+    leaves no row of the capture's admitted SAs to the per-frame path; the packets
+    table, the summary and the findings are those of the lane off."""
+    frames = list(iter_bench_frames(3_000, algorithm="gcm", ivs="random"))
+    v6, v4 = (1_000, 1_001, 2_500), (1_800, 2_900)
+    for n in v6:
+        frames[n - 1] = frames[n - 1]._replace(data=_v6_in_the_iv(frames[n - 1].data))
+    for n in v4:
+        frames[n - 1] = frames[n - 1]._replace(data=_v4_after_the_iv(frames[n - 1].data))
+    path = folder / f"keyless-possible-{batch}.pcap"
+    write_capture(path, frames, linktypes=(1,))
+    taken: list[int] = []
+    apply = SteadyLane.apply
+
+    def spy(self: SteadyLane, *args: Any) -> SteadyRows:
+        rows = apply(self, *args)
+        taken.extend(rows.frame.tolist())
+        return rows
+
+    lanecount.install()
+    lanecount.take()
+    monkeypatch.setattr(SteadyLane, "apply", spy)
+    lane = analyze(path, SaTable(()), Options(batch_frames=batch))
+    monkeypatch.undo()
+    count = lanecount.take()
+    assert set(v6 + v4) <= set(taken)
+    assert count.refused == 0, count
+    table = lane.packets.set_index("frame")
+    for n in v6:
+        assert table.at[n, "leaked_hex"] == frames[n - 1].data[42:82].hex(" ")
+        assert str(table.at[n, "leaked_fields"]).startswith("possible: IPv6 version+traffic class")
+    for n in v4:
+        assert table.at[n, "leaked_hex"] == frames[n - 1].data[50:70].hex(" ")
+        assert str(table.at[n, "leaked_fields"]).startswith("possible: IPv4 version+IHL, TOS, ")
+    leaks = [f for f in lane.summary.finding_list if f.kind is FindingKind.CLEARTEXT_LEAK]
+    listed = [n for f in leaks for n in f.frames]  # one finding per SPI
+    assert {f.severity for f in leaks} == {Severity.INFO} and set(v6 + v4) <= set(listed)
+    marked = lane.packets["frame"][lane.packets["leaked_fields"] != ""].tolist()
+    assert sorted(listed) == marked and sum(f.count for f in leaks) == len(marked)
     assert_same(lane, analyze(path, SaTable(()), Options(steady_lane=False)), 3_000)

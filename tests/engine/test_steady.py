@@ -24,6 +24,7 @@ from espforensics.checks import BULK, Flow
 from espforensics.checks.bulk import (
     BulkColumns,
     BulkRules,
+    BytesRule,
     FlowRows,
     Mask,
     Opened,
@@ -113,8 +114,8 @@ class _ByBytes(BulkRules):
     def __init__(self, *frames: int) -> None:
         self.frames, self.read = frames, list[int]()
 
-    def refuses_bytes(self, rows: FlowRows) -> Mask:
-        return np.isin(rows.frames, self.frames)
+    def refuses_bytes(self, rows: FlowRows) -> BytesRule:
+        return BytesRule(np.isin(rows.frames, self.frames))
 
     def refuses(self, rows: FlowRows) -> Mask:
         self.read += rows.frames.tolist()
