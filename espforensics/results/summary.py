@@ -478,9 +478,13 @@ def _dicts(values: tuple[dict[Any, Any], ...]) -> list[str]:
     out = []
     for d in values:
         key = (*d.items(), *map(type, d), *map(type, d.values()))
-        text = texts.get(key)
-        if text is None:
-            text = texts[key] = json.dumps(d)
+        try:
+            text = texts.get(key)
+        except TypeError:  # a value that cannot be a key (a list): dumped on its own
+            text = json.dumps(d)
+        else:
+            if text is None:
+                text = texts[key] = json.dumps(d)
         out.append(text)
     return out
 

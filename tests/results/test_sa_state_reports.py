@@ -173,7 +173,7 @@ def test_sa_texts_made_a_column_at_a_time_are_each_rows_json_dumps() -> None:
     # summary.json's SA rows are encoded a column at a time (sa_json_texts); each must be
     # the text json.dumps gives that SA's sa_json, whatever its values' types: None seq
     # numbers, a StrEnum mode, non-ASCII and quoted text, dicts of equal items of other
-    # types (1, 1.0 and True are equal keys of a cache, not equal JSON), float NaN, the
+    # types (1, 1.0 and True are equal keys of a cache, not equal JSON) or of a list, NaN, the
     # cut fields present only in a cut SA's row, and rows across the chunks.
     base = _sa(0x1001)
     odd = [
@@ -183,6 +183,7 @@ def test_sa_texts_made_a_column_at_a_time_are_each_rows_json_dumps() -> None:
         replace(base, verdicts={"ok": True}, tfc_padded_to={"1400": 1.0}),  # type: ignore[dict-item]
         replace(base, verdicts={1: 2}, inner_checksums={"ok": 3, "bad": 4}),  # type: ignore[dict-item]
         replace(base, verdicts={True: 2}),  # type: ignore[dict-item]
+        replace(base, inner_checksums={"ok": [1, 2]}),  # type: ignore[dict-item]
         replace(base, cut=3, cut_read=2, cut_found=1, packets=float("nan")),  # type: ignore[arg-type]
         replace(base, spi=0xFFFFFFFF, first_ns=-1, last_ns=2**70, icmp_quoted=7),
     ]
