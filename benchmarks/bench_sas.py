@@ -1,7 +1,7 @@
 """Time and memory per frame against the number of SAs, in one run.
 
 Usage: python benchmarks/bench_sas.py [--cases 60000:60000,1000000:100000]
-                                      [--workdir DIR] [--repeat 1]
+                                      [--workdir DIR] [--repeat 1] [--stray N]
 
 For each case FRAMES:SPIS, generates (once) two captures of FRAMES
 Ethernet/IPv4 ESP frames from the project's benchmark builder: one where
@@ -17,6 +17,10 @@ The 2-SPI run holds about 50 MB that a run of one-packet SAs never makes
 (the lane's buffers, full evidence windows), so with few SAs this reads
 below what one more SA costs; the difference between two cases' peaks
 over their SAs gives that (docs/performance.md, "Many SAs (issue 35)").
+``--stray N`` adds a third capture of each case: the 2-SPI one with every
+N-th frame's SPI one of its own (a few one-packet SAs amid the bulk
+transfer), and its time ratio to the 2-SPI run (docs/performance.md,
+"Many SAs, third step").
 """
 
 from __future__ import annotations
@@ -38,15 +42,24 @@ print(time.perf_counter() - t, s.capture.frames, len(s.sas),
 """
 
 
-def make_capture(path: Path, frames: int, spis: int) -> None:
-    """The bench capture with its SPIs cycling over ``spis`` values (0: as built)."""
+def make_capture(path: Path, frames: int, spis: int, stray: int = 0) -> None:
+    """The bench capture with its SPIs cycling over ``spis`` values (0: as built), or with
+    every ``stray``-th frame's SPI one of its own."""
     from espforensics.capture.writer import write_pcap  # noqa: PLC0415
-    from espforensics.synth.bench import iter_bench_frames, with_spis  # noqa: PLC0415
+    from espforensics.synth.bench import (  # noqa: PLC0415
+        iter_bench_frames,
+        with_spis,
+        with_stray_spis,
+    )
 
     built = iter_bench_frames(frames)
+    if spis:
+        built = with_spis(built, spis)
+    elif stray:
+        built = with_stray_spis(built, stray)
     tmp = path.with_suffix(".tmp")
     with tmp.open("wb") as fh:
-        write_pcap(fh, with_spis(built, spis) if spis else built, linktype=1)
+        write_pcap(fh, built, linktype=1)
     tmp.rename(path)
 
 
@@ -68,6 +81,9 @@ def main() -> int:
     parser.add_argument("--cases", default="60000:60000,1000000:100000")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "espf-sas")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each; the fastest counts")
+    parser.add_argument(
+        "--stray", type=int, default=0, help="also every N-th frame with an SPI of its own"
+    )
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     worst = worst_mem = 0.0
@@ -92,6 +108,15 @@ def main() -> int:
         print(f"  memory per SA: {per_sa:,.0f} bytes (peak RSS many - one, per extra SA)")
         worst = max(worst, many / one)
         worst_mem = max(worst_mem, per_sa)
+        if args.stray:
+            cap = args.workdir / f"sas-{frames}-stray{args.stray}.pcap"
+            if not cap.exists():
+                make_capture(cap, frames, 0, args.stray)
+            secs, n, sas, rss = min(_child(cap, args.workdir / "out") for _ in range(args.repeat))
+            print(
+                f"  every {args.stray}th frame an SPI of its own: {secs * 1e6 / n:6.1f} us/frame  "
+                f"{sas:>7,} SAs  peak RSS {rss:5.0f} MB  time ratio to 2 SPIs: {secs / one:.2f}"
+            )
     print(f"worst time ratio: {worst:.2f} (target <= 2)")
     print(f"worst memory per SA: {worst_mem:,.0f} bytes (target <= 1,024)")
     return 0

@@ -142,6 +142,10 @@ def _named(wire: bytes, names: dict[bytes, str]) -> SaKey:
     return SaKey(int.from_bytes(wire[:4]), src_text, dst_text)
 
 
+def _first(pair: tuple[SaKey, object]) -> SaKey:
+    return pair[0]
+
+
 @dataclass(frozen=True, slots=True)
 class Placed:
     """Where the receiver found a packet's ESP header, later than its outer headers put it.
@@ -441,9 +445,15 @@ class PerFlow(Generic[T]):
         for wire, state in self._states.items():
             yield _named(wire, names), state
 
-    def items(self) -> list[tuple[SaKey, T]]:
-        """Every state with its (SPI, src, dst), in that order."""
-        return sorted(self.by_sa(), key=lambda kv: kv[0])
+    def items(self, where: Callable[[T], bool] | None = None) -> list[tuple[SaKey, T]]:
+        """Every state with its (SPI, src, dst), in that order; ``where``: only the states
+        it holds true of, the others neither named nor sorted (a check's ``finish``
+        reports a few SAs of a scan's tens of thousands)."""
+        if where is None:
+            return sorted(self.by_sa(), key=_first)
+        names: dict[bytes, str] = {}
+        kept = ((_named(w, names), s) for w, s in self._states.items() if where(s))
+        return sorted(kept, key=_first)
 
 
 class Holds:

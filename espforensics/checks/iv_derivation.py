@@ -379,16 +379,15 @@ class IvDerivationCheck(BulkRules):
     def finish(self) -> Iterator[Finding]:
         while self._probing:  # SAs with fewer packets than the window
             self._settle(next(iter(self._probing)))
-        for (spi, src, dst), sa in self._sas.items():
+        for (spi, src, dst), sa in self._sas.items(_finds):
             if sa.scheme is IvScheme.CONSTANT:
                 yield constant_finding(spi, src, dst, sa)
-            elif sa.cbc and sa.scheme in (IvScheme.SEQIV, IvScheme.COUNTER):
+            elif sa.cbc and sa.scheme in _COUNTERS:
                 yield predictable_finding(spi, src, dst, sa)
             elif sa.deviating:
                 yield deviating_finding(spi, src, dst, sa)
-        for (spi, src, dst), sa in self._sas.items():
-            if sa.chained:
-                yield chained_finding(spi, src, dst, sa)
+        for (spi, src, dst), sa in self._sas.items(_chains):
+            yield chained_finding(spi, src, dst, sa)
 
     def schemes(self) -> dict[SaKey, IvScheme]:
         """Each SA's IV scheme by (SPI, src, dst), once ``finish`` settled every window."""
@@ -399,6 +398,18 @@ class IvDerivationCheck(BulkRules):
             else:
                 out[key] = IvScheme.NONE if sa.no_iv else IvScheme.UNKNOWN
         return out
+
+
+def _finds(sa: IvSa) -> bool:
+    """Does ``finish``'s first walk report the SA (its scheme or deviations)?"""
+    return bool(
+        sa.scheme is IvScheme.CONSTANT or (sa.cbc and sa.scheme in _COUNTERS) or sa.deviating
+    )
+
+
+def _chains(sa: IvSa) -> bool:
+    """Does ``finish``'s second walk report the SA (chained CBC IVs)?"""
+    return bool(sa.chained)
 
 
 def coverage(seen: Seen) -> str | None:

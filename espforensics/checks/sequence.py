@@ -257,7 +257,7 @@ class SequenceCheck(BulkRules):
         }
 
     def finish(self) -> Iterator[Finding]:
-        for (spi, src, dst), sa in self._sas.items():
+        for (spi, src, dst), sa in self._sas.items(_finds):
             where = f"{src} -> {dst}"
             if sa.duplicates:
                 yield Finding(
@@ -324,6 +324,11 @@ class SequenceCheck(BulkRules):
                     dst,
                     EsnWrap(frame, hi),
                 )
+
+
+def _finds(sa: _Sa) -> bool:
+    """Does ``finish`` report the SA (a duplicate, a gap, a reorder, an ESN wrap)?"""
+    return bool(sa.duplicates or sa.reordered or sa.wraps or next(sa.gaps(), None))
 
 
 def coverage(seen: Seen) -> str | None:

@@ -232,6 +232,7 @@ def report_content(
     hidden = len(summary.layouts) - len(layouts)
     causes = likely_causes(summary)
     tallied = tally(summary.sas, summary.esp_layers)  # one walk of the SAs for both
+    no_key = narrative.no_key_given(summary)  # a walk of every SA: once, not per SA shown
     damage = narrative.damage_sentence(summary)
     checks = _checks(summary, fail_on, groups)
     tcpdump = misplaced_filter(summary.layouts) or ""
@@ -240,7 +241,7 @@ def report_content(
         summary=summary,
         header=_header(summary),
         verdict=narrative.verdict_sentences(summary, tallied),
-        sas=tuple(_sa_row(sa, narrative.no_key_given(summary)) for sa in shown),
+        sas=tuple(_sa_row(sa, no_key) for sa in shown),
         sas_rest=rest,
         groups=tuple(_group_row(g, _kind_frames(summary, g.kind)) for g in groups),
         findings=tuple(_finding_row(f) for f in summary.finding_list[:FINDINGS_SHOWN]),

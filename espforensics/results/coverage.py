@@ -154,10 +154,11 @@ def _tried(s: Seen) -> bool:
 class _Group:
     """The packets of one verdict under SAs of the same facts, over every SA of a run."""
 
-    __slots__ = ("packets", "seen", "spis", "verdict")
+    __slots__ = ("packets", "seen", "spis", "tried", "verdict")
 
     def __init__(self, verdict: str, seen: Seen) -> None:
         self.verdict, self.seen, self.packets = verdict, seen, 0
+        self.tried = _tried(seen)
         self.spis: list[int] = []  # the SAs' SPIs, for packets decryption did not try
 
 
@@ -179,13 +180,14 @@ def _seen(sas: Iterable[SaCounts]) -> tuple[list[_Group], int]:
     for sa in sas:
         owned += sa.packets
         verdicts = sa.verdicts
-        facts = _facts(sa.algorithm, tuple((v, bool(n)) for v, n in verdicts.items()))
-        for v, n in _split_cut(sa, verdicts):
+        had = tuple(zip(verdicts, map(bool, verdicts.values()), strict=True))
+        facts = _facts(sa.algorithm, had)
+        for v, n in _split_cut(sa, verdicts) if sa.cut else verdicts.items():
             group = groups.get((v, facts))
             if group is None:
                 group = groups[v, facts] = _Group(v, seen(v, facts))
             group.packets += n
-            if not _tried(group.seen):
+            if not group.tried:
                 group.spis.append(sa.spi)
     return list(groups.values()), owned
 

@@ -178,6 +178,18 @@ def with_spis(frames: Iterator[Frame], spis: int) -> Iterator[Frame]:
         yield Frame(f.number, f.ts_ns, f.caplen, f.wirelen, f.linktype, data)
 
 
+def with_stray_spis(frames: Iterator[Frame], every: int) -> Iterator[Frame]:
+    """The bench frames with every ``every``-th frame's SPI rewritten to one of its own
+    (from 0x40000 + its frame number): a few one-packet SAs amid the bulk transfer."""
+    for f in frames:
+        if f.number % every:
+            yield f
+            continue
+        spi = (0x40000 + f.number).to_bytes(4, "big")
+        data = f.data[:SPI_AT] + spi + f.data[SPI_AT + 4 :]
+        yield Frame(f.number, f.ts_ns, f.caplen, f.wirelen, f.linktype, data)
+
+
 def one_packet_sas(n: int, seed: int = 1) -> tuple[list[Frame], tuple[SecurityAssociation, ...]]:
     """``n`` frames, each the one packet (a TCP ACK) of an SA of its own (rfc4106, seqiv
     IVs, its own key; SPIs 0x20001, 0x20003, ..., 192.0.2.2 -> 192.0.2.1), and those SAs

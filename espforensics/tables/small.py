@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from espforensics.bounded.frames import Frames, runs_text
 from espforensics.bounded.intervals import I64
 from espforensics.model.records import Finding
-from espforensics.results.summary import Summary
+from espforensics.results.summary import SaSummary, Summary
 from espforensics.tables.arrow import from_numpy
 
 SA_COLUMNS = (
@@ -61,44 +61,47 @@ def seconds(ns: int, digits: int) -> str:
 
 
 def write_sas_csv(path: Path, summary: Summary) -> None:
-    """``sas.csv``: one row per SA seen."""
+    """``sas.csv``: one row per SA seen (the rows made as the writer asks, in one call)."""
     with path.open("w", newline="") as fh:
         out = csv.writer(fh)
         out.writerow(SA_COLUMNS)
-        for sa in summary.sas:
-            others = ";".join(
-                f"{k}={v}" for k, v in sa.verdicts.items() if k not in ("ok", "auth_fail")
-            )
-            out.writerow(
-                [
-                    sa.spi,
-                    f"{sa.spi:#010x}",
-                    sa.src,
-                    sa.dst,
-                    sa.algorithm,
-                    sa.packets,
-                    sa.verdicts.get("ok", 0),
-                    sa.verdicts.get("auth_fail", 0),
-                    others,
-                    sa.first_seq64,
-                    sa.last_seq64,
-                    seconds(sa.first_ns, summary.capture.time_digits),
-                    seconds(sa.last_ns, summary.capture.time_digits),
-                    sa.wire_bytes,
-                    sa.leaked,
-                    sa.iv_reused,
-                    sa.iv_deviating,
-                    sa.duplicates,
-                    sa.reordered,
-                    sa.missing,
-                    sa.tfc_packets,
-                    sa.tfc_bytes,
-                    ";".join(f"{k}={v}" for k, v in sa.tfc_padded_to.items()),
-                    ";".join(f"{k}={v}" for k, v in sa.inner_checksums.items()),
-                    sa.iv_scheme,
-                    sa.icmp_quoted,
-                ]
-            )
+        out.writerows(_sa_row(sa, summary.capture.time_digits) for sa in summary.sas)
+
+
+def _sa_row(sa: SaSummary, digits: int) -> list[object]:
+    verdicts = sa.verdicts
+    others = ";".join(f"{k}={v}" for k, v in verdicts.items() if k not in _SHOWN_APART)
+    return [
+        sa.spi,
+        f"{sa.spi:#010x}",
+        sa.src,
+        sa.dst,
+        sa.algorithm,
+        sa.packets,
+        verdicts.get("ok", 0),
+        verdicts.get("auth_fail", 0),
+        others,
+        sa.first_seq64,
+        sa.last_seq64,
+        seconds(sa.first_ns, digits),
+        seconds(sa.last_ns, digits),
+        sa.wire_bytes,
+        sa.leaked,
+        sa.iv_reused,
+        sa.iv_deviating,
+        sa.duplicates,
+        sa.reordered,
+        sa.missing,
+        sa.tfc_packets,
+        sa.tfc_bytes,
+        ";".join(f"{k}={v}" for k, v in sa.tfc_padded_to.items()) if sa.tfc_padded_to else "",
+        ";".join(f"{k}={v}" for k, v in sa.inner_checksums.items()) if sa.inner_checksums else "",
+        sa.iv_scheme,
+        sa.icmp_quoted,
+    ]
+
+
+_SHOWN_APART = frozenset(("ok", "auth_fail"))  # sas.csv's columns of their own
 
 
 # ``spi`` an integer in every table (the key packets, sas and findings join on), ``spi_hex``

@@ -190,6 +190,35 @@ def test_two_checks_on_one_flow_keep_their_own_state() -> None:
     assert one.items() == [((0x1001, "192.0.2.1", "2001:db8::2"), [1])]
 
 
+def test_items_where_names_and_sorts_only_the_states_it_keeps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A check's finish walks the few SAs it reports: the filtered list is the unfiltered
+    # one less the others, in the same (SPI, src, dst) order, and the others are never
+    # named (a scan's tens of thousands of SAs would each make a key and be sorted).
+    states: PerFlow[list[int]] = PerFlow(list)
+    for spi, src in ((0x3003, "10.0.0.9"), (0x1001, "10.0.0.2"), (0x2002, "2001:db8::1")):
+        states.get(Flow(spi, src, "10.0.0.1", SaState())).append(spi)
+    states.get(Flow(0x1001, "10.0.0.1", "10.0.0.1", SaState())).append(0)
+    kept = states.items(lambda s: s[0] != 0x2002)
+    assert kept == [kv for kv in states.items() if kv[1][0] != 0x2002]
+    assert [key for key, _ in kept] == [
+        (0x1001, "10.0.0.1", "10.0.0.1"),
+        (0x1001, "10.0.0.2", "10.0.0.1"),
+        (0x3003, "10.0.0.9", "10.0.0.1"),
+    ]
+    named: list[bytes] = []
+    real = context._named
+
+    def counting(wire: bytes, names: dict[bytes, str]) -> tuple[int, str, str]:
+        named.append(wire)
+        return real(wire, names)
+
+    monkeypatch.setattr(context, "_named", counting)
+    assert states.items(lambda s: s == [0]) == [((0x1001, "10.0.0.1", "10.0.0.1"), [0])]
+    assert len(named) == 1  # the one state kept, not all four
+
+
 def test_the_holders_of_one_run_take_distinct_small_bits_of_a_flow(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -143,6 +143,13 @@ def test_bench_sas_prints_both_runs_and_the_ratio(tmp_path: Path) -> None:
     assert "time ratio many/one:" in out and "memory per SA:" in out, out
 
 
+def test_bench_sas_stray_spis_run_has_its_one_packet_sas(tmp_path: Path) -> None:
+    # every 100th of 400 frames an SPI of its own: the bulk transfer's 2 SAs and 4 strays
+    out = _run("bench_sas.py", "--cases", "400:300", "--workdir", str(tmp_path), "--stray", "100")
+    line = next(x for x in out.splitlines() if "every 100th frame an SPI of its own:" in x)
+    assert "      6 SAs" in line and "time ratio to 2 SPIs:" in line, out
+
+
 def test_bench_iv_constant_prints_every_window() -> None:
     out = _run("bench_iv_constant.py", "--trials", "20")
     for n in (16, 32, 64):
