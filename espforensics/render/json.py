@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 from espforensics.report.content import Report
-from espforensics.results.summary import Summary, finding_json, sa_json_texts
+from espforensics.results.summary import Summary, finding_json, sa_json
 
 # Lists that may hold one row per SA or finding (tens of thousands for a scan) are laid
 # out one compact row per line: json's C encoder does not indent, and its Python
@@ -21,9 +22,9 @@ from espforensics.results.summary import Summary, finding_json, sa_json_texts
 # and dropped in turn, and the text joined once: building every row's dict first, then
 # replacing a placeholder and copying for the trailing newline, holds several copies
 # at once (docs/performance.md).
-_ROW_LISTS: tuple[tuple[str, Callable[[Summary], Iterator[str]]], ...] = (
-    ("sas", lambda s: sa_json_texts(s.sas)),  # json.dumps of each sa_json, a column at a time
-    ("finding_list", lambda s: (json.dumps(finding_json(f)) for f in s.finding_list)),
+_ROW_LISTS: tuple[tuple[str, Callable[[Summary], Iterator[dict[str, Any]]]], ...] = (
+    ("sas", lambda s: (sa_json(sa) for sa in s.sas)),
+    ("finding_list", lambda s: (finding_json(f) for f in s.finding_list)),
 )
 
 
@@ -52,13 +53,13 @@ def json_pieces(report: Report) -> Iterator[str]:
     yield rest + "\n"
 
 
-def _laid(rows: Iterator[str]) -> Iterator[str]:
-    """A list of rows (each its JSON text) as JSON text, one row a line, in pieces."""
+def _laid(rows: Iterator[dict[str, Any]]) -> Iterator[str]:
+    """A list of rows as JSON text, one row a line, in pieces."""
     first = next(rows, None)
     if first is None:
         yield "[]"
         return
-    yield "[\n    " + first
+    yield "[\n    " + json.dumps(first)
     for row in rows:
-        yield ",\n    " + row
+        yield ",\n    " + json.dumps(row)
     yield "\n  ]"

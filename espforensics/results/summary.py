@@ -11,13 +11,9 @@ All counting lives here and in results/builder.py, so renderers never count.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from fractions import Fraction
-from json.encoder import encode_basestring_ascii
-from math import isfinite
 from operator import attrgetter
 from typing import Any, TypeVar
 
@@ -413,80 +409,6 @@ def sa_json(sa: SaSummary) -> dict[str, Any]:
         for name in _CUT_FIELDS:
             del doc[name]
     return doc
-
-
-_ROWS_AT_ONCE = 4096  # SAs encoded a column at a time: their texts held at once, no more
-_WHOLE_KEYS = len(_SA_JSON_KEYS) - len(_CUT_FIELDS)  # the cut fields are the last keys
-assert _SA_JSON_KEYS[_WHOLE_KEYS:] == _CUT_FIELDS
-
-
-def _row_format(keys: tuple[str, ...]) -> str:
-    """A row of ``keys``, each value a ``%s`` slot for its text, as ``json.dumps`` lays a
-    dict out (": " after a key, ", " between items)."""
-    items = (json.dumps(k).replace("%", "%%") + ": %s" for k in keys)
-    return "{" + ", ".join(items) + "}"
-
-
-_ROW_WHOLE = _row_format(_SA_JSON_KEYS[:_WHOLE_KEYS])
-_ROW_CUT = _row_format(_SA_JSON_KEYS)
-_NONE = type(None)
-
-
-def sa_json_texts(sas: Sequence[SaSummary]) -> Iterator[str]:
-    """``json.dumps(sa_json(sa))`` of each SA, in order, made a column at a time.
-
-    A scan's tens of thousands of rows cost about a third of their dicts dumped one by
-    one (docs/performance.md, "Many SAs, third step"): each column's values are encoded
-    together (``_encoded``: the text the json encoder gives each value), and a row is
-    one format of its key template. Rows are made ``_ROWS_AT_ONCE`` at a time.
-    """
-    for at in range(0, len(sas), _ROWS_AT_ONCE):
-        part = sas[at : at + _ROWS_AT_ONCE]
-        values = list(zip(*map(_SA_JSON_VALUES, part), strict=True))
-        for key in ("first_time", "last_time"):  # read as ns: summary.json's seconds
-            i = _SA_JSON_KEYS.index(key)
-            values[i] = tuple(ns / 1e9 for ns in values[i])
-        spi = _SA_JSON_KEYS.index("spi")
-        values[spi] = tuple(f"{v:#010x}" for v in values[spi])
-        columns = [_encoded(column) for column in values]
-        for sa, row in zip(part, zip(*columns, strict=True), strict=True):
-            yield _ROW_CUT % row if sa.cut else _ROW_WHOLE % row[:_WHOLE_KEYS]
-
-
-def _encoded(values: tuple[Any, ...]) -> list[str]:
-    """Each value as ``json.dumps`` writes it (ASCII, its defaults): the column's common
-    types by their own C functions, any other by ``json.dumps`` itself."""
-    kinds = set(map(type, values))
-    if kinds == {int}:
-        return list(map(int.__repr__, values))
-    if kinds <= {int, _NONE}:
-        return [repr(v) if v is not None else "null" for v in values]
-    if all(issubclass(k, str) for k in kinds):  # a StrEnum's text is its value, as json's
-        return list(map(encode_basestring_ascii, values))
-    if kinds == {float} and all(map(isfinite, values)):  # json writes repr; NaN its own way
-        return list(map(float.__repr__, values))
-    if kinds == {dict}:
-        return _dicts(values)
-    return [json.dumps(v) for v in values]
-
-
-def _dicts(values: tuple[dict[Any, Any], ...]) -> list[str]:
-    """Dicts as ``json.dumps`` writes them, each distinct one dumped once: a scan's SAs
-    mostly share a few (``{"unknown_sa": 1}``, ``{}``). Equal items of other types (1,
-    1.0 and True are equal) are other dicts: the types are part of what is shared."""
-    texts: dict[tuple[Any, ...], str] = {}
-    out = []
-    for d in values:
-        key = (*d.items(), *map(type, d), *map(type, d.values()))
-        try:
-            text = texts.get(key)
-        except TypeError:  # a value that cannot be a key (a list): dumped on its own
-            text = json.dumps(d)
-        else:
-            if text is None:
-                text = texts[key] = json.dumps(d)
-        out.append(text)
-    return out
 
 
 def _coverage_json(c: CheckCoverage) -> dict[str, Any]:

@@ -8,22 +8,13 @@ what they were.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 from espforensics.model.enums import FindingKind, Proto, Severity, Verdict
 from espforensics.model.records import Finding, PacketRecord, SaKey
 from espforensics.render.json import format_json
 from espforensics.report.content import report_content
-from espforensics.results import summary
 from espforensics.results.builder import SummaryBuilder
-from espforensics.results.summary import (
-    CaptureInfo,
-    SaMode,
-    SaSummary,
-    Summary,
-    finding_json,
-    sa_json,
-)
+from espforensics.results.summary import CaptureInfo, SaSummary, Summary, finding_json, sa_json
 
 
 def _sa(spi: int) -> SaSummary:
@@ -167,26 +158,3 @@ def test_sa_verdicts_one_kept_plain_others_counted_in_verdict_order() -> None:
     sas = b.finish(CaptureInfo("c.pcap", "00"), []).sas
     assert list(sas[0].verdicts.items()) == [("ok", 1), ("auth_fail", 1), ("truncated", 2)]
     assert sas[1].verdicts == {"unknown_sa": 1}
-
-
-def test_sa_texts_made_a_column_at_a_time_are_each_rows_json_dumps() -> None:
-    # summary.json's SA rows are encoded a column at a time (sa_json_texts); each must be
-    # the text json.dumps gives that SA's sa_json, whatever its values' types: None seq
-    # numbers, a StrEnum mode, non-ASCII and quoted text, dicts of equal items of other
-    # types (1, 1.0 and True are equal keys of a cache, not equal JSON) or of a list, NaN, the
-    # cut fields present only in a cut SA's row, and rows across the chunks.
-    base = _sa(0x1001)
-    odd = [
-        replace(base, first_seq64=None, last_seq64=None),
-        replace(base, mode=SaMode.TUNNEL_GUESS, src="fe80::1", dst='a"b\u00e9'),
-        replace(base, verdicts={"ok": 1}, tfc_padded_to={"1400": 1}),
-        replace(base, verdicts={"ok": True}, tfc_padded_to={"1400": 1.0}),  # type: ignore[dict-item]
-        replace(base, verdicts={1: 2}, inner_checksums={"ok": 3, "bad": 4}),  # type: ignore[dict-item]
-        replace(base, verdicts={True: 2}),  # type: ignore[dict-item]
-        replace(base, inner_checksums={"ok": [1, 2]}),  # type: ignore[dict-item]
-        replace(base, cut=3, cut_read=2, cut_found=1, packets=float("nan")),  # type: ignore[arg-type]
-        replace(base, spi=0xFFFFFFFF, first_ns=-1, last_ns=2**70, icmp_quoted=7),
-    ]
-    many = [replace(_sa(i), cut=i % 3, wire_bytes=i) for i in range(summary._ROWS_AT_ONCE + 5)]
-    for sas in (odd, many, odd * 600, []):
-        assert list(summary.sa_json_texts(tuple(sas))) == [json.dumps(sa_json(s)) for s in sas]
