@@ -167,44 +167,81 @@ def _ints(column: pa.Array) -> tuple[I64, Mask]:
     return np.where(present, _raw(column, dtype).astype(np.int64), 0), present
 
 
-def _codes(values: F64) -> tuple[I64, F64]:
-    """Each value's code and the distinct values, sorted; a counting pass when the
-    values are whole numbers within 65,536 of each other (time bins, offsets)."""
+_SPAN = 1 << 16  # values within this range of each other are grouped by counting
+
+
+def _codes(values: I64, dense: bool = False) -> tuple[I64, I64]:
+    """Each value's code and the value of each code, sorted: a counting pass when the
+    values lie within ``_SPAN`` of each other (time bins, offsets, SA keys), else a
+    sort. ``dense``: every value from the least to the greatest gets a code, present
+    or not (no pass to rank them), the code being the distance from the least."""
     if not len(values):
-        return np.zeros(0, np.int64), values
-    low, high = float(values.min()), float(values.max())
-    if np.isfinite(low) and np.isfinite(high) and high - low < 65536 and abs(low) < 2.0**52:
+        return values, values
+    low = int(values.min())
+    span = int(values.max()) - low + 1
+    if span <= _SPAN:
         steps = values - low
-        whole = steps.astype(np.int64)
-        if np.array_equal(whole, steps):
-            seen = np.bincount(whole) > 0
-            rank = np.cumsum(seen) - 1
-            return rank[whole], low + np.flatnonzero(seen).astype(np.float64)
+        if dense:
+            return steps, np.arange(low, low + span, dtype=np.int64)
+        seen = np.bincount(steps) > 0
+        rank = np.cumsum(seen) - 1
+        return rank[steps], np.flatnonzero(seen) + low
     uniques, codes = np.unique(values, return_inverse=True)
     return codes.astype(np.int64), uniques
 
 
+def _bin_codes(values: F64) -> tuple[I64, F64]:
+    """``_codes(dense=True)`` of whole numbers held as floats (floor divisions: time
+    bins); the values of the codes as the same floats."""
+    if len(values) and np.isfinite(values).all() and np.abs(values).max() < 2.0**52:
+        codes, whole = _codes(values.astype(np.int64), dense=True)
+        return codes, whole.astype(np.float64)
+    uniques, inverse = np.unique(values, return_inverse=True)
+    return inverse.astype(np.int64), uniques
+
+
 def _first_seen(codes: I64) -> list[int]:
     """The distinct codes in order of first appearance."""
-    uniques, first = np.unique(codes, return_index=True)
-    return [int(c) for c in uniques[np.argsort(first)].tolist()]
+    present = np.flatnonzero(np.bincount(codes)) if len(codes) else codes
+    if len(present) <= 16:  # a pass per code beats a sort of the batch
+        first = [int(np.argmax(codes == c)) for c in present.tolist()]
+        return [int(c) for _, c in sorted(zip(first, present.tolist(), strict=True))]
+    uniques, at = np.unique(codes, return_index=True)
+    return [int(c) for c in uniques[np.argsort(at)].tolist()]
+
+
+class _Spis:
+    """The SPIs seen so far, sorted: a batch's SPIs are looked up, not sorted again."""
+
+    def __init__(self) -> None:
+        self.known: I64 = np.zeros(0, np.int64)
+
+    def codes(self, spi: I64) -> I64:
+        """Each SPI's place among the known ones (new ones added first)."""
+        at = np.searchsorted(self.known, spi)
+        hit = at < len(self.known)
+        hit[hit] = self.known[at[hit]] == spi[hit]
+        if not hit.all():
+            self.known = np.union1d(self.known, spi[~hit])
+            at = np.searchsorted(self.known, spi)
+        return at.astype(np.int64)
 
 
 class _Batch:
     """One batch of the plot pass as numpy arrays; ``esp`` selects the rows with an SPI."""
 
-    def __init__(self, batch: pa.RecordBatch, t0: float) -> None:
+    def __init__(self, batch: pa.RecordBatch, t0: float, spis: _Spis) -> None:
         col = batch.column
         self.time: F64 = _seconds(col("time"), t0)
         self.length, _ = _ints(col("len"))
         self.verdict, self.verdicts = _strings(col("verdict"))
         spi, self.esp = _ints(col("spi"))
-        self.sa, self.labels = _sa_codes(batch, spi, self.esp)
+        self.sa, self.labels = _sa_codes(batch, spi, self.esp, spis)
         self.seq64, self.seq_valid = _ints(col("seq64"))
         self.anomaly, self.anomalies = _strings(col("seq_anomaly"))
 
 
-def _sa_codes(batch: pa.RecordBatch, spi: I64, esp: Mask) -> tuple[I64, list[str]]:
+def _sa_codes(batch: pa.RecordBatch, spi: I64, esp: Mask, spis: _Spis) -> tuple[I64, list[str]]:
     """Each row's SA label code (-1 without an SPI) and the labels, such as
     0x00001001 192.0.2.1>192.0.2.2."""
     src, srcs = _strings(batch.column("src"))
@@ -212,14 +249,13 @@ def _sa_codes(batch: pa.RecordBatch, spi: I64, esp: Mask) -> tuple[I64, list[str
     codes = np.full(len(spi), -1, np.int64)
     if not esp.any():
         return codes, []
-    spi_values, spis = np.unique(spi[esp], return_inverse=True)
-    key = (spis.astype(np.int64) * len(srcs) + src[esp]) * len(dsts) + dst[esp]
-    keys, codes[esp] = np.unique(key, return_inverse=True)
+    key = (spis.codes(spi[esp]) * len(srcs) + src[esp]) * len(dsts) + dst[esp]
+    codes[esp], keys = _codes(key)
     labels = []
     for k in keys.tolist():
         rest, d = divmod(int(k), len(dsts))
         at, s = divmod(rest, len(srcs))
-        labels.append(f"{int(spi_values[at]):#010x} {srcs[s]}>{dsts[d]}")
+        labels.append(f"{int(spis.known[at]):#010x} {srcs[s]}>{dsts[d]}")
     return codes, labels
 
 
@@ -240,21 +276,23 @@ class _PlotAcc:
         self.bytes: defaultdict[tuple[float, str], int] = defaultdict(int)
         self.iv: list[tuple[list[str], I64, F64, Mask]] = []
         self.events: list[tuple[F64, list[str], list[str]]] = []
+        self.spis = _Spis()
         self.tops: dict[str, int] = {}
         self.holes: dict[str, list[list[float]]] = {}
 
     def add(self, batch: pa.RecordBatch) -> None:
-        b = _Batch(batch, self.t0)
-        at, bins = _codes((b.time - self.t0) // self.width)
+        b = _Batch(batch, self.t0, self.spis)
+        at, bins = _bin_codes((b.time - self.t0) // self.width)
         self._count(self.verdicts, at, bins * self.width, b.verdict, b.verdicts)
         if not b.esp.any():
             return
         esp = b.esp
         for kind, name in (("expected", "expected_offset"), ("found", "esp_offset")):
             values, present = _ints(batch.column(name))
-            codes, offsets = _codes(values[esp & present].astype(np.float64))
+            codes, offsets = _codes(values[esp & present], dense=True)
             counts = np.bincount(codes, minlength=len(offsets))
-            _add_counts(self.offsets, [(kind, int(o)) for o in offsets.tolist()], counts)
+            hit = np.flatnonzero(counts)
+            _add_counts(self.offsets, [(kind, int(o)) for o in offsets[hit].tolist()], counts[hit])
         self._bytes(b)
         self._iv(b, batch)
         self._anomalies(b)
@@ -273,7 +311,7 @@ class _PlotAcc:
     def _bytes(self, b: _Batch) -> None:
         """Wire bytes per (throughput bin, SA)."""
         esp, n = b.esp, len(b.labels)
-        at, steps = _codes((b.time[esp] - self.bins.low) // self.bins.width)
+        at, steps = _bin_codes((b.time[esp] - self.bins.low) // self.bins.width)
         starts = steps * self.bins.width + (self.bins.low - self.bins.t0)  # as _Bins.starts
         sums = np.bincount(at * n + b.sa[esp], weights=b.length[esp], minlength=len(steps) * n)
         hit = np.flatnonzero(sums)
