@@ -139,6 +139,8 @@ def _seconds(time: pa.Array, missing: float) -> F64:
     """A ``time`` column (int64 ns) as float seconds since the epoch, as
     tables.ns_to_seconds divides them; ``missing`` where it is empty."""
     seconds: F64 = _raw(time, np.int64).astype(np.float64) / 1e9
+    if not time.null_count:
+        return seconds
     return np.where(_present(time), seconds, missing)
 
 
@@ -148,6 +150,8 @@ def _strings(column: pa.DictionaryArray) -> tuple[I64, list[str]]:
     if "" not in values:
         values.append("")
     codes = _raw(column.indices, _INDEX_TYPES[str(column.indices.type)]).astype(np.int64)
+    if not column.indices.null_count:
+        return codes, values
     return np.where(_present(column.indices), codes, values.index("")), values
 
 
@@ -162,9 +166,11 @@ _INDEX_TYPES: dict[str, type[np.generic]] = {
 def _ints(column: pa.Array) -> tuple[I64, Mask]:
     """An int64 or uint64 column as int64 (uint64 wraps, as numpy casts it) and where
     it has a value; 0 where it has none."""
-    dtype = np.uint64 if pa.types.is_uint64(column.type) else np.int64
+    values = _raw(column, np.int64)  # a uint64 read as int64 wraps, as astype does
     present = _present(column)
-    return np.where(present, _raw(column, dtype).astype(np.int64), 0), present
+    if not column.null_count:
+        return values, present
+    return np.where(present, values, 0), present
 
 
 _SPAN = 1 << 16  # values within this range of each other are grouped by counting
