@@ -10,7 +10,7 @@ tables depend on what is known only once the last frame is read: the
 verdict bins are a 60th of the capture's span (first to last frame), the
 throughput bins a 60th of its earliest-to-latest range, and the IV plot
 keeps every ``esp_packets // 2000``-th conforming IV. Memory bounded by SAs
-and bins cannot give these exactly. The pass reads nine columns in
+and bins cannot give these exactly. The pass reads twelve columns in
 batches of ``_PLOT_BATCH`` rows, as numpy arrays read from the Arrow buffers
 (no pandas, no pyarrow.compute: neither is imported by a run), and
 keeps per batch only aggregates bounded by bins and SAs (the IV sample

@@ -13,9 +13,9 @@ plots (docs/performance.md, "The plots without pandas (issue 35)").
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -24,11 +24,15 @@ Column = npt.NDArray[Any]
 
 
 def _column(values: object) -> Column:
-    """``values`` as a read-only numpy column; text as an object array of ``str``."""
-    if isinstance(values, np.ndarray) and values.dtype.kind in "biufO":
-        column = values.astype(np.int64) if values.dtype.kind in "iu" else values.copy()
+    """``values`` (an array or an iterable) as a read-only numpy column of its own (a
+    copy); integers as int64, text as an object array of ``str`` (kept whole: a numpy
+    string array would drop trailing NULs)."""
+    items = values if isinstance(values, np.ndarray) else list(cast(Iterable[object], values))
+    if isinstance(items, list) and items and all(isinstance(v, str) for v in items):
+        column = np.empty(len(items), dtype=object)
+        column[:] = items
     else:
-        column = np.asarray(values if isinstance(values, np.ndarray) else list(values))  # type: ignore[call-overload]
+        column = np.array(items)
         if column.dtype.kind in "US":
             column = column.astype(object)
         elif column.dtype.kind in "iu":

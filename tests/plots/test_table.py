@@ -23,6 +23,7 @@ def test_columns_are_typed_read_only_arrays() -> None:
     assert [table[n].dtype.kind for n in table] == ["f", "O", "i", "b"]
     assert table["count"].dtype == np.int64
     assert table["sa"].tolist() == [SA, SA]
+    assert Table(sa=["a\x00", "b"])["sa"].tolist() == ["a\x00", "b"]  # kept whole
     with pytest.raises(ValueError, match="read-only"):
         table["t"][0] = 9.0
     with pytest.raises(AttributeError, match="frozen"):
