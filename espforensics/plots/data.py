@@ -174,6 +174,7 @@ def _ints(column: pa.Array) -> tuple[I64, Mask]:
 
 
 _SPAN = 1 << 16  # values within this range of each other are grouped by counting
+_SMALL = 1 << 62  # sequence numbers walked as Python ints: no int64 overflow to mirror
 
 
 def _codes(values: I64, dense: bool = False) -> tuple[I64, I64]:
@@ -204,16 +205,6 @@ def _bin_codes(values: F64) -> tuple[I64, F64]:
         return codes, whole.astype(np.float64)
     uniques, inverse = np.unique(values, return_inverse=True)
     return inverse.astype(np.int64), uniques
-
-
-def _first_seen(codes: I64) -> list[int]:
-    """The distinct codes in order of first appearance."""
-    present = np.flatnonzero(np.bincount(codes)) if len(codes) else codes
-    if len(present) <= 16:  # a pass per code beats a sort of the batch
-        first = [int(np.argmax(codes == c)) for c in present.tolist()]
-        return [int(c) for _, c in sorted(zip(first, present.tolist(), strict=True))]
-    uniques, at = np.unique(codes, return_index=True)
-    return [int(c) for c in uniques[np.argsort(at)].tolist()]
 
 
 class _Spis:
@@ -355,9 +346,11 @@ class _PlotAcc:
         wanted = [i for i, v in enumerate(b.verdicts) if v in _SEQ_EVIDENCE]
         evidence = np.flatnonzero(b.esp & b.seq_valid & np.isin(b.verdict, wanted))
         sas = b.sa[evidence]
-        for code in _first_seen(sas):
-            rows = evidence[sas == code]
-            self._gaps(b.labels[code], b.seq64[rows], b.time[rows])
+        order = np.argsort(sas, kind="stable")  # each SA's rows together, in capture order
+        ends = np.flatnonzero(np.diff(sas[order])) + 1
+        groups = np.split(evidence[order], ends) if len(order) else []
+        for rows in sorted(groups, key=lambda rows: int(rows[0])):  # by first appearance
+            self._gaps(b.labels[int(b.sa[rows[0]])], b.seq64[rows], b.time[rows])
 
     def _gaps(self, sa: str, seqs: I64, times: F64) -> None:
         """Holes in the SA's sequence: opened by a jump, narrowed by late packets.
@@ -366,6 +359,9 @@ class _PlotAcc:
         top of the sequence is computed for the whole batch at once.
         """
         start = self.tops.get(sa, int(seqs[0]) - 1)
+        if len(seqs) == 1 and abs(start) < _SMALL and abs(int(seqs[0])) < _SMALL:
+            self._gap(sa, start, int(seqs[0]), float(times[0]))  # many SAs: no numpy
+            return
         tops = np.maximum.accumulate(np.concatenate(([start], seqs)))[:-1]
         odd = np.flatnonzero((seqs > tops + 1) | (seqs < tops))
         holes = self.holes.setdefault(sa, [])
@@ -376,6 +372,15 @@ class _PlotAcc:
             else:
                 _fill(holes, seq)
         self.tops[sa] = max(start, int(seqs.max()))
+
+    def _gap(self, sa: str, top: int, seq: int, time: float) -> None:
+        """``_gaps`` of one packet, in Python ints (far from int64's limits)."""
+        holes = self.holes.setdefault(sa, [])
+        if seq > top + 1:
+            holes.append([top + 1, seq - 1, time - self.t0])
+        elif seq < top:
+            _fill(holes, seq)
+        self.tops[sa] = max(top, seq)
 
     def sequence(self) -> Table:
         """The marked packets' events, then one per hole still open at the end (the
