@@ -1,19 +1,19 @@
 """Plots of one analysis, drawn with matplotlib and written as PNG and SVG.
 
-In: a ``PlotData`` of five small pandas DataFrames that plots/data.py derives
-from the packets table (column contract on ``PlotData``). Out: each
-``plot_*`` function returns a ``Figure``, or ``None`` when the capture has
-nothing to show; ``write_plots`` saves ``<name>.png`` and ``<name>.svg`` per
-drawn plot and returns one ``PlotOutcome`` per entry of ``PLOTS``.
-Raises ``ValueError`` when a non-empty DataFrame lacks a contract column,
-and ``OSError`` from the file system (callers wrap it).
+In: a ``PlotData`` of five small ``Table`` values (named numpy columns,
+plots/table.py) that plots/data.py derives from the packets table (column
+contract on ``PlotData``). Out: each ``plot_*`` function returns a
+``Figure``, or ``None`` when the capture has nothing to show; ``write_plots``
+saves ``<name>.png`` and ``<name>.svg`` per drawn plot and returns one
+``PlotOutcome`` per entry of ``PLOTS``. Raises ``ValueError`` when a
+non-empty table lacks a contract column, and ``OSError`` from the file
+system (callers wrap it).
 
 The only package that imports matplotlib. It never imports pyplot: a figure
 is a ``Figure`` with its own Agg canvas, so no backend is chosen globally,
 no figure registry fills up and a figure is freed when dropped (the pyplot
-rule "close every figure" has nothing to close). pandas is imported for
-type checking only; the frames are read through their own methods, with
-explicit dtypes so numpy- and Arrow-backed columns (NaN or NA) both work.
+rule "close every figure" has nothing to close). No pandas: a run that
+draws plots never imports it (0.25 s), and the tables are small.
 The shared style is applied with ``rc_context``, which changes matplotlib's
 process-wide rcParams while a plot is drawn or saved: draw from one thread
 at a time (batch runs use processes).
@@ -33,9 +33,9 @@ from espforensics.plots.bars import plot_offsets, plot_verdicts
 from espforensics.plots.iv import delta_label, plot_iv_derivation, seq_label
 from espforensics.plots.lines import plot_sequence, plot_throughput
 from espforensics.plots.style import _DPI, _STYLE, VERDICT_COLOURS
+from espforensics.plots.table import Table
 
 if TYPE_CHECKING:
-    import pandas as pd
     from matplotlib.figure import Figure
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "VERDICT_COLOURS",
     "PlotData",
     "PlotSpec",
+    "Table",
     "delta_label",
     "plot_iv_derivation",
     "plot_offsets",
@@ -59,14 +60,14 @@ PLOTS_DIR = "plots"  # the folder write_plots is given, relative to the output f
 
 @dataclass(frozen=True, slots=True)
 class PlotData:
-    """The five inputs of the plots, one DataFrame each (one row per item).
+    """The five inputs of the plots, one ``Table`` each (one row per item).
 
     ``verdicts``: ``t`` float (bin start, s since capture start),
     ``verdict`` str (a ``Verdict`` value), ``packets`` int.
     ``offsets``: ``kind`` str ("expected" or "found"), ``offset`` int
     (bytes from the outer IP header), ``packets`` int.
     ``iv``: ``sa`` str label, ``seq64`` int, ``delta`` float (0: IV built
-    from the packet's own seq64, n: from seq64 + n, NaN/NA: not
+    from the packet's own seq64, n: from seq64 + n, NaN: not
     counter-derived), ``reused`` bool (IV used before under the same key).
     ``throughput``: ``t`` float (bin start, s), ``sa`` str, ``mbit_s`` float,
     and optionally ``width`` float (the bin width in s; else the smallest
@@ -76,11 +77,11 @@ class PlotData:
     gap: sequence numbers missing).
     """
 
-    verdicts: pd.DataFrame
-    offsets: pd.DataFrame
-    iv: pd.DataFrame
-    throughput: pd.DataFrame
-    sequence: pd.DataFrame
+    verdicts: Table
+    offsets: Table
+    iv: Table
+    throughput: Table
+    sequence: Table
 
 
 # -- registry and files ------------------------------------------------------
@@ -91,7 +92,7 @@ class PlotSpec(NamedTuple):
     what the capture lacks when the function returns ``None``."""
 
     name: str
-    draw: Callable[[pd.DataFrame], Figure | None]
+    draw: Callable[[Table], Figure | None]
     data: str
     missing: str
 

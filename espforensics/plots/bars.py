@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import matplotlib as mpl
 import numpy as np
 from matplotlib.figure import Figure
@@ -25,22 +23,21 @@ from espforensics.plots.style import (
     _ordered,
     _seconds,
 )
-
-if TYPE_CHECKING:
-    import pandas as pd
+from espforensics.plots.table import Table
 
 _LOG_SPAN = 100.0  # bar counts: log axis when they span 2 decades or more
 _OFFSET_COLOURS = {"expected": "#9e9e9e", "found": "#1f77b4"}
 
 
-def plot_verdicts(df: pd.DataFrame) -> Figure | None:
+def plot_verdicts(table: Table) -> Figure | None:
     """Stacked bars: packets per verdict per time bin, a fixed colour per verdict."""
-    if not _has(df, "t", "verdict", "packets"):
+    if not _has(table, "t", "verdict", "packets"):
         return None
-    table = _counts(df.assign(verdict=_labels(df, "verdict"), t=_floats(df, "t")), "t", "verdict")
-    if table.empty:
+    starts, verdicts, counts = _counts(
+        _floats(table, "t"), _labels(table, "verdict"), _floats(table, "packets")
+    )
+    if not len(starts) or not verdicts:
         return None
-    starts = table.index.to_numpy(dtype=np.float64)
     width = _bin_width(starts)
     with mpl.rc_context(_STYLE):
         fig, ax = _axes(
@@ -49,8 +46,8 @@ def plot_verdicts(df: pd.DataFrame) -> Figure | None:
             "packets per bin",
         )
         bottom = np.zeros(len(starts))
-        for i, verdict in enumerate(_ordered(table.columns, VERDICT_COLOURS)):
-            heights = table[verdict].to_numpy(dtype=np.float64)
+        for i, verdict in enumerate(_ordered(verdicts, VERDICT_COLOURS)):
+            heights = counts[:, verdicts.index(verdict)]
             colour = _colour(VERDICT_COLOURS, verdict, i)
             ax.bar(starts, heights, width, bottom, align="edge", color=colour, label=verdict)
             bottom += heights
@@ -60,30 +57,31 @@ def plot_verdicts(df: pd.DataFrame) -> Figure | None:
     return fig
 
 
-def plot_offsets(df: pd.DataFrame) -> Figure | None:
+def plot_offsets(table: Table) -> Figure | None:
     """Grouped bars: packets per ESP header offset, where expected vs where found."""
-    if not _has(df, "kind", "offset", "packets"):
+    if not _has(table, "kind", "offset", "packets"):
         return None
-    df = df.assign(kind=_labels(df, "kind"), offset=_floats(df, "offset"))
-    table = _counts(df[df["offset"].notna()], "offset", "kind")
-    if table.empty:
+    offsets, found, counts = _counts(
+        _floats(table, "offset"), _labels(table, "kind"), _floats(table, "packets")
+    )
+    if not len(offsets) or not found:
         return None
-    log = _far_apart(table.to_numpy(dtype=np.float64).ravel(), _LOG_SPAN)
-    kinds = _ordered(table.columns, _OFFSET_COLOURS)
+    log = _far_apart(counts.ravel(), _LOG_SPAN)
+    kinds = _ordered(found, _OFFSET_COLOURS)
     with mpl.rc_context(_STYLE):
         fig, ax = _axes(
             "ESP header offset: expected vs found",
             "ESP header offset from the outer IP header (bytes)",
             "packets (log scale)" if log else "packets",
         )
-        slots = np.arange(len(table.index))
+        slots = np.arange(len(offsets))
         width = 0.8 / len(kinds)
         for i, kind in enumerate(kinds):
-            counts = table[kind].to_numpy(dtype=np.float64)
+            heights = counts[:, found.index(kind)]
             x = slots + (i - (len(kinds) - 1) / 2) * width
-            bars = ax.bar(x, counts, width, color=_colour(_OFFSET_COLOURS, kind, i), label=kind)
-            ax.bar_label(bars, labels=[f"{c:,.0f}" if c else "" for c in counts], fontsize=8)
-        ax.set_xticks(slots, [f"{o:.0f}" for o in table.index])
+            bars = ax.bar(x, heights, width, color=_colour(_OFFSET_COLOURS, kind, i), label=kind)
+            ax.bar_label(bars, labels=[f"{c:,.0f}" if c else "" for c in heights], fontsize=8)
+        ax.set_xticks(slots, [f"{o:.0f}" for o in offsets])
         ax.grid(False, axis="x")
         if log:
             _log_y(ax)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import matplotlib as mpl
 import numpy as np
+import numpy.typing as npt
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -16,14 +17,16 @@ from espforensics.plots.style import (
     _SA_MARKERS,
     _SIZE,
     _STYLE,
+    F64,
+    _flags,
     _floats,
     _has,
     _labels,
     _ordered,
 )
+from espforensics.plots.table import Table
 
 if TYPE_CHECKING:
-    import pandas as pd
     from matplotlib.axes import Axes
 
 _IV_PANELS = 8  # SAs the IV derivation plot draws, one panel each
@@ -36,22 +39,35 @@ _Y_MARGIN = 0.08  # of the symlog axis' height, beyond the outermost points
 _LINSCALE = 3.0
 
 
-def plot_iv_derivation(df: pd.DataFrame) -> Figure | None:
+class _Points(NamedTuple):
+    """The IV plot's points: SA label, sequence number, delta (NaN: not counter-derived)
+    and whether the IV was used before."""
+
+    sa: npt.NDArray[np.object_]
+    seq64: F64
+    delta: F64
+    reused: npt.NDArray[np.bool_]
+
+    def take(self, rows: npt.NDArray[np.bool_]) -> _Points:
+        return _Points(self.sa[rows], self.seq64[rows], self.delta[rows], self.reused[rows])
+
+
+def plot_iv_derivation(table: Table) -> Figure | None:
     """One panel per SA: which sequence number each IV was built from; reuse marked.
 
     Each point sits on its exact whole n: SAs get panels of their own rather
     than offsets within a row, which read as other values of n.
     """
-    if not _has(df, "sa", "seq64", "delta", "reused"):
+    if not _has(table, "sa", "seq64", "delta", "reused"):
         return None
-    df = df.assign(
-        sa=_labels(df, "sa"),
-        seq64=_floats(df, "seq64"),
-        delta=_floats(df, "delta"),
-        reused=df["reused"].to_numpy(dtype=bool, na_value=False),
+    points = _Points(
+        np.array(_labels(table, "sa"), dtype=object),
+        _floats(table, "seq64"),
+        _floats(table, "delta"),
+        _flags(table, "reused"),
     )
-    known = df[df["delta"].notna()]
-    if known.empty:
+    known = points.take(~np.isnan(points.delta))
+    if not len(known.sa):
         return None
     sas, hidden = _iv_panels(known)
     with mpl.rc_context(_STYLE):
@@ -60,35 +76,36 @@ def plot_iv_derivation(df: pd.DataFrame) -> Figure | None:
         axes = fig.subplots(len(sas), 1, sharey=True, squeeze=False)[:, 0]
         fig.suptitle("Sequence number each ESP IV was built from (0 = the packet's own)")
         more = f" ({hidden} more SA{'s' * (hidden > 1)} not drawn: packets.csv)" if hidden else ""
-        deltas = known["delta"].to_numpy(dtype=np.float64)
+        deltas = known.delta
         wide = float(deltas.max() - deltas.min()) > _ROWS
         fig.supylabel(
             "IV built from seq + n" + (" (symmetric log scale)" if wide else ""), fontsize=10
         )
-        hi_lo = float(known["seq64"].max()) >= 2.0**32  # ESN: seq64 past 32 bits
+        hi_lo = float(np.nanmax(known.seq64)) >= 2.0**32  # ESN: seq64 past 32 bits
         for i, (ax, sa) in enumerate(zip(axes, sas, strict=True)):
-            rows = known[known["sa"] == sa]
+            rows = known.take(known.sa == sa)
             ax.set_title(sa, loc="left", fontsize=9, fontweight="normal")
             ax.scatter(
-                rows["seq64"], rows["delta"], s=18, facecolors="none", linewidths=0.9,
+                rows.seq64, rows.delta, s=18, facecolors="none", linewidths=0.9,
                 edgecolors=_SA_COLOURS[i % len(_SA_COLOURS)],
                 marker=_SA_MARKERS[i % len(_SA_MARKERS)],
             )  # fmt: skip
-            _mark_reused(ax, rows[rows["reused"]])
+            _mark_reused(ax, rows.take(rows.reused))
             _integer_rows(ax, deltas)
             ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
             if hi_lo:
                 ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: seq_label(v)))
         axes[-1].set_xlabel("64-bit sequence number" + (" (hi:lo)" if hi_lo else "") + more)
-        _reuse_legend(fig, known, unplaced=int((df["reused"] & df["delta"].isna()).sum()))
+        unplaced = int((points.reused & np.isnan(points.delta)).sum())
+        _reuse_legend(fig, known, unplaced=unplaced)
     return fig
 
 
-def _iv_panels(known: pd.DataFrame) -> tuple[list[str], int]:
+def _iv_panels(known: _Points) -> tuple[list[str], int]:
     """The SAs to draw (at most ``_IV_PANELS``, those with a deviation or reuse
     first) in label order, and how many are left out."""
-    sas = _ordered(known["sa"])
-    odd = set(known.loc[(known["delta"] != 0) | known["reused"], "sa"])
+    sas = _ordered(known.sa.tolist())
+    odd = set(known.sa[(known.delta != 0) | known.reused].tolist())
     chosen = sorted(sas, key=lambda sa: (sa not in odd, sas.index(sa)))[:_IV_PANELS]
     return [sa for sa in sas if sa in chosen], len(sas) - len(chosen)
 
@@ -152,20 +169,20 @@ def _symlog_ticks(present: np.ndarray[Any, np.dtype[np.float64]]) -> np.ndarray[
     return np.array(sorted(m for m in marks if low <= m <= high or m == 0.0))
 
 
-def _mark_reused(ax: Axes, reused: pd.DataFrame) -> None:
+def _mark_reused(ax: Axes, reused: _Points) -> None:
     """Red crosses on the panel's reused IVs."""
-    if reused.empty:
+    if not len(reused.sa):
         return
     ax.scatter(
-        reused["seq64"], reused["delta"], s=40, marker="x", color="#d62728",
+        reused.seq64, reused.delta, s=40, marker="x", color="#d62728",
         linewidths=1.4, zorder=3,
     )  # fmt: skip
 
 
-def _reuse_legend(fig: Figure, known: pd.DataFrame, unplaced: int) -> None:
+def _reuse_legend(fig: Figure, known: _Points, unplaced: int) -> None:
     """One legend below the panels for the red crosses; it counts the reused IVs
     that have no delta and so no place on the plot."""
-    shown = int(known["reused"].sum())
+    shown = int(known.reused.sum())
     if not shown and not unplaced:
         return
     label = f"IV reused ({shown}"

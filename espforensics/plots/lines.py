@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 import matplotlib as mpl
 import numpy as np
@@ -14,6 +14,7 @@ from espforensics.plots.style import (
     _SA_COLOURS,
     _SIZE,
     _STYLE,
+    F64,
     _axes,
     _bin_width,
     _far_apart,
@@ -23,11 +24,10 @@ from espforensics.plots.style import (
     _legend_below,
     _log_y,
     _ordered,
+    _pivot,
     _seconds,
 )
-
-if TYPE_CHECKING:
-    import pandas as pd
+from espforensics.plots.table import Table
 
 # throughput: log axis when one SA's peak is under 1/20 of another's, as its line
 # would lie flat on zero (the GSO bug: Gbit/s one way, Mbit/s the other)
@@ -43,57 +43,68 @@ _EVENT_STYLE = {
 }
 
 
-def _throughput_table(df: pd.DataFrame) -> tuple[pd.DataFrame, float, float]:
+class _Lines(NamedTuple):
+    """Mbit/s per bin (rows, bins 0, 1, 2 ...) and SA (columns, in ``sas`` order)."""
+
+    sas: list[str]
+    rates: F64
+
+
+def _throughput_table(t: F64, sa: list[str], rate: F64, given: F64) -> tuple[_Lines, float, float]:
     """Mbit/s per (bin, SA), missing bins 0; the bin width and the first bin's start.
 
-    The width is the data's own (``width``), else the smallest step between
-    bin starts. Whatever the time span, at most ``_MAX_BINS`` bins are made:
+    The width is the data's own (``given``, the ``width`` column), else the smallest
+    step between bin starts. Whatever the time span, at most ``_MAX_BINS`` bins are made:
     beyond, ``k`` neighbouring bins become one whose rate is their mean (the
     same bytes over ``k`` times the time), and the title gives that width.
     """
-    starts = df["t"].to_numpy(dtype=np.float64)
-    given = _floats(df, "width") if "width" in df.columns else np.empty(0)
     given = given[np.isfinite(given) & (given > 0)]
-    width = float(given.max()) if given.size else _bin_width(starts)
-    first = float(starts.min())
-    steps = np.rint((starts - first) / width)  # floats: a bin count may not fit int64
+    width = float(given.max()) if given.size else _bin_width(t)
+    first = float(t.min())
+    steps = np.rint((t - first) / width)  # floats: a bin count may not fit int64
     merge = float(max(1.0, np.ceil((float(steps.max()) + 1) / _MAX_BINS)))
-    df = df.assign(bin=(steps // merge).astype(np.int64), mbit_s=df["mbit_s"] / merge)
-    table = df.pivot_table(index="bin", columns="sa", values="mbit_s", aggfunc="sum")
-    return table.reindex(range(int(table.index.max()) + 1)).fillna(0.0), width * merge, first
+    bins = (steps // merge).astype(np.int64).astype(np.float64)
+    pivot = _pivot(bins, sa, rate / merge)
+    rates = np.zeros((int(pivot.keys.max()) + 1, len(pivot.columns)))
+    rates[pivot.keys.astype(np.int64)] = pivot.cells
+    return _Lines(pivot.columns, rates), width * merge, first
 
 
-def _busiest(table: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+def _busiest(table: _Lines) -> tuple[_Lines, list[str]]:
     """The table with at most ``_MAX_LINES`` columns, and their drawing order.
 
     Beyond that a legend of one entry per SA covers the plot (a capture of
     60 SAs collapsed the axes): the ``_MAX_LINES - 1`` SAs that sent the
     most bytes keep their line, the others are summed into one last line.
     """
-    if len(table.columns) <= _MAX_LINES:
-        return table, _ordered(table.columns)
-    total = table.sum()
-    by_bytes = sorted(table.columns, key=lambda sa: (-float(total[sa]), sa))
+    if len(table.sas) <= _MAX_LINES:
+        return table, _ordered(table.sas)
+    total = dict(zip(table.sas, table.rates.sum(axis=0).tolist(), strict=True))
+    by_bytes = sorted(table.sas, key=lambda sa: (-total[sa], sa))
     keep = sorted(by_bytes[: _MAX_LINES - 1])
     rest = by_bytes[_MAX_LINES - 1 :]
     other = f"{len(rest)} other SAs, summed"
-    summed = table[keep].assign(**{other: table[rest].sum(axis=1)})
-    return summed, [*keep, other]
+    at = {sa: i for i, sa in enumerate(table.sas)}
+    summed = table.rates[:, [at[sa] for sa in rest]].sum(axis=1)
+    rates = np.column_stack([table.rates[:, [at[sa] for sa in keep]], summed])
+    return _Lines([*keep, other], rates), [*keep, other]
 
 
-def plot_throughput(df: pd.DataFrame) -> Figure | None:
+def plot_throughput(table: Table) -> Figure | None:
     """One line per SA: Mbit/s per time bin (missing bins are 0)."""
-    if not _has(df, "t", "sa", "mbit_s"):
+    if not _has(table, "t", "sa", "mbit_s"):
         return None
-    df = df.assign(sa=_labels(df, "sa"), t=_floats(df, "t"), mbit_s=_floats(df, "mbit_s"))
-    df = df[df["mbit_s"].notna() & df["t"].notna()]
-    if df.empty:
+    t, rate = _floats(table, "t"), _floats(table, "mbit_s")
+    given = _floats(table, "width") if "width" in table else np.empty(0)
+    rows = ~np.isnan(rate) & ~np.isnan(t)
+    if not rows.any():
         return None
-    table, width, first = _throughput_table(df)
-    table, order = _busiest(table)
-    centres = first + (table.index.to_numpy(dtype=np.float64) + 0.5) * width
-    log = _far_apart(table.max().to_numpy(dtype=np.float64), _PEAK_RATIO)
-    gaps = log and bool((table.to_numpy() <= 0).any())  # log axes cannot show a 0
+    sas = [label for label, row in zip(_labels(table, "sa"), rows.tolist(), strict=True) if row]
+    lines, width, first = _throughput_table(t[rows], sas, rate[rows], given[rows[: len(given)]])
+    lines, order = _busiest(lines)
+    centres = first + (np.arange(len(lines.rates), dtype=np.float64) + 0.5) * width
+    log = _far_apart(lines.rates.max(axis=0), _PEAK_RATIO)
+    gaps = log and bool((lines.rates <= 0).any())  # log axes cannot show a 0
     with mpl.rc_context(_STYLE):
         fig, ax = _axes(
             f"Throughput per SA ({_seconds(width)} bins{'; a break = no packets' if gaps else ''})",
@@ -102,7 +113,7 @@ def plot_throughput(df: pd.DataFrame) -> Figure | None:
         )
         marker = "o" if len(centres) <= 60 else None
         for i, sa in enumerate(order):
-            values = table[sa].to_numpy(dtype=np.float64)
+            values = lines.rates[:, lines.sas.index(sa)]
             colour = _SA_COLOURS[i % len(_SA_COLOURS)]
             style = "-" if i < len(_SA_COLOURS) else "--"  # colours repeat: tell them apart
             ax.plot(centres, values, style, color=colour, marker=marker, markersize=3, label=sa)
@@ -117,16 +128,15 @@ def plot_throughput(df: pd.DataFrame) -> Figure | None:
     return fig
 
 
-def plot_sequence(df: pd.DataFrame) -> Figure | None:
+def plot_sequence(table: Table) -> Figure | None:
     """Sequence events over time: one band per SA, one marker per event kind."""
-    if not _has(df, "t", "sa", "event", "count"):
+    if not _has(table, "t", "sa", "event", "count"):
         return None
-    df = df.assign(
-        sa=_labels(df, "sa"), event=_labels(df, "event"), t=_floats(df, "t"),
-        count=_floats(df, "count"),
-    )  # fmt: skip
-    sas = _ordered(df["sa"])
-    row = {sa: i for i, sa in enumerate(sas)}
+    sa = np.array(_labels(table, "sa"), dtype=object)
+    event = np.array(_labels(table, "event"), dtype=object)
+    t, count = _floats(table, "t"), _floats(table, "count")
+    sas = _ordered(sa.tolist())
+    row = {label: i for i, label in enumerate(sas)}
     with mpl.rc_context(_STYLE):
         fig, ax = _axes(
             "Sequence number gaps, duplicates and reorders per SA",
@@ -136,22 +146,28 @@ def plot_sequence(df: pd.DataFrame) -> Figure | None:
         )
         for i in range(0, len(sas), 2):  # shade every other SA's band
             ax.axhspan(i - 0.5, i + 0.5, color="#f0f0f0", zorder=0, linewidth=0)
-        for i, event in enumerate(_ordered(df["event"], _EVENT_STYLE)):
-            rows = df[df["event"] == event]
-            colour, marker, lane = _EVENT_STYLE.get(event, (_OTHER_COLOURS[i % 3], "o", 0.0))
-            counts = rows["count"].to_numpy(dtype=np.float64)
+        for i, kind in enumerate(_ordered(event.tolist(), _EVENT_STYLE)):
+            rows = event == kind
+            colour, marker, lane = _EVENT_STYLE.get(kind, (_OTHER_COLOURS[i % 3], "o", 0.0))
+            counts = count[rows]
             ax.scatter(
-                rows["t"], [row[sa] + lane for sa in rows["sa"]], s=_marker_area(counts),
-                color=colour, marker=marker, alpha=0.85, zorder=3,
-                label=f"{event} ({int(np.nansum(counts))} in all)",
+                t[rows], [row[label] + lane for label in sa[rows].tolist()],
+                s=_marker_area(counts), color=colour, marker=marker, alpha=0.85, zorder=3,
+                label=f"{kind} ({int(np.nansum(counts))} in all)",
             )  # fmt: skip
         # "0x00001001 a>b" on two lines: the SA labels would take half the width
-        ax.set_yticks(range(len(sas)), [sa.replace(" ", "\n", 1) for sa in sas])
+        ax.set_yticks(range(len(sas)), [label.replace(" ", "\n", 1) for label in sas])
         ax.set_ylim(len(sas) - 0.5, -0.5)  # first SA on top
-        ax.set_xlim(left=min(0.0, float(df["t"].min())))
+        ax.set_xlim(left=min(0.0, _least(t)))
         ax.grid(False, axis="y")
         _legend_below(fig, ax, title="marker area grows with the count")
     return fig
+
+
+def _least(values: F64) -> float:
+    """The smallest value that is not NaN; NaN when there is none."""
+    present = values[~np.isnan(values)]
+    return float(present.min()) if present.size else float("nan")
 
 
 def _marker_area(counts: np.ndarray[Any, np.dtype[np.float64]]) -> list[float]:

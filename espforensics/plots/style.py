@@ -1,24 +1,29 @@
 """The plots' shared style, palettes and helpers (the drawing modules use them).
 
 Everything here is private to the ``espforensics.plots`` package: the
-underscore names are shared between its modules only. pandas is imported
-for type checking only (see ``espforensics.plots``).
+underscore names are shared between its modules only. The inputs are
+``Table`` values (plots/table.py); ``_pivot`` sums a value per (row key,
+column key) cell in the order and with the arithmetic pandas' ``pivot_table``
+used before it, so the plots stay byte-identical.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from espforensics.model.enums import Verdict
+from espforensics.plots.table import Table
+
+F64 = np.ndarray[Any, np.dtype[np.float64]]
 
 if TYPE_CHECKING:
-    import pandas as pd
     from matplotlib.axes import Axes
     from matplotlib.typing import RcKeyType  # matplotlib >= 3.10; annotations only
 
@@ -72,22 +77,34 @@ _SA_COLOURS = (
 _SA_MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
-def _has(df: pd.DataFrame, *columns: str) -> bool:
-    """False for an empty frame; raises ValueError when a column is missing."""
-    if df.empty:
+def _has(table: Table, *columns: str) -> bool:
+    """False for an empty table; raises ValueError when a column is missing."""
+    if table.empty:
         return False
-    missing = [c for c in columns if c not in df.columns]
+    missing = [c for c in columns if c not in table]
     if missing:
         raise ValueError(f"plot input lacks column(s) {', '.join(missing)}")
     return True
 
 
-def _floats(df: pd.DataFrame, column: str) -> np.ndarray[Any, np.dtype[np.float64]]:
-    return df[column].to_numpy(dtype=np.float64, na_value=np.nan)
+def _floats(table: Table, column: str) -> F64:
+    """A column as float64, NaN where empty (None in a text or object column)."""
+    values = table[column]
+    if values.dtype.kind == "O":
+        return np.array([np.nan if v is None else v for v in values.tolist()], np.float64)
+    return np.asarray(values, dtype=np.float64)
 
 
-def _labels(df: pd.DataFrame, column: str) -> list[str]:
-    return [str(v) for v in df[column].tolist()]
+def _flags(table: Table, column: str) -> npt.NDArray[np.bool_]:
+    """A column as bool, False where empty (None or NaN in an object column)."""
+    values = table[column]
+    if values.dtype.kind == "O":
+        return np.array([v is not None and not np.isnan(v) and bool(v) for v in values.tolist()])
+    return np.asarray(values, dtype=np.bool_)
+
+
+def _labels(table: Table, column: str) -> list[str]:
+    return [str(v) for v in table[column].tolist()]
 
 
 def _ordered(values: Iterable[str], first: Iterable[str] = ()) -> list[str]:
@@ -118,11 +135,58 @@ def _far_apart(values: np.ndarray[Any, np.dtype[np.float64]], ratio: float) -> b
     return bool(positive.size) and float(positive.max()) >= ratio * float(positive.min())
 
 
-def _counts(df: pd.DataFrame, index: str, columns: str) -> pd.DataFrame:
-    """Packets summed per (index, columns) cell; columns without packets dropped."""
-    table = df.pivot_table(index=index, columns=columns, values="packets", aggfunc="sum")
-    table = table.fillna(0).astype(np.int64)
-    return table.loc[:, table.sum() > 0]
+class _Pivot(NamedTuple):
+    """Sums per cell: ``cells[i, j]`` for row key ``keys[i]`` and column ``columns[j]``.
+
+    ``cells`` is C-ordered, rows by columns, as the values of the DataFrame
+    ``pivot_table`` made: its sums along either axis add in the same order.
+    """
+
+    keys: F64
+    columns: list[str]
+    cells: F64
+
+
+def _pivot(keys: F64, labels: list[str], values: F64) -> _Pivot:
+    """``values`` summed per (key, label), keys sorted, labels sorted; 0 where no row.
+
+    Rows whose key is NaN are left out and NaN values are skipped, as in
+    ``pivot_table(aggfunc="sum")``; a cell's rows are added in row order with
+    Kahan's compensation, as pandas' grouped sum adds them.
+    """
+    keep = ~np.isnan(keys)
+    index, row = np.unique(keys[keep], return_inverse=True)
+    columns, column = np.unique(np.array(labels, dtype=object)[keep], return_inverse=True)
+    cell = row.astype(np.int64) * len(columns) + column
+    values = values[keep]
+    sums = np.zeros(len(index) * len(columns))
+    carry = np.zeros(len(sums))
+    order = np.argsort(cell, kind="stable")
+    ordered = cell[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(cell) else cell
+    rank = np.arange(len(cell)) - np.repeat(starts, np.diff(np.r_[starts, len(cell)]))
+    for k in range(int(rank.max()) + 1 if len(rank) else 0):  # 1 pass but for repeated cells
+        rows = order[rank == k]
+        at, value = cell[rows], values[rows]
+        add = ~np.isnan(value)
+        at, value = at[add], value[add]
+        y = value - carry[at]
+        t = sums[at] + y
+        c = (t - sums[at]) - y
+        carry[at] = np.where(np.isnan(c), 0.0, c)  # an infinite value: no compensation
+        sums[at] = t
+    cells = sums.reshape(len(index), len(columns))
+    return _Pivot(index, [str(c) for c in columns.tolist()], cells)
+
+
+def _counts(keys: F64, labels: list[str], packets: F64) -> tuple[F64, list[str], F64]:
+    """Packets summed per (key, label) cell, as whole numbers (floats holding integers);
+    the labels without packets dropped."""
+    pivot = _pivot(keys, labels, packets)
+    counts = pivot.cells.astype(np.int64)
+    used = counts.sum(axis=0) > 0
+    columns = [c for c, u in zip(pivot.columns, used.tolist(), strict=True) if u]
+    return pivot.keys, columns, counts[:, used].astype(np.float64)
 
 
 def _axes(title: str, xlabel: str, ylabel: str, height: float = _SIZE[1]) -> tuple[Figure, Axes]:

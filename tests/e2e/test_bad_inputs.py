@@ -27,7 +27,7 @@ import pytest
 
 from espforensics.analysis import load_summary
 from espforensics.model.records import Frame
-from espforensics.plots import plot_throughput
+from espforensics.plots import Table, plot_throughput
 from espforensics.plots.data import TIME_BINS, plot_frames
 from espforensics.report.narrative import utc
 from espforensics.synth import build_scenario, keys_yaml, write_capture, write_scenario
@@ -195,7 +195,8 @@ def test_one_far_frame_keeps_the_throughput_plot_bounded(tmp_path: Path, index: 
     out = analyze(tmp_path, capture, keys(tmp_path))
     packets = pd.read_parquet(out / "packets.parquet")
     packets["time"] = packets["time"].astype("int64") / 1e9  # the plots count in seconds
-    data = plot_frames(out / "packets.parquet", load_summary(out))["throughput"]
+    table = plot_frames(out / "packets.parquet", load_summary(out))["throughput"]
+    data = pd.DataFrame({name: table[name] for name in table})
     width = (packets["time"].max() - packets["time"].min()) / TIME_BINS
     assert width > 2.8e7  # 55 years in 60 bins
     assert set(data["width"]) == {width}
@@ -209,7 +210,7 @@ def test_one_far_frame_keeps_the_throughput_plot_bounded(tmp_path: Path, index: 
     assert (home >= 0).all() and (since <= starts[home] + width * (1 + 1e-9)).all()
     expected = esp["len"].groupby(home).sum()
     assert got.to_numpy() == pytest.approx(expected.reindex(range(len(starts))).to_numpy())
-    fig = plot_throughput(data)
+    fig = plot_throughput(table)
     assert fig is not None
     ax = fig.axes[0]
     assert f"({float(f'{width:.2g}'):g} s bins" in ax.get_title()
@@ -218,7 +219,7 @@ def test_one_far_frame_keeps_the_throughput_plot_bounded(tmp_path: Path, index: 
 
 def test_throughput_plot_merges_bins_beyond_its_limit() -> None:
     # Data with 1 s bins a million seconds apart: a bin per second would be 10^6 points.
-    df = pd.DataFrame({"t": [0.0, 1e6], "sa": ["a", "a"], "mbit_s": [6.0, 3.0], "width": 1.0})
+    df = Table({"t": [0.0, 1e6], "sa": ["a", "a"], "mbit_s": [6.0, 3.0], "width": 1.0})
     fig = plot_throughput(df)
     assert fig is not None
     ax = fig.axes[0]

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from espforensics.analysis import analyze_to_dir, load_summary
-from espforensics.plots import PLOTS, PlotData, PlotSpec
+from espforensics.plots import PLOTS, PlotData, PlotSpec, Table
 from espforensics.plots import data as plotdata
 from espforensics.synth import build_scenario, write_scenario
 from espforensics.tables import packets as tables
@@ -24,6 +24,12 @@ def _run(tmp: Path, scenario: str) -> Path:
     out = tmp / "out"
     analyze_to_dir(files["capture"], [files["keys"]], out, plots=False)
     return out
+
+
+def _frames(out: Path) -> dict[str, pd.DataFrame]:
+    """The plots' tables of a run, as DataFrames to count with pandas."""
+    data = plotdata.plot_frames(out / "packets.parquet", load_summary(out))
+    return {name: pd.DataFrame({n: table[n] for n in table}) for name, table in data.items()}
 
 
 def _packets(out: Path) -> pd.DataFrame:
@@ -40,7 +46,7 @@ def test_counts_are_the_packets_tables(tmp_path: Path, scenario: str) -> None:
     out = _run(tmp_path, scenario)
     packets = _packets(out)
     esp = packets[packets["spi"].notna()]
-    data = plotdata.plot_frames(out / "packets.parquet", load_summary(out))
+    data = _frames(out)
     verdicts = data["verdicts"].groupby("verdict")["packets"].sum().to_dict()
     assert verdicts == packets["verdict"].value_counts().to_dict()
     offsets = data["offsets"].set_index(["kind", "offset"])["packets"].to_dict()
@@ -62,7 +68,7 @@ def test_sequence_events_are_the_checks_marks(tmp_path: Path) -> None:
     out = _run(tmp_path, "sequence")
     packets = _packets(out)
     summary = load_summary(out)
-    events = plotdata.plot_frames(out / "packets.parquet", summary)["sequence"]
+    events = _frames(out)["sequence"]
     marked = packets[packets["seq_anomaly"].fillna("") != ""]
     t0 = summary.capture.first_time
     assert t0 is not None
@@ -78,7 +84,7 @@ def test_sequence_events_are_the_checks_marks(tmp_path: Path) -> None:
 def test_iv_points_keep_every_deviation_and_reuse(tmp_path: Path) -> None:
     out = _run(tmp_path, "iv-reuse")
     packets = _packets(out)
-    iv = plotdata.plot_frames(out / "packets.parquet", load_summary(out))["iv"]
+    iv = _frames(out)["iv"]
     esp = packets[packets["spi"].notna() & packets["seq64"].notna()]
     odd = esp[(esp["iv_seq_delta"].fillna(0) != 0) | esp["iv_reused"].fillna(False)]
     assert len(odd) > 0
@@ -101,19 +107,17 @@ def test_batches_across_row_groups_give_the_same_data(
     monkeypatch.setattr(plotdata, "_PLOT_BATCH", 64)
     assert plotdata.plot_frames(out / "packets.parquet", summary).keys() == joined.keys()
     for key, frame in joined.items():
-        pd.testing.assert_frame_equal(frame, cut[key], obj=key)
+        assert frame == cut[key], key
 
 
 def _sample() -> PlotData:
     sa = "0x00001001 192.0.2.1>192.0.2.2"
     return PlotData(
-        verdicts=pd.DataFrame({"t": [0.0, 1.0], "verdict": ["ok", "ok"], "packets": [3, 4]}),
-        offsets=pd.DataFrame(
-            {"kind": ["expected", "found"], "offset": [20, 20], "packets": [7, 7]}
-        ),
-        iv=pd.DataFrame({"sa": [sa, sa], "seq64": [1, 2], "delta": [0.0, 1.0], "reused": [0, 1]}),
-        throughput=pd.DataFrame({"t": [0.0, 1.0], "sa": [sa, sa], "mbit_s": [1.0, 2.0]}),
-        sequence=pd.DataFrame({"t": [0.5], "sa": [sa], "event": ["gap"], "count": [2]}),
+        verdicts=Table({"t": [0.0, 1.0], "verdict": ["ok", "ok"], "packets": [3, 4]}),
+        offsets=Table({"kind": ["expected", "found"], "offset": [20, 20], "packets": [7, 7]}),
+        iv=Table({"sa": [sa, sa], "seq64": [1, 2], "delta": [0.0, 1.0], "reused": [0, 1]}),
+        throughput=Table({"t": [0.0, 1.0], "sa": [sa, sa], "mbit_s": [1.0, 2.0]}),
+        sequence=Table({"t": [0.5], "sa": [sa], "event": ["gap"], "count": [2]}),
     )
 
 
@@ -125,7 +129,7 @@ def test_every_registered_plot_draws_and_skips(spec: PlotSpec) -> None:
     png = io.BytesIO()
     fig.savefig(png, format="png")
     assert png.getvalue().startswith(b"\x89PNG")
-    assert spec.draw(pd.DataFrame()) is None
+    assert spec.draw(Table()) is None
     assert spec.missing
 
 

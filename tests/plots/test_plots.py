@@ -22,6 +22,7 @@ from espforensics.plots import (
     PLOTS,
     VERDICT_COLOURS,
     PlotData,
+    Table,
     delta_label,
     plot_iv_derivation,
     plot_offsets,
@@ -37,8 +38,8 @@ SA2 = "0x00001002 fd00:a::2>fd00:a::1"
 TIME = "time since capture start (s)"
 
 
-def verdicts_df() -> pd.DataFrame:
-    return pd.DataFrame(
+def verdicts_df() -> Table:
+    return Table(
         {
             "t": [0.0, 0.0, 0.1, 0.1, 0.2, 0.3],
             "verdict": ["esp_misplaced", "ok", "ok", "not_esp", "ok", "esp_misplaced"],
@@ -47,14 +48,14 @@ def verdicts_df() -> pd.DataFrame:
     )
 
 
-def offsets_df() -> pd.DataFrame:
-    return pd.DataFrame(
+def offsets_df() -> Table:
+    return Table(
         {"kind": ["expected", "found", "found"], "offset": [40, 40, 60], "packets": [690, 596, 94]}
     )
 
 
-def iv_df() -> pd.DataFrame:
-    return pd.DataFrame(
+def iv_df() -> Table:
+    return Table(
         {
             "sa": [SA1, SA1, SA1, SA1, SA2, SA2],
             "seq64": [1, 2, 3, 4, 1, 2],
@@ -64,8 +65,8 @@ def iv_df() -> pd.DataFrame:
     )
 
 
-def throughput_df() -> pd.DataFrame:
-    return pd.DataFrame(
+def throughput_df() -> Table:
+    return Table(
         {
             "t": [0.0, 0.5, 1.5, 0.0, 0.5, 1.0, 1.5],  # SA1 has no bin at 1.0
             "sa": [SA1, SA1, SA1, SA2, SA2, SA2, SA2],
@@ -74,8 +75,8 @@ def throughput_df() -> pd.DataFrame:
     )
 
 
-def sequence_df() -> pd.DataFrame:
-    return pd.DataFrame(
+def sequence_df() -> Table:
+    return Table(
         {
             "t": [0.4, 1.3, 1.3, 2.2, 3.5],
             "sa": [SA1, SA1, SA1, SA1, SA2],
@@ -119,7 +120,7 @@ def test_verdicts_one_stacked_series_per_verdict_in_fixed_order() -> None:
 
 
 def test_bin_width_in_the_title_has_two_significant_digits() -> None:
-    df = pd.DataFrame({"t": [0.0, 0.0694212, 3600.0], "verdict": "ok", "packets": [1, 2, 3]})
+    df = Table({"t": [0.0, 0.0694212, 3600.0], "verdict": "ok", "packets": [1, 2, 3]})
     assert axes_of(plot_verdicts(df)).get_title() == "Packets per verdict over time (0.069 s bins)"
 
 
@@ -151,13 +152,13 @@ def test_verdicts_stack_to_the_bin_total() -> None:
 @pytest.mark.parametrize(
     "df",
     [
-        pd.DataFrame(),
-        verdicts_df().iloc[0:0],
-        verdicts_df().assign(packets=0),
+        Table(),
+        verdicts_df().take(slice(0, 0)),
+        verdicts_df().replace(packets=0),
     ],
     ids=["no columns", "no rows", "all zero"],
 )
-def test_verdicts_none_without_data(df: pd.DataFrame) -> None:
+def test_verdicts_none_without_data(df: Table) -> None:
     assert plot_verdicts(df) is None
 
 
@@ -181,14 +182,14 @@ def test_offsets_expected_and_found_side_by_side() -> None:
 
 
 def test_offsets_log_scale_when_counts_span_two_decades() -> None:
-    df = pd.DataFrame({"kind": ["expected", "found"], "offset": [20, 28], "packets": [100_000, 3]})
+    df = Table({"kind": ["expected", "found"], "offset": [20, 28], "packets": [100_000, 3]})
     ax = axes_of(plot_offsets(df))
     assert ax.get_yscale() == "log"
     assert ax.get_ylabel() == "packets (log scale)"
 
 
 def test_offsets_none_without_data() -> None:
-    assert plot_offsets(offsets_df().iloc[0:0]) is None
+    assert plot_offsets(offsets_df().take(slice(0, 0))) is None
 
 
 # -- IV derivation -----------------------------------------------------------
@@ -219,7 +220,7 @@ def test_iv_one_panel_per_sa_each_point_on_its_exact_delta() -> None:
 
 def test_iv_two_sas_at_delta_0_sit_on_0() -> None:
     """Regression: SAs were dodged by +-0.2 within the row and read as two deltas."""
-    df = pd.DataFrame(
+    df = Table(
         {"sa": [SA1, SA1, SA2, SA2], "seq64": [1, 2, 1, 2], "delta": [0.0] * 4, "reused": False}
     )
     fig = plot_iv_derivation(df)
@@ -231,7 +232,7 @@ def test_iv_two_sas_at_delta_0_sit_on_0() -> None:
 
 def test_iv_at_most_8_panels_deviating_sas_first() -> None:
     sas = [f"0x{0x2000 + i:08x} 192.0.2.1>192.0.2.2" for i in range(10)]
-    df = pd.DataFrame(
+    df = Table(
         {
             "sa": sas,
             "seq64": [1] * 10,
@@ -246,14 +247,14 @@ def test_iv_at_most_8_panels_deviating_sas_first() -> None:
 
 
 def test_iv_without_reuse_has_no_reuse_series() -> None:
-    fig = plot_iv_derivation(iv_df().assign(reused=False))
+    fig = plot_iv_derivation(iv_df().replace(reused=False))
     assert fig is not None
     assert [len(ax.collections) for ax in fig.axes] == [1, 1]
     assert fig.legends == []
 
 
 def test_iv_reuse_without_derivation_is_counted_not_drawn() -> None:
-    df = iv_df().assign(reused=[False, False, False, False, False, True])  # the NaN row
+    df = iv_df().replace(reused=[False, False, False, False, False, True])  # the NaN row
     fig = plot_iv_derivation(df)
     assert fig is not None
     assert legend_texts(fig) == ["IV reused (0 shown, 1 not: IV not counter-derived)"]
@@ -262,16 +263,19 @@ def test_iv_reuse_without_derivation_is_counted_not_drawn() -> None:
 
 @pytest.mark.parametrize(
     "df",
-    [pd.DataFrame(), iv_df().iloc[0:0], iv_df().assign(delta=math.nan)],
+    [Table(), iv_df().take(slice(0, 0)), iv_df().replace(delta=math.nan)],
     ids=["no columns", "no rows", "all NaN"],
 )
-def test_iv_none_without_counter_derived_ivs(df: pd.DataFrame) -> None:
+def test_iv_none_without_counter_derived_ivs(df: Table) -> None:
     assert plot_iv_derivation(df) is None
 
 
-def test_iv_accepts_arrow_backed_columns_with_na() -> None:
-    df = iv_df().convert_dtypes(dtype_backend="pyarrow")
-    assert df["delta"].isna().sum() == 1
+def test_iv_accepts_object_columns_with_none() -> None:
+    """Columns given as Python values with None where empty (no NaN): None is NaN or False."""
+    delta = np.array([0.0, 1.0, 1.0, 0.0, 0.0, None], dtype=object)
+    reused = np.array([False, False, True, True, None, False], dtype=object)
+    df = iv_df().replace(delta=delta, reused=reused)
+    assert df["delta"].dtype == object
     fig = plot_iv_derivation(df)
     assert fig is not None
     assert [len(ax.collections) for ax in fig.axes] == [2, 1]
@@ -295,7 +299,7 @@ def test_throughput_one_line_per_sa_missing_bins_are_zero() -> None:
 
 
 def test_throughput_log_scale_when_sa_peaks_are_far_apart() -> None:
-    df = pd.DataFrame({"t": [0.0, 0.0], "sa": [SA1, SA2], "mbit_s": [7.0, 0.07]})
+    df = Table({"t": [0.0, 0.0], "sa": [SA1, SA2], "mbit_s": [7.0, 0.07]})
     fig = plot_throughput(df)
     ax = axes_of(fig)
     assert ax.get_yscale() == "log"
@@ -303,7 +307,7 @@ def test_throughput_log_scale_when_sa_peaks_are_far_apart() -> None:
 
 
 def test_throughput_stays_linear_for_one_bursty_sa() -> None:
-    df = pd.DataFrame({"t": [0.0, 1.0, 2.0], "sa": SA1, "mbit_s": [900.0, 0.5, 0.0]})
+    df = Table({"t": [0.0, 1.0, 2.0], "sa": SA1, "mbit_s": [900.0, 0.5, 0.0]})
     assert axes_of(plot_throughput(df)).get_yscale() == "linear"
 
 
@@ -311,7 +315,7 @@ def test_throughput_more_than_twelve_sas_sums_the_quietest() -> None:
     # 20 SAs, SA k sends k+1 Mbit/s in bin 0 and 1 Mbit/s in bin 1: the 11 busiest (SA 9..19)
     # keep their line, SA 0..8 become one line of their sums (45 and 9 Mbit/s).
     sas = [f"0x{k:08x} 192.0.2.1>192.0.2.2" for k in range(20)]
-    df = pd.DataFrame(
+    df = Table(
         {
             "t": [0.0] * 20 + [1.0] * 20,
             "sa": sas * 2,
@@ -328,8 +332,8 @@ def test_throughput_more_than_twelve_sas_sums_the_quietest() -> None:
 
 
 def test_throughput_none_without_data() -> None:
-    assert plot_throughput(throughput_df().iloc[0:0]) is None
-    assert plot_throughput(throughput_df().assign(mbit_s=math.nan)) is None
+    assert plot_throughput(throughput_df().take(slice(0, 0))) is None
+    assert plot_throughput(throughput_df().replace(mbit_s=math.nan)) is None
 
 
 # -- sequence ----------------------------------------------------------------
@@ -350,12 +354,12 @@ def test_sequence_one_series_per_event_kind_one_row_per_sa() -> None:
 
 
 def test_sequence_none_without_events() -> None:
-    assert plot_sequence(sequence_df().iloc[0:0]) is None
+    assert plot_sequence(sequence_df().take(slice(0, 0))) is None
 
 
 def test_missing_column_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="lacks column"):
-        plot_sequence(sequence_df().drop(columns="count"))
+        plot_sequence(Table({k: sequence_df()[k] for k in ("t", "sa", "event")}))
 
 
 # -- files -------------------------------------------------------------------
@@ -387,7 +391,8 @@ def test_write_plots_writes_png_and_svg_per_plot(tmp_path: Path) -> None:
 
 def test_write_plots_skips_plots_without_data(tmp_path: Path) -> None:
     data = sample()
-    data = PlotData(data.verdicts, data.offsets, iv_df().iloc[0:0], data.throughput, pd.DataFrame())
+    no_iv = iv_df().take(slice(0, 0))
+    data = PlotData(data.verdicts, data.offsets, no_iv, data.throughput, Table())
     outcomes = {o.name: o for o in write_plots(data, tmp_path)}
     assert outcomes["iv_derivation"] == PlotOutcome(
         "iv_derivation", (), skipped="no counter-derived IVs in this capture"
@@ -402,7 +407,7 @@ def test_write_plots_skips_plots_without_data(tmp_path: Path) -> None:
 
 
 def test_write_plots_with_nothing_to_draw_creates_nothing(tmp_path: Path) -> None:
-    empty = pd.DataFrame()
+    empty = Table()
     outcomes = write_plots(PlotData(empty, empty, empty, empty, empty), tmp_path / "plots")
     assert all(o.files == () and o.skipped.startswith("no ") for o in outcomes)
     assert not (tmp_path / "plots").exists()
@@ -441,9 +446,7 @@ def test_plot_data_does_not_depend_on_the_batch_size(
     monkeypatch.setattr(plotdata, "_PLOT_BATCH", 3)
     small = plotdata.plot_frames(out / "packets.parquet", summary)
     for key, frame in whole.items():
-        pd.testing.assert_frame_equal(
-            frame.reset_index(drop=True), small[key].reset_index(drop=True), obj=key
-        )
+        assert frame == small[key], key
     packets = pd.read_parquet(out / "packets.parquet")
     esp = packets[packets["spi"].notna()]
     want = {
@@ -453,13 +456,13 @@ def test_plot_data_does_not_depend_on_the_batch_size(
     assert set(whole["throughput"]["sa"]) == want
 
 
-def _esn_iv_df() -> pd.DataFrame:
+def _esn_iv_df() -> Table:
     """An ESN SA across the wrap: seq low 0xffffffff sealed with hi+1 (delta +2^32),
     one IV from seq+1 and one from seq-1; a second SA all at 0."""
     wrap = 1 << 32
     seqs = list(range(wrap - 4, wrap + 4))
     deltas = [0.0, 1.0, 0.0, float(wrap), 0.0, -1.0, 0.0, 0.0]
-    return pd.DataFrame(
+    return Table(
         {
             "sa": [SA1] * 8 + [SA2] * 2,
             "seq64": [*seqs, wrap - 1, wrap],
@@ -499,7 +502,7 @@ def test_iv_esn_deltas_on_a_symlog_axis_labelled_hi_lo_nothing_clipped() -> None
 
 def test_iv_more_than_8_deltas_on_symlog_get_power_of_2_ticks() -> None:
     deltas = [0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 300.0, 70000.0]
-    df = pd.DataFrame({"sa": SA1, "seq64": range(1, 11), "delta": deltas, "reused": False})
+    df = Table({"sa": SA1, "seq64": range(1, 11), "delta": deltas, "reused": False})
     fig = plot_iv_derivation(df)
     assert fig is not None
     (ax,) = fig.axes

@@ -279,6 +279,20 @@ def test_analyze_without_plots_loads_no_pandas(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_run_that_draws_its_plots_loads_no_pandas(tmp_path: Path) -> None:
+    """The plots draw small numpy tables (plots/table.py) read from packets.parquet's
+    buffers: a default run, plots drawn, imports neither pandas (0.25 s) nor
+    pyarrow.compute."""
+    out = tmp_path / "out"
+    code, loaded = _run_cli(["analyze", *EXAMPLE, "--quiet", "--out", str(out)], tmp_path)
+    assert code == 0
+    assert (out / "plots" / "verdicts.png").is_file()  # the plots were drawn
+    assert {"matplotlib", "espforensics.plots.data"} <= loaded
+    assert not {m for m in loaded if m.split(".")[0] == "pandas"}
+    assert "pyarrow.compute" not in loaded
+
+
+@pytest.mark.slow
 def test_report_loads_neither_pyarrow_nor_the_engine(tmp_path: Path) -> None:
     """``report`` renders an analysis's summary.json again: no table is read or written,
     no capture analyzed (cli/report.py, not cli/commands.py)."""
