@@ -1,0 +1,133 @@
+"""The steady lane beside held records (issue 35): a stray SA does not stop the bulk.
+
+A new SA's first packets are held by the IV derivation check until its
+scheme settles (64 packets, or ``MAX_BEHIND_CHECK`` records waiting behind
+them). While they are held, the lane's runs of the other SAs wait in line
+behind them as one item each (engine/run.py ``_run``, ``FrameAnalyzer.queue``)
+instead of going through the per-frame path, cut where a bound would give
+up a hold. The bulk capture with a one-packet SPI every 100th frame
+(synth/bench.py ``with_stray_spis``, benchmarks/bench_sas.py ``--stray``):
+the lane takes at least 95% of the bulk SAs' packets, keyed and keyless,
+and every output is the per-frame path's. With the bounds lowered, a bound
+fires inside what would be a lane run: it fires at the same frame, with the
+same records waiting, as in the per-frame path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from espforensics.analysis import Analysis, analyze
+from espforensics.analyzer import frame
+from espforensics.analyzer.frame import FrameAnalyzer
+from espforensics.keys.sa import SaTable
+from espforensics.model.options import Options
+from espforensics.model.records import Frame
+from espforensics.synth.bench import bench_sas, iter_bench_frames, with_stray_spis
+from espforensics.synth.capture import write_capture
+from fuzz import lanecount
+from tests.engine.test_equivalence import assert_same
+
+FRAMES = 10_000
+STRAY = 100  # every 100th frame an SPI of its own: 100 one-packet SAs
+SHARE = 0.95
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("stray")
+
+
+@cache
+def capture(folder: Path, frames: int, stray: int) -> Path:
+    path = folder / f"stray-{frames}-{stray}.pcap"
+    write_capture(path, with_stray_spis(iter_bench_frames(frames), stray), linktypes=(1,))
+    return path
+
+
+def _sas(keyed: bool) -> SaTable:
+    return SaTable(bench_sas(1) if keyed else ())
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "keyless"])
+def test_stray_spis_leave_the_bulk_to_the_lane(folder: Path, keyed: bool) -> None:
+    """100 one-packet SAs amid 9,900 packets of the bulk transfer's 2 SAs: the lane takes
+    at least 95% of those 9,900, and the outputs are the per-frame path's."""
+    path = capture(folder, FRAMES, STRAY)
+    lanecount.install()
+    lanecount.take()
+    lane = analyze(path, _sas(keyed), Options())
+    count = lanecount.take()
+    bulk = FRAMES - FRAMES // STRAY
+    assert count.taken >= SHARE * bulk, count
+    assert count.refused == 0
+    packets = lane.packets
+    stray = packets["spi"] >= 0x40000
+    assert int(stray.sum()) == FRAMES // STRAY
+    want = "ok" if keyed else "unknown_sa"
+    assert set(packets.loc[~stray, "verdict"]) == {want}
+    assert len(lane.summary.sas) == 2 + FRAMES // STRAY
+    assert_same(lane, analyze(path, _sas(keyed), Options(steady_lane=False)), FRAMES)
+
+
+def _forces(
+    monkeypatch: pytest.MonkeyPatch, path: Path, options: Options
+) -> tuple[Analysis, list[tuple[int | None, int]]]:
+    """The analysis, and each time a hold was given up (a bound, or the end): up to
+    which frame, and how many records waited then."""
+    calls: list[tuple[int | None, int]] = []
+    force = FrameAnalyzer._force
+
+    def spy(self: FrameAnalyzer, upto: int | None) -> None:
+        calls.append((upto, len(self._waiting)))
+        force(self, upto)
+
+    monkeypatch.setattr(FrameAnalyzer, "_force", spy)
+    result = analyze(path, SaTable(()), options)
+    monkeypatch.setattr(FrameAnalyzer, "_force", force)
+    return result, calls
+
+
+def _slow_sas(frames: Iterator[Frame], every: int, epoch: int) -> Iterator[Frame]:
+    """The bench frames with every ``every``-th frame's SPI rewritten to a stray SA's, a new
+    one each ``epoch`` frames: SAs of a packet every ``every`` frames, each still probing
+    its IVs when a bound gives it up."""
+    for f in frames:
+        if f.number % every:
+            yield f
+            continue
+        at = 14 + 20  # Ethernet, IPv4: the SPI
+        spi = (0x50000 + f.number // epoch).to_bytes(4, "big")
+        yield f._replace(data=f.data[:at] + spi + f.data[at + 4 :])
+
+
+@pytest.mark.parametrize("behind", [100, 333])
+@pytest.mark.parametrize("batch", [512, 4096])
+def test_a_bound_fires_inside_a_lane_run_where_the_per_frame_path_fires_it(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, behind: int, batch: int
+) -> None:
+    """``MAX_BEHIND_CHECK`` lowered to ``behind``; every 37th frame a packet of a stray SA,
+    a new one every 400 frames: each probes its IVs, its first packet held, until a
+    bound gives it up once ``behind`` + 1 records wait, in the middle of the bulk SAs'
+    runs. Lane on, the bound fires at the same points with the same records waiting as
+    lane off (the run is cut there), the lane takes 90% of the bulk, and every output is
+    the reference's."""
+    monkeypatch.setattr(frame, "MAX_BEHIND_CHECK", behind)
+    frames, every = 10_000, 37
+    path = folder / f"slow-sas-{frames}.pcap"
+    if not path.exists():
+        write_capture(path, _slow_sas(iter_bench_frames(frames), every, 400), linktypes=(1,))
+    lanecount.install()
+    lanecount.take()
+    lane, lane_forces = _forces(monkeypatch, path, Options(batch_frames=batch))
+    count = lanecount.take()
+    ref, ref_forces = _forces(monkeypatch, path, Options(steady_lane=False))
+    bounded = [(upto, n) for upto, n in ref_forces if upto is not None]
+    assert len(bounded) >= frames // 400 - 1 and {n for _, n in bounded} == {behind + 1}
+    assert lane_forces == ref_forces
+    assert count.taken >= 0.9 * (frames - frames // every), count
+    assert_same(lane, ref, frames)
