@@ -253,28 +253,39 @@ class FrameAnalyzer:
                 self._receiver.hand(layer.pkt)
         return (rec, *(layer.rec for layer in inner)) if inner else (rec,)
 
-    def room(self) -> int:
-        """How many records may join the line now (``queue``), the last of them perhaps the
-        one at which a bound of ``_bound`` gives up a hold: 0 unless the IV derivation
-        check's are the only holds.
-
-        Fragments expire by each processed frame's timestamp and ESN first packets wait
-        for their SA's next packet: while either holds a record, every frame goes through
-        ``process``. Without them ``_bound`` gives up the oldest hold (the head is then no
-        fragment) once more than the smaller limit wait, and only then: a run of at most
-        this many records waits as its frames would have one by one, nothing given up
-        before its last, and ``queue`` gives up at its last what ``process`` would.
-        """
-        if self._fragments or len(self._esn):
-            return 0
-        return max(0, min(self._limits) + 1 - len(self._waiting))
+    def may_queue(self) -> bool:
+        """May a run wait in line now (``queue``)? Not while a fragment or an ESN first
+        packet is held: fragments expire by each processed frame's timestamp and an ESN
+        first packet waits for its SA's next packet, so every frame goes through
+        ``process`` then. The IV derivation check's holds alone, it may."""
+        return not (self._fragments or len(self._esn))
 
     def queue(self, run: Run, ts_ns: int) -> Released:
-        """Put the caller's ``run`` (at most ``room()`` records, of frames that hold nothing
-        and come after every frame processed; ``ts_ns`` its last one's time) in line, bound
-        what waits as ``process`` does after a frame; what is released now."""
-        self._waiting.push_run(run)
-        return tuple(self._release(self._bound(ts_ns)))
+        """Put the caller's ``run`` (of frames that hold nothing, one record each, after
+        every frame processed; ``ts_ns`` its last one's time; ``may_queue``) in line, bound
+        what waits as ``process`` does after each frame; what is released now.
+
+        With only the IV derivation check's holds, ``_bound`` gives up the oldest hold
+        (the head is then no fragment) once more than the smaller limit wait, and
+        nothing leaves the line in between: the run goes in parts, each up to the record
+        at which a bound fires, and ``_bound`` runs after each as after that frame (its
+        expiry of fragments has none to expire); once nothing is held or waiting, the
+        rest leaves at once, as ``process`` lets a frame's records go then. The rows
+        leave with the first part released (``Run.part`` 0): nothing lies between the
+        parts, none of them held.
+        """
+        waiting, limit = self._waiting, min(self._limits)
+        out: list[PacketRecord | Run] = []
+        frame, left, part = run.frame, run.records, 0
+        while left:
+            if not waiting:  # nothing held or waiting any more: the rest leaves now
+                out.append(Run(frame, left, part))
+                break
+            n = min(left, max(1, limit + 1 - len(waiting)))
+            waiting.push_run(Run(frame, n, part))
+            out.extend(self._release(self._bound(ts_ns)))
+            frame, left, part = frame + n, left - n, part + 1
+        return tuple(out)
 
     def _released(self, recs: tuple[PacketRecord, ...], ts_ns: int) -> Released:
         """A frame's records, or those now released when records are held before them."""

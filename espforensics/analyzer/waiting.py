@@ -24,11 +24,14 @@ class Run:
     """A run of frames whose records the caller keeps, waiting in line as one item.
 
     ``frame``: its first frame; ``records``: how many records it stands for (one
-    a frame). None of its frames is held: it leaves once nothing before it is.
+    a frame); ``part``: 0, or the number of a later part of a run cut where a bound
+    gave up a hold inside it (the caller's rows leave with part 0). None of its
+    frames is held: it leaves once nothing before it is.
     """
 
     frame: int
     records: int
+    part: int = 0
 
 
 class Waiting:

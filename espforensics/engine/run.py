@@ -24,8 +24,8 @@ Secrets Block ends a batch: the SAs it loads apply from the next frame on):
 3. in capture order: a frame the lane does not take goes through
    ``FrameAnalyzer.process``; the lane's frames between two of those are
    committed to the checks in bulk. While records are held, a run of the
-   lane's waits in line behind them as one item (``FrameAnalyzer.queue``),
-   cut where a bound of the analyzer would give up a hold; while a
+   lane's waits in line behind them as one item (``FrameAnalyzer.queue``,
+   which gives up a hold where a bound inside the run would); while a
    fragment or an ESN first packet is held, every frame goes through
    ``process`` (docs/architecture.md, "The steady lane beside held records").
 """
@@ -56,6 +56,11 @@ if TYPE_CHECKING:  # the workers (--jobs, --scheduler) are imported when a run h
 Row = PacketRecord | SteadyRows
 _MIN_SHARE = 64  # packets a thread gets at the least: below it, one thread opens them all
 FIRST_BATCH = 64  # frames of the first batch (batch_sizes)
+# Frames of a steady run at the least for it to wait in line behind held records: a run's
+# fixed cost (its commit, its packets table: about 1 ms) is that of some 15 frames per
+# frame, so a shorter one goes per frame then, as every frame did before runs could wait
+# (docs/performance.md, "The lane beside held records").
+MIN_QUEUED = 16
 
 
 class _Opener:
@@ -211,7 +216,8 @@ class Engine:
         """The analyzer's released records, each of its ``Run`` the lane's run it stands for."""
         for item in released:
             if isinstance(item, Run):
-                yield from self._runs.popleft()
+                if not item.part:  # a later part of a run leaves with its first
+                    yield from self._runs.popleft()
             else:
                 yield item
 
@@ -291,10 +297,10 @@ class Engine:
     ) -> Iterator[Row]:
         """The batch in capture order: the lane's runs in bulk, the other frames one by one.
 
-        While records are held, a run waits in line behind them, at most the analyzer's
-        ``room`` frames (one record each): cut at the frame where a bound gives up a hold,
-        which ``queue`` then does as ``process`` would; while ``room`` is 0 (a fragment or
-        an ESN first packet held) every frame goes through ``process``.
+        While records are held, a run of ``MIN_QUEUED`` frames or more waits in line
+        behind them (``FrameAnalyzer.queue`` gives up a hold where a bound inside it
+        would); a shorter one goes through ``process``, and so does every frame while a
+        fragment or an ESN first packet is held (``may_queue``).
         """
         an = self._an
         inert = wire.inert
@@ -302,10 +308,8 @@ class Engine:
         i, n = 0, len(batch)
         while i < n:
             if free[i]:
-                room = an.room() if an.busy else n
-                if room:
-                    j = n if free[i:].all() else i + int(np.argmin(free[i:]))
-                    j = min(j, i + room)
+                j = n if free[i:].all() else i + int(np.argmin(free[i:]))
+                if not an.busy or (j - i >= MIN_QUEUED and an.may_queue()):
                     yield from self._run(lane, batch, wire, plan, i, j)
                     i = j
                     continue
