@@ -23,7 +23,7 @@ import pytest
 
 from espforensics.analysis import Analysis, analyze
 from espforensics.analyzer import frame
-from espforensics.analyzer.frame import FrameAnalyzer
+from espforensics.analyzer.frame import FrameAnalyzer, Released, Run
 from espforensics.keys.sa import SaTable
 from espforensics.model.options import Options
 from espforensics.model.records import Frame
@@ -75,21 +75,33 @@ def test_stray_spis_leave_the_bulk_to_the_lane(folder: Path, keyed: bool) -> Non
 
 
 def _forces(
-    monkeypatch: pytest.MonkeyPatch, path: Path, options: Options
-) -> tuple[Analysis, list[tuple[int | None, int]]]:
-    """The analysis, and each time a hold was given up (a bound, or the end): up to
-    which frame, and how many records waited then."""
+    monkeypatch: pytest.MonkeyPatch, path: Path, sas: SaTable, options: Options
+) -> tuple[Analysis, list[tuple[int | None, int]], int]:
+    """The analysis; each time a hold was given up (a bound, or the end): up to which
+    frame, and how many records waited then; and how many of those were given up while
+    a lane run was being put in line (``FrameAnalyzer.queue``)."""
     calls: list[tuple[int | None, int]] = []
-    force = FrameAnalyzer._force
+    inside = [0, 0]  # queue calls running, holds given up inside one
+    force, queue = FrameAnalyzer._force, FrameAnalyzer.queue
 
-    def spy(self: FrameAnalyzer, upto: int | None) -> None:
+    def spy_force(self: FrameAnalyzer, upto: int | None) -> None:
         calls.append((upto, len(self._waiting)))
+        inside[1] += inside[0]
         force(self, upto)
 
-    monkeypatch.setattr(FrameAnalyzer, "_force", spy)
-    result = analyze(path, SaTable(()), options)
+    def spy_queue(self: FrameAnalyzer, run: Run, ts_ns: int) -> Released:
+        inside[0] += 1
+        try:
+            return queue(self, run, ts_ns)
+        finally:
+            inside[0] -= 1
+
+    monkeypatch.setattr(FrameAnalyzer, "_force", spy_force)
+    monkeypatch.setattr(FrameAnalyzer, "queue", spy_queue)
+    result = analyze(path, sas, options)
     monkeypatch.setattr(FrameAnalyzer, "_force", force)
-    return result, calls
+    monkeypatch.setattr(FrameAnalyzer, "queue", queue)
+    return result, calls, inside[1]
 
 
 def _slow_sas(frames: Iterator[Frame], every: int, epoch: int) -> Iterator[Frame]:
@@ -105,29 +117,40 @@ def _slow_sas(frames: Iterator[Frame], every: int, epoch: int) -> Iterator[Frame
         yield f._replace(data=f.data[:at] + spi + f.data[at + 4 :])
 
 
-@pytest.mark.parametrize("behind", [100, 333])
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "keyless"])
+@pytest.mark.parametrize(
+    ("limit", "value"),
+    [("MAX_BEHIND_CHECK", 100), ("MAX_BEHIND_CHECK", 350), ("MAX_WAITING", 150)],
+)
 @pytest.mark.parametrize("batch", [512, 4096])
 def test_a_bound_fires_inside_a_lane_run_where_the_per_frame_path_fires_it(
-    folder: Path, monkeypatch: pytest.MonkeyPatch, behind: int, batch: int
+    folder: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    limit: str,
+    value: int,
+    batch: int,
+    keyed: bool,
 ) -> None:
-    """``MAX_BEHIND_CHECK`` lowered to ``behind``; every 37th frame a packet of a stray SA,
-    a new one every 400 frames: each probes its IVs, its first packet held, until a
-    bound gives it up once ``behind`` + 1 records wait, in the middle of the bulk SAs'
-    runs. Lane on, the bound fires at the same points with the same records waiting as
-    lane off (the run is cut there), the lane takes 90% of the bulk, and every output is
-    the reference's."""
-    monkeypatch.setattr(frame, "MAX_BEHIND_CHECK", behind)
+    """One bound lowered to ``value`` (``MAX_WAITING`` below ``MAX_BEHIND_CHECK``: the
+    other branch of ``_bound``); every 37th frame a packet of a stray SA, a new one every
+    400 frames: each probes its IVs, its first packet held, until a bound gives it up
+    once ``value`` + 1 records wait, in the middle of the bulk SAs' runs. Lane on, holds
+    are given up while runs are put in line, at the same points with the same records
+    waiting as lane off; the lane takes 90% of the bulk, and every output is the
+    reference's."""
+    monkeypatch.setattr(frame, limit, value)
     frames, every = 10_000, 37
     path = folder / f"slow-sas-{frames}.pcap"
     if not path.exists():
         write_capture(path, _slow_sas(iter_bench_frames(frames), every, 400), linktypes=(1,))
     lanecount.install()
     lanecount.take()
-    lane, lane_forces = _forces(monkeypatch, path, Options(batch_frames=batch))
+    lane, lane_forces, inside = _forces(monkeypatch, path, _sas(keyed), Options(batch_frames=batch))
     count = lanecount.take()
-    ref, ref_forces = _forces(monkeypatch, path, Options(steady_lane=False))
+    ref, ref_forces, _ = _forces(monkeypatch, path, _sas(keyed), Options(steady_lane=False))
     bounded = [(upto, n) for upto, n in ref_forces if upto is not None]
-    assert len(bounded) >= frames // 400 - 1 and {n for _, n in bounded} == {behind + 1}
+    assert len(bounded) >= frames // 400 - 1 and {n for _, n in bounded} == {value + 1}
     assert lane_forces == ref_forces
+    assert inside >= len(bounded) // 2
     assert count.taken >= 0.9 * (frames - frames // every), count
     assert_same(lane, ref, frames)
