@@ -321,6 +321,10 @@ class Engine:
                 if unit is not None and own is not unit:
                     plan.invalidate(unit, i)  # the plan did not count on this frame
                     free = plan.taken | inert
+            for unit in lane.sharing(plan, i, an.touched):  # through a scope they share
+                if own is not unit:
+                    plan.invalidate(unit, i)
+                    free = plan.taken | inert
             if own is not None and lane.resume(plan, own, batch, wire, i):
                 free = plan.taken | inert  # its SAs' rest, planned again
             i += 1

@@ -154,3 +154,28 @@ def test_a_bound_fires_inside_a_lane_run_where_the_per_frame_path_fires_it(
     assert inside >= len(bounded) // 2
     assert count.taken >= 0.9 * (frames - frames // every), count
     assert_same(lane, ref, frames)
+
+
+def test_a_held_sa_sharing_a_key_group_with_a_lane_sa_keeps_its_rows_from_the_lane(
+    folder: Path,
+) -> None:
+    """Without keys, a flow's key group is its SPI and destination: frame 2,000 is frame
+    2,500 of the bulk transfer from another source address, a new flow (its first packet
+    held while its IVs are read) in the same key group as the bulk SA. Its IV is the one
+    frame 2,500 carries later: the IV reuse check finds the reuse at frame 2,500 in the
+    per-frame path, and the lane, planned before frame 2,000 put the IV in the group, must
+    not take frame 2,500 as a plain packet: the outputs are the reference's."""
+    frames = list(iter_bench_frames(3_000))
+    later = frames[2_499]
+    src = 14 + 12  # Ethernet, then the IPv4 source address
+    data = later.data[:src] + bytes([192, 0, 2, 99]) + later.data[src + 4 : -1]
+    data += bytes([later.data[-1] ^ 1])  # another packet (its ICV), not a copy
+    frames[1_999] = later._replace(number=2_000, data=data)
+    path = folder / "shared-group.pcap"
+    write_capture(path, frames, linktypes=(1,))
+    lane = analyze(path, SaTable(()), Options(batch_frames=4096))
+    ref = analyze(path, SaTable(()), Options(steady_lane=False))
+    assert "reuse" in " ".join(ref.packets["detail"].iloc[2_499:2_500].tolist()) or (
+        ref.summary.finding_list
+    )
+    assert_same(lane, ref, 3_000)
