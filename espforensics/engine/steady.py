@@ -285,8 +285,10 @@ class SteadyLane:
         An SA outside the plan's units that is not the row's own flow (an inner layer's,
         a frame in no common layout): every unit, its scopes cannot be told here.
         """
+        if not plan.units:
+            return []
         outside = [state for state in states if state not in plan.unit_of]
-        if not outside or not plan.units:
+        if not outside:
             return []
         pos = int(plan.cand[row])
         flow = plan.flows[int(plan.flow[pos])] if pos >= 0 else None
