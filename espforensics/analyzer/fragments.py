@@ -27,6 +27,10 @@ class Fragments:
         self._reasm = Reassembler(timeout_ns=int(timeout_s * 1e9))
         self._waiting: dict[int, PacketRecord] = {}
 
+    def __bool__(self) -> bool:
+        """Is a fragment waiting for its datagram?"""
+        return bool(self._waiting)
+
     def __contains__(self, frame: int) -> bool:
         """Is ``frame`` a fragment whose datagram is still being waited for?"""
         return frame in self._waiting

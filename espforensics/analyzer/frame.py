@@ -38,7 +38,7 @@ from espforensics.analyzer.fragments import Fragments
 from espforensics.analyzer.layers import MAX_LAYERS, Layer, may_nest, next_layer
 from espforensics.analyzer.placement import PlacementSearch
 from espforensics.analyzer.receive import Receiver
-from espforensics.analyzer.waiting import Waiting
+from espforensics.analyzer.waiting import Run, Waiting
 from espforensics.checks import Flow, Holds, SaState, make_checks
 from espforensics.checks.context import Receiving
 from espforensics.decode.esp import (
@@ -89,8 +89,9 @@ MAX_TUNNELS = 4
 _REASSEMBLED = frozenset({PROTO_ESP, PROTO_UDP, PROTO_AH, *TUNNEL_PROTOS})
 
 
-Released = tuple[PacketRecord, ...]  # records that may leave, in capture order
-__all__ = ["MAX_LAYERS", "FrameAnalyzer", "Layer", "Released", "fewer_collections"]
+# Records that may leave, in capture order, and the caller's runs among them (``queue``)
+Released = tuple[PacketRecord | Run, ...]
+__all__ = ["MAX_LAYERS", "FrameAnalyzer", "Layer", "Released", "Run", "fewer_collections"]
 
 
 class _FewerCollections:
@@ -232,11 +233,17 @@ class FrameAnalyzer:
 
         A frame whose ESP plaintext carries ESP has a record per layer (``layer``).
         """
+        return self._released(self.records(frame), frame.ts_ns)
+
+    def records(self, frame: Frame) -> tuple[PacketRecord, ...]:
+        """Analyze one frame; its own records, not put in line: for a frame that holds
+        nothing (the engine's frames without ESP in a steady run), whose records the
+        caller puts in line itself (``queue``) or hands on while nothing is held."""
         rec = PacketRecord(frame.number, frame.ts_ns, frame.caplen, frame.wirelen)
         if not self.options.select.frame(frame.number):
             rec.verdict = Verdict.NOT_SELECTED
             rec.detail = f"frame not selected ({self.options.select.words()})"
-            return self._released((rec,), frame.ts_ns)
+            return (rec,)
         pkt = self._analyze(frame, rec)
         inner = self._layers(frame, pkt) if may_nest(pkt) else ()
         if pkt is not None and pkt.state.tentative is not pkt:
@@ -244,7 +251,41 @@ class FrameAnalyzer:
         for layer in inner:
             if layer.pkt is not None and layer.pkt.state.tentative is not layer.pkt:
                 self._receiver.hand(layer.pkt)
-        return self._released((rec, *(layer.rec for layer in inner)), frame.ts_ns)
+        return (rec, *(layer.rec for layer in inner)) if inner else (rec,)
+
+    def may_queue(self) -> bool:
+        """May a run wait in line now (``queue``)? Not while a fragment or an ESN first
+        packet is held: fragments expire by each processed frame's timestamp and an ESN
+        first packet waits for its SA's next packet, so every frame goes through
+        ``process`` then. The IV derivation check's holds alone, it may."""
+        return not (self._fragments or len(self._esn))
+
+    def queue(self, run: Run, ts_ns: int) -> Released:
+        """Put the caller's ``run`` (of frames that hold nothing, one record each, after
+        every frame processed; ``ts_ns`` its last one's time; ``may_queue``) in line, bound
+        what waits as ``process`` does after each frame; what is released now.
+
+        With only the IV derivation check's holds, ``_bound`` gives up the oldest hold
+        (the head is then no fragment) once more than the smaller limit wait, and
+        nothing leaves the line in between: the run goes in parts, each up to the record
+        at which a bound fires, and ``_bound`` runs after each as after that frame (its
+        expiry of fragments has none to expire); once nothing is held or waiting, the
+        rest leaves at once, as ``process`` lets a frame's records go then. The rows
+        leave with the first part released (``Run.part`` 0): nothing lies between the
+        parts, none of them held.
+        """
+        waiting, limit = self._waiting, min(self._limits)
+        out: list[PacketRecord | Run] = []
+        frame, left, part = run.frame, run.records, 0
+        while left:
+            if not waiting:  # nothing held or waiting any more: the rest leaves now
+                out.append(Run(frame, left, part))
+                break
+            n = min(left, max(1, limit + 1 - len(waiting)))
+            waiting.push_run(Run(frame, n, part))
+            out.extend(self._release(self._bound(ts_ns)))
+            frame, left, part = frame + n, left - n, part + 1
+        return tuple(out)
 
     def _released(self, recs: tuple[PacketRecord, ...], ts_ns: int) -> Released:
         """A frame's records, or those now released when records are held before them."""
@@ -442,7 +483,7 @@ class FrameAnalyzer:
         for first in self._esn.force(upto):
             self._receiver.hand(first)
 
-    def finish(self) -> Iterator[PacketRecord]:
+    def finish(self) -> Iterator[PacketRecord | Run]:
         """Yield the records still held at the end; collect every check's findings.
 
         Order: the fragments are drained, ESN placement confirms every first
@@ -456,6 +497,6 @@ class FrameAnalyzer:
             self.findings.extend(check.finish())
         yield from self._release(expired)
 
-    def _release(self, expired: list[Expired]) -> Iterator[PacketRecord]:
+    def _release(self, expired: list[Expired]) -> Iterator[PacketRecord | Run]:
         self._fragments.settle(expired)
         yield from self._waiting.release()

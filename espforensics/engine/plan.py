@@ -67,6 +67,9 @@ class Plan:
     unit: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # position -> unit, or -1
     units: list[Unit] = field(default_factory=list)
     unit_of: dict[SaState, Unit] = field(default_factory=dict)
+    # the units each scope (by identity) is shared by, made when first asked
+    # (``SteadyLane.sharing``)
+    by_scope: dict[int, list[Unit]] | None = None
     seq64: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
     placed: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))  # seq64 inferred
     by_bytes: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))  # a check refuses

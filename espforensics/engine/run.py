@@ -23,13 +23,16 @@ Secrets Block ends a batch: the SAs it loads apply from the next frame on):
    on (the summary and the tables take them then);
 3. in capture order: a frame the lane does not take goes through
    ``FrameAnalyzer.process``; the lane's frames between two of those are
-   committed to the checks in bulk. While records are held (fragments,
-   an SA's first packets) every frame goes through ``process``, which
-   keeps the order records leave in.
+   committed to the checks in bulk. While records are held, a run of the
+   lane's waits in line behind them as one item (``FrameAnalyzer.queue``,
+   which gives up a hold where a bound inside the run would); while a
+   fragment or an ESN first packet is held, every frame goes through
+   ``process`` (docs/architecture.md, "The steady lane beside held records").
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import repeat
@@ -37,7 +40,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from espforensics.analyzer.frame import FrameAnalyzer
+from espforensics.analyzer.frame import FrameAnalyzer, Run
 from espforensics.checks import SaState
 from espforensics.crypto import sa_identity
 from espforensics.engine.rows import RowSink, SteadyRows
@@ -53,6 +56,11 @@ if TYPE_CHECKING:  # the workers (--jobs, --scheduler) are imported when a run h
 Row = PacketRecord | SteadyRows
 _MIN_SHARE = 64  # packets a thread gets at the least: below it, one thread opens them all
 FIRST_BATCH = 64  # frames of the first batch (batch_sizes)
+# Frames of a steady run at the least for it to wait in line behind held records: a run's
+# fixed cost (its commit, its packets table: about 1 ms) is that of some 15 frames per
+# frame, so a shorter one goes per frame then, as every frame did before runs could wait
+# (docs/performance.md, "The lane beside held records").
+MIN_QUEUED = 16
 
 
 class _Opener:
@@ -156,6 +164,9 @@ class Engine:
         # (capture/unpack.py); a cluster's workers may not see this machine's files.
         self.unpack_once = on and scheduler is None
         self._idents: dict[SaState, bytes] = {}
+        # The rows of the lane's runs waiting in line behind held records, oldest first:
+        # each run's leave where the analyzer releases its ``Run``.
+        self._runs: deque[tuple[Row, ...]] = deque()
 
     def batch_sizes(self) -> Iterator[int]:
         """How many frames each batch should hold, for a capture reader (``batch_sizes``)."""
@@ -195,11 +206,20 @@ class Engine:
         except InputError:  # a damaged capture or a bad secrets block
             yield from self._frames(batch)
             yield from self._release()
-            yield from self._an.finish()  # what was read is still reported, held records too
+            yield from self._rows(self._an.finish())  # what was read, held records too
             raise
         yield from self._frames(batch)
         yield from self._release()
-        yield from self._an.finish()
+        yield from self._rows(self._an.finish())
+
+    def _rows(self, released: Iterable[PacketRecord | Run]) -> Iterator[Row]:
+        """The analyzer's released records, each of its ``Run`` the lane's run it stands for."""
+        for item in released:
+            if isinstance(item, Run):
+                if not item.part:  # a later part of a run leaves with its first
+                    yield from self._runs.popleft()
+            else:
+                yield item
 
     def _release(self) -> list[Row]:
         held, self._held = self._held, []
@@ -227,14 +247,14 @@ class Engine:
                 return
         yield from self._release()
         for frame in frames:
-            yield from self._an.process(frame)
+            yield from self._rows(self._an.process(frame))
 
     def _batch(self, batch: FrameBatch, ahead: Ahead | None = None) -> Iterator[Row]:
         lane = self._lane
         if lane is None or not self._lane_on():
             yield from self._release()
             for frame in batch.frames():
-                yield from self._an.process(frame)
+                yield from self._rows(self._an.process(frame))
             self.done_bytes = _end_of(batch) or self.done_bytes
             batch.release()
             return
@@ -275,24 +295,35 @@ class Engine:
     def _segments(
         self, lane: SteadyLane, batch: FrameBatch, wire: WireColumns, plan: Plan
     ) -> Iterator[Row]:
-        """The batch in capture order: the lane's runs in bulk, the other frames one by one."""
+        """The batch in capture order: the lane's runs in bulk, the other frames one by one.
+
+        While records are held, a run of ``MIN_QUEUED`` frames or more waits in line
+        behind them (``FrameAnalyzer.queue`` gives up a hold where a bound inside it
+        would); a shorter one goes through ``process``, and so does every frame while a
+        fragment or an ESN first packet is held (``may_queue``).
+        """
         an = self._an
         inert = wire.inert
         free = plan.taken | inert  # may go without the per-frame path
         i, n = 0, len(batch)
         while i < n:
-            if free[i] and not an.busy:
+            if free[i]:
                 j = n if free[i:].all() else i + int(np.argmin(free[i:]))
-                yield from self._run(lane, batch, wire, plan, i, j)
-                i = j
-                continue
+                if not an.busy or (j - i >= MIN_QUEUED and an.may_queue()):
+                    yield from self._run(lane, batch, wire, plan, i, j)
+                    i = j
+                    continue
             an.touched.clear()
-            yield from an.process(batch.frame(i))
+            yield from self._rows(an.process(batch.frame(i)))
             own = plan.unit_of_row(i)
             for state in an.touched:
                 unit = plan.unit_of.get(state)
                 if unit is not None and own is not unit:
                     plan.invalidate(unit, i)  # the plan did not count on this frame
+                    free = plan.taken | inert
+            for unit in lane.sharing(plan, i, an.touched):  # through a scope they share
+                if own is not unit:
+                    plan.invalidate(unit, i)
                     free = plan.taken | inert
             if own is not None and lane.resume(plan, own, batch, wire, i):
                 free = plan.taken | inert  # its SAs' rest, planned again
@@ -301,13 +332,19 @@ class Engine:
     def _run(
         self, lane: SteadyLane, batch: FrameBatch, wire: WireColumns, plan: Plan, i: int, j: int
     ) -> Iterator[Row]:
-        """Frames ``i`` to ``j`` (excluded), each the lane's or without ESP."""
+        """Frames ``i`` to ``j`` (excluded), each the lane's or without ESP; behind the held
+        records in line, if any (``FrameAnalyzer.queue``)."""
         mine = plan.taken[i:j]
         rows = (np.flatnonzero(mine) + i).tolist()
-        frame, process = batch.frame, self._an.process
-        others = (np.flatnonzero(~mine) + i).tolist()  # inert: no ESP
-        records = tuple(rec for r in others for rec in process(frame(r)))
-        if rows:
-            yield lane.apply(batch, wire, plan, rows, records)
-        else:
-            yield from records
+        frame, own = batch.frame, self._an.records
+        others = (np.flatnonzero(~mine) + i).tolist()  # inert: no ESP, one record each
+        records = tuple(rec for r in others for rec in own(frame(r)))
+        if not self._an.busy:
+            if rows:
+                yield lane.apply(batch, wire, plan, rows, records)
+            else:
+                yield from records
+            return
+        self._runs.append((lane.apply(batch, wire, plan, rows, records),) if rows else records)
+        run = Run(frame(i).number, len(rows) + len(records))
+        yield from self._rows(self._an.queue(run, frame(j - 1).ts_ns))

@@ -34,6 +34,7 @@ the SAs of one key) and hold while no other frame reaches the unit's SAs
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterable
 from itertools import chain
 from typing import cast
 
@@ -274,6 +275,44 @@ class SteadyLane:
         ):
             return None
         return tuple(check.scope(flow) for check in self._checks)
+
+    def sharing(self, plan: Plan, row: int, states: Iterable[SaState]) -> list[Unit]:
+        """The units of ``plan`` that the per-frame packet of batch row ``row``, which
+        reached ``states``, may have changed through a scope they share with an SA the
+        plan has no unit for (the IV reuse check's key group: a flow without a key from
+        another source, an SA with the same key, its first packets held meanwhile).
+
+        An SA outside the plan's units that is not the row's own flow (an inner layer's,
+        a frame in no common layout): every unit, its scopes cannot be told here.
+        """
+        if not plan.units:
+            return []
+        outside = [state for state in states if state not in plan.unit_of]
+        if not outside:
+            return []
+        pos = int(plan.cand[row])
+        flow = plan.flows[int(plan.flow[pos])] if pos >= 0 else None
+        if flow is None or any(state is not flow.state for state in outside):
+            return list(plan.units)
+        if plan.by_scope is None:  # once a plan: each scope its units share, by identity
+            plan.by_scope = {}
+            for f, scopes in enumerate(plan.scopes):
+                unit = plan.unit_of.get(plan.flows[f].state)
+                if unit is None:
+                    continue
+                for scope in scopes:
+                    if scope is None:
+                        continue
+                    units = plan.by_scope.setdefault(id(scope), [])
+                    if not any(unit is u for u in units):
+                        units.append(unit)
+        shared: list[Unit] = []
+        for check in self._checks:
+            scope = check.scope(flow)
+            for unit in plan.by_scope.get(id(scope), ()) if scope is not None else ():
+                if not any(unit is u for u in shared):
+                    shared.append(unit)
+        return shared
 
     def resume(
         self, plan: Plan, unit: Unit, batch: FrameBatch, wire: WireColumns, row: int
