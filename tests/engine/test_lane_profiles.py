@@ -120,6 +120,20 @@ def test_each_sender_profile_keyless_lane_matches_the_reference(
     assert_same(lane, analyze(path, SaTable(()), Options(steady_lane=False)), 3_000)
 
 
+def _frames_taken(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The frames the lane's ``apply`` takes from now on (until ``monkeypatch.undo``)."""
+    taken: list[int] = []
+    apply = SteadyLane.apply
+
+    def spy(self: SteadyLane, *args: Any) -> SteadyRows:
+        rows = apply(self, *args)
+        taken.extend(rows.frame.tolist())
+        return rows
+
+    monkeypatch.setattr(SteadyLane, "apply", spy)
+    return taken
+
+
 @pytest.mark.parametrize("batch", [64, 4096])
 def test_a_copy_of_a_keyless_lane_packet_is_told_by_its_digest(
     folder: Path, batch: int, monkeypatch: pytest.MonkeyPatch
@@ -137,15 +151,7 @@ def test_a_copy_of_a_keyless_lane_packet_is_told_by_its_digest(
     ]
     path = folder / f"keyless-copies-{batch}.pcap"
     write_capture(path, frames, linktypes=(1,))
-    taken: list[int] = []
-    apply = SteadyLane.apply
-
-    def spy(self: SteadyLane, *args: Any) -> SteadyRows:
-        rows = apply(self, *args)
-        taken.extend(rows.frame.tolist())
-        return rows
-
-    monkeypatch.setattr(SteadyLane, "apply", spy)
+    taken = _frames_taken(monkeypatch)
     lane = analyze(path, SaTable(()), Options(batch_frames=batch))
     monkeypatch.undo()
     assert {2_000, 2_001} <= set(taken) and not {3_001, 3_002} & set(taken)
@@ -227,17 +233,9 @@ def test_the_keyless_lane_keeps_possible_leaks(
         frames[n - 1] = frames[n - 1]._replace(data=_v4_after_the_iv(frames[n - 1].data))
     path = folder / f"keyless-possible-{batch}.pcap"
     write_capture(path, frames, linktypes=(1,))
-    taken: list[int] = []
-    apply = SteadyLane.apply
-
-    def spy(self: SteadyLane, *args: Any) -> SteadyRows:
-        rows = apply(self, *args)
-        taken.extend(rows.frame.tolist())
-        return rows
-
     lanecount.install()
     lanecount.take()
-    monkeypatch.setattr(SteadyLane, "apply", spy)
+    taken = _frames_taken(monkeypatch)
     lane = analyze(path, SaTable(()), Options(batch_frames=batch))
     monkeypatch.undo()
     count = lanecount.take()
