@@ -439,21 +439,19 @@ class PerFlow(Generic[T]):
         """The flow's state if a packet of it was observed, else None (nothing is made)."""
         return self._states[flow.wire] if flow.known_to & self._bit else None
 
-    def by_sa(self) -> Iterator[tuple[SaKey, T]]:
-        """Every state with its (SPI, src, dst), in the order they were made."""
+    def by_sa(self, where: Callable[[T], bool] | None = None) -> Iterator[tuple[SaKey, T]]:
+        """Every state with its (SPI, src, dst), in the order they were made; ``where``:
+        only the states it holds true of, the others not named."""
         names: dict[bytes, str] = {}  # an address's text, made once per walk
         for wire, state in self._states.items():
-            yield _named(wire, names), state
+            if where is None or where(state):
+                yield _named(wire, names), state
 
     def items(self, where: Callable[[T], bool] | None = None) -> list[tuple[SaKey, T]]:
-        """Every state with its (SPI, src, dst), in that order; ``where``: only the states
-        it holds true of, the others neither named nor sorted (a check's ``finish``
-        reports a few SAs of a scan's tens of thousands)."""
-        if where is None:
-            return sorted(self.by_sa(), key=_first)
-        names: dict[bytes, str] = {}
-        kept = ((_named(w, names), s) for w, s in self._states.items() if where(s))
-        return sorted(kept, key=_first)
+        """``by_sa`` sorted by (SPI, src, dst); ``where``: only the states it holds true
+        of, the others neither named nor sorted (a check's ``finish`` reports a few SAs of
+        a scan's tens of thousands)."""
+        return sorted(self.by_sa(where), key=_first)
 
 
 class Holds:
