@@ -3,41 +3,34 @@
 In: ``PacketRecord`` values (``observe``) and the steady lane's runs of
 ``ok`` rows (``observe_rows``), then the checks' findings and the capture's
 identity (``finish``). Out: the frozen ``Summary`` of results/summary.py. Raises
-nothing. Per-SA counts live in ``_SaAcc``, misplaced layouts in
-``_LayoutAcc``; ``espforensics.results.summary`` re-exports ``SummaryBuilder``.
+nothing. Per-SA counts live in ``SaAcc``, misplaced layouts in
+``LayoutAcc``; ``espforensics.results.summary`` re-exports ``SummaryBuilder``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
 
-from espforensics.bounded.rare import Rare
-from espforensics.checks.coverage import CUT_FOUND, CUT_READ, cut_kind
 from espforensics.engine import SteadyRows
-from espforensics.model.enums import FindingKind, InnerChecksum, Proto, SeqAnomaly, Verdict
+from espforensics.model.enums import FindingKind, Proto, Verdict
 from espforensics.model.records import Finding, PacketRecord, SaKey, UnusedSa
 from espforensics.model.version import TOOL_VERSION
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
+from espforensics.results.accounts import LayoutAcc, LayoutKey, SaAcc, misplaced_layout
 from espforensics.results.coverage import check_coverage
 from espforensics.results.summary import (
     CaptureInfo,
-    MisplacedLayout,
     SaMode,
     SaSummary,
     Summary,
     sort_findings,
 )
 
-_VERDICT_ORDER: dict[str, int] = {v.value: i for i, v in enumerate(Verdict)}
-
-
-_NO_COUNTS: Counter[Any] = Counter()  # read only: an SA's counts never made
 _SECOND = 10**9
 _DIGITS = {_SECOND: 0, 10**6: 3, 10**3: 6, 1: 9}  # decimal digits of a time unit, in ns
 
@@ -50,240 +43,6 @@ def _unit_of(times_ns: npt.NDArray[np.int64] | int, unit: int) -> int:
     ):  # a record's time is a Python int: it may lie beyond what int64 holds
         unit //= 1000
     return unit
-
-
-def _in_verdict_order(item: tuple[str, int]) -> int:
-    return _VERDICT_ORDER[item[0]]  # a Verdict is the str of its value (StrEnum)
-
-
-@dataclass(slots=True)
-class _SaAcc:
-    """One SA's counts. What most SAs of a capture never count (other verdicts, anomalies,
-    TFC padding, inner checksums, cut packets) are ``Rare`` fields (bounded/rare.py): a capture
-    of many short-lived SAs keeps one of these per SA (128 bytes, 240 with plain fields).
-    Its addresses are kept here, its SPI being the key it is found by (``SummaryBuilder``)."""
-
-    src: str
-    dst: str
-    algorithm: str
-    first_ns: int  # capture time, ns since the epoch
-    last_ns: int
-    first_seq64: int | None = None
-    last_seq64: int | None = None
-    packets: int = 0
-    wire_bytes: int = 0
-    # The first verdict seen; a Counter for any other verdict (most SAs of a scan have one
-    # verdict, and a Counter of one entry is 160 bytes). Each packet counts one verdict, so
-    # the first one's packets are the rest (``verdict_packets``).
-    verdict: str = ""
-    rare_fields: dict[str, Any] | None = None
-
-    other_verdicts = Rare[Counter[str] | None](None)
-    leaked = Rare(0)
-    iv_reused = Rare(0)
-    iv_deviating = Rare(0)
-    duplicates = Rare(0)
-    reordered = Rare(0)
-    ip_payloads = Rare(0)  # verified packets whose next header is 4 or 41 (an inner IP packet)
-    l4_payloads = Rare(0)  # verified packets with any other next header
-    tfc_packets = Rare(0)
-    tfc_bytes = Rare(0)
-    # payload_len of padded packets, and inner_checksum values: made at their first count
-    # (most SAs of a scan have neither; an empty Counter is 100 bytes)
-    tfc_to = Rare[Counter[int] | None](None)
-    checksums = Rare[Counter[str] | None](None)
-    # truncated packets the capture cut; of them, whose header it showed where it is
-    # read or found later; of those, found later (checks/coverage.py cut_kind)
-    cut = Rare(0)
-    cut_read = Rare(0)
-    cut_found = Rare(0)
-
-    def observe(self, rec: PacketRecord) -> None:
-        self.packets += 1
-        self.wire_bytes += rec.len
-        self.last_ns = rec.time
-        self.count_verdict(rec.verdict, 1)
-        if rec.verdict is Verdict.TRUNCATED:
-            self.count_cut(rec)
-        if rec.seq64 is not None:
-            if self.first_seq64 is None:
-                self.first_seq64 = rec.seq64
-            self.last_seq64 = rec.seq64
-        if rec.leaked:  # each a Rare field: read and written only when it counts
-            self.leaked += 1
-        if rec.iv_reused:
-            self.iv_reused += 1
-        if rec.iv_seq_delta:
-            self.iv_deviating += 1
-        if rec.seq_anomaly:
-            self.duplicates += rec.seq_anomaly.duplicate
-            self.reordered += rec.seq_anomaly is SeqAnomaly.REORDERED
-        if rec.next_header in (4, 41):
-            self.ip_payloads += 1
-        elif rec.next_header is not None and rec.next_header != 59:
-            self.l4_payloads += 1
-        if rec.tfc_len:
-            self.tfc_packets += 1
-            self.tfc_bytes += rec.tfc_len
-            self.padded_to()[rec.payload_len or 0] += 1
-        if rec.inner_checksum:
-            self.checksum_counts()[rec.inner_checksum] += 1
-
-    def count_cut(self, rec: PacketRecord) -> None:
-        """Count a truncated packet by what the capture showed of it, if it cut it."""
-        kind = cut_kind(rec)
-        if kind is not None:
-            self.cut += 1
-            self.cut_read += kind in (CUT_READ, CUT_FOUND)
-            self.cut_found += kind == CUT_FOUND
-
-    @property
-    def verdict_packets(self) -> int:
-        """The packets of ``verdict``: every packet counted but those of another verdict."""
-        others = self.other_verdicts
-        return self.packets - (others.total() if others is not None else 0)
-
-    def count_verdict(self, verdict: str, n: int) -> None:
-        """``n`` more packets of ``verdict``, ``packets`` counting them already."""
-        if verdict == self.verdict or not self.verdict:
-            self.verdict = verdict
-            return
-        if self.other_verdicts is None:
-            self.other_verdicts = Counter()
-        self.other_verdicts[verdict] += n
-
-    def verdicts(self) -> dict[str, int]:
-        """Packets per verdict, in ``Verdict`` order, none of 0."""
-        if self.other_verdicts is None:  # one verdict: most SAs of a scan
-            return {str(self.verdict): self.verdict_packets} if self.verdict_packets else {}
-        counts = Counter(self.other_verdicts)
-        if self.verdict_packets:
-            counts[self.verdict] += self.verdict_packets
-        return {str(v): n for v, n in sorted(counts.items(), key=_in_verdict_order) if n}
-
-    def padded_to(self) -> Counter[int]:
-        """``tfc_to``, made on first use."""
-        if self.tfc_to is None:
-            self.tfc_to = Counter()
-        return self.tfc_to
-
-    def checksum_counts(self) -> Counter[str]:
-        """``checksums``, made on first use."""
-        if self.checksums is None:
-            self.checksums = Counter()
-        return self.checksums
-
-    def mode_guess(self) -> SaMode:
-        """RFC 4303 s3.1: tunnel mode carries IP packets (as do ipip/ip6tnl over transport)."""
-        if self.ip_payloads and not self.l4_payloads:
-            return SaMode.TUNNEL_GUESS
-        if self.l4_payloads and not self.ip_payloads:
-            return SaMode.TRANSPORT_GUESS
-        return SaMode.MIXED_GUESS if self.ip_payloads else SaMode.UNKNOWN
-
-    def summary(
-        self,
-        key: SaKey,
-        missing: int,
-        mode: SaMode,
-        iv_scheme: str = "",
-        icmp_quoted: int = 0,
-    ) -> SaSummary:
-        spi, src, dst = key
-        # Most SAs count nothing rare (rare_fields None): every rare field reads its
-        # default, and the padded-to and checksum maps are empty.
-        tfc_to, checksums = self.tfc_to or _NO_COUNTS, self.checksums or _NO_COUNTS
-        return SaSummary(
-            spi,
-            src,
-            dst,
-            self.algorithm,
-            self.packets,
-            self.verdicts(),
-            self.first_seq64,
-            self.last_seq64,
-            self.first_ns,
-            self.last_ns,
-            self.wire_bytes,
-            self.leaked,
-            self.iv_reused,
-            self.iv_deviating,
-            self.duplicates,
-            self.reordered,
-            missing,
-            mode or self.mode_guess(),
-            self.tfc_packets,
-            self.tfc_bytes,
-            {str(k): n for k, n in sorted(tfc_to.items(), key=_most)[:PADDED_TO_KEPT]}
-            if tfc_to
-            else {},
-            {c.value: checksums[c.value] for c in InnerChecksum if checksums[c.value]}
-            if checksums
-            else {},
-            iv_scheme,
-            icmp_quoted,
-            cut=self.cut,
-            cut_read=self.cut_read,
-            cut_found=self.cut_found,
-        )
-
-
-PADDED_TO_KEPT = 8  # padded-to lengths listed per SA, the most common first
-
-
-def _most(item: tuple[int, int]) -> tuple[int, int]:
-    return (-item[1], item[0])
-
-
-class _LayoutKey(NamedTuple):
-    """What makes two misplaced packets one layout (``MisplacedLayout``'s fields but its
-    counts); sorted as a tuple, in this field order, for the summary's ``layouts``."""
-
-    ip_version: int
-    proto: str
-    expected_offset: int
-    clear_offset: int
-    clear_prefix: str
-    esp_offset: int
-    spi: int
-    carriers: str
-    reassembled: bool
-
-
-@dataclass(slots=True)
-class _LayoutAcc:
-    """The clear bytes of one misplaced layout: the first packet's, and
-    which positions another packet had different (or lacked)."""
-
-    first: bytes
-    packets: int = 1
-    varies: set[int] = field(default_factory=set)
-
-    def observe(self, clear: bytes) -> None:
-        self.packets += 1
-        for i in range(max(len(clear), len(self.first))):
-            if clear[i : i + 1] != self.first[i : i + 1]:
-                self.varies.add(i)
-
-    def clear(self) -> tuple[int | None, ...]:
-        """The first packet's clear bytes, None where another packet's differ."""
-        return tuple(None if i in self.varies else b for i, b in enumerate(self.first))
-
-
-def _layout(key: _LayoutKey, acc: _LayoutAcc) -> MisplacedLayout:
-    return MisplacedLayout(
-        ip_version=key.ip_version,
-        proto=key.proto,
-        expected_offset=key.expected_offset,
-        clear_offset=key.clear_offset,
-        clear_prefix=key.clear_prefix,
-        esp_offset=key.esp_offset,
-        spi=key.spi,
-        packets=acc.packets,
-        clear=acc.clear(),
-        carriers=key.carriers,
-        reassembled=key.reassembled,
-    )
 
 
 class SummaryBuilder:
@@ -301,9 +60,9 @@ class SummaryBuilder:
         # per SA, 64 bytes for a tuple of the three), its addresses in the accumulator;
         # another SA of an SPI already seen by (spi, src, dst) (``_acc``). The keys leave
         # as SaKey values (``sa_keys``, ``finish``).
-        self._sas: dict[int, _SaAcc] = {}
-        self._more_sas: dict[tuple[int, str, str], _SaAcc] = {}
-        self._layouts: dict[_LayoutKey, _LayoutAcc] = {}
+        self._sas: dict[int, SaAcc] = {}
+        self._more_sas: dict[tuple[int, str, str], SaAcc] = {}
+        self._layouts: dict[LayoutKey, LayoutAcc] = {}
         # ICMP errors quoting an ESP packet, per quoted (spi, src, dst): no packet of the SA
         self._quoted: Counter[SaKey] = Counter()
 
@@ -383,7 +142,7 @@ class SummaryBuilder:
         seen = Counter(rows.inner_checksum[idx].tolist())
         acc.checksum_counts().update({value: seen[value] for value in sorted(seen)})
 
-    def _acc(self, spi: int, src: str, dst: str, algorithm: str, first_ns: int) -> _SaAcc:
+    def _acc(self, spi: int, src: str, dst: str, algorithm: str, first_ns: int) -> SaAcc:
         """The SA's accumulator, made (of its first packet's algorithm and time) on first use."""
         acc = self._sas.get(spi)
         if acc is not None and acc.src == src and acc.dst == dst:
@@ -392,14 +151,14 @@ class SummaryBuilder:
         found = self._more_sas.get(key) if self._more_sas else None
         if found is not None:
             return found
-        made = _SaAcc(src, dst, algorithm, first_ns, first_ns)
+        made = SaAcc(src, dst, algorithm, first_ns, first_ns)
         if acc is None:
             self._sas[spi] = made
         else:
             self._more_sas[key] = made
         return made
 
-    def accs(self) -> Iterator[tuple[SaKey, _SaAcc]]:
+    def accs(self) -> Iterator[tuple[SaKey, SaAcc]]:
         """Every SA seen so far with its accumulator (not in order)."""
         for spi, acc in self._sas.items():
             yield SaKey(spi, acc.src, acc.dst), acc
@@ -415,7 +174,7 @@ class SummaryBuilder:
             return
         leaked = rec.leaked or 0
         clear = bytes.fromhex(rec.leaked_hex)
-        key = _LayoutKey(
+        key = LayoutKey(
             ip_version=rec.ip_version or 0,
             proto=rec.proto.value,
             expected_offset=rec.expected_offset,
@@ -428,7 +187,7 @@ class SummaryBuilder:
         )
         acc = self._layouts.get(key)
         if acc is None:
-            self._layouts[key] = _LayoutAcc(clear)
+            self._layouts[key] = LayoutAcc(clear)
         else:
             acc.observe(clear)
 
@@ -485,7 +244,7 @@ class SummaryBuilder:
                 1 if f.frames else f.count for f in findings if f.kind is FindingKind.IV_REUSE
             ),
             finding_list=sort_findings(_addressed(findings, sas)),
-            layouts=tuple(_layout(k, a) for k, a in sorted(self._layouts.items())),
+            layouts=tuple(misplaced_layout(k, a) for k, a in sorted(self._layouts.items())),
             error=error,
             unused_sas=unused_sas,
             key_notes=key_notes,

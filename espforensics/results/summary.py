@@ -6,7 +6,7 @@ frozen ``Summary`` whose ``to_json()`` is ``summary.json`` (schema 1) and
 from which every renderer works. Raises nothing; ``Summary.from_json``
 raises ``KeyError``/``TypeError`` on a foreign document, which callers wrap.
 
-All counting lives here and in results/builder.py, so renderers never count.
+All counting lives here, in results/builder.py and results/accounts.py, so renderers never count.
 """
 
 from __future__ import annotations
