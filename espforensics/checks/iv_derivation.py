@@ -23,10 +23,9 @@ CBC (RFC 3602 s2.1) needs IVs no one can predict, and Linux makes them
 with echainiv: random-looking on the wire, but decrypted with the SA's key
 each IV block holds ``(salt | 1) * seq64`` per word (echainiv.py), so with
 the key a CBC SA is judged like a seqiv one, its multipliers in place of
-c. Its IVs are also tested for chaining: an IV equal to the last
-ciphertext block of the SA's previous packet (the chained, predictable
-IVs of CVE-2022-46397) is a finding; a chance match of a 128-bit (3DES:
-64-bit) block is not a possibility.
+c. Its IVs are also tested for chaining (chains.py): an IV equal to the
+last ciphertext block of the SA's previous packet (the chained,
+predictable IVs of CVE-2022-46397) is a finding.
 
 Other senders follow other schemes (ivscheme.py): an additive counter
 (``IV = seq64 + c``), random IVs, or worse. The window names each SA's
@@ -51,9 +50,9 @@ from dataclasses import replace
 import numpy as np
 
 from espforensics.bounded.frames import with_frame
-from espforensics.bounded.intervals import I64, U8, U64
+from espforensics.bounded.intervals import U64
+from espforensics.checks import chains, echainiv
 from espforensics.checks import coverage as coverage_reasons
-from espforensics.checks import echainiv
 from espforensics.checks.bulk import NOTHING, BulkColumns, BulkRules, FlowRows, Mask
 from espforensics.checks.context import Flow, Holds, PacketContext, PerFlow
 from espforensics.checks.coverage import Seen
@@ -75,10 +74,8 @@ from espforensics.checks.ivscheme import (
     read_ivs,
 )
 from espforensics.crypto import EncAuthContext
-from espforensics.decode.clear import KEYLESS_ICV_LENS
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.keys.sa import NULL_CIPHER
-from espforensics.model.arrays import rows_at
 from espforensics.model.enums import IvScheme, Verdict
 from espforensics.model.records import Finding, PacketRecord, SaKey
 
@@ -93,13 +90,6 @@ NEARBY = 1 << 32  # a larger difference means the IV is unrelated to the packet'
 _MASK64 = (1 << 64) - 1
 _MASK32 = (1 << 32) - 1  # keyless: the low halves only, the high half being a guess
 _NOT_COUNTER = -1
-# Keyless chaining: where the previous packet's last cipher block may start, counted back
-# from its end (an ICV of any length an unknown SA may use, then a 16- or 8-byte block),
-# and how many of its last bytes an SA keeps to look there.
-_TAIL_PLACES = tuple(icv + block for icv in KEYLESS_ICV_LENS for block in (16, 8))
-_TAIL = max(KEYLESS_ICV_LENS) + 16
-# the places once each, farthest first (the bulk rule)
-_BACKS = np.array(sorted(set(_TAIL_PLACES), reverse=True), np.int64)
 
 
 def _sealed_with(rec: PacketRecord, seq64: int) -> int:
@@ -135,7 +125,7 @@ class IvDerivationCheck(BulkRules):
         if isinstance(ctx, EncAuthContext) and not ctx.counter:  # CBC: echainiv
             start = (rec.esp_offset or 0) + ESP_HEADER_LEN
             raw = pkt.data[start : start + ctx.iv_len]
-            self._chaining(sa, pkt, raw, ctx.icv_len)
+            chains.chaining(sa, pkt, raw, ctx.icv_len)
             sa.cbc, wire = True, int.from_bytes(raw)
             if ctx.decrypts:
                 sa.words = ctx.iv_len // 8
@@ -146,7 +136,7 @@ class IvDerivationCheck(BulkRules):
             if not sa.packets and not pkt.flow.state.proven:
                 sa.mask = _MASK32
             if ctx is None and sa.scheme not in _COUNTERS:  # a counter's IVs chain nothing
-                self._chaining_keyless(sa, pkt, pkt.iv)
+                chains.chaining_keyless(sa, pkt, pkt.iv)
             iv, wire = pkt.iv & sa.mask, pkt.iv
         sa.packets += 1
         if sa.scheme is not None:
@@ -173,48 +163,6 @@ class IvDerivationCheck(BulkRules):
         rec.detail = f"{rec.detail}; {note}" if rec.detail else note
         sa.repeated_frames = with_frame(sa.repeated_frames, rec.frame)
 
-    @staticmethod
-    def _chaining(sa: IvSa, pkt: PacketContext, iv: bytes, icv_len: int) -> None:
-        """A CBC packet: is its IV the last ciphertext block of the SA's previous packet?"""
-        rec, data = pkt.rec, pkt.data
-        if sa.last and iv == sa.last:
-            sa.chained += 1
-            note = f"IV is the last ciphertext block of frame {sa.last_frame} (chained)"
-            rec.detail = f"{rec.detail}; {note}" if rec.detail else note
-            sa.chained_frames = with_frame(sa.chained_frames, rec.frame)
-        end, body = len(data) - icv_len, (rec.esp_offset or 0) + ESP_HEADER_LEN + len(iv)
-        if not pkt.cut and end - len(iv) >= body:
-            sa.last, sa.last_frame = bytes(data[end - len(iv) : end]), rec.frame
-
-    @staticmethod
-    def _chaining_keyless(sa: IvSa, pkt: PacketContext, iv: int) -> None:
-        """``_chaining`` without a key: the IV and ICV lengths are unknown.
-
-        The 8 IV bytes are looked for where the previous packet's last cipher
-        block (16 or 8 bytes) starts before an ICV of any length an unknown SA
-        may use, never inside its header and first 16 bytes (an IV of up to
-        16): 10 places (``_TAIL_PLACES``), so random IVs match by chance with a
-        probability near 10 * 2^-64 per packet.
-        """
-        rec, data = pkt.rec, pkt.data
-        tail, head, ivb = sa.last, sa.last_head, iv.to_bytes(8)
-        found = (
-            ivb in tail[head:]
-            and any(  # the search first: one C call per packet
-                head <= len(tail) - back and tail[len(tail) - back : len(tail) - back + 8] == ivb
-                for back in _TAIL_PLACES
-            )
-        )
-        if found:
-            sa.chained += 1
-            note = f"IV is the last ciphertext block of frame {sa.last_frame} (chained)"
-            rec.detail = f"{rec.detail}; {note}" if rec.detail else note
-            sa.chained_frames = with_frame(sa.chained_frames, rec.frame)
-        if not pkt.cut:  # its last bytes are not the end of its ciphertext
-            body = (rec.esp_offset or 0) + ESP_HEADER_LEN + 16  # past an IV of up to 16 bytes
-            sa.last, sa.last_frame = bytes(data[-_TAIL:]), rec.frame
-            sa.last_head = max(0, body - (len(data) - len(sa.last)))  # ciphertext from here on
-
     # -- the steady lane's rules (checks/bulk.py) ------------------------------
     def _steady(self, flow: Flow) -> IvSa | None:
         """The flow's state once its scheme is settled (the steady lane's case), else None.
@@ -236,15 +184,15 @@ class IvDerivationCheck(BulkRules):
         the SA's counter scheme (seqiv's xor, an additive counter, echainiv's words),
         or with CBC an IV that is the previous packet's last ciphertext block (without
         a key, for an SA that follows no counter: found at one of the places
-        ``_chaining_keyless`` looks)."""
+        ``chains.chaining_keyless`` looks)."""
         sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
         assert sa is not None  # admits
         wrong = np.zeros(len(rows), np.bool_)
         if ctx is None and sa.scheme not in _COUNTERS:
-            wrong |= _chained_keyless(sa, rows)
+            wrong |= chains.chained_keyless(sa, rows)
         elif ctx is not None and not ctx.counter:  # CBC (RFC 3602): echainiv's
             assert isinstance(ctx, EncAuthContext)
-            return _chained(sa, rows, ctx.iv_len) | _not_echainiv(sa, rows, ctx)
+            return chains.chained(sa, rows, ctx.iv_len) | _not_echainiv(sa, rows, ctx)
         if not sa.words and sa.const not in (_NOT_COUNTER, None):  # seqiv's or a counter's
             m = np.uint64(sa.mask)
             ivs, seq64 = rows.iv & m, rows.seq64 & m
@@ -269,17 +217,10 @@ class IvDerivationCheck(BulkRules):
         sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
         assert sa is not None  # admits
         sa.packets += len(rows)
-        if ctx is None and sa.scheme not in _COUNTERS:  # as ``_chaining_keyless`` keeps it
-            start = max(int(rows.ip_at[-1]), int(rows.ct_end[-1]) - _TAIL)
-            sa.last, sa.last_frame = (
-                bytes(rows.raw[start : int(rows.ct_end[-1])]),
-                int(rows.frames[-1]),
-            )
-            sa.last_head = max(0, int(rows.esp_at[-1]) + ESP_HEADER_LEN + 16 - start)
+        if ctx is None and sa.scheme not in _COUNTERS:
+            chains.keep_tail(sa, rows)
         elif ctx is not None and not ctx.counter:
-            end = int(rows.ct_end[-1])  # the last row's last block only
-            sa.last = rows.buf[end - ctx.iv_len : end].tobytes()
-            sa.last_frame = int(rows.frames[-1])
+            chains.keep_block(sa, rows, ctx.iv_len)
 
     def force(self, upto: int) -> None:
         """Settle, with what they have, the SAs probing since a frame up to ``upto``.
@@ -427,70 +368,6 @@ def _built(ivs: U64, const: int, additive: bool, mask: np.uint64) -> U64:
         return ivs ^ c
     with np.errstate(over="ignore"):
         return (ivs - c) & mask
-
-
-def _chained(sa: IvSa, rows: FlowRows, width: int) -> Mask:
-    """Which rows carry the previous packet's last ciphertext block as their IV."""
-    before = np.empty((len(rows), width), np.uint8)
-    before[1:] = rows.last_blocks(width)[:-1]
-    before[0] = np.frombuffer(sa.last.ljust(width, b"\0"), np.uint8)
-    same: Mask = (rows.iv_bytes == before).all(axis=1)
-    if len(sa.last) != width:
-        same[0] = False  # no packet of the flow had a whole block yet
-    return same
-
-
-def _chained_keyless(sa: IvSa, rows: FlowRows) -> Mask:
-    """``_chaining_keyless`` over a flow's rows (no key: ``ct_end`` is each datagram's
-    end): the first row against the tail the SA kept, each later one against the last
-    ``_TAIL`` bytes of the row before it, at the same places and never in front of that
-    packet's header and first 16 bytes."""
-    found = np.zeros(len(rows), np.bool_)
-    ivs = rows.iv_bytes[:, :8]
-    first = ivs[0].tobytes()
-    tail, head = sa.last, sa.last_head
-    found[0] = any(
-        head <= len(tail) - back and tail[len(tail) - back : len(tail) - back + 8] == first
-        for back in _TAIL_PLACES
-    )
-    if len(rows) > 1:
-        end = rows.ct_end[:-1]
-        floor = np.maximum(np.maximum(rows.ip_at[:-1], end - _TAIL), rows.esp_at[:-1] + 24)
-        # every place of every row at once (some places are two ICV-block pairs'), the
-        # 8 bytes at each read as one word; a place below the floor reads offset 0 and
-        # is never compared
-        at = end[:, None] - _BACKS
-        ok = at >= floor[:, None]
-        want = np.ascontiguousarray(ivs[1:]).view(np.uint64)
-        if ok.all():  # every place of every row past its floor, as in long packets
-            found[1:] = (_window_words(rows.buf, end) == want).any(axis=1)
-        else:
-            words = _words_at(rows.buf, np.where(ok, at, 0))
-            found[1:] = (ok & (words == want)).any(axis=1)
-    return found
-
-
-def _words_at(view: U8, at: I64) -> U64:
-    """The 8 bytes at each offset of ``at`` (any shape) as one native word each.
-
-    A word view of ``view`` that steps one byte (every 8-byte window a word) is
-    gathered once per offset: 1.6 times faster than gathering the windows' bytes.
-    """
-    words = np.ndarray((max(0, len(view) - 7),), np.uint64, view, 0, (1,))
-    found: U64 = words[at]
-    return found
-
-
-def _window_words(view: U8, end: I64) -> U64:
-    """``_words_at(view, end[:, None] - _BACKS)`` (every place at or after 0): each row's
-    bytes from its farthest place to its nearest place's end copied once (``rows_at``),
-    then read as words at the places' columns: twice as fast as a gather per place."""
-    far = int(_BACKS[0])
-    span = far - int(_BACKS[-1]) + 8
-    window = rows_at(view, end - far, span)
-    words = np.ndarray((len(window), span - 7), np.uint64, window, 0, (span, 1))
-    found: U64 = words[:, far - _BACKS]
-    return found
 
 
 def _not_echainiv(sa: IvSa, rows: FlowRows, ctx: EncAuthContext) -> Mask:

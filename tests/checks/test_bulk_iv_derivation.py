@@ -21,8 +21,9 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from espforensics.checks.chains import TAIL_PLACES
 from espforensics.checks.context import Flow, Holds, SaState
-from espforensics.checks.iv_derivation import _TAIL_PLACES, WINDOW, IvDerivationCheck
+from espforensics.checks.iv_derivation import WINDOW, IvDerivationCheck
 from espforensics.keys.sa import CBC_AES, RFC4106
 from espforensics.model.enums import Verdict
 from espforensics.synth.esp import echainiv_block
@@ -38,7 +39,7 @@ SCHEMES = ("xor", "add", "seq", "tied", "echainiv", "random")
 KEYLESS = ("xor", "add", "seq", "tied", "random")  # IVs as 8 bytes: echainiv's look random
 # Where a keyless chained IV is taken from, back from the previous datagram's end: every
 # place ``_chaining_keyless`` looks, and some it does not.
-BACKS = sorted({*_TAIL_PLACES, 8, 12, 44, 52, 56})
+BACKS = sorted({*TAIL_PLACES, 8, 12, 44, 52, 56})
 _COUNTERS = {"xor": (C, False), "add": (C, True), "seq": (0, False), "tied": (TIED, True)}
 
 
@@ -201,4 +202,4 @@ def test_keyless_chaining_is_looked_for_where_observe_looks(
         check.observe(pkt)
         noted.append("(chained)" in pkt.rec.detail)
     assert refused == noted
-    assert noted[-1] == (back in _TAIL_PLACES and back <= len(before) - 44)
+    assert noted[-1] == (back in TAIL_PLACES and back <= len(before) - 44)
