@@ -35,7 +35,7 @@ from espforensics.analysis.run import (
     capture_info,
     sha256_file,
 )
-from espforensics.analyzer.frame import fewer_collections
+from espforensics.analyzer.collector import fewer_collections
 from espforensics.capture.regular import check_regular
 from espforensics.errors import CaptureError, CaptureTruncated, InputError, OutputError
 from espforensics.keys import SaTable

@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from espforensics.analysis.progress import READING, UNPACKING, Meter
-from espforensics.analyzer.frame import Finished, FrameAnalyzer, fewer_collections
+from espforensics.analyzer.collector import fewer_collections
+from espforensics.analyzer.frame import Finished, FrameAnalyzer
 from espforensics.capture import open_capture
 from espforensics.capture.regular import check_regular
 from espforensics.engine import Engine, RowSink, SteadyRows, deliver

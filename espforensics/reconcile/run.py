@@ -49,7 +49,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain, islice
 
-from espforensics.analyzer.frame import fewer_collections
+from espforensics.analyzer.collector import fewer_collections
 from espforensics.keys import SaTable
 from espforensics.reconcile.clock import (
     Clock,

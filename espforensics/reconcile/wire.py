@@ -26,7 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from espforensics.analyzer.frame import FrameAnalyzer, fewer_collections
+from espforensics.analyzer.collector import fewer_collections
+from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.capture import Capture, open_capture
 from espforensics.decode.digest import esp_digest
 from espforensics.decode.esn import EsnTracker

@@ -63,31 +63,6 @@ def test_first_record_leaves_within_the_bound(
         assert head.iv_seq_delta is None and head.verdict is Verdict.OK
 
 
-def test_fewer_collections_restores_the_gc_settings() -> None:
-    import gc
-
-    before = gc.get_threshold()
-    with frame.fewer_collections():
-        assert gc.get_threshold() == (50_000, *before[1:])
-    assert gc.get_threshold() == before
-    with pytest.raises(ValueError), frame.fewer_collections():
-        raise ValueError
-    assert gc.get_threshold() == before
-
-
-def test_fewer_collections_nested_on_threads_restores_once_all_end() -> None:
-    import gc
-
-    before = gc.get_threshold()
-    first, second = frame.fewer_collections(), frame.fewer_collections()
-    first.__enter__()
-    second.__enter__()
-    first.__exit__(None, None, None)  # the first analysis ends while the second runs
-    assert gc.get_threshold()[0] == 50_000
-    second.__exit__(None, None, None)
-    assert gc.get_threshold() == before
-
-
 def test_a_check_hold_gives_up_sooner_than_a_fragment(monkeypatch: pytest.MonkeyPatch) -> None:
     """An SA's first record waits behind at most MAX_BEHIND_CHECK frames, a fragment longer."""
     monkeypatch.setattr(frame, "MAX_WAITING", 1000)
