@@ -24,7 +24,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from espforensics.model.options import CSV_ROWS
-from espforensics.tables.packets import (
+from espforensics.tables.schema import (
     CSV_SCHEMA,
     DICTIONARY_COLUMNS,
     ROW_GROUP,

@@ -54,12 +54,8 @@ from espforensics.results.folder import (
 )
 from espforensics.results.summary import Summary
 from espforensics.rewrite import CaptureCopies, check_targets, publish_copies, write_copies
-from espforensics.tables.packets import (
-    PacketTableWriter,
-    RowGroups,
-    inner_layers,
-    packets_frame,
-)
+from espforensics.tables.packets import PacketTableWriter, inner_layers, packets_frame
+from espforensics.tables.rows import RowGroups
 from espforensics.tables.small import write_finding_frames, write_findings_csv, write_sas_csv
 
 if TYPE_CHECKING:  # pandas and pyarrow are imported by tables/packets.py only (house style rule 6)

@@ -20,8 +20,8 @@ from espforensics.model.records import PacketRecord
 from espforensics.synth.builder import V4_A, V4_B, CaptureBuilder, SaFlow, make_sa
 from espforensics.synth.scenarios_crypto import send_udp
 from espforensics.synth.truth import Scenario
-from espforensics.tables import packets
-from espforensics.tables.packets import RowGroups
+from espforensics.tables import rows as table_rows
+from espforensics.tables.rows import RowGroups
 
 PACKETS = 300  # per SA: past the first batches (per frame), the lane takes the rest
 
@@ -95,7 +95,9 @@ def test_the_records_between_steady_runs_make_one_table_a_row_group() -> None:
     tables: list[pa.Table] = []
     groups = RowGroups(tables.append)
     kept = _Kept()
-    with mock.patch.object(packets, "records_to_table", wraps=packets.records_to_table) as made:
+    with mock.patch.object(
+        table_rows, "records_to_table", wraps=table_rows.records_to_table
+    ) as made:
         n = _deliver([groups, kept], replays=(150, 200, 250))
         groups.flush()
     parts = sum(

@@ -16,7 +16,7 @@ from espforensics.analysis import analyze_to_dir, load_summary
 from espforensics.plots import PLOTS, PlotData, PlotSpec, Table
 from espforensics.plots import data as plotdata
 from espforensics.synth import build_scenario, write_scenario
-from espforensics.tables import packets as tables
+from espforensics.tables import rows as table_rows
 
 
 def _run(tmp: Path, scenario: str) -> Path:
@@ -98,7 +98,7 @@ def test_batches_across_row_groups_give_the_same_data(
 ) -> None:
     """Row groups of 7 rows, each with its own string dictionaries, joined into batches
     of 64 or cut into batches of 3: the same five tables."""
-    monkeypatch.setattr(tables, "ROW_GROUP", 7)
+    monkeypatch.setattr(table_rows, "ROW_GROUP", 7)
     out = _run(tmp_path, "kernel-gso-v6")
     summary = load_summary(out)
     joined = plotdata.plot_frames(out / "packets.parquet", summary)

@@ -30,7 +30,8 @@ from espforensics.model.records import PACKET_COLUMNS, Frame, PacketRecord
 from espforensics.report.lead import wrong_sentence
 from espforensics.results.builder import SummaryBuilder
 from espforensics.results.summary import CaptureInfo, SaSummary, Summary
-from espforensics.tables.packets import packet_record, records_to_table
+from espforensics.tables.packets import packet_record
+from espforensics.tables.rows import records_to_table
 from tests.support import helpers
 from tests.support.helpers import PER_FRAME, STEADY, run_frames, scenario
 

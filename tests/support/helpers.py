@@ -44,7 +44,7 @@ from espforensics.model.options import Options
 from espforensics.model.records import DecryptionSecrets, Finding, Frame, PacketRecord
 from espforensics.report import filters as tcpdump
 from espforensics.synth import Scenario, build_scenario, write_scenario
-from espforensics.tables.packets import records_to_table, steady_table
+from espforensics.tables.rows import records_to_table, steady_table
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"

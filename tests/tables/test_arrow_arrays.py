@@ -27,7 +27,8 @@ from espforensics.tables.arrow import (
     strings,
     to_numpy,
 )
-from espforensics.tables.packets import TIME_TYPE, packet_schema, records_to_table
+from espforensics.tables.rows import records_to_table
+from espforensics.tables.schema import TIME_TYPE, packet_schema
 
 SETTINGS = settings(max_examples=200, deadline=None)
 INT64 = st.integers(-(2**63), 2**63 - 1)

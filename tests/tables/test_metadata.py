@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from espforensics.analysis import analyze_to_dir
 from espforensics.model.records import PACKET_COLUMNS
-from espforensics.tables.packets import CSV_SCHEMA, packet_schema, pandas_metadata
+from espforensics.tables.schema import CSV_SCHEMA, packet_schema, pandas_metadata
 from espforensics.tables.small import write_rows
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -101,7 +101,7 @@ def _write(
 def test_a_projection_past_the_limit_stops_the_csv_and_a_wrong_one_costs_only_time(
     capture: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("espforensics.tables.packets.ROW_GROUP", 8)
+    monkeypatch.setattr("espforensics.tables.rows.ROW_GROUP", 8)
     monkeypatch.setattr("espforensics.tables.packets._SAMPLE", 16)
     rebuilt: list[Path] = []
     rebuild = PacketTableWriter._csv_from_parquet

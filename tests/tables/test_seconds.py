@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from espforensics.tables.arrow import from_list
-from espforensics.tables.packets import TIME_TYPE, ns_to_seconds
+from espforensics.tables.schema import TIME_TYPE, ns_to_seconds
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 TIMES = st.one_of(st.none(), INT64, st.integers(0, 2**62), st.integers(-(10**19) // 10, 0))
