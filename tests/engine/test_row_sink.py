@@ -8,11 +8,14 @@ capture order, so no consumer has to tell the two kinds apart.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from unittest import mock
 
+import numpy as np
 import pyarrow as pa
 
 from espforensics.analyzer.frame import FrameAnalyzer
+from espforensics.checks.bulk import Leaks
 from espforensics.engine import Engine, RowSink, SteadyRows, deliver
 from espforensics.keys import SaTable
 from espforensics.model.options import Options
@@ -109,3 +112,63 @@ def test_the_records_between_steady_runs_make_one_table_a_row_group() -> None:
     assert made.call_count == len(tables) == 1  # n frames: one row group
     table = pa.concat_tables(tables)
     assert table.column("frame").to_pylist() == list(range(1, n + 1))
+
+
+class _Parts:
+    """The engine's rows as a row group's parts: each steady run, and the records between."""
+
+    def __init__(self) -> None:
+        self.parts: list[SteadyRows | list[PacketRecord]] = []
+
+    def observe(self, rec: PacketRecord) -> None:
+        if not self.parts or isinstance(self.parts[-1], SteadyRows):
+            self.parts.append([])
+        last = self.parts[-1]
+        assert isinstance(last, list)
+        last.append(rec)
+
+    def observe_rows(self, rows: SteadyRows) -> None:
+        self.parts.append(rows)
+
+
+def _part_table(part: SteadyRows | list[PacketRecord]) -> pa.Table:
+    """A part's table made alone, as each was before the row group made them at once."""
+    if isinstance(part, SteadyRows):
+        return table_rows.steady_table(part)
+    return table_rows.records_to_table(part)
+
+
+def test_the_steady_runs_of_a_row_group_make_one_table() -> None:
+    """Runs the per-frame path cuts short (here by replays) become one lane table a row
+    group, each run a slice of it: the same rows as each run's table made alone."""
+    tables: list[pa.Table] = []
+    groups, kept = RowGroups(tables.append), _Parts()
+    lane_table = table_rows._lane_table
+    with mock.patch.object(table_rows, "_lane_table", wraps=lane_table) as made:
+        _deliver([groups, kept], replays=(100, 150, 200, 250))
+        groups.flush()
+    runs = [p for p in kept.parts if isinstance(p, SteadyRows)]
+    assert len(runs) >= 4 and len(tables) == 1  # one row group
+    assert made.call_count == 1
+    expected = pa.concat_tables([_part_table(p) for p in kept.parts])
+    assert pa.concat_tables(tables).equals(expected)
+
+
+def test_joined_runs_keep_each_run_s_flows_and_possible_leaks() -> None:
+    """``joined``'s flows and leak rows counted past the runs before them: planted leak
+    columns (checks/leaks.py's possible leaks) land on the same rows as in each run's
+    own table."""
+    kept = _Parts()
+    _deliver([kept], replays=(150,))
+    first, second = [p for p in kept.parts if isinstance(p, SteadyRows)][:2]
+    first = replace(first, leaks=Leaks(np.array([1], np.intp), ("4500",), ("ip.v",)))
+    second = replace(second, leaks=Leaks(np.array([0, 2], np.intp), ("60", "45"), ("a", "b")))
+    assert len(first.flows) == len(second.flows) == 2
+    assert not first.records and not second.records
+    both = table_rows._lane_table(table_rows.joined([first, second]))
+    alone = pa.concat_tables([table_rows.steady_table(first), table_rows.steady_table(second)])
+    assert both.equals(alone)
+    leaked = both.column("leaked_hex").to_pylist()
+    n = len(first.frame)
+    assert [i for i, v in enumerate(leaked) if v] == [1, n, n + 2]
+    assert both.column("src").to_pylist() == alone.column("src").to_pylist()
