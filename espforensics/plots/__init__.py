@@ -16,7 +16,11 @@ rule "close every figure" has nothing to close). No pandas: a run that
 draws plots never imports it (0.25 s), and the tables are small.
 The shared style is applied with ``rc_context``, which changes matplotlib's
 process-wide rcParams while a plot is drawn or saved: draw from one thread
-at a time (batch runs use processes).
+at a time (batch runs use processes). ``write_plots`` lays each figure out
+once (the constrained layout, on the PNG's canvas) and draws each file from
+that layout: one draw a file, where ``savefig`` alone would lay the figure
+out and draw it twice for each (docs/performance.md, "Plots, fewer CPU
+seconds").
 """
 
 from __future__ import annotations
