@@ -16,7 +16,11 @@ rule "close every figure" has nothing to close). No pandas: a run that
 draws plots never imports it (0.25 s), and the tables are small.
 The shared style is applied with ``rc_context``, which changes matplotlib's
 process-wide rcParams while a plot is drawn or saved: draw from one thread
-at a time (batch runs use processes).
+at a time (batch runs use processes). ``write_plots`` lays each figure out
+once (the constrained layout, on the PNG's canvas) and draws each file from
+that layout: one draw a file, where ``savefig`` alone would lay the figure
+out and draw it twice for each (docs/performance.md, "Plots, fewer CPU
+seconds").
 """
 
 from __future__ import annotations
@@ -128,9 +132,31 @@ def write_plots(data: PlotData, folder: Path) -> tuple[PlotOutcome, ...]:
 
 
 def _save(fig: Figure, stem: Path) -> None:
-    """PNG without the software stamp, SVG without date or creator."""
+    """PNG without the software stamp, SVG without date or creator, from one layout.
+
+    ``savefig`` would run the figure's constrained layout for each file, after a
+    whole draw that outputs nothing: here it runs once, on the PNG's own canvas
+    and resolution, and is then frozen, so that each file costs one draw. The PNG
+    is the one ``savefig`` made with the layout engine on; the SVG takes the same
+    layout (its own, at 72 dpi, differed in the last digits of some coordinates).
+    """
     with mpl.rc_context(_STYLE):
+        _lay_out_once(fig)
         fig.savefig(stem.with_suffix(".png"), format="png", dpi=_DPI, metadata={"Software": None})
         fig.savefig(
             stem.with_suffix(".svg"), format="svg", metadata={"Date": None, "Creator": None}
         )
+
+
+def _lay_out_once(fig: Figure) -> None:
+    """Run the figure's layout engine now, then remove it: Axes, legends and
+    titles keep the positions it gave them. Call inside ``rc_context(_STYLE)``.
+
+    Removed with ``None``, not ``"none"``: the placeholder engine ``"none"``
+    leaves would still make ``savefig`` draw the figure once before the file.
+    """
+    engine = fig.get_layout_engine()
+    if engine is None:
+        return
+    engine.execute(fig)
+    fig.set_layout_engine(None)  # _STYLE turns the rc layouts off: None is no engine

@@ -34,6 +34,8 @@ _DPI = 120
 _STYLE: dict[RcKeyType, Any] = {
     "figure.figsize": _SIZE,
     "figure.dpi": _DPI,
+    "figure.autolayout": False,  # no layout unless a figure asks for one, so that
+    "figure.constrained_layout.use": False,  # set_layout_engine(None) removes it (_save)
     "savefig.dpi": _DPI,
     "font.size": 10,
     "axes.titlesize": 12,

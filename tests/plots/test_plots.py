@@ -7,7 +7,9 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import matplotlib as mpl
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,6 +17,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import to_hex
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.scale import SymmetricalLogTransform
 
 from espforensics.model.records import PlotOutcome
@@ -31,6 +34,7 @@ from espforensics.plots import (
     plot_verdicts,
     write_plots,
 )
+from espforensics.plots.style import _DPI, _STYLE
 from espforensics.report.captions import CAPTIONS, caption
 
 SA1 = "0x00001001 fd00:a::1>fd00:a::2"
@@ -411,6 +415,48 @@ def test_write_plots_with_nothing_to_draw_creates_nothing(tmp_path: Path) -> Non
     outcomes = write_plots(PlotData(empty, empty, empty, empty, empty), tmp_path / "plots")
     assert all(o.files == () and o.skipped.startswith("no ") for o in outcomes)
     assert not (tmp_path / "plots").exists()
+
+
+def test_each_figure_is_laid_out_once_and_drawn_once_per_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """savefig lays a figure out again for each file, after a draw that outputs
+    nothing; write_plots lays it out once and draws it once for its PNG, once for
+    its SVG."""
+    layouts: list[Figure] = []
+    draws: list[Figure] = []
+    execute, draw = ConstrainedLayoutEngine.execute, Figure.draw
+
+    def count_layout(engine: ConstrainedLayoutEngine, fig: Figure) -> None:
+        layouts.append(fig)
+        execute(engine, fig)
+
+    def count_draw(fig: Figure, renderer: Any) -> None:
+        draws.append(fig)
+        draw(fig, renderer)
+
+    monkeypatch.setattr(ConstrainedLayoutEngine, "execute", count_layout)
+    monkeypatch.setattr(Figure, "draw", count_draw)
+    write_plots(sample(), tmp_path)
+    figures = list(dict.fromkeys(layouts))
+    assert len(figures) == len(PLOTS)
+    assert [layouts.count(fig) for fig in figures] == [1] * len(PLOTS)
+    assert [draws.count(fig) for fig in figures] == [2] * len(PLOTS)
+    assert set(draws) == set(figures)
+
+
+def test_the_png_is_the_one_savefig_makes_with_its_layout_engine_on(tmp_path: Path) -> None:
+    """Laid out once, before savefig: nothing moves in the PNG."""
+    data = sample()
+    write_plots(data, tmp_path)
+    for spec in PLOTS:
+        fig = spec.draw(getattr(data, spec.data))
+        assert fig is not None
+        assert isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine)
+        with mpl.rc_context(_STYLE):
+            fig.savefig(tmp_path / "own.png", format="png", dpi=_DPI, metadata={"Software": None})
+        png = (tmp_path / f"{spec.name}.png").read_bytes()
+        assert (tmp_path / "own.png").read_bytes() == png, spec.name
 
 
 @pytest.mark.slow
