@@ -78,8 +78,9 @@ def plot_iv_derivation(table: Table) -> Figure | None:
         more = f" ({hidden} more SA{'s' * (hidden > 1)} not drawn: packets.csv)" if hidden else ""
         deltas = known.delta
         wide = float(deltas.max() - deltas.min()) > _ROWS
+        # two lines on a symmetric log axis: one would be taller than a one-panel figure
         fig.supylabel(
-            "IV built from seq + n" + (" (symmetric log scale)" if wide else ""), fontsize=10
+            "IV built from seq + n" + ("\n(symmetric log scale)" if wide else ""), fontsize=10
         )
         hi_lo = float(np.nanmax(known.seq64)) >= 2.0**32  # ESN: seq64 past 32 bits
         for i, (ax, sa) in enumerate(zip(axes, sas, strict=True)):

@@ -522,7 +522,7 @@ def test_iv_esn_deltas_on_a_symlog_axis_labelled_hi_lo_nothing_clipped() -> None
     """+-1 and +2^32 readable on one axis (ESN capture: the packet sealed with hi+1)."""
     fig = plot_iv_derivation(_esn_iv_df())
     assert fig is not None
-    assert fig.get_supylabel() == "IV built from seq + n (symmetric log scale)"
+    assert fig.get_supylabel() == "IV built from seq + n\n(symmetric log scale)"
     assert fig.axes[-1].get_xlabel() == "64-bit sequence number (hi:lo)"
     fig.canvas.draw()
     for ax in fig.axes:
@@ -544,6 +544,22 @@ def test_iv_esn_deltas_on_a_symlog_axis_labelled_hi_lo_nothing_clipped() -> None
     assert y1 - y0 > 15 and y32 - y1 > 60
     bottom, top = ax.get_ylim()
     assert bottom < -1 and top > 1 << 32
+
+
+def test_iv_symlog_label_of_one_panel_fits_the_figure() -> None:
+    """One SA on a symmetric log axis: the figure's y label, the tallest text, is inside
+    the figure once laid out (on one line it was taller than the figure, cut at both ends)."""
+    deltas = [0.0, 1.0, 0.0, float(1 << 32)]
+    fig = plot_iv_derivation(
+        Table({"sa": SA1, "seq64": range(1, 5), "delta": deltas, "reused": False})
+    )
+    assert fig is not None and len(fig.axes) == 1
+    assert fig.axes[0].get_yscale() == "symlog"
+    with mpl.rc_context(_STYLE):
+        fig.canvas.draw()
+        (label,) = [t for t in fig.texts if t.get_text() == fig.get_supylabel()]
+        box = label.get_window_extent()
+    assert box.y0 >= 0 and box.y1 <= fig.bbox.height
 
 
 def test_iv_more_than_8_deltas_on_symlog_get_power_of_2_ticks() -> None:
