@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from espforensics.checks.context import Holds, Receiving, SaState
+from espforensics.checks.context import Receiving, SaState
+from espforensics.checks.perflow import Holds
 from espforensics.decode.esn import EsnTracker
 from espforensics.model.enums import Verdict
 

@@ -10,7 +10,7 @@ nothing.
 
 from __future__ import annotations
 
-from espforensics.checks.context import Holds
+from espforensics.checks.perflow import Holds
 from espforensics.decode.ip import OuterIp
 from espforensics.decode.reassembly import Completed, Expired, Reassembler
 from espforensics.model.enums import Verdict

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from espforensics.checks.context import Holds
+from espforensics.checks.perflow import Holds
 from espforensics.model.records import PacketRecord
 
 

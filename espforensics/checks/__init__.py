@@ -31,7 +31,7 @@ from espforensics.checks import (
 )
 from espforensics.checks.bulk import BulkCheck, PlainRule, Plaintexts
 from espforensics.checks.checksum import InnerChecksumCheck
-from espforensics.checks.context import Flow, Holds, KeyedSaState, PacketContext, SaState
+from espforensics.checks.context import Flow, KeyedSaState, PacketContext, SaState
 from espforensics.checks.coverage import Seen
 from espforensics.checks.esn_mismatch import EsnMismatchCheck
 from espforensics.checks.integrity import IntegrityCheck
@@ -39,6 +39,7 @@ from espforensics.checks.iv_derivation import IvDerivationCheck
 from espforensics.checks.iv_reuse import IvReuseCheck
 from espforensics.checks.keys import KeyCheck
 from espforensics.checks.leaks import LeakCheck
+from espforensics.checks.perflow import Holds
 from espforensics.checks.placement import PlacementCheck
 from espforensics.checks.receiver import ReceiverCheck
 from espforensics.checks.reserved_spi import ReservedSpiCheck

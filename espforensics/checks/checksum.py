@@ -37,8 +37,9 @@ import numpy.typing as npt
 from espforensics.bounded.frames import frozen, with_frame
 from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks.bulk import InnerChecks, Outer, Payloads, PlainRule, Plaintexts
-from espforensics.checks.context import PacketContext, PerFlow
+from espforensics.checks.context import PacketContext
 from espforensics.checks.coverage import NOT_DECRYPTED, Seen
+from espforensics.checks.perflow import PerFlow
 from espforensics.decode.inner import (
     CHECKSUM_AT,
     INNER_FRAGMENT,

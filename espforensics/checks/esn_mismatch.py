@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 
 from espforensics.bounded.frames import frozen, with_frame
 from espforensics.bounded.intervals import IntervalSet
-from espforensics.checks.context import PacketContext, PerFlow
+from espforensics.checks.context import PacketContext
 from espforensics.checks.coverage import NO_ICV, Seen
+from espforensics.checks.perflow import PerFlow
 from espforensics.model.enums import FindingKind, Severity, Verdict
 from espforensics.model.evidence import EsnBelow, EsnEvent, EsnMismatch
 from espforensics.model.records import Finding, PacketRecord

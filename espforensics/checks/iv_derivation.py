@@ -54,7 +54,7 @@ from espforensics.bounded.intervals import U64
 from espforensics.checks import chains, echainiv
 from espforensics.checks import coverage as coverage_reasons
 from espforensics.checks.bulk import NOTHING, BulkColumns, BulkRules, FlowRows, Mask
-from espforensics.checks.context import Flow, Holds, PacketContext, PerFlow
+from espforensics.checks.context import Flow, PacketContext
 from espforensics.checks.coverage import Seen
 from espforensics.checks.iv_sa import (
     IvSa,
@@ -73,6 +73,7 @@ from espforensics.checks.ivscheme import (
     followed,
     read_ivs,
 )
+from espforensics.checks.perflow import Holds, PerFlow
 from espforensics.crypto import EncAuthContext
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.keys.sa import NULL_CIPHER

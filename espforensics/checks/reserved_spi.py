@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from espforensics.bounded.frames import frozen, with_frame
 from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks.bulk import BulkRules
-from espforensics.checks.context import Flow, PacketContext, PerFlow
+from espforensics.checks.context import Flow, PacketContext
+from espforensics.checks.perflow import PerFlow
 from espforensics.keys.sa import RESERVED_SPIS
 from espforensics.model.enums import FindingKind, Severity
 from espforensics.model.evidence import ReservedSpi

@@ -42,8 +42,9 @@ from espforensics.bounded.intervals import IntervalSet
 from espforensics.bounded.rare import Rare
 from espforensics.bounded.window import RecentWindow
 from espforensics.checks.bulk import BulkRules, FlowRows, Mask
-from espforensics.checks.context import Flow, PacketContext, PerFlow
+from espforensics.checks.context import Flow, PacketContext
 from espforensics.checks.coverage import Seen
+from espforensics.checks.perflow import PerFlow
 from espforensics.model.enums import FindingKind, SeqAnomaly, Severity, Verdict
 from espforensics.model.evidence import EsnWrap, SeqDuplicates, SeqGaps, SeqRange, SeqReorder
 from espforensics.model.records import Finding, SaKey

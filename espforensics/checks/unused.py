@@ -31,7 +31,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TypeVar
 
-from espforensics.checks.context import Flow, flow_bit
+from espforensics.checks.context import Flow
+from espforensics.checks.perflow import flow_bit
 from espforensics.keys.sa import IpAddress, SaTable, SecurityAssociation
 from espforensics.model.enums import UnusedReason
 from espforensics.model.records import UnusedSa

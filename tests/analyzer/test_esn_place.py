@@ -6,7 +6,8 @@ from ipaddress import IPv4Address
 
 from espforensics.analyzer.esn_place import EsnPlacement, mismatch_words
 from espforensics.analyzer.flows import FlowTable
-from espforensics.checks.context import Flow, Holds, Receiving
+from espforensics.checks.context import Flow, Receiving
+from espforensics.checks.perflow import Holds
 from espforensics.decode.ip import OuterIp
 from espforensics.keys import SaTable
 from espforensics.keys.sa import Secret, SecurityAssociation

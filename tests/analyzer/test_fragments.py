@@ -5,7 +5,7 @@ from __future__ import annotations
 from ipaddress import IPv4Address
 
 from espforensics.analyzer.fragments import Fragments
-from espforensics.checks.context import Holds
+from espforensics.checks.perflow import Holds
 from espforensics.decode.ip import PROTO_ESP, parse_ip
 from espforensics.decode.reassembly import Completed
 from espforensics.model.enums import Verdict

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from espforensics.analyzer.waiting import Waiting
-from espforensics.checks.context import Holds
+from espforensics.checks.perflow import Holds
 from espforensics.model.records import PacketRecord
 
 

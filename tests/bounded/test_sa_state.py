@@ -18,8 +18,8 @@ from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.bounded import window
 from espforensics.bounded.intervals import IntervalSet
 from espforensics.bounded.window import RecentWindow
-from espforensics.checks import context, unused
-from espforensics.checks.context import Flow, PerFlow, SaState
+from espforensics.checks import perflow, unused
+from espforensics.checks.context import Flow, SaState
 from espforensics.checks.coverage import (
     ICV_FAILS,
     NO_KEY,
@@ -29,6 +29,7 @@ from espforensics.checks.coverage import (
     proven,
     seen,
 )
+from espforensics.checks.perflow import PerFlow
 from espforensics.keys import SaTable
 from espforensics.model.options import Options
 from espforensics.results.coverage import CheckCoverage, Tally, check_coverage, tally
@@ -208,13 +209,13 @@ def test_items_where_names_and_sorts_only_the_states_it_keeps(
         (0x3003, "10.0.0.9", "10.0.0.1"),
     ]
     named: list[bytes] = []
-    real = context._named
+    real = perflow._named
 
     def counting(wire: bytes, names: dict[bytes, str]) -> tuple[int, str, str]:
         named.append(wire)
         return real(wire, names)
 
-    monkeypatch.setattr(context, "_named", counting)
+    monkeypatch.setattr(perflow, "_named", counting)
     assert states.items(lambda s: s == [0]) == [((0x1001, "10.0.0.1", "10.0.0.1"), [0])]
     assert len(named) == 1  # the one state kept, not all four
 
@@ -227,14 +228,14 @@ def test_the_holders_of_one_run_take_distinct_small_bits_of_a_flow(
     # other's flows as known. Below 256, known_to is an int Python keeps once (no object
     # per flow). Every bit a run's analyzer takes is counted, whoever takes it.
     taken: list[int] = []
-    original = context.flow_bit
+    original = perflow.flow_bit
 
     def counted() -> int:
         bit = original()
         taken.append(bit)
         return bit
 
-    monkeypatch.setattr(context, "flow_bit", counted)
+    monkeypatch.setattr(perflow, "flow_bit", counted)
     monkeypatch.setattr(unused, "flow_bit", counted)
     for _ in range(3):  # runs made one after the other in one thread
         taken.clear()

@@ -22,8 +22,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from espforensics.checks.chains import TAIL_PLACES
-from espforensics.checks.context import Flow, Holds, SaState
+from espforensics.checks.context import Flow, SaState
 from espforensics.checks.iv_derivation import WINDOW, IvDerivationCheck
+from espforensics.checks.perflow import Holds
 from espforensics.keys.sa import CBC_AES, RFC4106
 from espforensics.model.enums import Verdict
 from espforensics.synth.esp import echainiv_block

@@ -19,10 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from espforensics.capture import open_capture
-from espforensics.checks.context import Flow, Holds, KeyedSaState, PacketContext, SaState
+from espforensics.checks.context import Flow, KeyedSaState, PacketContext, SaState
 from espforensics.checks.iv_derivation import WINDOW, IvDerivationCheck, choose_constant
 from espforensics.checks.ivmath import SPAN
 from espforensics.checks.ivscheme import MIN_SCHEME, read_ivs
+from espforensics.checks.perflow import Holds
 from espforensics.decode.ip import OuterIp
 from espforensics.keys import SaTable, Secret, SecurityAssociation, load_sas
 from espforensics.keys.sa import RFC4106

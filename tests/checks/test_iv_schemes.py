@@ -95,7 +95,8 @@ def test_a_counter_with_a_deviation_keeps_its_scheme_and_its_delta() -> None:
 
 def test_xor_or_add_is_decided_by_the_first_packet_only_one_reads() -> None:
     """c = 0x7700 reads seqs 1..64 alike as xor or add; seq 0x100 tells them apart."""
-    from espforensics.checks.context import Flow, Holds, PacketContext, SaState
+    from espforensics.checks.context import Flow, PacketContext, SaState
+    from espforensics.checks.perflow import Holds
     from espforensics.decode.ip import OuterIp
 
     ip = OuterIp(4, bytes(4), bytes(4), 50, 20, 0, None, 0, False, 20, 9)
