@@ -128,9 +128,12 @@ def _convert_pcap(
     return stream.frames
 
 
-def annotated_run(batch: FrameBatch, rows: RowSlice, marks: FindingMarks) -> FrameRun:
-    """The batch's frames, each with ``marks.comments`` of its row (a record is made only
-    for a row ``marks.quiet`` does not clear)."""
+def annotated_run(
+    batch: FrameBatch, rows: RowSlice, views: Sequence[Data], marks: FindingMarks
+) -> FrameRun:
+    """The batch's frames (``views``: their bytes, ``FrameBatch.views``), each with
+    ``marks.comments`` of its row (a record is made only for a row ``marks.quiet`` does
+    not clear)."""
     numbers = rows.ints("frame", -1)
     marked = ~rows.is_in("verdict", QUIET_VERDICTS) | rows.contains("detail", DERIVED)
     for name in MARKING:
@@ -139,9 +142,7 @@ def annotated_run(batch: FrameBatch, rows: RowSlice, marks: FindingMarks) -> Fra
     comments: list[tuple[str, ...]] = [()] * len(batch)
     for i, rec in zip(loud, rows.records(loud), strict=True):
         comments[i] = marks.comments(rec)
-    mem = memoryview(batch.buf)
-    start, caplen = batch.start.tolist(), batch.caplen.tolist()
-    data: list[Data] = [mem[a : a + c] for a, c in zip(start, caplen, strict=True)]
+    data = list(views)
     return FrameRun(batch.number, batch.ts_ns, batch.wirelen, batch.linktype, data, comments)
 
 
@@ -165,8 +166,8 @@ class AnnotatedCopy:
     def frame(self, frame: Frame, rec: PacketRecord) -> None:
         self._stream.write(frame, self._marks.comments(rec))
 
-    def run(self, batch: FrameBatch, rows: RowSlice) -> None:
-        self._stream.write_run(annotated_run(batch, rows, self._marks))
+    def run(self, batch: FrameBatch, rows: RowSlice, views: Sequence[Data]) -> None:
+        self._stream.write_run(annotated_run(batch, rows, views, self._marks))
 
     def close(self) -> None:
         """Nothing is pending: every block is written whole."""

@@ -29,6 +29,7 @@ Frames that are not ESP to decrypt are written as they were.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -175,16 +176,17 @@ class _Built:
         return cls(np.zeros(0, np.int64), np.zeros((0, 0), np.uint8), np.zeros(0, np.int64), [], [])
 
 
-def decrypted_run(batch: FrameBatch, rows: RowSlice, dec: Decryptor, comments: bool) -> FrameRun:
-    """The batch's frames as ``Decryptor.frame`` gives them; ``comments``: the pcapng
-    comments too."""
+def decrypted_run(
+    batch: FrameBatch, rows: RowSlice, views: Sequence[Data], dec: Decryptor, comments: bool
+) -> FrameRun:
+    """The batch's frames as ``Decryptor.frame`` gives them; ``views``: each frame's bytes
+    as captured (``FrameBatch.views``, not changed); ``comments``: the pcapng comments
+    too."""
     n = len(batch)
     wire = parse(batch, _ports(rows))
     opened = _open(batch, rows, wire, _candidates(batch, rows, wire), dec)
     built = _build(batch, wire, opened)
-    mem = memoryview(batch.buf)
-    start, caplen = batch.start.tolist(), batch.caplen.tolist()
-    data: list[Data] = [mem[a : a + c] for a, c in zip(start, caplen, strict=True)]
+    data = list(views)
     head = np.zeros((n, built.head.shape[1]), np.uint8)
     head_len = np.zeros(n, np.int64)
     head[built.rows], head_len[built.rows] = built.head, built.head_len
@@ -336,8 +338,8 @@ class DecryptedCopy:
         self._sink.write(*self._dec.frame(frame, rec))
         self.frames += 1
 
-    def run(self, batch: FrameBatch, rows: RowSlice) -> None:
-        self._sink.write_run(decrypted_run(batch, rows, self._dec, self._comments))
+    def run(self, batch: FrameBatch, rows: RowSlice, views: Sequence[Data]) -> None:
+        self._sink.write_run(decrypted_run(batch, rows, views, self._dec, self._comments))
         self.frames += len(batch)
 
     def close(self) -> None:

@@ -32,6 +32,7 @@ import numpy as np
 
 from espforensics.capture import open_capture
 from espforensics.capture.batch import FrameBatch
+from espforensics.capture.writer import Data
 from espforensics.model.arrays import I64
 from espforensics.model.records import DecryptionSecrets, Frame, PacketRecord
 from espforensics.rewrite.rows import PacketRows, RowSlice, table_caplens
@@ -53,8 +54,9 @@ class BatchCopy(Protocol):
     def frame(self, frame: Frame, rec: PacketRecord) -> None:
         """One frame and its row (a frame out of a batch, or the end of a damaged capture)."""
 
-    def run(self, batch: FrameBatch, rows: RowSlice) -> None:
-        """A batch of frames and their rows, the same frames."""
+    def run(self, batch: FrameBatch, rows: RowSlice, views: Sequence[Data]) -> None:
+        """A batch of frames and their rows, the same frames; ``views``: each frame's bytes
+        (``FrameBatch.views``, made once for every copy: not to be changed)."""
 
     def close(self) -> None:
         """Every frame is written: end the file."""
@@ -133,9 +135,11 @@ def copy_batches(
                     _stop_inside(item, mine, going, own)
                     break
                 _same_frames(mine, item.number)
+                views = item.views()
                 for k, copy in going:
                     with going.kept(k):
-                        copy.run(item, own(k, mine))
+                        copy.run(item, own(k, mine), views)
+                del views  # they pin the mapped capture, which is closed at the end
                 item.release()
                 if not going.count:
                     break
