@@ -13,8 +13,10 @@ a frame the format cannot hold: ``capture.writer.Unwritable``);
 Decryption Secrets Block, after writing what was read before it.
 
 The registry of copies is ``WRITERS``: one entry per option, each a
-function (capture, packets table, findings, SAs, stream) -> frames written,
-each writing a batch of frames at a time from the table's columns (bulk.py,
+``Copier``: the copy written alone (capture, packets table, findings, SAs,
+stream) -> frames written, and its ``BatchCopy`` (onepass.py), with which
+several copies of a pcap are written in one pass over it and its table;
+each writes a batch of frames at a time from the table's columns (bulk.py,
 annotate.py), beside its per-frame reference (decrypted.py's
 ``write_decrypted_frames``, ``write_annotated(batch=0)``).
 Neither copy holds key bytes: no Decryption Secrets Block is copied.
