@@ -12,6 +12,7 @@ the one after it is not written (its old file stays).
 from __future__ import annotations
 
 import errno
+import gzip
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -147,3 +148,27 @@ def test_a_damaged_capture_ends_both_copies_where_each_ends_alone(
     assert res.stderr.startswith(f"espforensics: error: {cut}: ")
     assert a.read_bytes() == alone["a.pcapng"] and d.read_bytes() == alone["d.pcap"]
     assert len(alone["d.pcap"]) > 24  # frames were written before the damage
+
+
+def test_a_compressed_capture_is_decompressed_once_for_both_copies(
+    tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compressed capture is read as a stream, decompressed by each read of it: the
+    analysis's, then one for both copies."""
+    packed = tmp_path / "capture.pcap.gz"
+    packed.write_bytes(gzip.compress(files["capture"].read_bytes()))
+    compressed = {**files, "capture": packed}
+    alone = _alone(compressed, tmp_path)
+    reads: list[Path] = []
+    real = Capture.batches
+
+    def batches(self: Capture, sizes: Any) -> Any:
+        reads.append(Path(self.path))
+        return real(self, sizes)
+
+    monkeypatch.setattr(Capture, "batches", batches)
+    a, d = tmp_path / "a.pcapng", tmp_path / "d.pcap"
+    res = _analyze(compressed, tmp_path / "o", "--annotate", a, "--decrypted", d)
+    assert res.exit_code in (0, 1), res.stderr  # 1: findings
+    assert reads == [packed, packed]  # the analysis, then both copies
+    assert a.read_bytes() == alone["a.pcapng"] and d.read_bytes() == alone["d.pcap"]
