@@ -139,7 +139,6 @@ def copy_batches(
                 for k, copy in going:
                     with going.kept(k):
                         copy.run(item, own(k, mine), views)
-                del views  # they pin the mapped capture, which is closed at the end
                 item.release()
                 if not going.count:
                     break
