@@ -79,6 +79,12 @@ class FrameBatch:
         ):
             yield new(Frame, (number, ts_ns, caplen, wirelen, linktype, buf[at : at + caplen]))
 
+    def views(self) -> list[memoryview]:
+        """Every frame's bytes, viewed where they sit in ``buf`` (a copy writes them)."""
+        mem = memoryview(self.buf)
+        start, caplen = self.start.tolist(), self.caplen.tolist()
+        return [mem[a : a + c] for a, c in zip(start, caplen, strict=True)]
+
     def release(self) -> None:
         """Let go of the pages its records occupy in a mapped capture file, once it is done
         with: they stay in the page cache (read again if touched), but no longer count in

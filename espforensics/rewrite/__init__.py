@@ -13,8 +13,10 @@ a frame the format cannot hold: ``capture.writer.Unwritable``);
 Decryption Secrets Block, after writing what was read before it.
 
 The registry of copies is ``WRITERS``: one entry per option, each a
-function (capture, packets table, findings, SAs, stream) -> frames written,
-each writing a batch of frames at a time from the table's columns (bulk.py,
+``Copier``: the copy written alone (capture, packets table, findings, SAs,
+stream) -> frames written, and its ``BatchCopy`` (onepass.py), with which
+several copies of a pcap are written in one pass over it and its table;
+each writes a batch of frames at a time from the table's columns (bulk.py,
 annotate.py), beside its per-frame reference (decrypted.py's
 ``write_decrypted_frames``, ``write_annotated(batch=0)``).
 Neither copy holds key bytes: no Decryption Secrets Block is copied.
@@ -24,19 +26,23 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from espforensics.capture.writer import Unwritable
 from espforensics.errors import CaptureError, EspForensicsError, KeyFileError, OutputError
 from espforensics.keys import SaTable
 from espforensics.model.records import Finding
 
+if TYPE_CHECKING:
+    from espforensics.rewrite.onepass import BatchCopy
+
 PARTIAL = ".partial"
 
 Writer = Callable[[Path, Path, Sequence[Finding], SaTable, Path, BinaryIO], int]
+Batched = Callable[[Path, Sequence[Finding], SaTable, Path, BinaryIO], "BatchCopy"]
 
 
 def _annotate(
@@ -53,6 +59,15 @@ def _annotate(
     return write_annotated(capture, parquet, findings, out)
 
 
+def _annotate_batches(
+    capture: Path, findings: Sequence[Finding], sas: SaTable, target: Path, out: BinaryIO
+) -> BatchCopy:
+    del capture, sas, target
+    from espforensics.rewrite.annotate import AnnotatedCopy  # noqa: PLC0415 (only if asked)
+
+    return AnnotatedCopy(findings, out)
+
+
 def _decrypted(
     capture: Path,
     parquet: Path,
@@ -67,8 +82,30 @@ def _decrypted(
     return write_decrypted(capture, parquet, sas, target, out)
 
 
-# The one registry: option name (a field of CaptureCopies) -> its writer.
-WRITERS: dict[str, Writer] = {"annotate": _annotate, "decrypted": _decrypted}
+def _decrypted_batches(
+    capture: Path, findings: Sequence[Finding], sas: SaTable, target: Path, out: BinaryIO
+) -> BatchCopy:
+    del findings
+    from espforensics.rewrite.bulk import DecryptedCopy  # noqa: PLC0415 (only if asked)
+
+    return DecryptedCopy(capture, sas, target, out)
+
+
+@dataclass(frozen=True, slots=True)
+class Copier:
+    """One copy: written alone (``alone``), or beside others in one pass over a pcap
+    (``batched``: its ``BatchCopy``, rewrite/onepass.py)."""
+
+    alone: Writer
+    batched: Batched
+
+
+# The one registry: option name (a field of CaptureCopies) -> its writers, in the order
+# the copies are written (and their errors raised).
+WRITERS: dict[str, Copier] = {
+    "annotate": Copier(_annotate, _annotate_batches),
+    "decrypted": Copier(_decrypted, _decrypted_batches),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,25 +159,91 @@ def write_copies(
     then ends at the same frame, where its own read of the capture stops
     with the same error. A capture found damaged only now (changed since
     the analysis) raises here.
+
+    Several copies of a pcap are written in one pass over it and its table
+    (rewrite/onepass.py), each ending as it would written alone, one after
+    another in ``WRITERS`` order: the first that fails raises, and the
+    copies after it are discarded (they would not have been written);
+    those before it are kept. One copy, or a pcapng capture (whose
+    annotated copy is copied block by block), is written alone.
     """
-    for name, target in copies.targets():
-        partial = partial_path(target)
+    targets = copies.targets()
+    ended = _one_pass(targets, capture, parquet, findings, sas) if len(targets) > 1 else None
+    for k, (name, target) in enumerate(targets):
         try:
-            with open(partial, "wb") as out:
-                try:
-                    WRITERS[name](capture, parquet, findings, sas, target, out)
-                except (CaptureError, KeyFileError):
-                    if not damaged:
-                        raise
-        except OSError as exc:
-            _discard(partial)
-            raise OutputError(str(target), f"cannot write: {exc.strerror or exc}") from exc
-        except Unwritable as exc:  # a frame its format cannot hold
-            _discard(partial)
-            raise OutputError(str(target), str(exc)) from exc
-        except EspForensicsError:
-            _discard(partial)
+            with _settled(target, damaged):
+                if ended is None:
+                    with open(partial_path(target), "wb") as out:
+                        WRITERS[name].alone(capture, parquet, findings, sas, target, out)
+                elif (failed := ended[k]) is not None:
+                    raise failed
+        except BaseException:
+            for _, later in targets[k + 1 :] if ended is not None else ():
+                _discard(partial_path(later))
             raise
+
+
+@contextlib.contextmanager
+def _settled(target: Path, damaged: bool) -> Iterator[None]:
+    """A copy's error as the user sees it: its ``.partial`` file discarded, the error
+    naming it; a damaged capture's error is the analysis's own (``damaged``)."""
+    partial = partial_path(target)
+    try:
+        try:
+            yield
+        except (CaptureError, KeyFileError):
+            if not damaged:
+                raise
+    except OSError as exc:
+        _discard(partial)
+        raise OutputError(str(target), f"cannot write: {exc.strerror or exc}") from exc
+    except Unwritable as exc:  # a frame its format cannot hold
+        _discard(partial)
+        raise OutputError(str(target), str(exc)) from exc
+    except EspForensicsError:
+        _discard(partial)
+        raise
+
+
+def _one_pass(
+    targets: list[tuple[str, Path]],
+    capture: Path,
+    parquet: Path,
+    findings: Sequence[Finding],
+    sas: SaTable,
+) -> list[Exception | None] | None:
+    """Write the copies in one pass over a pcap: how each ended (None: written); None
+    when the capture is not a pcap (or cannot be opened: each copy says so alone)."""
+    from espforensics.capture import open_capture  # noqa: PLC0415 (only if asked)
+    from espforensics.rewrite.bulk import BATCH  # noqa: PLC0415
+    from espforensics.rewrite.onepass import copy_batches  # noqa: PLC0415
+
+    try:
+        with open_capture(capture) as cap:
+            if cap.format != "pcap":
+                return None
+    except CaptureError:
+        return None
+    ended: list[Exception | None] = [None] * len(targets)
+    outs: list[BinaryIO] = []
+    try:
+        batched: list[BatchCopy] = []
+        for k, (name, target) in enumerate(targets):
+            try:
+                outs.append(open(partial_path(target), "wb"))  # noqa: SIM115 (closed below)
+                batched.append(WRITERS[name].batched(capture, findings, sas, target, outs[-1]))
+            except OSError as exc:  # this copy and those after it: not written
+                ended[k:] = [exc] * (len(targets) - k)
+                break
+        if batched:
+            ended[: len(batched)] = copy_batches(capture, parquet, batched, BATCH)
+    finally:
+        for k, out in enumerate(outs):
+            try:
+                out.close()
+            except OSError as exc:  # its last bytes refused: as ``with open`` raises it
+                ended[k] = ended[k] or exc
+    return ended
 
 
 def _discard(path: Path) -> None:

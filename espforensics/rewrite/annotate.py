@@ -46,9 +46,10 @@ from espforensics.capture.writer import (
     comment_options,
     encode_options,
 )
-from espforensics.model.records import Finding, Frame, PacketRecord
+from espforensics.model.records import DecryptionSecrets, Finding, Frame, PacketRecord
 from espforensics.rewrite.comments import DERIVED, MARKING, QUIET_VERDICTS, FindingMarks
-from espforensics.rewrite.rows import PacketRows, RowSlice, table_caplens
+from espforensics.rewrite.onepass import copy_batches
+from espforensics.rewrite.rows import RowSlice
 from espforensics.tables.packets import iter_packet_records
 
 COLUMNS = (
@@ -127,13 +128,13 @@ def _convert_pcap(
     return stream.frames
 
 
-def annotated_run(batch: FrameBatch, rows: RowSlice, marks: FindingMarks) -> FrameRun:
-    """The batch's frames, each with ``marks.comments`` of its row (a record is made only
-    for a row ``marks.quiet`` does not clear)."""
+def annotated_run(
+    batch: FrameBatch, rows: RowSlice, views: Sequence[Data], marks: FindingMarks
+) -> FrameRun:
+    """The batch's frames (``views``: their bytes, ``FrameBatch.views``), each with
+    ``marks.comments`` of its row (a record is made only for a row ``marks.quiet`` does
+    not clear)."""
     numbers = rows.ints("frame", -1)
-    if not (numbers == batch.number).all():
-        bad = int(np.flatnonzero(numbers != batch.number)[0])
-        _same_frame(rows.records([bad])[0], int(batch.number[bad]))
     marked = ~rows.is_in("verdict", QUIET_VERDICTS) | rows.contains("detail", DERIVED)
     for name in MARKING:
         marked |= rows.truthy(name)
@@ -141,37 +142,46 @@ def annotated_run(batch: FrameBatch, rows: RowSlice, marks: FindingMarks) -> Fra
     comments: list[tuple[str, ...]] = [()] * len(batch)
     for i, rec in zip(loud, rows.records(loud), strict=True):
         comments[i] = marks.comments(rec)
-    mem = memoryview(batch.buf)
-    start, caplen = batch.start.tolist(), batch.caplen.tolist()
-    data: list[Data] = [mem[a : a + c] for a, c in zip(start, caplen, strict=True)]
+    data = list(views)
     return FrameRun(batch.number, batch.ts_ns, batch.wirelen, batch.linktype, data, comments)
 
 
+class AnnotatedCopy:
+    """``--annotate`` of a pcap written a batch at a time (rewrite/onepass.py's
+    ``BatchCopy``)."""
+
+    columns = COLUMNS
+
+    def __init__(self, findings: Sequence[Finding], out: BinaryIO) -> None:
+        self._marks = FindingMarks(findings)
+        self._stream = PcapngStream(out)
+
+    @property
+    def frames(self) -> int:
+        return self._stream.frames
+
+    def secrets(self, item: DecryptionSecrets) -> None:
+        del item  # keys: never copied into an output
+
+    def frame(self, frame: Frame, rec: PacketRecord) -> None:
+        self._stream.write(frame, self._marks.comments(rec))
+
+    def run(self, batch: FrameBatch, rows: RowSlice, views: Sequence[Data]) -> None:
+        self._stream.write_run(annotated_run(batch, rows, views, self._marks))
+
+    def close(self) -> None:
+        """Nothing is pending: every block is written whole."""
+
+
 def _convert_pcap_batches(
-    capture: Path, parquet: Path, marks: FindingMarks, out: BinaryIO, batch: int
+    capture: Path, parquet: Path, findings: Sequence[Finding], out: BinaryIO, batch: int
 ) -> int:
     """``_convert_pcap`` in batches of ``batch`` frames: the same bytes."""
-    rows = PacketRows(parquet, COLUMNS)
-    stream = PcapngStream(out)
-    with open_capture(capture) as cap:
-        known = cap.known_batches(table_caplens(parquet), batch)
-        for item in known or cap.batches(iter(lambda: batch, 0)):
-            if isinstance(item, FrameBatch):
-                mine = rows.take(len(item))
-                if len(mine) < len(item):  # the analysis stopped inside this batch (damaged)
-                    for i, row in enumerate(mine.records(range(len(mine)))):
-                        _same_frame(row, int(item.number[i]))
-                        stream.write(item.frame(i), marks.comments(row))
-                    break
-                stream.write_run(annotated_run(item, mine, marks))
-                item.release()
-            elif isinstance(item, Frame):  # a timestamp out of a batch's range
-                rec = rows.next_record()
-                if rec is None:
-                    break
-                _same_frame(rec, item.number)
-                stream.write(item, marks.comments(rec))
-    return stream.frames
+    copy = AnnotatedCopy(findings, out)
+    ended = copy_batches(capture, parquet, [copy], batch)[0]
+    if ended is not None:
+        raise ended
+    return copy.frames
 
 
 def write_annotated(
@@ -179,11 +189,10 @@ def write_annotated(
 ) -> int:
     """Write the annotated pcapng of ``capture`` to ``out``; the number of frames written.
     ``batch``: frames a batch for a pcap (0: a frame at a time, the reference)."""
-    marks = FindingMarks(findings)
     with open_capture(capture) as cap:
         fmt = cap.format
     if fmt == "pcapng":
-        return _copy_pcapng(capture, _records(parquet), marks, out)
+        return _copy_pcapng(capture, _records(parquet), FindingMarks(findings), out)
     if batch:
-        return _convert_pcap_batches(capture, parquet, marks, out, batch)
-    return _convert_pcap(capture, _records(parquet), marks, out)
+        return _convert_pcap_batches(capture, parquet, findings, out, batch)
+    return _convert_pcap(capture, _records(parquet), FindingMarks(findings), out)

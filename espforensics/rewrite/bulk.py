@@ -5,8 +5,9 @@ packets.parquet (``RowSlice``, the same frames) and the ``Decryptor``
 (rewrite/decrypted.py: the SAs, their contexts, each SA's last inner IPv4
 header). Out: the batch's frames to write, as a ``FrameRun``
 (capture/writer.py), each exactly what ``Decryptor.frame`` gives for it.
-Raises ``RuntimeError`` when the table's frames are not the batch's (one
-analysis wrote both: a bug), and what ``Decryptor.frame`` raises.
+Raises what ``Decryptor.frame`` raises. ``DecryptedCopy`` writes the
+copy a batch at a time in rewrite/onepass.py's pass (alone:
+``write_decrypted``; or beside ``--annotate``).
 
 The bulk rule takes the plain case and hands every other packet to the
 per-frame writer (``Decryptor.frame``), the reference: a verified packet
@@ -28,6 +29,7 @@ Frames that are not ESP to decrypt are written as they were.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -35,7 +37,6 @@ from typing import BinaryIO
 import numpy as np
 import numpy.typing as npt
 
-from espforensics.capture import open_capture
 from espforensics.capture.batch import FrameBatch
 from espforensics.capture.writer import Data, FrameRun
 from espforensics.crypto import CipherContext
@@ -47,7 +48,7 @@ from espforensics.engine.wire import VLAN_DEPTHS, WireColumns, parse
 from espforensics.keys import SaTable, SecurityAssociation
 from espforensics.model.arrays import I64, Mask
 from espforensics.model.enums import Verdict
-from espforensics.model.records import DecryptionSecrets, Frame
+from espforensics.model.records import DecryptionSecrets, Frame, PacketRecord
 from espforensics.rewrite.decrypted import (
     COLUMNS,
     TRIED,
@@ -57,6 +58,7 @@ from espforensics.rewrite.decrypted import (
     decrypted_comment,
     sink_for,
 )
+from espforensics.rewrite.onepass import copy_batches
 from espforensics.rewrite.rebuild import (
     PROTO_IPIP,
     PROTO_IPV6,
@@ -64,7 +66,7 @@ from espforensics.rewrite.rebuild import (
     relink,
     transport_heads,
 )
-from espforensics.rewrite.rows import PacketRows, RowSlice, table_caplens
+from espforensics.rewrite.rows import RowSlice
 
 U8 = npt.NDArray[np.uint8]
 BATCH = 4096  # frames a batch: the plaintexts of one in memory at a time
@@ -174,22 +176,17 @@ class _Built:
         return cls(np.zeros(0, np.int64), np.zeros((0, 0), np.uint8), np.zeros(0, np.int64), [], [])
 
 
-def decrypted_run(batch: FrameBatch, rows: RowSlice, dec: Decryptor, comments: bool) -> FrameRun:
-    """The batch's frames as ``Decryptor.frame`` gives them; ``comments``: the pcapng
-    comments too."""
+def decrypted_run(
+    batch: FrameBatch, rows: RowSlice, views: Sequence[Data], dec: Decryptor, comments: bool
+) -> FrameRun:
+    """The batch's frames as ``Decryptor.frame`` gives them; ``views``: each frame's bytes
+    as captured (``FrameBatch.views``, not changed); ``comments``: the pcapng comments
+    too."""
     n = len(batch)
-    numbers = rows.ints("frame", -1)
-    if not (numbers == batch.number).all():
-        bad = int(np.flatnonzero(numbers != batch.number)[0])
-        raise RuntimeError(
-            f"packets table row {numbers[bad]} met capture frame {batch.number[bad]}"
-        )
     wire = parse(batch, _ports(rows))
     opened = _open(batch, rows, wire, _candidates(batch, rows, wire), dec)
     built = _build(batch, wire, opened)
-    mem = memoryview(batch.buf)
-    start, caplen = batch.start.tolist(), batch.caplen.tolist()
-    data: list[Data] = [mem[a : a + c] for a, c in zip(start, caplen, strict=True)]
+    data = list(views)
     head = np.zeros((n, built.head.shape[1]), np.uint8)
     head_len = np.zeros(n, np.int64)
     head[built.rows], head_len[built.rows] = built.head, built.head_len
@@ -322,40 +319,40 @@ def _build(batch: FrameBatch, wire: WireColumns, opened: _Opened) -> _Built:
     return _Built(rows[keep], head[keep], (link_len + chain_len)[keep], payload, templates)
 
 
+class DecryptedCopy:
+    """``--decrypted`` written a batch at a time (rewrite/onepass.py's ``BatchCopy``)."""
+
+    columns = COPY_COLUMNS
+
+    def __init__(self, capture: Path, sas: SaTable, target: Path, out: BinaryIO) -> None:
+        self._keys = DecryptionKeys(sas, str(capture))
+        self._dec = Decryptor(self._keys)
+        self._sink = sink_for(target, out)
+        self._comments = isinstance(self._sink, PcapngSink)
+        self.frames = 0
+
+    def secrets(self, item: DecryptionSecrets) -> None:
+        self._keys.add_secrets(item)
+
+    def frame(self, frame: Frame, rec: PacketRecord) -> None:
+        self._sink.write(*self._dec.frame(frame, rec))
+        self.frames += 1
+
+    def run(self, batch: FrameBatch, rows: RowSlice, views: Sequence[Data]) -> None:
+        self._sink.write_run(decrypted_run(batch, rows, views, self._dec, self._comments))
+        self.frames += len(batch)
+
+    def close(self) -> None:
+        self._sink.close()
+
+
 def write_decrypted(
     capture: Path, parquet: Path, sas: SaTable, target: Path, out: BinaryIO, batch: int = BATCH
 ) -> int:
     """Write the decrypted copy of ``capture`` to ``out`` in batches of ``batch`` frames;
     the number of frames written. The same bytes as ``write_decrypted_frames``."""
-    keys = DecryptionKeys(sas, str(capture))
-    dec = Decryptor(keys)
-    sink = sink_for(target, out)
-    rows, frames = PacketRows(parquet, COPY_COLUMNS), 0
-    with open_capture(capture) as cap:
-        known = cap.known_batches(table_caplens(parquet), batch)
-        for item in known or cap.batches(iter(lambda: batch, 0)):
-            if isinstance(item, DecryptionSecrets):
-                keys.add_secrets(item)
-                continue
-            if isinstance(item, Frame):  # a timestamp out of a batch's range
-                rec = rows.next_record()
-                if rec is None:
-                    break
-                if rec.frame != item.number:
-                    raise RuntimeError(
-                        f"packets table row {rec.frame} met capture frame {item.number}"
-                    )
-                sink.write(*dec.frame(item, rec))
-                frames += 1
-                continue
-            mine = rows.take(len(item))
-            if len(mine) < len(item):  # the analysis stopped inside this batch (damaged)
-                for i, rec in enumerate(mine.records(range(len(mine)))):
-                    sink.write(*dec.frame(item.frame(i), rec))
-                frames += len(mine)
-                break
-            sink.write_run(decrypted_run(item, mine, dec, isinstance(sink, PcapngSink)))
-            frames += len(item)
-            item.release()
-    sink.close()
-    return frames
+    copy = DecryptedCopy(capture, sas, target, out)
+    ended = copy_batches(capture, parquet, [copy], batch)[0]
+    if ended is not None:
+        raise ended
+    return copy.frames

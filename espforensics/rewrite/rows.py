@@ -70,6 +70,13 @@ class RowSlice:
             set_ = pc.not_equal(column, scalar(0, column.type))
         return _mask(set_)
 
+    def without(self, names: Sequence[str]) -> RowSlice:
+        """These rows without the columns ``names`` (another copy's, in a read of both)."""
+        return RowSlice(self.table.drop_columns(list(names))) if names else self
+
+    def slice(self, first: int, count: int) -> RowSlice:
+        return RowSlice(self.table.slice(first, count))
+
     def records(self, rows: Sequence[int]) -> list[PacketRecord]:
         """These rows as records, as the per-frame writers read them."""
         taken = self.table.take(from_numpy(np.asarray(rows, np.int64), pa.int64()))

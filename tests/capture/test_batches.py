@@ -58,6 +58,21 @@ def test_batches_hold_the_frames_mapped_or_streamed(
         assert all((b.span is None) == (path == packed) for b in batches)
 
 
+def test_views_are_the_frames_bytes_mapped_or_streamed(tmp_path: Path) -> None:
+    """``FrameBatch.views``, what the copies write a frame's bytes from (rewrite/)."""
+    frames = make_frames(300)
+    plain = _write(tmp_path / "p.pcap", frames, "little", True)
+    packed = tmp_path / "p.pcap.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    for path in (plain, packed):
+        got: list[bytes] = []
+        with open_capture(path) as capture:
+            for batch in capture.batches(itertools.repeat(7)):
+                assert isinstance(batch, FrameBatch)
+                got += [bytes(view) for view in batch.views()]
+        assert got == [f.data for f in frames]
+
+
 def test_a_span_reads_the_same_batch_again(tmp_path: Path) -> None:
     """What a --jobs worker reads from a batch's span is that batch, field for field."""
     path = _write(tmp_path / "p.pcap", make_frames(500), "little", True)

@@ -7,7 +7,9 @@ a frame at a time and are the reference. Each is run on the same
 packets.parquet, for every scenario of the fixture builder and every real
 capture, analyzed with the steady lane off and on, in batches of the
 default size and of 7 frames (a batch boundary inside every run of
-packets), and the files must be byte-identical. The bulk forms of
+packets), and the files must be byte-identical; so must both copies of a
+pcap written together in one pass (rewrite/onepass.py), each ending with
+the error it raises alone. The bulk forms of
 rebuild.py are held equal to their per-packet forms row by row.
 """
 
@@ -23,16 +25,17 @@ import numpy as np
 import pytest
 
 from espforensics.analysis import analyze_to_dir
-from espforensics.capture import write_pcap
+from espforensics.capture import open_capture, write_pcap
 from espforensics.capture.writer import FrameRun, PcapngStream, PcapStream
 from espforensics.decode.clear import internet_checksum
 from espforensics.errors import CaptureError, OutputError
 from espforensics.keys import SaTable, load_sas
 from espforensics.model.options import Options
 from espforensics.model.records import Finding, Frame
-from espforensics.rewrite.annotate import write_annotated
-from espforensics.rewrite.bulk import write_decrypted
+from espforensics.rewrite.annotate import AnnotatedCopy, write_annotated
+from espforensics.rewrite.bulk import DecryptedCopy, write_decrypted
 from espforensics.rewrite.decrypted import write_decrypted_frames
+from espforensics.rewrite.onepass import BatchCopy, copy_batches
 from espforensics.rewrite.rebuild import (
     checksums,
     ip_length,
@@ -47,29 +50,54 @@ Copy = Callable[[io.BytesIO], int]
 LANES = [pytest.param(helpers.PER_FRAME, id="per-frame"), pytest.param(helpers.STEADY, id="lane")]
 
 
-def _written(copy: Copy) -> bytes | str:
-    """The bytes a writer wrote, or the one-line error it raised (and what came before)."""
+def _written(copy: Copy) -> tuple[bytes, str]:
+    """The bytes a writer wrote, and the one-line error it raised after them ("" for none)."""
     out = io.BytesIO()
     try:
         copy(out)
     except (OutputError, CaptureError) as exc:
-        return f"{exc} after {len(out.getvalue())} bytes {hash(out.getvalue())}"
-    return out.getvalue()
+        return out.getvalue(), f"{type(exc).__name__}: {exc}"
+    return out.getvalue(), ""
 
 
 def _assert_same_copies(
     capture: Path, parquet: Path, sas: SaTable, findings: Sequence[Finding], tmp: Path
 ) -> None:
+    wants = {}
     for name in ("decrypted.pcap", "decrypted.pcapng"):
         target = tmp / name
-        want = _written(partial(write_decrypted_frames, capture, parquet, sas, target))
+        want = wants[name] = _written(
+            partial(write_decrypted_frames, capture, parquet, sas, target)
+        )
         for batch in (4096, 7):
             got = _written(partial(write_decrypted, capture, parquet, sas, target, batch=batch))
             assert got == want, f"{name} in batches of {batch}"
-    want = _written(partial(write_annotated, capture, parquet, findings, batch=0))
+    want = wants["annotated"] = _written(
+        partial(write_annotated, capture, parquet, findings, batch=0)
+    )
     for batch in (4096, 7):
         got = _written(partial(write_annotated, capture, parquet, findings, batch=batch))
         assert got == want, f"annotated in batches of {batch}"
+    with open_capture(capture) as cap:
+        if cap.format == "pcapng":  # its annotated copy is copied block by block, alone
+            return
+    for name in ("decrypted.pcap", "decrypted.pcapng"):
+        for batch in (4096, 7):
+            outs = (io.BytesIO(), io.BytesIO())
+            both: list[BatchCopy] = [
+                AnnotatedCopy(findings, outs[0]),
+                DecryptedCopy(capture, sas, tmp / name, outs[1]),
+            ]
+            ended = copy_batches(capture, parquet, both, batch)
+            ends = [
+                (out.getvalue(), f"{type(exc).__name__}: {exc}" if exc else "")
+                for out, exc in zip(outs, ended, strict=True)
+            ]
+            assert ends[0] == wants["annotated"], f"annotated beside {name}, batches of {batch}"
+            if wants["annotated"][1].startswith("OutputError"):  # not written alone after it
+                assert ends[1][1] == wants["annotated"][1]
+            else:
+                assert ends[1] == wants[name], f"{name} beside annotated, batches of {batch}"
 
 
 @pytest.mark.parametrize("options", LANES)
