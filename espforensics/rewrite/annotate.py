@@ -49,7 +49,7 @@ from espforensics.capture.writer import (
 from espforensics.model.records import DecryptionSecrets, Finding, Frame, PacketRecord
 from espforensics.rewrite.comments import DERIVED, MARKING, QUIET_VERDICTS, FindingMarks
 from espforensics.rewrite.onepass import copy_batches
-from espforensics.rewrite.rows import RowSlice
+from espforensics.rewrite.rows import RowSlice, same_frame
 from espforensics.tables.packets import iter_packet_records
 
 COLUMNS = (
@@ -99,17 +99,12 @@ def _copy_pcapng(
             rec = next(rows, None)
             if rec is None:  # the analysis stopped before this frame (a damaged capture)
                 break
-            _same_frame(rec, block.frame)
+            same_frame(rec.frame, block.frame)
             out.write(_commented(block, marks.comments(rec)))
             frames += 1
             continue
         out.write(block.raw)
     return frames
-
-
-def _same_frame(rec: PacketRecord, number: int) -> None:
-    if rec.frame != number:  # the table and the capture are one analysis's: a bug if not
-        raise RuntimeError(f"packets table row {rec.frame} met capture frame {number}")
 
 
 def _convert_pcap(
@@ -123,7 +118,7 @@ def _convert_pcap(
             rec = next(rows, None)
             if rec is None:
                 break
-            _same_frame(rec, item.number)
+            same_frame(rec.frame, item.number)
             stream.write(item, marks.comments(rec))
     return stream.frames
 

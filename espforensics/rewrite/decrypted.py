@@ -64,6 +64,7 @@ from espforensics.rewrite.rebuild import (
     transport,
     tunnel,
 )
+from espforensics.rewrite.rows import same_frame
 from espforensics.rewrite.tunnels import rewrap, walk
 from espforensics.tables.packets import iter_packet_records
 
@@ -312,8 +313,7 @@ def write_decrypted_frames(
             rec = next(rows, None)
             if rec is None:  # the analysis stopped before this frame (a damaged capture)
                 break
-            if rec.frame != item.number:
-                raise RuntimeError(f"packets table row {rec.frame} met capture frame {item.number}")
+            same_frame(rec.frame, item.number)
             sink.write(*decryptor.frame(item, rec))
             frames += 1
     sink.close()

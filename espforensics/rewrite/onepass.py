@@ -35,7 +35,7 @@ from espforensics.capture.batch import FrameBatch
 from espforensics.capture.writer import Data
 from espforensics.model.arrays import I64
 from espforensics.model.records import DecryptionSecrets, Frame, PacketRecord
-from espforensics.rewrite.rows import PacketRows, RowSlice, table_caplens
+from espforensics.rewrite.rows import PacketRows, RowSlice, same_frame, table_caplens
 
 Outcome = Exception | None
 
@@ -97,7 +97,7 @@ def _same_frames(rows: RowSlice, number: I64) -> None:
     found = rows.ints("frame", -1)
     if not (found == number).all():
         bad = int(np.flatnonzero(found != number)[0])
-        raise RuntimeError(f"packets table row {found[bad]} met capture frame {number[bad]}")
+        same_frame(int(found[bad]), int(number[bad]))
 
 
 def copy_batches(

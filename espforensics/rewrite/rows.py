@@ -126,3 +126,9 @@ class PacketRows:
         """The next row as a record; None past the table's end."""
         rows = self.take(1)
         return rows.records([0])[0] if len(rows) else None
+
+
+def same_frame(table_frame: int, capture_frame: int) -> None:
+    """The table and the capture are one analysis's: a bug if a row is not its frame's."""
+    if table_frame != capture_frame:
+        raise RuntimeError(f"packets table row {table_frame} met capture frame {capture_frame}")
