@@ -163,6 +163,15 @@ class AeadContext:
                 continue
             return out
 
+    def decrypt_many(
+        self, seq64: npt.NDArray[np.uint64], ivs: npt.NDArray[np.uint8], sealed: list[memoryview]
+    ) -> list[bytes | None]:
+        """``open_many``, for packets whose ICV verified before (``EncAuthContext``'s
+        skips the ICV). An AEAD checks its tag in the call that decrypts; decrypting
+        AES-GCM without it, as a keystream from one ECB call a chunk (AES-CTR's way in
+        encauth.py), measured 5 times slower than a ``decrypt`` call a packet."""
+        return self.open_many(seq64, ivs, sealed)
+
     def seal(self, seq64: int, iv: bytes, plaintext: bytes) -> bytes:
         """Encrypt ``plaintext``; returns ciphertext || ICV (truncated per SA)."""
         aad = build_aad(self.spi, seq64, self.esn)

@@ -216,6 +216,29 @@ class EncAuthContext:
         one whose ICV fails. The packets go through in chunks of ``_CHUNK``
         (``_open_chunk``), which keeps the chunk's copies in the CPU's cache.
         """
+        return self._many(seq64, ivs, sealed, self.verifies)
+
+    def decrypt_many(
+        self, seq64: npt.NDArray[np.uint64], ivs: npt.NDArray[np.uint8], sealed: list[memoryview]
+    ) -> list[bytes | None]:
+        """``open_many`` without checking the ICVs: for packets whose ICV verified before.
+
+        The decrypted copy (rewrite/bulk.py) opens again the packets the
+        analysis verified, in the same run, with the same SA; their ICVs are
+        not computed twice. For a packet whose ICV verifies this is exactly
+        ``open_many``'s plaintext; for one whose ICV would fail it is the
+        ciphertext decrypted anyway, so a caller must know the ICV verified.
+        """
+        return self._many(seq64, ivs, sealed, False)
+
+    def _many(
+        self,
+        seq64: npt.NDArray[np.uint64],
+        ivs: npt.NDArray[np.uint8],
+        sealed: list[memoryview],
+        verify: bool,
+    ) -> list[bytes | None]:
+        """``open_many`` (``verify``: the SA's ICVs checked) or ``decrypt_many``."""
         k = len(sealed)
         if not k:
             return []
@@ -225,14 +248,15 @@ class EncAuthContext:
         keep = np.flatnonzero(lens >= self.icv_len)
         if len(keep) < k:  # too short to hold an ICV: None, as ``open`` says
             plains: list[bytes | None] = [None] * k
-            got = self.open_many(seq64[keep], ivs[keep], [sealed[i] for i in keep.tolist()])
+            kept = [sealed[i] for i in keep.tolist()]
+            got = self._many(seq64[keep], ivs[keep], kept, verify)
             for i, plain in zip(keep.tolist(), got, strict=True):
                 plains[i] = plain
             return plains
         plains = []
         for lo in range(0, k, _CHUNK):
             hi = lo + _CHUNK
-            plains += self._open_chunk(seq64[lo:hi], ivs[lo:hi], sealed[lo:hi], lens[lo:hi])
+            plains += self._open_chunk(seq64[lo:hi], ivs[lo:hi], sealed[lo:hi], lens[lo:hi], verify)
         return plains
 
     def _open_chunk(
@@ -241,8 +265,10 @@ class EncAuthContext:
         ivs: npt.NDArray[np.uint8],
         sealed: list[memoryview],
         lens: npt.NDArray[np.int64],
+        verify: bool,
     ) -> list[bytes | None]:
-        """``open_many`` of packets that all hold an ICV: one buffer, one MAC loop, one decryption.
+        """``open_many`` of packets that all hold an ICV: one buffer, one MAC loop, one decryption
+        (no MAC loop unless ``verify``).
 
         Each packet is laid out in one buffer as SPI || seq (low 32) || IV ||
         ciphertext || ICV, then zeros: 4 for the ESN high half, and as many as
@@ -253,7 +279,7 @@ class EncAuthContext:
         packet's authenticated bytes are then one slice for ``Mac.tags``.
         """
         k, head = len(sealed), _HEADER.size + self.iv_len
-        spare = 4 if self.esn and self.verifies else 0
+        spare = 4 if self.esn and verify else 0
         tail = spare + (-(head + lens + spare)) % self._align
         base = np.cumsum(head + lens + tail) - (head + lens + tail)  # each packet's place
         prefix = np.empty((k, head), np.uint8)
@@ -268,7 +294,7 @@ class EncAuthContext:
         flat = np.frombuffer(buf, np.uint8)
         start = base + head  # ciphertext
         end = start + lens - self.icv_len  # ciphertext's end, the ICV's start
-        ok = self._verify_chunk(buf, flat, seq64, base, end, spare)
+        ok = self._verify_chunk(buf, flat, seq64, base, end, spare) if verify else np.ones(k, bool)
         plain, shift, whole = self._decrypt_chunk(buf, flat, ivs, start, end)
         starts, ends = (start - shift).tolist(), (start - shift + whole).tolist()
         plains = [

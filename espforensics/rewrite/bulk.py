@@ -16,11 +16,13 @@ per-frame writer (``Decryptor.frame``), the reference: a verified packet
 without extension headers, ESP on protocol 50 or in UDP) at the place the
 analysis found it, of an SA with a usable key in tunnel or transport mode,
 whose link header names the inner IP version (``relink``, once per
-distinct header). Such packets are opened again per SA in one call
-(``open_many``), their trailers read as columns (``trailer.parse_trailers``)
+distinct header). Such packets are decrypted again per SA in one call
+(``decrypt_many``: their ICVs verified in the analysis are not computed
+twice, and each trailer must be the one the analysis read, its
+``pad_len`` and ``next_header``), their trailers read as columns (``trailer.parse_trailers``)
 and their packets built as rebuild.py's bulk forms build them
 (``transport_heads``, ``ip_lengths``); a packet that does not open again,
-whose trailer is not sound, a dummy packet, or a payload that is not the
+whose trailer is not sound or not the analysis's, a dummy packet, or a payload that is not the
 IP packet its next header names, goes to the per-frame writer too, which
 then says why it is kept. Each SA's last inner IPv4 header (the GSO
 rebuild's template) is passed on in capture order between the two.
@@ -70,7 +72,7 @@ from espforensics.rewrite.rows import RowSlice
 
 U8 = npt.NDArray[np.uint8]
 BATCH = 4096  # frames a batch: the plaintexts of one in memory at a time
-COPY_COLUMNS = (*COLUMNS, "udp_sport", "udp_dport")
+COPY_COLUMNS = (*COLUMNS, "udp_sport", "udp_dport", "pad_len", "next_header")
 _NO_TUNNEL = ("", "vlan", "vlan vlan")  # ``carriers`` without a tunnel word
 _MODES = (None, "tunnel", "transport")
 
@@ -85,6 +87,7 @@ class _Opened:
     size: I64
     sas: list[SecurityAssociation]
     block: I64
+    trailer: I64  # the analysis's pad length and next header, as pad_len << 8 | next_header
 
 
 def _candidates(batch: FrameBatch, rows: RowSlice, wire: WireColumns) -> Mask:
@@ -113,7 +116,9 @@ def _ports(rows: RowSlice) -> frozenset[int]:
 def _open(
     batch: FrameBatch, rows: RowSlice, wire: WireColumns, cand: Mask, dec: Decryptor
 ) -> _Opened:
-    """The candidates opened again, an ``open_many`` per SA."""
+    """The candidates opened again, a ``decrypt_many`` per SA: the analysis verified
+    their ICVs (verdict ``ok``), which are not computed again; ``_packets`` holds each
+    plaintext's trailer to the one the analysis read."""
     idx = np.flatnonzero(cand)
     first, inverse = distinct_flows(wire, idx)  # the engine's flows: one SA lookup each
     l3 = batch.start[idx] + wire.l3[idx]
@@ -135,7 +140,7 @@ def _open(
         ivs = view[body[at, None] + np.arange(ctx.iv_len)]
         sealed_at = (body[at] + ctx.iv_len).tolist()
         sealed = [mem[a:b] for a, b in zip(sealed_at, end[at].tolist(), strict=True)]
-        plains = ctx.open_many(seq[at], ivs, sealed)
+        plains = ctx.decrypt_many(seq[at], ivs, sealed)
         del sealed
         good = [k for k, p in enumerate(plains) if p is not None]
         done.append(idx[at[good]])
@@ -145,6 +150,7 @@ def _open(
     del mem
     opened = np.concatenate(done) if done else np.zeros(0, np.int64)
     order = np.argsort(opened, kind="stable")  # capture order
+    trailer = rows.ints("pad_len", -1) << 8 | rows.ints("next_header", -1)
     texts = [texts[k] for k in order.tolist()]
     size = np.fromiter(map(len, texts), np.int64, len(texts))
     start = np.zeros(len(texts), np.int64)
@@ -157,6 +163,7 @@ def _open(
         size,
         [sas[k] for k in order.tolist()],
         np.asarray(blocks, np.int64)[order],
+        trailer[opened[order]],
     )
 
 
@@ -250,6 +257,7 @@ def _packets(opened: _Opened) -> tuple[Mask, I64, Mask, I64]:
     nh, payload = trailers.next_header, size - 2 - pad
     ok = trailers.sound & ~((blk > 4) & (size % np.maximum(blk, 1) != 0))  # parse_trailer's
     ok &= nh != NO_NEXT_HEADER
+    ok &= (pad << 8 | nh) == opened.trailer  # the trailer the analysis read from it
     first = view[start]
     iplen = ip_lengths(view[start[:, None] + np.arange(6)], np.where(ok, payload, 0))
     ip_next = np.isin(nh, (PROTO_IPIP, PROTO_IPV6))

@@ -1,5 +1,9 @@
 """EncAuthContext.open_many (the bulk path) against ``open`` (the reference rule), packet by packet.
 
+``decrypt_many`` (open_many without the ICV check, for packets verified
+before) gives ``open``'s plaintext wherever the ICV verifies, and decrypts
+a packet whose ICV alone was flipped.
+
 open_many lays a batch out in one buffer, computes every ICV in one loop,
 compares them as arrays and decrypts the batch in one call; it must return
 exactly ``[open(...) for each packet]``: the sealed plaintexts where the ICV
@@ -131,8 +135,12 @@ def test_open_many_is_open_for_each_packet(
     ivs = np.array([list(iv) for iv in iv_rows], np.uint8).reshape(len(packets), ctx.iv_len)
     sealed: list[bytes] = []
     opened: list[bytes | None] = []
+    longer = sa.auth_algorithm == "hmac(md5)" and ctx.icv_len > 16  # than the MAC gives
+    icv_only: list[bytes | None] = []  # the plaintext of a packet whose ICV alone was flipped
     for (_, plain, damage), q, iv in zip(packets, seq64.tolist(), iv_rows, strict=True):
         packet, plaintext = _seal(ctx, sa, q, iv, plain)
+        flips = damage == "icv" and ctx.decrypts and not longer
+        icv_only.append(plaintext if flips else None)
         flipped = bytearray(packet)
         cut = len(packet) - ctx.icv_len
         if damage == "icv" and ctx.icv_len:
@@ -145,10 +153,16 @@ def test_open_many_is_open_for_each_packet(
         opened.append(plaintext if bytes(flipped) == packet and ctx.decrypts else None)
     with mock.patch.object(encauth, "_CHUNK", chunk):
         got = ctx.open_many(seq64, ivs, [memoryview(s) for s in sealed])
+        unchecked = ctx.decrypt_many(seq64, ivs, [memoryview(s) for s in sealed])
     want = [ctx.open(q, iv, s) for q, iv, s in zip(seq64.tolist(), iv_rows, sealed, strict=True)]
     assert got == want
+    # decrypt_many: open's plaintext wherever the ICV verifies, and the ICV not computed
+    for i, (verified, icv_flipped) in enumerate(zip(want, icv_only, strict=True)):
+        if verified is not None:
+            assert unchecked[i] == verified
+        elif icv_flipped is not None:
+            assert unchecked[i] == icv_flipped
     assert [type(p) for p in got] == [type(p) for p in want]  # bytes, not bytearray
-    longer = sa.auth_algorithm == "hmac(md5)" and ctx.icv_len > 16  # than the MAC gives
     for i, expected in enumerate(opened):
         if longer:  # no ICV can match: nothing verifies
             assert got[i] is None

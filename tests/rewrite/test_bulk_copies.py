@@ -10,7 +10,9 @@ default size and of 7 frames (a batch boundary inside every run of
 packets), and the files must be byte-identical; so must both copies of a
 pcap written together in one pass (rewrite/onepass.py), each ending with
 the error it raises alone. The bulk forms of
-rebuild.py are held equal to their per-packet forms row by row.
+rebuild.py are held equal to their per-packet forms row by row. The bulk
+copy computes no ICV the analysis verified, and hands the per-frame writer
+a packet whose trailer is not the one the analysis read.
 """
 
 from __future__ import annotations
@@ -20,21 +22,25 @@ import random
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from espforensics.analysis import analyze_to_dir
 from espforensics.capture import open_capture, write_pcap
 from espforensics.capture.writer import FrameRun, PcapngStream, PcapStream
+from espforensics.crypto.encauth import EncAuthContext
 from espforensics.decode.clear import internet_checksum
 from espforensics.errors import CaptureError, OutputError
 from espforensics.keys import SaTable, load_sas
 from espforensics.model.options import Options
-from espforensics.model.records import Finding, Frame
+from espforensics.model.records import Finding, Frame, PacketRecord
 from espforensics.rewrite.annotate import AnnotatedCopy, write_annotated
 from espforensics.rewrite.bulk import DecryptedCopy, write_decrypted
-from espforensics.rewrite.decrypted import write_decrypted_frames
+from espforensics.rewrite.decrypted import Decryptor, write_decrypted_frames
 from espforensics.rewrite.onepass import BatchCopy, copy_batches
 from espforensics.rewrite.rebuild import (
     checksums,
@@ -234,3 +240,90 @@ def test_bulk_forms_equal_the_per_packet_forms() -> None:
     for k, (chain, payload) in enumerate(zip(chains, payloads, strict=True)):
         want = transport(chain, payload, nhs[k])
         assert fixed[k, : len(chain)].tobytes() + payload == want
+
+
+def _encauth(tmp: Path) -> tuple[Path, Path, SaTable]:
+    """The encauth scenario (CBC, CTR and NULL with every HMAC) analyzed: capture, table, SAs."""
+    sc = build_scenario("encauth", seed=1)
+    capture = write_scenario(sc, tmp / "in")["capture"]
+    sas = SaTable(sc.sas)
+    analyze_to_dir(capture, sas, tmp / "out", plots=False)
+    return capture, tmp / "out" / "packets.parquet", sas
+
+
+def _per_frame_rebuilds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The frames the per-frame writer is asked to rebuild, from now on."""
+    asked: list[int] = []
+    real = Decryptor.rebuild
+
+    def rebuild(self: Decryptor, frame: Frame, rec: PacketRecord) -> Frame:
+        asked.append(frame.number)
+        return real(self, frame, rec)
+
+    monkeypatch.setattr(Decryptor, "rebuild", rebuild)
+    return asked
+
+
+def test_the_bulk_copy_computes_no_icv_the_analysis_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The packets the analysis verified (verdict ok) are decrypted again in bulk without
+    their ICVs: no bulk ICV loop runs; only the packets handed to the per-frame writer
+    are verified again, there."""
+    capture, parquet, sas = _encauth(tmp_path)
+    loops: list[int] = []
+    real = EncAuthContext._verify_chunk
+
+    def verify_chunk(self: EncAuthContext, *args: Any) -> Any:
+        loops.append(len(args[3]))
+        return real(self, *args)
+
+    monkeypatch.setattr(EncAuthContext, "_verify_chunk", verify_chunk)
+    asked = _per_frame_rebuilds(monkeypatch)
+    out = io.BytesIO()
+    write_decrypted(capture, parquet, sas, tmp_path / "d.pcapng", out)
+    decrypted = out.getvalue().count(b"espforensics: decrypted from frame")
+    verdicts = pq.read_table(parquet, columns=["verdict"]).column("verdict").to_pylist()
+    assert loops == []
+    assert decrypted == verdicts.count("ok") == len(verdicts) and asked == []
+    assert (out.getvalue(), "") == _written(
+        partial(write_decrypted_frames, capture, parquet, sas, tmp_path / "d.pcapng")
+    )
+
+
+def test_a_trailer_other_than_the_analysis_read_goes_to_the_per_frame_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each packet decrypted in bulk without its ICV must end in the trailer the analysis
+    read from its verified plaintext (pad_len, next_header): a row that says otherwise
+    is handed to the per-frame writer, which verifies the ICV again."""
+    capture, parquet, sas = _encauth(tmp_path)
+    table = pq.read_table(parquet)
+    rows = table.to_pydict()
+    planted = {
+        rows["frame"][k]: k
+        for k in range(len(rows["frame"]))
+        if rows["verdict"][k] == "ok" and rows["seq"][k] in (3, 4)
+    }
+    nh, pad = list(rows["next_header"]), list(rows["pad_len"])
+    frames = sorted(planted)
+    nh[planted[frames[0]]] ^= 1  # a next header the plaintext does not end in
+    pad[planted[frames[1]]] += 1  # a pad length it does not end in
+    changed = table.set_column(
+        table.schema.get_field_index("next_header"),
+        table.schema.field("next_header"),
+        pa.array(nh, table.schema.field("next_header").type),
+    )
+    changed = changed.set_column(
+        table.schema.get_field_index("pad_len"),
+        table.schema.field("pad_len"),
+        pa.array(pad, table.schema.field("pad_len").type),
+    )
+    pq.write_table(changed, parquet)
+    asked = _per_frame_rebuilds(monkeypatch)
+    out = io.BytesIO()
+    write_decrypted(capture, parquet, sas, tmp_path / "d.pcap", out)
+    assert asked == frames[:2]
+    assert (out.getvalue(), "") == _written(
+        partial(write_decrypted_frames, capture, parquet, sas, tmp_path / "d.pcap")
+    )
