@@ -17,15 +17,16 @@ without extension headers, ESP on protocol 50 or in UDP) at the place the
 analysis found it, of an SA with a usable key in tunnel or transport mode,
 whose link header names the inner IP version (``relink``, once per
 distinct header). Such packets are decrypted again per SA in one call
-(``decrypt_many``: their ICVs verified in the analysis are not computed
-twice, and each trailer must be the one the analysis read, its
-``pad_len`` and ``next_header``), their trailers read as columns (``trailer.parse_trailers``)
+(``decrypt_many``: the ICVs the analysis verified are not computed
+twice), their trailers read as columns (``trailer.parse_trailers``) and
+held to the one the analysis read (its ``pad_len`` and ``next_header``),
 and their packets built as rebuild.py's bulk forms build them
 (``transport_heads``, ``ip_lengths``); a packet that does not open again,
-whose trailer is not sound or not the analysis's, a dummy packet, or a payload that is not the
-IP packet its next header names, goes to the per-frame writer too, which
-then says why it is kept. Each SA's last inner IPv4 header (the GSO
-rebuild's template) is passed on in capture order between the two.
+whose trailer is not sound or not the analysis's, a dummy packet, or a
+payload that is not the IP packet its next header names, goes to the
+per-frame writer too, which verifies it again and says why it is kept.
+Each SA's last inner IPv4 header (the GSO rebuild's template) is passed
+on in capture order between the two.
 Frames that are not ESP to decrypt are written as they were.
 """
 
