@@ -23,6 +23,7 @@ from espforensics.analysis.progress import READING, UNPACKING, Meter
 from espforensics.analyzer.collector import fewer_collections
 from espforensics.analyzer.frame import Finished, FrameAnalyzer
 from espforensics.capture import open_capture
+from espforensics.capture.batch import CAN_DROP, drop_pages
 from espforensics.capture.regular import check_regular
 from espforensics.engine import Engine, RowSink, SteadyRows, deliver
 from espforensics.errors import (
@@ -36,6 +37,7 @@ from espforensics.model.records import PacketRecord, SaKey
 from espforensics.results.builder import SummaryBuilder
 from espforensics.results.summary import CaptureInfo, SaMode, Summary
 
+_HASHED = 16 << 20  # bytes hashed, then let go, at a time: a multiple of any page size
 Progress = Callable[[int], None]  # called with uncompressed bytes read so far
 KeyPath = str | os.PathLike[str]
 # One key file path or several, as the standard library takes paths (a str is one path).
@@ -46,22 +48,39 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     """Hex SHA-256 of a file's bytes as stored (compressed or not).
 
     Hashed where the file is mapped (the capture reader maps it too): 0.18 s of CPU
-    for a 261 MB capture against 0.21 s through 1 MiB reads, each a copy. A file
-    that cannot be mapped (empty, or on a file system without mmap) is read.
+    for a 261 MB capture against 0.21 s through 1 MiB reads, each a copy. Each
+    ``_HASHED`` bytes are let go once hashed (``drop_pages``), so that the process's
+    memory stays flat however large the file: hashed in one piece, every page of the
+    file stayed in it until the end (a 520 MB capture held 650 MB of peak RSS against
+    160 MB). A file that cannot be mapped (empty, or on a file system without mmap),
+    or a system that cannot let pages go, is read in 1 MiB pieces.
     """
     check_regular(path)  # /dev/zero would be hashed forever, a FIFO would block
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as fh:
             try:
+                if not CAN_DROP:
+                    raise ValueError("pages cannot be let go")
                 with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                    digest.update(mapped)
+                    _hash_mapped(digest, mapped)
             except (ValueError, OSError):  # empty, or not mappable: read it
                 while chunk := fh.read(1 << 20):
                     digest.update(chunk)
     except OSError as exc:
         raise CaptureError(str(path), f"cannot open: {exc.strerror}") from exc
     return digest.hexdigest()
+
+
+def _hash_mapped(digest: hashlib._Hash, mapped: mmap.mmap) -> None:
+    """``digest`` of the whole mapped file, ``_HASHED`` bytes at a time, each let go once
+    hashed (hashlib releases the GIL on each piece, as on the whole)."""
+    size = len(mapped)
+    with memoryview(mapped) as view:
+        for at in range(0, size, _HASHED):
+            end = min(at + _HASHED, size)
+            digest.update(view[at:end])
+            drop_pages(mapped, at, end)
 
 
 def _table(sas: KeysArg) -> SaTable:

@@ -26,8 +26,16 @@ from espforensics.model.records import Frame, new_tuple
 I64 = npt.NDArray[np.int64]
 # What a batch's bytes sit in: a buffer of their own, or the capture file mapped.
 Buffer = bytes | mmap.mmap
-_CAN_DROP = hasattr(mmap.mmap, "madvise") and hasattr(mmap, "MADV_DONTNEED")  # Linux, BSDs
+CAN_DROP = hasattr(mmap.mmap, "madvise") and hasattr(mmap, "MADV_DONTNEED")  # Linux, BSDs
 PAD: Final = 16  # zero bytes after the last frame: a masked-out read, an ICV's 16-byte gather
+
+
+def drop_pages(mapped: mmap.mmap, first: int, last: int) -> None:
+    """Let go of the pages from ``first`` to ``last`` (page multiples) of a file mapped
+    read-only: they stay in the page cache (read again if touched) but no longer count in
+    this process's memory (MADV_DONTNEED). Nothing where the system lacks it (``CAN_DROP``)."""
+    if CAN_DROP and last > first:
+        mapped.madvise(mmap.MADV_DONTNEED, first, last - first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +98,11 @@ class FrameBatch:
         with: they stay in the page cache (read again if touched), but no longer count in
         this process's memory, which stays flat however large the file."""
         span, mapped = self.span, self.buf
-        if span is None or not isinstance(mapped, mmap.mmap) or not _CAN_DROP:
+        if span is None or not isinstance(mapped, mmap.mmap):
             return
         first = span.file_at // mmap.PAGESIZE * mmap.PAGESIZE  # the page before is done with
         last = (span.file_at + span.nbytes) // mmap.PAGESIZE * mmap.PAGESIZE  # the next's not
-        if last > first:
-            mapped.madvise(mmap.MADV_DONTNEED, first, last - first)
+        drop_pages(mapped, first, last)
 
     @classmethod
     def of(cls, frames: tuple[Frame, ...]) -> FrameBatch:
