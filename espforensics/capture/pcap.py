@@ -175,11 +175,14 @@ def _known(
         while at < n:
             stop = min(n, at + frames, int(np.searchsorted(ends, heads[at] + BATCH_BYTES)) + 1)
             end = int(ends[stop - 1])
+            begin, rel = int(heads[at]), heads[at:stop] - heads[at]
+            # where its records sit, so that ``release`` lets their pages go
+            span = Span(source.file, begin, end - begin, rel, at + 1, layout)
             if end + PAD <= len(mapped):
-                batch = records_batch(mapped, heads[at:stop], at + 1, layout)
+                batch = records_batch(mapped, heads[at:stop], at + 1, layout, span)
             else:  # the file's last bytes, with PAD zero bytes after
-                joined = mapped[int(heads[at]) : end] + bytes(PAD)
-                batch = records_batch(joined, heads[at:stop] - heads[at], at + 1, layout)
+                joined = mapped[begin:end] + bytes(PAD)
+                batch = records_batch(joined, rel, at + 1, layout, span)
             moved = np.flatnonzero(batch.caplen != caplen[at:stop])
             if len(moved):
                 k = at + int(moved[0])
