@@ -18,6 +18,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from espforensics.analysis.progress import READING, UNPACKING, Meter
 from espforensics.analyzer.collector import fewer_collections
@@ -59,17 +60,25 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as fh:
-            try:
-                if not CAN_DROP:
-                    raise ValueError("pages cannot be let go")
-                with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                    _hash_mapped(digest, mapped)
-            except (ValueError, OSError):  # empty, or not mappable: read it
+            mapped = _mapped(fh) if CAN_DROP else None
+            if mapped is None:
                 while chunk := fh.read(1 << 20):
                     digest.update(chunk)
+            else:
+                with mapped:
+                    _hash_mapped(digest, mapped)
     except OSError as exc:
         raise CaptureError(str(path), f"cannot open: {exc.strerror}") from exc
     return digest.hexdigest()
+
+
+def _mapped(fh: BinaryIO) -> mmap.mmap | None:
+    """The open file mapped read-only; None when it cannot be (empty, or a file system
+    without mmap)."""
+    try:
+        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (ValueError, OSError):
+        return None
 
 
 def _hash_mapped(digest: hashlib._Hash, mapped: mmap.mmap) -> None:
