@@ -29,7 +29,9 @@ came first):
   ``-T fields -e esp.spi -e esp.sequence``.
 
 Prints one line per profile: frames/s keyed and keyless and the ratios
-analyze/tshark and analyze/floor, every figure from this one run. Speed
+analyze/tshark and analyze/floor, every figure from this one run, and the
+peak RSS of the keyed and the keyless analysis (the largest of the rounds:
+it must not grow with --frames, issue 12). Speed
 figures of different runs are not comparable on a shared machine: compare
 the ratios of one run.
 """
@@ -56,15 +58,17 @@ PROFILES = {  # name: (--algorithm, --ivs)
     "cbc-random": ("cbc", "random"),
 }
 
-# One analyze run: keyed with a key file, keyless with "-". Prints seconds and frames.
+# One analyze run: keyed with a key file, keyless with "-". Prints seconds, frames and
+# the peak RSS in KiB.
 _ANALYZE = """
-import sys, time
+import resource, sys, time
 from pathlib import Path
 from espforensics.analysis import analyze_to_dir
 t = time.perf_counter()
 keys = [] if sys.argv[2] == "-" else [sys.argv[2]]
 s = analyze_to_dir(sys.argv[1], keys, Path(sys.argv[3]), force=True, plots=False, jobs=1)
-print(time.perf_counter() - t, s.capture.frames)
+print(time.perf_counter() - t, s.capture.frames,
+      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 
@@ -98,9 +102,10 @@ def _warm(cap: Path) -> None:
             pass
 
 
-def _python(code: str, *args: str) -> float:
+def _python(code: str, *args: str) -> tuple[float, int]:
+    """Seconds, and the peak RSS in KiB where the child prints it (else 0)."""
     out = child_output(code, *args).split()
-    return float(out[0])
+    return float(out[0]), int(out[2]) if len(out) > 2 else 0
 
 
 def _tshark(ts: Tshark, cap: Path, opts: list[str]) -> float:
@@ -120,8 +125,9 @@ KEYLESS_FIELDS = ["-T", "fields", "-e", "esp.spi", "-e", "esp.sequence"]
 
 def measure(
     workdir: Path, names: list[str], frames: int, repeat: int, ts: Tshark | None
-) -> dict[tuple[str, str], float]:
-    """Seconds per (profile, measurement), the fastest of ``repeat`` rounds."""
+) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], int]]:
+    """Seconds per (profile, measurement), the fastest of ``repeat`` rounds; and the
+    analysis runs' peak RSS in KiB, the largest of the rounds."""
     out = str(workdir / "out")
     runs: dict[tuple[str, str], tuple[str, ...] | tuple[Tshark, Path, list[str]]] = {}
     caps: dict[str, Path] = {}
@@ -138,6 +144,7 @@ def measure(
             runs[name, "tshark keyed"] = (ts, cap, [*opts, "--disable-protocol", "tcp"])
             runs[name, "tshark keyless"] = (ts, cap, KEYLESS_FIELDS)
     best: dict[tuple[str, str], float] = {}
+    peak: dict[tuple[str, str], int] = {}
     for _ in range(repeat):
         for key, run in runs.items():
             _warm(caps[key[0]])
@@ -146,13 +153,19 @@ def measure(
                 assert isinstance(cap_run, Path) and isinstance(opts_run, list)
                 secs = _tshark(ts_run, cap_run, opts_run)
             else:
-                secs = _python(*(str(a) for a in run))
+                secs, kib = _python(*(str(a) for a in run))
+                peak[key] = max(kib, peak.get(key, 0))
             best[key] = min(secs, best.get(key, secs))
-    return best
+    return best, peak
 
 
-def table(names: list[str], frames: int, best: dict[tuple[str, str], float]) -> list[str]:
-    """One line per profile: frames/s and the ratios of this run."""
+def table(
+    names: list[str],
+    frames: int,
+    best: dict[tuple[str, str], float],
+    peak: dict[tuple[str, str], int],
+) -> list[str]:
+    """One line per profile: frames/s and the ratios of this run, and the peak RSS."""
 
     def fps(name: str, what: str) -> float | None:
         secs = best.get((name, what))
@@ -163,7 +176,8 @@ def table(names: list[str], frames: int, best: dict[tuple[str, str], float]) -> 
 
     lines = [
         f"{'profile':<12} {'keyed fr/s':>11} {'x tshark':>8} {'x floor':>7} "
-        f"{'keyless fr/s':>12} {'x tshark':>8} {'tshark keyed':>12} {'keyless':>9}"
+        f"{'keyless fr/s':>12} {'x tshark':>8} {'tshark keyed':>12} {'keyless':>9} "
+        f"{'MB keyed':>8} {'keyless':>7}"
     ]
     for name in names:
         keyed, keyless = fps(name, "keyed"), fps(name, "keyless")
@@ -172,7 +186,9 @@ def table(names: list[str], frames: int, best: dict[tuple[str, str], float]) -> 
         lines.append(
             f"{name:<12} {keyed or 0:>11,.0f} {ratio(keyed, t_keyed):>8} "
             f"{ratio(keyed, floor):>7} {keyless or 0:>12,.0f} {ratio(keyless, t_keyless):>8} "
-            f"{t_keyed or 0:>12,.0f} {t_keyless or 0:>9,.0f}"
+            f"{t_keyed or 0:>12,.0f} {t_keyless or 0:>9,.0f} "
+            f"{peak.get((name, 'keyed'), 0) / 1024:>8,.0f} "
+            f"{peak.get((name, 'keyless'), 0) / 1024:>7,.0f}"
         )
     return lines
 
@@ -208,9 +224,9 @@ def main() -> int:
             parser.error(str(exc))
         print(f"tshark: {ts.label}: {ts.version}")
     args.workdir.mkdir(parents=True, exist_ok=True)
-    best = measure(args.workdir, names, args.frames, args.repeat, ts)
+    best, peak = measure(args.workdir, names, args.frames, args.repeat, ts)
     print(f"{args.frames:,} frames per profile, fastest of {args.repeat} rounds, one run:")
-    for line in table(names, args.frames, best):
+    for line in table(names, args.frames, best, peak):
         print(line)
     return 0
 

@@ -206,7 +206,8 @@ def test_bench_profiles_prints_every_profile_keyed_and_keyless(tmp_path: Path) -
     assert "300 frames per profile, fastest of 1 rounds, one run:" in lines, res.stdout
     rows = {line.split()[0]: line.split()[1:] for line in lines[-2:]}
     assert set(rows) == {"gcm-seq", "cbc-random"}, res.stdout
-    assert all(len(cells) == 7 and "-" not in cells for cells in rows.values()), res.stdout
+    assert all(len(cells) == 9 and "-" not in cells for cells in rows.values()), res.stdout
+    assert all(float(cells[7]) > 0 and float(cells[8]) > 0 for cells in rows.values())  # MB
     assert sorted(p.name for p in (tmp_path / "work").glob("*.pcap")) == [
         "cbc-random-300.pcap",
         "gcm-seq-300.pcap",
