@@ -48,7 +48,7 @@ from espforensics.capture.writer import (
 )
 from espforensics.model.records import DecryptionSecrets, Finding, Frame, PacketRecord
 from espforensics.rewrite.comments import DERIVED, MARKING, QUIET_VERDICTS, FindingMarks
-from espforensics.rewrite.onepass import copy_batches
+from espforensics.rewrite.onepass import copy_alone
 from espforensics.rewrite.rows import RowSlice, same_frame
 from espforensics.tables.packets import iter_packet_records
 
@@ -172,11 +172,7 @@ def _convert_pcap_batches(
     capture: Path, parquet: Path, findings: Sequence[Finding], out: BinaryIO, batch: int
 ) -> int:
     """``_convert_pcap`` in batches of ``batch`` frames: the same bytes."""
-    copy = AnnotatedCopy(findings, out)
-    ended = copy_batches(capture, parquet, [copy], batch)[0]
-    if ended is not None:
-        raise ended
-    return copy.frames
+    return copy_alone(capture, parquet, AnnotatedCopy(findings, out), batch)
 
 
 def write_annotated(

@@ -61,7 +61,7 @@ from espforensics.rewrite.decrypted import (
     decrypted_comment,
     sink_for,
 )
-from espforensics.rewrite.onepass import copy_batches
+from espforensics.rewrite.onepass import copy_alone
 from espforensics.rewrite.rebuild import (
     PROTO_IPIP,
     PROTO_IPV6,
@@ -360,8 +360,4 @@ def write_decrypted(
 ) -> int:
     """Write the decrypted copy of ``capture`` to ``out`` in batches of ``batch`` frames;
     the number of frames written. The same bytes as ``write_decrypted_frames``."""
-    copy = DecryptedCopy(capture, sas, target, out)
-    ended = copy_batches(capture, parquet, [copy], batch)[0]
-    if ended is not None:
-        raise ended
-    return copy.frames
+    return copy_alone(capture, parquet, DecryptedCopy(capture, sas, target, out), batch)

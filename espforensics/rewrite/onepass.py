@@ -48,6 +48,11 @@ class BatchCopy(Protocol):
         """The packets.parquet columns it reads."""
         ...
 
+    @property
+    def frames(self) -> int:
+        """The frames written so far."""
+        ...
+
     def secrets(self, item: DecryptionSecrets) -> None:
         """A Decryption Secrets Block met between batches (pcapng)."""
 
@@ -148,6 +153,14 @@ def copy_batches(
         with going.kept(k):
             copy.close()
     return going.ended
+
+
+def copy_alone(capture: Path, parquet: Path, copy: BatchCopy, batch: int) -> int:
+    """``copy_batches`` of one copy: the frames it wrote; raises what stopped it."""
+    ended = copy_batches(capture, parquet, [copy], batch)[0]
+    if ended is not None:
+        raise ended
+    return copy.frames
 
 
 def _stop_inside(

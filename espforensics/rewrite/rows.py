@@ -122,11 +122,6 @@ class PacketRows:
         self._pending, self._have = rest.to_batches(), rest.num_rows
         return RowSlice(table.slice(0, n))
 
-    def next_record(self) -> PacketRecord | None:
-        """The next row as a record; None past the table's end."""
-        rows = self.take(1)
-        return rows.records([0])[0] if len(rows) else None
-
 
 def same_frame(table_frame: int, capture_frame: int) -> None:
     """The table and the capture are one analysis's: a bug if a row is not its frame's."""
