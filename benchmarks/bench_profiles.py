@@ -47,7 +47,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_speed import _FLOOR, NEUTRAL_CWD, Tshark, child_output, esp_sa_file, find_tshark
+from bench_speed import _FLOOR, NEUTRAL_CWD, Tshark, _child, esp_sa_file, find_tshark
 
 PROFILES = {  # name: (--algorithm, --ivs)
     "gcm-linux": ("gcm", "linux"),
@@ -59,7 +59,7 @@ PROFILES = {  # name: (--algorithm, --ivs)
 }
 
 # One analyze run: keyed with a key file, keyless with "-". Prints seconds, frames and
-# the peak RSS in KiB.
+# the peak RSS in KiB (as bench_speed.py's children, read by its ``_child``).
 _ANALYZE = """
 import resource, sys, time
 from pathlib import Path
@@ -102,12 +102,6 @@ def _warm(cap: Path) -> None:
             pass
 
 
-def _python(code: str, *args: str) -> tuple[float, int]:
-    """Seconds, and the peak RSS in KiB where the child prints it (else 0)."""
-    out = child_output(code, *args).split()
-    return float(out[0]), int(out[2]) if len(out) > 2 else 0
-
-
 def _tshark(ts: Tshark, cap: Path, opts: list[str]) -> float:
     t = time.perf_counter()
     subprocess.run(
@@ -125,9 +119,9 @@ KEYLESS_FIELDS = ["-T", "fields", "-e", "esp.spi", "-e", "esp.sequence"]
 
 def measure(
     workdir: Path, names: list[str], frames: int, repeat: int, ts: Tshark | None
-) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], int]]:
+) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float]]:
     """Seconds per (profile, measurement), the fastest of ``repeat`` rounds; and the
-    analysis runs' peak RSS in KiB, the largest of the rounds."""
+    analysis runs' peak RSS in MiB, the largest of the rounds."""
     out = str(workdir / "out")
     runs: dict[tuple[str, str], tuple[str, ...] | tuple[Tshark, Path, list[str]]] = {}
     caps: dict[str, Path] = {}
@@ -144,7 +138,7 @@ def measure(
             runs[name, "tshark keyed"] = (ts, cap, [*opts, "--disable-protocol", "tcp"])
             runs[name, "tshark keyless"] = (ts, cap, KEYLESS_FIELDS)
     best: dict[tuple[str, str], float] = {}
-    peak: dict[tuple[str, str], int] = {}
+    peak: dict[tuple[str, str], float] = {}
     for _ in range(repeat):
         for key, run in runs.items():
             _warm(caps[key[0]])
@@ -153,8 +147,8 @@ def measure(
                 assert isinstance(cap_run, Path) and isinstance(opts_run, list)
                 secs = _tshark(ts_run, cap_run, opts_run)
             else:
-                secs, kib = _python(*(str(a) for a in run))
-                peak[key] = max(kib, peak.get(key, 0))
+                secs, _, mib = _child(*(str(a) for a in run))
+                peak[key] = max(mib, peak.get(key, 0.0))
             best[key] = min(secs, best.get(key, secs))
     return best, peak
 
@@ -163,7 +157,7 @@ def table(
     names: list[str],
     frames: int,
     best: dict[tuple[str, str], float],
-    peak: dict[tuple[str, str], int],
+    peak: dict[tuple[str, str], float],
 ) -> list[str]:
     """One line per profile: frames/s and the ratios of this run, and the peak RSS."""
 
@@ -187,8 +181,7 @@ def table(
             f"{name:<12} {keyed or 0:>11,.0f} {ratio(keyed, t_keyed):>8} "
             f"{ratio(keyed, floor):>7} {keyless or 0:>12,.0f} {ratio(keyless, t_keyless):>8} "
             f"{t_keyed or 0:>12,.0f} {t_keyless or 0:>9,.0f} "
-            f"{peak.get((name, 'keyed'), 0) / 1024:>8,.0f} "
-            f"{peak.get((name, 'keyless'), 0) / 1024:>7,.0f}"
+            f"{peak.get((name, 'keyed'), 0):>8,.0f} {peak.get((name, 'keyless'), 0):>7,.0f}"
         )
     return lines
 
