@@ -35,7 +35,7 @@ import os
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO, Literal, cast
+from typing import BinaryIO, Literal, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +45,15 @@ from espforensics.model.records import DecryptionSecrets, Frame
 
 I64 = npt.NDArray[np.int64]
 Data = bytes | memoryview
+
+
+class Writable(Protocol):
+    """Where the streams write: an open binary file, or capture/aside.py's ``Aside``."""
+
+    def write(self, data: bytes | bytearray | memoryview, /) -> int:
+        """Write ``data`` whole; the number of bytes."""
+        ...
+
 
 _NS = 1_000_000_000
 _U32 = 1 << 32
@@ -159,7 +168,7 @@ class PcapStream:
 
     def __init__(
         self,
-        out: BinaryIO,
+        out: Writable,
         *,
         linktype: int,
         nanosecond: bool = True,
@@ -212,7 +221,7 @@ class PcapStream:
 
 
 def write_pcap(
-    out: BinaryIO,
+    out: Writable,
     frames: Iterable[Frame],
     *,
     linktype: int,
@@ -265,7 +274,7 @@ def _check_pcapng_args(linktypes: Sequence[int], simple: bool, tsresol: int) -> 
 
 
 def write_pcapng(
-    out: BinaryIO,
+    out: Writable,
     items: Iterable[Frame | DecryptionSecrets],
     *,
     linktypes: Sequence[int],
@@ -345,7 +354,7 @@ class PcapngStream:
 
     def __init__(
         self,
-        out: BinaryIO,
+        out: Writable,
         *,
         byteorder: Literal["little", "big"] = "little",
         tsresol: int = 9,

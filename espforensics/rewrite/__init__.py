@@ -31,7 +31,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from espforensics.capture.writer import Unwritable
+from espforensics.capture.aside import Aside, aside
+from espforensics.capture.writer import Unwritable, Writable
 from espforensics.errors import CaptureError, EspForensicsError, KeyFileError, OutputError
 from espforensics.keys import SaTable
 from espforensics.model.records import Finding
@@ -41,8 +42,8 @@ if TYPE_CHECKING:
 
 PARTIAL = ".partial"
 
-Writer = Callable[[Path, Path, Sequence[Finding], SaTable, Path, BinaryIO], int]
-Batched = Callable[[Path, Sequence[Finding], SaTable, Path, BinaryIO], "BatchCopy"]
+Writer = Callable[[Path, Path, Sequence[Finding], SaTable, Path, Writable], int]
+Batched = Callable[[Path, Sequence[Finding], SaTable, Path, Writable], "BatchCopy"]
 
 
 def _annotate(
@@ -51,7 +52,7 @@ def _annotate(
     findings: Sequence[Finding],
     sas: SaTable,
     target: Path,
-    out: BinaryIO,
+    out: Writable,
 ) -> int:
     del sas, target  # the comments need no key
     from espforensics.rewrite.annotate import write_annotated  # noqa: PLC0415 (only if asked)
@@ -60,7 +61,7 @@ def _annotate(
 
 
 def _annotate_batches(
-    capture: Path, findings: Sequence[Finding], sas: SaTable, target: Path, out: BinaryIO
+    capture: Path, findings: Sequence[Finding], sas: SaTable, target: Path, out: Writable
 ) -> BatchCopy:
     del capture, sas, target
     from espforensics.rewrite.annotate import AnnotatedCopy  # noqa: PLC0415 (only if asked)
@@ -74,7 +75,7 @@ def _decrypted(
     findings: Sequence[Finding],
     sas: SaTable,
     target: Path,
-    out: BinaryIO,
+    out: Writable,
 ) -> int:
     del findings
     from espforensics.rewrite.bulk import write_decrypted  # noqa: PLC0415 (only if asked)
@@ -83,7 +84,7 @@ def _decrypted(
 
 
 def _decrypted_batches(
-    capture: Path, findings: Sequence[Finding], sas: SaTable, target: Path, out: BinaryIO
+    capture: Path, findings: Sequence[Finding], sas: SaTable, target: Path, out: Writable
 ) -> BatchCopy:
     del findings
     from espforensics.rewrite.bulk import DecryptedCopy  # noqa: PLC0415 (only if asked)
@@ -173,8 +174,8 @@ def write_copies(
         try:
             with _settled(target, damaged):
                 if ended is None:
-                    with open(partial_path(target), "wb") as out:
-                        WRITERS[name].alone(capture, parquet, findings, sas, target, out)
+                    with open(partial_path(target), "wb") as out, aside(out) as stream:
+                        WRITERS[name].alone(capture, parquet, findings, sas, target, stream)
                 elif (failed := ended[k]) is not None:
                     raise failed
         except BaseException:
@@ -226,18 +227,25 @@ def _one_pass(
         return None
     ended: list[Exception | None] = [None] * len(targets)
     outs: list[BinaryIO] = []
+    asides: list[Aside] = []
     try:
         batched: list[BatchCopy] = []
         for k, (name, target) in enumerate(targets):
             try:
                 outs.append(open(partial_path(target), "wb"))  # noqa: SIM115 (closed below)
-                batched.append(WRITERS[name].batched(capture, findings, sas, target, outs[-1]))
+                asides.append(Aside(outs[-1]))
+                batched.append(WRITERS[name].batched(capture, findings, sas, target, asides[-1]))
             except OSError as exc:  # this copy and those after it: not written
                 ended[k:] = [exc] * (len(targets) - k)
                 break
         if batched:
             ended[: len(batched)] = copy_batches(capture, parquet, batched, BATCH)
     finally:
+        for k, stream in enumerate(asides):
+            try:
+                stream.close()
+            except Exception as exc:  # a write refused: the copy's error, whatever ended it
+                ended[k] = exc
         for k, out in enumerate(outs):
             try:
                 out.close()

@@ -31,7 +31,6 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 
@@ -43,6 +42,7 @@ from espforensics.capture.writer import (
     Data,
     FrameRun,
     PcapngStream,
+    Writable,
     comment_options,
     encode_options,
 )
@@ -84,7 +84,7 @@ def _commented(block: Block, comments: Sequence[str]) -> bytes:
 
 
 def _copy_pcapng(
-    capture: Path, rows: Iterator[PacketRecord], marks: FindingMarks, out: BinaryIO
+    capture: Path, rows: Iterator[PacketRecord], marks: FindingMarks, out: Writable
 ) -> int:
     frames = 0
     for block in iter_blocks(capture):
@@ -108,7 +108,7 @@ def _copy_pcapng(
 
 
 def _convert_pcap(
-    capture: Path, rows: Iterator[PacketRecord], marks: FindingMarks, out: BinaryIO
+    capture: Path, rows: Iterator[PacketRecord], marks: FindingMarks, out: Writable
 ) -> int:
     stream = PcapngStream(out)
     with open_capture(capture) as cap:
@@ -147,7 +147,7 @@ class AnnotatedCopy:
 
     columns = COLUMNS
 
-    def __init__(self, findings: Sequence[Finding], out: BinaryIO) -> None:
+    def __init__(self, findings: Sequence[Finding], out: Writable) -> None:
         self._marks = FindingMarks(findings)
         self._stream = PcapngStream(out)
 
@@ -169,14 +169,14 @@ class AnnotatedCopy:
 
 
 def _convert_pcap_batches(
-    capture: Path, parquet: Path, findings: Sequence[Finding], out: BinaryIO, batch: int
+    capture: Path, parquet: Path, findings: Sequence[Finding], out: Writable, batch: int
 ) -> int:
     """``_convert_pcap`` in batches of ``batch`` frames: the same bytes."""
     return copy_alone(capture, parquet, AnnotatedCopy(findings, out), batch)
 
 
 def write_annotated(
-    capture: Path, parquet: Path, findings: Sequence[Finding], out: BinaryIO, batch: int = BATCH
+    capture: Path, parquet: Path, findings: Sequence[Finding], out: Writable, batch: int = BATCH
 ) -> int:
     """Write the annotated pcapng of ``capture`` to ``out``; the number of frames written.
     ``batch``: frames a batch for a pcap (0: a frame at a time, the reference)."""

@@ -35,13 +35,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 import numpy.typing as npt
 
 from espforensics.capture.batch import FrameBatch
-from espforensics.capture.writer import Data, FrameRun
+from espforensics.capture.writer import Data, FrameRun, Writable
 from espforensics.crypto import CipherContext
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import PROTO_ESP, PROTO_UDP
@@ -333,7 +332,7 @@ class DecryptedCopy:
 
     columns = COPY_COLUMNS
 
-    def __init__(self, capture: Path, sas: SaTable, target: Path, out: BinaryIO) -> None:
+    def __init__(self, capture: Path, sas: SaTable, target: Path, out: Writable) -> None:
         self._keys = DecryptionKeys(sas, str(capture))
         self._dec = Decryptor(self._keys)
         self._sink = sink_for(target, out)
@@ -356,7 +355,7 @@ class DecryptedCopy:
 
 
 def write_decrypted(
-    capture: Path, parquet: Path, sas: SaTable, target: Path, out: BinaryIO, batch: int = BATCH
+    capture: Path, parquet: Path, sas: SaTable, target: Path, out: Writable, batch: int = BATCH
 ) -> int:
     """Write the decrypted copy of ``capture`` to ``out`` in batches of ``batch`` frames;
     the number of frames written. The same bytes as ``write_decrypted_frames``."""

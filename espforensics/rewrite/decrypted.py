@@ -40,10 +40,9 @@ one inner IPv4 header (for the GSO rebuild) per SA.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import BinaryIO
 
 from espforensics.capture import open_capture
-from espforensics.capture.writer import FrameRun, PcapngStream, PcapStream
+from espforensics.capture.writer import FrameRun, PcapngStream, PcapStream, Writable
 from espforensics.crypto import CipherContext, context_for
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import PROTO_UDP, OuterIp, parse_ip
@@ -243,7 +242,7 @@ def decrypted_comment(number: int, spi: int, seq: int, note: str) -> str:
 class PcapSink:
     """A pcap of the first frame's link type; refuses a frame of another."""
 
-    def __init__(self, out: BinaryIO, target: Path) -> None:
+    def __init__(self, out: Writable, target: Path) -> None:
         self._out, self._target = out, target
         self._stream: PcapStream | None = None
 
@@ -275,7 +274,7 @@ class PcapSink:
 
 
 class PcapngSink:
-    def __init__(self, out: BinaryIO) -> None:
+    def __init__(self, out: Writable) -> None:
         self._stream = PcapngStream(out)
 
     def write(self, frame: Frame, comment: str) -> None:
@@ -291,13 +290,13 @@ class PcapngSink:
 Sink = PcapSink | PcapngSink
 
 
-def sink_for(target: Path, out: BinaryIO) -> Sink:
+def sink_for(target: Path, out: Writable) -> Sink:
     """pcapng when the target's name ends in .pcapng, else pcap."""
     return PcapngSink(out) if target.suffix.lower() == ".pcapng" else PcapSink(out, target)
 
 
 def write_decrypted_frames(
-    capture: Path, parquet: Path, sas: SaTable, target: Path, out: BinaryIO
+    capture: Path, parquet: Path, sas: SaTable, target: Path, out: Writable
 ) -> int:
     """Write the decrypted copy of ``capture`` to ``out`` a frame at a time, the reference
     of rewrite/bulk.py's ``write_decrypted``; the number of frames written."""

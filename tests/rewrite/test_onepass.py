@@ -11,11 +11,12 @@ the one after it is not written (its old file stays).
 
 from __future__ import annotations
 
+import builtins
 import errno
 import gzip
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from typer.testing import CliRunner
@@ -129,6 +130,72 @@ def test_the_first_copy_failing_leaves_the_second_unwritten(
     assert res.stderr == f"espforensics: error: {a}: cannot write: No space left on device\n"
     assert a.read_bytes() == b"old a" and d.read_bytes() == b"old d"
     assert not Path(f"{a}.partial").exists() and not Path(f"{d}.partial").exists()
+
+
+class _Full:
+    """A file that refuses every write past its first ``room`` bytes: a full disk."""
+
+    def __init__(self, real: IO[Any], room: int) -> None:
+        self.real, self.room = real, room
+
+    def write(self, data: bytes | bytearray | memoryview, /) -> int:
+        size = len(memoryview(data).cast("B"))
+        if size > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= size
+        return self.real.write(data)
+
+    def close(self) -> None:
+        self.real.close()
+
+    def __enter__(self) -> _Full:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _full_disk(monkeypatch: pytest.MonkeyPatch, target: Path, room: int) -> None:
+    """The copy into ``target`` meets a full disk after ``room`` bytes: refused by its
+    file, on the thread that writes it (capture/aside.py), not by the copy's code."""
+
+    def opener(path: Any, mode: str = "r", *args: Any) -> Any:
+        real = builtins.open(path, mode, *args)  # noqa: SIM115 (closed by the copy)
+        return _Full(real, room) if Path(path) == Path(f"{target}.partial") else real
+
+    monkeypatch.setattr("espforensics.rewrite.open", opener, raising=False)
+
+
+@pytest.mark.parametrize("both", [True, False], ids=["beside-annotate", "alone"])
+def test_a_write_the_file_refuses_is_the_copys_error(
+    tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch, both: bool
+) -> None:
+    alone = _alone(files, tmp_path)
+    a, d = tmp_path / "a.pcapng", tmp_path / "d.pcap"
+    d.write_bytes(b"old")
+    _full_disk(monkeypatch, d, 1000)
+    res = _analyze(files, tmp_path / "o", *(("--annotate", a) if both else ()), "--decrypted", d)
+    assert res.exit_code == 2
+    assert res.stderr == f"espforensics: error: {d}: cannot write: No space left on device\n"
+    assert d.read_bytes() == b"old" and not Path(f"{d}.partial").exists()
+    assert a.read_bytes() == alone["a.pcapng"] if both else not a.exists()
+
+
+def test_a_write_refused_before_the_damage_discards_the_copy(
+    tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A damaged capture ends both copies where the analysis ended; the decrypted copy's
+    file refused a write before that: that copy is discarded, not published, and the run's
+    one error is the capture's, as when the copy's own code meets the full disk."""
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(files["capture"].read_bytes()[:-100])  # inside the last record
+    a, d = tmp_path / "a.pcapng", tmp_path / "d.pcap"
+    _full_disk(monkeypatch, d, 1000)
+    res = _analyze({**files, "capture": cut}, tmp_path / "o", "--annotate", a, "--decrypted", d)
+    assert res.exit_code == 2
+    assert res.stderr.startswith(f"espforensics: error: {cut}: capture ends inside frame ")
+    assert not d.exists() and not Path(f"{d}.partial").exists()
+    assert a.stat().st_size > 1000  # written to the damage, as alone
 
 
 def test_a_damaged_capture_ends_both_copies_where_each_ends_alone(
