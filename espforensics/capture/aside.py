@@ -3,12 +3,15 @@
 In: an open binary file. Out: ``Aside``, a stream whose ``write`` hands the
 bytes to a thread that writes them to the file, in order. The file's write
 calls (the kernel copying each piece into the page cache) run without the
-GIL, so they overlap the caller building its next piece: for the copies of
-a large capture, the writes were the largest single cost on the caller's
-thread (docs/performance.md, "The copies' writes on a thread of their
-own"). Writes smaller than ``GATHER`` bytes are gathered into one piece
-first; at most ``DEPTH`` pieces wait, so memory stays bounded whatever the
-file's speed.
+GIL, so they overlap the caller building its next piece. Used where
+several copies of a capture are written in one pass (rewrite/__init__.py's
+``_one_pass``): there the writes were the largest single cost on the
+analyzing thread, and the copies take 30-38% less time; a copy written
+alone gained 0-14% or lost up to 20%, for more system time
+(docs/performance.md, "The copies' writes on a thread of their own").
+Writes smaller than ``GATHER`` bytes are gathered into one piece first; at
+most ``DEPTH`` pieces wait, so memory stays bounded whatever the file's
+speed.
 
 Errors: the file's first error (an ``OSError``: a full disk, a quota) is
 raised by the next ``write`` or by ``close``, as the file's own call would
@@ -19,10 +22,8 @@ error; it leaves the file open (its owner closes it).
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import threading
-from collections.abc import Iterator
 
 from espforensics.capture.writer import Writable
 
@@ -86,14 +87,3 @@ class Aside:
             self._hand(None)
             self._thread.join()
         self._raise()
-
-
-@contextlib.contextmanager
-def aside(out: Writable) -> Iterator[Aside]:
-    """``Aside(out)``, closed on leaving the block: the file's error raised there, over the
-    block's own if any (the refused write came first)."""
-    stream = Aside(out)
-    try:
-        yield stream
-    finally:
-        stream.close()

@@ -31,7 +31,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from espforensics.capture.aside import Aside, aside
+from espforensics.capture.aside import Aside
 from espforensics.capture.writer import Unwritable, Writable
 from espforensics.errors import CaptureError, EspForensicsError, KeyFileError, OutputError
 from espforensics.keys import SaTable
@@ -165,8 +165,10 @@ def write_copies(
     (rewrite/onepass.py), each ending as it would written alone, one after
     another in ``WRITERS`` order: the first that fails raises, and the
     copies after it are discarded (they would not have been written);
-    those before it are kept. One copy, or a pcapng capture (whose
-    annotated copy is copied block by block), is written alone.
+    those before it are kept; each copy's file is written on a thread of
+    its own (capture/aside.py's ``Aside``). One copy, or a pcapng capture
+    (whose annotated copy is copied block by block), is written alone, on
+    this thread.
     """
     targets = copies.targets()
     ended = _one_pass(targets, capture, parquet, findings, sas) if len(targets) > 1 else None
@@ -174,8 +176,8 @@ def write_copies(
         try:
             with _settled(target, damaged):
                 if ended is None:
-                    with open(partial_path(target), "wb") as out, aside(out) as stream:
-                        WRITERS[name].alone(capture, parquet, findings, sas, target, stream)
+                    with open(partial_path(target), "wb") as out:
+                        WRITERS[name].alone(capture, parquet, findings, sas, target, out)
                 elif (failed := ended[k]) is not None:
                     raise failed
         except BaseException:

@@ -7,7 +7,7 @@ import errno
 
 import pytest
 
-from espforensics.capture.aside import GATHER, Aside, aside
+from espforensics.capture.aside import GATHER, Aside
 
 
 class Recorded:
@@ -69,15 +69,6 @@ def test_any_error_of_the_file_reaches_the_caller() -> None:
     stream.write(b"x" * GATHER)
     with pytest.raises(ValueError, match="closed file"):
         stream.close()
-
-
-def test_the_refused_write_wins_over_the_blocks_own_error() -> None:
-    """Written one by one, the refused write would have been raised first."""
-    out = Recorded(refuse=1)
-    with pytest.raises(OSError, match="No space") as raised, aside(out) as stream:
-        stream.write(b"x" * GATHER)
-        raise KeyError("later")
-    assert isinstance(raised.value.__context__, KeyError)
 
 
 def test_close_twice_writes_once() -> None:

@@ -157,7 +157,8 @@ class _Full:
 
 def _full_disk(monkeypatch: pytest.MonkeyPatch, target: Path, room: int) -> None:
     """The copy into ``target`` meets a full disk after ``room`` bytes: refused by its
-    file, on the thread that writes it (capture/aside.py), not by the copy's code."""
+    file, not by the copy's code (beside another copy: on the thread that writes it,
+    capture/aside.py)."""
 
     def opener(path: Any, mode: str = "r", *args: Any) -> Any:
         real = builtins.open(path, mode, *args)  # noqa: SIM115 (closed by the copy)
