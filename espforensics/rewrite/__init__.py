@@ -251,8 +251,8 @@ def _one_pass(
         for k, out in enumerate(outs):
             try:
                 out.close()
-            except OSError as exc:  # its last bytes refused: as ``with open`` raises it
-                ended[k] = ended[k] or exc
+            except OSError as exc:  # its last bytes refused: the copy's error too
+                ended[k] = exc
     return ended
 
 

@@ -133,20 +133,24 @@ def test_the_first_copy_failing_leaves_the_second_unwritten(
 
 
 class _Full:
-    """A file that refuses every write past its first ``room`` bytes: a full disk."""
+    """A file that refuses every write past its first ``room`` bytes: a full disk;
+    with ``room`` < 0, one that refuses only its last bytes, kept in its buffer until
+    ``close``."""
 
     def __init__(self, real: IO[Any], room: int) -> None:
         self.real, self.room = real, room
 
     def write(self, data: bytes | bytearray | memoryview, /) -> int:
         size = len(memoryview(data).cast("B"))
-        if size > self.room:
+        if 0 <= self.room < size:
             raise OSError(errno.ENOSPC, "No space left on device")
-        self.room -= size
+        self.room -= size if self.room >= 0 else 0
         return self.real.write(data)
 
     def close(self) -> None:
         self.real.close()
+        if self.room < 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
 
     def __enter__(self) -> _Full:
         return self
@@ -182,16 +186,18 @@ def test_a_write_the_file_refuses_is_the_copys_error(
     assert a.read_bytes() == alone["a.pcapng"] if both else not a.exists()
 
 
+@pytest.mark.parametrize("room", [1000, -1], ids=["while-written", "on-close"])
 def test_a_write_refused_before_the_damage_discards_the_copy(
-    tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch, room: int
 ) -> None:
     """A damaged capture ends both copies where the analysis ended; the decrypted copy's
-    file refused a write before that: that copy is discarded, not published, and the run's
-    one error is the capture's, as when the copy's own code meets the full disk."""
+    file refused a write (while written, or its last bytes on close): that copy is
+    discarded, not published short, and the run's one error is the capture's, as when
+    the copy's own code meets the full disk."""
     cut = tmp_path / "cut.pcap"
     cut.write_bytes(files["capture"].read_bytes()[:-100])  # inside the last record
     a, d = tmp_path / "a.pcapng", tmp_path / "d.pcap"
-    _full_disk(monkeypatch, d, 1000)
+    _full_disk(monkeypatch, d, room)
     res = _analyze({**files, "capture": cut}, tmp_path / "o", "--annotate", a, "--decrypted", d)
     assert res.exit_code == 2
     assert res.stderr.startswith(f"espforensics: error: {cut}: capture ends inside frame ")
