@@ -47,7 +47,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_speed import _FLOOR, NEUTRAL_CWD, Tshark, _child, esp_sa_file, find_tshark
+from bench_speed import _FLOOR, NEUTRAL_CWD, Tshark, child_run, esp_sa_file, find_tshark
 
 PROFILES = {  # name: (--algorithm, --ivs)
     "gcm-linux": ("gcm", "linux"),
@@ -59,7 +59,7 @@ PROFILES = {  # name: (--algorithm, --ivs)
 }
 
 # One analyze run: keyed with a key file, keyless with "-". Prints seconds, frames and
-# the peak RSS in KiB (as bench_speed.py's children, read by its ``_child``).
+# the peak RSS in KiB (as bench_speed.py's children, read by its ``child_run``).
 _ANALYZE = """
 import resource, sys, time
 from pathlib import Path
@@ -147,7 +147,7 @@ def measure(
                 assert isinstance(cap_run, Path) and isinstance(opts_run, list)
                 secs = _tshark(ts_run, cap_run, opts_run)
             else:
-                secs, _, mib = _child(*(str(a) for a in run))
+                secs, _, mib = child_run(*(str(a) for a in run))
                 peak[key] = max(mib, peak.get(key, 0.0))
             best[key] = min(secs, best.get(key, secs))
     return best, peak

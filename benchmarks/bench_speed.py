@@ -172,7 +172,8 @@ def child_output(code: str, *args: str) -> str:
     ).stdout
 
 
-def _child(code: str, *args: str) -> tuple[float, int, float]:
+def child_run(code: str, *args: str) -> tuple[float, int, float]:
+    """A child's "seconds frames peak-KiB" line: seconds, frames and peak RSS in MiB."""
     out = child_output(code, *args).split()
     return float(out[0]), int(out[1]), int(out[2]) / 1024
 
@@ -201,7 +202,7 @@ def _best_of(runs: dict[str, list[str]], repeat: int) -> dict[str, tuple[float, 
     best: dict[str, tuple[float, int, float]] = {}
     for _ in range(repeat):
         for name, argv in runs.items():
-            secs, frames, rss = _child(*argv)
+            secs, frames, rss = child_run(*argv)
             old = best.get(name)
             if old is None or secs < old[0]:
                 best[name] = (secs, frames, max(rss, old[2] if old else 0.0))
@@ -416,7 +417,7 @@ def _print_tsharks(
 def _measure_large(args: argparse.Namespace, n: int, cap: Path, keys: Path) -> float:
     """One analyze run, no plots, of a large capture: prints its figures, returns its RSS."""
     mb = cap.stat().st_size / 1e6
-    secs, frames, rss = _child(
+    secs, frames, rss = child_run(
         _ANALYZE, str(cap), str(keys), str(args.workdir / "out"), "no-plots", "1"
     )
     print(f"{n:>9,} frames ({mb:,.0f} MB), one run (analyze only; --full for every figure)")

@@ -6,9 +6,9 @@ calls (the kernel copying each piece into the page cache) run without the
 GIL, so they overlap the caller building its next piece. Used where
 several copies of a capture are written in one pass (rewrite/__init__.py's
 ``_one_pass``): there the writes were the largest single cost on the
-analyzing thread, and the copies take 30-38% less time; a copy written
-alone gained 0-14% or lost up to 20%, for more system time
-(docs/performance.md, "The copies' writes on a thread of their own").
+analyzing thread, and the copies take less time for the same CPU; a copy
+written alone did not gain, for more system time (docs/performance.md,
+"The copies' writes on a thread of their own").
 Writes smaller than ``GATHER`` bytes are gathered into one piece first; at
 most ``DEPTH`` pieces wait, so memory stays bounded whatever the file's
 speed.
@@ -25,7 +25,7 @@ from __future__ import annotations
 import queue
 import threading
 
-from espforensics.capture.writer import Writable
+from espforensics.capture.writer import Bytes, Writable
 
 Piece = bytes | bytearray
 
@@ -58,15 +58,12 @@ class Aside:
         if self._error is not None:
             raise self._error
 
-    def _hand(self, piece: Piece | None) -> None:
-        self._pieces.put(piece)
-
     def _hand_small(self) -> None:
         if self._small:
-            self._hand(self._small)
+            self._pieces.put(self._small)
             self._small = bytearray()
 
-    def write(self, data: bytes | bytearray | memoryview, /) -> int:
+    def write(self, data: Bytes, /) -> int:
         """Hand ``data`` to the thread (a copy of it if it is not ``bytes``: the caller may
         change it or let its memory go); the number of bytes taken."""
         self._raise()
@@ -77,13 +74,13 @@ class Aside:
                 self._hand_small()
         else:
             self._hand_small()
-            self._hand(data if isinstance(data, bytes) else bytes(data))
+            self._pieces.put(data if isinstance(data, bytes) else bytes(data))
         return size
 
     def close(self) -> None:
         """Write what is left, wait for the thread; raise the file's first error."""
         if self._thread.is_alive():
             self._hand_small()
-            self._hand(None)
+            self._pieces.put(None)
             self._thread.join()
         self._raise()

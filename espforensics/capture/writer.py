@@ -45,12 +45,13 @@ from espforensics.model.records import DecryptionSecrets, Frame
 
 I64 = npt.NDArray[np.int64]
 Data = bytes | memoryview
+Bytes = bytes | bytearray | memoryview  # what a stream's ``write`` takes
 
 
 class Writable(Protocol):
     """Where the streams write: an open binary file, or capture/aside.py's ``Aside``."""
 
-    def write(self, data: bytes | bytearray | memoryview, /) -> int:
+    def write(self, data: Bytes, /) -> int:
         """Write ``data`` whole; the number of bytes."""
         ...
 
