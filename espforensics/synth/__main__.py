@@ -3,7 +3,7 @@
     python -m espforensics.synth SCENARIO OUTDIR [--seed N] [--stem NAME]
                                  [--format pcap|pcapng] [--compression KIND]
     python -m espforensics.synth bench N OUT [--seed N] [--mean-size BYTES]
-                                 [--algorithm gcm|ccm|chacha20|cbc]
+                                 [--algorithm gcm|ccm|chacha20|cbc|gmac|null]
                                  [--ivs linux|seq|counter|random]
                                  [--format pcap|pcapng] [--compression KIND]
     python -m espforensics.synth list

@@ -9,7 +9,8 @@ or a profile the algorithm's IVs cannot follow.
 The traffic is one bulk TCP transfer over IPv4 transport mode: full-size
 data segments a -> b on SPI 0x1001 and ACKs b -> a on SPI 0x1002, mixed so
 that the mean frame length is close to ``mean_size``. Every frame is really
-encrypted (the IVs of Linux's generator: seqiv, echainiv for CBC; valid
+sealed, encrypted but with GMAC and NULL (the IVs of Linux's generator: seqiv, echainiv
+for CBC, none for NULL; valid
 padding, to the cipher block for CBC) and every checksum is right; to stay
 fast, headers are patched from templates and checksums are finished from
 precomputed partial sums (RFC 1071 s2: the sum is associative).
@@ -20,8 +21,9 @@ which one a capture holds): ``linux``, the IVs of Linux's generators
 (DPDK's rte_ipsec: xor and add cannot be told apart); ``counter``, an
 additive counter ``IV = seq64 + c`` mod 2^64 (VPP keeps one per SA);
 ``random``, IVs drawn at random (CBC's 16 bytes too). ``seq`` and
-``counter`` are for the 8-byte IVs of counter modes only: CBC IVs that
-follow a counter are a finding (RFC 3602 s2.1), not a sender profile.
+``counter`` are for the 8-byte IVs of counter modes only (GMAC's too): CBC
+IVs that follow a counter are a finding (RFC 3602 s2.1), not a sender
+profile, and NULL has no IV (``linux`` and ``random`` send none).
 """
 
 from __future__ import annotations
@@ -30,7 +32,15 @@ import random
 import struct
 from collections.abc import Callable, Iterator
 
-from espforensics.keys.sa import CBC_AES, RFC4106, RFC4309, RFC7539ESP, SecurityAssociation
+from espforensics.keys.sa import (
+    CBC_AES,
+    NULL_CIPHER,
+    RFC4106,
+    RFC4309,
+    RFC4543,
+    RFC7539ESP,
+    SecurityAssociation,
+)
 from espforensics.model.records import Frame
 from espforensics.synth.builder import START_NS, V4_A, V4_B, filler, make_sa
 from espforensics.synth.esp import EspSealer, build_plaintext
@@ -46,12 +56,16 @@ _TS_OPT = b"\x01\x01\x08\x0a\x00\x00\x10\x00\x00\x00\x00\x00"
 
 
 # What a benchmark capture can be sealed with: (kernel name, key bytes without salt,
-# integrity algorithm or None for an AEAD). cbc: AES-128-CBC + HMAC-SHA-256-128 (RFC 4868).
+# integrity algorithm or None for an AEAD). cbc: AES-128-CBC + HMAC-SHA-256-128 (RFC 4868);
+# gmac: AES-128-GMAC (RFC 4543, the payload in clear); null: NULL encryption (RFC 2410, no
+# IV) + HMAC-SHA-256-128, as kernel selftests often configure.
 BENCH_ALGORITHMS: dict[str, tuple[str, int, str | None]] = {
     "gcm": (RFC4106, 16, None),
     "ccm": (RFC4309, 16, None),
     "chacha20": (RFC7539ESP, 32, None),
     "cbc": (CBC_AES, 16, "hmac(sha256)"),
+    "gmac": (RFC4543, 16, None),
+    "null": (NULL_CIPHER, 0, "hmac(sha256)"),
 }
 
 
@@ -67,7 +81,9 @@ def _iv_maker(sealer: EspSealer, profile: str, rng: random.Random) -> Callable[[
     if profile == "random":
         return lambda seq64: rng.getrandbits(8 * width).to_bytes(width, "big")
     if width != 8 or sealer.block != 4:
-        raise ValueError(f"IV profile {profile!r} is for 8-byte counter-mode IVs, not CBC's")
+        raise ValueError(
+            f"IV profile {profile!r} is for 8-byte counter-mode IVs, not CBC's nor NULL's (none)"
+        )
     if profile == "seq":
         return lambda seq64: seq64.to_bytes(8, "big")
     if profile == "counter":
