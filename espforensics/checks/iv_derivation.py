@@ -176,7 +176,10 @@ class IvDerivationCheck(BulkRules):
         return None if sa is None or sa.scheme is None else sa
 
     def admits(self, flow: Flow) -> bool:
-        """An SA whose scheme is settled; without a key, not a constant IV (``_repeat``)."""
+        """An SA whose scheme is settled; without a key, not a constant IV (``_repeat``);
+        NULL (no IV: ``observe`` only counts its packets)."""
+        if _no_iv(flow):
+            return True
         sa = self._steady(flow)
         return sa is not None and (flow.state.ctx is not None or sa.scheme is not IvScheme.CONSTANT)
 
@@ -186,9 +189,11 @@ class IvDerivationCheck(BulkRules):
         or with CBC an IV that is the previous packet's last ciphertext block (without
         a key, for an SA that follows no counter: found at one of the places
         ``chains.chaining_keyless`` looks)."""
+        wrong = np.zeros(len(rows), np.bool_)
+        if _no_iv(rows.flow):
+            return wrong  # nothing to judge
         sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
         assert sa is not None  # admits
-        wrong = np.zeros(len(rows), np.bool_)
         if ctx is None and sa.scheme not in _COUNTERS:
             wrong |= chains.chained_keyless(sa, rows)
         elif ctx is not None and not ctx.counter:  # CBC (RFC 3602): echainiv's
@@ -204,6 +209,8 @@ class IvDerivationCheck(BulkRules):
 
     def columns(self, rows: FlowRows) -> BulkColumns:
         """``iv_seq_delta`` 0 for every row the lane takes, when the SA follows a counter."""
+        if _no_iv(rows.flow):
+            return NOTHING
         sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
         assert sa is not None  # admits
         # CBC's echainiv words (``words``), else seqiv's or a counter's constant
@@ -214,7 +221,10 @@ class IvDerivationCheck(BulkRules):
 
     def commit(self, rows: FlowRows) -> None:
         """``observe`` for packets whose IV was built from their own seq64 (delta 0) and,
-        with CBC, none of whose IVs is its predecessor's last block."""
+        with CBC, none of whose IVs is its predecessor's last block; NULL's counted."""
+        if _no_iv(rows.flow):
+            self._sas.get(rows.flow).no_iv += len(rows)
+            return
         sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
         assert sa is not None  # admits
         sa.packets += len(rows)
@@ -340,6 +350,13 @@ class IvDerivationCheck(BulkRules):
             else:
                 out[key] = IvScheme.NONE if sa.no_iv else IvScheme.UNKNOWN
         return out
+
+
+def _no_iv(flow: Flow) -> bool:
+    """A keyed SA of an algorithm without IV (NULL, RFC 2410): ``observe`` counts its
+    packets (``no_iv``) and judges none."""
+    ctx = flow.state.ctx
+    return ctx is not None and not ctx.iv_len
 
 
 def _finds(sa: IvSa) -> bool:

@@ -126,8 +126,11 @@ class IvReuseCheck(BulkRules):
     def admits(self, flow: Flow) -> bool:
         """Counter-mode IVs (the AEADs, AES-CTR) or CBC's 16-byte ones, of a known group,
         counting in runs or hashing; not 3DES's 8-byte CBC IVs (random, yet too narrow
-        to fold), nor NULL (no IV). Without a key: 8-byte IVs, as ``observe`` reads them."""
+        to fold). NULL (no IV) has no group and nothing to keep: ``observe`` returns at
+        once. Without a key: 8-byte IVs, as ``observe`` reads them."""
         ctx, group = flow.state.ctx, self._of(flow)
+        if ctx is not None and not ctx.iv_len:
+            return True  # NULL: no scope, no rule (``BulkRules``' defaults)
         if group is None:
             return False
         if ctx is None:  # no usable key: keyless, not an algorithm the tool cannot open

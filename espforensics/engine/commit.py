@@ -90,7 +90,7 @@ def _columns(
         seq64=plan.seq64[pos],
         esn=esn[flow_idx],
         iv=plan.iv_bytes[pos],
-        iv_wide=plan.iv_wide[pos],
+        iv_len=plan.iv_len[pos],
         esp_offset=wire.esp_offset[idx],
         esp_len=wire.total_len[idx] - wire.esp_offset[idx],
         keyed=at >= 0,

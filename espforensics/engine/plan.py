@@ -81,7 +81,7 @@ class Plan:
     iv_bytes: npt.NDArray[np.uint8] = field(  # WIDE bytes after the ESP header
         default_factory=lambda: np.zeros((0, WIDE), np.uint8)
     )
-    iv_wide: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))
+    iv_len: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # 0 (NULL), 8 or WIDE
     end: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # where the datagram ends
     ip_at: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # where it starts
     esp_at: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # its ESP header
@@ -197,12 +197,13 @@ def flow_key(wire: WireColumns, row: int) -> tuple[int, bytes, bytes]:
     return int(wire.spi[row]), addrs[:width].tobytes(), addrs[ADDR_LEN : ADDR_LEN + width].tobytes()
 
 
-def unopenable(sealed: I64, icv_len: I64, iv_wide: Mask) -> Mask:
+def unopenable(sealed: I64, icv_len: I64, iv_len: I64) -> Mask:
     """Rows the lane does not open: fewer sealed bytes than the evidence needs (HEAD_LEN),
     or with 16-byte CBC IVs a ciphertext that is not whole AES blocks (RFC 3602 s3)."""
     ct_len = sealed - icv_len  # CBC: whole AES blocks, as long as the IV, else a trailer's
     cut: Mask = (ct_len < WIDE) | (ct_len % WIDE != 0)
-    return (iv_wide & cut) | (sealed < HEAD_LEN)
+    wide: Mask = iv_len == WIDE
+    return (wide & cut) | (sealed < HEAD_LEN)
 
 
 def cipher_heads(batch: FrameBatch, sealed_at: I64) -> npt.NDArray[np.uint8]:

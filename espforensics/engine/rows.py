@@ -51,8 +51,8 @@ class SteadyRows:
     seq: I64
     seq64: U64
     esn: Mask  # seq_hi_verified is set (ESN SAs)
-    iv: npt.NDArray[np.uint8]  # rows of 16 bytes: the IV, or an 8-byte IV and what follows
-    iv_wide: Mask  # the IV is all 16 bytes of its row (CBC), else the first 8
+    iv: npt.NDArray[np.uint8]  # rows of 16 bytes: the IV and what follows
+    iv_len: I64  # the IV's bytes at the start of its row: 16 (CBC), 8, or 0 (NULL)
     esp_offset: I64
     esp_len: I64
     keyed: Mask  # opened and verified (``ok``); else a packet of a run without keys

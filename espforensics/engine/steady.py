@@ -137,8 +137,8 @@ class SteadyLane:
             plan.icv = view[np.minimum(icv_from[:, None] + np.arange(width), len(view) - 1)]
         plan.iv_bytes = rows_at(view, at + ESP_HEADER_LEN, WIDE)
         halves = plan.iv_bytes.view(">u8").astype(np.uint64)
-        plan.iv_wide = iv_len == WIDE
-        plan.iv = np.where(plan.iv_wide, halves[:, 0] ^ halves[:, 1], halves[:, 0])
+        plan.iv_len = iv_len
+        plan.iv = np.where(iv_len == WIDE, halves[:, 0] ^ halves[:, 1], halves[:, 0])
         plan.counter = np.zeros(len(rows), np.bool_)
         plan.seq64 = np.zeros(len(rows), np.uint64)
         plan.placed = np.zeros(len(rows), np.bool_)
@@ -146,7 +146,7 @@ class SteadyLane:
         for unit in plan.units:
             unit.cut = self._prefix(unit.rows, plan, wire, view, batch.buf)
         # Every keyed row that can be opened is: after a refused row the lane may resume.
-        shut = unopenable(end - sealed_at, plan.icv_len, plan.iv_wide) | ~plan.placed
+        shut = unopenable(end - sealed_at, plan.icv_len, plan.iv_len) | ~plan.placed
         parts: list[tuple[CipherContext, Index]] = []
         for unit in plan.units:
             if unit.keyless:
@@ -374,7 +374,7 @@ class SteadyLane:
             plan.placed[pos[mine]] = True
         plan.counter[pos] = False
         sealed = plan.end[pos] - plan.sealed_at[pos]
-        fixed = unopenable(sealed, plan.icv_len[pos], plan.iv_wide[pos]) | plan.by_bytes[pos]
+        fixed = unopenable(sealed, plan.icv_len[pos], plan.iv_len[pos]) | plan.by_bytes[pos]
         # Refused whatever the state: the cut is at most the first such row, and a check's
         # rule for a row reads only the rows before it, so none reads further. After the
         # per-frame path takes that row, ``resume`` reads on to the next.

@@ -23,7 +23,6 @@ import pyarrow as pa
 
 from espforensics.analyzer.crypto import no_key
 from espforensics.checks.bulk import Leaks
-from espforensics.crypto import IV_LEN
 from espforensics.engine import SteadyRows
 from espforensics.engine.wire import CARRIERS
 from espforensics.model.arrays import Mask, Strs
@@ -55,11 +54,6 @@ def records_to_table(records: Sequence[PacketRecord]) -> pa.Table:
 
 def _nullable(values: np.ndarray, present: np.ndarray) -> pa.Array:
     return from_numpy(values, pa.int64(), present)
-
-
-def _iv_hex(ivs: np.ndarray, wide: np.ndarray) -> pa.Array:
-    """The IV column: 16 bytes of a row where ``wide`` (CBC), else its first 8."""
-    return hex_rows(ivs, np.where(wide, ivs.shape[1], IV_LEN))
 
 
 def _repeat(value: str, n: int) -> pa.Array:
@@ -99,7 +93,7 @@ def _lane_table(rows: SteadyRows) -> pa.Table:
         "seq": from_numpy(rows.seq, pa.int64()),
         "seq64": from_numpy(seq64, pa.uint64()),
         "seq_hi_verified": _nullable((seq64 >> np.uint64(32)).astype(np.int64), rows.esn),
-        "iv": _iv_hex(rows.iv, rows.iv_wide),
+        "iv": hex_rows(rows.iv, rows.iv_len),
         "esp_offset": from_numpy(rows.esp_offset, pa.int64()),
         "expected_offset": from_numpy(rows.esp_offset, pa.int64()),
         "esp_len": from_numpy(rows.esp_len, pa.int64()),
@@ -111,7 +105,7 @@ def _lane_table(rows: SteadyRows) -> pa.Table:
         "inner_dst": _texts(rows.inner_dst, rows.keyed),
         "inner_sport": _nullable(rows.inner_sport, rows.inner_sport >= 0),
         "inner_dport": _nullable(rows.inner_dport, rows.inner_dport >= 0),
-        "iv_reused": bools(np.zeros(n, np.bool_)),
+        "iv_reused": bools(np.zeros(n, np.bool_), rows.iv_len > 0),  # NULL: no IV
         "iv_seq_delta": _nullable(np.zeros(n, np.int64), rows.counter),
         "inner_checksum": _texts(rows.inner_checksum, rows.keyed),
         "detail": _details(rows),
