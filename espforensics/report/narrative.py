@@ -19,7 +19,7 @@ from espforensics.bounded.frames import Frames, first_frames
 from espforensics.checks.leaks import name_fields
 from espforensics.model.enums import SEVERITY_RANK, FindingKind, Severity, Verdict
 from espforensics.model.records import Finding
-from espforensics.results.coverage import Tally
+from espforensics.results.coverage import CheckCoverage, Tally
 from espforensics.results.summary import MisplacedLayout, SaSummary, Summary
 
 EXAMPLES = 5
@@ -220,17 +220,29 @@ def verdict_sentences(summary: Summary, t: Tally) -> tuple[str, ...]:
             f"rules out (esn_mismatch: a receiver drops {it})"
         )
     leaked = sum(sa.leaked for sa in summary.sas)
-    out.append(
-        "no inner header byte in clear"
-        if not leaked
-        else f"{leaked} packets carry inner header bytes in clear"
-    )
-    if not summary.reused_ivs:
-        out.append("no IV reused")
+    examined = {c.name: c for c in summary.coverage}
+    if leaked:
+        out.append(f"{leaked} packets carry inner header bytes in clear")
     else:
+        out.append(_clean("no inner header byte in clear", examined.get("cleartext_leak")))
+    if summary.reused_ivs:
         packets = summary.findings.get(FindingKind.IV_REUSE.value, 0)
         out.append(f"{summary.reused_ivs} IVs reused under one key ({packets} packets)")
+    else:
+        out.append(_clean("no IV reused", examined.get("iv_reuse")))
     return tuple(out)
+
+
+def _clean(sentence: str, c: CheckCoverage | None) -> str:
+    """``sentence`` (nothing found) of the packets the check examined: all of them, else
+    how many and why not the rest (NULL and GMAC SAs have no clear text to find, NULL no
+    IV), or that it examined none. A check never reads as clean for what it did not see."""
+    if c is None or c.examined == c.esp_packets:
+        return sentence
+    whys = ", ".join(f"{n} {why}" for why, n in c.skipped.items())
+    if not c.examined:
+        return f"{c.name} not examined ({whys})"
+    return f"{sentence} in the {c.examined} of {c.esp_packets} ESP packets examined ({whys})"
 
 
 UNUSED_SHOWN = 3  # unused SAs of the key files a report names; summary.json has every one

@@ -1,0 +1,57 @@
+"""The report's verdict says "no clear text" and "no IV reused" only of what was examined.
+
+NULL encryption (RFC 2410) carries its payload in clear and no IV; GMAC (RFC
+4543) carries its payload in clear. The leak check does not examine such
+packets (a clear payload is their design, not a leak) and the IV reuse check
+has no IV to read in NULL's: the verdict must say so, not read as clean.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from espforensics import analyze
+from espforensics.keys import SaTable
+from espforensics.report.narrative import verdict_sentences
+from espforensics.results.coverage import tally
+from espforensics.results.summary import Summary
+from espforensics.synth import write_scenario
+from espforensics.synth.bench import bench_sas, iter_bench_frames
+from espforensics.synth.capture import write_capture
+from tests.support.helpers import scenario
+
+
+def _sentences(summary: Summary) -> tuple[str, ...]:
+    return verdict_sentences(summary, tally(summary.sas, summary.esp_layers))
+
+
+def test_null_sas_leave_both_checks_unexamined(tmp_path: Path) -> None:
+    path = tmp_path / "null.pcap"
+    write_capture(path, iter_bench_frames(300, algorithm="null"), linktypes=(1,))
+    summary = analyze(path, SaTable(bench_sas(1, "null"))).summary
+    assert _sentences(summary) == (
+        "every ESP packet decrypts at offset 0 (300 of 300)",
+        "cleartext_leak not examined (300 of an algorithm that does not encrypt (GMAC, NULL))",
+        "iv_reuse not examined (300 of an algorithm without IV (ecb(cipher_null)))",
+    )
+
+
+def test_gmac_sas_have_their_ivs_examined_not_their_clear_payload(tmp_path: Path) -> None:
+    path = tmp_path / "gmac.pcap"
+    write_capture(path, iter_bench_frames(300, algorithm="gmac"), linktypes=(1,))
+    summary = analyze(path, SaTable(bench_sas(1, "gmac"))).summary
+    assert _sentences(summary)[1:] == (
+        "cleartext_leak not examined (300 of an algorithm that does not encrypt (GMAC, NULL))",
+        "no IV reused",
+    )
+
+
+def test_a_capture_partly_gmac_says_how_many_were_examined(tmp_path: Path) -> None:
+    """The aeads scenario: CCM, ChaCha20-Poly1305 and GMAC SAs, 24 of the 108 packets GMAC."""
+    files = write_scenario(scenario("aeads"), tmp_path)
+    summary = analyze(files["capture"], [files["keys"]]).summary
+    assert _sentences(summary)[1:] == (
+        "no inner header byte in clear in the 84 of 108 ESP packets examined "
+        "(24 of an algorithm that does not encrypt (GMAC, NULL))",
+        "no IV reused",
+    )
