@@ -12,8 +12,10 @@ those of the profile: rfc4106 with Linux's seqiv (``gcm-linux``),
 ``IV = seq64`` (``gcm-seq``, DPDK's rte_ipsec), an additive counter
 (``gcm-counter``, VPP) or random IVs (``gcm-random``), and
 ``cbc(aes)`` + ``hmac(sha256)`` with echainiv (``cbc-linux``) or random
-IVs (``cbc-random``). Then measures, each in a fresh process, round robin
-over every profile and measurement --repeat times, the fastest run counting
+IVs (``cbc-random``), GMAC (``rfc4543(gcm(aes))``, seqiv: ``gmac-linux``)
+and NULL encryption with ``hmac(sha256)`` (``null``, no IV). Then
+measures, each in a fresh process, round robin over every profile and
+measurement --repeat times, the fastest run counting
 (the capture is read through once, untimed, before each run: a page cache
 dropped between runs would otherwise charge the disk to whichever tool
 came first):
@@ -26,7 +28,8 @@ came first):
   keyed, decrypting with the same SAs and checking every ICV
   (``esp.enable_authentication_check``), TCP not dissected (its fastest
   configuration in bench_speed.py); keyless, plain ESP dissection printing
-  ``-T fields -e esp.spi -e esp.sequence``.
+  ``-T fields -e esp.spi -e esp.sequence``. tshark has no GMAC up to 4.4:
+  ``gmac-linux`` has no tshark keyed figure.
 
 Prints one line per profile: frames/s keyed and keyless and the ratios
 analyze/tshark and analyze/floor, every figure from this one run, and the
@@ -56,6 +59,8 @@ PROFILES = {  # name: (--algorithm, --ivs)
     "gcm-random": ("gcm", "random"),
     "cbc-linux": ("cbc", "linux"),
     "cbc-random": ("cbc", "random"),
+    "gmac-linux": ("gmac", "linux"),
+    "null": ("null", "linux"),
 }
 
 # One analyze run: keyed with a key file, keyless with "-". Prints seconds, frames and
@@ -95,6 +100,11 @@ def ensure_capture(workdir: Path, name: str, frames: int) -> tuple[Path, Path]:
     return cap, keys
 
 
+def algorithm_of(name: str) -> str:
+    """The profile's ``--algorithm``."""
+    return PROFILES[name][0]
+
+
 def _warm(cap: Path) -> None:
     """Read ``cap`` through, so that the run after it reads from the page cache."""
     with cap.open("rb", buffering=0) as f:
@@ -131,11 +141,12 @@ def measure(
         runs[name, "keyed"] = (_ANALYZE, str(cap), str(keys), out)
         runs[name, "keyless"] = (_ANALYZE, str(cap), "-", out)
         runs[name, "floor"] = (_FLOOR, str(cap), str(keys))
-        if ts is not None:
+        if ts is not None and algorithm_of(name) != "gmac":  # tshark has no GMAC
             opts = esp_sa_file(keys)
             if "esp.enable_authentication_check:TRUE" not in opts:  # the AEAD's ICV too
                 opts += ["-o", "esp.enable_authentication_check:TRUE"]
             runs[name, "tshark keyed"] = (ts, cap, [*opts, "--disable-protocol", "tcp"])
+        if ts is not None:
             runs[name, "tshark keyless"] = (ts, cap, KEYLESS_FIELDS)
     best: dict[tuple[str, str], float] = {}
     peak: dict[tuple[str, str], float] = {}

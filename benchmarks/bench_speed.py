@@ -82,12 +82,15 @@ from cryptography.hazmat.primitives.ciphers.aead import AESCCM, AESGCM, ChaCha20
 sas = {}
 for e in yaml.safe_load(open(sys.argv[2]))["sas"]:
     k = bytes.fromhex(str(e["key"])[2:])
-    if "enc" in e:  # cbc(aes) + hmac(sha256) 128
+    if "enc" in e:  # cbc(aes) or ecb(cipher_null), + hmac(sha256) 128
         mac = hmac.new(bytes.fromhex(str(e["auth_key"])[2:]), digestmod=hashlib.sha256)
-        dec = Cipher(algorithms.AES(k), modes.CBC(bytes(16))).decryptor()
+        dec = Cipher(algorithms.AES(k), modes.CBC(bytes(16))).decryptor() if k else None
         sas[int(str(e["spi"]), 16)] = (dec, mac)
         continue
     aead = str(e.get("aead", "rfc4106"))
+    if aead.startswith("rfc4543"):  # GMAC: the payload authenticated, in clear
+        sas[int(str(e["spi"]), 16)] = (AESGCM(k[:-4]), (k[-4:],))
+        continue
     if aead.startswith("rfc4309"):  # CCM: 3-byte salt, 11-byte nonce
         cipher, salt = AESCCM(k[:-3], tag_length=16), k[-3:]
     elif aead.startswith("rfc7539esp"):
@@ -117,7 +120,10 @@ with open(sys.argv[1], "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS
             mac.update(frame[e:-16])
             if not hmac.compare_digest(mac.digest()[:16], frame[-16:]):
                 raise SystemExit("floor: an ICV does not verify")  # as AESGCM raises
-            cipher.update(frame[e + 8:-16])[16:]
+            if cipher is not None:  # NULL: nothing to decrypt
+                cipher.update(frame[e + 8:-16])[16:]
+        elif isinstance(extra, tuple):  # GMAC: header, IV and payload are the AAD
+            cipher.decrypt(extra[0] + frame[e + 8:e + 16], frame[-16:], frame[e:-16])
         else:
             cipher.decrypt(extra + frame[e + 8:e + 16], frame[e + 16:], esp.pack(spi, seq))
         ok += 1

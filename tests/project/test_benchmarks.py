@@ -192,7 +192,7 @@ def test_bench_profiles_prints_every_profile_keyed_and_keyless(tmp_path: Path) -
         [
             *(sys.executable, str(BENCH / "bench_profiles.py")),
             *("--frames", "300", "--repeat", "1", "--workdir", str(tmp_path / "work")),
-            *("--profiles", "gcm-seq,cbc-random"),
+            *("--profiles", "gcm-seq,cbc-random,gmac-linux,null"),
         ],
         check=False,
         capture_output=True,
@@ -204,13 +204,18 @@ def test_bench_profiles_prints_every_profile_keyed_and_keyless(tmp_path: Path) -
     lines = res.stdout.splitlines()
     assert "TShark (fake) 4.4.9" in lines[0], res.stdout
     assert "300 frames per profile, fastest of 1 rounds, one run:" in lines, res.stdout
-    rows = {line.split()[0]: line.split()[1:] for line in lines[-2:]}
-    assert set(rows) == {"gcm-seq", "cbc-random"}, res.stdout
+    rows = {line.split()[0]: line.split()[1:] for line in lines[-4:]}
+    assert set(rows) == {"gcm-seq", "cbc-random", "gmac-linux", "null"}, res.stdout
+    # tshark has no GMAC: no keyed ratio, every other figure (the floor verified its ICVs)
+    gmac = rows.pop("gmac-linux")
+    assert (gmac[1], gmac[5]) == ("-", "0") and "-" not in gmac[2:], res.stdout
     assert all(len(cells) == 9 and "-" not in cells for cells in rows.values()), res.stdout
     assert all(float(cells[7]) > 0 and float(cells[8]) > 0 for cells in rows.values())  # MB
     assert sorted(p.name for p in (tmp_path / "work").glob("*.pcap")) == [
         "cbc-random-300.pcap",
         "gcm-seq-300.pcap",
+        "gmac-linux-300.pcap",
+        "null-300.pcap",
     ]
 
 
