@@ -49,7 +49,7 @@ PROFILES = [
     pytest.param("cbc", "random", IvScheme.RANDOM, id="cbc-random"),
 ]
 # Keyed only: without a key a GMAC or NULL payload is clear bytes right after the IV (or
-# the ESP header), which the leak check reports per frame as a possible leak.
+# the ESP header), then a trailer and ICV: a clear packet the leak check proves per frame.
 CLEAR_PAYLOADS = [
     pytest.param("gmac", "linux", IvScheme.SEQIV, id="gmac-seqiv"),
     pytest.param("gmac", "random", IvScheme.RANDOM, id="gmac-random"),
