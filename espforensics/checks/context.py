@@ -69,6 +69,11 @@ class SaState(EsnTracker):
         """The SA's RFC 4303 appendix A state: this object."""
         return self
 
+    @property
+    def no_iv(self) -> bool:
+        """A key of an algorithm without explicit IV (NULL, RFC 2410): no IV to judge."""
+        return self.ctx is not None and not self.ctx.iv_len
+
     def keyed(self) -> KeyedSaState:
         """This state, as what only an SA with a key writes it (``proven``, ``tentative``):
         a packet verified under its key, so it is a ``KeyedSaState``."""
@@ -238,9 +243,7 @@ class _Reads:
             return ""
         rec, state = self.rec, self.flow.state
         ctx, sa = state.ctx, state.sa
-        if (sa is not None and sa.algorithm in CLEAR_BY_DESIGN) or (
-            ctx is not None and not ctx.iv_len
-        ):
+        if (sa is not None and sa.algorithm in CLEAR_BY_DESIGN) or state.no_iv:
             return ""
         start = (rec.esp_offset or 0) + ESP_HEADER_LEN + (IV_LEN if ctx is None else ctx.iv_len)
         if len(self.data) < start + 6:

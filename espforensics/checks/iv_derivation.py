@@ -119,7 +119,7 @@ class IvDerivationCheck(BulkRules):
         ctx = pkt.flow.state.ctx
         if pkt.iv is None or pkt.clear_from_header:
             # NULL (RFC 2410) has no IV, keyed or keyless (clear from the header on)
-            if (ctx is not None and not ctx.iv_len) or pkt.clear_from_header:
+            if pkt.flow.state.no_iv or pkt.clear_from_header:
                 self._sas.get(pkt.flow).no_iv += 1
             return
         sa = self._sas.get(pkt.flow)
@@ -178,7 +178,7 @@ class IvDerivationCheck(BulkRules):
     def admits(self, flow: Flow) -> bool:
         """An SA whose scheme is settled; without a key, not a constant IV (``_repeat``);
         NULL (no IV: ``observe`` only counts its packets)."""
-        if _no_iv(flow):
+        if flow.state.no_iv:
             return True
         sa = self._steady(flow)
         return sa is not None and (flow.state.ctx is not None or sa.scheme is not IvScheme.CONSTANT)
@@ -190,7 +190,7 @@ class IvDerivationCheck(BulkRules):
         a key, for an SA that follows no counter: found at one of the places
         ``chains.chaining_keyless`` looks)."""
         wrong = np.zeros(len(rows), np.bool_)
-        if _no_iv(rows.flow):
+        if rows.flow.state.no_iv:
             return wrong  # nothing to judge
         sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
         assert sa is not None  # admits
@@ -209,7 +209,7 @@ class IvDerivationCheck(BulkRules):
 
     def columns(self, rows: FlowRows) -> BulkColumns:
         """``iv_seq_delta`` 0 for every row the lane takes, when the SA follows a counter."""
-        if _no_iv(rows.flow):
+        if rows.flow.state.no_iv:
             return NOTHING
         sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
         assert sa is not None  # admits
@@ -222,7 +222,7 @@ class IvDerivationCheck(BulkRules):
     def commit(self, rows: FlowRows) -> None:
         """``observe`` for packets whose IV was built from their own seq64 (delta 0) and,
         with CBC, none of whose IVs is its predecessor's last block; NULL's counted."""
-        if _no_iv(rows.flow):
+        if rows.flow.state.no_iv:
             self._sas.get(rows.flow).no_iv += len(rows)
             return
         sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
@@ -350,13 +350,6 @@ class IvDerivationCheck(BulkRules):
             else:
                 out[key] = IvScheme.NONE if sa.no_iv else IvScheme.UNKNOWN
         return out
-
-
-def _no_iv(flow: Flow) -> bool:
-    """A keyed SA of an algorithm without IV (NULL, RFC 2410): ``observe`` counts its
-    packets (``no_iv``) and judges none."""
-    ctx = flow.state.ctx
-    return ctx is not None and not ctx.iv_len
 
 
 def _finds(sa: IvSa) -> bool:

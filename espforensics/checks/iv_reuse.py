@@ -128,9 +128,9 @@ class IvReuseCheck(BulkRules):
         counting in runs or hashing; not 3DES's 8-byte CBC IVs (random, yet too narrow
         to fold). NULL (no IV) has no group and nothing to keep: ``observe`` returns at
         once. Without a key: 8-byte IVs, as ``observe`` reads them."""
-        ctx, group = flow.state.ctx, self._of(flow)
-        if ctx is not None and not ctx.iv_len:
+        if flow.state.no_iv:
             return True  # NULL: no scope, no rule (``BulkRules``' defaults)
+        ctx, group = flow.state.ctx, self._of(flow)
         if group is None:
             return False
         if ctx is None:  # no usable key: keyless, not an algorithm the tool cannot open

@@ -133,23 +133,23 @@ def test_the_first_copy_failing_leaves_the_second_unwritten(
 
 
 class _Full:
-    """A file that refuses every write past its first ``room`` bytes: a full disk;
-    with ``room`` < 0, one that refuses only its last bytes, kept in its buffer until
-    ``close``."""
+    """A file that refuses every write past its first ``room`` bytes: a full disk (None:
+    room for every write, its last bytes, kept in its buffer, refused by ``close``)."""
 
-    def __init__(self, real: IO[Any], room: int) -> None:
+    def __init__(self, real: IO[Any], room: int | None) -> None:
         self.real, self.room = real, room
 
     def write(self, data: bytes | bytearray | memoryview, /) -> int:
-        size = len(memoryview(data).cast("B"))
-        if 0 <= self.room < size:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        self.room -= size if self.room >= 0 else 0
+        if self.room is not None:
+            size = len(memoryview(data).cast("B"))
+            if size > self.room:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.room -= size
         return self.real.write(data)
 
     def close(self) -> None:
         self.real.close()
-        if self.room < 0:
+        if self.room is None:
             raise OSError(errno.ENOSPC, "No space left on device")
 
     def __enter__(self) -> _Full:
@@ -159,7 +159,7 @@ class _Full:
         self.close()
 
 
-def _full_disk(monkeypatch: pytest.MonkeyPatch, target: Path, room: int) -> None:
+def _full_disk(monkeypatch: pytest.MonkeyPatch, target: Path, room: int | None) -> None:
     """The copy into ``target`` meets a full disk after ``room`` bytes: refused by its
     file, not by the copy's code (beside another copy: on the thread that writes it,
     capture/aside.py)."""
@@ -186,9 +186,9 @@ def test_a_write_the_file_refuses_is_the_copys_error(
     assert a.read_bytes() == alone["a.pcapng"] if both else not a.exists()
 
 
-@pytest.mark.parametrize("room", [1000, -1], ids=["while-written", "on-close"])
+@pytest.mark.parametrize("room", [1000, None], ids=["while-written", "on-close"])
 def test_a_write_refused_before_the_damage_discards_the_copy(
-    tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch, room: int
+    tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch, room: int | None
 ) -> None:
     """A damaged capture ends both copies where the analysis ended; the decrypted copy's
     file refused a write (while written, or its last bytes on close): that copy is
