@@ -24,8 +24,9 @@ checks/__init__.py. ``BulkRules`` gives the "nothing to say" defaults.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -40,25 +41,50 @@ from espforensics.model.arrays import Strs, rows_at
 Mask = npt.NDArray[np.bool_]
 
 
+class LeakWords(NamedTuple):
+    """One row's leak columns: ``leaked_hex``, ``leaked_fields`` and ``leaked`` (the clear
+    bytes proven; 0 for a possible leak, whose ``leaked`` stays empty)."""
+
+    hex: str
+    fields: str
+    leaked: int
+
+
 @dataclass(frozen=True, slots=True)
 class Leaks:
-    """The leak check's columns of some rows (``leaked_hex``, ``leaked_fields``; every other
-    row's are empty): ``at``, the rows (positions in their ``FlowRows``, or in a steady
-    run), each one's two strings beside it."""
+    """The leak check's columns of some rows (``leaked_hex``, ``leaked_fields``, ``leaked``;
+    every other row's are empty): ``at``, the rows (positions in their ``FlowRows``, or in a
+    steady run), each one's columns beside it."""
 
     at: npt.NDArray[np.intp]
     hex: tuple[str, ...]
     fields: tuple[str, ...]
+    leaked: tuple[int, ...]
+
+    @staticmethod
+    def of(at: npt.NDArray[np.intp], words: Sequence[LeakWords]) -> Leaks:
+        return Leaks(
+            at,
+            tuple(w.hex for w in words),
+            tuple(w.fields for w in words),
+            tuple(w.leaked for w in words),
+        )
+
+    def words(self) -> Iterator[LeakWords]:
+        return map(LeakWords, self.hex, self.fields, self.leaked)
 
 
 @dataclass(frozen=True, slots=True)
 class BytesRule:
     """What a check says of a flow's rows by their bytes alone: the rows it would not
-    treat as the plain case whatever its state, and the leak columns it fills for rows it
-    takes that are the plain case but for those columns (None: none)."""
+    treat as the plain case whatever its state, the leak columns it fills for rows it
+    takes that are the plain case but for those columns (None: none), and the rows whose
+    bytes are clear from right after their ESP header on (``clear``, None: none), which
+    hold no IV (``PacketContext.clear_from_header``)."""
 
     refused: Mask
     leaks: Leaks | None = None
+    clear: Mask | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +102,9 @@ class FlowRows:
     (without a key the ICV's length is unknown: the datagram's end);
     ``leaks``: the leak columns the checks' bytes rules gave the rows
     (``BytesRule.leaks``; None before those rules ran, or none), which
-    ``commit`` counts as ``observe`` would.
+    ``commit`` counts as ``observe`` would; ``clear``: the rows clear from
+    right after their ESP header on, which hold no IV (``BytesRule.clear``;
+    None before those rules ran, or none).
     """
 
     flow: Flow
@@ -91,9 +119,15 @@ class FlowRows:
     esp_at: I64
     raw: Buffer
     leaks: Leaks | None = None
+    clear: Mask | None = None
 
     def __len__(self) -> int:
         return len(self.frames)
+
+    def no_iv(self) -> Mask | None:
+        """``clear`` if any row is clear from its header on (no IV to read), else None."""
+        clear = self.clear
+        return clear if clear is not None and clear.any() else None
 
     def last_blocks(self, width: int) -> U8:
         """Per row, the last ``width`` bytes of its ciphertext (CBC: its last block)."""

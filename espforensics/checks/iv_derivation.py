@@ -176,10 +176,15 @@ class IvDerivationCheck(BulkRules):
         return None if sa is None or sa.scheme is None else sa
 
     def admits(self, flow: Flow) -> bool:
-        """An SA whose scheme is settled; without a key, not a constant IV (``_repeat``);
-        NULL (no IV: ``observe`` only counts its packets)."""
-        if flow.state.no_iv:
-            return True
+        """An SA whose scheme is settled (``_judged``); NULL (no IV: ``observe`` only counts
+        its packets); without a key, a flow whose last whole packet was clear from its
+        header on (``clear_whole``): the lane takes its rows that are (``refuses``)."""
+        state = flow.state
+        return state.no_iv or (state.ctx is None and bool(state.clear_whole)) or self._judged(flow)
+
+    def _judged(self, flow: Flow) -> bool:
+        """Are the flow's IVs judged in bulk: its scheme settled and, without a key, not a
+        constant IV (``_repeat``)?"""
         sa = self._steady(flow)
         return sa is not None and (flow.state.ctx is not None or sa.scheme is not IvScheme.CONSTANT)
 
@@ -188,12 +193,18 @@ class IvDerivationCheck(BulkRules):
         the SA's counter scheme (seqiv's xor, an additive counter, echainiv's words),
         or with CBC an IV that is the previous packet's last ciphertext block (without
         a key, for an SA that follows no counter: found at one of the places
-        ``chains.chaining_keyless`` looks)."""
+        ``chains.chaining_keyless`` looks). Of a batch with rows clear from their
+        header on (no IV: ``observe`` counts them), every row that is not; of a flow
+        whose IVs are not judged in bulk, every row."""
         wrong = np.zeros(len(rows), np.bool_)
         if rows.flow.state.no_iv:
             return wrong  # nothing to judge
+        clear = rows.no_iv()
+        if clear is not None:
+            return ~clear
         sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
-        assert sa is not None  # admits
+        if sa is None or not self._judged(rows.flow):
+            return ~wrong  # admitted for rows clear from their header on only
         if ctx is None and sa.scheme not in _COUNTERS:
             wrong |= chains.chained_keyless(sa, rows)
         elif ctx is not None and not ctx.counter:  # CBC (RFC 3602): echainiv's
@@ -208,11 +219,13 @@ class IvDerivationCheck(BulkRules):
         return wrong
 
     def columns(self, rows: FlowRows) -> BulkColumns:
-        """``iv_seq_delta`` 0 for every row the lane takes, when the SA follows a counter."""
-        if rows.flow.state.no_iv:
+        """``iv_seq_delta`` 0 for every row the lane takes, when the SA follows a counter
+        (none for rows without an IV)."""
+        if rows.flow.state.no_iv or rows.no_iv() is not None:
             return NOTHING
         sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
-        assert sa is not None  # admits
+        if sa is None or not self._judged(rows.flow):
+            return NOTHING  # every row refused
         # CBC's echainiv words (``words``), else seqiv's or a counter's constant
         counter = ctx is None or ctx.counter  # without a key the IV is read as a counter's
         if sa.const in (_NOT_COUNTER, None) or bool(sa.words) == counter:
@@ -221,8 +234,11 @@ class IvDerivationCheck(BulkRules):
 
     def commit(self, rows: FlowRows) -> None:
         """``observe`` for packets whose IV was built from their own seq64 (delta 0) and,
-        with CBC, none of whose IVs is its predecessor's last block; NULL's counted."""
-        if rows.flow.state.no_iv:
+        with CBC, none of whose IVs is its predecessor's last block; NULL's counted, and
+        rows clear from their header on (the lane takes no other row beside them)."""
+        clear = rows.no_iv()
+        if rows.flow.state.no_iv or clear is not None:
+            assert clear is None or clear.all()  # ``refuses``
             self._sas.get(rows.flow).no_iv += len(rows)
             return
         sa, ctx = self._steady(rows.flow), rows.flow.state.ctx

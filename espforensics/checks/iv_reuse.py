@@ -23,10 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
+
 from espforensics.bounded.frames import Frames
 from espforensics.bounded.intervals import U64Set
 from espforensics.checks import coverage as coverage_reasons
-from espforensics.checks.bulk import BulkRules, Scope
+from espforensics.checks.bulk import BulkRules, FlowRows, Mask, Scope
 from espforensics.checks.context import Flow, PacketContext, SaState
 from espforensics.checks.coverage import Seen
 from espforensics.checks.iv_groups import (
@@ -131,11 +133,19 @@ class IvReuseCheck(BulkRules):
         if flow.state.no_iv:
             return True  # NULL: no scope, no rule (``BulkRules``' defaults)
         ctx, group = flow.state.ctx, self._of(flow)
-        if group is None:
-            return False
+        if group is None:  # keyless, its last whole packet clear from its header on: ``refuses``
+            return ctx is None and bool(flow.state.clear_whole)
         if ctx is None:  # no usable key: keyless, not an algorithm the tool cannot open
             return flow.state.sa is None and not group.wide
         return bool((ctx.counter and ctx.iv_len == IV_LEN) or ctx.iv_len == 2 * IV_LEN)
+
+    def refuses(self, rows: FlowRows) -> Mask:
+        """A flow without a group (admitted for its rows clear from their header on, which
+        ``observe`` leaves alone): every row with an IV, whose first use makes the group
+        (rows clear from their header on are in no scope: engine/plan.py ``scopes``)."""
+        if rows.flow.state.no_iv or self._of(rows.flow) is not None:
+            return np.zeros(len(rows), np.bool_)
+        return ~rows.clear if rows.clear is not None else np.ones(len(rows), np.bool_)
 
     def scope(self, flow: Flow) -> Scope | None:
         """The flow's key group: its ``refuses`` and ``commit`` are this check's rules over

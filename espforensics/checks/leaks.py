@@ -42,6 +42,7 @@ from espforensics.checks.bulk import (
     BytesRule,
     FlowRows,
     Leaks,
+    LeakWords,
     PlainRule,
     Plaintexts,
 )
@@ -53,7 +54,6 @@ from espforensics.decode.clear import (
     clear_after_header,
     clear_transport,
     first_clear_header,
-    keyless_clear,
     may_be_clear,
     trailer_follows,
 )
@@ -148,82 +148,64 @@ class LeakCheck(BulkRules):
         if pkt.cut:  # no trailer nor ICV captured to prove a clear packet by
             return
         icv_lens = (ctx.icv_len,) if ctx is not None else KEYLESS_ICV_LENS
+        found = clear_words(data, body, iv_len, icv_lens, pkt.ip.src, pkt.ip.dst)
+        if found is None:
+            return
+        rec.leaked_hex, rec.leaked_fields = found.hex, found.fields
+        if not found.leaked:  # a header that nothing else proves
+            self._count(rec.spi, rec.frame, found.fields, self._possible_per_spi)
+            return
+        rec.leaked = found.leaked
         keyed = pkt.flow.state.sa is not None
         into = self._unsealed_per_spi if keyed else self._keyless_per_spi
-        start, n = first_clear_header(data, body, iv_len)
-        if n and trailer_follows(data, start, icv_lens):
-            self._report(pkt, data[start : start + n], into)
-            return
-        if n:  # a header that nothing else proves
-            rec.leaked_hex, rec.leaked_fields = possible(data[start : start + n])
-            self._count(rec.spi, rec.frame, rec.leaked_fields, self._possible_per_spi)
-            return
-        for start in (body + iv_len, body):
-            proto, n = clear_transport(data, start, pkt.ip.src, pkt.ip.dst, icv_lens)
-            if n:
-                self._report(pkt, data[start : start + n], into, f"{proto} header")
-                return
+        self._count(rec.spi, rec.frame, found.fields, into)
 
     # -- the steady lane's rules (checks/bulk.py) ------------------------------
     def refuses_bytes(self, rows: FlowRows) -> BytesRule:
-        """Rows without a key whose bytes after the header ``_between_header_and_icv`` (or
-        ``PacketContext.clear_from_header``) find clear: the few ``may_be_clear`` lets
-        through, tested one by one (``keyless_clear``). Of those, a row that is only a
-        possible leak (a clear IP header that no trailer proves, and bytes after the
-        ESP header that ``clear_after_header`` does not find clear) is kept, with the
-        columns ``_between_header_and_icv`` gives it (``first_clear_header``,
-        ``possible``); ``commit`` counts it. The lane's keyed rows are decrypted: their
-        rule is ``plaintexts``."""
+        """Rows without a key whose bytes after the header ``_between_header_and_icv`` finds
+        clear (``clear_words``): the few ``may_be_clear`` lets through, tested one by one.
+        Each is kept with the columns ``_between_header_and_icv`` gives it, a proven leak
+        (a clear inner packet, a trailer and an ICV after it) or a possible one, and
+        ``commit`` counts it. ``clear``: the rows clear from right after their ESP header
+        on (``clear_after_header``, ``PacketContext.clear_from_header``'s test: NULL
+        encryption), whose 8 bytes after the header the IV checks read as no IV. The
+        lane's keyed rows are decrypted: their rule is ``plaintexts``."""
         refused = np.zeros(len(rows), np.bool_)
         if rows.flow.state.ctx is not None:
             return BytesRule(refused)
         kept: list[int] = []
-        hexes: list[str] = []
-        fields: list[str] = []
+        words: list[LeakWords] = []
+        clear = np.zeros(len(rows), np.bool_)
         body = rows.esp_at + ESP_HEADER_LEN
         for i in np.flatnonzero(may_be_clear(rows.buf, body, rows.ct_end)).tolist():
             at, end = int(rows.ip_at[i]), int(rows.ct_end[i])
             data = bytes(rows.raw[at:end])
             ip = parse_ip(data, through_ah=True)  # read as the per-frame path read it
             own = int(body[i]) - at
-            if not keyless_clear(data, own, ip.src, ip.dst):
-                continue
-            start, n = first_clear_header(data, own, IV_LEN)
-            if (
-                not n
-                or trailer_follows(data, start, KEYLESS_ICV_LENS)
-                or clear_after_header(data, own, ip.src, ip.dst)
-            ):
-                refused[i] = True  # a proven leak, or no IV to read: per frame
-                continue
-            words = possible(data[start : start + n])
-            kept.append(i)
-            hexes.append(words[0])
-            fields.append(words[1])
-        if not kept:
-            return BytesRule(refused)
-        return BytesRule(refused, Leaks(np.array(kept, np.intp), tuple(hexes), tuple(fields)))
+            clear[i] = clear_after_header(data, own, ip.src, ip.dst)
+            found = clear_words(data, own, IV_LEN, KEYLESS_ICV_LENS, ip.src, ip.dst)
+            if found is not None:
+                kept.append(i)
+                words.append(found)
+        leaks = Leaks.of(np.array(kept, np.intp), words) if kept else None
+        return BytesRule(refused, leaks, clear if clear.any() else None)
 
     def commit(self, rows: FlowRows) -> None:
-        """``observe`` for the lane's rows: the possible leaks among them counted."""
+        """``observe`` for the lane's rows: their leaks (keyless: proven or possible)
+        counted."""
         leaks = rows.leaks
         if leaks is None:
             return
-        spi, per_spi = rows.flow.spi, self._possible_per_spi
-        for i, words in zip(leaks.at.tolist(), leaks.fields, strict=True):
-            self._count(spi, int(rows.frames[i]), words, per_spi)
+        spi = rows.flow.spi
+        for i, found in zip(leaks.at.tolist(), leaks.words(), strict=True):
+            into = self._keyless_per_spi if found.leaked else self._possible_per_spi
+            self._count(spi, int(rows.frames[i]), found.fields, into)
 
-    def _report(
-        self,
-        pkt: PacketContext,
-        leaked: bytes,
-        into: dict[int, _PerSpi] | None = None,
-        fields: str = "",
-    ) -> None:
+    def _report(self, pkt: PacketContext, leaked: bytes) -> None:
         rec = pkt.rec
         rec.leaked, rec.leaked_hex = len(leaked), leaked.hex(" ")
-        rec.leaked_fields = fields or name_fields(leaked)
-        self._count(rec.spi, rec.frame, rec.leaked_fields, into)
+        rec.leaked_fields = name_fields(leaked)
+        self._count(rec.spi, rec.frame, rec.leaked_fields)
 
     def _count(
         self, spi: int | None, frame: int, fields: str, into: dict[int, _PerSpi] | None = None
@@ -279,10 +261,33 @@ class LeakCheck(BulkRules):
                 )
 
 
-def possible(clear: bytes) -> tuple[str, str]:
-    """The ``leaked_hex`` and ``leaked_fields`` of bytes that look like a clear inner header
-    but that nothing else proves (``leaked`` stays empty)."""
-    return clear.hex(" "), f"possible: {name_fields(clear)}"
+def clear_words(
+    data: bytes,
+    body: int,
+    iv_len: int,
+    icv_lens: tuple[int, ...],
+    src: bytes,
+    dst: bytes,
+) -> LeakWords | None:
+    """The leak columns of a packet that did not verify, read from its bytes after the ESP
+    header (at ``body``), the first that holds of: the first plausible clear IP header
+    (after an ``iv_len``-byte IV, else in its place) when an ESP trailer and an ICV of
+    one of ``icv_lens`` follow its packet exactly (proven: ``leaked`` its length); a
+    clear TCP or UDP header whose segment's checksum verifies over the outer addresses
+    ``src``, ``dst``, with its trailer and ICV (proven); that IP header without them
+    (possible: ``leaked`` 0). So a proven transport header is not hidden by random IV
+    bytes that happen to parse as an IP header. None: nothing clear found."""
+    start, n = first_clear_header(data, body, iv_len)
+    header = data[start : start + n]
+    if n and trailer_follows(data, start, icv_lens):
+        return LeakWords(header.hex(" "), name_fields(header), n)
+    for at in (body + iv_len, body):
+        proto, size = clear_transport(data, at, src, dst, icv_lens)
+        if size:
+            return LeakWords(data[at : at + size].hex(" "), f"{proto} header", size)
+    if n:
+        return LeakWords(header.hex(" "), f"possible: {name_fields(header)}", 0)
+    return None
 
 
 def not_encrypted(sealed: bytes, plain: bytes) -> bool:

@@ -8,8 +8,8 @@ clear IP packet followed exactly by an ESP trailer and an ICV) and
 outer addresses verifies, with a trailer and ICV after it) and
 ``ip_start_fits`` (do clear bytes start an IP header whose length fits
 the rest of the datagram: how a misplaced ESP header is recognised without
-proof); ``keyless_clear``, ``clear_after_header`` and ``first_clear_header``,
-what the leak check and ``PacketContext`` ask of a keyless packet with them;
+proof); ``clear_after_header`` and ``first_clear_header``, what the leak
+check (``clear_words``) and ``PacketContext`` ask of a keyless packet with them;
 and ``may_be_clear``, their bulk side for the steady lane's keyless
 packets. Raises nothing.
 
@@ -198,21 +198,6 @@ def may_start_ip(view: U8, start: I64, end: I64) -> Mask:
     slack = room - total
     fits: Mask = (v4 | v6) & (slack >= 0) & (slack <= 16 + 255 + 2)
     return fits
-
-
-def keyless_clear(data: bytes, body: int, src: bytes, dst: bytes) -> bool:
-    """Is a keyless packet's ``data`` (its datagram) clear after its ESP header, as the
-    leak check and ``PacketContext.clear_from_header`` test it: a clear IP header at
-    ``body`` or after an 8-byte IV, or a clear TCP, UDP or ICMP message with its
-    trailer there (``may_be_clear`` is the bulk superset of this)."""
-    n = len(data)
-    for start in (body + _KEYLESS_IV_LEN, body):
-        if (
-            clear_ip_header(data, start, n)
-            or clear_transport(data, start, src, dst, KEYLESS_ICV_LENS)[1]
-        ):
-            return True
-    return clear_icmp(data, body, src, dst, KEYLESS_ICV_LENS)
 
 
 def clear_after_header(data: bytes, body: int, src: bytes, dst: bytes) -> bool:

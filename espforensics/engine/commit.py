@@ -50,8 +50,8 @@ def commit_run(
         own = pos[flows == f]
         state = plan.flows[f].state
         state.tracker.commit(int(plan.seq64[own[-1]]))
-        if state.ctx is None:
-            state.clear_whole = False  # its last whole packet was not clear (leaks.py)
+        if state.ctx is None:  # was its last whole packet clear? (PacketContext.clear_from_header)
+            state.clear_whole = bool(plan.clear[own[-1]])
         mine = flow_rows(plan, own, view, batch.buf)
         for check in checks:
             check.commit(mine)
@@ -107,6 +107,7 @@ def _columns(
         tfc_len=plain.ints("tfc_len"),
         counter=plan.counter[pos],
         leaks=leaks_of(plan, pos),
+        clear=plan.clear[pos],
         algorithm=tuple(f.state.sa.suite if f.state.sa else "" for f in flows),
     )
 

@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from espforensics.capture.batch import Buffer
 from espforensics.checks import Flow, SaState
-from espforensics.checks.bulk import FlowRows, Leaks, Outer, Scope, ScopeRows
+from espforensics.checks.bulk import FlowRows, Leaks, LeakWords, Outer, Scope, ScopeRows
 from espforensics.checks.context import HEAD_LEN
 from espforensics.crypto import IV_LEN, CipherContext
 from espforensics.decode.digest import RowDigests, kept_source
@@ -74,9 +74,11 @@ class Plan:
     placed: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))  # seq64 inferred
     by_bytes: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))  # a check refuses
     # the leak columns a check's bytes rule gave (``BytesRule.leaks``): which positions have
-    # them, and per such position its (leaked_hex, leaked_fields)
+    # them, and per such position its columns
     leaky: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))
-    leaks: dict[int, tuple[str, str]] = field(default_factory=dict)
+    leaks: dict[int, LeakWords] = field(default_factory=dict)
+    # the positions clear from right after their ESP header on (``BytesRule.clear``): no IV
+    clear: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))
     iv: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))  # a wide IV's fold
     iv_bytes: npt.NDArray[np.uint8] = field(  # WIDE bytes after the ESP header
         default_factory=lambda: np.zeros((0, WIDE), np.uint8)
@@ -232,6 +234,7 @@ def flow_rows(plan: Plan, own: Index, view: npt.NDArray[np.uint8], raw: Buffer) 
         plan.esp_at[own],
         raw,
         leaks_of(plan, own),
+        plan.clear[own],
     )
 
 
@@ -242,8 +245,7 @@ def leaks_of(plan: Plan, own: Index) -> Leaks | None:
     at = np.flatnonzero(plan.leaky[own])
     if not len(at):
         return None
-    words = [plan.leaks[p] for p in own[at].tolist()]
-    return Leaks(at, tuple(w[0] for w in words), tuple(w[1] for w in words))
+    return Leaks.of(at, [plan.leaks[p] for p in own[at].tolist()])
 
 
 def scope_rows(plan: Plan, own: Index, raw: Buffer) -> ScopeRows:
@@ -272,9 +274,12 @@ def digests(plan: Plan, own: Index, raw: Buffer) -> RowDigests:
 
 def scopes(plan: Plan, pos: Index) -> list[tuple[Scope, Index]]:
     """Per check, in the registry's order, and per scope of it among the rows ``pos``:
-    (scope, which rows)."""
+    (scope, which rows). A row clear from its header on (``clear``) holds no IV: it is in
+    no scope (a key group's IVs)."""
     flow = plan.flow[pos]
-    flows = distinct(flow).tolist()
+    if plan.clear[pos].any():
+        flow = np.where(plan.clear[pos], -1, flow)
+    flows = distinct(flow[flow >= 0]).tolist()
     out: list[tuple[Scope, Index]] = []
     for k in range(len(plan.scopes[flows[0]]) if flows else 0):
         shared: dict[int, tuple[Scope, list[int]]] = {}

@@ -69,12 +69,22 @@ class SteadyRows:
     checksum_detail: Strs  # a not_checked packet's reason (its detail), else ""
     tfc_len: I64  # -1: empty
     counter: Mask  # iv_seq_delta is 0 (else empty: the SA's IVs follow no counter)
-    leaks: Leaks | None  # the rows with leak columns (possible leaks), else None: all empty
+    clear: Mask  # keyless, clear from its ESP header on: no IV (iv_reused empty)
+    leaks: Leaks | None  # the rows with leak columns (keyless leaks), else None: all empty
     algorithm: tuple[str, ...]  # per flow
 
     @property
     def rows(self) -> int:
         return len(self.frame) + len(self.records)
+
+    def leaked(self) -> Mask | None:
+        """Per lane row: inner bytes proven in clear (``leaked`` set); None: no such row."""
+        leaks = self.leaks
+        if leaks is None or not any(leaks.leaked):
+            return None
+        out = np.zeros(len(self.frame), np.bool_)
+        out[leaks.at] = np.array(leaks.leaked, np.int64) > 0
+        return out
 
 
 class RowSink(Protocol):

@@ -140,6 +140,7 @@ class SteadyLane:
         plan.iv_len = iv_len
         plan.iv = np.where(iv_len == WIDE, halves[:, 0] ^ halves[:, 1], halves[:, 0])
         plan.counter = np.zeros(len(rows), np.bool_)
+        plan.clear = np.zeros(len(rows), np.bool_)
         plan.seq64 = np.zeros(len(rows), np.uint64)
         plan.placed = np.zeros(len(rows), np.bool_)
         plan.by_bytes = self._by_bytes(plan, view, batch.buf)
@@ -395,7 +396,8 @@ class SteadyLane:
 
     def _by_bytes(self, plan: Plan, view: npt.NDArray[np.uint8], raw: Buffer) -> Mask:
         """Per candidate of the units, whether a check refuses it by its bytes alone; the
-        columns the checks' bytes rules give the others kept in the plan (``leaks``)."""
+        columns the checks' bytes rules give the others kept in the plan (``leaks``), and
+        the rows they find clear from their header on (``clear``)."""
         refused = np.zeros(len(plan.rows), np.bool_)
         plan.leaky = np.zeros(len(plan.rows), np.bool_)
         pos = np.flatnonzero(plan.unit >= 0)
@@ -409,8 +411,9 @@ class SteadyLane:
                 if rule.leaks is not None:
                     at = own[rule.leaks.at]
                     plan.leaky[at] = True
-                    words = zip(rule.leaks.hex, rule.leaks.fields, strict=True)
-                    plan.leaks.update(zip(at.tolist(), words, strict=True))
+                    plan.leaks.update(zip(at.tolist(), rule.leaks.words(), strict=True))
+                if rule.clear is not None:
+                    plan.clear[own] |= rule.clear
         return refused
 
     @staticmethod

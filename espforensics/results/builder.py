@@ -112,13 +112,17 @@ class SummaryBuilder:
         self.verdicts[Verdict.OK] += keyed
         if keyed < n:
             self.verdicts[Verdict.UNKNOWN_SA] += n - keyed
+        leaked = rows.leaked()
         for f in np.unique(rows.flow).tolist():
-            self._steady_sa(rows, f, np.flatnonzero(rows.flow == f))  # capture order per flow
+            idx = np.flatnonzero(rows.flow == f)  # capture order per flow
+            self._steady_sa(rows, f, idx, 0 if leaked is None else int(leaked[idx].sum()))
 
-    def _steady_sa(self, rows: SteadyRows, f: int, idx: npt.NDArray[np.intp]) -> None:
+    def _steady_sa(self, rows: SteadyRows, f: int, idx: npt.NDArray[np.intp], leaked: int) -> None:
         flow = rows.flows[f]
         acc = self._acc(flow.spi, flow.src, flow.dst, rows.algorithm[f], int(rows.ts_ns[idx[0]]))
         acc.packets += len(idx)
+        if leaked:  # a Rare field: written only when it counts
+            acc.leaked += leaked
         acc.wire_bytes += int(rows.wirelen[idx].sum())
         acc.last_ns = int(rows.ts_ns[idx[-1]])
         keyed = bool(rows.keyed[idx[0]])  # a flow's rows are all keyed or all keyless

@@ -105,7 +105,7 @@ def _lane_table(rows: SteadyRows) -> pa.Table:
         "inner_dst": _texts(rows.inner_dst, rows.keyed),
         "inner_sport": _nullable(rows.inner_sport, rows.inner_sport >= 0),
         "inner_dport": _nullable(rows.inner_dport, rows.inner_dport >= 0),
-        "iv_reused": bools(np.zeros(n, np.bool_), rows.iv_len > 0),  # NULL: no IV
+        "iv_reused": bools(np.zeros(n, np.bool_), (rows.iv_len > 0) & ~rows.clear),  # NULL
         "iv_seq_delta": _nullable(np.zeros(n, np.int64), rows.counter),
         "inner_checksum": _texts(rows.inner_checksum, rows.keyed),
         "detail": _details(rows),
@@ -113,11 +113,15 @@ def _lane_table(rows: SteadyRows) -> pa.Table:
     }
     for name in ("leaked_hex", "leaked_fields", "seq_anomaly", "quoted_src", "quoted_dst"):
         cols[name] = _repeat("", n)
-    if rows.leaks is not None:  # possible leaks (checks/leaks.py): a few rows of a run
+    if rows.leaks is not None:  # keyless leaks, proven or possible (checks/leaks.py)
+        leaks = rows.leaks
         picked = np.zeros(n, np.int64)
-        picked[rows.leaks.at] = np.arange(1, len(rows.leaks.at) + 1)
-        cols["leaked_hex"] = pick(["", *rows.leaks.hex], picked)
-        cols["leaked_fields"] = pick(["", *rows.leaks.fields], picked)
+        picked[leaks.at] = np.arange(1, len(leaks.at) + 1)
+        cols["leaked_hex"] = pick(["", *leaks.hex], picked)
+        cols["leaked_fields"] = pick(["", *leaks.fields], picked)
+        leaked = np.zeros(n, np.int64)
+        leaked[leaks.at] = leaks.leaked
+        cols["leaked"] = _nullable(leaked, leaked > 0)
     keyed = rows.keyed.astype(np.int64)
     cols["verdict"] = pick(["unknown_sa", "ok"], keyed)
     # the receiver check refuses every other row; a run without keys predicts nothing
@@ -150,7 +154,7 @@ def joined(runs: Sequence[SteadyRows]) -> SteadyRows:
 
 
 def _leaks(runs: Sequence[SteadyRows], starts: list[int]) -> Leaks | None:
-    """The runs' possible leaks, their rows counted from the first run's first row."""
+    """The runs' leaks, their rows counted from the first run's first row."""
     mine = [(r.leaks, k) for r, k in zip(runs, starts, strict=True) if r.leaks is not None]
     if not mine:
         return None
@@ -158,6 +162,7 @@ def _leaks(runs: Sequence[SteadyRows], starts: list[int]) -> Leaks | None:
         np.concatenate([leaks.at + k for leaks, k in mine]),
         tuple(h for leaks, _ in mine for h in leaks.hex),
         tuple(f for leaks, _ in mine for f in leaks.fields),
+        tuple(n for leaks, _ in mine for n in leaks.leaked),
     )
 
 

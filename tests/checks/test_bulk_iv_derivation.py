@@ -16,6 +16,9 @@ may lie (``_chaining_keyless``).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from hypothesis import given, settings
@@ -26,7 +29,7 @@ from espforensics.checks.context import Flow, SaState
 from espforensics.checks.iv_derivation import WINDOW, IvDerivationCheck
 from espforensics.checks.perflow import Holds
 from espforensics.keys.sa import CBC_AES, RFC4106
-from espforensics.model.enums import Verdict
+from espforensics.model.enums import IvScheme, Verdict
 from espforensics.synth.esp import echainiv_block
 from tests.support.bulk_batches import M64, Pkt, context, datagram, first, flow_rows, keyed, sa_of
 
@@ -204,3 +207,30 @@ def test_keyless_chaining_is_looked_for_where_observe_looks(
         noted.append("(chained)" in pkt.rec.detail)
     assert refused == noted
     assert noted[-1] == (back in TAIL_PLACES and back <= len(before) - 44)
+
+
+@pytest.mark.parametrize("settled", [False, True])
+def test_rows_clear_from_their_header_on_are_counted_and_the_others_refused(
+    settled: bool,
+) -> None:
+    """A keyless flow whose last whole packet was clear from its ESP header on (NULL):
+    admitted, settled on a scheme or not. In a batch whose bytes rules found rows clear
+    from their header on (``FlowRows.clear``), every other row is refused and none gets
+    ``iv_seq_delta``; committed, the clear rows are counted as packets without IV, as
+    ``observe`` counts such packets. A batch without such rows: with no scheme settled,
+    every row refused."""
+    flow = _flow("xor", keyless=True)
+    history = [_pkt(n, n, _iv("xor", n, 0), True) for n in range(1, WINDOW + 1)] if settled else []
+    check = _check(flow, history)
+    flow.state.clear_whole = True
+    assert check.admits(flow)
+    batch = [_pkt(n, n, _iv("xor", n, 0), True) for n in range(WINDOW + 1, WINDOW + 5)]
+    rows = replace(flow_rows(flow, batch), clear=np.array([True, True, False, True]))
+    assert check.refuses(rows).tolist() == [False, False, True, False]
+    assert check.columns(rows).counter is None
+    check.commit(replace(flow_rows(flow, batch[:2]), clear=np.array([True, True])))
+    # no IV read: the settled scheme stays; an SA of no other packet has none
+    assert set(check.schemes().values()) == {IvScheme.SEQIV if settled else IvScheme.NONE}
+    assert check._sas.get(flow).no_iv == 2  # what ``observe`` counts
+    plain = replace(flow_rows(flow, batch), clear=np.zeros(4, np.bool_))
+    assert check.refuses(plain).tolist() == [not settled] * 4

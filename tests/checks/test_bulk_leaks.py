@@ -1,20 +1,19 @@
 """The leak check's keyless bulk rule is its per-packet rule (checks/leaks.py).
 
-Without a key the steady lane asks ``LeakCheck.refuses_bytes`` which rows
-the per-frame path would treat otherwise than the plain case: a proven
-leak (a clear IP header, TCP or UDP segment followed by an ESP trailer and
-an ICV), or bytes ``PacketContext.clear_from_header`` finds clear (NULL
-encryption: no IV to read). A row whose bytes only look like a clear IP
-header (``possible``) is kept, with the ``leaked_hex`` and
-``leaked_fields`` the per-packet rule writes, and ``commit`` counts it as
-``observe`` does. For generated keyless datagrams (random ciphertext; an
-IPv4 header with a sound checksum or an IPv6 header whose length fits,
-after the IV or in its place, with its trailer or without; a clear inner
-packet with its trailer from tests/checks/test_bulk_rules.py), a row is
-refused exactly when the per-packet rule proves a leak or finds it clear
-from its header, a kept row's columns are the per-packet ones, and the
-lane's findings (the rows before the first refused committed, the rest
-observed) are the reference's.
+Without a key the steady lane asks ``LeakCheck.refuses_bytes`` for the
+leak columns of each row and which rows are clear from right after their
+ESP header on (``PacketContext.clear_from_header``: NULL encryption, no IV
+to read, which the IV checks' bulk rules leave alone). A proven leak (a
+clear IP header, TCP or UDP segment followed by an ESP trailer and an ICV)
+and a possible one (bytes that only look like a clear IP header) are both
+kept, with the ``leaked``, ``leaked_hex`` and ``leaked_fields`` the
+per-packet rule writes, and ``commit`` counts them as ``observe`` does.
+For generated keyless datagrams (random ciphertext; an IPv4 header with a
+sound checksum or an IPv6 header whose length fits, after the IV or in its
+place, with its trailer or without; a clear inner packet with its trailer
+from tests/checks/test_bulk_rules.py), no row is refused, each row's
+columns and clear flag are the per-packet ones, and the lane's findings
+(every row committed at once) are the reference's.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ import numpy as np
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from espforensics.checks.bulk import FlowRows, Leaks
+from espforensics.checks.bulk import FlowRows, Leaks, LeakWords
 from espforensics.checks.context import Flow, PacketContext, SaState
 from espforensics.checks.leaks import LeakCheck
 from espforensics.decode.clear import internet_checksum
@@ -129,33 +128,21 @@ def test_the_keyless_bulk_rule_is_the_per_packet_rule(esps: list[bytes]) -> None
     rule = LeakCheck().refuses_bytes(_rows(lane_flow, grams, 1))
     ref, ref_flow = LeakCheck(), Flow(SPI, "192.0.2.1", "198.51.100.2", SaState())
     pkts = [_context(ref_flow, n, n, g) for n, g in enumerate(grams, 1)]
-    kept: dict[int, str] = {}
-    fields: dict[int, str] = {}
+    kept: dict[int, LeakWords] = {}
     if rule.leaks is not None:
-        at = rule.leaks.at.tolist()
-        kept, fields = (
-            dict(zip(at, rule.leaks.hex, strict=True)),
-            dict(zip(at, rule.leaks.fields, strict=True)),
-        )
+        kept = dict(zip(rule.leaks.at.tolist(), rule.leaks.words(), strict=True))
+    clear = rule.clear if rule.clear is not None else np.zeros(len(grams), np.bool_)
+    assert not rule.refused.any()  # every row kept, with its columns
     for i, pkt in enumerate(pkts):
         ref.observe(pkt)
         rec = pkt.rec
-        special = rec.leaked is not None or pkt.clear_from_header
-        assert bool(rule.refused[i]) == special, i
-        if not special:
-            assert (kept.get(i, ""), fields.get(i, "")) == (rec.leaked_hex, rec.leaked_fields)
-            assert not rec.leaked_fields or rec.leaked_fields.startswith("possible: ")
-    # The lane: the rows before the first refused committed, the rest per frame.
-    taken = int(np.argmax(rule.refused)) if rule.refused.any() else len(grams)
+        assert bool(clear[i]) == pkt.clear_from_header, i
+        words = kept.get(i, LeakWords("", "", 0))
+        assert words == (rec.leaked_hex, rec.leaked_fields, rec.leaked or 0), i
+    # The lane: every row committed at once.
     lane = LeakCheck()
-    if taken:
-        mine = [i for i in sorted(kept) if i < taken]
-        leaks = Leaks(
-            np.array(mine, np.intp), tuple(kept[i] for i in mine), tuple(fields[i] for i in mine)
-        )
-        lane.commit(replace(_rows(lane_flow, grams[:taken], 1), leaks=leaks if mine else None))
-    for n in range(taken + 1, len(grams) + 1):
-        lane.observe(_context(lane_flow, n, n, grams[n - 1]))
+    leaks = Leaks.of(np.array(sorted(kept), np.intp), [kept[i] for i in sorted(kept)])
+    lane.commit(replace(_rows(lane_flow, grams, 1), leaks=leaks if kept else None))
     assert list(lane.finish()) == list(ref.finish())
 
 
@@ -172,3 +159,4 @@ def test_a_possible_leak_is_kept_with_its_columns() -> None:
     assert rule.leaks.hex == (_V6[:40].hex(" "), _V4[8:28].hex(" "))
     assert rule.leaks.fields[0].startswith("possible: IPv6 version+traffic class+flow label, ")
     assert rule.leaks.fields[1].startswith("possible: IPv4 version+IHL, TOS, total length, ")
+    assert rule.leaks.leaked == (0, 0)  # nothing proves them: ``leaked`` stays empty

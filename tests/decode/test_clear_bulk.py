@@ -30,7 +30,6 @@ from espforensics.decode.clear import (
     clear_transport,
     internet_checksum,
     ip_start_fits,
-    keyless_clear,
     may_be_clear,
     may_start_ip,
 )
@@ -89,7 +88,6 @@ def test_may_be_clear_holds_every_packet_the_per_packet_tests_find_clear(
     fits = may_start_ip(view, starts + BODY + 8, end)
     for row, gram in enumerate(grams):
         clear = _clear(gram)
-        assert keyless_clear(gram, BODY, SRC, DST) == clear  # the lane's one-by-one test
         if clear:
             assert bulk[row], gram.hex()
         if ip_start_fits(gram, BODY + 8, len(gram), len(gram)):  # placement's keyless search

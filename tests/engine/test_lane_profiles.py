@@ -10,7 +10,10 @@ scheme), counted by fuzz/lanecount.py; and lane on or off, the packets
 table, the summary and the findings are the same. Without keys too (the
 keyless lane): at least 95% of the packets of every profile read by their
 clear bytes only, the same outputs as the per-frame path's. GMAC and NULL
-(a payload in clear by design; NULL without IV) are taken with their keys.
+(a payload in clear by design; NULL without IV) are taken with their keys
+and without: without a key each of their packets is a clear inner packet
+with its trailer, a leak the lane proves with its columns (and NULL's 8
+bytes after the header no IV).
 """
 
 from __future__ import annotations
@@ -48,8 +51,8 @@ PROFILES = [
     pytest.param("cbc", "linux", IvScheme.ECHAINIV, id="cbc-echainiv"),
     pytest.param("cbc", "random", IvScheme.RANDOM, id="cbc-random"),
 ]
-# Keyed only: without a key a GMAC or NULL payload is clear bytes right after the IV (or
-# the ESP header), then a trailer and ICV: a clear packet the leak check proves per frame.
+# Without a key a GMAC or NULL payload is clear bytes right after the IV (or the ESP
+# header), then a trailer and ICV: a clear packet the leak check proves.
 CLEAR_PAYLOADS = [
     pytest.param("gmac", "linux", IvScheme.SEQIV, id="gmac-seqiv"),
     pytest.param("gmac", "random", IvScheme.RANDOM, id="gmac-random"),
@@ -104,25 +107,36 @@ def test_each_sender_profile_lane_matches_the_reference(
     assert_same(lane, _run(path, algorithm, Options(steady_lane=False)), 3_000)
 
 
-@pytest.mark.parametrize(("algorithm", "ivs", "scheme"), PROFILES)
+@pytest.mark.parametrize(("algorithm", "ivs", "scheme"), PROFILES + CLEAR_PAYLOADS)
 def test_the_keyless_lane_takes_every_sender_profile(
     folder: Path, algorithm: str, ivs: str, scheme: IvScheme
 ) -> None:
     """The same captures without a key: 95% of their ESP packets the lane's, every one
-    ``unknown_sa``, each SA's scheme read from the wire (8-byte IVs: CBC's look random)."""
+    ``unknown_sa``, each SA's scheme read from the wire (8-byte IVs: CBC's look random).
+    GMAC and NULL: every packet a proven leak of its TCP header, one ``high`` finding per
+    SA counting all its packets; NULL's bytes after the header judged no IV."""
     path = capture(folder, algorithm, ivs, FRAMES)
     lanecount.install()
     lanecount.take()
     result = analyze(path, SaTable(()), Options())
     count = lanecount.take()
-    assert result.packets["verdict"].tolist() == ["unknown_sa"] * FRAMES
+    packets = result.packets
+    assert packets["verdict"].tolist() == ["unknown_sa"] * FRAMES
     assert count.taken >= SHARE * FRAMES, count
     wire = IvScheme.RANDOM if algorithm == "cbc" else scheme
     assert {sa.iv_scheme for sa in result.summary.sas} == {str(wire)}
+    if algorithm not in ("gmac", "null"):
+        return
+    assert set(packets["leaked_fields"]) == {"TCP header"}
+    assert (packets["leaked"] == 32).all()  # the bench's TCP headers carry 12 option bytes
+    leaks = [f for f in result.summary.finding_list if f.kind is FindingKind.CLEARTEXT_LEAK]
+    assert [f.severity for f in leaks] == [Severity.HIGH] * len(result.summary.sas)
+    assert sum(f.count for f in leaks) == FRAMES
+    assert packets["iv_reused"].isna().all() == (algorithm == "null")
 
 
 @pytest.mark.parametrize("batch", [64, 4096])
-@pytest.mark.parametrize(("algorithm", "ivs", "scheme"), PROFILES)
+@pytest.mark.parametrize(("algorithm", "ivs", "scheme"), PROFILES + CLEAR_PAYLOADS)
 def test_each_sender_profile_keyless_lane_matches_the_reference(
     folder: Path, algorithm: str, ivs: str, scheme: IvScheme, batch: int
 ) -> None:
@@ -264,4 +278,30 @@ def test_the_keyless_lane_keeps_possible_leaks(
     assert {f.severity for f in leaks} == {Severity.INFO} and set(v6 + v4) <= set(listed)
     marked = lane.packets["frame"][lane.packets["leaked_fields"] != ""].tolist()
     assert sorted(listed) == marked and sum(f.count for f in leaks) == len(marked)
+    assert_same(lane, analyze(path, SaTable(()), Options(steady_lane=False)), 3_000)
+
+
+@pytest.mark.parametrize("batch", [64, 512])  # 3,000 frames: a 4,096 batch is the first
+def test_a_keyless_sa_switching_between_clear_and_encrypted_packets(
+    folder: Path, batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Frames 1-1,000 and 2,001-3,000 sent with NULL encryption, 1,001-2,000 with AES-GCM,
+    the same SAs and sequence numbers throughout, no key: the lane takes packets of each
+    stretch. NULL's packets are proven leaks whose 8 bytes after the header are no IV
+    (``iv_reused`` empty); GCM's are neither. The per-frame path takes the switches, and
+    the outputs are those of the lane off."""
+    null = list(iter_bench_frames(3_000, algorithm="null"))
+    gcm = list(iter_bench_frames(3_000, algorithm="gcm"))
+    frames = null[:1_000] + gcm[1_000:2_000] + null[2_000:]
+    path = folder / f"keyless-switching-{batch}.pcap"
+    write_capture(path, frames, linktypes=(1,))
+    taken = _frames_taken(monkeypatch)
+    lane = analyze(path, SaTable(()), Options(batch_frames=batch))
+    monkeypatch.undo()
+    stretches = [set(range(1, 1_001)), set(range(1_001, 2_001)), set(range(2_001, 3_001))]
+    assert all(len(s & set(taken)) >= 500 for s in stretches)
+    table = lane.packets
+    clear = table["frame"].isin(stretches[0] | stretches[2])
+    assert (table["leaked"].notna() == clear).all()
+    assert (table["iv_reused"].isna() == clear).all()
     assert_same(lane, analyze(path, SaTable(()), Options(steady_lane=False)), 3_000)

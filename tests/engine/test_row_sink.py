@@ -154,15 +154,17 @@ def test_the_steady_runs_of_a_row_group_make_one_table() -> None:
     assert pa.concat_tables(tables).equals(expected)
 
 
-def test_joined_runs_keep_each_run_s_flows_and_possible_leaks() -> None:
+def test_joined_runs_keep_each_run_s_flows_and_leaks() -> None:
     """``joined``'s flows and leak rows counted past the runs before them: planted leak
-    columns (checks/leaks.py's possible leaks) land on the same rows as in each run's
-    own table."""
+    columns (checks/leaks.py's keyless leaks, possible and proven) land on the same rows
+    as in each run's own table."""
     kept = _Parts()
     _deliver([kept], replays=(150,))
     first, second = [p for p in kept.parts if isinstance(p, SteadyRows)][:2]
-    first = replace(first, leaks=Leaks(np.array([1], np.intp), ("4500",), ("ip.v",)))
-    second = replace(second, leaks=Leaks(np.array([0, 2], np.intp), ("60", "45"), ("a", "b")))
+    first = replace(first, leaks=Leaks(np.array([1], np.intp), ("4500",), ("ip.v",), (0,)))
+    second = replace(
+        second, leaks=Leaks(np.array([0, 2], np.intp), ("60 00", "45"), ("a", "b"), (2, 0))
+    )
     assert len(first.flows) == len(second.flows) == 2
     assert not first.records and not second.records
     both = table_rows._lane_table(table_rows.joined([first, second]))
@@ -171,4 +173,6 @@ def test_joined_runs_keep_each_run_s_flows_and_possible_leaks() -> None:
     leaked = both.column("leaked_hex").to_pylist()
     n = len(first.frame)
     assert [i for i, v in enumerate(leaked) if v] == [1, n, n + 2]
+    proven = both.column("leaked").to_pylist()
+    assert [(i, v) for i, v in enumerate(proven) if v is not None] == [(n, 2)]
     assert both.column("src").to_pylist() == alone.column("src").to_pylist()
