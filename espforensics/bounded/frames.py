@@ -20,7 +20,9 @@ from heapq import merge
 from itertools import islice
 from typing import overload
 
-from espforensics.bounded.intervals import IntervalSet
+import numpy as np
+
+from espforensics.bounded.intervals import I64, IntervalSet
 
 
 class Frames(Sequence[int]):
@@ -41,6 +43,25 @@ class Frames(Sequence[int]):
         for frame in frames:
             runs.add(frame)
         return frozen(runs)
+
+    @classmethod
+    def union(cls, parts: Iterable[Sequence[int]]) -> Frames:
+        """The frames of all ``parts``, each once: the runs of those that are ``Frames``
+        merged (a finding per SPI of a capture's interleaved SAs holds its frames in tens
+        of thousands of runs), the frames of the others added."""
+        runs = sorted(
+            r
+            for p in parts
+            for r in (p.runs if isinstance(p, Frames) else _runs_of(sorted(set(p))))
+        )
+        merged: list[tuple[int, int]] = []
+        for a, b in runs:
+            if merged and a <= merged[-1][1] + 1:
+                if b > merged[-1][1]:
+                    merged[-1] = (merged[-1][0], b)
+            else:
+                merged.append((a, b))
+        return cls(merged)
 
     @property
     def runs(self) -> tuple[tuple[int, int], ...]:
@@ -98,6 +119,19 @@ def with_frame(runs: IntervalSet | None, frame: int) -> IntervalSet:
     if runs is None:
         runs = IntervalSet()
     runs.add(frame)
+    return runs
+
+
+def with_frames(runs: IntervalSet | None, frames: I64) -> IntervalSet:
+    """``with_frame`` of each of ``frames`` (capture order), at once when they rise above
+    every frame held (``IntervalSet.extend_above``)."""
+    if runs is None:
+        runs = IntervalSet()
+    if len(frames) and runs.top() < int(frames[0]) and bool((np.diff(frames) > 0).all()):
+        runs.extend_above(frames.astype(np.uint64))
+    else:
+        for frame in frames.tolist():
+            runs.add(frame)
     return runs
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -63,12 +64,8 @@ class Leaks:
 
     @staticmethod
     def of(at: npt.NDArray[np.intp], words: Sequence[LeakWords]) -> Leaks:
-        return Leaks(
-            at,
-            tuple(w.hex for w in words),
-            tuple(w.fields for w in words),
-            tuple(w.leaked for w in words),
-        )
+        hexes, fields, leaked = zip(*words, strict=True) if words else ((), (), ())
+        return Leaks(at, hexes, fields, leaked)
 
     def words(self) -> Iterator[LeakWords]:
         return map(LeakWords, self.hex, self.fields, self.leaked)
@@ -128,6 +125,28 @@ class FlowRows:
         """``clear`` if any row is clear from its header on (no IV to read), else None."""
         clear = self.clear
         return clear if clear is not None and clear.any() else None
+
+    def head(self, n: int) -> FlowRows:
+        """The first ``n`` rows (``digest`` as it is: its row ``i`` is still row ``i``)."""
+        leaks = self.leaks
+        if leaks is not None:
+            keep = leaks.at < n
+            leaks = Leaks.of(leaks.at[keep], list(compress(leaks.words(), keep.tolist())))
+        return FlowRows(
+            self.flow,
+            self.frames[:n],
+            self.seq64[:n],
+            self.iv[:n],
+            self.iv_bytes[:n],
+            self.digest,
+            self.buf,
+            self.ct_end[:n],
+            self.ip_at[:n],
+            self.esp_at[:n],
+            self.raw,
+            leaks if leaks is not None and len(leaks.at) else None,
+            None if self.clear is None else self.clear[:n],
+        )
 
     def last_blocks(self, width: int) -> U8:
         """Per row, the last ``width`` bytes of its ciphertext (CBC: its last block)."""

@@ -53,7 +53,7 @@ from espforensics.bounded.frames import with_frame
 from espforensics.bounded.intervals import U64
 from espforensics.checks import chains, echainiv
 from espforensics.checks import coverage as coverage_reasons
-from espforensics.checks.bulk import NOTHING, BulkColumns, BulkRules, FlowRows, Mask
+from espforensics.checks.bulk import NOTHING, BulkColumns, BulkRules, FlowRows, Mask, first_refused
 from espforensics.checks.context import Flow, PacketContext
 from espforensics.checks.coverage import Seen
 from espforensics.checks.iv_sa import (
@@ -193,15 +193,25 @@ class IvDerivationCheck(BulkRules):
         the SA's counter scheme (seqiv's xor, an additive counter, echainiv's words),
         or with CBC an IV that is the previous packet's last ciphertext block (without
         a key, for an SA that follows no counter: found at one of the places
-        ``chains.chaining_keyless`` looks). Of a batch with rows clear from their
-        header on (no IV: ``observe`` counts them), every row that is not; of a flow
-        whose IVs are not judged in bulk, every row."""
+        ``chains.chaining_keyless`` looks); of a flow whose IVs are not judged in bulk,
+        every row. In a batch with rows clear from their header on (no IV: ``observe``
+        counts them), every row from the first whose kind (clear or not) is not the
+        first row's: the lane takes a run of one kind, the per-frame path the switch."""
         wrong = np.zeros(len(rows), np.bool_)
         if rows.flow.state.no_iv:
             return wrong  # nothing to judge
         clear = rows.no_iv()
-        if clear is not None:
-            return ~clear
+        if clear is None:
+            return self._refused(rows)
+        switch = first_refused(clear != clear[0])
+        wrong[switch:] = True
+        if not clear[0]:
+            wrong[:switch] = self._refused(rows.head(switch))
+        return wrong
+
+    def _refused(self, rows: FlowRows) -> Mask:
+        """``refuses`` for rows that all have an IV."""
+        wrong = np.zeros(len(rows), np.bool_)
         sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
         if sa is None or not self._judged(rows.flow):
             return ~wrong  # admitted for rows clear from their header on only
@@ -220,8 +230,9 @@ class IvDerivationCheck(BulkRules):
 
     def columns(self, rows: FlowRows) -> BulkColumns:
         """``iv_seq_delta`` 0 for every row the lane takes, when the SA follows a counter
-        (none for rows without an IV)."""
-        if rows.flow.state.no_iv or rows.no_iv() is not None:
+        (none for rows without an IV: a batch that starts with them gives none)."""
+        clear = rows.no_iv()
+        if rows.flow.state.no_iv or (clear is not None and clear[0]):
             return NOTHING
         sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
         if sa is None or not self._judged(rows.flow):
@@ -238,7 +249,7 @@ class IvDerivationCheck(BulkRules):
         rows clear from their header on (the lane takes no other row beside them)."""
         clear = rows.no_iv()
         if rows.flow.state.no_iv or clear is not None:
-            assert clear is None or clear.all()  # ``refuses``
+            assert clear is None or clear.all()  # ``refuses``: a run of one kind
             self._sas.get(rows.flow).no_iv += len(rows)
             return
         sa, ctx = self._steady(rows.flow), rows.flow.state.ctx

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import compress
 
 import numpy as np
 
-from espforensics.bounded.frames import frozen, with_frame
+from espforensics.bounded.frames import frozen, with_frame, with_frames
 from espforensics.bounded.intervals import IntervalSet
 from espforensics.checks import coverage as coverage_reasons
 from espforensics.checks.bulk import (
@@ -51,15 +52,19 @@ from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN
 from espforensics.decode.clear import (
     KEYLESS_ICV_LENS,
+    address_sums,
     clear_after_header,
     clear_transport,
+    clear_transports,
     first_clear_header,
     may_be_clear,
     trailer_follows,
+    transports_only,
 )
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import parse_ip
 from espforensics.keys.sa import CLEAR_BY_DESIGN
+from espforensics.model.arrays import I64, Mask, u8
 from espforensics.model.enums import FindingKind, Severity
 from espforensics.model.evidence import Leak, LeakProof
 from espforensics.model.records import Finding
@@ -177,7 +182,11 @@ class LeakCheck(BulkRules):
         words: list[LeakWords] = []
         clear = np.zeros(len(rows), np.bool_)
         body = rows.esp_at + ESP_HEADER_LEN
-        for i in np.flatnonzero(may_be_clear(rows.buf, body, rows.ct_end)).tolist():
+        maybe = may_be_clear(rows.buf, body, rows.ct_end)
+        bulk = maybe & transports_only(rows.buf, body, rows.ct_end)
+        if bulk.any():  # a clear TCP or UDP segment, or none: read in bulk
+            clear, kept, words = _transports(rows, body, bulk)
+        for i in np.flatnonzero(maybe & ~bulk).tolist():
             at, end = int(rows.ip_at[i]), int(rows.ct_end[i])
             data = bytes(rows.raw[at:end])
             ip = parse_ip(data, through_ah=True)  # read as the per-frame path read it
@@ -187,7 +196,10 @@ class LeakCheck(BulkRules):
             if found is not None:
                 kept.append(i)
                 words.append(found)
-        leaks = Leaks.of(np.array(kept, np.intp), words) if kept else None
+        if not kept:
+            return BytesRule(refused, None, clear if clear.any() else None)
+        order = np.argsort(np.array(kept, np.intp))  # the bulk rows, then the others
+        leaks = Leaks.of(np.array(kept, np.intp)[order], [words[k] for k in order.tolist()])
         return BytesRule(refused, leaks, clear if clear.any() else None)
 
     def commit(self, rows: FlowRows) -> None:
@@ -196,10 +208,14 @@ class LeakCheck(BulkRules):
         leaks = rows.leaks
         if leaks is None:
             return
-        spi = rows.flow.spi
-        for i, found in zip(leaks.at.tolist(), leaks.words(), strict=True):
-            into = self._keyless_per_spi if found.leaked else self._possible_per_spi
-            self._count(spi, int(rows.frames[i]), found.fields, into)
+        frames = rows.frames[leaks.at]
+        proven = np.array(leaks.leaked, np.int64) > 0
+        for into, mine in ((self._keyless_per_spi, proven), (self._possible_per_spi, ~proven)):
+            if mine.any():
+                acc = into.setdefault(rows.flow.spi, _PerSpi())
+                acc.count += int(mine.sum())
+                acc.fields.update(compress(leaks.fields, mine.tolist()))
+                acc.frames = with_frames(acc.frames, frames[mine])
 
     def _report(self, pkt: PacketContext, leaked: bytes) -> None:
         rec = pkt.rec
@@ -259,6 +275,28 @@ class LeakCheck(BulkRules):
                     words.format(n=acc.count, fields="; ".join(sorted(acc.fields))),
                     evidence=Leak(proof, tuple(sorted(acc.fields))),
                 )
+
+
+def _transports(rows: FlowRows, body: I64, bulk: Mask) -> tuple[Mask, list[int], list[LeakWords]]:
+    """``clear_after_header`` and ``clear_words`` of the rows ``bulk`` (``transports_only``:
+    a clear TCP or UDP segment is all they can hold): clear from the header on where one
+    is at ``body``; a proven leak of its header after the 8-byte IV, else at ``body``."""
+    view, ip_at, end = rows.buf, rows.ip_at, rows.ct_end
+    v6 = (u8(view, ip_at, bulk) >> 4) == 6
+    addrs = address_sums(view, ip_at, v6)
+    proto0, size0 = clear_transports(view, body, end, addrs, v6 & bulk)
+    proto8, size8 = clear_transports(view, body + IV_LEN, end, addrs, v6 & bulk)
+    proto0, proto8 = np.where(bulk, proto0, 0), np.where(bulk, proto8, 0)
+    kept: list[int] = []
+    words: list[LeakWords] = []
+    raw = rows.raw
+    for i in np.flatnonzero(proto8 | proto0).tolist():
+        at = int(body[i]) + (IV_LEN if proto8[i] else 0)
+        size = int(size8[i] if proto8[i] else size0[i])
+        name = "UDP" if (proto8[i] or proto0[i]) == 17 else "TCP"
+        kept.append(i)
+        words.append(LeakWords(bytes(raw[at : at + size]).hex(" "), f"{name} header", size))
+    return proto0 > 0, kept, words
 
 
 def clear_words(

@@ -256,6 +256,21 @@ def _may_be_ip(view: U8, start: I64, end: I64) -> Mask:
     return found
 
 
+def transports_only(view: U8, body: I64, end: I64) -> Mask:
+    """The rows in whose bytes after the ESP header (at ``body``) only ``clear_transport``
+    could find clear bytes: no IP header may start at ``body`` or after an 8-byte IV
+    (``_may_be_ip``, a superset of ``clear_ip_header``), and no trailer may name ICMP
+    (a superset of ``clear_icmp``'s first test). For them ``clear_transports`` at those two
+    places says all that ``first_clear_header``, ``clear_after_header`` and
+    ``clear_transport`` would."""
+    out = ~(_may_be_ip(view, body, end) | _may_be_ip(view, body + _KEYLESS_IV_LEN, end))
+    for icv in KEYLESS_ICV_LENS:
+        ok = end - icv - body >= 10
+        nh = u8(view, end - icv - 1, ok)
+        out &= ~(ok & ((nh == 1) | (nh == 58)))
+    return out
+
+
 def _may_be_trailed(view: U8, start: I64, end: I64) -> Mask:
     """A trailer ``clear_transport`` or ``clear_icmp`` could accept before an ICV of any
     length an unknown SA may use: room, 4-byte alignment, a TCP, UDP, ICMP or ICMPv6 next
@@ -270,3 +285,81 @@ def _may_be_trailed(view: U8, start: I64, end: I64) -> Mask:
         first_pad = u8(view, end - icv - 2 - pad, ok & (pad > 0))
         out |= ok & ((pad == 0) | (first_pad == 1))
     return out
+
+
+def address_sums(view: U8, ip_at: I64, v6: Mask) -> I64:
+    """Per datagram (its IP header at ``ip_at``: IPv4, or IPv6 where ``v6``), the sum of the
+    16-bit words of its source and destination addresses: their part of the pseudo-header
+    a TCP or UDP checksum covers (``_pseudo``)."""
+    out = np.zeros(len(ip_at), np.int64)
+    for k in range(16):  # IPv4: 4 words from byte 12; IPv6: 16 words from byte 8
+        at = np.where(v6, ip_at + 8, ip_at + 12) + 2 * k
+        out += read_be(view, at, v6 | (k < 4), 2)
+    return out
+
+
+def _sums_ok(view: U8, start: I64, length: I64, pseudo: I64, ok: Mask) -> Mask:
+    """Per row where ``ok``: does ``internet_checksum`` verify over a pseudo-header whose
+    words sum to ``pseudo`` and the segment ``view[start:start + length]``? The segment
+    read as one big-endian number (an odd last byte the high byte of a word) is the sum
+    of its words modulo 0xFFFF (``internet_checksum``), the pseudo-header's words added:
+    a row's bytes read once, only for the rows every other test passed."""
+    out = ok.copy()
+    rows = np.flatnonzero(ok)
+    data = view.data
+    for i, at, n, words in zip(
+        rows.tolist(),
+        start[rows].tolist(),
+        length[rows].tolist(),
+        pseudo[rows].tolist(),
+        strict=True,
+    ):
+        total = int.from_bytes(data[at : at + n]) << (8 * (n & 1))
+        out[i] = (total + words) % 0xFFFF == 0  # never 0 in all: the protocol's word
+    return out
+
+
+def _padded(view: U8, at: I64, pad: I64, ok: Mask) -> Mask:
+    """``ok``, less the rows whose ``pad`` bytes at ``at`` are not 1, 2, 3, ... (RFC 4303
+    s2.4), read for the rows where ``ok`` only."""
+    rows = np.flatnonzero(ok & (pad > 0))
+    if not len(rows):
+        return ok
+    width = int(pad[rows].max())
+    want = np.arange(1, width + 1)
+    got = view[np.minimum(at[rows, None] + np.arange(width), len(view) - 1)]
+    bad = ((got != want) & (want <= pad[rows, None])).any(axis=1)
+    out = ok.copy()
+    out[rows[bad]] = False
+    return out
+
+
+def clear_transports(view: U8, start: I64, end: I64, addr_sum: I64, v6: Mask) -> tuple[I64, I64]:
+    """``clear_transport`` with ``KEYLESS_ICV_LENS`` over many datagrams: the bytes at
+    ``start`` of datagrams ending at ``end``, the outer addresses' ``address_sums`` and
+    version beside them. Per row (next header, header length): 6 (TCP) or 17 (UDP) and
+    the segment's header length where ``clear_transport`` finds one, else (0, 0); the same
+    tests in the same order of ICV lengths (tests/decode/test_clear_bulk.py)."""
+    proto = np.zeros(len(start), np.int64)
+    header = np.zeros(len(start), np.int64)
+    done = np.zeros(len(start), np.bool_)
+    for icv in KEYLESS_ICV_LENS:
+        e = end - icv
+        n = e - start
+        ok = ~done & (n >= 10)
+        nh = u8(view, e - 1, ok)
+        ok &= (nh == 6) | (nh == 17)
+        pad = u8(view, e - 2, ok)
+        plen = n - 2 - pad
+        ok &= (plen >= 8) & (n % 4 == 0)
+        ok = _padded(view, start + plen, pad, ok)
+        udp, tcp = ok & (nh == 17), ok & (nh == 6) & (plen >= 20)
+        length = read_be(view, start + 4, udp, 2)
+        size = np.where(udp, np.where(length == plen, 8, 0), (u8(view, start + 12, tcp) >> 4) * 4)
+        ok &= (size >= 8) & (size <= plen)
+        # the pseudo-header's words (RFC 768, RFC 8200 s8.1): addresses, protocol, length
+        pseudo = addr_sum + nh + np.where(v6, (plen >> 16) + (plen & 0xFFFF), plen)
+        ok = _sums_ok(view, start, plen, pseudo, ok)
+        proto[ok], header[ok] = nh[ok], size[ok]
+        done |= ok
+    return proto, header

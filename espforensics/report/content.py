@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import PurePath
 
 from espforensics.bounded.frames import Frames, display_filter
@@ -342,7 +341,7 @@ def _sa_notes(sa: SaSummary) -> tuple[str, ...]:
 
 def _kind_frames(summary: Summary, kind: FindingKind) -> Frames:
     """Every frame the findings of ``kind`` list, each once."""
-    return Frames.of(chain.from_iterable(f.frames for f in summary.finding_list if f.kind is kind))
+    return Frames.union(f.frames for f in summary.finding_list if f.kind is kind)
 
 
 def _group_row(g: narrative.FindingGroup, frames: Frames) -> GroupRow:

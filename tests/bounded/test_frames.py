@@ -7,8 +7,11 @@ import csv
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from espforensics.analysis import analyze_to_dir, load_summary
 from espforensics.bounded.frames import (
@@ -20,6 +23,7 @@ from espforensics.bounded.frames import (
     frozen,
     runs_text,
     with_frame,
+    with_frames,
 )
 from espforensics.model.enums import FindingKind
 from espforensics.report.content import frames_text
@@ -127,3 +131,27 @@ def test_real_tso_capture_lists_all_94_misplaced_frames(tmp_path: Path) -> None:
     assert row["frames"].startswith("20-27 32-33 40-41 ")
     text = (out / "report.txt").read_text()
     assert "    frames 20 21 22 23 24 ... and 89 more (findings.csv lists them)\n" in text
+
+
+@given(st.lists(st.lists(st.integers(1, 60), max_size=20), max_size=5), st.booleans())
+def test_a_union_of_frames_is_every_frame_once(parts: list[list[int]], frozen_parts: bool) -> None:
+    """``Frames.union`` (the report's frames of a kind, over its findings) holds every frame
+    of its parts once, in runs that neither touch nor overlap, as ``Frames.of`` makes them."""
+    given_parts = [Frames.of(p) if frozen_parts else p for p in parts]
+    union = Frames.union(given_parts)
+    assert union == Frames.of(f for p in parts for f in p)
+    assert all(b + 1 < a for (_, b), (a, _) in zip(union.runs, union.runs[1:], strict=False))
+
+
+def test_frames_rise_in_bulk_as_one_by_one() -> None:
+    """``with_frames`` (the leak check's lane rows) gives the runs ``with_frame`` gives,
+    rising above what is held (at once) or not (one by one)."""
+    for start, frames in ((None, [5, 6, 7, 9]), ([1, 2, 10], [5, 6, 7, 9]), ([3], [4, 5, 8])):
+        one = None
+        bulk = None
+        for f in start or []:
+            one, bulk = with_frame(one, f), with_frame(bulk, f)
+        for f in frames:
+            one = with_frame(one, f)
+        bulk = with_frames(bulk, np.array(frames, np.int64))
+        assert frozen(bulk) == frozen(one)

@@ -214,11 +214,13 @@ def test_rows_clear_from_their_header_on_are_counted_and_the_others_refused(
     settled: bool,
 ) -> None:
     """A keyless flow whose last whole packet was clear from its ESP header on (NULL):
-    admitted, settled on a scheme or not. In a batch whose bytes rules found rows clear
-    from their header on (``FlowRows.clear``), every other row is refused and none gets
-    ``iv_seq_delta``; committed, the clear rows are counted as packets without IV, as
-    ``observe`` counts such packets. A batch without such rows: with no scheme settled,
-    every row refused."""
+    admitted, settled on a scheme or not. In a batch that starts with rows its bytes rules
+    found clear from their header on (``FlowRows.clear``), every row from the first that
+    is not is refused, and none gets ``iv_seq_delta``; committed, the clear rows are
+    counted as packets without IV, as ``observe`` counts such packets. A batch without
+    such rows: with no scheme settled, every row refused; settled, none. A batch that
+    starts with rows with IVs: those judged by the scheme, every row from the first
+    clear one refused."""
     flow = _flow("xor", keyless=True)
     history = [_pkt(n, n, _iv("xor", n, 0), True) for n in range(1, WINDOW + 1)] if settled else []
     check = _check(flow, history)
@@ -226,7 +228,7 @@ def test_rows_clear_from_their_header_on_are_counted_and_the_others_refused(
     assert check.admits(flow)
     batch = [_pkt(n, n, _iv("xor", n, 0), True) for n in range(WINDOW + 1, WINDOW + 5)]
     rows = replace(flow_rows(flow, batch), clear=np.array([True, True, False, True]))
-    assert check.refuses(rows).tolist() == [False, False, True, False]
+    assert check.refuses(rows).tolist() == [False, False, True, True]  # from the switch on
     assert check.columns(rows).counter is None
     check.commit(replace(flow_rows(flow, batch[:2]), clear=np.array([True, True])))
     # no IV read: the settled scheme stays; an SA of no other packet has none
@@ -234,3 +236,5 @@ def test_rows_clear_from_their_header_on_are_counted_and_the_others_refused(
     assert check._sas.get(flow).no_iv == 2  # what ``observe`` counts
     plain = replace(flow_rows(flow, batch), clear=np.zeros(4, np.bool_))
     assert check.refuses(plain).tolist() == [not settled] * 4
+    mixed = replace(flow_rows(flow, batch), clear=np.array([False, False, True, False]))
+    assert check.refuses(mixed).tolist() == [not settled] * 2 + [True, True]

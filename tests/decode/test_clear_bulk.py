@@ -25,14 +25,19 @@ from hypothesis import strategies as st
 
 from espforensics.decode.clear import (
     KEYLESS_ICV_LENS,
+    address_sums,
     clear_icmp,
     clear_ip_header,
     clear_transport,
+    clear_transports,
     internet_checksum,
     ip_start_fits,
     may_be_clear,
     may_start_ip,
+    transports_only,
+    udp_checksum,
 )
+from espforensics.model.arrays import I64, U8
 from tests.checks.test_bulk_rules import SETTINGS, plaintext
 
 SRC, DST = b"\xc0\x00\x02\x01", b"\xc6\x33\x64\x02"  # the addresses plaintext() sums over
@@ -104,3 +109,62 @@ def test_random_ciphertext_is_mostly_not_refused() -> None:
     end = starts + np.array([len(g) for g in grams])
     refused = int(may_be_clear(view, starts + BODY, end).sum())
     assert refused <= 20, refused
+
+
+def _joined(grams: list[bytes]) -> tuple[U8, I64, I64]:
+    """The datagrams joined with junk between them (odd offsets too): view, starts, ends."""
+    starts = np.cumsum([0] + [len(g) + 3 for g in grams])[:-1].astype(np.int64)
+    view = np.frombuffer(b"\xff\xff\xff".join(grams) + bytes(16), np.uint8)
+    return view, starts, starts + np.array([len(g) for g in grams], np.int64)
+
+
+@SETTINGS
+@given(st.lists(datagram(), min_size=1, max_size=12))
+def test_clear_transports_is_clear_transport(grams: list[bytes]) -> None:
+    """The bulk ``clear_transports`` finds, after the ESP header and after an 8-byte IV,
+    exactly the TCP or UDP header the per-packet ``clear_transport`` finds (the checksum
+    over the outer IPv4 addresses, the trailer, the ICV lengths in their order), and
+    ``transports_only`` holds no row in which an IP header or ICMP could be found."""
+    view, starts, end = _joined(grams)
+    v6 = np.zeros(len(grams), np.bool_)
+    addrs = address_sums(view, starts, v6)
+    only = transports_only(view, starts + BODY, end)
+    for shift in (0, 8):
+        proto, size = clear_transports(view, starts + BODY + shift, end, addrs, v6)
+        for row, gram in enumerate(grams):
+            name, n = clear_transport(gram, BODY + shift, SRC, DST, KEYLESS_ICV_LENS)
+            want = {"TCP": 6, "UDP": 17, "": 0}[name]
+            assert (int(proto[row]), int(size[row])) == (want, n), (shift, gram.hex())
+    for row, gram in enumerate(grams):
+        if only[row]:
+            assert not clear_ip_header(gram, BODY, len(gram))
+            assert not clear_ip_header(gram, BODY + 8, len(gram))
+            assert not clear_icmp(gram, BODY, SRC, DST, KEYLESS_ICV_LENS)
+
+
+def test_clear_transports_over_ipv6_outer_addresses() -> None:
+    """A UDP segment and a TCP segment whose checksums cover IPv6 outer addresses (RFC 8200
+    s8.1's pseudo-header), each followed by a trailer and a 16-byte ICV, in an IPv6
+    datagram: found by both tests, and not once a checksum byte is changed."""
+    src6, dst6 = bytes(range(16)), bytes(range(100, 116))
+    udp = bytearray(b"\x12\x34\x11\x94" + (8 + 21).to_bytes(2) + bytes(2) + bytes(range(21)))
+    udp[6:8] = udp_checksum(src6, dst6, bytes(udp)).to_bytes(2)
+    tcp = bytearray(b"\x9c\xb0\x14\x51" + bytes(8) + b"\x50\x10\x01\xf6" + bytes(4) + b"ab")
+    tcp[16:18] = (internet_checksum(_pseudo6(src6, dst6, 6, len(tcp)) + bytes(tcp))).to_bytes(2)
+    grams = []
+    for segment, nh in ((bytes(udp), 17), (bytes(tcp), 6), (bytes(udp[:-1]) + b"\x01", 17)):
+        pad = -(len(segment) + 2) % 4
+        esp = bytes(8) + segment + bytes(range(1, pad + 1)) + bytes([pad, nh]) + bytes(16)
+        head = bytes([0x60, 0, 0, 0]) + len(esp).to_bytes(2) + bytes([50, 64]) + src6 + dst6
+        grams.append(head + esp)
+    view, starts, end = _joined(grams)
+    v6 = np.ones(len(grams), np.bool_)
+    proto, size = clear_transports(view, starts + 48, end, address_sums(view, starts, v6), v6)
+    for row, gram in enumerate(grams):
+        name, n = clear_transport(gram, 48, src6, dst6, KEYLESS_ICV_LENS)
+        assert (int(proto[row]), int(size[row])) == ({"TCP": 6, "UDP": 17, "": 0}[name], n)
+    assert proto.tolist() == [17, 6, 0] and size.tolist() == [8, 20, 0]
+
+
+def _pseudo6(src: bytes, dst: bytes, proto: int, n: int) -> bytes:
+    return src + dst + n.to_bytes(4) + bytes([0, 0, 0, proto])
