@@ -38,6 +38,8 @@ ICV_FAILS = "whose ICV fails under a key that verifies others"
 NOT_DECRYPTED = "not decrypted"
 NOT_VERIFIED = "under a key that verifies none of them"
 NO_IV = "of an algorithm without IV (ecb(cipher_null))"
+# without a key, an SA whose every packet the IV checks got was clear from its ESP header on
+CLEAR_NO_IV = "clear from the ESP header on, no IV to read (NULL encryption, or a leak)"
 CLEAR_BY_DESIGN = "of an algorithm that does not encrypt (GMAC, NULL)"
 NO_SPI = "with fewer than 4 bytes of ESP (no SPI)"  # cut there, or whole and that short
 NO_ICV_UNSOUND = "decrypted to no sound trailer, with no ICV to check"
@@ -71,6 +73,7 @@ class Seen:
     algorithm: str = ""  # the SA's, "" without a key
     cut: bool = False  # the capture cut it (a snap length): read by its captured bytes alone
     found: bool = False  # cut, its ESP header found later by layout (checks/placement.py)
+    clear: bool = False  # keyless, of an SA whose packets were clear from the header on: no IV
 
 
 # verdict -> what was seen, for a packet of an SA whose key verified others.
@@ -103,6 +106,9 @@ class SaFacts:
 
     algorithm: str  # "" without a key
     proven: bool  # a packet of the SA verified or decrypted: its key is the right one
+    # without a key, every packet of the SA that the IV checks got was clear from its ESP
+    # header on, so none had an IV to read (its ``iv_scheme`` is ``none``)
+    clear: bool = False
 
 
 def proven(verdicts: dict[str, int], algorithm: str) -> bool:
@@ -128,7 +134,7 @@ def seen(verdict: str, facts: SaFacts) -> Seen:
     if not facts.algorithm:  # keyless: esp_misplaced found by layout, unproven
         # Too short, or cut by the capture: no key would have opened it either.
         why = s.why if s.cut or s.why == SHORT else NO_KEY
-        s = replace(s, keyed=False, decrypted=False, verified=False, why=why)
+        s = replace(s, keyed=False, decrypted=False, verified=False, why=why, clear=facts.clear)
     elif verdict == "bad_trailer" and not suite_checks_icv(facts.algorithm):
         # bad_trailer is "the ICV verifies, the trailer does not" (docs/outputs.md):
         # with no ICV checked, an unsound trailer proves neither key nor packet.

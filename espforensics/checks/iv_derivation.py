@@ -392,10 +392,14 @@ def _chains(sa: IvSa) -> bool:
 
 
 def coverage(seen: Seen) -> str | None:
-    """Examined: packets whose clear IV is evidence (keyless ones too, taken as AEAD-shaped)."""
+    """Examined: packets whose clear IV is evidence (keyless ones too, taken as AEAD-shaped),
+    but an SA's without IV: NULL's, and without a key those of an SA whose packets were
+    all clear from the ESP header on (``PacketContext.clear_from_header``)."""
     if seen.algorithm.split(" + ")[0] == NULL_CIPHER:
         return coverage_reasons.NO_IV
-    return None if seen.evidence else seen.why
+    if not seen.evidence:
+        return seen.why
+    return coverage_reasons.CLEAR_NO_IV if seen.clear else None
 
 
 def _built(ivs: U64, const: int, additive: bool, mask: np.uint64) -> U64:

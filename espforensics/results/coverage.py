@@ -31,6 +31,7 @@ from espforensics.checks.coverage import (
     proven,
     seen,
 )
+from espforensics.model.enums import IvScheme
 
 
 class SaCounts(Protocol):
@@ -44,6 +45,8 @@ class SaCounts(Protocol):
     def packets(self) -> int: ...
     @property
     def verdicts(self) -> dict[str, int]: ...
+    @property
+    def iv_scheme(self) -> str: ...  # the IV derivation check's, "" if not asked
     @property
     def cut(self) -> int: ...  # of verdicts["truncated"]: cut by the capture
     @property
@@ -163,9 +166,10 @@ class _Group:
 
 
 @lru_cache(maxsize=4096)  # a few algorithms x sets of verdicts, not one per SA
-def _facts(algorithm: str, verdicts: tuple[tuple[str, bool], ...]) -> SaFacts:
-    """The facts of an SA of ``algorithm`` whose verdicts had packets (True) or none."""
-    return SaFacts(algorithm, proven({v: int(n) for v, n in verdicts}, algorithm))
+def _facts(algorithm: str, verdicts: tuple[tuple[str, bool], ...], clear: bool) -> SaFacts:
+    """The facts of an SA of ``algorithm`` whose verdicts had packets (True) or none, and
+    which, without a key, had no packet with an IV (``clear``)."""
+    return SaFacts(algorithm, proven({v: int(n) for v, n in verdicts}, algorithm), clear)
 
 
 def _seen(sas: Iterable[SaCounts]) -> tuple[list[_Group], int]:
@@ -181,7 +185,7 @@ def _seen(sas: Iterable[SaCounts]) -> tuple[list[_Group], int]:
         owned += sa.packets
         verdicts = sa.verdicts
         had = tuple(zip(verdicts, map(bool, verdicts.values()), strict=True))
-        facts = _facts(sa.algorithm, had)
+        facts = _facts(sa.algorithm, had, not sa.algorithm and sa.iv_scheme == IvScheme.NONE)
         for v, n in _split_cut(sa, verdicts) if sa.cut else verdicts.items():
             group = groups.get((v, facts))
             if group is None:

@@ -255,6 +255,7 @@ class _Row:
     cut: int = 0
     cut_read: int = 0
     cut_found: int = 0
+    iv_scheme: str = ""
 
     @property
     def packets(self) -> int:

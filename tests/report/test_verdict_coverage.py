@@ -55,3 +55,23 @@ def test_a_capture_partly_gmac_says_how_many_were_examined(tmp_path: Path) -> No
         "(24 of an algorithm that does not encrypt (GMAC, NULL))",
         "no IV reused",
     )
+
+
+def test_null_without_keys_has_no_iv_examined(tmp_path: Path) -> None:
+    """The same NULL traffic without its keys: every packet a proven clear packet (the leak
+    check's finding), and no IV read, since each is clear from its ESP header on: the IV
+    checks' coverage says so (it said "examined all" before), and the verdict with it."""
+    path = tmp_path / "null.pcap"
+    write_capture(path, iter_bench_frames(300, algorithm="null"), linktypes=(1,))
+    summary = analyze(path, SaTable(())).summary
+    assert {sa.iv_scheme for sa in summary.sas} == {"none"}
+    why = "300 clear from the ESP header on, no IV to read (NULL encryption, or a leak)"
+    assert _sentences(summary)[-2:] == (
+        "300 packets carry inner header bytes in clear",
+        f"iv_reuse not examined ({why})",
+    )
+    iv = {c.name: c for c in summary.coverage if c.name in ("iv_reuse", "iv_derivation")}
+    assert [(c.examined, c.skipped) for c in iv.values()] == [(0, {why[4:]: 300})] * 2
+    gcm = tmp_path / "gcm.pcap"
+    write_capture(gcm, iter_bench_frames(300, algorithm="gcm"), linktypes=(1,))
+    assert _sentences(analyze(gcm, SaTable(())).summary)[-1] == "no IV reused"
