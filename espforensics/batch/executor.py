@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import as_completed as local_completed
@@ -62,13 +63,26 @@ def _batch_worker_init(parent: int) -> None:
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
-    """End the pool's workers now (SIGTERM), start nothing new, and reap them."""
+    """End the pool's workers now (SIGTERM), start nothing new, and reap them; then let the
+    pool's manager thread end before this process does (bounded: ``_MANAGER_ENDS``).
+
+    At exit, concurrent.futures wakes every manager thread still registered through its
+    pipe, without the lock the thread closes that pipe under: a thread still ending
+    then made the interpreter print "Exception ignored ... Bad file descriptor" and a
+    traceback after the interrupted line (1 batch in some hundreds, under load)."""
     processes = list((pool._processes or {}).values())  # no public handle
+    # nor for this (typeshed calls it a _ThreadWakeup): shutdown(wait=False) drops it
+    manager: threading.Thread | None = getattr(pool, "_executor_manager_thread", None)
     for process in processes:
         process.terminate()
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         process.join()
+    if manager is not None:
+        manager.join(_MANAGER_ENDS)
+
+
+_MANAGER_ENDS = 10.0  # seconds: its workers are gone, it ends at once
 
 
 def run_dask(tasks: Sequence[CaptureTask], address: str, done: Done) -> None:
