@@ -54,12 +54,14 @@ from espforensics.decode.clear import (
     KEYLESS_ICV_LENS,
     address_sums,
     clear_after_header,
+    clear_ips,
     clear_transport,
     clear_transports,
     first_clear_header,
     may_be_clear,
+    no_icmp,
     trailer_follows,
-    transports_only,
+    trailers_follow,
 )
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import parse_ip
@@ -183,9 +185,9 @@ class LeakCheck(BulkRules):
         clear = np.zeros(len(rows), np.bool_)
         body = rows.esp_at + ESP_HEADER_LEN
         maybe = may_be_clear(rows.buf, body, rows.ct_end)
-        bulk = maybe & transports_only(rows.buf, body, rows.ct_end)
-        if bulk.any():  # a clear TCP or UDP segment, or none: read in bulk
-            clear, kept, words = _transports(rows, body, bulk)
+        bulk = maybe & no_icmp(rows.buf, body, rows.ct_end)
+        if bulk.any():  # no ICMP message to look for: read in bulk
+            clear, kept, words = _in_bulk(rows, body, bulk)
         for i in np.flatnonzero(maybe & ~bulk).tolist():
             at, end = int(rows.ip_at[i]), int(rows.ct_end[i])
             data = bytes(rows.raw[at:end])
@@ -277,26 +279,48 @@ class LeakCheck(BulkRules):
                 )
 
 
-def _transports(rows: FlowRows, body: I64, bulk: Mask) -> tuple[Mask, list[int], list[LeakWords]]:
-    """``clear_after_header`` and ``clear_words`` of the rows ``bulk`` (``transports_only``:
-    a clear TCP or UDP segment is all they can hold): clear from the header on where one
-    is at ``body``; a proven leak of its header after the 8-byte IV, else at ``body``."""
-    view, ip_at, end = rows.buf, rows.ip_at, rows.ct_end
-    v6 = (u8(view, ip_at, bulk) >> 4) == 6
+def _in_bulk(rows: FlowRows, body: I64, bulk: Mask) -> tuple[Mask, list[int], list[LeakWords]]:
+    """``clear_after_header`` and ``clear_words`` of the rows ``bulk`` (``no_icmp``), in
+    numpy: the clear IP headers after the 8-byte IV and at ``body`` (``clear_ips``), the
+    trailers after them (``trailers_follow``) and the clear TCP and UDP segments at both
+    places (``clear_transports``), read in ``clear_words``'s order; each leak's columns
+    made per row."""
+    view, ip_at, end, raw = rows.buf, rows.ip_at, rows.ct_end, rows.raw
+    v6 = bulk & ((u8(view, ip_at, bulk) >> 4) == 6)
     addrs = address_sums(view, ip_at, v6)
-    proto0, size0 = clear_transports(view, body, end, addrs, v6 & bulk)
-    proto8, size8 = clear_transports(view, body + IV_LEN, end, addrs, v6 & bulk)
-    proto0, proto8 = np.where(bulk, proto0, 0), np.where(bulk, proto8, 0)
-    kept: list[int] = []
+    h8 = np.where(bulk, clear_ips(view, body + IV_LEN, end), 0)
+    h0 = np.where(bulk, clear_ips(view, body, end), 0)
+    proto8, size8 = clear_transports(view, body + IV_LEN, end, addrs, v6)
+    proto0, size0 = clear_transports(view, body, end, addrs, v6)
+    proto8, proto0 = np.where(bulk, proto8, 0), np.where(bulk, proto0, 0)
+    start = np.where(h8 > 0, body + IV_LEN, body)
+    n = np.where(h8 > 0, h8, h0)
+    proven = trailers_follow(view, start, end, n > 0)
+    clear = np.where(h0 > 0, trailers_follow(view, body, end, h0 > 0), proto0 > 0)
+    found = np.flatnonzero((n > 0) | (proto8 > 0) | (proto0 > 0))
+    ip = proven[found] | ((proto8[found] == 0) & (proto0[found] == 0))  # else TCP or UDP
+    shifted = proto8[found] > 0
+    at = np.where(ip, start[found], body[found] + np.where(shifted, IV_LEN, 0))
+    size = np.where(ip, n[found], np.where(shifted, size8[found], size0[found]))
+    udp = np.where(shifted, proto8[found], proto0[found]) == 17
     words: list[LeakWords] = []
-    raw = rows.raw
-    for i in np.flatnonzero(proto8 | proto0).tolist():
-        at = int(body[i]) + (IV_LEN if proto8[i] else 0)
-        size = int(size8[i] if proto8[i] else size0[i])
-        name = "UDP" if (proto8[i] or proto0[i]) == 17 else "TCP"
-        kept.append(i)
-        words.append(LeakWords(bytes(raw[at : at + size]).hex(" "), f"{name} header", size))
-    return proto0 > 0, kept, words
+    names: dict[tuple[int, int], str] = {}  # name_fields reads the version and length only
+    for a, m, is_ip, sure, is_udp in zip(
+        at.tolist(),
+        size.tolist(),
+        ip.tolist(),
+        proven[found].tolist(),
+        udp.tolist(),
+        strict=True,
+    ):
+        header = bytes(raw[a : a + m])
+        if not is_ip:
+            words.append(LeakWords(header.hex(" "), "UDP header" if is_udp else "TCP header", m))
+            continue
+        key = (header[0] >> 4, m)
+        name = names.get(key) or names.setdefault(key, name_fields(header))
+        words.append(LeakWords(header.hex(" "), name if sure else f"possible: {name}", m * sure))
+    return clear, found.tolist(), words
 
 
 def clear_words(

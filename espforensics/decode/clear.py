@@ -10,8 +10,11 @@ outer addresses verifies, with a trailer and ICV after it) and
 the rest of the datagram: how a misplaced ESP header is recognised without
 proof); ``clear_after_header`` and ``first_clear_header``, what the leak
 check (``clear_words``) and ``PacketContext`` ask of a keyless packet with them;
-and ``may_be_clear``, their bulk side for the steady lane's keyless
-packets. Raises nothing.
+and their bulk side for the steady lane's keyless packets: ``may_be_clear``
+(a superset: the rows worth a closer look), then ``clear_ips``,
+``trailers_follow`` and ``clear_transports`` (the same tests over many rows,
+tests/decode/test_clear_bulk.py) for the rows where ``no_icmp`` leaves no
+ICMP message to look for. Raises nothing.
 
 Used by the leak check (checks/leaks.py) and by ``PacketContext``, which
 asks once per packet whether a keyless packet is in clear from its ESP
@@ -256,18 +259,56 @@ def _may_be_ip(view: U8, start: I64, end: I64) -> Mask:
     return found
 
 
-def transports_only(view: U8, body: I64, end: I64) -> Mask:
-    """The rows in whose bytes after the ESP header (at ``body``) only ``clear_transport``
-    could find clear bytes: no IP header may start at ``body`` or after an 8-byte IV
-    (``_may_be_ip``, a superset of ``clear_ip_header``), and no trailer may name ICMP
-    (a superset of ``clear_icmp``'s first test). For them ``clear_transports`` at those two
-    places says all that ``first_clear_header``, ``clear_after_header`` and
-    ``clear_transport`` would."""
-    out = ~(_may_be_ip(view, body, end) | _may_be_ip(view, body + _KEYLESS_IV_LEN, end))
+def no_icmp(view: U8, body: I64, end: I64) -> Mask:
+    """The rows in whose bytes after the ESP header (at ``body``) ``clear_icmp`` cannot find
+    a clear ICMP message: no ICV length an unknown SA may use leaves a trailer there that
+    names ICMP or ICMPv6 (a superset of its first test). For them ``clear_ips``,
+    ``trailers_follow`` and ``clear_transports`` say all that ``first_clear_header``,
+    ``clear_after_header`` and ``clear_transport`` would."""
+    out = np.ones(len(body), np.bool_)
     for icv in KEYLESS_ICV_LENS:
         ok = end - icv - body >= 10
         nh = u8(view, end - icv - 1, ok)
         out &= ~(ok & ((nh == 1) | (nh == 58)))
+    return out
+
+
+def clear_ips(view: U8, start: I64, end: I64) -> I64:
+    """``clear_ip_header`` over many datagrams ending at ``end``: per row the length of the
+    plausible clear IP header at ``start`` (0 if none), the IPv4 header checksum summed
+    over its words in numpy (tests/decode/test_clear_bulk.py)."""
+    out = np.where(_may_be_ip(view, start, end), 40, 0)
+    first = u8(view, start, out > 0)
+    v4 = (out > 0) & (first >> 4 == 4)
+    rows = np.flatnonzero(v4)
+    if len(rows):
+        at = np.minimum(start[rows, None] + np.arange(60), len(view) - 1)  # the longest header
+        head = view[at].astype(np.int64)
+        words = (head[:, 0::2] << 8) | head[:, 1::2]
+        ihl = (first[rows] & 0x0F) * 4
+        used = np.arange(30) < (ihl // 2)[:, None]
+        sound = (words * used).sum(axis=1) % 0xFFFF == 0  # never 0 in all: version 4
+        out[rows] = np.where(sound, ihl, 0)
+    return out
+
+
+def trailers_follow(view: U8, start: I64, end: I64, ok: Mask) -> Mask:
+    """``trailer_follows`` with ``KEYLESS_ICV_LENS`` over many datagrams ending at ``end``,
+    for the rows ``ok`` (a clear IP header at ``start``): its packet followed exactly by
+    a sound trailer that names its version, then an ICV of one of the lengths."""
+    first = u8(view, start, ok)
+    v4 = ok & (first >> 4 == 4)
+    total = np.where(v4, read_be(view, start + 2, v4, 2), 40 + read_be(view, start + 4, ok, 2))
+    proto = np.where(v4, 4, 41)
+    out = np.zeros(len(start), np.bool_)
+    for icv in KEYLESS_ICV_LENS:
+        e = end - icv
+        n = e - start
+        mine = ok & ~out & (n >= 2)
+        pad = u8(view, e - 2, mine)
+        nh = u8(view, e - 1, mine)
+        mine &= (n - 2 - pad == total) & (nh == proto) & (n % 4 == 0)
+        out |= _padded(view, start + total, pad, mine)
     return out
 
 

@@ -28,13 +28,16 @@ from espforensics.decode.clear import (
     address_sums,
     clear_icmp,
     clear_ip_header,
+    clear_ips,
     clear_transport,
     clear_transports,
     internet_checksum,
     ip_start_fits,
     may_be_clear,
     may_start_ip,
-    transports_only,
+    no_icmp,
+    trailer_follows,
+    trailers_follow,
     udp_checksum,
 )
 from espforensics.model.arrays import I64, U8
@@ -118,27 +121,49 @@ def _joined(grams: list[bytes]) -> tuple[U8, I64, I64]:
     return view, starts, starts + np.array([len(g) for g in grams], np.int64)
 
 
+@st.composite
+def _random_after_header(draw: st.DrawFn) -> bytes:
+    """A datagram whose bytes after the ESP header are random, or an IPv4 header with a
+    sound checksum (its IHL 5 to 15) followed by random bytes: headers without trailers."""
+    rest = bytearray(draw(st.binary(min_size=24, max_size=200)))
+    if draw(st.booleans()):
+        ihl = draw(st.integers(5, 15))
+        rest[0] = 0x40 | ihl
+        rest[2:4] = draw(st.integers(min(ihl * 4, len(rest)), len(rest))).to_bytes(2)
+        rest[10:12] = bytes(2)
+        if len(rest) >= ihl * 4:
+            rest[10:12] = internet_checksum(bytes(rest[: ihl * 4])).to_bytes(2)
+    return OUTER + SRC + DST + b"\x00\x00\x10\x01\x00\x00\x00\x07" + bytes(rest)
+
+
 @SETTINGS
-@given(st.lists(datagram(), min_size=1, max_size=12))
-def test_clear_transports_is_clear_transport(grams: list[bytes]) -> None:
-    """The bulk ``clear_transports`` finds, after the ESP header and after an 8-byte IV,
+@given(st.lists(datagram() | _random_after_header(), min_size=1, max_size=12))
+def test_the_bulk_tests_are_the_per_packet_tests(grams: list[bytes]) -> None:
+    """After the ESP header and after an 8-byte IV, the bulk ``clear_transports`` finds
     exactly the TCP or UDP header the per-packet ``clear_transport`` finds (the checksum
-    over the outer IPv4 addresses, the trailer, the ICV lengths in their order), and
-    ``transports_only`` holds no row in which an IP header or ICMP could be found."""
+    over the outer IPv4 addresses, the trailer, the ICV lengths in their order),
+    ``clear_ips`` the header ``clear_ip_header`` finds, and ``trailers_follow`` what
+    ``trailer_follows`` says after it; ``no_icmp`` holds no row in which ``clear_icmp``
+    finds a message."""
     view, starts, end = _joined(grams)
     v6 = np.zeros(len(grams), np.bool_)
     addrs = address_sums(view, starts, v6)
-    only = transports_only(view, starts + BODY, end)
     for shift in (0, 8):
-        proto, size = clear_transports(view, starts + BODY + shift, end, addrs, v6)
+        at = starts + BODY + shift
+        proto, size = clear_transports(view, at, end, addrs, v6)
+        header = clear_ips(view, at, end)
+        follows = trailers_follow(view, at, end, header > 0)
         for row, gram in enumerate(grams):
             name, n = clear_transport(gram, BODY + shift, SRC, DST, KEYLESS_ICV_LENS)
             want = {"TCP": 6, "UDP": 17, "": 0}[name]
             assert (int(proto[row]), int(size[row])) == (want, n), (shift, gram.hex())
+            ip = clear_ip_header(gram, BODY + shift, len(gram))
+            assert int(header[row]) == ip, (shift, gram.hex())
+            if ip:
+                assert bool(follows[row]) == trailer_follows(gram, BODY + shift, KEYLESS_ICV_LENS)
+    only = no_icmp(view, starts + BODY, end)
     for row, gram in enumerate(grams):
         if only[row]:
-            assert not clear_ip_header(gram, BODY, len(gram))
-            assert not clear_ip_header(gram, BODY + 8, len(gram))
             assert not clear_icmp(gram, BODY, SRC, DST, KEYLESS_ICV_LENS)
 
 
