@@ -15,9 +15,9 @@ decrypted, a ciphertext that equals its plaintext over the first
 
 The steady lane takes a packet only when its ciphertext and plaintext
 differ over those ``MIN_RUN`` bytes (``plaintexts``, the same rule over a
-batch's columns), and a packet without a key only when its bytes after
-the header cannot pass the tests of (2), or pass them as a possible leak
-only (``refuses_bytes``: the columns, ``commit``: the count).
+batch's columns); a packet without a key with the columns the tests of (2)
+give it, a proven leak or a possible one (``refuses_bytes``: ``clear_words``
+over a batch's rows, ``commit``: the counts).
 
 A finding is a proof. A decrypted packet proves its leak (ciphertext equal
 to plaintext); so do the bytes in front of a misplaced header. A packet
@@ -170,7 +170,8 @@ class LeakCheck(BulkRules):
     # -- the steady lane's rules (checks/bulk.py) ------------------------------
     def refuses_bytes(self, rows: FlowRows) -> BytesRule:
         """Rows without a key whose bytes after the header ``_between_header_and_icv`` finds
-        clear (``clear_words``): the few ``may_be_clear`` lets through, tested one by one.
+        clear (``clear_words``): of the rows ``may_be_clear`` lets through, those where no
+        ICMP message can be found read in bulk (``_in_bulk``), the others one by one.
         Each is kept with the columns ``_between_header_and_icv`` gives it, a proven leak
         (a clear inner packet, a trailer and an ICV after it) or a possible one, and
         ``commit`` counts it. ``clear``: the rows clear from right after their ESP header
