@@ -46,14 +46,10 @@ class Frames(Sequence[int]):
 
     @classmethod
     def union(cls, parts: Iterable[Sequence[int]]) -> Frames:
-        """The frames of all ``parts``, each once: the runs of those that are ``Frames``
-        merged (a finding per SPI of a capture's interleaved SAs holds its frames in tens
-        of thousands of runs), the frames of the others added."""
-        runs = sorted(
-            r
-            for p in parts
-            for r in (p.runs if isinstance(p, Frames) else _runs_of(sorted(set(p))))
-        )
+        """The frames of all ``parts``, each once, their runs merged (a finding per SPI of
+        a capture's interleaved SAs holds its frames in tens of thousands of runs: adding
+        200,000 frames one by one took 0.4 s)."""
+        runs = sorted(r for p in parts for r in _runs_of(p))
         merged: list[tuple[int, int]] = []
         for a, b in runs:
             if merged and a <= merged[-1][1] + 1:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from espforensics.keys.sa import suite_checks_icv
+from espforensics.keys.sa import NULL_CIPHER, suite_checks_icv
 from espforensics.model.enums import Cut, Verdict
 from espforensics.model.records import PacketRecord
 
@@ -161,3 +161,15 @@ def cut_kind(rec: PacketRecord) -> str | None:
 
 
 _CUT_KINDS = {Cut.UNREAD: CUT_UNREAD, Cut.READ: CUT_READ, Cut.FOUND: CUT_FOUND}
+
+
+def of_ivs(seen: Seen) -> str | None:
+    """The IV checks' coverage (iv_reuse, iv_derivation): they examine packets whose clear
+    IV is evidence (keyless ones too, taken as AEAD-shaped), but an SA's without IV:
+    NULL's, and without a key those of an SA whose packets were all clear from the ESP
+    header on (``PacketContext.clear_from_header``)."""
+    if seen.algorithm.split(" + ")[0] == NULL_CIPHER:
+        return NO_IV
+    if not seen.evidence:
+        return seen.why
+    return CLEAR_NO_IV if seen.clear else None

@@ -55,7 +55,6 @@ from espforensics.checks import chains, echainiv
 from espforensics.checks import coverage as coverage_reasons
 from espforensics.checks.bulk import NOTHING, BulkColumns, BulkRules, FlowRows, Mask, first_refused
 from espforensics.checks.context import Flow, PacketContext
-from espforensics.checks.coverage import Seen
 from espforensics.checks.iv_sa import (
     IvSa,
     chained_finding,
@@ -76,7 +75,6 @@ from espforensics.checks.ivscheme import (
 from espforensics.checks.perflow import Holds, PerFlow
 from espforensics.crypto import EncAuthContext
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.keys.sa import NULL_CIPHER
 from espforensics.model.enums import IvScheme, Verdict
 from espforensics.model.records import Finding, PacketRecord, SaKey
 
@@ -180,13 +178,16 @@ class IvDerivationCheck(BulkRules):
         its packets); without a key, a flow whose last whole packet was clear from its
         header on (``clear_whole``): the lane takes its rows that are (``refuses``)."""
         state = flow.state
-        return state.no_iv or (state.ctx is None and bool(state.clear_whole)) or self._judged(flow)
+        clear = state.ctx is None and bool(state.clear_whole)
+        return state.no_iv or clear or self._judged(flow) is not None
 
-    def _judged(self, flow: Flow) -> bool:
-        """Are the flow's IVs judged in bulk: its scheme settled and, without a key, not a
-        constant IV (``_repeat``)?"""
+    def _judged(self, flow: Flow) -> IvSa | None:
+        """The flow's SA if its IVs are judged in bulk: its scheme settled and, without a
+        key, not a constant IV (``_repeat``)."""
         sa = self._steady(flow)
-        return sa is not None and (flow.state.ctx is not None or sa.scheme is not IvScheme.CONSTANT)
+        if sa is None or (flow.state.ctx is None and sa.scheme is IvScheme.CONSTANT):
+            return None
+        return sa
 
     def refuses(self, rows: FlowRows) -> Mask:
         """Rows ``observe`` would judge: an IV not built from the packet's own seq64 by
@@ -212,8 +213,8 @@ class IvDerivationCheck(BulkRules):
     def _refused(self, rows: FlowRows) -> Mask:
         """``refuses`` for rows that all have an IV."""
         wrong = np.zeros(len(rows), np.bool_)
-        sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
-        if sa is None or not self._judged(rows.flow):
+        sa, ctx = self._judged(rows.flow), rows.flow.state.ctx
+        if sa is None:
             return ~wrong  # admitted for rows clear from their header on only
         if ctx is None and sa.scheme not in _COUNTERS:
             wrong |= chains.chained_keyless(sa, rows)
@@ -234,8 +235,8 @@ class IvDerivationCheck(BulkRules):
         clear = rows.no_iv()
         if rows.flow.state.no_iv or (clear is not None and clear[0]):
             return NOTHING
-        sa, ctx = self._steady(rows.flow), rows.flow.state.ctx
-        if sa is None or not self._judged(rows.flow):
+        sa, ctx = self._judged(rows.flow), rows.flow.state.ctx
+        if sa is None:
             return NOTHING  # every row refused
         # CBC's echainiv words (``words``), else seqiv's or a counter's constant
         counter = ctx is None or ctx.counter  # without a key the IV is read as a counter's
@@ -391,15 +392,7 @@ def _chains(sa: IvSa) -> bool:
     return bool(sa.chained)
 
 
-def coverage(seen: Seen) -> str | None:
-    """Examined: packets whose clear IV is evidence (keyless ones too, taken as AEAD-shaped),
-    but an SA's without IV: NULL's, and without a key those of an SA whose packets were
-    all clear from the ESP header on (``PacketContext.clear_from_header``)."""
-    if seen.algorithm.split(" + ")[0] == NULL_CIPHER:
-        return coverage_reasons.NO_IV
-    if not seen.evidence:
-        return seen.why
-    return coverage_reasons.CLEAR_NO_IV if seen.clear else None
+coverage = coverage_reasons.of_ivs  # the IV reuse check's too
 
 
 def _built(ivs: U64, const: int, additive: bool, mask: np.uint64) -> U64:

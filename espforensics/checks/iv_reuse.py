@@ -30,7 +30,6 @@ from espforensics.bounded.intervals import U64Set
 from espforensics.checks import coverage as coverage_reasons
 from espforensics.checks.bulk import BulkRules, FlowRows, Mask, Scope
 from espforensics.checks.context import Flow, PacketContext, SaState
-from espforensics.checks.coverage import Seen
 from espforensics.checks.iv_groups import (
     EVIDENCE,
     WINDOW,
@@ -42,7 +41,7 @@ from espforensics.checks.iv_groups import (
 )
 from espforensics.crypto import IV_LEN, key_fingerprint
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.keys.sa import NULL_CIPHER, SaTable
+from espforensics.keys.sa import SaTable
 from espforensics.model.enums import FindingKind, Severity
 from espforensics.model.evidence import IvReuse, IvReuseMore, IvReuseUnproven, IvUse, SharedKey
 from espforensics.model.records import Finding
@@ -310,12 +309,4 @@ def _sa_key(flow: Flow) -> bytes:
     return b"s" + flow.spi.to_bytes(4) + flow.dst.encode()
 
 
-def coverage(seen: Seen) -> str | None:
-    """Examined: packets whose clear IV is evidence (keyless ones too, taken as AEAD-shaped),
-    but an SA's without IV: NULL's, and without a key those of an SA whose packets were
-    all clear from the ESP header on (``PacketContext.clear_from_header``)."""
-    if seen.algorithm.split(" + ")[0] == NULL_CIPHER:
-        return coverage_reasons.NO_IV
-    if not seen.evidence:
-        return seen.why
-    return coverage_reasons.CLEAR_NO_IV if seen.clear else None
+coverage = coverage_reasons.of_ivs  # the IV derivation check's too

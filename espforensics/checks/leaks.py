@@ -30,7 +30,7 @@ a header that parses without that is reported as ``possible`` (``info``,
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import compress
 
 import numpy as np
@@ -178,9 +178,9 @@ class LeakCheck(BulkRules):
         on (``clear_after_header``, ``PacketContext.clear_from_header``'s test: NULL
         encryption), whose 8 bytes after the header the IV checks read as no IV. The
         lane's keyed rows are decrypted: their rule is ``plaintexts``."""
-        refused = np.zeros(len(rows), np.bool_)
+        none = BytesRule(np.zeros(len(rows), np.bool_))  # it refuses no row by its bytes
         if rows.flow.state.ctx is not None:
-            return BytesRule(refused)
+            return none
         kept: list[int] = []
         words: list[LeakWords] = []
         clear = np.zeros(len(rows), np.bool_)
@@ -199,11 +199,9 @@ class LeakCheck(BulkRules):
             if found is not None:
                 kept.append(i)
                 words.append(found)
-        if not kept:
-            return BytesRule(refused, None, clear if clear.any() else None)
         order = np.argsort(np.array(kept, np.intp))  # the bulk rows, then the others
         leaks = Leaks.of(np.array(kept, np.intp)[order], [words[k] for k in order.tolist()])
-        return BytesRule(refused, leaks, clear if clear.any() else None)
+        return replace(none, leaks=leaks if kept else None, clear=clear if clear.any() else None)
 
     def commit(self, rows: FlowRows) -> None:
         """``observe`` for the lane's rows: their leaks (keyless: proven or possible)
@@ -296,8 +294,10 @@ def _in_bulk(rows: FlowRows, body: I64, bulk: Mask) -> tuple[Mask, list[int], li
     proto8, proto0 = np.where(bulk, proto8, 0), np.where(bulk, proto0, 0)
     start = np.where(h8 > 0, body + IV_LEN, body)
     n = np.where(h8 > 0, h8, h0)
-    proven = trailers_follow(view, start, end, n > 0)
-    clear = np.where(h0 > 0, trailers_follow(view, body, end, h0 > 0), proto0 > 0)
+    proven = trailers_follow(view, start, end, n > 0)  # at ``body`` where no header after the IV
+    both = (h8 > 0) & (h0 > 0)
+    at_body = np.where(both, trailers_follow(view, body, end, both), proven)
+    clear = np.where(h0 > 0, at_body, proto0 > 0)
     found = np.flatnonzero((n > 0) | (proto8 > 0) | (proto0 > 0))
     ip = proven[found] | ((proto8[found] == 0) & (proto0[found] == 0))  # else TCP or UDP
     shifted = proto8[found] > 0
@@ -320,7 +320,10 @@ def _in_bulk(rows: FlowRows, body: I64, bulk: Mask) -> tuple[Mask, list[int], li
             continue
         key = (header[0] >> 4, m)
         name = names.get(key) or names.setdefault(key, name_fields(header))
-        words.append(LeakWords(header.hex(" "), name if sure else f"possible: {name}", m * sure))
+        if sure:
+            words.append(LeakWords(header.hex(" "), name, m))
+        else:
+            words.append(LeakWords(header.hex(" "), f"possible: {name}", 0))
     return clear, found.tolist(), words
 
 
