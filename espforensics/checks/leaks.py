@@ -283,21 +283,23 @@ def _in_bulk(rows: FlowRows, body: I64, bulk: Mask) -> tuple[Mask, list[int], li
     numpy: the clear IP headers after the 8-byte IV and at ``body`` (``clear_ips``), the
     trailers after them (``trailers_follow``) and the clear TCP and UDP segments at both
     places (``clear_transports``), read in ``clear_words``'s order; each leak's columns
-    made per row."""
-    view, ip_at, end, raw = rows.buf, rows.ip_at, rows.ct_end, rows.raw
-    v6 = bulk & ((u8(view, ip_at, bulk) >> 4) == 6)
+    made per row. Only the rows ``bulk`` are read (of ciphertext, a few in a thousand)."""
+    rows_of = np.flatnonzero(bulk)
+    view, raw = rows.buf, rows.raw
+    ip_at, end, body = rows.ip_at[rows_of], rows.ct_end[rows_of], body[rows_of]
+    v6 = (u8(view, ip_at, np.ones(len(rows_of), np.bool_)) >> 4) == 6
     addrs = address_sums(view, ip_at, v6)
-    h8 = np.where(bulk, clear_ips(view, body + IV_LEN, end), 0)
-    h0 = np.where(bulk, clear_ips(view, body, end), 0)
+    h8 = clear_ips(view, body + IV_LEN, end)
+    h0 = clear_ips(view, body, end)
     proto8, size8 = clear_transports(view, body + IV_LEN, end, addrs, v6)
     proto0, size0 = clear_transports(view, body, end, addrs, v6)
-    proto8, proto0 = np.where(bulk, proto8, 0), np.where(bulk, proto0, 0)
     start = np.where(h8 > 0, body + IV_LEN, body)
     n = np.where(h8 > 0, h8, h0)
     proven = trailers_follow(view, start, end, n > 0)  # at ``body`` where no header after the IV
     both = (h8 > 0) & (h0 > 0)
     at_body = np.where(both, trailers_follow(view, body, end, both), proven)
-    clear = np.where(h0 > 0, at_body, proto0 > 0)
+    clear = np.zeros(len(bulk), np.bool_)
+    clear[rows_of] = np.where(h0 > 0, at_body, proto0 > 0)
     found = np.flatnonzero((n > 0) | (proto8 > 0) | (proto0 > 0))
     ip = proven[found] | ((proto8[found] == 0) & (proto0[found] == 0))  # else TCP or UDP
     shifted = proto8[found] > 0
@@ -324,7 +326,7 @@ def _in_bulk(rows: FlowRows, body: I64, bulk: Mask) -> tuple[Mask, list[int], li
             words.append(LeakWords(header.hex(" "), name, m))
         else:
             words.append(LeakWords(header.hex(" "), f"possible: {name}", 0))
-    return clear, found.tolist(), words
+    return clear, rows_of[found].tolist(), words
 
 
 def clear_words(
