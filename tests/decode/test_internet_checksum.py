@@ -8,10 +8,18 @@ dependency: the synth builds its packets with it), so the two must agree on ever
 from __future__ import annotations
 
 import dpkt
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from espforensics.decode.clear import internet_checksum, l4_checksum_ok, udp_checksum
+from espforensics.decode.clear import (
+    _sums_by_rows,
+    _sums_by_words,
+    internet_checksum,
+    l4_checksum_ok,
+    udp_checksum,
+    word_sums,
+)
 
 
 def test_the_worked_example_of_rfc_1071() -> None:
@@ -88,3 +96,39 @@ def test_udp_checksum_is_the_field_dpkt_writes(body: bytes, v6: bool, addrs: byt
     value = udp_checksum(src, dst, segment + b"\x00\x00" + body)
     assert value == datagram.sum
     assert l4_checksum_ok(src, dst, 17, segment + value.to_bytes(2) + body)
+
+
+@st.composite
+def _segments(draw: st.DrawFn) -> tuple[bytes, list[tuple[int, int]]]:
+    """A buffer and segments of it: any offset (odd ones too), any length (odd ones, none,
+    one byte), overlapping or not, in any order, some ending at the buffer's last byte."""
+    data = draw(st.binary(min_size=1, max_size=400) | st.sampled_from((b"\xff" * 301, bytes(64))))
+    spans = st.integers(0, len(data)).flatmap(
+        lambda at: st.tuples(st.just(at), st.integers(0, len(data) - at))
+    )
+    return data, draw(st.lists(spans, min_size=1, max_size=20))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_segments(), st.booleans())
+def test_word_sums_fold_as_internet_checksum_folds(
+    case: tuple[bytes, list[tuple[int, int]]], offset: bool
+) -> None:
+    """Both ways ``word_sums`` reads (one numpy pass over the buffer's words, or each row as
+    one number) give each segment the sum modulo 0xFFFF that ``internet_checksum``
+    complements: a segment verifies as one exactly when its sum is 0 and it is not all
+    zeros. The buffer starts at an odd address too (a view one byte into its memory)."""
+    data, spans = case
+    memory = np.frombuffer(b"\x00" + data, np.uint8)
+    view = memory[1:] if offset else np.frombuffer(data, np.uint8)
+    start = np.array([at for at, _ in spans], np.int64)
+    length = np.array([n for _, n in spans], np.int64)
+    want = [(int.from_bytes(data[at : at + n]) << (8 * (n & 1))) % 0xFFFF for at, n in spans]
+    for sums in (_sums_by_words, _sums_by_rows):
+        got = sums(view, start, length).tolist()
+        assert got == want, sums.__name__
+    every = word_sums(view, start, length, np.ones(len(spans), np.bool_)).tolist()
+    assert every == want
+    for (at, n), total in zip(spans, want, strict=True):
+        segment = data[at : at + n]
+        assert (internet_checksum(segment) == 0) == (total == 0 and any(segment))
