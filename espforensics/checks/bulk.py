@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import compress
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -37,7 +36,7 @@ from espforensics.capture.batch import Buffer
 from espforensics.checks.context import Flow
 from espforensics.decode.digest import RowDigests
 from espforensics.decode.inner import InnerColumns
-from espforensics.model.arrays import Strs, rows_at
+from espforensics.model.arrays import Strs, rows_at, strs
 
 Mask = npt.NDArray[np.bool_]
 
@@ -54,21 +53,45 @@ class LeakWords(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Leaks:
     """The leak check's columns of some rows (``leaked_hex``, ``leaked_fields``, ``leaked``;
-    every other row's are empty): ``at``, the rows (positions in their ``FlowRows``, or in a
-    steady run), each one's columns beside it."""
+    every other row's are empty): ``at``, the rows (positions in their ``FlowRows``, in a
+    plan, or in a steady run), each one's columns beside it (``hex`` and ``fields``
+    arrays of ``str``)."""
 
     at: npt.NDArray[np.intp]
-    hex: tuple[str, ...]
-    fields: tuple[str, ...]
-    leaked: tuple[int, ...]
+    hex: Strs
+    fields: Strs
+    leaked: I64
 
     @staticmethod
     def of(at: npt.NDArray[np.intp], words: Sequence[LeakWords]) -> Leaks:
+        """The rows ``at`` with their columns ``words`` (one each, in the same order)."""
         hexes, fields, leaked = zip(*words, strict=True) if words else ((), (), ())
-        return Leaks(at, hexes, fields, leaked)
+        return Leaks(at, strs(hexes), strs(fields), np.array(leaked, np.int64))
+
+    def take(self, keep: npt.NDArray[np.intp] | Mask) -> Leaks:
+        """The rows ``keep`` (indices or a mask over ``at``) with their columns."""
+        return Leaks(self.at[keep], self.hex[keep], self.fields[keep], self.leaked[keep])
+
+    def moved(self, by: int) -> Leaks:
+        """The same columns, each row ``by`` further on."""
+        return Leaks(self.at + by, self.hex, self.fields, self.leaked)
+
+    @staticmethod
+    def joined(parts: Sequence[Leaks]) -> Leaks | None:
+        """``parts`` one after the other, in their order; None: none."""
+        if not parts:
+            return None
+        if len(parts) == 1:
+            return parts[0]
+        return Leaks(
+            np.concatenate([p.at for p in parts]),
+            np.concatenate([p.hex for p in parts]),
+            np.concatenate([p.fields for p in parts]),
+            np.concatenate([p.leaked for p in parts]),
+        )
 
     def words(self) -> Iterator[LeakWords]:
-        return map(LeakWords, self.hex, self.fields, self.leaked)
+        return map(LeakWords, self.hex.tolist(), self.fields.tolist(), self.leaked.tolist())
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +153,7 @@ class FlowRows:
         """The first ``n`` rows (``digest`` as it is: its row ``i`` is still row ``i``)."""
         leaks = self.leaks
         if leaks is not None:
-            keep = leaks.at < n
-            leaks = Leaks.of(leaks.at[keep], list(compress(leaks.words(), keep.tolist())))
+            leaks = leaks.take(leaks.at < n)
         return FlowRows(
             self.flow,
             self.frames[:n],

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from itertools import compress
 
 import numpy as np
 
@@ -66,7 +65,7 @@ from espforensics.decode.clear import (
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.decode.ip import parse_ip
 from espforensics.keys.sa import CLEAR_BY_DESIGN
-from espforensics.model.arrays import I64, Mask, u8
+from espforensics.model.arrays import I64, Mask, distinct_inverse, spaced_hex, strs, u8
 from espforensics.model.enums import FindingKind, Severity
 from espforensics.model.evidence import Leak, LeakProof
 from espforensics.model.records import Finding
@@ -187,8 +186,10 @@ class LeakCheck(BulkRules):
         body = rows.esp_at + ESP_HEADER_LEN
         maybe = may_be_clear(rows.buf, body, rows.ct_end)
         bulk = maybe & no_icmp(rows.buf, body, rows.ct_end)
+        parts: list[Leaks] = []
         if bulk.any():  # no ICMP message to look for: read in bulk
-            clear, kept, words = _in_bulk(rows, body, bulk)
+            clear, leaks = _in_bulk(rows, body, bulk)
+            parts.append(leaks)
         for i in np.flatnonzero(maybe & ~bulk).tolist():
             at, end = int(rows.ip_at[i]), int(rows.ct_end[i])
             data = bytes(rows.raw[at:end])
@@ -199,9 +200,11 @@ class LeakCheck(BulkRules):
             if found is not None:
                 kept.append(i)
                 words.append(found)
-        order = np.argsort(np.array(kept, np.intp))  # the bulk rows, then the others
-        leaks = Leaks.of(np.array(kept, np.intp)[order], [words[k] for k in order.tolist()])
-        return replace(none, leaks=leaks if kept else None, clear=clear if clear.any() else None)
+        parts.append(Leaks.of(np.array(kept, np.intp), words))
+        every = Leaks.joined([part for part in parts if len(part.at)])
+        if every is not None:  # the bulk rows, then the others: in row order
+            every = every.take(np.argsort(every.at, kind="stable"))
+        return replace(none, leaks=every, clear=clear if clear.any() else None)
 
     def commit(self, rows: FlowRows) -> None:
         """``observe`` for the lane's rows: their leaks (keyless: proven or possible)
@@ -210,12 +213,12 @@ class LeakCheck(BulkRules):
         if leaks is None:
             return
         frames = rows.frames[leaks.at]
-        proven = np.array(leaks.leaked, np.int64) > 0
+        proven = leaks.leaked > 0
         for into, mine in ((self._keyless_per_spi, proven), (self._possible_per_spi, ~proven)):
             if mine.any():
                 acc = into.setdefault(rows.flow.spi, _PerSpi())
                 acc.count += int(mine.sum())
-                acc.fields.update(compress(leaks.fields, mine.tolist()))
+                acc.fields.update(leaks.fields[mine].tolist())
                 acc.frames = with_frames(acc.frames, frames[mine])
 
     def _report(self, pkt: PacketContext, leaked: bytes) -> None:
@@ -278,14 +281,15 @@ class LeakCheck(BulkRules):
                 )
 
 
-def _in_bulk(rows: FlowRows, body: I64, bulk: Mask) -> tuple[Mask, list[int], list[LeakWords]]:
+def _in_bulk(rows: FlowRows, body: I64, bulk: Mask) -> tuple[Mask, Leaks]:
     """``clear_after_header`` and ``clear_words`` of the rows ``bulk`` (``no_icmp``), in
     numpy: the clear IP headers after the 8-byte IV and at ``body`` (``clear_ips``), the
     trailers after them (``trailers_follow``) and the clear TCP and UDP segments at both
-    places (``clear_transports``), read in ``clear_words``'s order; each leak's columns
-    made per row. Only the rows ``bulk`` are read (of ciphertext, a few in a thousand)."""
+    places (``clear_transports``), read in ``clear_words``'s order; the leaks' columns
+    made for all at once (``spaced_hex``, a name per kind of row). Only the rows ``bulk``
+    are read (of ciphertext, a few in a thousand)."""
     rows_of = np.flatnonzero(bulk)
-    view, raw = rows.buf, rows.raw
+    view = rows.buf
     ip_at, end, body = rows.ip_at[rows_of], rows.ct_end[rows_of], body[rows_of]
     v6 = (u8(view, ip_at, np.ones(len(rows_of), np.bool_)) >> 4) == 6
     addrs = address_sums(view, ip_at, v6)
@@ -306,27 +310,23 @@ def _in_bulk(rows: FlowRows, body: I64, bulk: Mask) -> tuple[Mask, list[int], li
     at = np.where(ip, start[found], body[found] + np.where(shifted, IV_LEN, 0))
     size = np.where(ip, n[found], np.where(shifted, size8[found], size0[found]))
     udp = np.where(shifted, proto8[found], proto0[found]) == 17
-    words: list[LeakWords] = []
-    names: dict[tuple[int, int], str] = {}  # name_fields reads the version and length only
-    for a, m, is_ip, sure, is_udp in zip(
-        at.tolist(),
-        size.tolist(),
-        ip.tolist(),
-        proven[found].tolist(),
-        udp.tolist(),
-        strict=True,
-    ):
-        header = bytes(raw[a : a + m])
-        if not is_ip:
-            words.append(LeakWords(header.hex(" "), "UDP header" if is_udp else "TCP header", m))
-            continue
-        key = (header[0] >> 4, m)
-        name = names.get(key) or names.setdefault(key, name_fields(header))
-        if sure:
-            words.append(LeakWords(header.hex(" "), name, m))
-        else:
-            words.append(LeakWords(header.hex(" "), f"possible: {name}", 0))
-    return clear, rows_of[found].tolist(), words
+    sure = ~ip | proven[found]
+    version = u8(view, at, ip) >> 4
+    # each row's fields by its kind alone: TCP, UDP, or an IP header's version and length
+    # (all name_fields reads), proven or possible
+    kind = np.where(ip, (version << 8 | size) << 1 | sure, np.where(udp, -1, -2))
+    kinds, which = distinct_inverse(kind)
+    names = strs([_fields_of(k) for k in kinds.tolist()])
+    leaks = Leaks(rows_of[found], spaced_hex(view, at, size), names[which], np.where(sure, size, 0))
+    return clear, leaks
+
+
+def _fields_of(kind: int) -> str:
+    """``leaked_fields`` of a row of ``kind`` (``_in_bulk``)."""
+    if kind < 0:
+        return "UDP header" if kind == -1 else "TCP header"
+    name = name_fields(bytes([kind >> 9 << 4]) + bytes((kind >> 1 & 0xFF) - 1))
+    return name if kind & 1 else f"possible: {name}"
 
 
 def clear_words(

@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from espforensics.capture.batch import Buffer
 from espforensics.checks import Flow, SaState
-from espforensics.checks.bulk import FlowRows, Leaks, LeakWords, Outer, Scope, ScopeRows
+from espforensics.checks.bulk import FlowRows, Leaks, Outer, Scope, ScopeRows
 from espforensics.checks.context import HEAD_LEN
 from espforensics.crypto import IV_LEN, CipherContext
 from espforensics.decode.digest import RowDigests, kept_source
@@ -73,10 +73,10 @@ class Plan:
     seq64: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
     placed: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))  # seq64 inferred
     by_bytes: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))  # a check refuses
-    # the leak columns a check's bytes rule gave (``BytesRule.leaks``): which positions have
-    # them, and per such position its columns
-    leaky: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))
-    leaks: dict[int, LeakWords] = field(default_factory=dict)
+    # the leak columns the checks' bytes rules gave (``BytesRule.leaks``, their rows made
+    # positions), and per position its row among them all, or -1 (``add_leaks``)
+    leaks: list[Leaks] = field(default_factory=list)
+    leak_row: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
     # the positions clear from right after their ESP header on (``BytesRule.clear``): no IV
     clear: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))
     iv: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))  # a wide IV's fold
@@ -238,14 +238,29 @@ def flow_rows(plan: Plan, own: Index, view: npt.NDArray[np.uint8], raw: Buffer) 
     )
 
 
+def add_leaks(plan: Plan, leaks: Leaks) -> None:
+    """Keeps the leak columns ``leaks`` of the positions ``leaks.at``."""
+    if not len(plan.leak_row):
+        plan.leak_row = np.full(len(plan.rows), -1, np.int64)
+    first = sum(len(part.at) for part in plan.leaks)
+    plan.leak_row[leaks.at] = np.arange(first, first + len(leaks.at))
+    plan.leaks.append(leaks)
+
+
 def leaks_of(plan: Plan, own: Index) -> Leaks | None:
     """The leak columns of the rows ``own`` (candidate positions), if any has them."""
-    if not len(plan.leaks):
+    if not plan.leaks:
         return None
-    at = np.flatnonzero(plan.leaky[own])
+    row = plan.leak_row[own]
+    at = np.flatnonzero(row >= 0)
     if not len(at):
         return None
-    return Leaks.of(at, [plan.leaks[p] for p in own[at].tolist()])
+    every = Leaks.joined(plan.leaks)
+    assert every is not None  # not empty
+    if len(plan.leaks) > 1:
+        plan.leaks[:] = [every]  # joined once, however many flows ask
+    picked = every.take(row[at])
+    return Leaks(at, picked.hex, picked.fields, picked.leaked)
 
 
 def scope_rows(plan: Plan, own: Index, raw: Buffer) -> ScopeRows:

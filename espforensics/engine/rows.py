@@ -80,10 +80,10 @@ class SteadyRows:
     def leaked(self) -> Mask | None:
         """Per lane row: inner bytes proven in clear (``leaked`` set); None: no such row."""
         leaks = self.leaks
-        if leaks is None or not any(leaks.leaked):
+        if leaks is None or not leaks.leaked.any():
             return None
         out = np.zeros(len(self.frame), np.bool_)
-        out[leaks.at] = np.array(leaks.leaked, np.int64) > 0
+        out[leaks.at] = leaks.leaked > 0
         return out
 
 

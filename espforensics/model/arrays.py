@@ -7,6 +7,8 @@ the mask is False). Raises nothing: a masked-out row reads offset 0.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
@@ -72,3 +74,28 @@ def read_be(view: U8, at: I64, ok: Mask, width: int) -> I64:
     for k in range(1, width):
         out = (out << 8) | view[safe + k]
     return np.where(ok, out, 0)
+
+
+def strs(values: Sequence[str]) -> Strs:
+    """``values`` as a one-dimensional array of ``str`` objects."""
+    out: Strs = np.empty(len(values), object)
+    out[:] = values
+    return out
+
+
+# each byte's two hex digits and a space: ``spaced_hex``'s table
+_HEX = np.frombuffer(b"".join(b"%02x " % b for b in range(256)), np.uint8).reshape(256, 3)
+
+
+def spaced_hex(view: U8, at: I64, size: I64) -> Strs:
+    """Per row, its ``size`` bytes (at least 1) at ``at`` as ``bytes.hex(" ")`` writes them
+    ("45 00 05 dc"): every row's digits from one table look-up, the rows cut apart by one
+    ``str.split``."""
+    if not len(at):
+        return strs([])
+    width = int(size.max())
+    got = view[np.minimum(at[:, None] + np.arange(width), len(view) - 1)]
+    text = _HEX[got].reshape(len(at), 3 * width)
+    text[np.arange(len(at)), 3 * size - 1] = ord("\n")  # a row's last space ends it
+    joined = text[np.arange(3 * width) < 3 * size[:, None]].tobytes().decode("ascii")
+    return strs(joined.split("\n")[:-1])

@@ -27,7 +27,14 @@ from espforensics.engine import SteadyRows
 from espforensics.engine.wire import CARRIERS
 from espforensics.model.arrays import Mask, Strs
 from espforensics.model.records import PACKET_COLUMNS, PacketRecord
-from espforensics.tables.arrow import bools, from_list, from_numpy, hex_rows, pick, strings
+from espforensics.tables.arrow import (
+    bools,
+    from_list,
+    from_numpy,
+    hex_rows,
+    pick,
+    strings,
+)
 from espforensics.tables.schema import ROW_GROUP, TIME_TYPE, arrow_type, packet_schema
 
 # The ns an int64 holds (1677-09-21 to 2262-04-11); a frame stamped outside has no ``time``.
@@ -115,10 +122,10 @@ def _lane_table(rows: SteadyRows) -> pa.Table:
         cols[name] = _repeat("", n)
     if rows.leaks is not None:  # keyless leaks, proven or possible (checks/leaks.py)
         leaks = rows.leaks
-        picked = np.zeros(n, np.int64)
-        picked[leaks.at] = np.arange(1, len(leaks.at) + 1)
-        cols["leaked_hex"] = pick(["", *leaks.hex], picked)
-        cols["leaked_fields"] = pick(["", *leaks.fields], picked)
+        for name, values in (("leaked_hex", leaks.hex), ("leaked_fields", leaks.fields)):
+            column: Strs = np.full(n, "", object)
+            column[leaks.at] = values
+            cols[name] = strings(column)
         leaked = np.zeros(n, np.int64)
         leaked[leaks.at] = leaks.leaked
         cols["leaked"] = _nullable(leaked, leaked > 0)
@@ -155,14 +162,8 @@ def joined(runs: Sequence[SteadyRows]) -> SteadyRows:
 
 def _leaks(runs: Sequence[SteadyRows], starts: list[int]) -> Leaks | None:
     """The runs' leaks, their rows counted from the first run's first row."""
-    mine = [(r.leaks, k) for r, k in zip(runs, starts, strict=True) if r.leaks is not None]
-    if not mine:
-        return None
-    return Leaks(
-        np.concatenate([leaks.at + k for leaks, k in mine]),
-        tuple(h for leaks, _ in mine for h in leaks.hex),
-        tuple(f for leaks, _ in mine for f in leaks.fields),
-        tuple(n for leaks, _ in mine for n in leaks.leaked),
+    return Leaks.joined(
+        [r.leaks.moved(k) for r, k in zip(runs, starts, strict=True) if r.leaks is not None]
     )
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from espforensics.analyzer.frame import FrameAnalyzer
-from espforensics.checks.bulk import Leaks
+from espforensics.checks.bulk import Leaks, LeakWords
 from espforensics.engine import Engine, RowSink, SteadyRows, deliver
 from espforensics.keys import SaTable
 from espforensics.model.options import Options
@@ -161,10 +161,9 @@ def test_joined_runs_keep_each_run_s_flows_and_leaks() -> None:
     kept = _Parts()
     _deliver([kept], replays=(150,))
     first, second = [p for p in kept.parts if isinstance(p, SteadyRows)][:2]
-    first = replace(first, leaks=Leaks(np.array([1], np.intp), ("4500",), ("ip.v",), (0,)))
-    second = replace(
-        second, leaks=Leaks(np.array([0, 2], np.intp), ("60 00", "45"), ("a", "b"), (2, 0))
-    )
+    first = replace(first, leaks=Leaks.of(np.array([1], np.intp), [LeakWords("4500", "ip.v", 0)]))
+    words = [LeakWords("60 00", "a", 2), LeakWords("45", "b", 0)]
+    second = replace(second, leaks=Leaks.of(np.array([0, 2], np.intp), words))
     assert len(first.flows) == len(second.flows) == 2
     assert not first.records and not second.records
     both = table_rows._lane_table(table_rows.joined([first, second]))

@@ -7,7 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from espforensics.model.arrays import distinct, distinct_inverse, read_be, rows_at
+from espforensics.model.arrays import (
+    distinct,
+    distinct_inverse,
+    read_be,
+    rows_at,
+    spaced_hex,
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -39,3 +45,23 @@ def test_distinct_is_np_unique(values: list[int]) -> None:
     got, rows = distinct_inverse(array)
     assert got.tolist() == found.tolist()
     assert rows.tolist() == inverse.ravel().tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=1, max_size=200), st.data())
+def test_spaced_hex_is_bytes_hex_with_spaces(buf: bytes, data: st.DataObject) -> None:
+    """Each row's bytes as ``bytes.hex(" ")`` writes them (the ``leaked_hex`` column), of
+    any width from 1 byte, rows of several widths together, up to the buffer's last byte."""
+    view = np.frombuffer(buf, np.uint8)
+    spans = data.draw(
+        st.lists(
+            st.integers(0, len(buf) - 1).flatmap(
+                lambda at: st.tuples(st.just(at), st.integers(1, len(buf) - at))
+            ),
+            max_size=12,
+        )
+    )
+    at = np.array([a for a, _ in spans], np.int64)
+    size = np.array([n for _, n in spans], np.int64)
+    got = spaced_hex(view, at, size).tolist()
+    assert got == [buf[a : a + n].hex(" ") for a, n in spans]
