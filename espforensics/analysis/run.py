@@ -307,6 +307,7 @@ def _run(
             ends.modes,
             _stop_message(error),
             iv_schemes={key: str(scheme) for key, scheme in done.iv_schemes.items()},
+            no_ivs=done.no_ivs,
             receivers=done.receivers,
             unused_sas=done.unused_sas,
             key_notes=ends.key_notes,

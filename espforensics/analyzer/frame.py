@@ -96,13 +96,15 @@ class Finished:
     """What the checks hand the summary once every frame is read (``FrameAnalyzer.finished``).
 
     ``findings``: every check's, in the registry's order; ``iv_schemes``: each SA's
-    IV scheme as the IV derivation check settled it; ``receivers``: the receiver
+    IV scheme as the IV derivation check settled it, ``no_ivs`` the packets it had no IV
+    to read from (``IvDerivationCheck.no_ivs``); ``receivers``: the receiver
     model's prediction (per destination, per receiving state); ``unused_sas``: the
     key files' SAs no packet used, with the likely reason.
     """
 
     findings: tuple[Finding, ...]
     iv_schemes: dict[SaKey, IvScheme]
+    no_ivs: dict[SaKey, int]
     receivers: tuple[tuple[ReceiverHost, ...], tuple[ReceiverSa, ...]]
     unused_sas: tuple[UnusedSa, ...]
 
@@ -162,6 +164,7 @@ class FrameAnalyzer:
         return Finished(
             tuple(self.findings),
             self.checks.iv_derivation.schemes(),
+            self.checks.iv_derivation.no_ivs(),
             self.checks.receiver.prediction(),
             self._keys.unused,
         )

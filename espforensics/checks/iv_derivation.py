@@ -379,6 +379,12 @@ class IvDerivationCheck(BulkRules):
                 out[key] = IvScheme.NONE if sa.no_iv else IvScheme.UNKNOWN
         return out
 
+    def no_ivs(self) -> dict[SaKey, int]:
+        """Per SA by (SPI, src, dst), the packets it got with no IV to read (NULL's, or
+        without a key clear from their ESP header on: ``PacketContext.clear_from_header``);
+        the IV reuse check skips the same packets. SAs with none are left out."""
+        return {key: sa.no_iv for key, sa in self._sas.by_sa() if sa.no_iv}
+
 
 def _finds(sa: IvSa) -> bool:
     """Does ``finish``'s first walk report the SA (its scheme or deviations)?"""

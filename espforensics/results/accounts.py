@@ -160,6 +160,7 @@ class SaAcc:
         mode: SaMode,
         iv_scheme: str = "",
         icmp_quoted: int = 0,
+        no_iv: int = 0,
     ) -> SaSummary:
         spi, src, dst = key
         # Most SAs count nothing rare (rare_fields None): every rare field reads its
@@ -197,6 +198,7 @@ class SaAcc:
             cut=self.cut,
             cut_read=self.cut_read,
             cut_found=self.cut_found,
+            no_iv=0 if self.algorithm else no_iv,  # a key's algorithm says whether it has IVs
         )
 
 

@@ -204,13 +204,16 @@ class SummaryBuilder:
         unused_sas: tuple[UnusedSa, ...] = (),
         key_notes: tuple[str, ...] = (),
         iv_schemes: dict[SaKey, str] | None = None,
+        no_ivs: dict[SaKey, int] | None = None,
         receivers: tuple[tuple[ReceiverHost, ...], tuple[ReceiverSa, ...]] = ((), ()),
     ) -> Summary:
         """The summary of everything observed, with the checks' findings.
 
         ``capture`` gives path, sha256 and size; frames and times are counted
         here. ``modes`` are the SA modes the key files state; ``iv_schemes`` each SA's
-        IV scheme as the IV derivation check named it (an SA it never saw: "unknown");
+        IV scheme as the IV derivation check named it (an SA it never saw: "unknown"),
+        ``no_ivs`` the packets it had no IV to read from (a keyless SA's are its
+        ``no_iv``);
         ``unused_sas`` the key files' SAs that no packet matched (checks/unused.py);
         ``receivers`` the receiver model's prediction (checks/receiver.py).
         """
@@ -228,6 +231,7 @@ class SummaryBuilder:
                 modes.get(key, SaMode.UNKNOWN),
                 "" if iv_schemes is None else iv_schemes.get(key, "unknown"),
                 self._quoted[key],
+                0 if no_ivs is None else no_ivs.get(key, 0),
             )
             for key, a in sorted(self.accs(), key=lambda kv: kv[0])
         )

@@ -53,6 +53,8 @@ class SaCounts(Protocol):
     def cut_read(self) -> int: ...  # of ``cut``: their header read where it is, or found later
     @property
     def cut_found(self) -> int: ...  # of ``cut_read``: their header found later by layout
+    @property
+    def no_iv(self) -> int: ...  # without a key: clear from the ESP header on, no IV read
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,14 +187,22 @@ def _seen(sas: Iterable[SaCounts]) -> tuple[list[_Group], int]:
         owned += sa.packets
         verdicts = sa.verdicts
         had = tuple(zip(verdicts, map(bool, verdicts.values()), strict=True))
-        facts = _facts(sa.algorithm, had, not sa.algorithm and sa.iv_scheme == IvScheme.NONE)
+        every = not sa.algorithm and sa.iv_scheme == IvScheme.NONE and not sa.no_iv
+        facts = _facts(sa.algorithm, had, every)  # every: a summary.json without ``no_iv``
+        clear = _facts(sa.algorithm, had, True) if sa.no_iv else facts
+        left = sa.no_iv  # of the packets the IV checks get, these have no IV
         for v, n in _split_cut(sa, verdicts) if sa.cut else verdicts.items():
-            group = groups.get((v, facts))
-            if group is None:
-                group = groups[v, facts] = _Group(v, seen(v, facts))
-            group.packets += n
-            if not group.tried:
-                group.spis.append(sa.spi)
+            mine = seen(v, facts)
+            held = min(left, n) if mine.evidence else 0
+            left -= held
+            parts = ((facts, n - held), (clear, held)) if 0 < held < n else ((clear, n),)
+            for kind, count in parts if held else ((facts, n),):
+                group = groups.get((v, kind))
+                if group is None:
+                    group = groups[v, kind] = _Group(v, seen(v, kind))
+                group.packets += count
+                if not group.tried:
+                    group.spis.append(sa.spi)
     return list(groups.values()), owned
 
 

@@ -108,6 +108,9 @@ class SaSummary:
     cut: int = 0
     cut_read: int = 0
     cut_found: int = 0
+    # Without a key: packets clear from their ESP header on (NULL encryption, or a leak),
+    # which hold no IV for the IV checks to read. In summary.json only when not 0.
+    no_iv: int = 0
 
     @property
     def key(self) -> SaKey:
@@ -399,8 +402,9 @@ _SA_JSON_VALUES = attrgetter(
 def sa_json(sa: SaSummary) -> dict[str, Any]:
     """One SA's row of ``summary.json`` (render/json.py streams them one at a time).
 
-    The counts of packets the capture cut only when it cut one: a whole
-    capture's summary.json is what it was before they were counted.
+    The counts of packets the capture cut only when it cut one, and ``no_iv`` only
+    when not 0: a whole capture's summary.json is what it was before they were
+    counted, and so is a keyless SA's whose every packet had an IV.
     """
     doc = dict(zip(_SA_JSON_KEYS, _SA_JSON_VALUES(sa), strict=True))
     doc["first_time"], doc["last_time"] = sa.first_ns / 1e9, sa.last_ns / 1e9
@@ -408,6 +412,8 @@ def sa_json(sa: SaSummary) -> dict[str, Any]:
     if not sa.cut:
         for name in _CUT_FIELDS:
             del doc[name]
+    if not sa.no_iv:
+        del doc["no_iv"]
     return doc
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pytest
@@ -21,6 +21,7 @@ from espforensics.bounded.window import RecentWindow
 from espforensics.checks import perflow, unused
 from espforensics.checks.context import Flow, SaState
 from espforensics.checks.coverage import (
+    CLEAR_NO_IV,
     ICV_FAILS,
     NO_KEY,
     NO_SPI,
@@ -256,6 +257,7 @@ class _Row:
     cut_read: int = 0
     cut_found: int = 0
     iv_scheme: str = ""
+    no_iv: int = 0
 
     @property
     def packets(self) -> int:
@@ -327,6 +329,26 @@ def test_coverage_in_one_walk_says_what_the_walk_row_by_row_says() -> None:
     )
     reordered = ROWS[::-1]
     assert check_coverage(reordered, ESP) == _row_by_row(reordered, ESP)
+
+
+def test_the_iv_checks_skip_exactly_the_keyless_packets_without_iv() -> None:
+    """A keyless SA some of whose packets were clear from their ESP header on (a leak
+    amid ciphertext, ``no_iv``): the IV checks examined the others only, and skipped
+    those with the reason; every other check counts the SA as before. An old
+    summary.json's SA without ``no_iv`` whose scheme is ``none`` had none with an IV."""
+    mixed = (_Row(1, "", {"unknown_sa": 5, "esp_misplaced": 2}, no_iv=3), *ROWS[1:])
+    got = {c.name: c for c in check_coverage(mixed, ESP + 2)}
+    before = {c.name: c for c in check_coverage((replace(mixed[0], no_iv=0), *ROWS[1:]), ESP + 2)}
+    for name in ("iv_reuse", "iv_derivation"):
+        assert got[name].examined == before[name].examined - 3
+        assert got[name].skipped == {**before[name].skipped, CLEAR_NO_IV: 3}
+    assert {n: c for n, c in got.items() if not n.startswith("iv_")} == {
+        n: c for n, c in before.items() if not n.startswith("iv_")
+    }
+    old = (replace(mixed[0], iv_scheme="none", no_iv=0), *ROWS[1:])
+    assert {c.name: c.skipped.get(CLEAR_NO_IV) for c in check_coverage(old, ESP + 2)} == {
+        name: 7 if name in ("iv_reuse", "iv_derivation") else None for name in got
+    }
 
 
 # -- IntervalSet: one run held as two ints ------------------------------------------

@@ -11,9 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from espforensics import analyze
+from espforensics.analysis import analyze_to_dir
 from espforensics.keys import SaTable
+from espforensics.model.options import Options
 from espforensics.report.narrative import verdict_sentences
-from espforensics.results.coverage import tally
+from espforensics.results.coverage import check_coverage, tally
+from espforensics.results.folder import load_summary
 from espforensics.results.summary import Summary
 from espforensics.synth import write_scenario
 from espforensics.synth.bench import bench_sas, iter_bench_frames
@@ -75,3 +78,27 @@ def test_null_without_keys_has_no_iv_examined(tmp_path: Path) -> None:
     gcm = tmp_path / "gcm.pcap"
     write_capture(gcm, iter_bench_frames(300, algorithm="gcm"), linktypes=(1,))
     assert _sentences(analyze(gcm, SaTable(())).summary)[-1] == "no IV reused"
+
+
+def test_clear_packets_amid_ciphertext_are_not_counted_as_ivs_examined(tmp_path: Path) -> None:
+    """Without keys, an AES-GCM capture in which every tenth packet went out clear from its
+    ESP header on (the same SPI and sequence number, NULL's layout: a leak such as an
+    offloading NIC's): the IV checks read the IVs of the 270 others only, and say why not
+    of the 30, whichever path (steady lane or per frame) took them; summary.json counts
+    them per SA (``no_iv``) and reads back the same coverage."""
+    gcm = iter_bench_frames(300, algorithm="gcm")
+    null = iter_bench_frames(300, algorithm="null")
+    path = tmp_path / "mixed.pcap"
+    write_capture(path, (n if n.number % 10 == 0 else g for g, n in zip(gcm, null, strict=True)))
+    why = "clear from the ESP header on, no IV to read (NULL encryption, or a leak)"
+    for lane in (True, False):
+        out = tmp_path / f"lane-{lane}"
+        analyze_to_dir(path, SaTable(()), out, options=Options(steady_lane=lane), plots=False)
+        summary = load_summary(out)  # read back from summary.json
+        assert sum(sa.no_iv for sa in summary.sas) == 30
+        iv = [c for c in summary.coverage if c.name in ("iv_reuse", "iv_derivation")]
+        assert [(c.examined, c.skipped) for c in iv] == [(270, {why: 30})] * 2
+        assert check_coverage(summary.sas, summary.esp_layers) == summary.coverage
+        assert _sentences(summary)[-1] == (
+            f"no IV reused in the 270 of 300 ESP packets examined (30 {why})"
+        )
