@@ -52,18 +52,16 @@ from espforensics.crypto import IV_LEN
 from espforensics.decode.clear import (
     KEYLESS_ICV_LENS,
     address_sums,
-    clear_after_header,
+    clear_icmps,
     clear_ips,
     clear_transport,
     clear_transports,
     first_clear_header,
     may_be_clear,
-    no_icmp,
     trailer_follows,
     trailers_follow,
 )
 from espforensics.decode.esp import ESP_HEADER_LEN
-from espforensics.decode.ip import parse_ip
 from espforensics.keys.sa import CLEAR_BY_DESIGN
 from espforensics.model.arrays import I64, Mask, distinct_inverse, spaced_hex, strs, u8
 from espforensics.model.enums import FindingKind, Severity
@@ -169,42 +167,24 @@ class LeakCheck(BulkRules):
     # -- the steady lane's rules (checks/bulk.py) ------------------------------
     def refuses_bytes(self, rows: FlowRows) -> BytesRule:
         """Rows without a key whose bytes after the header ``_between_header_and_icv`` finds
-        clear (``clear_words``): of the rows ``may_be_clear`` lets through, those where no
-        ICMP message can be found read in bulk (``_in_bulk``), the others one by one.
-        Each is kept with the columns ``_between_header_and_icv`` gives it, a proven leak
-        (a clear inner packet, a trailer and an ICV after it) or a possible one, and
-        ``commit`` counts it. ``clear``: the rows clear from right after their ESP header
-        on (``clear_after_header``, ``PacketContext.clear_from_header``'s test: NULL
+        clear (``clear_words``), read in bulk (``_in_bulk``) of the rows ``may_be_clear``
+        lets through. Each is kept with the columns ``_between_header_and_icv`` gives it,
+        a proven leak (a clear inner packet, a trailer and an ICV after it) or a possible
+        one, and ``commit`` counts it. ``clear``: the rows clear from right after their ESP
+        header on (``clear_after_header``, ``PacketContext.clear_from_header``'s test: NULL
         encryption), whose 8 bytes after the header the IV checks read as no IV. The
         lane's keyed rows are decrypted: their rule is ``plaintexts``."""
         none = BytesRule(np.zeros(len(rows), np.bool_))  # it refuses no row by its bytes
         if rows.flow.state.ctx is not None:
             return none
-        kept: list[int] = []
-        words: list[LeakWords] = []
-        clear = np.zeros(len(rows), np.bool_)
         body = rows.esp_at + ESP_HEADER_LEN
         maybe = may_be_clear(rows.buf, body, rows.ct_end)
-        bulk = maybe & no_icmp(rows.buf, body, rows.ct_end)
-        parts: list[Leaks] = []
-        if bulk.any():  # no ICMP message to look for: read in bulk
-            clear, leaks = _in_bulk(rows, body, bulk)
-            parts.append(leaks)
-        for i in np.flatnonzero(maybe & ~bulk).tolist():
-            at, end = int(rows.ip_at[i]), int(rows.ct_end[i])
-            data = bytes(rows.raw[at:end])
-            ip = parse_ip(data, through_ah=True)  # read as the per-frame path read it
-            own = int(body[i]) - at
-            clear[i] = clear_after_header(data, own, ip.src, ip.dst)
-            found = clear_words(data, own, IV_LEN, KEYLESS_ICV_LENS, ip.src, ip.dst)
-            if found is not None:
-                kept.append(i)
-                words.append(found)
-        parts.append(Leaks.of(np.array(kept, np.intp), words))
-        every = Leaks.joined([part for part in parts if len(part.at)])
-        if every is not None:  # the bulk rows, then the others: in row order
-            every = every.take(np.argsort(every.at, kind="stable"))
-        return replace(none, leaks=every, clear=clear if clear.any() else None)
+        if not maybe.any():
+            return none
+        clear, leaks = _in_bulk(rows, body, maybe)
+        return replace(
+            none, leaks=leaks if len(leaks.at) else None, clear=clear if clear.any() else None
+        )
 
     def commit(self, rows: FlowRows) -> None:
         """``observe`` for the lane's rows: their leaks (keyless: proven or possible)
@@ -282,10 +262,11 @@ class LeakCheck(BulkRules):
 
 
 def _in_bulk(rows: FlowRows, body: I64, bulk: Mask) -> tuple[Mask, Leaks]:
-    """``clear_after_header`` and ``clear_words`` of the rows ``bulk`` (``no_icmp``), in
-    numpy: the clear IP headers after the 8-byte IV and at ``body`` (``clear_ips``), the
-    trailers after them (``trailers_follow``) and the clear TCP and UDP segments at both
-    places (``clear_transports``), read in ``clear_words``'s order; the leaks' columns
+    """``clear_after_header`` and ``clear_words`` of the rows ``bulk``, in numpy: the clear
+    IP headers after the 8-byte IV and at ``body`` (``clear_ips``), the trailers after
+    them (``trailers_follow``), the clear TCP and UDP segments at both places
+    (``clear_transports``) and ICMP messages at ``body`` (``clear_icmps``: a ping NULL
+    encryption carries is clear, no leak), read in ``clear_words``'s order; the leaks' columns
     made for all at once (``spaced_hex``, a name per kind of row). Only the rows ``bulk``
     are read (of ciphertext, a few in a thousand)."""
     rows_of = np.flatnonzero(bulk)
@@ -303,7 +284,8 @@ def _in_bulk(rows: FlowRows, body: I64, bulk: Mask) -> tuple[Mask, Leaks]:
     both = (h8 > 0) & (h0 > 0)
     at_body = np.where(both, trailers_follow(view, body, end, both), proven)
     clear = np.zeros(len(bulk), np.bool_)
-    clear[rows_of] = np.where(h0 > 0, at_body, proto0 > 0)
+    icmp = clear_icmps(view, body, end, addrs, v6) & (h0 == 0) & (proto0 == 0)
+    clear[rows_of] = np.where(h0 > 0, at_body, (proto0 > 0) | icmp)
     found = np.flatnonzero((n > 0) | (proto8 > 0) | (proto0 > 0))
     ip = proven[found] | ((proto8[found] == 0) & (proto0[found] == 0))  # else TCP or UDP
     shifted = proto8[found] > 0

@@ -259,20 +259,6 @@ def _may_be_ip(view: U8, start: I64, end: I64) -> Mask:
     return found
 
 
-def no_icmp(view: U8, body: I64, end: I64) -> Mask:
-    """The rows in whose bytes after the ESP header (at ``body``) ``clear_icmp`` cannot find
-    a clear ICMP message: no ICV length an unknown SA may use leaves a trailer there that
-    names ICMP or ICMPv6 (a superset of its first test). For them ``clear_ips``,
-    ``trailers_follow`` and ``clear_transports`` say all that ``first_clear_header``,
-    ``clear_after_header`` and ``clear_transport`` would."""
-    out = np.ones(len(body), np.bool_)
-    for icv in KEYLESS_ICV_LENS:
-        ok = end - icv - body >= 10
-        nh = u8(view, end - icv - 1, ok)
-        out &= ~(ok & ((nh == 1) | (nh == 58)))
-    return out
-
-
 def clear_ips(view: U8, start: I64, end: I64) -> I64:
     """``clear_ip_header`` over many datagrams ending at ``end``: per row the length of the
     plausible clear IP header at ``start`` (0 if none), the IPv4 header checksum summed
@@ -424,6 +410,43 @@ def _padded(view: U8, at: I64, pad: I64, ok: Mask) -> Mask:
     bad = ((got != want) & (want <= pad[rows, None])).any(axis=1)
     out = ok.copy()
     out[rows[bad]] = False
+    return out
+
+
+# per first byte of a message: a type ``clear_icmp`` accepts under next header 1 (ICMP), 58
+_ICMP_KINDS = {nh: np.isin(np.arange(256), sorted(types)) for nh, types in _ICMP_TYPES.items()}
+
+
+def clear_icmps(view: U8, start: I64, end: I64, addr_sum: I64, v6: Mask) -> Mask:
+    """``clear_icmp`` with ``KEYLESS_ICV_LENS`` over many datagrams: the bytes at ``start``
+    of datagrams ending at ``end``, the outer addresses' ``address_sums`` and version
+    beside them. Per row, whether a clear ICMP message (an IPv4 checksum over the
+    message alone) or ICMPv6 one (over IPv6 addresses' pseudo-header) of a type it
+    takes, with a sound trailer naming it before an ICV of one of the lengths, is there;
+    the same tests (tests/decode/test_clear_bulk.py)."""
+    out = np.zeros(len(start), np.bool_)
+    for icv in KEYLESS_ICV_LENS:
+        e = end - icv
+        n = e - start
+        ok = ~out & (n >= 10)
+        nh = u8(view, e - 1, ok)
+        v4 = nh == 1
+        ok &= v4 | ((nh == 58) & v6)
+        if not ok.any():
+            continue
+        pad = u8(view, e - 2, ok)
+        plen = n - 2 - pad
+        ok &= (plen >= 8) & (n % 4 == 0)
+        ok = _padded(view, start + plen, pad, ok)
+        kind = u8(view, start, ok)
+        ok &= np.where(v4, _ICMP_KINDS[1][kind], _ICMP_KINDS[58][kind])
+        # RFC 792: the message alone; RFC 4443 s2.3: the pseudo-header's words too
+        pseudo = np.where(v4, 0, addr_sum + 58 + (plen >> 16) + (plen & 0xFFFF))
+        ok &= (word_sums(view, start, plen, ok) + pseudo) % 0xFFFF == 0
+        # an ICMP message of zeros sums to 0 and does not verify (internet_checksum)
+        for i in np.flatnonzero(ok & v4 & (read_be(view, start, ok, 8) == 0)).tolist():
+            ok[i] = any(view[int(start[i]) : int(start[i] + plen[i])])
+        out |= ok
     return out
 
 

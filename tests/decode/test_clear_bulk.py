@@ -27,6 +27,7 @@ from espforensics.decode.clear import (
     KEYLESS_ICV_LENS,
     address_sums,
     clear_icmp,
+    clear_icmps,
     clear_ip_header,
     clear_ips,
     clear_transport,
@@ -35,7 +36,6 @@ from espforensics.decode.clear import (
     ip_start_fits,
     may_be_clear,
     may_start_ip,
-    no_icmp,
     trailer_follows,
     trailers_follow,
     udp_checksum,
@@ -142,29 +142,26 @@ def test_the_bulk_tests_are_the_per_packet_tests(grams: list[bytes]) -> None:
     """After the ESP header and after an 8-byte IV, the bulk ``clear_transports`` finds
     exactly the TCP or UDP header the per-packet ``clear_transport`` finds (the checksum
     over the outer IPv4 addresses, the trailer, the ICV lengths in their order),
-    ``clear_ips`` the header ``clear_ip_header`` finds, and ``trailers_follow`` what
-    ``trailer_follows`` says after it; ``no_icmp`` holds no row in which ``clear_icmp``
-    finds a message."""
+    ``clear_ips`` the header ``clear_ip_header`` finds, ``trailers_follow`` what
+    ``trailer_follows`` says after it, and ``clear_icmps`` what ``clear_icmp`` says."""
     view, starts, end = _joined(grams)
     v6 = np.zeros(len(grams), np.bool_)
     addrs = address_sums(view, starts, v6)
     for shift in (0, 8):
         at = starts + BODY + shift
         proto, size = clear_transports(view, at, end, addrs, v6)
+        icmp = clear_icmps(view, at, end, addrs, v6)
         header = clear_ips(view, at, end)
         follows = trailers_follow(view, at, end, header > 0)
         for row, gram in enumerate(grams):
             name, n = clear_transport(gram, BODY + shift, SRC, DST, KEYLESS_ICV_LENS)
             want = {"TCP": 6, "UDP": 17, "": 0}[name]
             assert (int(proto[row]), int(size[row])) == (want, n), (shift, gram.hex())
+            assert bool(icmp[row]) == clear_icmp(gram, BODY + shift, SRC, DST, KEYLESS_ICV_LENS)
             ip = clear_ip_header(gram, BODY + shift, len(gram))
             assert int(header[row]) == ip, (shift, gram.hex())
             if ip:
                 assert bool(follows[row]) == trailer_follows(gram, BODY + shift, KEYLESS_ICV_LENS)
-    only = no_icmp(view, starts + BODY, end)
-    for row, gram in enumerate(grams):
-        if only[row]:
-            assert not clear_icmp(gram, BODY, SRC, DST, KEYLESS_ICV_LENS)
 
 
 def test_clear_transports_over_ipv6_outer_addresses() -> None:
@@ -193,3 +190,42 @@ def test_clear_transports_over_ipv6_outer_addresses() -> None:
 
 def _pseudo6(src: bytes, dst: bytes, proto: int, n: int) -> bytes:
     return src + dst + n.to_bytes(4) + bytes([0, 0, 0, proto])
+
+
+def test_clear_icmps_over_ipv6_and_a_message_of_zeros() -> None:
+    """An ICMPv6 echo request whose checksum covers IPv6 outer addresses (RFC 4443 s2.3),
+    then one over IPv4 addresses whose checksum covers them as TCP's pseudo-header would
+    (ICMPv6 needs IPv6's: not clear), an ICMP echo reply of zeros
+    over IPv4 (its words sum to 0, which no checksum verifies) and a sound one: both tests
+    say the same of each."""
+    src6, dst6 = bytes(range(16)), bytes(range(100, 116))
+    echo6 = bytearray(b"\x80\x00\x00\x00\x12\x34\x00\x01" + bytes(range(24)))
+    echo6[2:4] = internet_checksum(_pseudo6(src6, dst6, 58, len(echo6)) + bytes(echo6)).to_bytes(2)
+    over4 = bytearray(echo6[:2] + bytes(2) + echo6[4:])
+    pseudo4 = SRC + DST + bytes([0, 58]) + len(over4).to_bytes(2)
+    over4[2:4] = internet_checksum(pseudo4 + bytes(over4)).to_bytes(2)
+    zeros = bytes(16)
+    reply = bytearray(b"\x00\x00\x00\x00\x12\x34\x00\x01" + bytes(8))
+    reply[2:4] = internet_checksum(bytes(reply)).to_bytes(2)
+
+    def esp(message: bytes, nh: int) -> bytes:
+        pad = -(len(message) + 2) % 4
+        return bytes(8) + message + bytes(range(1, pad + 1)) + bytes([pad, nh]) + bytes(16)
+
+    v6_head = bytes([0x60, 0, 0, 0]) + len(esp(bytes(echo6), 58)).to_bytes(2) + bytes([50, 64])
+    grams = [
+        v6_head + src6 + dst6 + esp(bytes(echo6), 58),
+        OUTER + SRC + DST + esp(bytes(over4), 58),
+        OUTER + SRC + DST + esp(zeros, 1),
+        OUTER + SRC + DST + esp(bytes(reply), 1),
+    ]
+    view, starts, end = _joined(grams)
+    v6 = np.array([True, False, False, False])
+    body = starts + np.where(v6, 48, BODY)
+    got = clear_icmps(view, body, end, address_sums(view, starts, v6), v6)
+    addresses = [(48, src6, dst6), (BODY, SRC, DST), (BODY, SRC, DST), (BODY, SRC, DST)]
+    want = [
+        clear_icmp(gram, at, src, dst, KEYLESS_ICV_LENS)
+        for gram, (at, src, dst) in zip(grams, addresses, strict=True)
+    ]
+    assert got.tolist() == want == [True, False, False, True]
