@@ -9,7 +9,8 @@ placement check measured the bytes): their fields are named. (2) Between
 the ESP header and the ICV: the bytes after the IV (and, for a header
 without IV, right after the ESP header) are tested as a clear IPv4
 header (valid header checksum, RFC 791 s3.1, and a total length that
-fits) or IPv6 header (payload length that fits); and for packets that
+fits) or IPv6 header (payload length that fits), a clear TCP, UDP or
+ICMP header (its checksum, a trailer after it); and for packets that
 decrypted, a ciphertext that equals its plaintext over the first
 ``MIN_RUN`` bytes. RFC 4543 (GMAC) SAs are clear by design and skipped.
 
@@ -52,6 +53,7 @@ from espforensics.crypto import IV_LEN
 from espforensics.decode.clear import (
     KEYLESS_ICV_LENS,
     address_sums,
+    clear_icmp,
     clear_icmps,
     clear_ips,
     clear_transport,
@@ -264,11 +266,10 @@ class LeakCheck(BulkRules):
 def _in_bulk(rows: FlowRows, body: I64, bulk: Mask) -> tuple[Mask, Leaks]:
     """``clear_after_header`` and ``clear_words`` of the rows ``bulk``, in numpy: the clear
     IP headers after the 8-byte IV and at ``body`` (``clear_ips``), the trailers after
-    them (``trailers_follow``), the clear TCP and UDP segments at both places
-    (``clear_transports``) and ICMP messages at ``body`` (``clear_icmps``: a ping NULL
-    encryption carries is clear, no leak), read in ``clear_words``'s order; the leaks' columns
-    made for all at once (``spaced_hex``, a name per kind of row). Only the rows ``bulk``
-    are read (of ciphertext, a few in a thousand)."""
+    them (``trailers_follow``), the clear TCP and UDP segments (``clear_transports``) and
+    ICMP messages (``clear_icmps``) at both places, read in ``clear_words``'s order; the
+    leaks' columns made for all at once (``spaced_hex``, a name per kind of row). Only
+    the rows ``bulk`` are read (of ciphertext, a few in a thousand)."""
     rows_of = np.flatnonzero(bulk)
     view = rows.buf
     ip_at, end, body = rows.ip_at[rows_of], rows.ct_end[rows_of], body[rows_of]
@@ -278,35 +279,49 @@ def _in_bulk(rows: FlowRows, body: I64, bulk: Mask) -> tuple[Mask, Leaks]:
     h0 = clear_ips(view, body, end)
     proto8, size8 = clear_transports(view, body + IV_LEN, end, addrs, v6)
     proto0, size0 = clear_transports(view, body, end, addrs, v6)
+    icmp8 = clear_icmps(view, body + IV_LEN, end, addrs, v6)
+    icmp0 = clear_icmps(view, body, end, addrs, v6)
     start = np.where(h8 > 0, body + IV_LEN, body)
     n = np.where(h8 > 0, h8, h0)
     proven = trailers_follow(view, start, end, n > 0)  # at ``body`` where no header after the IV
     both = (h8 > 0) & (h0 > 0)
     at_body = np.where(both, trailers_follow(view, body, end, both), proven)
     clear = np.zeros(len(bulk), np.bool_)
-    icmp = clear_icmps(view, body, end, addrs, v6) & (h0 == 0) & (proto0 == 0)
-    clear[rows_of] = np.where(h0 > 0, at_body, (proto0 > 0) | icmp)
-    found = np.flatnonzero((n > 0) | (proto8 > 0) | (proto0 > 0))
-    ip = proven[found] | ((proto8[found] == 0) & (proto0[found] == 0))  # else TCP or UDP
-    shifted = proto8[found] > 0
+    clear[rows_of] = np.where(h0 > 0, at_body, (proto0 > 0) | (icmp0 > 0))
+    # clear_words's order: a proven IP packet, a TCP or UDP segment, an ICMP message (each
+    # after the IV first), else a possible IP header
+    segment = ~proven & ((proto8 > 0) | (proto0 > 0))
+    message = ~proven & ~segment & ((icmp8 > 0) | (icmp0 > 0))
+    ip = ~segment & ~message & (n > 0)
+    found = np.flatnonzero(ip | segment | message)
+    ip, segment, proven = ip[found], segment[found], proven[found]
+    # a transport header's next header, after the IV and in its place
+    nh8 = np.where(segment, proto8[found], icmp8[found])
+    nh0 = np.where(segment, proto0[found], icmp0[found])
+    shifted = nh8 > 0  # found after the IV
     at = np.where(ip, start[found], body[found] + np.where(shifted, IV_LEN, 0))
-    size = np.where(ip, n[found], np.where(shifted, size8[found], size0[found]))
-    udp = np.where(shifted, proto8[found], proto0[found]) == 17
-    sure = ~ip | proven[found]
+    header = np.where(segment, np.where(shifted, size8[found], size0[found]), 8)  # ICMP: 8
+    size = np.where(ip, n[found], header)
+    proto = np.where(shifted, nh8, nh0)
+    sure = ~ip | proven
     version = u8(view, at, ip) >> 4
-    # each row's fields by its kind alone: TCP, UDP, or an IP header's version and length
-    # (all name_fields reads), proven or possible
-    kind = np.where(ip, (version << 8 | size) << 1 | sure, np.where(udp, -1, -2))
+    # each row's fields by its kind alone: a transport header's protocol, or an IP
+    # header's version and length (all name_fields reads), proven or possible
+    kind = np.where(ip, (version << 8 | size) << 1 | sure, -proto)
     kinds, which = distinct_inverse(kind)
     names = strs([_fields_of(k) for k in kinds.tolist()])
     leaks = Leaks(rows_of[found], spaced_hex(view, at, size), names[which], np.where(sure, size, 0))
     return clear, leaks
 
 
+# the clear transport headers ``clear_words`` proves, by next header (IANA protocol number)
+_HEADERS = {6: "TCP header", 17: "UDP header", 1: "ICMP header", 58: "ICMPv6 header"}
+
+
 def _fields_of(kind: int) -> str:
     """``leaked_fields`` of a row of ``kind`` (``_in_bulk``)."""
     if kind < 0:
-        return "UDP header" if kind == -1 else "TCP header"
+        return _HEADERS[-kind]
     name = name_fields(bytes([kind >> 9 << 4]) + bytes((kind >> 1 & 0xFF) - 1))
     return name if kind & 1 else f"possible: {name}"
 
@@ -324,9 +339,11 @@ def clear_words(
     (after an ``iv_len``-byte IV, else in its place) when an ESP trailer and an ICV of
     one of ``icv_lens`` follow its packet exactly (proven: ``leaked`` its length); a
     clear TCP or UDP header whose segment's checksum verifies over the outer addresses
-    ``src``, ``dst``, with its trailer and ICV (proven); that IP header without them
-    (possible: ``leaked`` 0). So a proven transport header is not hidden by random IV
-    bytes that happen to parse as an IP header. None: nothing clear found."""
+    ``src``, ``dst``, with its trailer and ICV (proven); a clear ICMP or ICMPv6 message
+    (``clear_icmp``: a ping in transport mode; proven, its 8-byte header); that IP
+    header without them (possible: ``leaked`` 0). Each after the IV first, then in its
+    place. So a proven transport header is not hidden by random IV bytes that happen to
+    parse as an IP header. None: nothing clear found."""
     start, n = first_clear_header(data, body, iv_len)
     header = data[start : start + n]
     if n and trailer_follows(data, start, icv_lens):
@@ -335,6 +352,10 @@ def clear_words(
         proto, size = clear_transport(data, at, src, dst, icv_lens)
         if size:
             return LeakWords(data[at : at + size].hex(" "), f"{proto} header", size)
+    for at in (body + iv_len, body):
+        nh = clear_icmp(data, at, src, dst, icv_lens)
+        if nh:
+            return LeakWords(data[at : at + 8].hex(" "), _HEADERS[nh], 8)
     if n:
         return LeakWords(header.hex(" "), f"possible: {name_fields(header)}", 0)
     return None

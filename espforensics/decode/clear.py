@@ -161,8 +161,9 @@ def clear_transport(
     return "", 0
 
 
-def clear_icmp(data: bytes, start: int, src: bytes, dst: bytes, icv_lens: tuple[int, ...]) -> bool:
-    """A clear ICMP or ICMPv6 message at ``start``, a trailer and an ICV after it?
+def clear_icmp(data: bytes, start: int, src: bytes, dst: bytes, icv_lens: tuple[int, ...]) -> int:
+    """A clear ICMP or ICMPv6 message at ``start``, a trailer and an ICV after it: the next
+    header naming it (1 or 58), else 0.
 
     How NULL encryption (RFC 2410) carries a ping in transport mode. The
     message's checksum must verify (RFC 792: over the message; RFC 4443 s2.3:
@@ -183,10 +184,10 @@ def clear_icmp(data: bytes, start: int, src: bytes, dst: bytes, icv_lens: tuple[
         if message[0] not in _ICMP_TYPES[nh]:
             continue
         if nh == 1 and internet_checksum(message) == 0:
-            return True
+            return nh
         if nh == 58 and len(src) == 16 and l4_checksum_ok(src, dst, 58, message):
-            return True
-    return False
+            return nh
+    return 0
 
 
 def may_start_ip(view: U8, start: I64, end: I64) -> Mask:
@@ -212,7 +213,7 @@ def clear_after_header(data: bytes, body: int, src: bytes, dst: bytes) -> bool:
     if clear_ip_header(data, body, len(data)):
         return trailer_follows(data, body, KEYLESS_ICV_LENS)
     found = clear_transport(data, body, src, dst, KEYLESS_ICV_LENS)
-    return bool(found[1]) or clear_icmp(data, body, src, dst, KEYLESS_ICV_LENS)
+    return bool(found[1]) or bool(clear_icmp(data, body, src, dst, KEYLESS_ICV_LENS))
 
 
 def first_clear_header(data: bytes, body: int, iv_len: int) -> tuple[int, int]:
@@ -417,18 +418,19 @@ def _padded(view: U8, at: I64, pad: I64, ok: Mask) -> Mask:
 _ICMP_KINDS = {nh: np.isin(np.arange(256), sorted(types)) for nh, types in _ICMP_TYPES.items()}
 
 
-def clear_icmps(view: U8, start: I64, end: I64, addr_sum: I64, v6: Mask) -> Mask:
+def clear_icmps(view: U8, start: I64, end: I64, addr_sum: I64, v6: Mask) -> I64:
     """``clear_icmp`` with ``KEYLESS_ICV_LENS`` over many datagrams: the bytes at ``start``
     of datagrams ending at ``end``, the outer addresses' ``address_sums`` and version
     beside them. Per row, whether a clear ICMP message (an IPv4 checksum over the
     message alone) or ICMPv6 one (over IPv6 addresses' pseudo-header) of a type it
-    takes, with a sound trailer naming it before an ICV of one of the lengths, is there;
-    the same tests (tests/decode/test_clear_bulk.py)."""
-    out = np.zeros(len(start), np.bool_)
+    takes, with a sound trailer naming it before an ICV of one of the lengths, is there:
+    the next header naming it (1 or 58), else 0; the same tests in the same order of
+    ICV lengths (tests/decode/test_clear_bulk.py)."""
+    out = np.zeros(len(start), np.int64)
     for icv in KEYLESS_ICV_LENS:
         e = end - icv
         n = e - start
-        ok = ~out & (n >= 10)
+        ok = (out == 0) & (n >= 10)
         nh = u8(view, e - 1, ok)
         v4 = nh == 1
         ok &= v4 | ((nh == 58) & v6)
@@ -446,7 +448,7 @@ def clear_icmps(view: U8, start: I64, end: I64, addr_sum: I64, v6: Mask) -> Mask
         # an ICMP message of zeros sums to 0 and does not verify (internet_checksum)
         for i in np.flatnonzero(ok & v4 & (read_be(view, start, ok, 8) == 0)).tolist():
             ok[i] = any(view[int(start[i]) : int(start[i] + plen[i])])
-        out |= ok
+        out[ok] = nh[ok]
     return out
 
 

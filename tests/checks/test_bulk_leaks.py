@@ -32,6 +32,7 @@ from espforensics.decode.ip import parse_ip
 from espforensics.model.enums import Verdict
 from espforensics.model.records import PacketRecord
 from tests.checks.test_bulk_rules import SETTINGS, plaintext
+from tests.decode.test_clear_bulk import echo
 from tests.support.bulk_batches import made
 
 SPI = 0x0000_3001
@@ -74,7 +75,7 @@ def _esp(draw: st.DrawFn) -> bytes:
     if draw(st.integers(0, 3)) == 0:  # a clear inner packet and its trailer, an ICV
         iv = draw(st.sampled_from((b"", bytes(range(8)))))
         icv = draw(st.sampled_from((b"", bytes(8), bytes(12), bytes(16), bytes(32))))
-        return iv + draw(plaintext()) + icv
+        return iv + draw(plaintext() | echo()) + icv
     return draw(_after_header(draw(st.integers(16, 120))))
 
 
@@ -160,3 +161,34 @@ def test_a_possible_leak_is_kept_with_its_columns() -> None:
     assert rule.leaks.fields[0].startswith("possible: IPv6 version+traffic class+flow label, ")
     assert rule.leaks.fields[1].startswith("possible: IPv4 version+IHL, TOS, total length, ")
     assert rule.leaks.leaked.tolist() == [0, 0]  # nothing proves them: ``leaked`` stays empty
+
+
+def _ping() -> bytes:
+    """An ICMP echo request (RFC 792), its checksum right, its trailer naming ICMP."""
+    message = bytearray(b"\x08\x00\x00\x00\x00\x07\x00\x01" + bytes(range(20)))
+    message[2:4] = internet_checksum(bytes(message)).to_bytes(2)
+    return bytes(message) + bytes([1, 2, 2, 1])
+
+
+def test_a_clear_ping_is_a_proven_leak_after_an_iv_or_in_its_place() -> None:
+    """A ping as NULL encryption sends it (right after the ESP header) and as GMAC does
+    (after an 8-byte IV), each with a 16-byte ICV: both kept with their ICMP header's 8
+    bytes, proven, by the bulk rule as by the per-packet one; the first is clear from its
+    header on (no IV), the second is not."""
+    grams = [_datagram(1, _ping() + bytes(16)), _datagram(2, b"\x2a" * 8 + _ping() + bytes(16))]
+    flow = Flow(SPI, "192.0.2.1", "198.51.100.2", SaState())
+    rule = LeakCheck().refuses_bytes(_rows(flow, grams, 1))
+    assert rule.leaks is not None and rule.clear is not None
+    header = _ping()[:8].hex(" ")
+    assert list(rule.leaks.words()) == [LeakWords(header, "ICMP header", 8)] * 2
+    assert rule.leaks.at.tolist() == [0, 1]
+    assert rule.clear.tolist() == [True, False]
+    ref = Flow(SPI, "192.0.2.1", "198.51.100.2", SaState())
+    for n, gram in enumerate(grams, 1):
+        pkt = _context(ref, n, n, gram)
+        LeakCheck().observe(pkt)
+        assert (pkt.rec.leaked_hex, pkt.rec.leaked_fields, pkt.rec.leaked) == (
+            header,
+            "ICMP header",
+            8,
+        )
