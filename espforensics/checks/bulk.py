@@ -72,9 +72,9 @@ class Leaks:
         """The rows ``keep`` (indices or a mask over ``at``) with their columns."""
         return Leaks(self.at[keep], self.hex[keep], self.fields[keep], self.leaked[keep])
 
-    def moved(self, by: int) -> Leaks:
-        """The same columns, each row ``by`` further on."""
-        return Leaks(self.at + by, self.hex, self.fields, self.leaked)
+    def at_rows(self, at: npt.NDArray[np.intp]) -> Leaks:
+        """The same columns, of the rows ``at`` (one each, in the same order)."""
+        return Leaks(at, self.hex, self.fields, self.leaked)
 
     @staticmethod
     def joined(parts: Sequence[Leaks]) -> Leaks | None:

@@ -77,6 +77,7 @@ class Plan:
     # positions), and per position its row among them all, or -1 (``add_leaks``)
     leaks: list[Leaks] = field(default_factory=list)
     leak_row: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    leak_rows: int = 0  # of them all
     # the positions clear from right after their ESP header on (``BytesRule.clear``): no IV
     clear: Mask = field(default_factory=lambda: np.zeros(0, np.bool_))
     iv: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))  # a wide IV's fold
@@ -242,8 +243,8 @@ def add_leaks(plan: Plan, leaks: Leaks) -> None:
     """Keeps the leak columns ``leaks`` of the positions ``leaks.at``."""
     if not len(plan.leak_row):
         plan.leak_row = np.full(len(plan.rows), -1, np.int64)
-    first = sum(len(part.at) for part in plan.leaks)
-    plan.leak_row[leaks.at] = np.arange(first, first + len(leaks.at))
+    first, plan.leak_rows = plan.leak_rows, plan.leak_rows + len(leaks.at)
+    plan.leak_row[leaks.at] = np.arange(first, plan.leak_rows)
     plan.leaks.append(leaks)
 
 
@@ -259,8 +260,7 @@ def leaks_of(plan: Plan, own: Index) -> Leaks | None:
     assert every is not None  # not empty
     if len(plan.leaks) > 1:
         plan.leaks[:] = [every]  # joined once, however many flows ask
-    picked = every.take(row[at])
-    return Leaks(at, picked.hex, picked.fields, picked.leaked)
+    return every.take(row[at]).at_rows(at)
 
 
 def scope_rows(plan: Plan, own: Index, raw: Buffer) -> ScopeRows:

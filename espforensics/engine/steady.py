@@ -45,7 +45,7 @@ import numpy.typing as npt
 from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.capture.batch import Buffer
 from espforensics.checks import Flow, SaState, bulk_checks
-from espforensics.checks.bulk import BulkCheck, Leaks, Outer, Scope, first_refused
+from espforensics.checks.bulk import BulkCheck, Outer, Scope, first_refused
 from espforensics.checks.context import HEAD_LEN
 from espforensics.crypto import IV_LEN, CipherContext
 from espforensics.decode.esn import EsnTracker
@@ -400,7 +400,7 @@ class SteadyLane:
         columns the checks' bytes rules give the others kept in the plan (``leaks``), and
         the rows they find clear from their header on (``clear``)."""
         refused = np.zeros(len(plan.rows), np.bool_)
-        plan.leaks, plan.leak_row = [], np.zeros(0, np.int64)
+        plan.leaks, plan.leak_row, plan.leak_rows = [], np.zeros(0, np.int64), 0
         pos = np.flatnonzero(plan.unit >= 0)
         flow = plan.flow[pos]
         for f in distinct(flow).tolist():
@@ -409,9 +409,8 @@ class SteadyLane:
             for check in self._checks:
                 rule = check.refuses_bytes(rows)
                 refused[own] |= rule.refused
-                if rule.leaks is not None:
-                    leaks = rule.leaks
-                    add_leaks(plan, Leaks(own[leaks.at], leaks.hex, leaks.fields, leaks.leaked))
+                if rule.leaks is not None:  # its rows made positions
+                    add_leaks(plan, rule.leaks.at_rows(own[rule.leaks.at]))
                 if rule.clear is not None:
                     plan.clear[own] |= rule.clear
         return refused

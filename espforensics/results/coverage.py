@@ -169,8 +169,8 @@ class _Group:
 
 @lru_cache(maxsize=4096)  # a few algorithms x sets of verdicts, not one per SA
 def _facts(algorithm: str, verdicts: tuple[tuple[str, bool], ...], clear: bool) -> SaFacts:
-    """The facts of an SA of ``algorithm`` whose verdicts had packets (True) or none, and
-    which, without a key, had no packet with an IV (``clear``)."""
+    """The facts of an SA of ``algorithm`` whose verdicts had packets (True) or none, for
+    its packets that, without a key, had no IV (``clear``) or the others."""
     return SaFacts(algorithm, proven({v: int(n) for v, n in verdicts}, algorithm), clear)
 
 
@@ -192,10 +192,9 @@ def _seen(sas: Iterable[SaCounts]) -> tuple[list[_Group], int]:
         clear = _facts(sa.algorithm, had, True) if sa.no_iv else facts
         left = sa.no_iv  # of the packets the IV checks get, these have no IV
         for v, n in _split_cut(sa, verdicts) if sa.cut else verdicts.items():
-            mine = seen(v, facts)
-            held = min(left, n) if mine.evidence else 0
+            held = min(left, n) if seen(v, facts).evidence else 0
             left -= held
-            parts = ((facts, n - held), (clear, held)) if 0 < held < n else ((clear, n),)
+            parts = ((facts, n - held), (clear, held)) if held < n else ((clear, n),)
             for kind, count in parts if held else ((facts, n),):
                 group = groups.get((v, kind))
                 if group is None:

@@ -27,14 +27,7 @@ from espforensics.engine import SteadyRows
 from espforensics.engine.wire import CARRIERS
 from espforensics.model.arrays import Mask, Strs
 from espforensics.model.records import PACKET_COLUMNS, PacketRecord
-from espforensics.tables.arrow import (
-    bools,
-    from_list,
-    from_numpy,
-    hex_rows,
-    pick,
-    strings,
-)
+from espforensics.tables.arrow import bools, from_list, from_numpy, hex_rows, pick, strings
 from espforensics.tables.schema import ROW_GROUP, TIME_TYPE, arrow_type, packet_schema
 
 # The ns an int64 holds (1677-09-21 to 2262-04-11); a frame stamped outside has no ``time``.
@@ -162,9 +155,8 @@ def joined(runs: Sequence[SteadyRows]) -> SteadyRows:
 
 def _leaks(runs: Sequence[SteadyRows], starts: list[int]) -> Leaks | None:
     """The runs' leaks, their rows counted from the first run's first row."""
-    return Leaks.joined(
-        [r.leaks.moved(k) for r, k in zip(runs, starts, strict=True) if r.leaks is not None]
-    )
+    mine = [(r.leaks, k) for r, k in zip(runs, starts, strict=True) if r.leaks is not None]
+    return Leaks.joined([leaks.at_rows(leaks.at + k) for leaks, k in mine])
 
 
 def _texts(values: Strs, keyed: Mask) -> pa.Array:
