@@ -428,27 +428,20 @@ def clear_icmps(view: U8, start: I64, end: I64, addr_sum: I64, v6: Mask) -> I64:
     ICV lengths (tests/decode/test_clear_bulk.py)."""
     out = np.zeros(len(start), np.int64)
     for icv in KEYLESS_ICV_LENS:
-        e = end - icv
-        n = e - start
-        ok = (out == 0) & (n >= 10)
-        nh = u8(view, e - 1, ok)
+        rows, plen, nh = _trailed(view, start, end - icv, out == 0, _NAMES_ICMP)
         v4 = nh == 1
-        ok &= v4 | ((nh == 58) & v6)
-        if not ok.any():
-            continue
-        pad = u8(view, e - 2, ok)
-        plen = n - 2 - pad
-        ok &= (plen >= 8) & (n % 4 == 0)
-        ok = _padded(view, start + plen, pad, ok)
-        kind = u8(view, start, ok)
-        ok &= np.where(v4, _ICMP_KINDS[1][kind], _ICMP_KINDS[58][kind])
+        mine = v4 | v6[rows]  # ICMPv6 over IPv6 only
+        rows, plen, nh, v4 = rows[mine], plen[mine], nh[mine], v4[mine]
+        at = start[rows]
+        kind = view[at]
+        ok = np.where(v4, _ICMP_KINDS[1][kind], _ICMP_KINDS[58][kind])
         # RFC 792: the message alone; RFC 4443 s2.3: the pseudo-header's words too
-        pseudo = np.where(v4, 0, addr_sum + 58 + (plen >> 16) + (plen & 0xFFFF))
-        ok &= (word_sums(view, start, plen, ok) + pseudo) % 0xFFFF == 0
+        pseudo = np.where(v4, 0, addr_sum[rows] + 58 + (plen >> 16) + (plen & 0xFFFF))
+        ok &= (word_sums(view, at, plen, ok) + pseudo) % 0xFFFF == 0
         # an ICMP message of zeros sums to 0 and does not verify (internet_checksum)
-        for i in np.flatnonzero(ok & v4 & (read_be(view, start, ok, 8) == 0)).tolist():
-            ok[i] = any(view[int(start[i]) : int(start[i] + plen[i])])
-        out[ok] = nh[ok]
+        for i in np.flatnonzero(ok & v4 & (read_be(view, at, ok, 8) == 0)).tolist():
+            ok[i] = any(view[int(at[i]) : int(at[i] + plen[i])])
+        out[rows[ok]] = nh[ok]
     return out
 
 
@@ -460,24 +453,37 @@ def clear_transports(view: U8, start: I64, end: I64, addr_sum: I64, v6: Mask) ->
     tests in the same order of ICV lengths (tests/decode/test_clear_bulk.py)."""
     proto = np.zeros(len(start), np.int64)
     header = np.zeros(len(start), np.int64)
-    done = np.zeros(len(start), np.bool_)
     for icv in KEYLESS_ICV_LENS:
-        e = end - icv
-        n = e - start
-        ok = ~done & (n >= 10)
-        nh = u8(view, e - 1, ok)
-        ok &= (nh == 6) | (nh == 17)
-        pad = u8(view, e - 2, ok)
-        plen = n - 2 - pad
-        ok &= (plen >= 8) & (n % 4 == 0)
-        ok = _padded(view, start + plen, pad, ok)
-        udp, tcp = ok & (nh == 17), ok & (nh == 6) & (plen >= 20)
-        length = read_be(view, start + 4, udp, 2)
-        size = np.where(udp, np.where(length == plen, 8, 0), (u8(view, start + 12, tcp) >> 4) * 4)
-        ok &= (size >= 8) & (size <= plen)
+        rows, plen, nh = _trailed(view, start, end - icv, proto == 0, _NAMES_TRANSPORT)
+        at = start[rows]
+        udp, tcp = nh == 17, (nh == 6) & (plen >= 20)
+        length = read_be(view, at + 4, udp, 2)
+        size = np.where(udp, np.where(length == plen, 8, 0), (u8(view, at + 12, tcp) >> 4) * 4)
+        ok = (size >= 8) & (size <= plen)
         # the pseudo-header's words (RFC 768, RFC 8200 s8.1): addresses, protocol, length
-        pseudo = addr_sum + nh + np.where(v6, (plen >> 16) + (plen & 0xFFFF), plen)
-        ok = _sums_ok(view, start, plen, pseudo, ok)
-        proto[ok], header[ok] = nh[ok], size[ok]
-        done |= ok
+        pseudo = addr_sum[rows] + nh + np.where(v6[rows], (plen >> 16) + (plen & 0xFFFF), plen)
+        ok = _sums_ok(view, at, plen, pseudo, ok)
+        proto[rows[ok]], header[rows[ok]] = nh[ok], size[ok]
     return proto, header
+
+
+# per next header: one ``clear_transport`` takes (TCP, UDP), one ``clear_icmp`` takes
+_NAMES_TRANSPORT = np.isin(np.arange(256), _TRANSPORT)
+_NAMES_ICMP = np.isin(np.arange(256), sorted(_ICMP_TYPES))
+
+
+def _trailed(view: U8, start: I64, end: I64, live: Mask, names: Mask) -> tuple[I64, I64, I64]:
+    """Of the rows ``live``, those whose bytes from ``start`` to ``end`` (a datagram less
+    an ICV) end in a sound ESP trailer (RFC 4303 s2.4: padding 1, 2, 3, ..., 4-byte
+    aligned, as ``parse_trailer`` reads one) after a payload of at least 8 bytes, with a
+    next header among ``names`` (a mask by value): the rows, their payload lengths and
+    next headers. Only the rows still in play are read, the next header first (in
+    ciphertext, one row in a hundred or fewer has one of these)."""
+    rows = np.flatnonzero(live & (end - start >= 10))
+    nh = view[end[rows] - 1].astype(np.int64)
+    rows, nh = rows[names[nh]], nh[names[nh]]
+    at, e = start[rows], end[rows]
+    pad = view[e - 2].astype(np.int64)
+    plen = e - at - 2 - pad
+    ok = _padded(view, at + plen, pad, (plen >= 8) & ((e - at) % 4 == 0))
+    return rows[ok], plen[ok], nh[ok]
