@@ -238,7 +238,7 @@ class LeakCheck(BulkRules):
             self._keyless_per_spi,
             Severity.HIGH,
             LeakProof.LAYOUT,
-            "{n} packets carry a whole clear IP packet after the ESP header, then an ESP "
+            "{n} packets carry a whole clear inner packet after the ESP header, then an ESP "
             "trailer and ICV ({fields}): a leak, unless the SA uses NULL encryption or GMAC "
             "(clear by design, RFC 2410 / RFC 4543), which only its key file can say",
         )
