@@ -52,16 +52,12 @@ from espforensics.checks.coverage import Seen
 from espforensics.crypto import IV_LEN
 from espforensics.decode.clear import (
     KEYLESS_ICV_LENS,
-    address_sums,
     clear_icmp,
-    clear_icmps,
-    clear_ips,
+    clear_rows,
     clear_transport,
-    clear_transports,
     first_clear_header,
     may_be_clear,
     trailer_follows,
-    trailers_follow,
 )
 from espforensics.decode.esp import ESP_HEADER_LEN
 from espforensics.keys.sa import CLEAR_BY_DESIGN
@@ -264,44 +260,37 @@ class LeakCheck(BulkRules):
 
 
 def _in_bulk(rows: FlowRows, body: I64, bulk: Mask) -> tuple[Mask, Leaks]:
-    """``clear_after_header`` and ``clear_words`` of the rows ``bulk``, in numpy: the clear
-    IP headers after the 8-byte IV and at ``body`` (``clear_ips``), the trailers after
-    them (``trailers_follow``), the clear TCP and UDP segments (``clear_transports``) and
-    ICMP messages (``clear_icmps``) at both places, read in ``clear_words``'s order; the
-    leaks' columns made for all at once (``spaced_hex``, a name per kind of row). Only
-    the rows ``bulk`` are read (of ciphertext, a few in a thousand)."""
+    """``clear_after_header`` and ``clear_words`` of the rows ``bulk``, in numpy: what
+    ``clear_rows`` finds after the 8-byte IV and at ``body`` (clear IP headers, the
+    trailers after them, clear TCP and UDP segments and ICMP messages), taken in
+    ``clear_words``'s order; the leaks' columns made for all at once (``spaced_hex``, a
+    name per kind of row). Only the rows ``bulk`` are read (of ciphertext, a few in a
+    thousand)."""
     rows_of = np.flatnonzero(bulk)
     view = rows.buf
-    ip_at, end, body = rows.ip_at[rows_of], rows.ct_end[rows_of], body[rows_of]
-    v6 = (u8(view, ip_at, np.ones(len(rows_of), np.bool_)) >> 4) == 6
-    addrs = address_sums(view, ip_at, v6)
-    h8 = clear_ips(view, body + IV_LEN, end)
-    h0 = clear_ips(view, body, end)
-    proto8, size8 = clear_transports(view, body + IV_LEN, end, addrs, v6)
-    proto0, size0 = clear_transports(view, body, end, addrs, v6)
-    icmp8 = clear_icmps(view, body + IV_LEN, end, addrs, v6)
-    icmp0 = clear_icmps(view, body, end, addrs, v6)
-    start = np.where(h8 > 0, body + IV_LEN, body)
-    n = np.where(h8 > 0, h8, h0)
-    proven = trailers_follow(view, start, end, n > 0)  # at ``body`` where no header after the IV
-    both = (h8 > 0) & (h0 > 0)
-    at_body = np.where(both, trailers_follow(view, body, end, both), proven)
+    end, body = rows.ct_end[rows_of], body[rows_of]
+    found = clear_rows(view, body, end, rows.ip_at[rows_of])
+    iv, here = found.after_iv, found.at_body
+    shifted_ip = iv.ip > 0  # clear_words tries after the IV first
+    start = np.where(shifted_ip, body + IV_LEN, body)
+    n = np.where(shifted_ip, iv.ip, here.ip)
+    proven = np.where(shifted_ip, iv.packet, here.packet)
     clear = np.zeros(len(bulk), np.bool_)
-    clear[rows_of] = np.where(h0 > 0, at_body, (proto0 > 0) | (icmp0 > 0))
+    clear[rows_of] = np.where(here.ip > 0, here.packet, (here.proto > 0) | (here.icmp > 0))
     # clear_words's order: a proven IP packet, a TCP or UDP segment, an ICMP message (each
     # after the IV first), else a possible IP header
-    segment = ~proven & ((proto8 > 0) | (proto0 > 0))
-    message = ~proven & ~segment & ((icmp8 > 0) | (icmp0 > 0))
+    segment = ~proven & ((iv.proto > 0) | (here.proto > 0))
+    message = ~proven & ~segment & ((iv.icmp > 0) | (here.icmp > 0))
     ip = ~segment & ~message & (n > 0)
-    found = np.flatnonzero(ip | segment | message)
-    ip, segment, proven = ip[found], segment[found], proven[found]
+    found_at = np.flatnonzero(ip | segment | message)
+    ip, segment, proven = ip[found_at], segment[found_at], proven[found_at]
     # a transport header's next header, after the IV and in its place
-    nh8 = np.where(segment, proto8[found], icmp8[found])
-    nh0 = np.where(segment, proto0[found], icmp0[found])
+    nh8 = np.where(segment, iv.proto[found_at], iv.icmp[found_at])
+    nh0 = np.where(segment, here.proto[found_at], here.icmp[found_at])
     shifted = nh8 > 0  # found after the IV
-    at = np.where(ip, start[found], body[found] + np.where(shifted, IV_LEN, 0))
-    header = np.where(segment, np.where(shifted, size8[found], size0[found]), 8)  # ICMP: 8
-    size = np.where(ip, n[found], header)
+    at = np.where(ip, start[found_at], body[found_at] + np.where(shifted, IV_LEN, 0))
+    sizes = np.where(shifted, iv.size[found_at], here.size[found_at])
+    size = np.where(ip, n[found_at], np.where(segment, sizes, 8))  # ICMP: 8
     proto = np.where(shifted, nh8, nh0)
     sure = ~ip | proven
     version = u8(view, at, ip) >> 4
@@ -310,7 +299,9 @@ def _in_bulk(rows: FlowRows, body: I64, bulk: Mask) -> tuple[Mask, Leaks]:
     kind = np.where(ip, (version << 8 | size) << 1 | sure, -proto)
     kinds, which = distinct_inverse(kind)
     names = strs([_fields_of(k) for k in kinds.tolist()])
-    leaks = Leaks(rows_of[found], spaced_hex(view, at, size), names[which], np.where(sure, size, 0))
+    leaks = Leaks(
+        rows_of[found_at], spaced_hex(view, at, size), names[which], np.where(sure, size, 0)
+    )
     return clear, leaks
 
 

@@ -11,9 +11,9 @@ the rest of the datagram: how a misplaced ESP header is recognised without
 proof); ``clear_after_header`` and ``first_clear_header``, what the leak
 check (``clear_words``) and ``PacketContext`` ask of a keyless packet with them;
 and their bulk side for the steady lane's keyless packets: ``may_be_clear``
-(a superset: the rows worth a closer look), then ``clear_ips``,
-``trailers_follow``, ``clear_transports`` and ``clear_icmps`` (the same tests
-over many rows, tests/decode/test_clear_bulk.py). Raises nothing.
+(a superset: the rows worth a closer look), then ``clear_rows`` (the same tests
+over many rows at both places the leak check reads, each row's trailers and
+words read once, tests/decode/test_clear_bulk.py). Raises nothing.
 
 Used by the leak check (checks/leaks.py) and by ``PacketContext``, which
 asks once per packet whether a keyless packet is in clear from its ESP
@@ -23,10 +23,12 @@ take its payload for an IV.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from espforensics.decode.trailer import parse_trailer
-from espforensics.model.arrays import I64, U8, Mask, read_be, u8
+from espforensics.model.arrays import I64, U8, Mask, read_be, rows_at, u8
 
 # The ICV lengths an unknown SA may use: RFC 4106 s6 (8, 12, 16), HMAC-SHA-384-192 and
 # HMAC-SHA-512-256 (RFC 4868: 24, 32).
@@ -278,26 +280,6 @@ def clear_ips(view: U8, start: I64, end: I64) -> I64:
     return out
 
 
-def trailers_follow(view: U8, start: I64, end: I64, ok: Mask) -> Mask:
-    """``trailer_follows`` with ``KEYLESS_ICV_LENS`` over many datagrams ending at ``end``,
-    for the rows ``ok`` (a clear IP header at ``start``): its packet followed exactly by
-    a sound trailer that names its version, then an ICV of one of the lengths."""
-    first = u8(view, start, ok)
-    v4 = ok & (first >> 4 == 4)
-    total = np.where(v4, read_be(view, start + 2, v4, 2), 40 + read_be(view, start + 4, ok, 2))
-    proto = np.where(v4, 4, 41)
-    out = np.zeros(len(start), np.bool_)
-    for icv in KEYLESS_ICV_LENS:
-        e = end - icv
-        n = e - start
-        mine = ok & ~out & (n >= 2)
-        pad = u8(view, e - 2, mine)
-        nh = u8(view, e - 1, mine)
-        mine &= (n - 2 - pad == total) & (nh == proto) & (n % 4 == 0)
-        out |= _padded(view, start + total, pad, mine)
-    return out
-
-
 def _may_be_trailed(view: U8, start: I64, end: I64) -> Mask:
     """A trailer ``clear_transport`` or ``clear_icmp`` could accept before an ICV of any
     length an unknown SA may use: room, 4-byte alignment, a TCP, UDP, ICMP or ICMPv6 next
@@ -317,23 +299,15 @@ def _may_be_trailed(view: U8, start: I64, end: I64) -> Mask:
 def address_sums(view: U8, ip_at: I64, v6: Mask) -> I64:
     """Per datagram (its IP header at ``ip_at``: IPv4, or IPv6 where ``v6``), the sum of the
     16-bit words of its source and destination addresses: their part of the pseudo-header
-    a TCP or UDP checksum covers (``_pseudo``)."""
-    out = np.zeros(len(ip_at), np.int64)
-    for k in range(16):  # IPv4: 4 words from byte 12; IPv6: 16 words from byte 8
-        at = np.where(v6, ip_at + 8, ip_at + 12) + 2 * k
-        out += read_be(view, at, v6 | (k < 4), 2)
-    return out
-
-
-def _sums_ok(view: U8, start: I64, length: I64, pseudo: I64, ok: Mask) -> Mask:
-    """Per row where ``ok``: does ``internet_checksum`` verify over a pseudo-header whose
-    words sum to ``pseudo`` and the segment ``view[start:start + length]``? Its words'
-    sum (``word_sums``) with the pseudo-header's added is 0 modulo 0xFFFF. A sum of 0 in
-    all does not verify either (``internet_checksum``): with a pseudo-header, whose
-    protocol word is never 0, it cannot be; without one (ICMP) the caller tells a
-    segment of zeros apart."""
-    verified: Mask = ok & ((word_sums(view, start, length, ok) + pseudo) % 0xFFFF == 0)
-    return verified
+    a TCP or UDP checksum covers (``_pseudo``). IPv4: 4 words from byte 12; IPv6: 16
+    words from byte 8."""
+    if not len(ip_at):
+        return np.zeros(0, np.int64)
+    at = np.where(v6, ip_at + 8, ip_at + 12)
+    got = view[np.minimum(at[:, None] + np.arange(32), len(view) - 1)].astype(np.int64)
+    words = (got[:, 0::2] << 8) | got[:, 1::2]
+    sums: I64 = np.where(v6[:, None] | (np.arange(16) < 4), words, 0).sum(axis=1)
+    return sums
 
 
 def word_sums(view: U8, start: I64, length: I64, ok: Mask) -> I64:
@@ -402,91 +376,192 @@ def _sums_by_words(view: U8, start: I64, length: I64) -> I64:
 
 def _padded(view: U8, at: I64, pad: I64, ok: Mask) -> Mask:
     """``ok``, less the rows whose ``pad`` bytes at ``at`` are not 1, 2, 3, ... (RFC 4303
-    s2.4), read for the rows where ``ok`` only."""
+    s2.4), read for the rows where ``ok`` only: their first and last pad bytes first,
+    then every pad byte of the rows those pass (a random pad length goes to 255)."""
     rows = np.flatnonzero(ok & (pad > 0))
     if not len(rows):
         return ok
-    width = int(pad[rows].max())
-    want = np.arange(1, width + 1)
-    got = view[np.minimum(at[rows, None] + np.arange(width), len(view) - 1)]
-    bad = ((got != want) & (want <= pad[rows, None])).any(axis=1)
+    ends = (view[at[rows]] == 1) & (view[at[rows] + pad[rows] - 1] == pad[rows])
     out = ok.copy()
-    out[rows[bad]] = False
+    out[rows[~ends]] = False
+    rows = rows[ends & (pad[rows] > 2)]
+    if len(rows):
+        width = int(pad[rows].max())
+        want = np.arange(1, width + 1)
+        got = view[np.minimum(at[rows, None] + np.arange(width), len(view) - 1)]
+        out[rows[((got != want) & (want <= pad[rows, None])).any(axis=1)]] = False
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class ClearAt:
+    """What the per-packet tests say at one place of many keyless datagrams, per row
+    (``clear_rows``): ``ip``, the length of the plausible clear IP header
+    ``clear_ip_header`` finds (else 0); ``packet``, whether ``trailer_follows`` after it;
+    ``proto`` and ``size``, the next header (6, 17) and header length of the TCP or UDP
+    segment ``clear_transport`` finds (else 0, 0); ``icmp``, the next header (1, 58)
+    ``clear_icmp`` gives (else 0); each with ``KEYLESS_ICV_LENS``."""
+
+    ip: I64
+    packet: Mask
+    proto: I64
+    size: I64
+    icmp: I64
+
+
+@dataclass(frozen=True, slots=True)
+class ClearRows:
+    """``ClearAt`` after an 8-byte IV (``after_iv``) and right after the ESP header
+    (``at_body``): the two places ``clear_words`` reads."""
+
+    after_iv: ClearAt
+    at_body: ClearAt
+
+
+@dataclass(frozen=True, slots=True)
+class _Trailers:
+    """Every (row, ICV length) whose bytes from ``body`` to the ICV end in a sound ESP
+    trailer after at least 8 bytes (``_trailers``), rows in order and each row's ICV
+    lengths in ``KEYLESS_ICV_LENS``' order: its row, next header and payload length
+    from ``body``."""
+
+    row: I64
+    nh: I64
+    plen: I64
+
+
+# the ICV lengths as a row of columns, and the next headers a clear packet's trailer may
+# name: ICMP, IPv4, TCP, UDP, IPv6, ICMPv6 (one gather over a byte's 256 values)
+_ICVS = np.array(KEYLESS_ICV_LENS, np.int64)
+_NAMED = np.zeros(256, np.bool_)
+_NAMED[[1, 4, *_TRANSPORT, 41, 58]] = True
 # per first byte of a message: a type ``clear_icmp`` accepts under next header 1 (ICMP), 58
 _ICMP_KINDS = {nh: np.isin(np.arange(256), sorted(types)) for nh, types in _ICMP_TYPES.items()}
 
 
-def clear_icmps(view: U8, start: I64, end: I64, addr_sum: I64, v6: Mask) -> I64:
-    """``clear_icmp`` with ``KEYLESS_ICV_LENS`` over many datagrams: the bytes at ``start``
-    of datagrams ending at ``end``, the outer addresses' ``address_sums`` and version
-    beside them. Per row, whether a clear ICMP message (an IPv4 checksum over the
-    message alone) or ICMPv6 one (over IPv6 addresses' pseudo-header) of a type it
-    takes, with a sound trailer naming it before an ICV of one of the lengths, is there:
-    the next header naming it (1 or 58), else 0; the same tests in the same order of
-    ICV lengths (tests/decode/test_clear_bulk.py)."""
-    out = np.zeros(len(start), np.int64)
-    for icv in KEYLESS_ICV_LENS:
-        rows, plen, nh = _trailed(view, start, end - icv, out == 0, _NAMES_ICMP)
+def clear_rows(view: U8, body: I64, end: I64, ip_at: I64) -> ClearRows:
+    """``clear_ip_header`` and ``trailer_follows``, ``clear_transport`` and ``clear_icmp``
+    (each with ``KEYLESS_ICV_LENS``, in their order) after an 8-byte IV and right after
+    the ESP header (at ``body``) of many datagrams ending at ``end``, whose outer IP
+    header is at ``ip_at`` (its addresses: the pseudo-header's); the same answers
+    (tests/decode/test_clear_bulk.py).
+
+    Both places end at the same trailer, so each row's trailers are read once
+    (``_trailers``), and each segment's words are summed once: the sum after the IV is
+    the sum from ``body`` less its first 8 bytes' (RFC 1071 s2: a sum of 16-bit words,
+    and 8 is even)."""
+    v6 = (u8(view, ip_at, np.ones(len(ip_at), np.bool_)) >> 4) == 6
+    addrs = address_sums(view, ip_at, v6)
+    t = _trailers(view, body, end)
+    after, here = (_Place.of(view, t, body, shift, v6, addrs) for shift in (_KEYLESS_IV_LEN, 0))
+    base = body[t.row]
+    whole = word_sums(view, base, t.plen, after.summed | here.summed)
+    head = rows_at(view, base, _KEYLESS_IV_LEN).astype(np.int64)
+    head_sum = ((head[:, 0::2] << 8) | head[:, 1::2]).sum(axis=1)
+    return ClearRows(
+        after.found(view, t, body + _KEYLESS_IV_LEN, end, (whole - head_sum) % 0xFFFF),
+        here.found(view, t, body, end, whole),
+    )
+
+
+def _trailers(view: U8, body: I64, end: I64) -> _Trailers:
+    """``_Trailers`` of the datagrams at ``body`` ending at ``end``: for each ICV length,
+    room for a trailer after 8 bytes, 4-byte alignment (RFC 4303 s2.4), a next header
+    in ``_NAMED`` and padding 1, 2, 3, ... (``_padded``), as ``parse_trailer`` reads one.
+    Both places ``clear_rows`` reads end here."""
+    e = end[:, None] - _ICVS  # where the ICV of each length would start
+    room = e - body[:, None]
+    ok = (room >= 10) & (room % 4 == 0)
+    nh = view[np.where(ok, e - 1, 0)].astype(np.int64)
+    ok &= _NAMED[nh]
+    pad = view[np.where(ok, e - 2, 0)].astype(np.int64)
+    ok &= room - 2 - pad >= 8
+    pairs = np.flatnonzero(ok)  # row by row, the ICV lengths in their order
+    row = pairs // len(_ICVS)
+    pad, last = pad.ravel()[pairs], e.ravel()[pairs] - 2
+    sound = _padded(view, last - pad, pad, np.ones(len(pairs), np.bool_))
+    return _Trailers(row[sound], nh.ravel()[pairs][sound], (last - pad - body[row])[sound])
+
+
+@dataclass(frozen=True, slots=True)
+class _Place:
+    """Per pair of ``_Trailers``, what one place's bytes (``shift`` bytes after ``body``,
+    ``plen`` of them to the trailer) hold before any checksum: a TCP or UDP header of
+    ``size`` bytes (``segment``), an ICMP or ICMPv6 type ``clear_icmp`` takes
+    (``message``), and the words of the pseudo-header its checksum covers (RFC 768,
+    RFC 8200 s8.1, RFC 4443 s2.3; none for ICMP, RFC 792)."""
+
+    at: I64
+    plen: I64
+    size: I64
+    segment: Mask
+    message: Mask
+    pseudo: I64
+
+    @classmethod
+    def of(cls, view: U8, t: _Trailers, body: I64, shift: int, v6: Mask, addrs: I64) -> _Place:
+        """The pairs' headers ``shift`` bytes after ``body`` (``clear_transport``'s and
+        ``clear_icmp``'s tests before the checksum)."""
+        at, plen, nh, ipv6 = body[t.row] + shift, t.plen - shift, t.nh, v6[t.row]
+        live = plen >= 8
+        udp, tcp = live & (nh == 17), live & (nh == 6) & (plen >= 20)
+        length = read_be(view, at + 4, udp, 2)
+        size = np.where(udp, np.where(length == plen, 8, 0), (u8(view, at + 12, tcp) >> 4) * 4)
+        kind = u8(view, at, live)
         v4 = nh == 1
-        mine = v4 | v6[rows]  # ICMPv6 over IPv6 only
-        rows, plen, nh, v4 = rows[mine], plen[mine], nh[mine], v4[mine]
-        at = start[rows]
-        kind = view[at]
-        ok = np.where(v4, _ICMP_KINDS[1][kind], _ICMP_KINDS[58][kind])
-        # RFC 792: the message alone; RFC 4443 s2.3: the pseudo-header's words too
-        pseudo = np.where(v4, 0, addr_sum[rows] + 58 + (plen >> 16) + (plen & 0xFFFF))
-        ok = _sums_ok(view, at, plen, pseudo, ok)
-        # no pseudo-header: a message of zeros sums to 0 and does not verify (_sums_ok)
-        for i in np.flatnonzero(ok & v4 & (read_be(view, at, ok, 8) == 0)).tolist():
-            ok[i] = any(view[int(at[i]) : int(at[i] + plen[i])])
-        out[rows[ok]] = nh[ok]
+        message = live & np.where(v4, _ICMP_KINDS[1][kind], ipv6 & _ICMP_KINDS[58][kind])
+        message &= v4 | (nh == 58)  # ICMPv6 over IPv6 only
+        words = np.where(ipv6, (plen >> 16) + (plen & 0xFFFF), plen)
+        pseudo = np.where(v4, 0, addrs[t.row] + nh + words)
+        return cls(at, plen, size, (udp | tcp) & (size >= 8) & (size <= plen), message, pseudo)
+
+    @property
+    def summed(self) -> Mask:
+        """The pairs whose words are summed: a segment or message by its header."""
+        checked: Mask = self.segment | self.message
+        return checked
+
+    def found(self, view: U8, t: _Trailers, start: I64, end: I64, total: I64) -> ClearAt:
+        """The ``ClearAt`` of this place (``start``, per row), the pairs' words summing to
+        ``total`` from it (modulo 0xFFFF): a row's first pair that verifies names its
+        segment or message."""
+        verified = (total + self.pseudo) % 0xFFFF == 0
+        segment, message = self.segment & verified, self.message & verified
+        # no pseudo-header: a message of zeros sums to 0 and does not verify (clear_icmp)
+        zeros = message & (t.nh == 1) & (read_be(view, self.at, message, 8) == 0)
+        for i in np.flatnonzero(zeros).tolist():
+            message[i] = any(view[int(self.at[i]) : int(self.at[i] + self.plen[i])])
+        ip = clear_ips(view, start, end)
+        n = len(start)
+        return ClearAt(
+            ip,
+            _ip_packets(view, start, ip, t, self.plen),
+            _first(n, t.row, segment, t.nh),
+            _first(n, t.row, segment, self.size),
+            _first(n, t.row, message, t.nh),
+        )
+
+
+def _ip_packets(view: U8, start: I64, ip: I64, t: _Trailers, plen: I64) -> Mask:
+    """``trailer_follows`` of each row's clear IP header (at ``start``, ``ip`` bytes long,
+    else 0): a pair of its trailers whose payload is the header's whole packet (IPv4:
+    its total length; IPv6: 40 and its payload length) and names its version (4, 41)."""
+    has = ip > 0
+    first = u8(view, start, has)
+    v4 = has & (first >> 4 == 4)
+    total = np.where(v4, read_be(view, start + 2, v4, 2), 40 + read_be(view, start + 4, has, 2))
+    mine = has[t.row] & (plen == total[t.row]) & (t.nh == np.where(v4[t.row], 4, 41))
+    out = np.zeros(len(start), np.bool_)
+    out[t.row[mine]] = True
     return out
 
 
-def clear_transports(view: U8, start: I64, end: I64, addr_sum: I64, v6: Mask) -> tuple[I64, I64]:
-    """``clear_transport`` with ``KEYLESS_ICV_LENS`` over many datagrams: the bytes at
-    ``start`` of datagrams ending at ``end``, the outer addresses' ``address_sums`` and
-    version beside them. Per row (next header, header length): 6 (TCP) or 17 (UDP) and
-    the segment's header length where ``clear_transport`` finds one, else (0, 0); the same
-    tests in the same order of ICV lengths (tests/decode/test_clear_bulk.py)."""
-    proto = np.zeros(len(start), np.int64)
-    header = np.zeros(len(start), np.int64)
-    for icv in KEYLESS_ICV_LENS:
-        rows, plen, nh = _trailed(view, start, end - icv, proto == 0, _NAMES_TRANSPORT)
-        at = start[rows]
-        udp, tcp = nh == 17, (nh == 6) & (plen >= 20)
-        length = read_be(view, at + 4, udp, 2)
-        size = np.where(udp, np.where(length == plen, 8, 0), (u8(view, at + 12, tcp) >> 4) * 4)
-        ok = (size >= 8) & (size <= plen)
-        # the pseudo-header's words (RFC 768, RFC 8200 s8.1): addresses, protocol, length
-        pseudo = addr_sum[rows] + nh + np.where(v6[rows], (plen >> 16) + (plen & 0xFFFF), plen)
-        ok = _sums_ok(view, at, plen, pseudo, ok)
-        proto[rows[ok]], header[rows[ok]] = nh[ok], size[ok]
-    return proto, header
-
-
-# per next header: one ``clear_transport`` takes (TCP, UDP), one ``clear_icmp`` takes
-_NAMES_TRANSPORT = np.isin(np.arange(256), _TRANSPORT)
-_NAMES_ICMP = np.isin(np.arange(256), sorted(_ICMP_TYPES))
-
-
-def _trailed(view: U8, start: I64, end: I64, live: Mask, names: Mask) -> tuple[I64, I64, I64]:
-    """Of the rows ``live``, those whose bytes from ``start`` to ``end`` (a datagram less
-    an ICV) end in a sound ESP trailer (RFC 4303 s2.4: padding 1, 2, 3, ..., 4-byte
-    aligned, as ``parse_trailer`` reads one) after a payload of at least 8 bytes, with a
-    next header among ``names`` (a mask by value): the rows, their payload lengths and
-    next headers. Only the rows still in play are read, the next header first (in
-    ciphertext, one row in a hundred or fewer has one of these). The padding is read in
-    one gather (``_padded``), not ``parse_trailers``' pass a pad byte: a random pad
-    length of a row in play goes up to 255 (15% of a keyless NULL run, measured)."""
-    rows = np.flatnonzero(live & (end - start >= 10))
-    nh = view[end[rows] - 1].astype(np.int64)
-    rows, nh = rows[names[nh]], nh[names[nh]]
-    at, e = start[rows], end[rows]
-    pad = view[e - 2].astype(np.int64)
-    plen = e - at - 2 - pad
-    ok = _padded(view, at + plen, pad, (plen >= 8) & ((e - at) % 4 == 0))
-    return rows[ok], plen[ok], nh[ok]
+def _first(n: int, row: I64, ok: Mask, value: I64) -> I64:
+    """Per row of ``n``, the ``value`` of its first pair ``ok`` (pairs in row order), else 0."""
+    picked = np.flatnonzero(ok)
+    rows = row[picked]
+    first = np.ones(len(picked), np.bool_)
+    first[1:] = rows[1:] != rows[:-1]
+    out = np.zeros(n, np.int64)
+    out[rows[first]] = value[picked[first]]
+    return out

@@ -25,19 +25,16 @@ from hypothesis import strategies as st
 
 from espforensics.decode.clear import (
     KEYLESS_ICV_LENS,
-    address_sums,
+    ClearAt,
     clear_icmp,
-    clear_icmps,
     clear_ip_header,
-    clear_ips,
+    clear_rows,
     clear_transport,
-    clear_transports,
     internet_checksum,
     ip_start_fits,
     may_be_clear,
     may_start_ip,
     trailer_follows,
-    trailers_follow,
     udp_checksum,
 )
 from espforensics.model.arrays import I64, U8
@@ -136,35 +133,35 @@ def _random_after_header(draw: st.DrawFn) -> bytes:
     return OUTER + SRC + DST + b"\x00\x00\x10\x01\x00\x00\x00\x07" + bytes(rest)
 
 
+def _places(view: U8, body: I64, end: I64, ip_at: I64) -> dict[int, ClearAt]:
+    """``clear_rows`` by the shift from ``body`` of each place it reads."""
+    found = clear_rows(view, body, end, ip_at)
+    return {8: found.after_iv, 0: found.at_body}
+
+
 @SETTINGS
 @given(st.lists(datagram() | _random_after_header(), min_size=1, max_size=12))
 def test_the_bulk_tests_are_the_per_packet_tests(grams: list[bytes]) -> None:
-    """After the ESP header and after an 8-byte IV, the bulk ``clear_transports`` finds
-    exactly the TCP or UDP header the per-packet ``clear_transport`` finds (the checksum
-    over the outer IPv4 addresses, the trailer, the ICV lengths in their order),
-    ``clear_ips`` the header ``clear_ip_header`` finds, ``trailers_follow`` what
-    ``trailer_follows`` says after it, and ``clear_icmps`` what ``clear_icmp`` says."""
+    """After the ESP header and after an 8-byte IV, the bulk ``clear_rows`` finds exactly
+    the TCP or UDP header the per-packet ``clear_transport`` finds (the checksum over the
+    outer IPv4 addresses, the trailer, the ICV lengths in their order), the header
+    ``clear_ip_header`` finds, what ``trailer_follows`` says after it, and what
+    ``clear_icmp`` says."""
     view, starts, end = _joined(grams)
-    v6 = np.zeros(len(grams), np.bool_)
-    addrs = address_sums(view, starts, v6)
-    for shift in (0, 8):
-        at = starts + BODY + shift
-        proto, size = clear_transports(view, at, end, addrs, v6)
-        icmp = clear_icmps(view, at, end, addrs, v6)
-        header = clear_ips(view, at, end)
-        follows = trailers_follow(view, at, end, header > 0)
+    for shift, got in _places(view, starts + BODY, end, starts).items():
         for row, gram in enumerate(grams):
             name, n = clear_transport(gram, BODY + shift, SRC, DST, KEYLESS_ICV_LENS)
             want = {"TCP": 6, "UDP": 17, "": 0}[name]
-            assert (int(proto[row]), int(size[row])) == (want, n), (shift, gram.hex())
-            assert int(icmp[row]) == clear_icmp(gram, BODY + shift, SRC, DST, KEYLESS_ICV_LENS)
+            assert (int(got.proto[row]), int(got.size[row])) == (want, n), (shift, gram.hex())
+            icmp = clear_icmp(gram, BODY + shift, SRC, DST, KEYLESS_ICV_LENS)
+            assert int(got.icmp[row]) == icmp, (shift, gram.hex())
             ip = clear_ip_header(gram, BODY + shift, len(gram))
-            assert int(header[row]) == ip, (shift, gram.hex())
-            if ip:
-                assert bool(follows[row]) == trailer_follows(gram, BODY + shift, KEYLESS_ICV_LENS)
+            assert int(got.ip[row]) == ip, (shift, gram.hex())
+            follows = bool(ip) and trailer_follows(gram, BODY + shift, KEYLESS_ICV_LENS)
+            assert bool(got.packet[row]) == follows, (shift, gram.hex())
 
 
-def test_clear_transports_over_ipv6_outer_addresses() -> None:
+def test_clear_segments_over_ipv6_outer_addresses() -> None:
     """A UDP segment and a TCP segment whose checksums cover IPv6 outer addresses (RFC 8200
     s8.1's pseudo-header), each followed by a trailer and a 16-byte ICV, in an IPv6
     datagram: found by both tests, and not once a checksum byte is changed."""
@@ -180,8 +177,8 @@ def test_clear_transports_over_ipv6_outer_addresses() -> None:
         head = bytes([0x60, 0, 0, 0]) + len(esp).to_bytes(2) + bytes([50, 64]) + src6 + dst6
         grams.append(head + esp)
     view, starts, end = _joined(grams)
-    v6 = np.ones(len(grams), np.bool_)
-    proto, size = clear_transports(view, starts + 48, end, address_sums(view, starts, v6), v6)
+    got = _places(view, starts + 48, end, starts)[0]
+    proto, size = got.proto, got.size
     for row, gram in enumerate(grams):
         name, n = clear_transport(gram, 48, src6, dst6, KEYLESS_ICV_LENS)
         assert (int(proto[row]), int(size[row])) == ({"TCP": 6, "UDP": 17, "": 0}[name], n)
@@ -192,7 +189,7 @@ def _pseudo6(src: bytes, dst: bytes, proto: int, n: int) -> bytes:
     return src + dst + n.to_bytes(4) + bytes([0, 0, 0, proto])
 
 
-def test_clear_icmps_over_ipv6_and_a_message_of_zeros() -> None:
+def test_clear_messages_over_ipv6_and_a_message_of_zeros() -> None:
     """An ICMPv6 echo request whose checksum covers IPv6 outer addresses (RFC 4443 s2.3),
     then one over IPv4 addresses whose checksum covers them as TCP's pseudo-header would
     (ICMPv6 needs IPv6's: not clear), an ICMP echo reply of zeros
@@ -220,12 +217,49 @@ def test_clear_icmps_over_ipv6_and_a_message_of_zeros() -> None:
         OUTER + SRC + DST + esp(bytes(reply), 1),
     ]
     view, starts, end = _joined(grams)
-    v6 = np.array([True, False, False, False])
-    body = starts + np.where(v6, 48, BODY)
-    got = clear_icmps(view, body, end, address_sums(view, starts, v6), v6)
+    body = starts + np.array([48, BODY, BODY, BODY])
+    got = _places(view, body, end, starts)[0].icmp
     addresses = [(48, src6, dst6), (BODY, SRC, DST), (BODY, SRC, DST), (BODY, SRC, DST)]
     want = [
         clear_icmp(gram, at, src, dst, KEYLESS_ICV_LENS)
         for gram, (at, src, dst) in zip(grams, addresses, strict=True)
     ]
     assert got.tolist() == want == [58, 0, 0, 1]
+
+
+@pytest.mark.parametrize(
+    ("padding", "found"),
+    [
+        (b"", True),
+        (b"\x01", True),
+        (b"\x02", False),
+        (b"\x01\x02", True),
+        (b"\x01\x03", False),
+        (b"\x02\x02", False),
+        (b"\x01\x02\x03", True),
+        (b"\x01\x05\x03", False),
+        (b"\x01\x02\x03\x04\x05", True),
+        (b"\x01\x02\x07\x04\x05", False),
+    ],
+)
+def test_clear_rows_read_every_pad_byte(padding: bytes, found: bool) -> None:
+    """A clear UDP segment after the ESP header, its checksum right, then the padding
+    given (RFC 4303 s2.4: 1, 2, 3, ...), the pad length, next header 17 and a 16-byte
+    ICV: found, at both places, exactly when the per-packet test finds it."""
+    data = 16 + -(8 + len(padding) + 2) % 4  # the trailer ends 4-byte aligned
+    udp = bytearray(b"\x12\x34\x11\x94" + (8 + data).to_bytes(2) + bytes(2) + bytes(range(data)))
+    udp[6:8] = udp_checksum(SRC, DST, bytes(udp)).to_bytes(2)
+    esp = b"\x00\x00\x10\x01\x00\x00\x00\x07" + bytes(udp) + padding + bytes([len(padding), 17])
+    grams = [
+        OUTER + SRC + DST + esp + bytes(16),
+        OUTER + SRC + DST + esp[:8] + bytes(8) + esp[8:] + bytes(16),
+    ]
+    assert all((len(g) - 16 - BODY) % 4 == 0 for g in grams)
+    view, starts, end = _joined(grams)
+    places = _places(view, starts + BODY, end, starts)
+    for row, shift in ((0, 0), (1, 8)):
+        want = clear_transport(grams[row], BODY + shift, SRC, DST, KEYLESS_ICV_LENS)
+        assert want == (("UDP", 8) if found else ("", 0))
+        assert (int(places[shift].proto[row]), int(places[shift].size[row])) == (
+            (17, 8) if found else (0, 0)
+        )
