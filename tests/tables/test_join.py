@@ -5,13 +5,18 @@ in Parquet, joined with pandas and with DuckDB (issue 19 s3)."""
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from espforensics.analysis import analyze_to_dir
+from espforensics.bounded.frames import Frames
+from espforensics.model.enums import FindingKind, Severity
+from espforensics.model.records import Finding
 from espforensics.synth import build_scenario, write_scenario
+from espforensics.tables.small import write_finding_frames
 
 duckdb = pytest.importorskip("duckdb")  # the test extra installs it
 
@@ -157,3 +162,20 @@ def test_finding_frames_name_the_layer_of_esp_inside_esp(tmp_path: Path) -> None
     packets = pd.read_csv(out / "packets.csv")
     row = packets.merge(linked, on=["frame", "layer"])
     assert row["spi"].tolist() == [0xB002] and row["seq_anomaly"].notna().all()
+
+
+def test_finding_frames_csv_is_what_the_csv_module_writes(tmp_path: Path) -> None:
+    """finding_frames.csv, written by Arrow's CSV writer, has the bytes ``csv.writer``
+    gives the same rows: the header, one row per (finding, frame, layer), CRLF line ends;
+    a frame's layer from ``layers`` where it is not the outermost ESP layer."""
+    findings = [
+        Finding(FindingKind.CLEARTEXT_LEAK, Severity.HIGH, 7, Frames.of([2, 3, 4, 9]), 4, "a"),
+        Finding(FindingKind.SEQ_GAP, Severity.INFO, None, Frames.of([5]), 1, "b"),
+        Finding(FindingKind.SEQ_GAP, Severity.INFO, 8, Frames(), 0, "c"),
+    ]
+    write_finding_frames(tmp_path / "f.csv", tmp_path / "f.parquet", findings, {(3, 7): 2})
+    want = io.StringIO(newline="")
+    out = csv.writer(want)
+    out.writerow(["finding", "frame", "layer"])
+    out.writerows([(1, 2, 1), (1, 3, 2), (1, 4, 1), (1, 9, 1), (2, 5, 1)])
+    assert (tmp_path / "f.csv").read_bytes() == want.getvalue().encode()
