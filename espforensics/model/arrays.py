@@ -83,19 +83,24 @@ def strs(values: Sequence[str]) -> Strs:
     return out
 
 
-# each byte's two hex digits and a space: ``spaced_hex``'s table
-_HEX = np.frombuffer(b"".join(b"%02x " % b for b in range(256)), np.uint8).reshape(256, 3)
-
-
 def spaced_hex(view: U8, at: I64, size: I64) -> Strs:
     """Per row, its ``size`` bytes (at least 1) at ``at`` as ``bytes.hex(" ")`` writes them
-    ("45 00 05 dc"): every row's digits from one table look-up, the rows cut apart by one
-    ``str.split``."""
+    ("45 00 05 dc"): every row's bytes taken at the widest row's width (``rows_at``), all
+    written by one ``bytes.hex(" ")`` (a row of ``width`` bytes is then ``3 * width``
+    characters, its last a space), the rows' ends marked and the rows cut apart by one
+    ``str.split``, the characters past a shorter row's size dropped first. (A numpy table
+    of each byte's three characters took 3.0 ms for 3,447 rows of 32 bytes; this takes
+    1.0-1.1, docs/performance.md.)"""
     if not len(at):
         return strs([])
-    width = int(size.max())
-    got = view[np.minimum(at[:, None] + np.arange(width), len(view) - 1)]
-    text = _HEX[got].reshape(len(at), 3 * width)
-    text[np.arange(len(at)), 3 * size - 1] = ord("\n")  # a row's last space ends it
-    joined = text[np.arange(3 * width) < 3 * size[:, None]].tobytes().decode("ascii")
-    return strs(joined.split("\n")[:-1])
+    n, width = len(at), int(size.max())
+    if int(at.max()) + width <= len(view):
+        got = rows_at(view, at, width)
+    else:  # a row near the end of ``view``: its bytes past the end are never shown
+        got = view[np.minimum(at[:, None] + np.arange(width), len(view) - 1)]
+    text = bytearray(got.tobytes().hex(" ").encode("ascii"))
+    text += b" "  # the last row's last space, as every other row has
+    lines = np.frombuffer(text, np.uint8).reshape(n, 3 * width)
+    lines[np.arange(n), 3 * size - 1] = ord("\n")  # a row's last space ends it
+    kept = lines if bool((size == width).all()) else lines[np.arange(3 * width) < 3 * size[:, None]]
+    return strs(kept.tobytes().decode("ascii").split("\n")[:-1])
