@@ -35,6 +35,15 @@ class Frames(Sequence[int]):
         self._len = sum(b - a + 1 for a, b in self._runs)
 
     @classmethod
+    def of_runs(cls, runs: tuple[tuple[int, int], ...]) -> Frames:
+        """Runs of ints, lowest first and apart (an ``IntervalSet``'s), taken as they are
+        and counted by their sums: ``Frames(runs)`` reads each run through ``int``."""
+        firsts, lasts = zip(*runs, strict=True) if runs else ((), ())
+        frames = cls.__new__(cls)
+        frames._runs, frames._len = runs, sum(lasts) - sum(firsts) + len(runs)
+        return frames
+
+    @classmethod
     def of(cls, frames: Iterable[int]) -> Frames:
         """The frames of any iterable (repeats and order do not matter)."""
         if isinstance(frames, Frames):
@@ -132,8 +141,10 @@ def with_frames(runs: IntervalSet | None, frames: I64) -> IntervalSet:
 
 
 def frozen(runs: IntervalSet | None) -> Frames:
-    """The ``Frames`` of a check's frames (``with_frame``), none if it never named one."""
-    return Frames(() if runs is None else runs.runs())
+    """The ``Frames`` of a check's frames (``with_frame``), none if it never named one.
+    Its runs are ints already: taken as they are, counted by their sums (a keyless NULL
+    capture's leak finding names 168,000 frames in 30,000 runs a SPI)."""
+    return Frames() if runs is None else Frames.of_runs(tuple(runs.runs()))
 
 
 def _runs_of(frames: Sequence[int]) -> tuple[tuple[int, int], ...]:

@@ -155,3 +155,16 @@ def test_frames_rise_in_bulk_as_one_by_one() -> None:
             one = with_frame(one, f)
         bulk = with_frames(bulk, np.array(frames, np.int64))
         assert frozen(bulk) == frozen(one)
+
+
+@given(st.lists(st.integers(1, 200), max_size=60))
+def test_frozen_frames_count_and_list_every_frame_once(values: list[int]) -> None:
+    """``frozen`` takes an ``IntervalSet``'s runs as they are and counts them by their sums:
+    every frame named, once, lowest first, and as many as there are."""
+    runs = None
+    for value in values:
+        runs = with_frame(runs, value)
+    frames = frozen(runs)
+    assert list(frames) == sorted(set(values))
+    assert len(frames) == len(set(values))
+    assert frames == Frames(frames.runs)
