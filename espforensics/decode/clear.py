@@ -247,17 +247,20 @@ def may_be_clear(view: U8, body: I64, end: I64) -> Mask:
 
 
 def _may_be_ip(view: U8, start: I64, end: I64) -> Mask:
-    """``clear_ip_header``'s tests but the IPv4 header checksum."""
+    """``clear_ip_header``'s tests but the IPv4 header checksum. The lengths are read only
+    of the rows whose first byte names IPv4 or IPv6 (of ciphertext, one in eight)."""
     room = end - start
-    ok = room >= 20
-    first = u8(view, start, ok)
-    v4 = ok & (first >> 4 == 4) & (first & 0x0F >= 5)
-    total = read_be(view, start + 2, v4, 2)
-    v4 &= ((first & 0x0F) * 4 <= total) & (total <= room)
-    v6 = ok & (first >> 4 == 6) & (room >= 40)
-    plen = read_be(view, start + 4, v6, 2)
-    v6 &= (40 + plen <= room) & (room - 40 - plen <= 16 + 255 + 2)
-    found: Mask = v4 | v6
+    found = np.zeros(len(start), np.bool_)
+    rows = np.flatnonzero(room >= 20)
+    first = view[start[rows]].astype(np.int64)
+    v4 = (first >> 4 == 4) & (first & 0x0F >= 5)
+    v6 = (first >> 4 == 6) & (room[rows] >= 40)
+    at, limit = start[rows[v4]], room[rows[v4]]
+    total = view[at + 2].astype(np.int64) << 8 | view[at + 3]
+    found[rows[v4]] = ((first[v4] & 0x0F) * 4 <= total) & (total <= limit)
+    at, limit = start[rows[v6]], room[rows[v6]]
+    plen = view[at + 4].astype(np.int64) << 8 | view[at + 5]
+    found[rows[v6]] = (40 + plen <= limit) & (limit - 40 - plen <= 16 + 255 + 2)
     return found
 
 
@@ -283,16 +286,19 @@ def clear_ips(view: U8, start: I64, end: I64) -> I64:
 def _may_be_trailed(view: U8, start: I64, end: I64) -> Mask:
     """A trailer ``clear_transport`` or ``clear_icmp`` could accept before an ICV of any
     length an unknown SA may use: room, 4-byte alignment, a TCP, UDP, ICMP or ICMPv6 next
-    header, a payload of at least 8 bytes and padding that starts 1 (RFC 4303 s2.4)."""
+    header, a payload of at least 8 bytes and padding that starts 1 (RFC 4303 s2.4). The
+    pad length and first pad byte are read only of the rows whose next header passes (of
+    ciphertext, one in sixty-four)."""
     out = np.zeros(len(start), np.bool_)
     for icv in KEYLESS_ICV_LENS:
         n = end - icv - start
-        ok = (n >= 10) & (n % 4 == 0)
-        nh = u8(view, end - icv - 1, ok)
-        pad = u8(view, end - icv - 2, ok)
-        ok &= _TRAILED[nh] & (n - 2 - pad >= 8)
-        first_pad = u8(view, end - icv - 2 - pad, ok & (pad > 0))
-        out |= ok & ((pad == 0) | (first_pad == 1))
+        rows = np.flatnonzero((n >= 10) & (n % 4 == 0))
+        rows = rows[_TRAILED[view[end[rows] - icv - 1]]]
+        last = end[rows] - icv - 2  # the pad length's byte
+        pad = view[last].astype(np.int64)
+        ok = n[rows] - 2 - pad >= 8
+        first_pad = view[np.where(ok & (pad > 0), last - pad, last)]
+        out[rows[ok & ((pad == 0) | (first_pad == 1))]] = True
     return out
 
 
@@ -304,7 +310,10 @@ def address_sums(view: U8, ip_at: I64, v6: Mask) -> I64:
     if not len(ip_at):
         return np.zeros(0, np.int64)
     at = np.where(v6, ip_at + 8, ip_at + 12)
-    got = view[np.minimum(at[:, None] + np.arange(32), len(view) - 1)].astype(np.int64)
+    if int(at.max()) + 32 <= len(view):  # 32 bytes a row from a window view (``rows_at``)
+        got = rows_at(view, at, 32).astype(np.int64)
+    else:  # an IPv4 datagram of under 44 bytes at the end of ``view``
+        got = view[np.minimum(at[:, None] + np.arange(32), len(view) - 1)].astype(np.int64)
     words = (got[:, 0::2] << 8) | got[:, 1::2]
     sums: I64 = np.where(v6[:, None] | (np.arange(16) < 4), words, 0).sum(axis=1)
     return sums

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from espforensics.decode.clear import (
     KEYLESS_ICV_LENS,
     ClearAt,
+    address_sums,
     clear_icmp,
     clear_ip_header,
     clear_rows,
@@ -263,3 +264,19 @@ def test_clear_rows_read_every_pad_byte(padding: bytes, found: bool) -> None:
         assert (int(places[shift].proto[row]), int(places[shift].size[row])) == (
             (17, 8) if found else (0, 0)
         )
+
+
+def test_address_sums_to_the_end_of_the_buffer() -> None:
+    """The words of each datagram's source and destination addresses (IPv4: 4 words from
+    byte 12; IPv6: 16 from byte 8), read as 32-byte rows, also where an IPv4 header ends
+    the buffer (its 32 bytes from byte 12 would run past the end)."""
+    src6, dst6 = bytes(range(1, 17)), bytes(range(200, 216))
+    v6_head = bytes([0x60, 0, 0, 0, 0, 0, 50, 64]) + src6 + dst6
+    v4_head = OUTER + SRC + DST
+    view = np.frombuffer(v6_head + v4_head, np.uint8)
+    got = address_sums(view, np.array([0, 40], np.int64), np.array([True, False]))
+
+    def words(addresses: bytes) -> int:
+        return sum(int.from_bytes(addresses[i : i + 2]) for i in range(0, len(addresses), 2))
+
+    assert got.tolist() == [words(src6 + dst6), words(SRC + DST)]
