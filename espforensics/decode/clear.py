@@ -537,8 +537,8 @@ class _Place:
         verified = (total + self.pseudo) % 0xFFFF == 0
         segment, message = self.segment & verified, self.message & verified
         # no pseudo-header: a message of zeros sums to 0 and does not verify (clear_icmp)
-        zeros = message & (t.nh == 1) & (read_be(view, self.at, message, 8) == 0)
-        for i in np.flatnonzero(zeros).tolist():
+        icmp = np.flatnonzero(message & (t.nh == 1))  # few: pings
+        for i in icmp[read_be(view, self.at[icmp], np.ones(len(icmp), np.bool_), 8) == 0]:
             message[i] = any(view[int(self.at[i]) : int(self.at[i] + self.plen[i])])
         ip = clear_ips(view, start, end)
         n = len(start)
@@ -555,13 +555,14 @@ def _ip_packets(view: U8, start: I64, ip: I64, t: _Trailers, plen: I64) -> Mask:
     """``trailer_follows`` of each row's clear IP header (at ``start``, ``ip`` bytes long,
     else 0): a pair of its trailers whose payload is the header's whole packet (IPv4:
     its total length; IPv6: 40 and its payload length) and names its version (4, 41)."""
-    has = ip > 0
-    first = u8(view, start, has)
-    v4 = has & (first >> 4 == 4)
-    total = np.where(v4, read_be(view, start + 2, v4, 2), 40 + read_be(view, start + 4, has, 2))
-    mine = has[t.row] & (plen == total[t.row]) & (t.nh == np.where(v4[t.row], 4, 41))
     out = np.zeros(len(start), np.bool_)
-    out[t.row[mine]] = True
+    pairs = np.flatnonzero(ip[t.row] > 0)  # of the rows with a header only
+    at = start[t.row[pairs]]
+    v4 = view[at] >> 4 == 4
+    high, low = np.where(v4, at + 2, at + 4), np.where(v4, at + 3, at + 5)
+    total = np.where(v4, 0, 40) + (view[high].astype(np.int64) << 8 | view[low])
+    mine = (plen[pairs] == total) & (t.nh[pairs] == np.where(v4, 4, 41))
+    out[t.row[pairs[mine]]] = True
     return out
 
 
