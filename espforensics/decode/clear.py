@@ -307,15 +307,23 @@ def address_sums(view: U8, ip_at: I64, v6: Mask) -> I64:
     16-bit words of its source and destination addresses: their part of the pseudo-header
     a TCP or UDP checksum covers (``_pseudo``). IPv4: 4 words from byte 12; IPv6: 16
     words from byte 8."""
-    if not len(ip_at):
-        return np.zeros(0, np.int64)
     at = np.where(v6, ip_at + 8, ip_at + 12)
-    if int(at.max()) + 32 <= len(view):  # 32 bytes a row from a window view (``rows_at``)
-        got = rows_at(view, at, 32).astype(np.int64)
-    else:  # an IPv4 datagram of under 44 bytes at the end of ``view``
-        got = view[np.minimum(at[:, None] + np.arange(32), len(view) - 1)].astype(np.int64)
-    words = (got[:, 0::2] << 8) | got[:, 1::2]
-    sums: I64 = np.where(v6[:, None] | (np.arange(16) < 4), words, 0).sum(axis=1)
+    sums: I64 = _be_words(view, at, 8)  # IPv4's addresses, IPv6's first 8 bytes
+    six = np.flatnonzero(v6)
+    if len(six):
+        sums[six] += _be_words(view, at[six] + 8, 24)
+    return sums
+
+
+def _be_words(view: U8, at: I64, width: int) -> I64:
+    """Per row, the sum of the ``width // 2`` big-endian words at ``at``; the rows from a
+    window view (``rows_at``) where they lie inside ``view``, else read up to its last
+    byte (a datagram too short to hold them: no address of it is summed right)."""
+    if len(at) and int(at.max()) + width <= len(view):
+        got = rows_at(view, at, width)
+    else:
+        got = view[np.minimum(at[:, None] + np.arange(width), len(view) - 1)]
+    sums: I64 = got.view(">u2").sum(axis=1, dtype=np.int64)
     return sums
 
 

@@ -268,8 +268,7 @@ def test_clear_rows_read_every_pad_byte(padding: bytes, found: bool) -> None:
 
 def test_address_sums_to_the_end_of_the_buffer() -> None:
     """The words of each datagram's source and destination addresses (IPv4: 4 words from
-    byte 12; IPv6: 16 from byte 8), read as 32-byte rows, also where an IPv4 header ends
-    the buffer (its 32 bytes from byte 12 would run past the end)."""
+    byte 12; IPv6: 16 from byte 8), an IPv4 header ending the buffer."""
     src6, dst6 = bytes(range(1, 17)), bytes(range(200, 216))
     v6_head = bytes([0x60, 0, 0, 0, 0, 0, 50, 64]) + src6 + dst6
     v4_head = OUTER + SRC + DST
