@@ -113,6 +113,16 @@ def test_numpy_values_are_cast_to_the_width_of_the_type() -> None:
     _same(from_numpy(np.array([5], np.int64), TIME_TYPE), pa.array([5], TIME_TYPE))
 
 
+@SETTINGS
+@given(st.lists(st.text(st.characters(max_codepoint=127), max_size=12), max_size=40))
+def test_ascii_string_lists(values: list[str]) -> None:
+    """ASCII text, NUL included, as nearly every column holds (their own path: each value's
+    length is its length in bytes)."""
+    reference = pa.array(values, pa.string())
+    _same(strings(values), reference)
+    _same(strings(np.array([*values, "x"], dtype=object)[:-1]), reference)
+
+
 def test_a_string_column_refuses_a_value_of_another_type() -> None:
     with pytest.raises(TypeError):
         strings(["ok", 3])  # type: ignore[list-item]
