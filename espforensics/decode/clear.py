@@ -473,10 +473,9 @@ def clear_rows(view: U8, body: I64, end: I64, ip_at: I64) -> ClearRows:
     after, here = (_Place.of(view, t, body, shift, v6, addrs) for shift in (_KEYLESS_IV_LEN, 0))
     base = body[t.row]
     whole = word_sums(view, base, t.plen, after.summed | here.summed)
-    head = rows_at(view, base, _KEYLESS_IV_LEN).astype(np.int64)
-    head_sum = ((head[:, 0::2] << 8) | head[:, 1::2]).sum(axis=1)
+    head = _be_words(view, base, _KEYLESS_IV_LEN)  # the IV's words, not after it
     return ClearRows(
-        after.found(view, t, body + _KEYLESS_IV_LEN, end, (whole - head_sum) % 0xFFFF),
+        after.found(view, t, body + _KEYLESS_IV_LEN, end, (whole - head) % 0xFFFF),
         here.found(view, t, body, end, whole),
     )
 
