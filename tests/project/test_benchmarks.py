@@ -268,3 +268,27 @@ def test_one_packet_sas_each_verify_under_their_own_key(tmp_path: Path) -> None:
         (0x20001 + 2 * i, 1, {"ok": 1}) for i in range(5)
     ]
     assert len({sa.key.reveal() for sa in sas}) == 10  # each SA its own key
+
+
+def test_bench_split_names_every_stage_of_a_keyless_null_run(tmp_path: Path) -> None:
+    """Each stage once, with its seconds where the run reached it, "never" where not: the
+    bundled example's 40 frames, keyed, go per frame and reach few; a keyless NULL
+    capture past the lane's first batches reaches every one (each packet a clear one to
+    prove)."""
+    from espforensics.capture.writer import write_pcap
+    from espforensics.synth.bench import iter_bench_frames
+
+    example = Path(__file__).resolve().parents[2] / "fixtures"
+    out = _run("bench_split.py", str(example / "example.pcap"), str(example / "example.keys.yaml"))
+    lines = out.splitlines()
+    assert lines[0].startswith("example.pcap: 40 frames, ") and lines[0].endswith(" s in all")
+    stages = [line.split()[-1] for line in lines[1:]]
+    assert len(set(stages)) == len(stages) >= 8, out
+    assert "   never  clear_rows" in lines, out
+    capture = tmp_path / "null.pcap"
+    with capture.open("wb") as fh:
+        write_pcap(fh, iter_bench_frames(600, algorithm="null"), linktype=1)
+    lines = _run("bench_split.py", str(capture)).splitlines()
+    assert lines[0].startswith("null.pcap: 600 frames, "), lines
+    timed = [line.split()[-1] for line in lines[1:] if line.split()[1] == "s"]
+    assert sorted(timed) == sorted(stages), lines
