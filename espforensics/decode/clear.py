@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from espforensics.decode.trailer import parse_trailer
-from espforensics.model.arrays import I64, U8, Mask, read_be, rows_at, u8
+from espforensics.model.arrays import I64, U8, Mask, read_be, rows_within, u8
 
 # The ICV lengths an unknown SA may use: RFC 4106 s6 (8, 12, 16), HMAC-SHA-384-192 and
 # HMAC-SHA-512-256 (RFC 4868: 24, 32).
@@ -273,8 +273,7 @@ def clear_ips(view: U8, start: I64, end: I64) -> I64:
     v4 = (out > 0) & (first >> 4 == 4)
     rows = np.flatnonzero(v4)
     if len(rows):
-        at = np.minimum(start[rows, None] + np.arange(60), len(view) - 1)  # the longest header
-        head = view[at].astype(np.int64)
+        head = rows_within(view, start[rows], 60).astype(np.int64)  # the longest header
         words = (head[:, 0::2] << 8) | head[:, 1::2]
         ihl = (first[rows] & 0x0F) * 4
         used = np.arange(30) < (ihl // 2)[:, None]
@@ -316,14 +315,9 @@ def address_sums(view: U8, ip_at: I64, v6: Mask) -> I64:
 
 
 def _be_words(view: U8, at: I64, width: int) -> I64:
-    """Per row, the sum of the ``width // 2`` big-endian words at ``at``; the rows from a
-    window view (``rows_at``) where they lie inside ``view``, else read up to its last
-    byte (a datagram too short to hold them: no address of it is summed right)."""
-    if len(at) and int(at.max()) + width <= len(view):
-        got = rows_at(view, at, width)
-    else:
-        got = view[np.minimum(at[:, None] + np.arange(width), len(view) - 1)]
-    sums: I64 = got.view(">u2").sum(axis=1, dtype=np.int64)
+    """Per row, the sum of the ``width // 2`` big-endian words at ``at`` (``rows_within``:
+    a datagram too short to hold them has no address summed right)."""
+    sums: I64 = rows_within(view, at, width).view(">u2").sum(axis=1, dtype=np.int64)
     return sums
 
 
@@ -391,21 +385,19 @@ def _sums_by_words(view: U8, start: I64, length: I64) -> I64:
     return total
 
 
-def _padded(view: U8, at: I64, pad: I64, ok: Mask) -> Mask:
-    """``ok``, less the rows whose ``pad`` bytes at ``at`` are not 1, 2, 3, ... (RFC 4303
-    s2.4), read for the rows where ``ok`` only: their first and last pad bytes first,
-    then every pad byte of the rows those pass (a random pad length goes to 255)."""
-    rows = np.flatnonzero(ok & (pad > 0))
-    if not len(rows):
-        return ok
+def _padded(view: U8, at: I64, pad: I64) -> Mask:
+    """Per row, are its ``pad`` bytes at ``at`` 1, 2, 3, ... (RFC 4303 s2.4)? Their first
+    and last pad bytes are read first, every pad byte only of the rows those pass (a
+    random pad length goes to 255)."""
+    out = np.ones(len(at), np.bool_)
+    rows = np.flatnonzero(pad > 0)
     ends = (view[at[rows]] == 1) & (view[at[rows] + pad[rows] - 1] == pad[rows])
-    out = ok.copy()
     out[rows[~ends]] = False
     rows = rows[ends & (pad[rows] > 2)]
     if len(rows):
         width = int(pad[rows].max())
         want = np.arange(1, width + 1)
-        got = view[np.minimum(at[rows, None] + np.arange(width), len(view) - 1)]
+        got = rows_within(view, at[rows], width)
         out[rows[((got != want) & (want <= pad[rows, None])).any(axis=1)]] = False
     return out
 
@@ -495,7 +487,7 @@ def _trailers(view: U8, body: I64, end: I64) -> _Trailers:
     pairs = np.flatnonzero(ok)  # row by row, the ICV lengths in their order
     row = pairs // len(_ICVS)
     pad, last = pad.ravel()[pairs], e.ravel()[pairs] - 2
-    sound = _padded(view, last - pad, pad, np.ones(len(pairs), np.bool_))
+    sound = _padded(view, last - pad, pad)
     return _Trailers(row[sound], nh.ravel()[pairs][sound], (last - pad - body[row])[sound])
 
 

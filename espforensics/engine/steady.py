@@ -71,7 +71,7 @@ from espforensics.engine.plan import (
 )
 from espforensics.engine.rows import SteadyRows
 from espforensics.engine.wire import I64, FrameBatch, Mask, WireColumns
-from espforensics.model.arrays import distinct, rows_at
+from espforensics.model.arrays import distinct, rows_at, rows_within
 from espforensics.model.options import Selection
 from espforensics.model.records import PacketRecord
 
@@ -132,10 +132,7 @@ class SteadyLane:
         view = np.frombuffer(batch.buf, np.uint8)  # 16 zero bytes end it: WIDE may overrun
         width = max(HEAD_LEN, int(plan.icv_len.max()))  # an HMAC-SHA-512 ICV is 32 bytes
         icv_from = end - plan.icv_len
-        if (icv_from + width <= len(view)).all():
-            plan.icv = rows_at(view, icv_from, width)
-        else:  # past an ICV: bytes not read
-            plan.icv = view[np.minimum(icv_from[:, None] + np.arange(width), len(view) - 1)]
+        plan.icv = rows_within(view, icv_from, width)  # past an ICV: bytes not read
         plan.iv_bytes = rows_at(view, at + ESP_HEADER_LEN, WIDE)
         halves = plan.iv_bytes.view(">u8").astype(np.uint64)
         plan.iv_len = iv_len

@@ -40,6 +40,16 @@ def rows_at(view: U8, at: I64, width: int) -> U8:
     return rows
 
 
+def rows_within(view: U8, at: I64, width: int) -> U8:
+    """``rows_at``, except that a row running past the end of ``view`` reads its last byte
+    in place of the bytes beyond (bytes its caller masks out or never shows), where
+    ``rows_at`` raises: the window view while every row fits, else one index a byte."""
+    if not len(at) or int(at.max()) + width <= len(view):
+        return rows_at(view, at, width)
+    rows: U8 = view[np.minimum(at[:, None] + np.arange(width), len(view) - 1)]
+    return rows
+
+
 def _countable(values: I64) -> bool:
     """Small non-negative ints (flow and unit indices, protocol numbers): counted, not
     hashed or sorted, by ``distinct``."""
@@ -85,7 +95,7 @@ def strs(values: Sequence[str]) -> Strs:
 
 def spaced_hex(view: U8, at: I64, size: I64) -> Strs:
     """Per row, its ``size`` bytes (at least 1) at ``at`` as ``bytes.hex(" ")`` writes them
-    ("45 00 05 dc"): every row's bytes taken at the widest row's width (``rows_at``), all
+    ("45 00 05 dc"): every row's bytes taken at the widest row's width (``rows_within``), all
     written by one ``bytes.hex(" ")`` (a row of ``width`` bytes is then ``3 * width``
     characters, its last a space), the rows' ends marked and the rows cut apart by one
     ``str.split``, the characters past a shorter row's size dropped first. (A numpy table
@@ -94,10 +104,7 @@ def spaced_hex(view: U8, at: I64, size: I64) -> Strs:
     if not len(at):
         return strs([])
     n, width = len(at), int(size.max())
-    if int(at.max()) + width <= len(view):
-        got = rows_at(view, at, width)
-    else:  # a row near the end of ``view``: its bytes past the end are never shown
-        got = view[np.minimum(at[:, None] + np.arange(width), len(view) - 1)]
+    got = rows_within(view, at, width)  # a shorter row's bytes past its size: never shown
     text = bytearray(got.tobytes().hex(" ").encode("ascii"))
     text += b" "  # the last row's last space, as every other row has
     lines = np.frombuffer(text, np.uint8).reshape(n, 3 * width)

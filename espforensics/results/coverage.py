@@ -194,8 +194,10 @@ def _seen(sas: Iterable[SaCounts]) -> tuple[list[_Group], int]:
         for v, n in _split_cut(sa, verdicts) if sa.cut else verdicts.items():
             held = min(left, n) if seen(v, facts).evidence else 0
             left -= held
-            parts = ((facts, n - held), (clear, held)) if held < n else ((clear, n),)
-            for kind, count in parts if held else ((facts, n),):
+            parts = ((facts, n - held), (clear, held)) if held else ((facts, n),)
+            for kind, count in parts:
+                if held and not count:
+                    continue  # every packet of the verdict had no IV: no group of the others
                 group = groups.get((v, kind))
                 if group is None:
                     group = groups[v, kind] = _Group(v, seen(v, kind))

@@ -12,6 +12,7 @@ from espforensics.model.arrays import (
     distinct_inverse,
     read_be,
     rows_at,
+    rows_within,
     spaced_hex,
 )
 
@@ -45,6 +46,21 @@ def test_distinct_is_np_unique(values: list[int]) -> None:
     got, rows = distinct_inverse(array)
     assert got.tolist() == found.tolist()
     assert rows.tolist() == inverse.ravel().tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=1, max_size=64), st.integers(1, 16), st.data())
+def test_rows_within_reads_the_last_byte_past_the_end(
+    buf: bytes, width: int, data: st.DataObject
+) -> None:
+    """Each row is ``buf[at:at + width]``, a row running past the end padded with the
+    buffer's last byte; rows that fit are ``rows_at``'s."""
+    view = np.frombuffer(buf, np.uint8)
+    at = data.draw(st.lists(st.integers(0, len(buf) - 1), max_size=12))
+    rows = rows_within(view, np.array(at, np.int64), width)
+    assert rows.shape == (len(at), width)
+    want = [(buf[a : a + width] + buf[-1:] * width)[:width] for a in at]
+    assert [row.tobytes() for row in rows] == want
 
 
 @settings(max_examples=300, deadline=None)
