@@ -67,10 +67,15 @@ def main() -> int:
     for module, attribute in STAGES:
         _timed(module, attribute, spent)
     from espforensics.analysis import analyze_to_dir  # noqa: PLC0415  # after the wrapping
+    from espforensics.errors import EspForensicsError  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        summary = analyze_to_dir(capture, keys, Path(out), force=True, plots=False, jobs=1)
+        try:
+            summary = analyze_to_dir(capture, keys, Path(out), force=True, plots=False, jobs=1)
+        except EspForensicsError as exc:  # a capture or key file it cannot use: its one line
+            print(f"bench_split.py: error: {exc}", file=sys.stderr)
+            return 2
         total = time.perf_counter() - start
     print(f"{Path(capture).name}: {summary.capture.frames:,} frames, {total:.3f} s in all")
     for attribute, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):

@@ -292,3 +292,14 @@ def test_bench_split_names_every_stage_of_a_keyless_null_run(tmp_path: Path) -> 
     assert lines[0].startswith("null.pcap: 600 frames, "), lines
     timed = [line.split()[-1] for line in lines[1:] if line.split()[1] == "s"]
     assert sorted(timed) == sorted(stages), lines
+    missing = subprocess.run(
+        [sys.executable, str(BENCH / "bench_split.py"), str(tmp_path / "none.pcap")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert missing.returncode == 2 and missing.stdout == "", missing
+    assert missing.stderr.splitlines() == [
+        f"bench_split.py: error: {tmp_path / 'none.pcap'}: cannot open: No such file or directory"
+    ], missing.stderr
