@@ -55,18 +55,20 @@ class Frames(Sequence[int]):
 
     @classmethod
     def union(cls, parts: Iterable[Sequence[int]]) -> Frames:
-        """The frames of all ``parts``, each once, their runs merged (a finding per SPI of
-        a capture's interleaved SAs holds its frames in tens of thousands of runs: adding
-        200,000 frames one by one took 0.4 s)."""
-        runs = sorted(r for p in parts for r in _runs_of(p))
-        merged: list[tuple[int, int]] = []
-        for a, b in runs:
-            if merged and a <= merged[-1][1] + 1:
-                if b > merged[-1][1]:
-                    merged[-1] = (merged[-1][0], b)
-            else:
-                merged.append((a, b))
-        return cls(merged)
+        """The frames of all ``parts``, each once, their runs merged in numpy (a finding
+        per SPI of a capture's interleaved SAs holds its frames in tens of thousands of
+        runs: adding 200,000 frames one by one took 0.4 s, sorting and merging 60,000
+        runs in Python 0.04 s)."""
+        runs = [r for p in parts for r in _runs_of(p)]
+        if not runs:
+            return cls()
+        pairs = np.array(runs, np.int64)
+        pairs = pairs[np.argsort(pairs[:, 0], kind="stable")]
+        firsts, reach = pairs[:, 0], np.maximum.accumulate(pairs[:, 1])
+        apart = firsts[1:] > reach[:-1] + 1  # a run that neither overlaps nor touches the last
+        starts = firsts[np.concatenate(([True], apart))].tolist()
+        ends = reach[np.concatenate((apart, [True]))].tolist()
+        return cls.of_runs(tuple(zip(starts, ends, strict=True)))
 
     @property
     def runs(self) -> tuple[tuple[int, int], ...]:

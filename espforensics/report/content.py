@@ -59,7 +59,10 @@ def frames_filter(frames: Frames, shown: int = narrative.EXAMPLES) -> str:
     all of them are shown, or the filter is too long to print."""
     if len(frames) <= shown:
         return ""
-    where = display_filter(frames)
+    # A run adds a number and a comma at the least: the filter of the first FILTER_SHOWN
+    # runs is the whole filter, or already too long (a leak finding over a keyless NULL
+    # capture has 30,000 runs a SPI: their whole filter, made four times, took 0.04 s).
+    where = display_filter(Frames.of_runs(frames.runs[:FILTER_SHOWN]))
     return where if len(where) <= FILTER_SHOWN else ""
 
 

@@ -26,7 +26,8 @@ from espforensics.bounded.frames import (
     with_frames,
 )
 from espforensics.model.enums import FindingKind
-from espforensics.report.content import frames_text
+from espforensics.report import narrative
+from espforensics.report.content import FILTER_SHOWN, frames_filter, frames_text
 from espforensics.synth import build_scenario, write_scenario
 from tests.support import helpers
 
@@ -140,7 +141,18 @@ def test_a_union_of_frames_is_every_frame_once(parts: list[list[int]], frozen_pa
     given_parts = [Frames.of(p) if frozen_parts else p for p in parts]
     union = Frames.union(given_parts)
     assert union == Frames.of(f for p in parts for f in p)
+    assert len(union) == len({f for p in parts for f in p})
     assert all(b + 1 < a for (_, b), (a, _) in zip(union.runs, union.runs[1:], strict=False))
+
+
+@given(st.lists(st.integers(1, 400), max_size=150))
+def test_the_printed_filter_is_the_whole_filter_or_none(frames: list[int]) -> None:
+    """``frames_filter`` makes the filter of at most its first FILTER_SHOWN runs: what it
+    prints is still the filter of every frame, when that is short enough, else nothing."""
+    every = Frames.of(frames)
+    whole = display_filter(every)
+    short = len(every) > narrative.EXAMPLES and len(whole) <= FILTER_SHOWN
+    assert frames_filter(every) == (whole if short else "")
 
 
 def test_frames_rise_in_bulk_as_one_by_one() -> None:
