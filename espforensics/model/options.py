@@ -54,5 +54,8 @@ class Options:
     # run over a batch's columns; False sends every frame down the per-frame path, the
     # reference the steady lane is tested against. The outputs are the same either way.
     steady_lane: bool = True
-    batch_frames: int = 4096  # frames per batch of the engine (tests use small ones)
+    # Frames per batch of the engine (tests use small ones). A batch's numpy calls cost
+    # some milliseconds whatever its size: 8,192 frames ran the bench profiles 2-15%
+    # faster than 4,096, 16,384 no faster (docs/performance.md, "Larger batches").
+    batch_frames: int = 8192
     select: Selection = field(default_factory=Selection)  # --spi, --frames: what is analyzed
