@@ -139,12 +139,15 @@ def _stream(
     with open_capture(path, engine.unpack_once, told) as capture:
         if told is not None:
             told.end()
-        shown = 0
+        shown, told_at = 0, -1
         for row in engine.iter_rows(capture.batches(engine.batch_sizes())):
             deliver(row, tee)
             if tee.frames - shown >= 4096:
                 shown = tee.frames
                 at = capture.bytes_read if engine.done_bytes is None else engine.done_bytes
+                if at == told_at:  # rows of the batch already told (8,192 frames a batch)
+                    continue
+                told_at = at
                 if progress is not None:
                     progress(at)
                 if meter is not None:

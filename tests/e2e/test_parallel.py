@@ -171,8 +171,9 @@ def _repeated(tmp_path: Path, times: int) -> tuple[Path, Path]:
 
 @pytest.mark.slow
 def test_progress_advances_under_jobs(tmp_path: Path) -> None:
-    """The bytes the reader has taken, about every 4,096 frames, the same for any --jobs."""
-    big, keys = _repeated(tmp_path, 140)  # 13,720 frames, 13 MB: three reports, 1 MiB reads
+    """The bytes the reader has taken, about every 4,096 frames (once a batch of more), the
+    same for any --jobs."""
+    big, keys = _repeated(tmp_path, 200)  # 19,600 frames, 19 MB: three reports, 1 MiB reads
     calls: dict[int, list[int]] = {}
     for jobs in (1, 2):
         calls[jobs] = []
@@ -192,8 +193,8 @@ def test_progress_counts_the_steady_lanes_frames(tmp_path: Path) -> None:
     calls: list[int] = []
     summary = analyze_to_dir(big, [keys], tmp_path / "out", plots=False, progress=calls.append)
     assert summary.verdicts["ok"] == 13_000
-    # Batches of 64 frames doubling to 4,096 (Engine.batch_sizes), each handed on at once:
-    # 4,032 frames, then 8,128 (4,096 since the start), then 12,224 (4,096 since 8,128).
+    # Batches of 64 frames doubling to 8,192 (Engine.batch_sizes), each handed on at once:
+    # 4,032 frames, then 8,128 (4,096 since the start), then 13,000 (4,096 since 8,128).
     assert len(calls) == 2
     assert 0 < calls[0] < calls[1] <= big.stat().st_size
 
