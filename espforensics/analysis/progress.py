@@ -1,12 +1,13 @@
 """Progress of one analysis: frames read, frames/s and the phase it is in.
 
 In: calls from ``analyze_to_dir`` (analysis/__init__.py): ``reading(frames,
-bytes_read)`` about every 4,096 frames (once a batch, for larger batches), and
-``phase(name)`` when the reading ends and each output stage starts (writing tables, plots and
-reports after the last frame of a large capture takes seconds, which
-should not pass without a word). Out: whatever the ``Meter`` does; ``LineMeter`` writes one
-line at most every ``every`` seconds of its clock, for logs that keep
-stderr (CI). The clock is injected, so tests need no timing. Raises nothing.
+bytes_read)`` about every 4,096 frames (once a batch, for larger batches),
+and ``phase(name)`` when the reading ends and each output stage starts
+(writing tables, plots and reports after the last frame of a large capture
+takes seconds, which should not pass without a word). Out: whatever the
+``Meter`` does; ``LineMeter`` writes one line at most every ``every``
+seconds of its clock, for logs that keep stderr (CI). The clock is
+injected, so tests need no timing. Raises nothing.
 """
 
 from __future__ import annotations

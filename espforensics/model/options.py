@@ -55,7 +55,8 @@ class Options:
     # reference the steady lane is tested against. The outputs are the same either way.
     steady_lane: bool = True
     # Frames per batch of the engine (tests use small ones). A batch's numpy calls cost
-    # some milliseconds whatever its size: 8,192 frames ran the bench profiles 2-15%
-    # faster than 4,096, 16,384 no faster (docs/performance.md, "Larger batches").
+    # some milliseconds whatever its size: at 8,192 frames most bench profiles ran up to
+    # 20% faster than at 4,096, none slower; 16,384 was no faster (docs/performance.md,
+    # "Larger batches").
     batch_frames: int = 8192
     select: Selection = field(default_factory=Selection)  # --spi, --frames: what is analyzed
