@@ -145,12 +145,10 @@ def _stream(
             if tee.frames - shown >= 4096:
                 shown = tee.frames
                 at = capture.bytes_read if engine.done_bytes is None else engine.done_bytes
-                if at == told_at:  # rows of the batch already told (8,192 frames a batch)
-                    continue
+                if progress is not None and at != told_at:  # a position is told once: the
+                    progress(at)  # rows of an 8,192-frame batch cross 4,096 twice
                 told_at = at
-                if progress is not None:
-                    progress(at)
-                if meter is not None:
+                if meter is not None:  # the frames moved on, if not the position
                     meter.reading(tee.frames, at)
         if meter is not None:
             meter.reading(tee.frames, capture.bytes_read)

@@ -184,6 +184,32 @@ def test_progress_advances_under_jobs(tmp_path: Path) -> None:
     assert 0 < calls[2][0] < calls[2][1] < calls[2][2] <= big.stat().st_size
 
 
+class _Readings:
+    """A ``Meter`` that keeps what it is told while reading."""
+
+    def __init__(self) -> None:
+        self.told: list[tuple[int, int]] = []
+
+    def reading(self, frames: int, bytes_read: int) -> None:
+        self.told.append((frames, bytes_read))
+
+    def phase(self, name: str) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_the_meter_hears_the_frames_when_the_position_stays(tmp_path: Path) -> None:
+    """An 8,192-frame batch hands its rows on at once: the progress callback hears its
+    position once, the meter its frames at each 4,096 they cross (its frames/s)."""
+    big, keys = _repeated(tmp_path, 200)  # 19,600 frames: batches of 64 doubling to 8,192
+    meter, calls = _Readings(), list[int]()
+    analyze_to_dir(big, [keys], tmp_path / "out", plots=False, progress=calls.append, meter=meter)
+    assert [f for f, _ in meter.told] == [4096, 8192, 12288, 16384, 19600]  # then the end
+    positions = [b for _, b in meter.told[:-1]]
+    assert len(set(positions)) < len(positions)  # 8,192 and 12,288: one batch's rows
+    assert calls == sorted(set(positions))  # each position told once
+
+
 def test_progress_counts_the_steady_lanes_frames(tmp_path: Path) -> None:
     """The steady lane hands frames on thousands at a time: progress still comes every 4,096."""
     big = tmp_path / "bench.pcap"
