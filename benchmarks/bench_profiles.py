@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/bench_profiles.py [--frames 200000] [--workdir DIR] [--repeat 2]
                                            [--profiles gcm-linux,gcm-seq,...]
-                                           [--tshark CMD] [--no-tshark]
+                                           [--tshark CMD] [--no-tshark] [--before TREE]
 
 For each sender profile (primer s9: speed must not depend on
 which one a capture holds), generates once, with the project's builder
@@ -31,6 +31,12 @@ came first):
   ``-T fields -e esp.spi -e esp.sequence``. A suite tshark's ESP
   dissector lacks (GMAC, up to 4.4: synth's esp_sa writes no row for it)
   has no tshark keyed figure.
+
+``--before TREE`` (another checkout of espforensics, e.g. ``git worktree add
+/tmp/before HEAD~1``) also runs its keyed and keyless analyses, with
+``PYTHONPATH=TREE``, in the same rounds, and prints a second table: its
+frames/s and this tree's speed over it (``x before``), a change measured
+over every profile in one run.
 
 Prints one line per profile: frames/s keyed and keyless and the ratios
 analyze/tshark and analyze/floor, every figure from this one run, and the
@@ -124,19 +130,30 @@ KEYLESS_FIELDS = ["-T", "fields", "-e", "esp.spi", "-e", "esp.sequence"]
 
 
 def measure(
-    workdir: Path, names: list[str], frames: int, repeat: int, ts: Tshark | None
+    workdir: Path,
+    names: list[str],
+    frames: int,
+    repeat: int,
+    ts: Tshark | None,
+    before: Path | None = None,
 ) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float]]:
     """Seconds per (profile, measurement), the fastest of ``repeat`` rounds; and the
-    analysis runs' peak RSS in MiB, the largest of the rounds."""
+    analysis runs' peak RSS in MiB, the largest of the rounds. ``before``: another
+    checkout whose analyses run too ("before keyed", "before keyless")."""
     out = str(workdir / "out")
     runs: dict[tuple[str, str], tuple[str, ...] | tuple[Tshark, Path, list[str]]] = {}
     caps: dict[str, Path] = {}
+    trees: dict[tuple[str, str], Path] = {}  # the runs of the other checkout
     for name in names:
         cap, keys = ensure_capture(workdir, name, frames)
         caps[name] = cap
         runs[name, "keyed"] = (_ANALYZE, str(cap), str(keys), out)
         runs[name, "keyless"] = (_ANALYZE, str(cap), "-", out)
         runs[name, "floor"] = (_FLOOR, str(cap), str(keys))
+        if before is not None:
+            for what in ("keyed", "keyless"):
+                runs[name, f"before {what}"] = runs[name, what]
+                trees[name, f"before {what}"] = before
         if ts is None:
             continue
         opts = esp_sa_file(keys)
@@ -155,7 +172,7 @@ def measure(
                 assert isinstance(cap_run, Path) and isinstance(opts_run, list)
                 secs = _tshark(ts_run, cap_run, opts_run)
             else:
-                secs, _, mib = child_run(*(str(a) for a in run))
+                secs, _, mib = child_run(*(str(a) for a in run), tree=trees.get(key))
                 peak[key] = max(mib, peak.get(key, 0.0))
             best[key] = min(secs, best.get(key, secs))
     return best, peak
@@ -194,6 +211,30 @@ def table(
     return lines
 
 
+def before_table(
+    names: list[str],
+    frames: int,
+    best: dict[tuple[str, str], float],
+    peak: dict[tuple[str, str], float],
+) -> list[str]:
+    """One line per profile: the other checkout's frames/s, this one's speed over it, and
+    the other's peak RSS (``--before``)."""
+    lines = [
+        f"{'profile':<12} {'keyed fr/s':>11} {'x before':>8} "
+        f"{'keyless fr/s':>12} {'x before':>8} {'MB keyed':>8} {'keyless':>7}"
+    ]
+    for name in names:
+        cells = []
+        for what in ("keyed", "keyless"):
+            then, now = best[name, f"before {what}"], best[name, what]
+            cells.append(f"{frames / then:>{11 if what == 'keyed' else 12},.0f} {then / now:>8.2f}")
+        lines.append(
+            f"{name:<12} {' '.join(cells)} {peak[name, 'before keyed']:>8,.0f} "
+            f"{peak[name, 'before keyless']:>7,.0f}"
+        )
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--frames", type=int, default=200_000)
@@ -209,7 +250,13 @@ def main() -> int:
         help="the tshark command (split with shlex; default: $TSHARK, else tshark on PATH)",
     )
     parser.add_argument("--no-tshark", action="store_true")
+    parser.add_argument(
+        "--before", metavar="TREE", type=Path, help="another checkout, measured beside this one"
+    )
     args = parser.parse_args()
+    before = None if args.before is None else args.before.resolve()
+    if before is not None and not (before / "espforensics" / "__init__.py").is_file():
+        parser.error(f"--before {before}: no espforensics package there")
     names = args.profiles.split(",")
     unknown = [n for n in names if n not in PROFILES]
     if unknown or args.frames <= 0 or args.repeat <= 0:
@@ -225,10 +272,14 @@ def main() -> int:
             parser.error(str(exc))
         print(f"tshark: {ts.label}: {ts.version}")
     args.workdir.mkdir(parents=True, exist_ok=True)
-    best, peak = measure(args.workdir, names, args.frames, args.repeat, ts)
+    best, peak = measure(args.workdir, names, args.frames, args.repeat, ts, before)
     print(f"{args.frames:,} frames per profile, fastest of {args.repeat} rounds, one run:")
     for line in table(names, args.frames, best, peak):
         print(line)
+    if before is not None:
+        print(f"before: {before}, in the same rounds:")
+        for line in before_table(names, args.frames, best, peak):
+            print(line)
     return 0
 
 

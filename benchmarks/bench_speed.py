@@ -148,10 +148,16 @@ CHILD_ENV = {
 }
 
 
+def _child_env(tree: Path | None) -> dict[str, str]:
+    """CHILD_ENV, with ``tree``'s espforensics first on the path when given (another
+    checkout, measured beside this one: bench_profiles.py --before)."""
+    return CHILD_ENV if tree is None else {**CHILD_ENV, "PYTHONPATH": str(tree)}
+
+
 @functools.cache
-def compile_package() -> None:
-    """Fill the children's bytecode cache with espforensics' modules, as an install does
-    (once per benchmark run, before its first child)."""
+def compile_package(tree: Path | None = None) -> None:
+    """Fill the children's bytecode cache with espforensics' modules (``tree``'s, when
+    given), as an install does (once per benchmark run, before its first child)."""
     subprocess.run(
         [
             sys.executable,
@@ -161,26 +167,27 @@ def compile_package() -> None:
         ],
         check=True,
         cwd=NEUTRAL_CWD,
-        env=CHILD_ENV,
+        env=_child_env(tree),
     )
 
 
-def child_output(code: str, *args: str) -> str:
-    """What ``python -c code args`` prints, run from NEUTRAL_CWD with CHILD_ENV."""
-    compile_package()
+def child_output(code: str, *args: str, tree: Path | None = None) -> str:
+    """What ``python -c code args`` prints, run from NEUTRAL_CWD with CHILD_ENV (and
+    ``tree``'s espforensics, when given)."""
+    compile_package(tree)
     return subprocess.run(
         [sys.executable, "-c", code, *args],
         check=True,
         capture_output=True,
         text=True,
         cwd=NEUTRAL_CWD,
-        env=CHILD_ENV,
+        env=_child_env(tree),
     ).stdout
 
 
-def child_run(code: str, *args: str) -> tuple[float, int, float]:
+def child_run(code: str, *args: str, tree: Path | None = None) -> tuple[float, int, float]:
     """A child's "seconds frames peak-KiB" line: seconds, frames and peak RSS in MiB."""
-    out = child_output(code, *args).split()
+    out = child_output(code, *args, tree=tree).split()
     return float(out[0]), int(out[1]), int(out[2]) / 1024
 
 

@@ -220,6 +220,39 @@ def test_bench_profiles_prints_every_profile_keyed_and_keyless(tmp_path: Path) -
 
 
 @pytest.mark.slow
+def test_bench_profiles_measures_another_checkout_beside_this_one(tmp_path: Path) -> None:
+    """``--before TREE``: the other checkout's keyed and keyless runs in the same rounds,
+    a line per profile with its frames/s and this tree's speed over it (run against
+    itself here: a ratio, not a figure, is what the test can hold)."""
+    root = str(BENCH.parent)
+    args = ("--frames", "300", "--repeat", "1", "--profiles", "null,gcm-seq", "--no-tshark")
+    out = _run("bench_profiles.py", *args, "--before", root, "--workdir", str(tmp_path))
+    lines = out.splitlines()
+    at = lines.index(f"before: {root}, in the same rounds:")
+    assert lines[at + 1].split() == [
+        *("profile", "keyed", "fr/s", "x", "before", "keyless", "fr/s", "x", "before"),
+        *("MB", "keyed", "keyless"),
+    ], out
+    rows = {line.split()[0]: line.split()[1:] for line in lines[at + 2 :]}
+    assert set(rows) == {"null", "gcm-seq"}, out
+    assert all(len(cells) == 6 and float(cells[1]) > 0 for cells in rows.values()), out
+    assert all(float(cells[3]) > 0 and float(cells[5]) > 0 for cells in rows.values()), out
+
+
+def test_bench_profiles_refuses_a_before_that_is_no_checkout(tmp_path: Path) -> None:
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "bench_profiles.py"), "--before", str(tmp_path)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 2 and not res.stdout, res
+    said = res.stderr.splitlines()[-1]
+    assert said.endswith(f"--before {tmp_path}: no espforensics package there"), said
+    assert "Traceback" not in res.stderr
+
+
+@pytest.mark.slow
 def test_bench_copies_prints_every_case_both_trees_and_the_shares(tmp_path: Path) -> None:
     """Run against itself as the before tree: the copies of both trees are identical."""
     root = str(BENCH.parent)
