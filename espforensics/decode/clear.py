@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from espforensics.decode.trailer import parse_trailer
-from espforensics.model.arrays import I64, U8, Mask, read_be, rows_within, u8
+from espforensics.model.arrays import I64, U8, Mask, be_at, read_be, rows_within, u8
 
 # The ICV lengths an unknown SA may use: RFC 4106 s6 (8, 12, 16), HMAC-SHA-384-192 and
 # HMAC-SHA-512-256 (RFC 4868: 24, 32).
@@ -255,11 +255,9 @@ def _may_be_ip(view: U8, start: I64, end: I64) -> Mask:
     first = view[start[rows]].astype(np.int64)
     v4 = (first >> 4 == 4) & (first & 0x0F >= 5)
     v6 = (first >> 4 == 6) & (room[rows] >= 40)
-    at, limit = start[rows[v4]], room[rows[v4]]
-    total = view[at + 2].astype(np.int64) << 8 | view[at + 3]
+    total, limit = be_at(view, start[rows[v4]] + 2, 2), room[rows[v4]]
     found[rows[v4]] = ((first[v4] & 0x0F) * 4 <= total) & (total <= limit)
-    at, limit = start[rows[v6]], room[rows[v6]]
-    plen = view[at + 4].astype(np.int64) << 8 | view[at + 5]
+    plen, limit = be_at(view, start[rows[v6]] + 4, 2), room[rows[v6]]
     found[rows[v6]] = (40 + plen <= limit) & (limit - 40 - plen <= 16 + 255 + 2)
     return found
 
@@ -459,7 +457,7 @@ def clear_rows(view: U8, body: I64, end: I64, ip_at: I64) -> ClearRows:
     (``_trailers``), and each segment's words are summed once: the sum after the IV is
     the sum from ``body`` less its first 8 bytes' (RFC 1071 s2: a sum of 16-bit words,
     and 8 is even)."""
-    v6 = (u8(view, ip_at, np.ones(len(ip_at), np.bool_)) >> 4) == 6
+    v6 = view[ip_at] >> 4 == 6
     addrs = address_sums(view, ip_at, v6)
     t = _trailers(view, body, end)
     after, here = (_Place.of(view, t, body, shift, v6, addrs) for shift in (_KEYLESS_IV_LEN, 0))
@@ -537,7 +535,7 @@ class _Place:
         segment, message = self.segment & verified, self.message & verified
         # no pseudo-header: a message of zeros sums to 0 and does not verify (clear_icmp)
         icmp = np.flatnonzero(message & (t.nh == 1))  # few: pings
-        for i in icmp[read_be(view, self.at[icmp], np.ones(len(icmp), np.bool_), 8) == 0]:
+        for i in icmp[be_at(view, self.at[icmp], 8) == 0]:
             message[i] = any(view[int(self.at[i]) : int(self.at[i] + self.plen[i])])
         ip = clear_ips(view, start, end)
         n = len(start)
@@ -558,8 +556,7 @@ def _ip_packets(view: U8, start: I64, ip: I64, t: _Trailers, plen: I64) -> Mask:
     pairs = np.flatnonzero(ip[t.row] > 0)  # of the rows with a header only
     at = start[t.row[pairs]]
     v4 = view[at] >> 4 == 4
-    high, low = np.where(v4, at + 2, at + 4), np.where(v4, at + 3, at + 5)
-    total = np.where(v4, 0, 40) + (view[high].astype(np.int64) << 8 | view[low])
+    total = np.where(v4, 0, 40) + be_at(view, np.where(v4, at + 2, at + 4), 2)
     mine = (plen[pairs] == total) & (t.nh[pairs] == np.where(v4, 4, 41))
     out[t.row[pairs[mine]]] = True
     return out

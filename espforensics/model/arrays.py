@@ -77,13 +77,17 @@ def distinct_inverse(values: I64) -> tuple[I64, I64]:
     return found, at[values]
 
 
-def read_be(view: U8, at: I64, ok: Mask, width: int) -> I64:
-    """The ``width``-byte big-endian number at ``at`` of each row (0 where ``ok`` is False)."""
-    safe = np.where(ok, at, 0)
-    out = view[safe].astype(np.int64)
+def be_at(view: U8, at: I64, width: int) -> I64:
+    """The ``width``-byte big-endian number at ``at`` of each row (every row read)."""
+    out = view[at].astype(np.int64)
     for k in range(1, width):
-        out = (out << 8) | view[safe + k]
-    return np.where(ok, out, 0)
+        out = (out << 8) | view[at + k]
+    return out
+
+
+def read_be(view: U8, at: I64, ok: Mask, width: int) -> I64:
+    """``be_at`` of the rows ``ok`` (0 where it is False, whose offsets are not read)."""
+    return np.where(ok, be_at(view, np.where(ok, at, 0), width), 0)
 
 
 def strs(values: Sequence[str]) -> Strs:

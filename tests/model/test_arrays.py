@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from espforensics.model.arrays import (
+    be_at,
     distinct,
     distinct_inverse,
     read_be,
@@ -34,6 +35,7 @@ def test_rows_at_reads_the_bytes_at_each(buf: bytes, width: int, data: st.DataOb
     assert [row.tobytes() for row in rows] == [buf[a : a + width] for a in at]
     words = read_be(view, offsets, np.ones(len(at), np.bool_), min(width, 4))
     assert words.tolist() == [int.from_bytes(buf[a : a + min(width, 4)]) for a in at]
+    assert be_at(view, offsets, min(width, 4)).tolist() == words.tolist()
 
 
 @settings(max_examples=300, deadline=None)
