@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any
 
+from espforensics.bounded.frames import Frames
+from espforensics.model.records import Finding
 from espforensics.report.content import Report
 from espforensics.results.summary import Summary, finding_json, sa_json
 
@@ -22,10 +23,15 @@ from espforensics.results.summary import Summary, finding_json, sa_json
 # and dropped in turn, and the text joined once: building every row's dict first, then
 # replacing a placeholder and copying for the trailing newline, holds several copies
 # at once (docs/performance.md).
-_ROW_LISTS: tuple[tuple[str, Callable[[Summary], Iterator[dict[str, Any]]]], ...] = (
-    ("sas", lambda s: (sa_json(sa) for sa in s.sas)),
-    ("finding_list", lambda s: (finding_json(f) for f in s.finding_list)),
+_ROW_LISTS: tuple[tuple[str, Callable[[Summary], Iterator[Iterator[str]]]], ...] = (
+    ("sas", lambda s: (iter((json.dumps(sa_json(sa)),)) for sa in s.sas)),
+    ("finding_list", lambda s: (_finding_pieces(f) for f in s.finding_list)),
 )
+# A finding's frames are written this many runs a piece: a keyless NULL capture's leak
+# finding holds a run every few frames (660,000 runs at 2,000,000 frames), and its
+# ``[[first, last], ...]`` as lists of ints, then dumped whole, raised the run's peak
+# by about 60 MB (docs/performance.md, "The frames of a big finding in summary.json").
+_RUNS_A_PIECE = 4096
 
 
 def format_json(report: Report) -> str:
@@ -53,13 +59,28 @@ def json_pieces(report: Report) -> Iterator[str]:
     yield rest + "\n"
 
 
-def _laid(rows: Iterator[dict[str, Any]]) -> Iterator[str]:
-    """A list of rows as JSON text, one row a line, in pieces."""
+def _laid(rows: Iterator[Iterator[str]]) -> Iterator[str]:
+    """A list of rows as JSON text, one row (given in pieces) a line, in pieces."""
     first = next(rows, None)
     if first is None:
         yield "[]"
         return
-    yield "[\n    " + json.dumps(first)
+    yield "[\n    "
+    yield from first
     for row in rows:
-        yield ",\n    " + json.dumps(row)
+        yield ",\n    "
+        yield from row
     yield "\n  ]"
+
+
+def _finding_pieces(f: Finding) -> Iterator[str]:
+    """``json.dumps(finding_json(f))`` in pieces, its ``frames`` written from the runs a
+    piece at a time, as ``json.dumps`` lays out a list of lists (``[[2, 6], [8, 8]]``)."""
+    row = finding_json(replace(f, frames=Frames()))
+    before, after = json.dumps(row).split('"frames": []', 1)
+    runs = Frames.of(f.frames).runs
+    yield before + '"frames": ['
+    for at in range(0, len(runs), _RUNS_A_PIECE):
+        text = ", ".join(f"[{a}, {b}]" for a, b in runs[at : at + _RUNS_A_PIECE])
+        yield text if at == 0 else ", " + text
+    yield "]" + after

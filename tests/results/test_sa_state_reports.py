@@ -8,9 +8,16 @@ what they were.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from espforensics.bounded.frames import Frames
 from espforensics.model.enums import FindingKind, Proto, Severity, Verdict
 from espforensics.model.records import Finding, PacketRecord, SaKey
+from espforensics.render import json as json_render
 from espforensics.render.json import format_json
 from espforensics.report.content import report_content
 from espforensics.results.builder import SummaryBuilder
@@ -68,6 +75,39 @@ def test_summary_json_of_no_sas_keeps_empty_lists_inline() -> None:
     assert '  "finding_list": [],' in text.splitlines()
     assert "\0" not in text and "\\u0000" not in text
     assert json.loads(text)["sas"] == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(1, 10**7), max_size=60),
+    st.text(max_size=12),
+    st.sampled_from(["", "192.0.2.1", '"frames": []']),
+    st.integers(1, 4),
+)
+def test_a_findings_frames_are_written_a_piece_at_a_time_as_json_dumps_lays_them_out(
+    frames: list[int], detail: str, src: str, runs_a_piece: int
+) -> None:
+    """A finding's row of summary.json, its frames written a few runs a piece, is the
+    text ``json.dumps`` makes of its row, whatever its detail and addresses hold."""
+    f = Finding(FindingKind.SEQ_GAP, Severity.LOW, 0x1001, Frames.of(frames), 3, detail, src)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(json_render, "_RUNS_A_PIECE", runs_a_piece)
+        pieces = list(json_render._finding_pieces(f))
+    assert "".join(pieces) == json.dumps(finding_json(f))
+    runs = len(Frames.of(frames).runs)
+    assert len(pieces) == 2 + -(-runs // runs_a_piece)  # the row's head, its runs, its tail
+
+
+def test_summary_json_of_a_finding_of_many_runs() -> None:
+    """Frames in more runs than a piece holds: the finding's line is still the row's dump."""
+    frames = Frames.of(range(1, 3 * json_render._RUNS_A_PIECE * 2 + 2, 2))
+    s = replace(
+        _summary(1, 0), finding_list=(replace(_summary(0, 1).finding_list[0], frames=frames),)
+    )
+    lines = format_json(report_content(s)).splitlines()
+    at = lines.index('  "finding_list": [')
+    assert lines[at + 1] == "    " + json.dumps(finding_json(s.finding_list[0]))
+    assert json.loads(lines[at + 1])["frames"][-1] == [6 * json_render._RUNS_A_PIECE + 1] * 2
 
 
 # -- per-SA counts made at their first use ----------------------------------------
