@@ -149,14 +149,26 @@ _LINK_SCHEMA = pa.schema([(name, pa.int64()) for name in FINDING_FRAME_COLUMNS])
 _LINK_ROWS = 1 << 16  # rows of finding_frames.parquet per record batch
 
 
-def _every_frame(frames: Sequence[int]) -> I64:
-    """The frames of ``frames`` as an int64 array, from its runs without a loop per frame."""
+def every_frame(frames: Sequence[int], rows: int) -> Iterator[I64]:
+    """The frames of ``frames`` as int64 arrays of ``rows`` frames (the last fewer), from
+    its runs without a loop per frame. Each array is made of the runs it spans alone: a
+    keyless NULL capture's leak finding names 1.7 million frames of 2 million in 330,000
+    runs, made whole at once (with its temporaries) about 50 MB."""
     runs = np.asarray(Frames.of(frames).runs, np.int64).reshape(-1, 2)
     lengths = runs[:, 1] - runs[:, 0] + 1
-    offsets = np.repeat(np.cumsum(lengths) - lengths, lengths)
-    every: I64 = np.arange(int(lengths.sum()), dtype=np.int64)
-    every += np.repeat(runs[:, 0], lengths) - offsets
-    return every
+    ends = np.cumsum(lengths)  # each run's end, counted in frames from the first
+    total = int(ends[-1]) if len(ends) else 0
+    for start in range(0, total, rows):
+        stop = min(start + rows, total)
+        first, last = np.searchsorted(ends, [start, stop - 1], side="right").tolist()
+        part = runs[first : last + 1].copy()
+        part[0, 0] += start - int(ends[first] - lengths[first])  # from the frame at start
+        part[-1, 1] -= int(ends[last]) - stop  # to the frame before stop
+        counts = part[:, 1] - part[:, 0] + 1
+        offsets = np.repeat(np.cumsum(counts) - counts, counts)
+        every: I64 = np.arange(stop - start, dtype=np.int64)
+        every += np.repeat(part[:, 0], counts) - offsets
+        yield every
 
 
 def finding_frames(
@@ -168,9 +180,7 @@ def finding_frames(
     a frame's outermost; every other frame a finding names is its layer 1.
     """
     for number, f in enumerate(findings, 1):
-        every = _every_frame(f.frames)
-        for start in range(0, len(every), _LINK_ROWS):
-            part = every[start : start + _LINK_ROWS]
+        for part in every_frame(f.frames, _LINK_ROWS):
             layer = np.ones(len(part), np.int64)
             if layers and f.spi is not None:
                 spi = f.spi

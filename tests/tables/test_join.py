@@ -10,13 +10,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from espforensics.analysis import analyze_to_dir
 from espforensics.bounded.frames import Frames
 from espforensics.model.enums import FindingKind, Severity
 from espforensics.model.records import Finding
 from espforensics.synth import build_scenario, write_scenario
-from espforensics.tables.small import write_finding_frames
+from espforensics.tables.small import every_frame, write_finding_frames
 
 duckdb = pytest.importorskip("duckdb")  # the test extra installs it
 
@@ -179,3 +181,14 @@ def test_finding_frames_csv_is_what_the_csv_module_writes(tmp_path: Path) -> Non
     out.writerow(["finding", "frame", "layer"])
     out.writerows([(1, 2, 1), (1, 3, 2), (1, 4, 1), (1, 9, 1), (2, 5, 1)])
     assert (tmp_path / "f.csv").read_bytes() == want.getvalue().encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 400), max_size=200), st.integers(1, 70))
+def test_every_frame_in_parts_of_rows_frames(frames: list[int], rows: int) -> None:
+    """A finding's frames, given in arrays of ``rows`` frames made from the runs each
+    spans (a run cut at either end, or spanning several parts), are its frames in order."""
+    parts = list(every_frame(Frames.of(frames), rows))
+    assert [len(p) for p in parts[:-1]] == [rows] * (len(parts) - 1)
+    assert all(0 < len(p) <= rows for p in parts)
+    assert [int(n) for p in parts for n in p] == sorted(set(frames))
