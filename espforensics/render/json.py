@@ -30,7 +30,7 @@ _ROW_LISTS: tuple[tuple[str, Callable[[Summary], Iterator[Iterator[str]]]], ...]
 # A finding's frames are written this many runs a piece: a keyless NULL capture's leak
 # finding holds a run every few frames (660,000 runs at 2,000,000 frames), and its
 # ``[[first, last], ...]`` as lists of ints, then dumped whole, raised the run's peak
-# by about 60 MB (docs/performance.md, "The frames of a big finding in summary.json").
+# by about 20 MB at 2,000,000 frames (docs/performance.md, "The frames of a big finding").
 _RUNS_A_PIECE = 4096
 
 

@@ -153,7 +153,8 @@ def every_frame(frames: Sequence[int], rows: int) -> Iterator[I64]:
     """The frames of ``frames`` as int64 arrays of ``rows`` frames (the last fewer), from
     its runs without a loop per frame. Each array is made of the runs it spans alone: a
     keyless NULL capture's leak finding names 1.7 million frames of 2 million in 330,000
-    runs, made whole at once (with its temporaries) about 50 MB."""
+    runs: made whole at once, they and their temporaries raised the run's peak
+    (docs/performance.md, "The frames of a big finding")."""
     runs = np.asarray(Frames.of(frames).runs, np.int64).reshape(-1, 2)
     lengths = runs[:, 1] - runs[:, 0] + 1
     ends = np.cumsum(lengths)  # each run's end, counted in frames from the first
