@@ -15,6 +15,7 @@ that is the bound, and what findings.csv must list anyway.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from heapq import merge
 from itertools import islice
@@ -26,21 +27,33 @@ from espforensics.bounded.intervals import I64, IntervalSet
 
 
 class Frames(Sequence[int]):
-    """Distinct frame numbers, lowest first, stored as runs ``(first, last)``."""
+    """Distinct frame numbers, lowest first, stored as runs ``(first, last)``: two arrays
+    of int64, 16 bytes a run (a tuple of two ints was about 120: a keyless NULL
+    capture's leak finding at 2,000,000 frames holds 330,000 runs, docs/performance.md,
+    "The frames of a big finding")."""
 
-    __slots__ = ("_len", "_runs")
+    __slots__ = ("_ends", "_len", "_starts")
 
     def __init__(self, runs: Iterable[tuple[int, int]] = ()) -> None:
-        self._runs = tuple((int(a), int(b)) for a, b in runs)
-        self._len = sum(b - a + 1 for a, b in self._runs)
+        starts, ends = array("q"), array("q")
+        for a, b in runs:
+            try:
+                starts.append(int(a))
+                ends.append(int(b))
+            except OverflowError as exc:  # summary.json read back: a number beyond int64
+                raise ValueError(f"frame run {a}-{b} out of range") from exc
+        self._starts, self._ends = starts, ends
+        self._len = sum(ends) - sum(starts) + len(starts)
 
     @classmethod
-    def of_runs(cls, runs: tuple[tuple[int, int], ...]) -> Frames:
-        """Runs of ints, lowest first and apart (an ``IntervalSet``'s), taken as they are
-        and counted by their sums: ``Frames(runs)`` reads each run through ``int``."""
-        firsts, lasts = zip(*runs, strict=True) if runs else ((), ())
+    def of_arrays(cls, starts: I64, ends: I64) -> Frames:
+        """Runs given as their firsts and lasts, lowest first and apart, counted by their
+        sums without a loop per run."""
         frames = cls.__new__(cls)
-        frames._runs, frames._len = runs, sum(lasts) - sum(firsts) + len(runs)
+        frames._starts, frames._ends = array("q"), array("q")
+        frames._starts.frombytes(np.ascontiguousarray(starts, np.int64).tobytes())
+        frames._ends.frombytes(np.ascontiguousarray(ends, np.int64).tobytes())
+        frames._len = int(ends.sum()) - int(starts.sum()) + len(starts)
         return frames
 
     @classmethod
@@ -59,26 +72,45 @@ class Frames(Sequence[int]):
         per SPI of a capture's interleaved SAs holds its frames in tens of thousands of
         runs: adding 200,000 frames one by one took 0.4 s, sorting and merging 60,000
         runs in Python 0.04 s)."""
-        runs = [r for p in parts for r in _runs_of(p)]
-        if not runs:
+        arrays = [Frames.of(p).run_arrays() for p in parts]
+        if not any(len(firsts) for firsts, _ in arrays):
             return cls()
-        pairs = np.array(runs, np.int64)
-        pairs = pairs[np.argsort(pairs[:, 0], kind="stable")]
-        firsts, reach = pairs[:, 0], np.maximum.accumulate(pairs[:, 1])
+        firsts = np.concatenate([f for f, _ in arrays])
+        lasts = np.concatenate([last for _, last in arrays])
+        order = np.argsort(firsts, kind="stable")
+        firsts, reach = firsts[order], np.maximum.accumulate(lasts[order])
         apart = firsts[1:] > reach[:-1] + 1  # a run that neither overlaps nor touches the last
-        starts = firsts[np.concatenate(([True], apart))].tolist()
-        ends = reach[np.concatenate((apart, [True]))].tolist()
-        return cls.of_runs(tuple(zip(starts, ends, strict=True)))
+        return cls.of_arrays(
+            firsts[np.concatenate(([True], apart))], reach[np.concatenate((apart, [True]))]
+        )
+
+    def run_arrays(self) -> tuple[I64, I64]:
+        """The runs' firsts and lasts, as numpy arrays (copies)."""
+        return (
+            np.frombuffer(self._starts, np.int64).copy(),
+            np.frombuffer(self._ends, np.int64).copy(),
+        )
+
+    def iter_runs(self) -> Iterator[tuple[int, int]]:
+        """The runs, lowest first, one at a time (``runs`` makes them all)."""
+        return zip(self._starts, self._ends, strict=True)
+
+    def first_runs(self, n: int) -> Frames:
+        """The frames of the first ``n`` runs."""
+        starts, ends = (np.frombuffer(c, np.int64)[:n] for c in (self._starts, self._ends))
+        return Frames.of_arrays(starts, ends)
 
     @property
     def runs(self) -> tuple[tuple[int, int], ...]:
-        return self._runs
+        """Every run as a tuple, made at each call: ``iter_runs`` and ``run_arrays`` do not
+        hold them all as objects."""
+        return tuple(self.iter_runs())
 
     def __len__(self) -> int:
         return self._len
 
     def __iter__(self) -> Iterator[int]:
-        for a, b in self._runs:
+        for a, b in self.iter_runs():
             yield from range(a, b + 1)
 
     @overload
@@ -95,7 +127,7 @@ class Frames(Sequence[int]):
             index += self._len
         if not 0 <= index < self._len:
             raise IndexError("frame index out of range")
-        for a, b in self._runs:
+        for a, b in self.iter_runs():
             if index <= b - a:
                 return a + index
             index -= b - a + 1
@@ -103,13 +135,13 @@ class Frames(Sequence[int]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Frames):
-            return self._runs == other._runs
+            return self._starts == other._starts and self._ends == other._ends
         if isinstance(other, Sequence) and not isinstance(other, str | bytes):
             return len(other) == self._len and all(a == b for a, b in zip(self, other, strict=True))
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash(self._runs)
+        return hash((self._starts.tobytes(), self._ends.tobytes()))
 
     def __repr__(self) -> str:
         return f"Frames({runs_text(self) or 'none'})"
@@ -144,13 +176,13 @@ def with_frames(runs: IntervalSet | None, frames: I64) -> IntervalSet:
 
 def frozen(runs: IntervalSet | None) -> Frames:
     """The ``Frames`` of a check's frames (``with_frame``), none if it never named one.
-    Its runs are ints already: taken as they are, counted by their sums (a keyless NULL
-    capture's leak finding names 168,000 frames in 30,000 runs a SPI)."""
-    return Frames() if runs is None else Frames.of_runs(tuple(runs.runs()))
+    Its runs are copied as arrays and counted by their sums, with no object a run (a
+    keyless NULL capture's leak finding names 168,000 frames in 30,000 runs a SPI)."""
+    return Frames() if runs is None else Frames.of_arrays(*runs.run_arrays())
 
 
-def _runs_of(frames: Sequence[int]) -> tuple[tuple[int, int], ...]:
-    return (frames if isinstance(frames, Frames) else Frames.of(frames)).runs
+def _runs_of(frames: Sequence[int]) -> Iterator[tuple[int, int]]:
+    return Frames.of(frames).iter_runs()
 
 
 def runs_text(frames: Sequence[int], sep: str = " ", dash: str = "-") -> str:

@@ -32,9 +32,12 @@ class IntervalSet:
     """Disjoint, sorted runs ``[start, end]`` of integers.
 
     Memory: while the set is one run (or empty) it is two ints, ``_a`` and
-    ``_b``; the two lists of runs are made at the second run. An SA of a
+    ``_b``; the two arrays of runs are made at the second run. An SA of a
     capture of many short-lived SAs holds one packet (bench_sas.py): its sets
-    of sequence numbers and IVs stay one run each.
+    of sequence numbers and IVs stay one run each. The arrays hold unsigned
+    64-bit values, 16 bytes a run where lists of ints took 72: a keyless NULL
+    capture's leak finding holds a run every few frames (docs/performance.md,
+    "The frames of a big finding").
     """
 
     __slots__ = ("_a", "_b", "_ends", "_starts")
@@ -42,14 +45,15 @@ class IntervalSet:
     def __init__(self) -> None:
         self._a: int | None = None  # the one run [_a, _b], while there is no list
         self._b = 0
-        self._starts: list[int] | None = None  # every run, from the second on
-        self._ends: list[int] | None = None
+        self._starts: array[int] | None = None  # every run, from the second on
+        self._ends: array[int] | None = None
 
-    def _lists(self) -> tuple[list[int], list[int]]:
-        """The runs as two lists, made from the one run the first time."""
+    def _lists(self) -> tuple[array[int], array[int]]:
+        """The runs as two arrays, made from the one run the first time."""
         if self._starts is None or self._ends is None:
             a, self._a = self._a, None
-            self._starts, self._ends = ([], []) if a is None else ([a], [self._b])
+            held = () if a is None else (a,)
+            self._starts, self._ends = array("Q", held), array("Q", (self._b,) if held else ())
         return self._starts, self._ends
 
     def __len__(self) -> int:
@@ -71,8 +75,8 @@ class IntervalSet:
                 return np.zeros(len(values), np.bool_)
             a, b = np.uint64(self._a), np.uint64(self._b)
             return (values >= a) & (values <= b)
-        starts = np.array(self._starts, np.uint64)
-        ends = np.array(self._ends, np.uint64)
+        starts = np.frombuffer(self._starts, np.uint64).copy()
+        ends = np.frombuffer(self._ends, np.uint64).copy()
         i = np.searchsorted(starts, values, side="right") - 1
         return (i >= 0) & (values <= ends[np.maximum(i, 0)])
 
@@ -146,9 +150,19 @@ class IntervalSet:
             return iter(() if self._a is None else ((self._a, self._b),))
         return zip(self._starts, self._ends, strict=True)
 
+    def run_arrays(self) -> tuple[I64, I64]:
+        """The runs' firsts and lasts as int64 arrays (values below 2**63: frame numbers)."""
+        if self._starts is None or self._ends is None:
+            held = [] if self._a is None else [self._a]
+            return np.array(held, np.int64), np.array([self._b] if held else [], np.int64)
+        return (
+            np.frombuffer(self._starts, np.uint64).astype(np.int64),
+            np.frombuffer(self._ends, np.uint64).astype(np.int64),
+        )
+
     def gaps(self) -> Iterator[tuple[int, int]]:
         """The holes between runs, as closed ranges."""
-        starts, ends = self._starts or [], self._ends or []
+        starts, ends = self._starts or array("Q"), self._ends or array("Q")
         for i in range(1, len(starts)):
             yield ends[i - 1] + 1, starts[i] - 1
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from itertools import islice
 
 from espforensics.bounded.frames import Frames
 from espforensics.model.records import Finding
@@ -78,9 +79,10 @@ def _finding_pieces(f: Finding) -> Iterator[str]:
     piece at a time, as ``json.dumps`` lays out a list of lists (``[[2, 6], [8, 8]]``)."""
     row = finding_json(replace(f, frames=Frames()))
     before, after = json.dumps(row).split('"frames": []', 1)
-    runs = Frames.of(f.frames).runs
+    runs = Frames.of(f.frames).iter_runs()
     yield before + '"frames": ['
-    for at in range(0, len(runs), _RUNS_A_PIECE):
-        text = ", ".join(f"[{a}, {b}]" for a, b in runs[at : at + _RUNS_A_PIECE])
-        yield text if at == 0 else ", " + text
+    sep = ""
+    while piece := list(islice(runs, _RUNS_A_PIECE)):
+        yield sep + ", ".join(f"[{a}, {b}]" for a, b in piece)
+        sep = ", "
     yield "]" + after

@@ -62,7 +62,7 @@ def frames_filter(frames: Frames, shown: int = narrative.EXAMPLES) -> str:
     # A run adds a number and a comma at the least: the filter of the first FILTER_SHOWN
     # runs is the whole filter, or already too long (a leak finding over a keyless NULL
     # capture has 30,000 runs a SPI: their whole filter, made four times, took 0.04 s).
-    where = display_filter(Frames.of_runs(frames.runs[:FILTER_SHOWN]))
+    where = display_filter(frames.first_runs(FILTER_SHOWN))
     return where if len(where) <= FILTER_SHOWN else ""
 
 

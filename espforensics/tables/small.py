@@ -155,7 +155,7 @@ def every_frame(frames: Sequence[int], rows: int) -> Iterator[I64]:
     keyless NULL capture's leak finding names 1.7 million frames of 2 million in 330,000
     runs: made whole at once, they and their temporaries raised the run's peak
     (docs/performance.md, "The frames of a big finding")."""
-    runs = np.asarray(Frames.of(frames).runs, np.int64).reshape(-1, 2)
+    runs = np.stack(Frames.of(frames).run_arrays(), axis=1)
     lengths = runs[:, 1] - runs[:, 0] + 1
     ends = np.cumsum(lengths)  # each run's end, counted in frames from the first
     total = int(ends[-1]) if len(ends) else 0

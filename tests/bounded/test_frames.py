@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -180,3 +181,27 @@ def test_frozen_frames_count_and_list_every_frame_once(values: list[int]) -> Non
     assert list(frames) == sorted(set(values))
     assert len(frames) == len(set(values))
     assert frames == Frames(frames.runs)
+
+
+def test_a_finding_of_many_runs_holds_no_object_a_run() -> None:
+    """A check's frames and their ``Frames``: 16 bytes a run (two int64), where lists of
+    ints took 72 and tuples of ints about 120 (a keyless NULL capture's leak finding: a
+    run every few frames)."""
+    runs_held = 100_000
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        runs = with_frames(None, np.arange(1, 2 * runs_held, 2, dtype=np.int64))
+        held = tracemalloc.get_traced_memory()[0] - start
+        frames = frozen(runs)
+        both = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert len(frames.runs) == runs_held and len(frames) == runs_held
+    assert held < 20 * runs_held and both - held < 20 * runs_held
+
+
+def test_frames_beyond_int64_read_back_are_a_value_error() -> None:
+    """A summary.json whose frames no int64 holds is an error load_summary names (exit 2)."""
+    with pytest.raises(ValueError, match="out of range"):
+        from_runs([[2**63, 2**63]])
