@@ -9,7 +9,7 @@ summary.json (``[[20, 24], [30, 30]]``). Raises nothing.
 
 Memory: per run of consecutive frames, not per frame (bounded/intervals.py): a
 finding over a million back-to-back packets costs one run. A finding whose
-frames never touch (every other frame) costs one run per frame, two ints;
+frames never touch (every other frame) costs one run per frame, two int64;
 that is the bound, and what findings.csv must list anyway.
 """
 
