@@ -307,7 +307,7 @@ def _run(
             done.findings,
             ends.modes,
             _stop_message(error),
-            iv_schemes={key: str(scheme) for key, scheme in done.iv_schemes.items()},
+            iv_schemes={key: scheme.value for key, scheme in done.iv_schemes.items()},
             no_ivs=done.no_ivs,
             receivers=done.receivers,
             unused_sas=done.unused_sas,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from sys import intern
 from typing import Any, NamedTuple
 
 from espforensics.bounded.rare import Rare
@@ -22,6 +23,10 @@ _VERDICT_ORDER: dict[str, int] = {v.value: i for i, v in enumerate(Verdict)}
 
 
 _NO_COUNTS: Counter[Any] = Counter()  # read only: an SA's counts never made
+# Read only: the empty maps of every SaSummary that counted none (an empty dict each was
+# 64 bytes an SA at the end of a run of 200,000 SAs, docs/performance.md, "Many SAs at the
+# end of the run"). A SaSummary is a value: nothing writes into its maps.
+_NO_ROWS: dict[str, int] = {}
 
 
 def _in_verdict_order(item: tuple[str, int]) -> int:
@@ -127,7 +132,8 @@ class SaAcc:
     def verdicts(self) -> dict[str, int]:
         """Packets per verdict, in ``Verdict`` order, none of 0."""
         if self.other_verdicts is None:  # one verdict: most SAs of a scan
-            return {str(self.verdict): self.verdict_packets} if self.verdict_packets else {}
+            # the verdict's text shared by every SA (sys.intern): a copy each was 60 bytes an SA
+            return {intern(str(self.verdict)): self.verdict_packets} if self.verdict_packets else {}
         counts = Counter(self.other_verdicts)
         if self.verdict_packets:
             counts[self.verdict] += self.verdict_packets
@@ -189,10 +195,10 @@ class SaAcc:
             self.tfc_bytes,
             {str(k): n for k, n in sorted(tfc_to.items(), key=_most)[:PADDED_TO_KEPT]}
             if tfc_to
-            else {},
+            else _NO_ROWS,
             {c.value: checksums[c.value] for c in InnerChecksum if checksums[c.value]}
             if checksums
-            else {},
+            else _NO_ROWS,
             iv_scheme,
             icmp_quoted,
             cut=self.cut,
