@@ -7,7 +7,9 @@ benchmark once broke silently when PacketContext changed).
 
 from __future__ import annotations
 
+import importlib
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -204,8 +206,22 @@ def test_bench_profiles_prints_every_profile_keyed_and_keyless(tmp_path: Path) -
     lines = res.stdout.splitlines()
     assert "TShark (fake) 4.4.9" in lines[0], res.stdout
     assert "300 frames per profile, fastest of 1 rounds, one run:" in lines, res.stdout
-    rows = {line.split()[0]: line.split()[1:] for line in lines[-4:]}
+    rows = {line.split()[0]: line.split()[1:] for line in lines[-5:-1]}
     assert set(rows) == {"gcm-seq", "cbc-random", "gmac-linux", "null"}, res.stdout
+    # the peaks' range under the table, the largest named, against issue 12's bound
+    mbs = {
+        f"{n} {kind}": float(cells[7 + k])
+        for n, cells in rows.items()
+        for k, kind in enumerate(("keyed", "keyless"))
+    }
+    said = re.fullmatch(
+        r"peak RSS: (\d+)-(\d+) MB \(most: (.+)\); the bound, 250 MB at 2,000,000 frames: "
+        r"every run within it",
+        lines[-1],
+    )
+    assert said is not None, res.stdout
+    low, high, most = float(said[1]), float(said[2]), said[3]
+    assert (low, high) == (min(mbs.values()), max(mbs.values())) == (low, mbs[most]), res.stdout
     # tshark has no GMAC: no keyed ratio, every other figure (the floor verified its ICVs)
     gmac = rows.pop("gmac-linux")
     assert (gmac[1], gmac[5]) == ("-", "0") and "-" not in gmac[2:], res.stdout
@@ -336,3 +352,24 @@ def test_bench_split_names_every_stage_of_a_keyless_null_run(tmp_path: Path) -> 
     assert missing.stderr.splitlines() == [
         f"bench_split.py: error: {tmp_path / 'none.pcap'}: cannot open: No such file or directory"
     ], missing.stderr
+
+
+def test_bench_profiles_names_the_runs_above_the_memory_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The line under the table lists every run whose peak RSS is above issue 12's bound
+    (the keyless NULL and GMAC runs at 2,000,000 frames, session 31)."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    bench = importlib.import_module("bench_profiles")
+    peak = {
+        ("gcm-linux", "keyed"): 192.0,
+        ("gcm-linux", "keyless"): 182.0,
+        ("null", "keyed"): 189.0,
+        ("null", "keyless"): 345.0,
+        ("gmac-linux", "keyed"): 193.0,
+        ("gmac-linux", "keyless"): 351.0,
+    }
+    assert bench.memory_line(["gcm-linux", "null", "gmac-linux"], peak) == (
+        "peak RSS: 182-351 MB (most: gmac-linux keyless); the bound, 250 MB at 2,000,000 "
+        "frames: exceeded by null keyless 345 MB, gmac-linux keyless 351 MB"
+    )
