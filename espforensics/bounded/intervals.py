@@ -52,8 +52,10 @@ class IntervalSet:
         """The runs as two arrays, made from the one run the first time."""
         if self._starts is None or self._ends is None:
             a, self._a = self._a, None
-            held = () if a is None else (a,)
-            self._starts, self._ends = array("Q", held), array("Q", (self._b,) if held else ())
+            self._starts, self._ends = array("Q"), array("Q")
+            if a is not None:
+                self._starts.append(a)
+                self._ends.append(self._b)
         return self._starts, self._ends
 
     def __len__(self) -> int:
@@ -153,8 +155,8 @@ class IntervalSet:
     def run_arrays(self) -> tuple[I64, I64]:
         """The runs' firsts and lasts as int64 arrays (values below 2**63: frame numbers)."""
         if self._starts is None or self._ends is None:
-            held = [] if self._a is None else [self._a]
-            return np.array(held, np.int64), np.array([self._b] if held else [], np.int64)
+            one = np.array(() if self._a is None else (self._a, self._b), np.int64)
+            return one[:1], one[1:]
         return (
             np.frombuffer(self._starts, np.uint64).astype(np.int64),
             np.frombuffer(self._ends, np.uint64).astype(np.int64),

@@ -9,7 +9,7 @@ trailing newline. Raises nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from itertools import islice
 
@@ -24,8 +24,8 @@ from espforensics.results.summary import Summary, finding_json, sa_json
 # and dropped in turn, and the text joined once: building every row's dict first, then
 # replacing a placeholder and copying for the trailing newline, holds several copies
 # at once (docs/performance.md).
-_ROW_LISTS: tuple[tuple[str, Callable[[Summary], Iterator[Iterator[str]]]], ...] = (
-    ("sas", lambda s: (iter((json.dumps(sa_json(sa)),)) for sa in s.sas)),
+_ROW_LISTS: tuple[tuple[str, Callable[[Summary], Iterator[Iterable[str]]]], ...] = (
+    ("sas", lambda s: ((json.dumps(sa_json(sa)),) for sa in s.sas)),
     ("finding_list", lambda s: (_finding_pieces(f) for f in s.finding_list)),
 )
 # A finding's frames are written this many runs a piece: a keyless NULL capture's leak
@@ -60,7 +60,7 @@ def json_pieces(report: Report) -> Iterator[str]:
     yield rest + "\n"
 
 
-def _laid(rows: Iterator[Iterator[str]]) -> Iterator[str]:
+def _laid(rows: Iterator[Iterable[str]]) -> Iterator[str]:
     """A list of rows as JSON text, one row (given in pieces) a line, in pieces."""
     first = next(rows, None)
     if first is None:

@@ -155,20 +155,20 @@ def every_frame(frames: Sequence[int], rows: int) -> Iterator[I64]:
     keyless NULL capture's leak finding names 1.7 million frames of 2 million in 330,000
     runs: made whole at once, they and their temporaries raised the run's peak
     (docs/performance.md, "The frames of a big finding")."""
-    runs = np.stack(Frames.of(frames).run_arrays(), axis=1)
-    lengths = runs[:, 1] - runs[:, 0] + 1
+    firsts, lasts = Frames.of(frames).run_arrays()
+    lengths = lasts - firsts + 1
     ends = np.cumsum(lengths)  # each run's end, counted in frames from the first
     total = int(ends[-1]) if len(ends) else 0
     for start in range(0, total, rows):
         stop = min(start + rows, total)
         first, last = np.searchsorted(ends, [start, stop - 1], side="right").tolist()
-        part = runs[first : last + 1].copy()
-        part[0, 0] += start - int(ends[first] - lengths[first])  # from the frame at start
-        part[-1, 1] -= int(ends[last]) - stop  # to the frame before stop
-        counts = part[:, 1] - part[:, 0] + 1
+        a, b = firsts[first : last + 1].copy(), lasts[first : last + 1].copy()
+        a[0] += start - int(ends[first] - lengths[first])  # from the frame at start
+        b[-1] -= int(ends[last]) - stop  # to the frame before stop
+        counts = b - a + 1
         offsets = np.repeat(np.cumsum(counts) - counts, counts)
         every: I64 = np.arange(stop - start, dtype=np.int64)
-        every += np.repeat(part[:, 0], counts) - offsets
+        every += np.repeat(a, counts) - offsets
         yield every
 
 
