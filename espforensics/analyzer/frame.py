@@ -95,9 +95,10 @@ __all__ = ["MAX_LAYERS", "FrameAnalyzer", "Layer", "Released", "Run"]
 class Finished:
     """What the checks hand the summary once every frame is read (``FrameAnalyzer.finished``).
 
-    ``findings``: every check's, in the registry's order; ``iv_schemes``: each SA's
-    IV scheme as the IV derivation check settled it, ``no_ivs`` the packets it had no IV
-    to read from (``IvDerivationCheck.no_ivs``); ``receivers``: the receiver
+    ``findings``: every check's, in the registry's order; ``iv_schemes``: the IV
+    scheme of each SA the IV derivation check could name (``IvDerivationCheck.schemes``:
+    one left out is unknown), ``no_ivs`` the packets it had no IV to read from
+    (``IvDerivationCheck.no_ivs``); ``receivers``: the receiver
     model's prediction (per destination, per receiving state); ``unused_sas``: the
     key files' SAs no packet used, with the likely reason.
     """

@@ -370,20 +370,37 @@ class IvDerivationCheck(BulkRules):
             yield chained_finding(spi, src, dst, sa)
 
     def schemes(self) -> dict[SaKey, IvScheme]:
-        """Each SA's IV scheme by (SPI, src, dst), once ``finish`` settled every window."""
-        out = {}
-        for key, sa in self._sas.by_sa():  # not sorted: items() sorts a list of every pair
-            if sa.scheme is not None:
-                out[key] = sa.scheme
-            else:
-                out[key] = IvScheme.NONE if sa.no_iv else IvScheme.UNKNOWN
-        return out
+        """The IV scheme of each SA it could name, by (SPI, src, dst), once ``finish``
+        settled every window; an SA left out is ``IvScheme.UNKNOWN`` (too few IVs, or none
+        read). Most SAs of a capture of many short-lived ones are: a dict of every SA
+        would be the largest thing the run holds at its end (200,000 one-packet SAs:
+        30 MB, docs/performance.md, "Many SAs, fourth step")."""
+        named = self._sas.by_sa(_named)  # not sorted: items() sorts a list of every pair
+        return {key: _scheme(sa) for key, sa in named}
 
     def no_ivs(self) -> dict[SaKey, int]:
         """Per SA by (SPI, src, dst), the packets it got with no IV to read (NULL's, or
         without a key clear from their ESP header on: ``PacketContext.clear_from_header``);
         the IV reuse check skips the same packets. SAs with none are left out."""
-        return {key: sa.no_iv for key, sa in self._sas.by_sa() if sa.no_iv}
+        return {key: sa.no_iv for key, sa in self._sas.by_sa(_no_ivs)}
+
+
+def _scheme(sa: IvSa) -> IvScheme:
+    """The SA's scheme: its window's reading, else ``IvScheme.NONE`` if it had packets
+    with no IV to read, else ``IvScheme.UNKNOWN``."""
+    if sa.scheme is not None:
+        return sa.scheme
+    return IvScheme.NONE if sa.no_iv else IvScheme.UNKNOWN
+
+
+def _named(sa: IvSa) -> bool:
+    """Does ``schemes`` name the SA (a scheme other than ``IvScheme.UNKNOWN``)?"""
+    return _scheme(sa) is not IvScheme.UNKNOWN
+
+
+def _no_ivs(sa: IvSa) -> bool:
+    """Did the SA get packets with no IV to read (``no_ivs`` names only those)?"""
+    return bool(sa.no_iv)
 
 
 def _finds(sa: IvSa) -> bool:

@@ -211,7 +211,7 @@ class SummaryBuilder:
 
         ``capture`` gives path, sha256 and size; frames and times are counted
         here. ``modes`` are the SA modes the key files state; ``iv_schemes`` each SA's
-        IV scheme as the IV derivation check named it (an SA it never saw: "unknown"),
+        IV scheme as the IV derivation check named it (an SA it did not name: "unknown"),
         ``no_ivs`` the packets it had no IV to read from (a keyless SA's are its
         ``no_iv``);
         ``unused_sas`` the key files' SAs that no packet matched (checks/unused.py);
