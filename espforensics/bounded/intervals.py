@@ -129,9 +129,13 @@ class IntervalSet:
         """Add rising ``values``, all above ``top()``: what ``add`` does one by one."""
         if not len(values):
             return
-        cut = np.flatnonzero(np.diff(values) != 1) + 1
-        firsts = values[np.concatenate(([0], cut))].tolist()
-        lasts = values[np.concatenate((cut - 1, [len(values) - 1]))].tolist()
+        low, high = int(values[0]), int(values[-1])
+        if high - low == len(values) - 1:  # rising, so one run: most calls (a run's seqs)
+            firsts, lasts = [low], [high]
+        else:
+            cut = np.flatnonzero(np.diff(values) != 1) + 1
+            firsts = values[np.concatenate(([0], cut))].tolist()
+            lasts = values[np.concatenate((cut - 1, [len(values) - 1]))].tolist()
         if self._starts is None and len(firsts) == 1:
             if self._a is None:
                 self._a, self._b = firsts[0], lasts[0]

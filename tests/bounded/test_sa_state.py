@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.bounded import window
@@ -379,6 +381,34 @@ def test_interval_set_extends_its_one_run_in_bulk() -> None:
     s.extend_above(np.array([16, 17, 20], dtype=np.uint64))
     assert list(s.runs()) == [(10, 14), (16, 17), (20, 20)]
     assert list(s.gaps()) == [(15, 15), (18, 19)]
+
+
+@given(
+    st.lists(
+        st.lists(st.integers(1, 3), min_size=1, max_size=8),  # the steps within a batch
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(0, 2**40),
+)
+def test_interval_set_extends_in_bulk_as_it_adds_one_by_one(
+    batches: list[list[int]], start: int
+) -> None:
+    """``extend_above`` (one run by its ends when the values are consecutive, else cut at
+    each gap) holds what ``add`` of each value holds: batches of steps 1 (consecutive),
+    2 and 3 (gaps), each batch above the last."""
+    bulk, one = IntervalSet(), IntervalSet()
+    value = start
+    for steps in batches:
+        values = []
+        for step in steps:
+            value += step
+            values.append(value)
+        bulk.extend_above(np.array(values, np.uint64))
+        for v in values:
+            one.add(v)
+        assert list(bulk.runs()) == list(one.runs())
+        assert bulk.top() == one.top()
 
 
 @pytest.mark.parametrize("seed", range(10))

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numpy.lib.stride_tricks import sliding_window_view
 
 from espforensics.model.arrays import (
     be_at,
@@ -15,6 +16,7 @@ from espforensics.model.arrays import (
     rows_at,
     rows_within,
     spaced_hex,
+    windows,
 )
 
 
@@ -36,6 +38,32 @@ def test_rows_at_reads_the_bytes_at_each(buf: bytes, width: int, data: st.DataOb
     words = read_be(view, offsets, np.ones(len(at), np.bool_), min(width, 4))
     assert words.tolist() == [int.from_bytes(buf[a : a + min(width, 4)]) for a in at]
     assert be_at(view, offsets, min(width, 4)).tolist() == words.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.binary(min_size=1, max_size=64),
+    st.integers(1, 16),
+    st.integers(0, 8),
+    st.integers(1, 3),
+    st.sampled_from([np.uint8, np.uint16]),
+    st.booleans(),
+)
+def test_windows_is_numpys_sliding_window_view(
+    buf: bytes, width: int, skip: int, step: int, dtype: type[np.generic], writable: bool
+) -> None:
+    """The same rows and shape as ``sliding_window_view``, read-only as it is, for a
+    buffer's view (read-only or not), a slice of it from any offset, a strided one
+    (numpy's own then) and wider items."""
+    whole = len(buf) // np.dtype(dtype).itemsize * np.dtype(dtype).itemsize
+    base = np.frombuffer(bytearray(buf[:whole]) if writable else buf[:whole], dtype)
+    view = base[skip::step]
+    if len(view) < width:
+        return
+    got, want = windows(view, width), sliding_window_view(view, width)
+    assert got.shape == want.shape
+    assert got.tolist() == want.tolist()
+    assert not got.flags.writeable and not want.flags.writeable
 
 
 @settings(max_examples=300, deadline=None)
