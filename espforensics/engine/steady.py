@@ -71,7 +71,7 @@ from espforensics.engine.plan import (
 )
 from espforensics.engine.rows import SteadyRows
 from espforensics.engine.wire import I64, FrameBatch, Mask, WireColumns
-from espforensics.model.arrays import distinct, rows_at, rows_within
+from espforensics.model.arrays import among, distinct, rows_at, rows_within
 from espforensics.model.options import Selection
 from espforensics.model.records import PacketRecord
 
@@ -365,7 +365,7 @@ class SteadyLane:
         for f in distinct(flow).tolist():
             states.setdefault(plan.flows[f].state, []).append(f)
         for state, own_flows in states.items():
-            mine = np.isin(flow, own_flows)
+            mine = among(flow, own_flows, len(plan.flows))
             seq64 = EsnTracker.nearest_run(state.tracker.top, seq[mine])
             if seq64 is None:
                 return 0  # near a wrap: the per-frame path places them one by one

@@ -71,6 +71,15 @@ def _countable(values: I64) -> bool:
     return bool(len(values)) and values.min() >= 0 and values.max() <= 2 * len(values) + 256
 
 
+def among(values: I64, chosen: Sequence[int], size: int) -> Mask:
+    """``np.isin(values, chosen)`` for indices below ``size`` or -1 (none), by a lookup
+    table: 2-3 us where ``np.isin`` costs 25 on the hundred rows of a short run."""
+    table = np.zeros(size + 1, np.bool_)
+    table[np.asarray(chosen, np.intp) + 1] = True
+    found: Mask = table[values + 1]
+    return found
+
+
 def distinct(values: I64) -> I64:
     """``np.unique(values)``: sorted, each value once; by counting when ``_countable``,
     ten times faster on 4,096 rows than numpy's hash."""

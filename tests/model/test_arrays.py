@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from numpy.lib.stride_tricks import sliding_window_view
 
 from espforensics.model.arrays import (
+    among,
     be_at,
     distinct,
     distinct_inverse,
@@ -64,6 +65,14 @@ def test_windows_is_numpys_sliding_window_view(
     assert got.shape == want.shape
     assert got.tolist() == want.tolist()
     assert not got.flags.writeable and not want.flags.writeable
+
+
+@given(st.integers(1, 12), st.data())
+def test_among_is_np_isin(size: int, data: st.DataObject) -> None:
+    """Indices below ``size`` or -1, and the chosen ones (repeats too): ``np.isin``'s rows."""
+    values = np.array(data.draw(st.lists(st.integers(-1, size - 1), max_size=30)), np.int64)
+    chosen = data.draw(st.lists(st.integers(0, size - 1), max_size=size + 2))
+    assert among(values, chosen, size).tolist() == np.isin(values, chosen).tolist()
 
 
 @settings(max_examples=300, deadline=None)
