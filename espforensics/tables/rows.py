@@ -8,9 +8,8 @@ tables/packets.py, or a list). Raises nothing.
 A table costs about 0.5 ms however few its rows (one Arrow array a
 column), so ``RowGroups`` makes its row group's parts at once: the records
 of every part one table, the steady runs of every part one table, then
-each part a slice of them, the slices put in order by one ``take``. A
-capture whose stray packets cut the lane's runs short (a new SA's first
-packet among bulk traffic) made one a run.
+each part a slice of them. A capture whose stray packets cut the lane's
+runs short (a new SA's first packet among bulk traffic) made one a run.
 """
 
 from __future__ import annotations
@@ -176,28 +175,6 @@ def _details(rows: SteadyRows) -> pa.Array:
     return strings(details.astype(object))
 
 
-_FEW_PIECES = 4  # below it, the pieces' slices are concatenated: a take costs more
-
-
-def _in_order(sources: list[pa.Table], pieces: list[tuple[pa.Table, int, int]]) -> pa.Table:
-    """The ``pieces`` (a source, its first row, its rows) one after the other, as one
-    table: few of them concatenated as slices, more taken by one ``take`` over the
-    sources concatenated (each source once, by identity, in the order given)."""
-    if len(pieces) < _FEW_PIECES:
-        return pa.concat_tables([source.slice(first, n) for source, first, n in pieces])
-    base: dict[int, int] = {}
-    rows = 0
-    for source in sources:
-        base[id(source)] = rows
-        rows += source.num_rows
-    starts = np.array([base[id(source)] + first for source, first, _ in pieces], np.int64)
-    counts = np.array([n for _, _, n in pieces], np.int64)
-    ends = np.cumsum(counts)
-    # each row of the result: its piece's start, plus its place within its piece
-    order = np.repeat(starts - (ends - counts), counts) + np.arange(int(ends[-1]))
-    return pa.concat_tables(sources).take(from_numpy(order, pa.int64()))
-
-
 @dataclass(frozen=True, slots=True)
 class _Records:
     """Per-frame records queued between two steady runs, made a table at the spill."""
@@ -236,48 +213,39 @@ class RowGroups:
             self._rows += len(self._batch)
             self._batch = []
 
-    def _table(self) -> pa.Table:
-        """The parts as one table, in order: the records of them all one table, the
-        steady runs with no records of their own one table (``joined``), each part a
-        slice of its table.
+    def _tables(self) -> list[pa.Table]:
+        """The parts as tables: the records of them all one table, the steady runs with
+        no records of their own one table (``joined``), each part a slice of its table.
 
         A table costs about 0.5 ms however few its rows: a capture whose steady runs
         the per-frame path breaks often made one per part (random IVs without keys: 95
         ``records_to_table`` a 200,000-frame run, 94 of them for fewer than 5 records;
-        every 100th frame a new SA: 600 ``steady_table``, 0.27 s of a 1.4 s run). The
-        slices are put in order by one ``take`` over those few tables (``_in_order``)
-        rather than concatenated: a row group of 164 parts was 164 chunks a column,
-        which ``combine_chunks`` then copied one at a time.
+        every 100th frame a new SA: 600 ``steady_table``, 0.27 s of a 1.4 s run).
         """
         records = [p.records for p in self._parts if isinstance(p, _Records)]
         runs = [p for p in self._parts if isinstance(p, SteadyRows) and not p.records]
         made = records_to_table([rec for part in records for rec in part]) if records else None
         lane = _lane_table(joined(runs)) if runs else None
-        sources: list[pa.Table] = [t for t in (made, lane) if t is not None]
-        pieces: list[tuple[pa.Table, int, int]] = []  # (source, first row, rows)
-        at, lane_at = 0, 0
+        tables, at, lane_at = [], 0, 0
         for part in self._parts:
             if isinstance(part, _Records) and made is not None:
-                pieces.append((made, at, len(part.records)))
+                tables.append(made.slice(at, len(part.records)))
                 at += len(part.records)
             elif isinstance(part, SteadyRows) and part.records:
-                own = steady_table(part)  # its records among its rows
-                sources.append(own)
-                pieces.append((own, 0, own.num_rows))
+                tables.append(steady_table(part))  # its records among its rows
             elif isinstance(part, SteadyRows) and lane is not None:
-                pieces.append((lane, lane_at, len(part.frame)))
+                tables.append(lane.slice(lane_at, len(part.frame)))
                 lane_at += len(part.frame)
             elif isinstance(part, pa.Table):
-                sources.append(part)
-                pieces.append((part, 0, part.num_rows))
-        return _in_order(sources, pieces)
+                tables.append(part)
+        return tables
 
     def _spill(self) -> None:
         """Emit every full row group queued; keep the rest."""
         self._part()
         if not self._parts:
             return
-        table = self._table()
+        table = pa.concat_tables(self._tables())
         whole = table.num_rows // ROW_GROUP * ROW_GROUP
         for at in range(0, whole, ROW_GROUP):
             self._emit(table.slice(at, ROW_GROUP).combine_chunks())
@@ -288,5 +256,5 @@ class RowGroups:
         """Emit everything queued (the last row group may be short)."""
         self._spill()
         if self._rows:
-            self._emit(self._table().combine_chunks())
+            self._emit(pa.concat_tables(self._tables()).combine_chunks())
             self._parts, self._rows = [], 0

@@ -13,8 +13,6 @@ from unittest import mock
 
 import numpy as np
 import pyarrow as pa
-from hypothesis import given
-from hypothesis import strategies as st
 
 from espforensics.analyzer.frame import FrameAnalyzer
 from espforensics.checks.bulk import Leaks, LeakWords
@@ -177,27 +175,3 @@ def test_joined_runs_keep_each_run_s_flows_and_leaks() -> None:
     proven = both.column("leaked").to_pylist()
     assert [(i, v) for i, v in enumerate(proven) if v is not None] == [(n, 2)]
     assert both.column("src").to_pylist() == alone.column("src").to_pylist()
-
-
-@given(st.lists(st.integers(0, 6), min_size=1, max_size=4), st.data())
-def test_pieces_in_order_are_their_slices_concatenated(
-    sizes: list[int], data: st.DataObject
-) -> None:
-    """``_in_order``: the pieces (a source, its first row, its rows) one after the
-    other, as their slices concatenated, whether few (concatenated) or many (one take):
-    sources of any size, a source's pieces in any order, empty pieces too."""
-    sources = [
-        pa.table({"v": pa.array([100 * k + i for i in range(n)], pa.int64())})
-        for k, n in enumerate(sizes)
-    ]
-    pieces = []
-    for _ in range(data.draw(st.integers(1, 12))):
-        source = data.draw(st.sampled_from(sources))
-        first = data.draw(st.integers(0, source.num_rows))
-        pieces.append((source, first, data.draw(st.integers(0, source.num_rows - first))))
-    got = table_rows._in_order(sources, pieces)
-    want = [
-        v for source, first, n in pieces for v in source.column("v").to_pylist()[first : first + n]
-    ]
-    assert got.column("v").to_pylist() == want
-    assert got.schema == sources[0].schema
