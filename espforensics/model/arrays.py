@@ -46,7 +46,7 @@ def windows(view: U8, width: int) -> U8:
     byte i, read-only: ``sliding_window_view(view, width)``, not a copy. Made by the ndarray
     constructor when ``view`` is contiguous: 1-2 us against numpy's 11-15 us a call,
     which the steady lane pays for every run a per-frame packet splits off (a run of
-    100 rows read its rows in 4 us against 15; docs/performance.md, "Short runs")."""
+    100 rows read its rows in 4 us against 15; docs/performance.md, "Short steady runs")."""
     if not view.flags.c_contiguous:
         return sliding_window_view(view, width)
     step = view.itemsize
