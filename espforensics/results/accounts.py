@@ -8,6 +8,7 @@ SA's frozen ``SaSummary``, ``misplaced_layout`` a layout's
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from sys import intern
@@ -213,6 +214,75 @@ PADDED_TO_KEPT = 8  # padded-to lengths listed per SA, the most common first
 
 def _most(item: tuple[int, int]) -> tuple[int, int]:
     return (-item[1], item[0])
+
+
+_I64 = 2**63  # what an int64 column holds: 0 to _I64 - 1 here (-1 marks "none")
+
+
+class FirstPackets:
+    """The accumulators of SAs seen once, kept as columns (``SummaryBuilder``).
+
+    A capture of many short-lived SAs (a scan, an archive of rekeyed SAs) has most
+    SAs of one packet; their ``SaAcc`` after that packet holds only plain fields
+    (``rare_fields`` None), its first and last time and seq64 equal. Kept here they
+    are 40 bytes of columns a row, where the object, its time and its byte count as
+    Python ints were 196 (200,000 SAs: docs/performance.md, "Many SAs, fifth step").
+    ``add`` takes such an accumulator (False: it is not one, keep the object);
+    ``acc`` gives back an equal one, for its SA's next packet or the summary's row.
+    """
+
+    __slots__ = ("_bytes", "_codes", "_ns", "_seq", "_values", "_where")
+
+    def __init__(self) -> None:
+        self._values: list[str] = []  # the texts (addresses, algorithms, verdicts) by code
+        self._where: dict[tuple[type, str], int] = {}  # each text's code, by its type
+        self._codes = array("I")  # per row: src, dst, algorithm and verdict's codes
+        self._ns = array("q")  # the packet's time
+        self._seq = array("q")  # its seq64, -1 for none
+        self._bytes = array("q")  # its wire bytes
+
+    def add(self, acc: SaAcc) -> int | None:
+        """Keep ``acc`` as a row, if it is one packet's and nothing rare: its row, or None."""
+        seq = acc.first_seq64
+        if not (
+            acc.packets == 1
+            and acc.rare_fields is None
+            and acc.first_ns == acc.last_ns
+            and 0 <= acc.first_ns < _I64
+            and seq == acc.last_seq64
+            and (seq is None or 0 <= seq < _I64)
+            and 0 <= acc.wire_bytes < _I64
+        ):
+            return None
+        row = len(self._ns)
+        self._codes.extend(map(self._code, (acc.src, acc.dst, acc.algorithm, acc.verdict)))
+        self._ns.append(acc.first_ns)
+        self._seq.append(-1 if seq is None else seq)
+        self._bytes.append(acc.wire_bytes)
+        return row
+
+    def _code(self, text: str) -> int:
+        key = (type(text), text)  # a Verdict (a str) apart from the str of its value
+        code = self._where.get(key)
+        if code is None:
+            code = self._where[key] = len(self._values)
+            self._values.append(text)
+        return code
+
+    def names(self, row: int) -> tuple[str, str]:
+        """The row's SA's source and destination."""
+        codes = self._codes
+        return self._values[codes[4 * row]], self._values[codes[4 * row + 1]]
+
+    def acc(self, row: int) -> SaAcc:
+        """The accumulator ``add`` was given for ``row``: every field equal."""
+        src, dst, algorithm, verdict = (self._values[c] for c in self._codes[4 * row : 4 * row + 4])
+        seq, ns = self._seq[row], self._ns[row]  # each one int, as the packet's were
+        made = SaAcc(src, dst, algorithm, ns, ns)
+        made.first_seq64 = made.last_seq64 = None if seq < 0 else seq
+        made.packets, made.wire_bytes = 1, self._bytes[row]
+        made.verdict = verdict  # the very object: a Verdict, or ""
+        return made
 
 
 class LayoutKey(NamedTuple):

@@ -21,7 +21,13 @@ from espforensics.model.enums import FindingKind, Proto, Verdict
 from espforensics.model.records import Finding, PacketRecord, SaKey, UnusedSa
 from espforensics.model.version import TOOL_VERSION
 from espforensics.receiver.prediction import ReceiverHost, ReceiverSa
-from espforensics.results.accounts import LayoutAcc, LayoutKey, SaAcc, misplaced_layout
+from espforensics.results.accounts import (
+    FirstPackets,
+    LayoutAcc,
+    LayoutKey,
+    SaAcc,
+    misplaced_layout,
+)
 from espforensics.results.coverage import check_coverage
 from espforensics.results.summary import (
     CaptureInfo,
@@ -62,6 +68,10 @@ class SummaryBuilder:
         # as SaKey values (``sa_keys``, ``finish``).
         self._sas: dict[int, SaAcc] = {}
         self._more_sas: dict[tuple[int, str, str], SaAcc] = {}
+        # The first SA of an SPI after its first packet, when that is all it holds: a row
+        # of ``_once`` by its SPI, made an accumulator again at its next packet (``_acc``)
+        self._once = FirstPackets()
+        self._first: dict[int, int] = {}
         self._layouts: dict[LayoutKey, LayoutAcc] = {}
         # ICMP errors quoting an ESP packet, per quoted (spi, src, dst): no packet of the SA
         self._quoted: Counter[SaKey] = Counter()
@@ -88,6 +98,11 @@ class SummaryBuilder:
             return
         acc = self._acc(rec.spi, rec.src, rec.dst, rec.algorithm, rec.time)
         acc.observe(rec)
+        if acc.packets == 1 and self._sas.get(rec.spi) is acc:  # an SPI's first SA, new
+            row = self._once.add(acc)
+            if row is not None:
+                del self._sas[rec.spi]
+                self._first[rec.spi] = row
         if rec.misplaced:  # esp_misplaced, or a cut packet's header found by layout
             self._layout(rec)
 
@@ -147,31 +162,49 @@ class SummaryBuilder:
         acc.checksum_counts().update({value: seen[value] for value in sorted(seen)})
 
     def _acc(self, spi: int, src: str, dst: str, algorithm: str, first_ns: int) -> SaAcc:
-        """The SA's accumulator, made (of its first packet's algorithm and time) on first use."""
+        """The SA's accumulator, made (of its first packet's algorithm and time) on first use,
+        or again from its row of ``_once``."""
         acc = self._sas.get(spi)
         if acc is not None and acc.src == src and acc.dst == dst:
+            return acc
+        row = self._first.get(spi) if acc is None else None
+        if row is not None and self._once.names(row) == (src, dst):
+            del self._first[spi]
+            acc = self._sas[spi] = self._once.acc(row)
             return acc
         key = (spi, src, dst)
         found = self._more_sas.get(key) if self._more_sas else None
         if found is not None:
             return found
         made = SaAcc(src, dst, algorithm, first_ns, first_ns)
-        if acc is None:
+        if acc is None and row is None:
             self._sas[spi] = made
         else:
             self._more_sas[key] = made
         return made
 
+    def sa_keys(self) -> list[SaKey]:
+        """The (spi, src, dst) of every SA seen so far (not in order)."""
+        keys = [SaKey(spi, acc.src, acc.dst) for spi, acc in self._sas.items()]
+        keys += [SaKey(spi, *self._once.names(row)) for spi, row in self._first.items()]
+        keys += [SaKey._make(key) for key in self._more_sas]
+        return keys
+
+    def acc_of(self, key: SaKey) -> SaAcc:
+        """The accumulator of an SA seen (a row of ``_once`` made one anew: not kept)."""
+        spi, src, dst = key
+        acc = self._sas.get(spi)
+        if acc is not None and acc.src == src and acc.dst == dst:
+            return acc
+        row = self._first.get(spi)
+        if row is not None and self._once.names(row) == (src, dst):
+            return self._once.acc(row)
+        return self._more_sas[(spi, src, dst)]
+
     def accs(self) -> Iterator[tuple[SaKey, SaAcc]]:
         """Every SA seen so far with its accumulator (not in order)."""
-        for spi, acc in self._sas.items():
-            yield SaKey(spi, acc.src, acc.dst), acc
-        for key, acc in self._more_sas.items():
-            yield SaKey._make(key), acc
-
-    def sa_keys(self) -> list[SaKey]:
-        """The (spi, src, dst) of every SA seen so far."""
-        return [key for key, _ in self.accs()]
+        for key in self.sa_keys():
+            yield key, self.acc_of(key)
 
     def _layout(self, rec: PacketRecord) -> None:
         if rec.esp_offset is None or rec.expected_offset is None or rec.spi is None:
@@ -224,8 +257,8 @@ class SummaryBuilder:
             if f.kind is FindingKind.SEQ_GAP and f.spi is not None:
                 missing[SaKey(f.spi, f.src, f.dst)] += f.count
         modes = modes or {}
-        sas = tuple(
-            a.summary(
+        sas = tuple(  # the keys sorted, each SA's accumulator asked for its row in turn
+            self.acc_of(key).summary(
                 key,
                 missing[key],
                 modes.get(key, SaMode.UNKNOWN),
@@ -233,7 +266,7 @@ class SummaryBuilder:
                 self._quoted[key],
                 0 if no_ivs is None else no_ivs.get(key, 0),
             )
-            for key, a in sorted(self.accs(), key=lambda kv: kv[0])
+            for key in sorted(self.sa_keys())
         )
         return Summary(
             tool_version=TOOL_VERSION,

@@ -21,6 +21,7 @@ from espforensics.model.records import Finding, PacketRecord, SaKey
 from espforensics.render import json as json_render
 from espforensics.render.json import format_json
 from espforensics.report.content import report_content
+from espforensics.results.accounts import FirstPackets, SaAcc
 from espforensics.results.builder import SummaryBuilder
 from espforensics.results.summary import CaptureInfo, SaSummary, Summary, finding_json, sa_json
 
@@ -223,3 +224,88 @@ def test_the_rows_of_many_one_packet_sas_share_their_empty_maps_and_verdict_text
         tracemalloc.stop()
     assert len(sas) == 4000 and sas[0].verdicts == {"unknown_sa": 1} and sas[0].tfc_padded_to == {}
     assert used < 4000 * ROW_BYTES
+
+
+def _plain_acc(verdict: str, ns: int, seq: int | None, wire: int, algorithm: str) -> SaAcc:
+    acc = SaAcc("10.0.0.1", "10.0.0.2", algorithm, ns, ns)
+    acc.first_seq64 = acc.last_seq64 = seq
+    acc.packets, acc.wire_bytes, acc.verdict = 1, wire, verdict
+    return acc
+
+
+_FIELDS = (
+    "src", "dst", "algorithm", "first_ns", "last_ns", "first_seq64", "last_seq64",
+    "packets", "wire_bytes", "verdict", "rare_fields",
+)  # fmt: skip
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([Verdict.UNKNOWN_SA, Verdict.OK, "unknown_sa", ""]),
+            st.integers(0, 2**64),
+            st.one_of(st.none(), st.integers(0, 2**64)),
+            st.integers(0, 2**63),
+            st.sampled_from(["", "rfc4106(gcm(aes))"]),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_first_packets_give_back_the_accumulators_they_took(
+    accs: list[tuple[str, int, int | None, int, str]],
+) -> None:
+    """``FirstPackets``: an SA's accumulator after one packet of nothing rare comes back
+    equal, field for field, its verdict the very object (a ``Verdict`` or a str); one
+    whose time, seq64 or bytes an int64 does not hold is not taken (the object stays)."""
+    once = FirstPackets()
+    for verdict, ns, seq, wire, algorithm in accs:
+        acc = _plain_acc(verdict, ns, seq, wire, algorithm)
+        row = once.add(acc)
+        fits = ns < 2**63 and (seq is None or seq < 2**63) and wire < 2**63
+        assert (row is not None) == fits
+        if row is not None:
+            back = once.acc(row)
+            assert [getattr(back, f) for f in _FIELDS] == [getattr(acc, f) for f in _FIELDS]
+            assert type(back.verdict) is type(acc.verdict)
+            assert once.names(row) == ("10.0.0.1", "10.0.0.2")
+
+
+def test_first_packets_take_no_accumulator_of_two_packets_or_of_something_rare() -> None:
+    once = FirstPackets()
+    two = _plain_acc(Verdict.OK, 5, 1, 100, "")
+    two.packets = 2
+    leaked = _plain_acc(Verdict.OK, 5, 1, 100, "")
+    leaked.leaked += 1
+    moved = _plain_acc(Verdict.OK, 5, 1, 100, "")
+    moved.last_seq64 = 2
+    assert [once.add(a) for a in (two, leaked, moved)] == [None, None, None]
+
+
+def test_one_packet_sas_cost_the_builder_few_bytes_each() -> None:
+    """Most SAs of a scan have one packet: the builder keeps theirs as columns (130 bytes
+    an SA with its dict entry, by tracemalloc; an accumulator object with its time and
+    byte count as ints, and its dict entry, were 285), and their rows are what they were."""
+    b = SummaryBuilder()
+    b.observe(_esp(1, 0x1000))
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for frame in range(2, 4002):
+            b.observe(_esp(frame, 0x10000 + frame, len=1400, time=1_700_000_000 * 10**9 + frame))
+        used = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert used < 4000 * 160
+    sas = b.finish(CaptureInfo("c.pcap", "00"), []).sas
+    last = sas[-1]
+    assert (last.spi, last.packets, last.first_seq64, last.last_seq64) == (
+        0x10000 + 4001,
+        1,
+        4001,
+        4001,
+    )
+    assert (last.first_ns, last.last_ns, last.wire_bytes) == (1_700_000_000 * 10**9 + 4001,) * 2 + (
+        1400,
+    )
+    assert last.verdicts == {"unknown_sa": 1}
