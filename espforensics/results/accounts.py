@@ -227,7 +227,7 @@ class FirstPackets:
     (``rare_fields`` None), its first and last time and seq64 equal. Kept here they
     are 40 bytes of columns a row, where the object, its time and its byte count as
     Python ints were 196 (200,000 SAs: docs/performance.md, "Many SAs, fifth step").
-    ``add`` takes such an accumulator (False: it is not one, keep the object);
+    ``add`` takes such an accumulator (None: it is not one, keep the object);
     ``acc`` gives back an equal one, for its SA's next packet or the summary's row.
     """
 
@@ -235,7 +235,7 @@ class FirstPackets:
 
     def __init__(self) -> None:
         self._values: list[str] = []  # the texts (addresses, algorithms, verdicts) by code
-        self._where: dict[tuple[type, str], int] = {}  # each text's code, by its type
+        self._where: dict[object, int] = {}  # each text's code (see ``_code``)
         self._codes = array("I")  # per row: src, dst, algorithm and verdict's codes
         self._ns = array("q")  # the packet's time
         self._seq = array("q")  # its seq64, -1 for none
@@ -262,7 +262,9 @@ class FirstPackets:
         return row
 
     def _code(self, text: str) -> int:
-        key = (type(text), text)  # a Verdict (a str) apart from the str of its value
+        """The code of ``text``: a plain str by itself (an address: one entry each, no
+        tuple), any other by its type too (a ``Verdict`` equals the str of its value)."""
+        key: object = text if type(text) is str else (type(text), text)
         code = self._where.get(key)
         if code is None:
             code = self._where[key] = len(self._values)
