@@ -85,11 +85,11 @@ class Frames(Sequence[int]):
         )
 
     def run_arrays(self) -> tuple[I64, I64]:
-        """The runs' firsts and lasts, as numpy arrays (copies)."""
-        return (
-            np.frombuffer(self._starts, np.int64).copy(),
-            np.frombuffer(self._ends, np.int64).copy(),
-        )
+        """The runs' firsts and lasts, as read-only numpy views of the arrays (no copy:
+        a ``Frames`` never changes)."""
+        firsts, lasts = np.frombuffer(self._starts, np.int64), np.frombuffer(self._ends, np.int64)
+        firsts.flags.writeable = lasts.flags.writeable = False
+        return firsts, lasts
 
     def iter_runs(self) -> Iterator[tuple[int, int]]:
         """The runs, lowest first, one at a time (``runs`` makes them all)."""
@@ -97,8 +97,8 @@ class Frames(Sequence[int]):
 
     def first_runs(self, n: int) -> Frames:
         """The frames of the first ``n`` runs."""
-        starts, ends = (np.frombuffer(c, np.int64)[:n] for c in (self._starts, self._ends))
-        return Frames.of_arrays(starts, ends)
+        firsts, lasts = self.run_arrays()
+        return Frames.of_arrays(firsts[:n], lasts[:n])
 
     @property
     def runs(self) -> tuple[tuple[int, int], ...]:

@@ -167,8 +167,8 @@ class SummaryBuilder:
         acc = self._sas.get(spi)
         if acc is not None and acc.src == src and acc.dst == dst:
             return acc
-        row = self._first.get(spi) if acc is None else None
-        if row is not None and self._once.names(row) == (src, dst):
+        row = None if acc is not None else self._row(spi, src, dst)
+        if row is not None:
             del self._first[spi]
             acc = self._sas[spi] = self._once.acc(row)
             return acc
@@ -177,11 +177,16 @@ class SummaryBuilder:
         if found is not None:
             return found
         made = SaAcc(src, dst, algorithm, first_ns, first_ns)
-        if acc is None and row is None:
+        if acc is None and spi not in self._first:  # the SPI's first SA
             self._sas[spi] = made
         else:
             self._more_sas[key] = made
         return made
+
+    def _row(self, spi: int, src: str, dst: str) -> int | None:
+        """The SA's row of ``_once``, if it is kept there."""
+        row = self._first.get(spi)
+        return row if row is not None and self._once.names(row) == (src, dst) else None
 
     def sa_keys(self) -> list[SaKey]:
         """The (spi, src, dst) of every SA seen so far (not in order)."""
@@ -192,14 +197,13 @@ class SummaryBuilder:
 
     def acc_of(self, key: SaKey) -> SaAcc:
         """The accumulator of an SA seen (a row of ``_once`` made one anew: not kept)."""
-        spi, src, dst = key
-        acc = self._sas.get(spi)
-        if acc is not None and acc.src == src and acc.dst == dst:
-            return acc
-        row = self._first.get(spi)
-        if row is not None and self._once.names(row) == (src, dst):
+        row = self._row(*key)
+        if row is not None:
             return self._once.acc(row)
-        return self._more_sas[(spi, src, dst)]
+        acc = self._sas.get(key.spi)
+        if acc is not None and acc.src == key.src and acc.dst == key.dst:
+            return acc
+        return self._more_sas[key]
 
     def accs(self) -> Iterator[tuple[SaKey, SaAcc]]:
         """Every SA seen so far with its accumulator (not in order)."""
