@@ -311,8 +311,9 @@ class U64Set:
         while levels and len(levels[-1]) <= _LEVEL_RATIO * len(run):
             run = np.concatenate((levels.pop(), run))
             # Two sorted runs end to end: timsort ("stable") merges them in one pass,
-            # where the default introsort sorts them again (13x slower for 2 million
-            # values in batches of 8,192: docs/performance.md, "Merging sorted levels").
+            # where the default introsort sorts them again (2 million values added in
+            # batches of 700: 0.20 against 0.91 s; docs/performance.md, "Merging sorted
+            # levels").
             run.sort(kind="stable")
         levels.append(run)
 
