@@ -36,7 +36,7 @@ from espforensics.capture.batch import Buffer
 from espforensics.checks.context import Flow
 from espforensics.decode.digest import RowDigests
 from espforensics.decode.inner import InnerColumns
-from espforensics.model.arrays import Strs, rows_at, strs
+from espforensics.model.arrays import SpacedHex, Strs, rows_at, strs
 
 Mask = npt.NDArray[np.bool_]
 
@@ -54,11 +54,11 @@ class LeakWords(NamedTuple):
 class Leaks:
     """The leak check's columns of some rows (``leaked_hex``, ``leaked_fields``, ``leaked``;
     every other row's are empty): ``at``, the rows (positions in their ``FlowRows``, in a
-    plan, or in a steady run), each one's columns beside it (``hex`` and ``fields``
-    arrays of ``str``)."""
+    plan, or in a steady run), each one's columns beside it: ``hex`` its clear bytes
+    (written as text only into the table), ``fields`` an array of ``str``."""
 
     at: npt.NDArray[np.intp]
-    hex: Strs
+    hex: SpacedHex
     fields: Strs
     leaked: I64
 
@@ -66,11 +66,12 @@ class Leaks:
     def of(at: npt.NDArray[np.intp], words: Sequence[LeakWords]) -> Leaks:
         """The rows ``at`` with their columns ``words`` (one each, in the same order)."""
         hexes, fields, leaked = zip(*words, strict=True) if words else ((), (), ())
-        return Leaks(at, strs(hexes), strs(fields), np.array(leaked, np.int64))
+        spaced = SpacedHex.of([bytes.fromhex(h) for h in hexes])
+        return Leaks(at, spaced, strs(fields), np.array(leaked, np.int64))
 
     def take(self, keep: npt.NDArray[np.intp] | Mask) -> Leaks:
         """The rows ``keep`` (indices or a mask over ``at``) with their columns."""
-        return Leaks(self.at[keep], self.hex[keep], self.fields[keep], self.leaked[keep])
+        return Leaks(self.at[keep], self.hex.take(keep), self.fields[keep], self.leaked[keep])
 
     def at_rows(self, at: npt.NDArray[np.intp]) -> Leaks:
         """The same columns, of the rows ``at`` (one each, in the same order)."""
@@ -85,13 +86,15 @@ class Leaks:
             return parts[0]
         return Leaks(
             np.concatenate([p.at for p in parts]),
-            np.concatenate([p.hex for p in parts]),
+            SpacedHex.joined([p.hex for p in parts]),
             np.concatenate([p.fields for p in parts]),
             np.concatenate([p.leaked for p in parts]),
         )
 
     def words(self) -> Iterator[LeakWords]:
-        return map(LeakWords, self.hex.tolist(), self.fields.tolist(), self.leaked.tolist())
+        """Each row's columns as the per-packet rule writes them."""
+        texts = self.hex.texts().tolist()
+        return map(LeakWords, texts, self.fields.tolist(), self.leaked.tolist())
 
 
 @dataclass(frozen=True, slots=True)

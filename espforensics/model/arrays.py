@@ -8,6 +8,7 @@ the mask is False). Raises nothing: a masked-out row reads offset 0.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -121,21 +122,74 @@ def strs(values: Sequence[str]) -> Strs:
     return out
 
 
-def spaced_hex(view: U8, at: I64, size: I64) -> Strs:
-    """Per row, its ``size`` bytes (at least 1) at ``at`` as ``bytes.hex(" ")`` writes them
-    ("45 00 05 dc"): every row's bytes taken at the widest row's width (``rows_within``), all
-    written by one ``bytes.hex(" ")`` (a row of ``width`` bytes is then ``3 * width``
-    characters, its last a space), the rows' ends marked and the rows cut apart by one
-    ``str.split``, the characters past a shorter row's size dropped first. (A numpy table
-    of each byte's three characters took 3.0 ms for 3,447 rows of 32 bytes; this takes
-    1.0-1.1, docs/performance.md.)"""
-    if not len(at):
-        return strs([])
-    n, width = len(at), int(size.max())
-    got = rows_within(view, at, width)  # a shorter row's bytes past its size: never shown
-    text = bytearray(got.tobytes().hex(" ").encode("ascii"))
-    text += b" "  # the last row's last space, as every other row has
-    lines = np.frombuffer(text, np.uint8).reshape(n, 3 * width)
-    lines[np.arange(n), 3 * size - 1] = ord("\n")  # a row's last space ends it
-    kept = lines if bool((size == width).all()) else lines[np.arange(3 * width) < 3 * size[:, None]]
-    return strs(kept.tobytes().decode("ascii").split("\n")[:-1])
+@dataclass(frozen=True, slots=True)
+class SpacedHex:
+    """Rows of bytes to be written as ``bytes.hex(" ")`` writes them ("45 00 05 dc"), kept
+    as bytes until a table asks for their text: row ``i`` is ``got[i, :size[i]]`` (the
+    bytes past it are never shown). The text of every row
+    comes from one ``bytes.hex(" ")`` (``text``), straight into a column
+    (tables/arrow.py ``hex_column``); ``texts`` makes a ``str`` a row of it."""
+
+    got: U8  # (rows, width)
+    size: I64
+
+    def __len__(self) -> int:
+        return len(self.size)
+
+    @staticmethod
+    def of(rows: Sequence[bytes]) -> SpacedHex:
+        """The rows ``rows``, each its bytes."""
+        size = np.array([len(r) for r in rows], np.int64)
+        got = np.zeros((len(rows), int(size.max()) if len(rows) else 0), np.uint8)
+        for i, r in enumerate(rows):
+            got[i, : len(r)] = np.frombuffer(r, np.uint8)
+        return SpacedHex(got, size)
+
+    def take(self, keep: npt.NDArray[np.intp] | Mask) -> SpacedHex:
+        """The rows ``keep`` (indices or a mask)."""
+        return SpacedHex(self.got[keep], self.size[keep])
+
+    @staticmethod
+    def joined(parts: Sequence[SpacedHex]) -> SpacedHex:
+        """``parts`` one after the other; a narrower part's rows padded with zero bytes."""
+        width = max(p.got.shape[1] for p in parts)
+        got = np.zeros((sum(len(p) for p in parts), width), np.uint8)
+        at = 0
+        for p in parts:
+            got[at : at + len(p), : p.got.shape[1]] = p.got
+            at += len(p)
+        return SpacedHex(got, np.concatenate([p.size for p in parts]))
+
+    def text(self) -> tuple[bytes, I64]:
+        """Every row's text back to back (ASCII), and each one's length (``3 * size - 1``,
+        0 for no bytes): all written by one ``bytes.hex(" ")`` (a row of ``width`` bytes is
+        then ``3 * width`` characters with the space after it), the characters past a
+        row's last byte dropped. (A numpy table of each byte's three characters took 3.0 ms for
+        3,447 rows of 32 bytes; one ``hex`` of them 1.0-1.1, docs/performance.md.)"""
+        n, width = self.got.shape
+        length = np.maximum(3 * self.size - 1, 0)  # a row of no bytes: no text
+        if not n or not width:
+            return b"", length
+        text = bytearray(self.got.tobytes().hex(" ").encode("ascii"))
+        text += b" "  # the last row's last space, as every other row has
+        lines = np.frombuffer(text, np.uint8).reshape(n, 3 * width)
+        if bool((self.size == width).all()):
+            return lines[:, : 3 * width - 1].tobytes(), length
+        return lines[np.arange(3 * width) < length[:, None]].tobytes(), length
+
+    def texts(self) -> Strs:
+        """Each row's text as a ``str``: ``bytes.hex(" ")`` of its bytes, one by one."""
+        return strs(
+            [
+                row[:n].tobytes().hex(" ")
+                for row, n in zip(self.got, self.size.tolist(), strict=True)
+            ]
+        )
+
+
+def spaced_hex(view: U8, at: I64, size: I64) -> SpacedHex:
+    """Per row, its ``size`` bytes (at least 1) at ``at``, to be written as ``bytes.hex(" ")``
+    writes them: every row's bytes taken at the widest row's width (``rows_within``; a
+    shorter row's bytes past its size are never shown)."""
+    width = int(size.max()) if len(at) else 0
+    return SpacedHex(rows_within(view, at, width), size)

@@ -24,6 +24,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from espforensics.model.arrays import SpacedHex
+
 Mask = npt.NDArray[np.bool_]
 
 
@@ -125,6 +127,26 @@ def hex_rows(rows: npt.NDArray[np.uint8], used: npt.NDArray[np.int64]) -> pa.Arr
     text = np.frombuffer(np.ascontiguousarray(rows).tobytes().hex().encode(), np.uint8)
     keep = np.arange(2 * rows.shape[1]) < 2 * used[:, None]
     return _string_array(n, None, offsets, text.reshape(n, 2 * rows.shape[1])[keep].tobytes())
+
+
+def spaced_hex_column(n: int, at: npt.NDArray[np.intp], hexes: SpacedHex) -> pa.Array:
+    """The string array of ``n`` rows, row ``at[i]`` the text of ``hexes``'s row ``i``
+    (``SpacedHex.text``: "45 00 05 dc"), every other row empty; of a row given twice, the
+    last. The text goes into the array's buffer as one ``hex`` writes it: no ``str`` a
+    row (the ``leaked_hex`` column of a steady run; docs/performance.md, "The leak
+    columns' text as bytes")."""
+    if len(at) > 1 and not bool((np.diff(at) > 0).all()):
+        order = np.argsort(at, kind="stable")
+        ranked = at[order]
+        last = np.ones(len(order), np.bool_)
+        last[:-1] = ranked[1:] != ranked[:-1]
+        at, hexes = ranked[last], hexes.take(order[last])
+    data, length = hexes.text()
+    lengths = np.zeros(n, np.int32)
+    lengths[at] = length
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return _string_array(n, None, offsets, data)
 
 
 def _with_nulls(raw: Sequence[str | None]) -> pa.Array:

@@ -27,7 +27,15 @@ from espforensics.engine import SteadyRows
 from espforensics.engine.wire import CARRIERS
 from espforensics.model.arrays import Mask, Strs
 from espforensics.model.records import PACKET_COLUMNS, PacketRecord
-from espforensics.tables.arrow import bools, from_list, from_numpy, hex_rows, pick, strings
+from espforensics.tables.arrow import (
+    bools,
+    from_list,
+    from_numpy,
+    hex_rows,
+    pick,
+    spaced_hex_column,
+    strings,
+)
 from espforensics.tables.schema import ROW_GROUP, TIME_TYPE, arrow_type, packet_schema
 
 # The ns an int64 holds (1677-09-21 to 2262-04-11); a frame stamped outside has no ``time``.
@@ -115,10 +123,10 @@ def _lane_table(rows: SteadyRows) -> pa.Table:
         cols[name] = _repeat("", n)
     if rows.leaks is not None:  # keyless leaks, proven or possible (checks/leaks.py)
         leaks = rows.leaks
-        for name, values in (("leaked_hex", leaks.hex), ("leaked_fields", leaks.fields)):
-            column: Strs = np.full(n, "", object)
-            column[leaks.at] = values
-            cols[name] = strings(column)
+        cols["leaked_hex"] = spaced_hex_column(n, leaks.at, leaks.hex)
+        column: Strs = np.full(n, "", object)
+        column[leaks.at] = leaks.fields
+        cols["leaked_fields"] = strings(column)
         leaked = np.zeros(n, np.int64)
         leaked[leaks.at] = leaks.leaked
         cols["leaked"] = _nullable(leaked, leaked > 0)

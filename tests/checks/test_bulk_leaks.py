@@ -157,7 +157,7 @@ def test_a_possible_leak_is_kept_with_its_columns() -> None:
     assert rule.refused.tolist() == [False, False, False]
     assert rule.leaks is not None
     assert rule.leaks.at.tolist() == [0, 2]
-    assert rule.leaks.hex.tolist() == [_V6[:40].hex(" "), _V4[8:28].hex(" ")]
+    assert rule.leaks.hex.texts().tolist() == [_V6[:40].hex(" "), _V4[8:28].hex(" ")]
     assert rule.leaks.fields[0].startswith("possible: IPv6 version+traffic class+flow label, ")
     assert rule.leaks.fields[1].startswith("possible: IPv4 version+IHL, TOS, total length, ")
     assert rule.leaks.leaked.tolist() == [0, 0]  # nothing proves them: ``leaked`` stays empty

@@ -118,5 +118,9 @@ def test_spaced_hex_is_bytes_hex_with_spaces(buf: bytes, data: st.DataObject) ->
     )
     at = np.array([a for a, _ in spans], np.int64)
     size = np.array([n for _, n in spans], np.int64)
-    got = spaced_hex(view, at, size).tolist()
-    assert got == [buf[a : a + n].hex(" ") for a, n in spans]
+    spaced = spaced_hex(view, at, size)
+    want = [buf[a : a + n].hex(" ") for a, n in spans]
+    assert spaced.texts().tolist() == want
+    text, length = spaced.text()  # the fast path: every row's text back to back
+    assert text == "".join(want).encode("ascii")
+    assert length.tolist() == [len(w) for w in want]

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from espforensics.model.arrays import SpacedHex
 from espforensics.model.enums import Proto, Verdict
 from espforensics.model.records import PacketRecord
 from espforensics.tables.arrow import (
@@ -24,6 +25,7 @@ from espforensics.tables.arrow import (
     hex_rows,
     pick,
     scalar,
+    spaced_hex_column,
     strings,
     to_numpy,
 )
@@ -91,6 +93,40 @@ def test_hex_rows_are_bytes_hex(rows: list[tuple[bytes, int]]) -> None:
     block = np.frombuffer(b"".join(r for r, _ in rows), np.uint8).reshape(len(rows), 16)
     used = np.array([u for _, u in rows], np.int64)
     _same(hex_rows(block, used), pa.array([r[:u].hex() for r, u in rows], pa.string()))
+
+
+@SETTINGS
+@given(
+    st.lists(st.binary(max_size=40), max_size=12),
+    st.lists(st.binary(max_size=20), max_size=12),
+    st.data(),
+)
+def test_a_leaked_hex_column_is_each_row_s_bytes_hex_with_spaces(
+    first: list[bytes], second: list[bytes], data: st.DataObject
+) -> None:
+    """The ``leaked_hex`` column of a run: rows ``at`` (any order, a row given twice
+    keeping the last) the text of their bytes as ``bytes.hex(" ")`` writes it, the other
+    rows empty; from two parts of other widths joined, then some rows taken, as the lane
+    passes them on. The reference: the column of ``str`` made row by row."""
+    parts = [SpacedHex.of(first), SpacedHex.of(second)]
+    rows = first + second
+    hexes = SpacedHex.joined(parts)
+    keep = np.array(
+        data.draw(st.lists(st.booleans(), min_size=len(rows), max_size=len(rows))), np.bool_
+    )
+    kept = [r for r, k in zip(rows, keep.tolist(), strict=True) if k]
+    n = data.draw(st.integers(len(kept), len(kept) + 5))
+    at = (
+        np.array(
+            data.draw(st.lists(st.integers(0, n - 1), min_size=len(kept), max_size=len(kept))),
+            np.intp,
+        )
+        if n
+        else np.zeros(0, np.intp)
+    )
+    column = np.full(n, "", object)
+    column[at] = [r.hex(" ") for r in kept]
+    _same(spaced_hex_column(n, at, hexes.take(keep)), strings(column))
 
 
 @SETTINGS
