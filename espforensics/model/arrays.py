@@ -126,9 +126,9 @@ def strs(values: Sequence[str]) -> Strs:
 class SpacedHex:
     """Rows of bytes to be written as ``bytes.hex(" ")`` writes them ("45 00 05 dc"), kept
     as bytes until a table asks for their text: row ``i`` is ``got[i, :size[i]]`` (the
-    bytes past it are never shown). The text of every row
-    comes from one ``bytes.hex(" ")`` (``text``), straight into a column
-    (tables/arrow.py ``hex_column``); ``texts`` makes a ``str`` a row of it."""
+    bytes past it are never shown). The text of every row comes from one
+    ``bytes.hex(" ")`` (``text``), straight into a column (tables/arrow.py
+    ``spaced_hex_column``); ``texts`` makes a ``str`` a row, the reference."""
 
     got: U8  # (rows, width)
     size: I64
@@ -151,7 +151,8 @@ class SpacedHex:
 
     @staticmethod
     def joined(parts: Sequence[SpacedHex]) -> SpacedHex:
-        """``parts`` one after the other; a narrower part's rows padded with zero bytes."""
+        """``parts`` (at least one) one after the other; a narrower part's rows padded with
+        zero bytes."""
         width = max(p.got.shape[1] for p in parts)
         got = np.zeros((sum(len(p) for p in parts), width), np.uint8)
         at = 0
@@ -164,8 +165,9 @@ class SpacedHex:
         """Every row's text back to back (ASCII), and each one's length (``3 * size - 1``,
         0 for no bytes): all written by one ``bytes.hex(" ")`` (a row of ``width`` bytes is
         then ``3 * width`` characters with the space after it), the characters past a
-        row's last byte dropped. (A numpy table of each byte's three characters took 3.0 ms for
-        3,447 rows of 32 bytes; one ``hex`` of them 1.0-1.1, docs/performance.md.)"""
+        row's last byte dropped. (A numpy table of each byte's three characters took
+        3.0 ms for 3,447 rows of 32 bytes; one ``hex`` of them 1.0-1.1,
+        docs/performance.md.)"""
         n, width = self.got.shape
         length = np.maximum(3 * self.size - 1, 0)  # a row of no bytes: no text
         if not n or not width:
