@@ -10,7 +10,7 @@ nothing. Per-SA counts live in ``SaAcc``, misplaced layouts in
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -204,11 +204,6 @@ class SummaryBuilder:
         if acc is not None and acc.src == key.src and acc.dst == key.dst:
             return acc
         return self._more_sas[key]
-
-    def accs(self) -> Iterator[tuple[SaKey, SaAcc]]:
-        """Every SA seen so far with its accumulator (not in order)."""
-        for key in self.sa_keys():
-            yield key, self.acc_of(key)
 
     def _layout(self, rec: PacketRecord) -> None:
         if rec.esp_offset is None or rec.expected_offset is None or rec.spi is None:

@@ -151,7 +151,7 @@ def test_sa_without_padding_or_checksums_makes_no_counter() -> None:
     b.observe(_esp(3, 0x1002, tfc_len=12, payload_len=1400, inner_checksum="ok"))
     b.observe(_esp(4, 0x1002, tfc_len=20, payload_len=1400, inner_checksum="bad"))
     b.observe(_esp(5, 0x1002, tfc_len=8, payload_len=600, inner_checksum="ok"))
-    accs = dict(b.accs())
+    accs = {key: b.acc_of(key) for key in b.sa_keys()}
     bare, padded = (
         accs[SaKey(0x1001, "10.0.0.1", "10.0.0.2")],
         accs[SaKey(0x1002, "10.0.0.1", "10.0.0.2")],
@@ -189,7 +189,7 @@ def test_sa_verdicts_one_kept_plain_others_counted_in_verdict_order() -> None:
     b.observe(_esp(3, 0x1001, verdict=Verdict.TRUNCATED))
     b.observe(_esp(4, 0x1001, verdict=Verdict.AUTH_FAIL))
     b.observe(_esp(5, 0x1002))
-    accs = dict(b.accs())
+    accs = {key: b.acc_of(key) for key in b.sa_keys()}
     one, mixed = (
         accs[SaKey(0x1002, "10.0.0.1", "10.0.0.2")],
         accs[SaKey(0x1001, "10.0.0.1", "10.0.0.2")],
